@@ -1,0 +1,71 @@
+/**
+ * Typed errors and the exit codes shared by all three tools (spec/trajstore.md, "Errors").
+ * Any module may throw these; only the program runner turns them into an exit status.
+ */
+
+export const ExitCode = {
+  Ok: 0,
+  Internal: 1,
+  InvalidInput: 2,
+  NotFound: 3,
+  Conflict: 4,
+  ResourceLimit: 5,
+  Unavailable: 6,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+export interface CliErrorOptions {
+  /** One line telling the user what to do about it. */
+  hint?: string;
+  cause?: unknown;
+}
+
+/** An error that the user can act on; its message names the offending input. */
+export class CliError extends Error {
+  readonly hint: string | undefined;
+  constructor(
+    readonly exitCode: ExitCode,
+    message: string,
+    options: CliErrorOptions = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.hint = options.hint;
+  }
+}
+
+export class InvalidInputError extends CliError {
+  constructor(message: string, options?: CliErrorOptions) {
+    super(ExitCode.InvalidInput, message, options);
+  }
+}
+
+export class NotFoundError extends CliError {
+  constructor(message: string, options?: CliErrorOptions) {
+    super(ExitCode.NotFound, message, options);
+  }
+}
+
+export class ConflictError extends CliError {
+  constructor(message: string, options?: CliErrorOptions) {
+    super(ExitCode.Conflict, message, options);
+  }
+}
+
+export class ResourceLimitError extends CliError {
+  constructor(message: string, options?: CliErrorOptions) {
+    super(ExitCode.ResourceLimit, message, options);
+  }
+}
+
+/** A timeout, or a dependency (server, module, device) that is not there right now. */
+export class UnavailableError extends CliError {
+  constructor(message: string, options?: CliErrorOptions) {
+    super(ExitCode.Unavailable, message, options);
+  }
+}
+
+/** The exit code for anything thrown: typed errors carry theirs, the rest are internal. */
+export function exitCodeOf(error: unknown): ExitCode {
+  return error instanceof CliError ? error.exitCode : ExitCode.Internal;
+}

@@ -1,0 +1,178 @@
+/**
+ * Rows out: `table` for people, `json`, `jsonl` and `csv` for programs.
+ * json, jsonl and csv stream row by row; a table must see every row to size its columns.
+ */
+import stringWidth from 'string-width';
+import { InvalidInputError } from './errors.js';
+
+export const OUTPUT_FORMATS = ['table', 'json', 'jsonl', 'csv'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
+export type Cell = string | number | bigint | boolean | null | undefined | Date | object;
+export type Row = Record<string, Cell>;
+
+export interface Column {
+  key: string;
+  /** Header shown in tables and CSV; defaults to the key. */
+  title?: string;
+  align?: 'left' | 'right';
+}
+
+export interface TextSink {
+  write(chunk: string): unknown;
+}
+
+export interface RowWriter {
+  write(row: Row): void;
+  end(): void;
+}
+
+export function parseOutputFormat(value: unknown, flag = '--format'): OutputFormat {
+  if (typeof value === 'string' && (OUTPUT_FORMATS as readonly string[]).includes(value)) return value as OutputFormat;
+  throw new InvalidInputError(`invalid ${flag} ${JSON.stringify(String(value))}`, {
+    hint: `use one of: ${OUTPUT_FORMATS.join(', ')}`,
+  });
+}
+
+/** Columns in first-seen key order, for callers that print whatever rows they get. */
+export function columnsOf(rows: readonly Row[]): Column[] {
+  const keys = new Set<string>();
+  for (const row of rows) for (const key of Object.keys(row)) keys.add(key);
+  return [...keys].map((key) => ({ key }));
+}
+
+export function createRowWriter(format: OutputFormat, columns: readonly Column[], sink: TextSink): RowWriter {
+  switch (format) {
+    case 'table':
+      return new TableWriter(columns, sink);
+    case 'json':
+      return new JsonArrayWriter(columns, sink);
+    case 'jsonl':
+      return new JsonLinesWriter(columns, sink);
+    case 'csv':
+      return new CsvWriter(columns, sink);
+  }
+}
+
+/** Renders rows to one string; for small outputs and tests. */
+export function renderRows(rows: Iterable<Row>, columns: readonly Column[], format: OutputFormat): string {
+  let out = '';
+  const writer = createRowWriter(format, columns, { write: (chunk: string) => (out += chunk) });
+  for (const row of rows) writer.write(row);
+  writer.end();
+  return out;
+}
+
+/** A JSON-safe value: bigints become numbers when exact, strings otherwise; dates become ISO strings. */
+export function toJsonValue(value: Cell): unknown {
+  if (value === undefined) return null;
+  if (typeof value === 'bigint') {
+    return value <= BigInt(Number.MAX_SAFE_INTEGER) && value >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(value) : value.toString();
+  }
+  if (value instanceof Date) return value.toISOString();
+  if (value !== null && typeof value === 'object') {
+    return JSON.parse(JSON.stringify(value, (_key, v: Cell) => (typeof v === 'bigint' ? toJsonValue(v) : v)));
+  }
+  return value;
+}
+
+function projectRow(row: Row, columns: readonly Column[]): Record<string, unknown> {
+  const projected: Record<string, unknown> = {};
+  for (const column of columns) projected[column.key] = toJsonValue(row[column.key]);
+  return projected;
+}
+
+/** Plain text of a cell for table and CSV: structured values as compact JSON, null as empty. */
+function cellText(value: Cell): string {
+  if (value === null || value === undefined) return '';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
+  return JSON.stringify(toJsonValue(value));
+}
+
+class JsonLinesWriter implements RowWriter {
+  constructor(
+    private readonly columns: readonly Column[],
+    private readonly sink: TextSink,
+  ) {}
+  write(row: Row): void {
+    this.sink.write(`${JSON.stringify(projectRow(row, this.columns))}\n`);
+  }
+  end(): void {}
+}
+
+class JsonArrayWriter implements RowWriter {
+  private count = 0;
+  constructor(
+    private readonly columns: readonly Column[],
+    private readonly sink: TextSink,
+  ) {}
+  write(row: Row): void {
+    this.sink.write(`${this.count++ === 0 ? '[\n' : ',\n'}  ${JSON.stringify(projectRow(row, this.columns))}`);
+  }
+  end(): void {
+    this.sink.write(this.count === 0 ? '[]\n' : '\n]\n');
+  }
+}
+
+/** RFC 4180 quoting: a field with a comma, quote, CR or LF is quoted and its quotes doubled. */
+export function csvField(text: string): string {
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+class CsvWriter implements RowWriter {
+  constructor(
+    private readonly columns: readonly Column[],
+    private readonly sink: TextSink,
+  ) {
+    sink.write(`${columns.map((c) => csvField(c.title ?? c.key)).join(',')}\n`);
+  }
+  write(row: Row): void {
+    this.sink.write(`${this.columns.map((c) => csvField(cellText(row[c.key]))).join(',')}\n`);
+  }
+  end(): void {}
+}
+
+/** Control characters would break the grid, so tables show them escaped. */
+function tableText(value: Cell): string {
+  return cellText(value).replace(/[\u0000-\u001f\u007f]/g, (ch) => {
+    const escapes: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+    return escapes[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
+  });
+}
+
+class TableWriter implements RowWriter {
+  private readonly cells: string[][] = [];
+  private readonly numeric: boolean[];
+  constructor(
+    private readonly columns: readonly Column[],
+    private readonly sink: TextSink,
+  ) {
+    this.numeric = columns.map(() => true);
+  }
+  write(row: Row): void {
+    this.cells.push(
+      this.columns.map((column, i) => {
+        const value = row[column.key];
+        if (value !== null && value !== undefined && typeof value !== 'number' && typeof value !== 'bigint') this.numeric[i] = false;
+        return tableText(value);
+      }),
+    );
+  }
+  end(): void {
+    const header = this.columns.map((c) => (c.title ?? c.key).toUpperCase());
+    const widths = header.map((h, i) => Math.max(stringWidth(h), ...this.cells.map((r) => stringWidth(r[i] ?? ''))));
+    const alignRight = this.columns.map((c, i) => (c.align ?? (this.numeric[i] && this.cells.length > 0 ? 'right' : 'left')) === 'right');
+    const line = (cells: readonly string[]): string =>
+      cells
+        .map((cell, i) => {
+          const pad = ' '.repeat((widths[i] ?? 0) - stringWidth(cell));
+          if (alignRight[i]) return pad + cell;
+          return i === cells.length - 1 ? cell : cell + pad;
+        })
+        .join('  ')
+        .trimEnd();
+    this.sink.write(`${line(header)}\n`);
+    for (const row of this.cells) this.sink.write(`${line(row)}\n`);
+  }
+}

@@ -1,0 +1,260 @@
+/**
+ * The front door shared by trajstore, actorctl and sandboxd: parses arguments with cac,
+ * adds the global options, runs one command and turns what it throws into an exit code.
+ *
+ * Commands may have two words (`dataset pin`); cac matches only one, so the two words are
+ * joined into one argument before cac sees them.
+ */
+import { cac, type CAC } from 'cac';
+import type { Readable, Writable } from 'node:stream';
+import { configEnvVar, locateConfig, type ConfigLocation } from './config.js';
+import { CliError, ExitCode, InvalidInputError, exitCodeOf } from './errors.js';
+import { LOG_LEVELS, Logger, parseLogLevel } from './log.js';
+import { closest } from './suggest.js';
+import { productVersion } from './version.js';
+
+export interface OptionSpec {
+  /** cac flag syntax: `-f, --from <source>`, `--yes`, `--column <name=path>`. */
+  flags: string;
+  description: string;
+  default?: unknown;
+}
+
+export interface CommandArgs {
+  /** Positional arguments in the order the command name declares them; variadic ones as arrays. */
+  positional: Array<string | string[] | undefined>;
+  /** Options by camel-cased long name; a repeated option is an array. */
+  options: Record<string, unknown>;
+  /** Arguments after `--`. */
+  rest: string[];
+}
+
+export interface CommandContext {
+  tool: string;
+  log: Logger;
+  config: ConfigLocation;
+  stdin: Readable;
+  stdout: Writable;
+  stderr: Writable;
+  /** Aborted on the first SIGINT/SIGTERM; commands stop cleanly and leave nothing half-written. */
+  signal: AbortSignal;
+}
+
+export interface CommandSpec {
+  /** cac command syntax with up to two words: `find [dataset]`, `dataset pin <name> <uri>`. */
+  name: string;
+  description: string;
+  aliases?: string[];
+  options?: OptionSpec[];
+  examples?: string[];
+  /** For commands that pass options through (e.g. `-- --key value`); off by default. */
+  allowUnknownOptions?: boolean;
+  run(ctx: CommandContext, args: CommandArgs): Promise<void> | void;
+}
+
+export interface ToolSpec {
+  name: string;
+  description: string;
+  commands: CommandSpec[];
+}
+
+export interface ToolIO {
+  stdin: Readable;
+  stdout: Writable;
+  stderr: Writable;
+  env: NodeJS.ProcessEnv;
+}
+
+const GLOBAL_OPTIONS_WITH_VALUES = new Set(['-c', '--config', '--log-level']);
+const HELP_FLAGS = new Set(['-h', '--help']);
+
+/** The command words of a spec: `dataset pin <name> <uri>` -> `dataset pin`. */
+function commandWords(spec: CommandSpec): string {
+  return spec.name
+    .split(' ')
+    .filter((w) => !w.startsWith('<') && !w.startsWith('['))
+    .join(' ');
+}
+
+/** Index of the first argument that is not a global option or its value. */
+function firstPositional(argv: readonly string[]): number {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    if (arg === '--') return -1;
+    if (GLOBAL_OPTIONS_WITH_VALUES.has(arg)) i++;
+    else if (!arg.startsWith('-')) return i;
+  }
+  return -1;
+}
+
+class Tool {
+  private readonly names: Map<string, CommandSpec>;
+  private readonly groups: Map<string, string[]>;
+
+  constructor(
+    private readonly spec: ToolSpec,
+    private readonly io: ToolIO,
+  ) {
+    this.names = new Map();
+    this.groups = new Map();
+    for (const command of spec.commands) {
+      const words = commandWords(command);
+      for (const name of [words, ...(command.aliases ?? [])]) this.names.set(name, command);
+      const [group, sub] = words.split(' ');
+      if (group !== undefined && sub !== undefined) this.groups.set(group, [...(this.groups.get(group) ?? []), sub]);
+    }
+  }
+
+  async run(argv: string[]): Promise<number> {
+    let log = new Logger('warn', this.io.stderr);
+    try {
+      const joined = this.joinCommandWords(argv);
+      const cli = this.buildCac();
+      cli.parse(['node', this.spec.name, ...joined], { run: false });
+      const options = cli.options as Record<string, unknown>;
+      if (options.help || options.version) return ExitCode.Ok;
+      log = new Logger(parseLogLevel(options.logLevel), this.io.stderr);
+      if (!cli.matchedCommand) return this.noCommand(cli.args[0]);
+
+      const controller = new AbortController();
+      const ctx: CommandContext = {
+        tool: this.spec.name,
+        log,
+        config: locateConfig(this.spec.name, options.config, this.io.env),
+        stdin: this.io.stdin,
+        stdout: this.io.stdout,
+        stderr: this.io.stderr,
+        signal: controller.signal,
+      };
+      const stopOnSignal = (): void => controller.abort(new CliError(ExitCode.Unavailable, 'interrupted'));
+      process.once('SIGINT', stopOnSignal).once('SIGTERM', stopOnSignal);
+      try {
+        this.pending = ctx;
+        await cli.runMatchedCommand();
+      } finally {
+        process.off('SIGINT', stopOnSignal).off('SIGTERM', stopOnSignal);
+      }
+      return ExitCode.Ok;
+    } catch (error) {
+      return this.report(this.translate(error), log);
+    }
+  }
+
+  /** The context handed to the command action that cac is about to call. */
+  private pending: CommandContext | undefined;
+
+  private buildCac(): CAC {
+    const cli = cac(this.spec.name);
+    cli.option('-c, --config <file>', `configuration file (or $${configEnvVar(this.spec.name)})`);
+    cli.option('--log-level <level>', `stderr diagnostics: ${LOG_LEVELS.join('|')} (default: warn)`);
+    for (const spec of this.spec.commands) {
+      const command = cli.command(spec.name, spec.description);
+      for (const alias of spec.aliases ?? []) command.alias(alias);
+      for (const option of spec.options ?? []) {
+        command.option(option.flags, option.description, option.default === undefined ? undefined : { default: option.default });
+      }
+      for (const example of spec.examples ?? []) command.example(example);
+      if (spec.allowUnknownOptions) command.allowUnknownOptions();
+      command.action((...values: unknown[]) => {
+        const options = values.pop() as Record<string, unknown>;
+        const rest = (options['--'] as string[] | undefined) ?? [];
+        delete options['--'];
+        const ctx = this.pending;
+        if (!ctx) throw new Error('command context missing');
+        return spec.run(ctx, { positional: values as CommandArgs['positional'], options, rest });
+      });
+    }
+    cli.usage('<command> [options]');
+    cli.help((sections) => [{ body: this.spec.description }, ...sections]);
+    cli.version(productVersion(), '-V, --version');
+    return cli;
+  }
+
+  /** `dataset pin x` -> `"dataset pin" x`, and the errors and help for a bare or unknown group member. */
+  private joinCommandWords(argv: string[]): string[] {
+    const at = firstPositional(argv);
+    const group = argv[at];
+    if (at < 0 || group === undefined || !this.groups.has(group)) return argv;
+    const sub = argv[at + 1];
+    const joined = `${group} ${sub}`;
+    if (sub !== undefined && this.names.has(joined)) return [...argv.slice(0, at), joined, ...argv.slice(at + 2)];
+    if (this.names.has(group)) return argv; // the group word is also a command of its own (`stats`)
+    const members = this.groups.get(group) ?? [];
+    if (argv.some((a) => HELP_FLAGS.has(a))) {
+      this.io.stdout.write(this.groupHelp(group));
+      throw new HelpShown();
+    }
+    if (sub === undefined || sub.startsWith('-')) {
+      throw new InvalidInputError(`\`${this.spec.name} ${group}\` needs a subcommand`, { hint: `one of: ${members.join(', ')}` });
+    }
+    const guess = closest(sub, members);
+    throw new InvalidInputError(`unknown command \`${group} ${sub}\``, {
+      hint: guess ? `did you mean \`${group} ${guess}\`?` : `\`${group}\` takes one of: ${members.join(', ')}`,
+    });
+  }
+
+  private groupHelp(group: string): string {
+    const members = this.spec.commands.filter((c) => commandWords(c).startsWith(`${group} `));
+    const width = Math.max(...members.map((c) => c.name.length));
+    const lines = members.map((c) => `  ${c.name.padEnd(width)}  ${c.description}`);
+    return `Usage:\n  $ ${this.spec.name} ${group} <command> [options]\n\nCommands:\n${lines.join('\n')}\n\nRun \`${this.spec.name} ${group} <command> --help\` for a command's options.\n`;
+  }
+
+  private noCommand(given: string | undefined): number {
+    if (given === undefined) {
+      throw new InvalidInputError('no command given', { hint: `run \`${this.spec.name} --help\` for the commands` });
+    }
+    const guess = closest(given, [...this.names.keys()]);
+    throw new InvalidInputError(`unknown command \`${given}\``, {
+      hint: guess ? `did you mean \`${guess}\`?` : `run \`${this.spec.name} --help\` for the commands`,
+    });
+  }
+
+  /** cac reports misuse as plain errors named CACError; they are all invalid input. */
+  private translate(error: unknown): unknown {
+    if (!(error instanceof Error) || error.name !== 'CACError') return error;
+    const unknownOption = /^Unknown option `(.+)`$/.exec(error.message);
+    const command = this.spec.commands.find((c) => error.message.includes(c.name));
+    if (unknownOption?.[1]) {
+      const flags = this.spec.commands.flatMap((c) => c.options ?? []).flatMap((o) => o.flags.match(/--?[\w-]+/g) ?? []);
+      const guess = closest(unknownOption[1], [...flags, '--config', '--log-level', '--help', '--version']);
+      return new InvalidInputError(`unknown option \`${unknownOption[1]}\``, {
+        hint: guess ? `did you mean \`${guess}\`?` : `run with --help for the options`,
+      });
+    }
+    return new InvalidInputError(error.message, { hint: command ? `usage: ${this.spec.name} ${command.name}` : 'run with --help for usage' });
+  }
+
+  private report(error: unknown, log: Logger): number {
+    if (error instanceof HelpShown) return ExitCode.Ok;
+    const name = this.spec.name;
+    if (error instanceof CliError) {
+      this.io.stderr.write(`${name}: error: ${error.message}\n`);
+      if (error.hint) this.io.stderr.write(`${name}: hint: ${error.hint}\n`);
+    } else {
+      const message = error instanceof Error ? error.message : String(error);
+      this.io.stderr.write(`${name}: internal error: ${message}\n`);
+      if (!log.enabled('debug')) this.io.stderr.write(`${name}: hint: run with --log-level debug for a stack trace\n`);
+    }
+    if (log.enabled('debug') && error instanceof Error && error.stack) this.io.stderr.write(`${error.stack}\n`);
+    return exitCodeOf(error);
+  }
+}
+
+/** Thrown after printing a group's help, to end the run with success. */
+class HelpShown extends Error {}
+
+export function runTool(spec: ToolSpec, argv: string[], io: ToolIO): Promise<number> {
+  return new Tool(spec, io).run(argv);
+}
+
+/** Entry point of an executable: runs with the process's arguments and sets its exit code. */
+export async function main(spec: ToolSpec): Promise<void> {
+  // A reader that went away (`| head`) is not an error of ours.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw error;
+  });
+  const io: ToolIO = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env };
+  process.exitCode = await runTool(spec, process.argv.slice(2), io);
+}

@@ -1,0 +1,44 @@
+/** Runs a built tool (or any built script) as a subprocess, as a user would, and collects what it printed. */
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** dist/ of the build these tests run from. */
+export const DIST_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+export interface ToolResult {
+  stdout: string;
+  stderr: string;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface RunOptions {
+  input?: string | Buffer;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  timeoutMs?: number;
+}
+
+/** `tool` is `trajstore`, `actorctl`, `sandboxd`, or a path to a script relative to dist/. */
+export function runTool(tool: string, args: string[], options: RunOptions = {}): Promise<ToolResult> {
+  const script = tool.includes('/') ? join(DIST_ROOT, tool) : join(DIST_ROOT, 'cli', `${tool}.js`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script, ...args], {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+      timeout: options.timeoutMs ?? 60_000,
+    });
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+    child.on('error', reject);
+    child.on('close', (code, signal) =>
+      resolve({ stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8'), code, signal }),
+    );
+    child.stdin.on('error', () => {}); // the tool may exit before reading its input
+    child.stdin.end(options.input ?? '');
+  });
+}

@@ -1,0 +1,133 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { ExitCode } from '../kit/errors.js';
+import { productVersion } from '../kit/version.js';
+import { runTool } from './helpers/run-tool.js';
+
+const demo = (args: string[], env?: NodeJS.ProcessEnv) => runTool('cli/test/fixtures/kit-demo.js', args, env ? { env } : {});
+
+for (const [name, code] of Object.entries(ExitCode)) {
+  if (code === ExitCode.Ok) continue;
+  test(`a ${name} error exits ${code} and names the input`, async () => {
+    const r = await demo(['fail', String(code)]);
+    assert.is(r.code, code);
+    assert.is(r.stdout, '');
+    assert.match(r.stderr, `kit-demo: error: failing with ${code} on input demo.json:3`);
+    assert.match(r.stderr, 'hint: this is a hint');
+    assert.not.match(r.stderr, /\n\s+at /, 'no stack trace below debug');
+  });
+}
+
+test('an unexpected error is internal (1) with a stack trace only at debug level', async () => {
+  const plain = await demo(['fail', 'crash']);
+  assert.is(plain.code, 1);
+  assert.match(plain.stderr, 'internal error: something broke');
+  assert.not.match(plain.stderr, /\n\s+at /);
+  const debug = await demo(['--log-level', 'debug', 'fail', 'crash']);
+  assert.is(debug.code, 1);
+  assert.match(debug.stderr, /Error: something broke\n\s+at /);
+});
+
+test('--log-level changes stderr only, never stdout or the exit code', async () => {
+  for (const format of ['table', 'json', 'jsonl', 'csv']) {
+    const runs = await Promise.all(['error', 'warn', 'info', 'debug'].map((level) => demo(['rows', '--format', format, '--log-level', level])));
+    const [first] = runs;
+    for (const r of runs) {
+      assert.is(r.code, 0);
+      assert.is(r.stdout, first?.stdout);
+      assert.not.match(r.stdout, 'message');
+    }
+    assert.is(runs[0]?.stderr, 'error: a error message\n');
+    assert.match(runs[3]?.stderr ?? '', 'debug: a debug message');
+  }
+});
+
+test('an invalid --log-level is invalid input', async () => {
+  const r = await demo(['--log-level', 'loud', 'rows']);
+  assert.is(r.code, 2);
+  assert.match(r.stderr, 'invalid --log-level "loud"');
+});
+
+test('an unknown command exits 2 with a hint', async () => {
+  const r = await demo(['rowz']);
+  assert.is(r.code, 2);
+  assert.match(r.stderr, 'unknown command `rowz`');
+  assert.match(r.stderr, 'did you mean `rows`?');
+});
+
+test('no command exits 2 and points at --help', async () => {
+  const r = await demo([]);
+  assert.is(r.code, 2);
+  assert.match(r.stderr, '--help');
+});
+
+test('an unknown option exits 2 with a hint', async () => {
+  const r = await demo(['rows', '--formatt', 'csv']);
+  assert.is(r.code, 2);
+  assert.match(r.stderr, 'unknown option `--formatt`');
+  assert.match(r.stderr, 'did you mean `--format`?');
+});
+
+test('a missing argument exits 2 with the usage', async () => {
+  const r = await demo(['group', 'alpha']);
+  assert.is(r.code, 2);
+  assert.match(r.stderr, 'usage: kit-demo group alpha <value>');
+});
+
+test('--help works on the tool, every command and a command group', async () => {
+  const top = await demo(['--help']);
+  assert.is(top.code, 0);
+  assert.match(top.stdout, 'exercises the shared command-line kit');
+  assert.match(top.stdout, 'rows');
+  const command = await demo(['rows', '--help']);
+  assert.is(command.code, 0);
+  assert.match(command.stdout, '--format <format>');
+  assert.match(command.stdout, '--log-level');
+  const group = await demo(['group', '--help']);
+  assert.is(group.code, 0);
+  assert.match(group.stdout, 'group alpha <value>');
+  assert.match(group.stdout, 'group beta');
+});
+
+test('two-word commands run, and a bad group member gets a hint', async () => {
+  const alpha = await demo(['--log-level', 'info', 'group', 'alpha', 'x']);
+  assert.is(alpha.stdout, 'alpha x\n');
+  assert.is(alpha.code, 0);
+  const bare = await demo(['group']);
+  assert.is(bare.code, 2);
+  assert.match(bare.stderr, 'one of: alpha, beta');
+  const typo = await demo(['group', 'bet']);
+  assert.is(typo.code, 2);
+  assert.match(typo.stderr, 'did you mean `group beta`?');
+});
+
+test('--version prints the product version', async () => {
+  const r = await demo(['--version']);
+  assert.is(r.code, 0);
+  assert.match(r.stdout, productVersion());
+});
+
+test('-c, then the tool environment variable, then XDG locate the configuration', async () => {
+  const flag = await demo(['-c', '/etc/x.toml', 'config'], { KIT_DEMO_CONFIG: '/env.toml' });
+  assert.is(flag.stdout, 'flag /etc/x.toml\n');
+  const env = await demo(['config'], { KIT_DEMO_CONFIG: '/env.toml' });
+  assert.is(env.stdout, 'env /env.toml\n');
+  const xdg = await demo(['config'], { XDG_CONFIG_HOME: '/xdg', KIT_DEMO_CONFIG: '' });
+  assert.is(xdg.stdout, 'default /xdg/kit-demo/config.toml\n');
+});
+
+for (const tool of ['trajstore', 'actorctl', 'sandboxd']) {
+  test(`${tool} answers --help and --version, and rejects an unknown command with exit 2`, async () => {
+    const help = await runTool(tool, ['--help']);
+    assert.is(help.code, 0);
+    assert.match(help.stdout, `${tool}:`);
+    const version = await runTool(tool, ['--version']);
+    assert.is(version.code, 0);
+    assert.match(version.stdout, productVersion());
+    const unknown = await runTool(tool, ['no-such-command']);
+    assert.is(unknown.code, 2);
+    assert.match(unknown.stderr, 'unknown command `no-such-command`');
+  });
+}
+
+test.run();
