@@ -1,0 +1,128 @@
+/**
+ * The relations of a dataset and their columns: the one list from which the Parquet part schemas,
+ * the SQLite index tables and the README's column tables are all derived. Readers (`find`, `query`,
+ * `stats`, `list`) name columns from here.
+ *
+ * Conventions: `*_json` columns hold JSON text (null when absent); timestamps are RFC 3339 UTC
+ * strings with milliseconds (`2026-05-02T08:00:00.000Z`), normalised from whatever the source wrote,
+ * so they sort and compare as text; `*_ms` are numbers of milliseconds.
+ */
+export type ColumnType = 'string' | 'int64' | 'double' | 'bool' | 'json' | 'binary';
+
+export interface ColumnDef {
+  name: string;
+  type: ColumnType;
+  nullable: boolean;
+  description: string;
+}
+
+const col = (name: string, type: ColumnType, description: string, nullable = true): ColumnDef => ({ name, type, nullable, description });
+
+/** One row per Storyline document. */
+export const RUNS: readonly ColumnDef[] = [
+  col('document_id', 'string', 'unique id of the document in the dataset (trajectory id, else session; `#N` suffix on collision)', false),
+  col('run_id', 'string', 'Storyline `run` (ACTF task id, ...)'),
+  col('session_id', 'string', 'Storyline `session`', false),
+  col('trajectory_id', 'string', 'Storyline `trajectory`'),
+  col('attempt_id', 'string', 'Storyline `attempt_id` (ACTF attempt key)'),
+  col('source_path', 'string', 'source file, relative to the import root', false),
+  col('source_format', 'string', 'format it was decoded from (`atif`, `agentb-code`, ...)', false),
+  col('source_document', 'int64', 'ordinal of the source document within the source file', false),
+  col('agent_id', 'string', 'agent id', false),
+  col('agent_name', 'string', 'agent name'),
+  col('agent_version', 'string', 'agent version'),
+  col('agent_model_name', 'string', 'agent-level model name'),
+  col('parent_session_id', 'string', 'session of the parent document (subagents)'),
+  col('parent_tool_call_id', 'string', 'tool call in the parent that spawned this document'),
+  col('started_at', 'string', 'start time (document `started_at`, else first turn time)'),
+  col('finished_at', 'string', 'end time (document `finished_at`, else last turn time)'),
+  col('step_count', 'int64', 'number of turns', false),
+  col('tool_call_count', 'int64', 'number of tool calls', false),
+  col('prompt_tokens', 'int64', 'sum of turn prompt tokens (cached included)'),
+  col('completion_tokens', 'int64', 'sum of turn completion tokens'),
+  col('cached_tokens', 'int64', 'sum of turn cached prompt tokens'),
+  col('cost_usd', 'double', 'sum of turn costs'),
+  col('notes', 'string', 'document notes'),
+  col('final_metrics_json', 'json', 'document `final_metrics`'),
+  col('task_json', 'json', 'document `task` (env, llm, result)'),
+  col('prompt_json', 'json', 'document `prompt` (system, user)'),
+  col('agent_extra_json', 'json', 'agent `extra` (and `tools`)'),
+  col('extra_json', 'json', 'document `extra`'),
+  col('meta_json', 'json', 'document `meta`'),
+  col('unknown_fields_json', 'json', 'source keys without a Storyline field'),
+  col('storyline_json', 'json', 'the whole Storyline document; what `export` encodes from', false),
+];
+
+/** One row per turn. */
+export const STEPS: readonly ColumnDef[] = [
+  col('document_id', 'string', 'the run', false),
+  col('session_id', 'string', 'the run session', false),
+  col('step_id', 'string', 'turn id (as text)', false),
+  col('turn_ordinal', 'int64', 'position of the turn in the document, from 0', false),
+  col('source', 'string', '`system`, `user` or `agent`', false),
+  col('effective_kind', 'string', 'turn `kind` when set, else `source`', false),
+  col('timestamp', 'string', 'turn time'),
+  col('model_name', 'string', 'model of the turn'),
+  col('reasoning_effort', 'string', 'reasoning effort'),
+  col('message_text', 'string', 'message as plain text (text parts joined)', false),
+  col('message_json', 'json', 'message as in the Storyline (string or content parts)', false),
+  col('reasoning_content', 'string', 'reasoning text'),
+  col('observation_text', 'string', 'observation results as plain text'),
+  col('observation_json', 'json', 'observation as in the Storyline'),
+  col('prompt_tokens', 'int64', 'prompt tokens (cached included)'),
+  col('completion_tokens', 'int64', 'completion tokens'),
+  col('cached_tokens', 'int64', 'cached prompt tokens'),
+  col('cost_usd', 'double', 'cost'),
+  col('llm_call_count', 'int64', 'LLM calls behind the turn (`nllm`)'),
+  col('is_copied_context', 'bool', 'copied prior context'),
+  col('latency_ms', 'double', 'turn latency'),
+  col('tool_call_count', 'int64', 'tool calls of the turn', false),
+  col('metrics_json', 'json', 'turn `metrics`'),
+  col('extra_json', 'json', 'turn `extra`'),
+];
+
+/** One row per tool call. */
+export const TOOL_CALLS: readonly ColumnDef[] = [
+  col('document_id', 'string', 'the run', false),
+  col('session_id', 'string', 'the run session', false),
+  col('step_id', 'string', 'the turn that made the call', false),
+  col('turn_ordinal', 'int64', 'position of that turn', false),
+  col('call_index', 'int64', 'position of the call in its turn, from 0', false),
+  col('tool_call_id', 'string', 'call id (`tcid`)', false),
+  col('function_name', 'string', 'tool name', false),
+  col('kind', 'string', 'call kind from the source'),
+  col('arguments_json', 'json', 'arguments', false),
+  col('result_json', 'json', 'result (from the call or its observation)'),
+  col('result_bytes', 'int64', 'size of the result as UTF-8 text'),
+  col('is_error', 'bool', 'the tool reported an error'),
+  col('status', 'string', 'response status'),
+  col('exit_code', 'int64', 'response exit code'),
+  col('duration_ms', 'double', 'call duration'),
+  col('extra_json', 'json', 'call `extra`'),
+];
+
+/** One row per source document (a file, or a line of a JSONL file). */
+export const SOURCES: readonly ColumnDef[] = [
+  col('source_path', 'string', 'source file, relative to the import root', false),
+  col('source_document', 'int64', 'ordinal of the document within the file', false),
+  col('format', 'string', 'format it was decoded from', false),
+  col('run_count', 'int64', 'Storyline documents decoded from it', false),
+  col('byte_size', 'int64', 'size of its bytes'),
+  col('sha256', 'string', 'SHA-256 of its bytes (with `-o preserve`)'),
+  col('raw', 'binary', 'its exact bytes (with `-o preserve`; exported byte for byte)'),
+  col('imported_at', 'string', 'when it was imported', false),
+];
+
+/** Compact record stores: one row per JSON document; user columns (`--column`) follow as nullable JSON. */
+export const RECORDS: readonly ColumnDef[] = [
+  col('id', 'string', '`$.id` (or the `--column id=` path); else `<source_filename>#<line_number>`', false),
+  col('timestamp', 'string', '`$.timestamp` as text; else `<source_filename>#<line_number>`', false),
+  col('filename', 'string', 'source file, relative to the import root', false),
+  col('line', 'int64', 'line of the record in its file', false),
+  col('data_json', 'json', 'the record', false),
+  col('raw', 'binary', 'the record exact bytes including its line ending', false),
+];
+
+export const STORYLINE_RELATIONS = { runs: RUNS, steps: STEPS, tool_calls: TOOL_CALLS, sources: SOURCES } as const;
+export type StorylineRelation = keyof typeof STORYLINE_RELATIONS;
+export type Relation = StorylineRelation | 'records';

@@ -1,0 +1,90 @@
+/**
+ * The contract of a format module: detect a file, decode it to Storyline documents, encode
+ * Storyline documents back. Format modules never talk to each other; the import and export
+ * pipelines talk to them only through this contract (ARCHITECTURE.md, "Storyline is the hub").
+ */
+import type { Readable } from 'node:stream';
+import type { Logger } from '../../cli/kit/log.js';
+import type { Storyline } from '../storyline/schema.js';
+
+/** Formats that decode to Storyline (`import -i`). */
+export const INPUT_FORMATS = ['atif', 'actf', 'chat-messages', 'storyline', 'agenta', 'agentb-code'] as const;
+export type InputFormat = (typeof INPUT_FORMATS)[number];
+/** Formats that encode from Storyline (`export -o`). */
+export const OUTPUT_FORMATS = ['atif', 'actf', 'chat-messages', 'storyline'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
+/** One input file of an import. */
+export interface SourceFile {
+  /** Absolute path, or `-` for stdin. */
+  path: string;
+  /** Path relative to the import root (the file name for a single file, `-` for stdin); used in messages and stored. */
+  relPath: string;
+  /** Opens the bytes from the start. Stdin can be opened once only: the pipeline buffers its head for detection. */
+  open(): Readable;
+}
+
+/** What detection sees of a file: its name and first bytes. */
+export interface DetectProbe {
+  relPath: string;
+  /** The first bytes of the file (up to 64 KiB). */
+  head: Buffer;
+  /** The first non-blank line parsed as JSON, when it parses. */
+  firstLine?: unknown;
+  /** The whole file parsed as JSON, when the head is the whole file and it parses. */
+  document?: unknown;
+}
+
+export interface Detection {
+  /** 0..1; the pipeline picks the most confident format and logs why at --log-level info. */
+  confidence: number;
+  reason: string;
+}
+
+export interface DecodeContext {
+  log: Logger;
+  /** Set for `-o preserve`: decoders attach each source document's exact bytes (see DecodedDocument.raw). */
+  keepRaw: boolean;
+  signal: AbortSignal;
+  /**
+   * A non-fatal finding about the input (a dropped noise line, an orphan tool result, a synthesised
+   * id), logged at info with its location and counted in the import summary.
+   */
+  diagnostic(code: string, message: string, line?: number): void;
+}
+
+export interface DecodedDocument {
+  storyline: Storyline;
+  /**
+   * Ordinal (from 0) of the source document within the file this Storyline came from. Storylines
+   * decoded from one source document (the attempts of an ACTF task, the sessions of a row-per-call
+   * file) share it.
+   */
+  sourceDocument: number;
+  /**
+   * With `keepRaw`: the exact bytes of the source document, given once, with the first Storyline
+   * decoded from it. Concatenating the raws of a file in order reproduces the file byte for byte
+   * (JSONL decoders attach blank and skipped lines to a neighbouring document's raw).
+   */
+  raw?: Buffer;
+}
+
+export interface EncodedDocument {
+  /** A file name (without directory) for this document when exporting to a directory. */
+  name: string;
+  /** The target document as a JSON value. */
+  value: unknown;
+}
+
+export interface FormatModule {
+  name: InputFormat;
+  /** File name suffixes this format is usually found in (`.json`, `.jsonl`, ...), for directory walks. */
+  extensions: readonly string[];
+  detect(probe: DetectProbe): Detection | undefined;
+  decode(file: SourceFile, ctx: DecodeContext): AsyncIterable<DecodedDocument>;
+  /**
+   * Target documents built from Storylines in dataset order; may group several Storylines into one
+   * (the attempts of one ACTF task are adjacent). Absent for decode-only formats.
+   */
+  encode?(docs: AsyncIterable<Storyline>): AsyncIterable<EncodedDocument>;
+}
