@@ -7,7 +7,7 @@ cd "$REPO_ROOT"
 
 NODE_VERSION=22.23.3
 # Debian packages the tools and tests need; extended by the issues that need more.
-APT_PACKAGES=(build-essential pkg-config python3)
+APT_PACKAGES=(build-essential pkg-config python3 acpica-tools lz4)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -51,14 +51,81 @@ build_typescript() {
   tsc -p tsconfig.json || [ "${SETUP_ALLOW_TYPE_ERRORS:-}" = 1 ]
 }
 
+install_cargo() {
+  command -v cargo >/dev/null && return
+  local APT_PACKAGES=(cargo) # a local array: `VAR=(...) cmd` would pass a string
+  install_apt_packages
+}
+
 build_rust() {
-  command -v cargo >/dev/null || APT_PACKAGES=(cargo) install_apt_packages
+  install_cargo
   say "cargo build"
   cargo build --quiet --locked --manifest-path vmm-rs/Cargo.toml --workspace --all-targets
 }
 
+# Debian's cloud kernel for sandbox-vmm's loader tests and slow boot tier: the bzImage and the
+# ELF vmlinux inside it (its payload after the real-mode setup, LZ4 in the cloud flavour),
+# cached in vmm-rs/target/guest-kernel (gitignored, never committed).
+fetch_guest_kernel() {
+  local dir=vmm-rs/target/guest-kernel
+  [ -s "$dir/vmlinuz" ] && [ -s "$dir/vmlinux" ] && compgen -G "$dir/linux-image-*.deb" >/dev/null && return
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  local pkg; pkg="$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')"
+  if [ -z "$pkg" ]; then
+    $sudo apt-get update -qq
+    pkg="$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')"
+  fi
+  [ -n "$pkg" ] || { say "linux-image-cloud-amd64 is not in the apt lists; the VMM's kernel tests will skip"; return; }
+  say "downloading $pkg for the VMM's kernel tests"
+  local tmp; tmp="$(mktemp -d)"; chmod 755 "$tmp"
+  (cd "$tmp" && apt-get download -qq "$pkg") || { say "apt-get download $pkg failed; the VMM's kernel tests will skip"; rm -rf "$tmp"; return; }
+  dpkg-deb --fsys-tarfile "$tmp"/*.deb | tar -x -C "$tmp" --wildcards './boot/vmlinuz-*'
+  mkdir -p "$dir"
+  local image; image="$(ls "$tmp"/boot/vmlinuz-*)"
+  local setup_sects payload_offset payload_length
+  setup_sects=$(od -An -tu1 -j $((0x1f1)) -N1 "$image" | tr -d ' ')
+  payload_offset=$(od -An -tu4 -j $((0x248)) -N4 "$image" | tr -d ' ')
+  payload_length=$(od -An -tu4 -j $((0x24c)) -N4 "$image" | tr -d ' ')
+  # lz4 exits 1 on the uncompressed-size word the kernel appends to the payload, after having
+  # written the whole image; the ELF magic below is what says the extraction worked.
+  tail -c +$(((setup_sects + 1) * 512 + payload_offset + 1)) "$image" | head -c "$payload_length" | lz4 -dc > "$dir/vmlinux.tmp" 2>/dev/null || true
+  cmp -s -n 4 "$dir/vmlinux.tmp" <(printf '\177ELF') || { say "could not extract vmlinux from $image"; rm -rf "$tmp"; return; }
+  mv "$dir/vmlinux.tmp" "$dir/vmlinux"
+  cp "$image" "$dir/vmlinuz"
+  # The package itself is kept: build_guest_firmware takes the guest's modules from it.
+  rm -f "$dir"/linux-image-*.deb
+  mv "$tmp"/*.deb "$dir/"
+  rm -rf "$tmp"
+}
+
+# The guest firmware library (the images' library_dir, vmm-rs/target/firmware, gitignored):
+# a static sandbox-guest (its own target dir, so the workspace build is not thrashed), then
+# `sandboxd firmware build` packs it with the kernel package's modules; a no-op when up to date.
+build_guest_firmware() {
+  local kernel=vmm-rs/target/guest-kernel deb
+  deb="$(compgen -G "$kernel/linux-image-*.deb" | head -n 1)" || true
+  say "cargo build (static sandbox-guest)"
+  RUSTFLAGS="-C target-feature=+crt-static" cargo build --quiet --locked --release --manifest-path vmm-rs/Cargo.toml \
+    -p sandbox-guest --target x86_64-unknown-linux-gnu --target-dir vmm-rs/target/static
+  [ -n "$deb" ] && [ -s "$kernel/vmlinux" ] || { say "no guest kernel package; the guest firmware is not built"; return; }
+  node dist/cli/sandboxd.js firmware build --kernel-deb "$deb" --vmlinux "$kernel/vmlinux" \
+    --guest-binary vmm-rs/target/static/x86_64-unknown-linux-gnu/release/sandbox-guest --out vmm-rs/target/firmware >&2
+}
+
+# Debian packages only the slow test tier needs (QEMU boot of the firmware); scripts/test.sh
+# asks for them with SETUP_SLOW_TIER=1 so the default set-up stays lean.
+install_slow_tier_packages() {
+  [ "${SETUP_SLOW_TIER:-}" = 1 ] || return 0
+  # A local array (bash's dynamic scope) is what install_apt_packages sees; `VAR=(...) cmd` would pass a string.
+  local APT_PACKAGES=(qemu-system-x86 busybox-static cpio e2fsprogs)
+  install_apt_packages
+}
+
 install_apt_packages
+install_slow_tier_packages
+fetch_guest_kernel
 install_node
 install_npm_packages
 build_typescript
 build_rust
+build_guest_firmware

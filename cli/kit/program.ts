@@ -108,10 +108,11 @@ class Tool {
   async run(argv: string[]): Promise<number> {
     let log = new Logger('warn', this.io.stderr);
     try {
-      const joined = this.joinCommandWords(argv);
+      const joined = this.joinCommandWords(this.attachDashValues(argv));
       const cli = this.buildCac();
       cli.parse(['node', this.spec.name, ...joined], { run: false });
       const options = cli.options as Record<string, unknown>;
+      this.restoreLiteralValues(joined, options);
       if (options.help || options.version) return ExitCode.Ok;
       log = new Logger(parseLogLevel(options.logLevel), this.io.stderr);
       if (!cli.matchedCommand) return this.noCommand(cli.args[0]);
@@ -138,6 +139,64 @@ class Tool {
     } catch (error) {
       return this.report(this.translate(error), log);
     }
+  }
+
+  /** Long and short flags of every option that takes a value (`<x>` or `[x]`), by cac's camel-cased name. */
+  private valueFlags(): Map<string, string[]> {
+    const byName = new Map<string, string[]>([['config', ['-c', '--config']], ['logLevel', ['--log-level']]]);
+    for (const option of this.spec.commands.flatMap((c) => c.options ?? [])) {
+      if (!/[<[]/.test(option.flags)) continue;
+      const flags = option.flags.match(/--?[\w-]+/g) ?? [];
+      const long = flags.find((f) => f.startsWith('--'));
+      if (long) byName.set(camelCase(long.slice(2)), flags);
+    }
+    return byName;
+  }
+
+  /**
+   * mri (under cac) turns every option value that looks like a number into one (`--session-id 0123`
+   * would arrive as 123, `--sql '  '` as 0) and loses repeats that mix a flag's forms (`-i a --id b`).
+   * So the values of options that take one are taken from the arguments as typed: a number only
+   * where it prints back as the same text, one value or, when repeated, an array in order.
+   */
+  private restoreLiteralValues(argv: readonly string[], options: Record<string, unknown>): void {
+    const end = argv.indexOf('--');
+    const args = end < 0 ? argv : argv.slice(0, end);
+    const asTyped = (text: string): string | number => (text.trim() !== '' && String(Number(text)) === text ? Number(text) : text);
+    for (const [name, flags] of this.valueFlags()) {
+      const typed: Array<string | number> = [];
+      args.forEach((arg, i) => {
+        const flag = flags.find((f) => arg === f || arg.startsWith(`${f}=`));
+        if (flag === undefined) return;
+        const value = arg === flag ? args[i + 1] : arg.slice(flag.length + 1);
+        // Like mri, a following flag is not a value (`--opt --yes`): cac saw no value there either.
+        if (value !== undefined && !(arg === flag && value.startsWith('-'))) typed.push(asTyped(value));
+      });
+      if (typed.length === 0) continue;
+      const value = typed.length === 1 ? typed[0] : typed;
+      for (const key of [name, ...flags.map((f) => camelCase(f.replace(/^--?/, '')))]) options[key] = value;
+    }
+  }
+
+  /**
+   * cac (mri) does not take a lone `-` as an option's value, yet `-` means stdin/stdout (`import -f -`,
+   * `export -t -`): `--opt -` becomes `--opt=-` for options that take a value.
+   */
+  private attachDashValues(argv: string[]): string[] {
+    const takesValue = new Set(GLOBAL_OPTIONS_WITH_VALUES);
+    for (const option of this.spec.commands.flatMap((c) => c.options ?? [])) {
+      if (/[<[]/.test(option.flags)) for (const flag of option.flags.match(/--?[\w-]+/g) ?? []) takesValue.add(flag);
+    }
+    const out: string[] = [];
+    for (let i = 0; i < argv.length; i++) {
+      const arg = argv[i] ?? '';
+      if (arg === '--') return [...out, ...argv.slice(i)];
+      if (takesValue.has(arg) && argv[i + 1] === '-') {
+        out.push(`${arg}=-`);
+        i++;
+      } else out.push(arg);
+    }
+    return out;
   }
 
   /** The context handed to the command action that cac is about to call. */
@@ -239,6 +298,10 @@ class Tool {
     if (log.enabled('debug') && error instanceof Error && error.stack) this.io.stderr.write(`${error.stack}\n`);
     return exitCodeOf(error);
   }
+}
+
+function camelCase(name: string): string {
+  return name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
 /** Thrown after printing a group's help, to end the run with success. */

@@ -130,4 +130,11 @@ for (const tool of ['trajstore', 'actorctl', 'sandboxd']) {
   });
 }
 
+test('option values keep what the user typed when a number would change it', async () => {
+  const values = async (...args: string[]) => JSON.parse((await demo(['values', ...args])).stdout) as Record<string, unknown>;
+  assert.equal(await values('--id', '0123', '--limit', '10'), { id: '0123', i: '0123', limit: 10 });
+  assert.equal(await values('-i', '1e3', '--id=   ', '--id', '7'), { id: ['1e3', '   ', 7], i: ['1e3', '   ', 7] });
+  assert.equal(await values('--id', 'abc', '--limit', '0x10'), { id: 'abc', i: 'abc', limit: '0x10' });
+});
+
 test.run();

@@ -34,6 +34,8 @@ export function storylineProblems(doc: unknown, maxProblems = 20): StorylineProb
     const seen = version === undefined ? 'missing' : JSON.stringify(version);
     return [{ pointer: '/schema_version', message: `unsupported schema_version ${seen} (this build reads "${STORYLINE_SCHEMA_VERSION}")` }];
   }
+  // Check() is far cheaper than walking Errors(); valid documents (the common case) skip the walk.
+  if (compiled.Check(doc)) return referenceProblems(doc as Storyline, maxProblems);
   const problems: StorylineProblem[] = [];
   for (const error of compiled.Errors(doc)) {
     problems.push({ pointer: error.path, message: error.message });

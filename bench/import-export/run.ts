@@ -1,0 +1,118 @@
+/**
+ * Import/export benchmark:
+ *
+ *   node dist/bench/import-export/run.js [--size-mb N] [--keep]
+ *
+ * Generates N MB (default 200) of Claude Code style session JSONL (Storyline JSONL when no Claude
+ * Code decoder is registered), then measures, in the same run:
+ * - baseline: read the same files and JSON.parse every line (MB/s of input);
+ * - import: `trajstore import` as a child process (MB/s of input, ratio to the baseline, peak RSS);
+ * - export baseline: read the files, JSON.parse and JSON.stringify every line and write it (MB/s of output);
+ * - export: `trajstore export` to a JSONL file as a child process (MB/s of output, ratio, peak RSS).
+ * Targets (issue 3): import ratio >= 0.3, export ratio >= 0.5, peak RSS < 300 MB for a 1 GB input.
+ */
+import { spawn } from 'node:child_process';
+import { createReadStream, createWriteStream, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { formatNamed } from '../../pipelines/formats/registry.js';
+import { generateCorpus, type CorpusKind } from './corpus.js';
+
+const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'child.js');
+const MB = 1_000_000;
+
+function option(name: string): string | undefined {
+  const at = process.argv.indexOf(name);
+  return at === -1 ? undefined : process.argv[at + 1];
+}
+
+function filesOf(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(join(d, e.name));
+      else out.push(join(d, e.name));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+async function eachLine(files: string[], fn: (line: string) => void): Promise<void> {
+  for (const file of files) for await (const line of createInterface({ input: createReadStream(file), crlfDelay: Infinity })) if (line !== '') fn(line);
+}
+
+async function timed<T>(fn: () => Promise<T>): Promise<{ seconds: number; value: T }> {
+  const started = performance.now();
+  const value = await fn();
+  return { seconds: (performance.now() - started) / 1000, value };
+}
+
+/** Runs the CLI as a child; returns its peak RSS in MB. */
+function runCli(args: string[], rssFile: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CHILD, ...args], { env: { ...process.env, BENCH_RSS_FILE: rssFile }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code !== 0) reject(new Error(`trajstore ${args[0]} exited ${code}: ${stderr.trim()}`));
+      else resolve(Number(readFileSync(rssFile, 'utf8')) / 1024);
+    });
+  });
+}
+
+const fmt = (n: number, digits = 1): string => n.toFixed(digits);
+
+async function main(): Promise<void> {
+  const sizeMb = Number(option('--size-mb') ?? 200);
+  if (!Number.isFinite(sizeMb) || sizeMb <= 0) throw new Error('--size-mb must be a positive number');
+  const keep = process.argv.includes('--keep');
+  const kind: CorpusKind = formatNamed('agentb-code') ? 'agentb-code' : 'storyline';
+  const exportFormat = formatNamed('atif')?.encode ? 'atif' : 'storyline';
+  const work = mkdtempSync(join(tmpdir(), 'bench-import-export-'));
+  try {
+    process.stdout.write(`generating ${sizeMb} MB of ${kind === 'agentb-code' ? 'Claude Code style session JSONL' : 'Storyline JSONL (no agentb-code decoder registered in this build)'}...\n`);
+    const corpus = generateCorpus(join(work, 'corpus'), sizeMb * MB, kind);
+    const files = filesOf(corpus.dir);
+    process.stdout.write(`corpus: ${fmt(corpus.bytes / MB)} MB, ${corpus.files} files, ${corpus.lines} lines\n\n`);
+
+    const baseline = await timed(() => eachLine(files, (line) => void JSON.parse(line)));
+    const baselineRate = corpus.bytes / MB / baseline.seconds;
+
+    const dataset = join(work, 'dataset');
+    const imported = await timed(() => runCli(['import', '-f', corpus.dir, '-t', dataset, '-i', kind], join(work, 'import.rss')));
+    const importRate = corpus.bytes / MB / imported.seconds;
+
+    const baselineOut = join(work, 'baseline-out.jsonl');
+    const exportBaseline = await timed(async () => {
+      const out = createWriteStream(baselineOut);
+      await eachLine(files, (line) => void out.write(`${JSON.stringify(JSON.parse(line))}\n`));
+      await new Promise<void>((resolve) => out.end(resolve));
+    });
+    const exportBaselineRate = statSync(baselineOut).size / MB / exportBaseline.seconds;
+    rmSync(baselineOut);
+
+    const exportOut = join(work, 'export.jsonl');
+    const exported = await timed(() => runCli(['export', '-f', dataset, '-t', exportOut, '-o', exportFormat], join(work, 'export.rss')));
+    const exportBytes = statSync(exportOut).size;
+    const exportRate = exportBytes / MB / exported.seconds;
+
+    const rows = [
+      ['baseline: read + JSON.parse every line', `${fmt(baselineRate)} MB/s`, '', ''],
+      [`import -i ${kind} (${fmt(imported.seconds)} s)`, `${fmt(importRate)} MB/s`, `ratio ${fmt(importRate / baselineRate, 2)} (target >= 0.3)`, `peak RSS ${fmt(imported.value, 0)} MB`],
+      ['baseline: read + parse + stringify + write', `${fmt(exportBaselineRate)} MB/s`, '', ''],
+      [`export -o ${exportFormat} to JSONL (${fmt(exported.seconds)} s, ${fmt(exportBytes / MB)} MB)`, `${fmt(exportRate)} MB/s`, `ratio ${fmt(exportRate / exportBaselineRate, 2)} (target >= 0.5)`, `peak RSS ${fmt(exported.value, 0)} MB`],
+    ];
+    const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+    for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
+    process.stdout.write(`\npeak RSS target: < 300 MB for a 1 GB input (this corpus: ${fmt(corpus.bytes / MB)} MB)\n`);
+  } finally {
+    if (keep) process.stdout.write(`kept ${work}\n`);
+    else rmSync(work, { recursive: true, force: true });
+  }
+}
+
+await main();

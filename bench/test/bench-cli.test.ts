@@ -1,0 +1,390 @@
+/**
+ * `actorctl bench` end to end: the real CLI process against a synthetic chat-completions server
+ * (in this process, on loopback) whose timing, token counts and faults are programmed, so the
+ * reported numbers can be checked against what the server was told to do.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { BenchReport, LatencySummary, PhaseReport } from '../loadgen/index.js';
+import { DIST_ROOT, runTool, type ToolResult } from '../../cli/test/helpers/run-tool.js';
+import { startSyntheticServer, type SyntheticConfig, type SyntheticServer } from './synthetic-server.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'bench-cli-'));
+let reports = 0;
+
+interface Run extends ToolResult {
+  report: BenchReport | undefined;
+}
+
+/** Runs `actorctl bench` against the server and reads back the JSON report. */
+async function bench(server: SyntheticServer | string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+  const output = join(dir, `report-${++reports}.json`);
+  const url = typeof server === 'string' ? server : server.url;
+  const result = await runTool('actorctl', ['bench', 'synthetic', '--url', url, '--output', output, ...args], { env, timeoutMs: 60_000 });
+  let report: BenchReport | undefined;
+  try {
+    report = JSON.parse(readFileSync(output, 'utf8')) as BenchReport;
+  } catch {
+    report = undefined;
+  }
+  return { ...result, report };
+}
+
+async function withServer<T>(config: SyntheticConfig, body: (server: SyntheticServer) => Promise<T>): Promise<T> {
+  const server = await startSyntheticServer(config);
+  try {
+    return await body(server);
+  } finally {
+    await server.close();
+  }
+}
+
+function within(actual: number | undefined, expected: number, tolerance: number, what: string): void {
+  assert.ok(actual !== undefined, `${what} is missing`);
+  const error = Math.abs((actual as number) - expected) / expected;
+  assert.ok(error <= tolerance, `${what}: ${actual} is not within ${tolerance * 100}% of ${expected}`);
+}
+
+const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] as number;
+
+/**
+ * A reported latency against the programmed one and against what the server actually did.
+ * The second comparison always holds the client to 2%. On a machine so busy that the server's own
+ * timers missed their program by over 1%, the programmed value is not what happened, so the
+ * first is then reported rather than asserted.
+ */
+function timing(reported: number | undefined, programmed: number, actual: number, what: string): void {
+  within(reported, actual, 0.02, `${what} vs the server's actual ${actual.toFixed(2)}`);
+  if (Math.abs(actual - programmed) / programmed <= 0.01) within(reported, programmed, 0.02, what);
+  else console.log(`note: ${what}: the server itself took ${actual.toFixed(2)} ms for ${programmed} ms programmed (busy machine)`);
+}
+
+function onlyPhase(run: Run): PhaseReport {
+  assert.is(run.report?.phases.length, 1, run.stderr);
+  return run.report?.phases[0] as PhaseReport;
+}
+
+const latency = (s: LatencySummary | null): LatencySummary => {
+  assert.ok(s, 'latency summary missing');
+  return s as LatencySummary;
+};
+
+test('closed loop: latencies match the programmed timing within 2%, counts exactly', async () => {
+  // Long enough that a few ms of scheduling noise on a busy test machine stays well inside 2%.
+  await withServer({ ttftMs: 400, itlMs: 40 }, async (server) => {
+    // The warm-up opens the connections, so no measured request pays for a TCP handshake.
+    const args = ['--warmup', '300ms', '--concurrency', '8', '--num-requests', '32', '--input-tokens', '50', '--output-tokens', '9', '--slo', 'ttft=600ms,e2e=2s'];
+    const run = await bench(server, args);
+    assert.is(run.code, 0, run.stderr);
+    const p = onlyPhase(run);
+    assert.equal(p.requests, { sent: 32, succeeded: 32, failed: 0 });
+    assert.equal(p.errors, {});
+    assert.is(p.tokens.input, 32 * 50);
+    assert.is(p.tokens.output, 32 * 9);
+    assert.is(p.tokens.requested_output, 32 * 9);
+    assert.is(p.tokens.output_source.tokenizer, 32);
+    const ttft = latency(p.latency_ms.ttft);
+    const e2e = latency(p.latency_ms.e2e);
+    assert.is(ttft.count, 32);
+    // Warm-up replies all finished before the phase began, so the phase's are the last 32.
+    const served = server.served.slice(-32);
+    const firsts = served.map((r) => r.firstMs);
+    const lasts = served.map((r) => r.lastMs);
+    const gaps = served.map((r) => (r.lastMs - r.firstMs) / 8);
+    timing(ttft.mean, 400, mean(firsts), 'TTFT mean');
+    timing(ttft.p50, 400, median(firsts), 'TTFT p50');
+    // p99 of 32 samples is the slowest one, which any scheduler hiccup on a shared machine moves: consistency only.
+    assert.ok(ttft.p99 >= ttft.p90 && ttft.p99 <= ttft.max * 1.001, 'TTFT p99 between p90 and max');
+    timing(latency(p.latency_ms.itl).mean, 40, mean(gaps), 'ITL mean');
+    assert.is(latency(p.latency_ms.itl).count, 32 * 8);
+    timing(latency(p.latency_ms.tpot).mean, 40, mean(gaps), 'TPOT mean');
+    timing(e2e.mean, 720, mean(lasts), 'E2E mean');
+    timing(e2e.p50, 720, median(lasts), 'E2E p50');
+    // 8 users, 0.72 s per request: 11.1 requests/s.
+    const rps = 8 / (mean(lasts) / 1000);
+    timing(p.throughput.requests_per_s, 8 / 0.72, rps, 'requests/s');
+    within(p.throughput.output_tokens_per_s, p.throughput.requests_per_s * 9, 0.001, 'output tokens/s');
+    within(p.throughput.total_tokens_per_s, p.throughput.requests_per_s * 59, 0.001, 'total tokens/s');
+    assert.is(p.goodput?.requests, 32);
+    assert.is(p.goodput?.fraction, 1);
+    assert.not.match(run.stderr, '\x1b', 'no live display when stderr is not a terminal');
+    assert.match(run.stdout, /PHASE\s+OK\s+ERR/);
+    assert.match(run.stdout, /concurrency 8\s+32\s+0/);
+  });
+});
+
+test('on a terminal a live line is drawn on stderr, then cleared', async () => {
+  await withServer({ ttftMs: 100, itlMs: 50 }, async (server) => {
+    // script(1) gives the command a pseudo-terminal; its output is what the terminal received.
+    const command = [process.execPath, join(DIST_ROOT, 'cli', 'actorctl.js'), 'bench', 'm', '--url', server.url, '--concurrency', '2', '--duration', '1500ms', '--output-tokens', '10'];
+    const out = await new Promise<string>((resolve, reject) => {
+      const child = spawn('script', ['-qec', command.join(' '), '/dev/null'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let text = '';
+      child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      child.on('error', reject);
+      child.on('close', () => resolve(text));
+    });
+    assert.match(out, /\r\x1b\[2Kconcurrency 2 · [\d.]+s · sent \d+ ok \d+ err 0 · [\d.]+ req\/s · TTFT p50 [\d.]+ ms/);
+    assert.match(out, /\r\x1b\[2KPHASE/, 'the line is cleared before the table');
+  });
+});
+
+test('goodput counts only the requests within every SLO', async () => {
+  await withServer({ ttftMs: 100, itlMs: 10 }, async (server) => {
+    const run = await bench(server, ['--concurrency', '4', '--num-requests', '8', '--output-tokens', '3', '--slo', 'ttft=50ms']);
+    assert.is(run.code, 0, run.stderr);
+    const p = onlyPhase(run);
+    assert.is(p.requests.succeeded, 8);
+    assert.equal(p.goodput?.slo, { ttftMs: 50 });
+    assert.is(p.goodput?.requests, 0);
+  });
+});
+
+test('without streaming only end-to-end latency is measured, and tokens still count', async () => {
+  await withServer({ ttftMs: 400, itlMs: 20 }, async (server) => {
+    const run = await bench(server, ['--no-stream', '--warmup', '300ms', '--concurrency', '4', '--num-requests', '12', '--output-tokens', '6', '--input-tokens', '7']);
+    assert.is(run.code, 0, run.stderr);
+    const p = onlyPhase(run);
+    assert.is(p.requests.succeeded, 12);
+    assert.is(p.latency_ms.ttft, null);
+    assert.is(p.latency_ms.itl, null);
+    timing(latency(p.latency_ms.e2e).mean, 500, mean(server.served.slice(-12).map((r) => r.lastMs)), 'E2E mean');
+    assert.is(p.tokens.output, 12 * 6);
+    assert.is(p.tokens.input, 12 * 7);
+  });
+});
+
+test('--tokenizer usage takes token counts from the server', async () => {
+  await withServer({ ttftMs: 5, itlMs: 1, outputTokens: 4 }, async (server) => {
+    const run = await bench(server, ['--tokenizer', 'usage', '--concurrency', '2', '--num-requests', '6', '--input-tokens', '10']);
+    assert.is(run.code, 0, run.stderr);
+    const p = onlyPhase(run);
+    assert.is(p.tokens.output, 24);
+    assert.is(p.tokens.requested_output, 6 * 128, 'the server stopped at 4 of the 128 asked for');
+    assert.is(p.tokens.input, 60);
+    assert.equal(p.tokens.output_source, { tokenizer: 0, usage: 6, chunks: 0 });
+  });
+});
+
+test('open loop, constant arrivals: the rate is held within 2%', async () => {
+  await withServer({ ttftMs: 20, itlMs: 5 }, async (server) => {
+    const run = await bench(server, ['--rate', '50', '--arrival', 'constant', '--duration', '3s', '--output-tokens', '3']);
+    assert.is(run.code, 0, run.stderr);
+    const p = onlyPhase(run);
+    assert.is(p.mode, 'open');
+    assert.is(p.requests.sent, 150);
+    assert.is(p.requests.succeeded, 150);
+    within(p.arrivals?.achieved_rate, 50, 0.02, 'achieved rate');
+    const seen = server.arrivals;
+    within(((seen.length - 1) * 1000) / ((seen.at(-1) as number) - (seen[0] as number)), 50, 0.02, 'rate seen by the server');
+  });
+});
+
+test('open loop, Poisson arrivals: the schedule is held within 2%', async () => {
+  await withServer({ ttftMs: 20, itlMs: 5 }, async (server) => {
+    const run = await bench(server, ['--rate', '100', '--arrival', 'poisson', '--duration', '3s', '--output-tokens', '2', '--seed', '7']);
+    assert.is(run.code, 0, run.stderr);
+    const p = onlyPhase(run);
+    const arrivals = p.arrivals;
+    assert.ok(arrivals);
+    within(arrivals?.achieved_rate, arrivals?.scheduled_rate ?? 0, 0.02, 'achieved vs scheduled rate');
+    within(arrivals?.scheduled_rate, 100, 0.15, 'scheduled rate vs target (a 300-sample Poisson process)');
+    assert.is(server.arrivals.length, p.requests.sent);
+  });
+});
+
+test('errors are counted by kind: HTTP status, connection reset, malformed stream', async () => {
+  const faults: SyntheticConfig['faults'] = [
+    { every: 5, status: 503 },
+    { every: 7, kind: 'reset' },
+    { every: 11, kind: 'malformed' },
+  ];
+  await withServer({ ttftMs: 10, itlMs: 5, faults }, async (server) => {
+    const run = await bench(server, ['--concurrency', '4', '--num-requests', '77', '--output-tokens', '4', '--log-level', 'info']);
+    assert.is(run.code, 0, run.stderr);
+    assert.match(run.stderr, 'info: concurrency 4: first http_503 error: HTTP 503: {"error":{"message":"programmed failure of request 5"');
+    const p = onlyPhase(run);
+    // Of requests 1..77: 15 are multiples of 5; 9 more of 7; 5 more of 11.
+    assert.equal(p.errors, { http_503: 15, connection_reset: 9, malformed_stream: 5 });
+    assert.equal(p.requests, { sent: 77, succeeded: 48, failed: 29 });
+    assert.is(p.tokens.output, 48 * 4);
+    assert.match(run.stdout, 'errors in concurrency 4: ');
+  });
+});
+
+test('a stalled server is reported as timeouts, not waited on', async () => {
+  await withServer({ ttftMs: 10, itlMs: 10, faults: [{ every: 1, kind: 'stall' }] }, async (server) => {
+    const started = Date.now();
+    const run = await bench(server, ['--concurrency', '3', '--num-requests', '3', '--timeout', '1s', '--output-tokens', '5']);
+    assert.ok(Date.now() - started < 15_000, 'took too long');
+    assert.is(run.code, 6, run.stderr);
+    assert.match(run.stderr, 'no request succeeded (timeout 3)');
+    const p = onlyPhase(run);
+    assert.equal(p.errors, { timeout: 3 });
+  });
+});
+
+test('kinds: csweep and rate run one phase per level, sweep discovers then sweeps rates', async () => {
+  await withServer({ ttftMs: 20, itlMs: 2 }, async (server) => {
+    const common = ['--output-tokens', '2', '--num-requests', '6'];
+    const csweep = await bench(server, ['--kind', 'csweep', '--concurrency-levels', '1,3', ...common]);
+    assert.is(csweep.code, 0, csweep.stderr);
+    assert.equal(csweep.report?.phases.map((p) => [p.name, p.concurrency, p.requests.succeeded]), [['concurrency 1', 1, 6], ['concurrency 3', 3, 6]]);
+    const rate = await bench(server, ['--kind', 'rate', '--rate', '20,40', '--arrival', 'constant', ...common]);
+    assert.is(rate.code, 0, rate.stderr);
+    assert.equal(rate.report?.phases.map((p) => [p.mode, p.target_rate, p.requests.sent]), [['open', 20, 6], ['open', 40, 6]]);
+    const sweep = await bench(server, ['--kind', 'sweep', '--concurrency', '2', '--num-rates', '2', ...common]);
+    assert.is(sweep.code, 0, sweep.stderr);
+    const phases = sweep.report?.phases ?? [];
+    assert.is(phases.length, 3);
+    assert.is(phases[0]?.mode, 'closed');
+    const ceiling = phases[0]?.throughput.requests_per_s ?? 0;
+    within(phases[2]?.target_rate ?? 0, ceiling, 0.01, 'last sweep rate');
+    within(phases[1]?.target_rate ?? 0, ceiling / 2, 0.01, 'first sweep rate');
+  });
+});
+
+test('warm-up requests are left out of the measured phase', async () => {
+  await withServer({ ttftMs: 20, itlMs: 2 }, async (server) => {
+    const run = await bench(server, ['--warmup', '300ms', '--concurrency', '2', '--num-requests', '4', '--output-tokens', '2']);
+    assert.is(run.code, 0, run.stderr);
+    assert.ok((run.report?.warmup?.requests ?? 0) > 0);
+    assert.is(onlyPhase(run).requests.sent, 4);
+    assert.is(server.arrivals.length, 4 + (run.report?.warmup?.requests ?? 0));
+  });
+});
+
+test('prompts from JSONL and ShareGPT files are counted with the tokenizer', async () => {
+  const jsonl = join(dir, 'prompts.jsonl');
+  writeFileSync(jsonl, '{"prompt": "the of and"}\n\n{"messages": [{"role": "system", "content": "you"}, {"role": "user", "content": "the the"}], "max_tokens": 2}\n');
+  const sharegpt = join(dir, 'sharegpt.json');
+  writeFileSync(sharegpt, JSON.stringify([{ conversations: [{ from: 'human', value: 'one two' }, { from: 'gpt', value: 'the of and to' }] }]));
+  await withServer({ ttftMs: 5, itlMs: 1 }, async (server) => {
+    const a = await bench(server, ['--prompts', jsonl, '--num-requests', '4', '--concurrency', '1', '--output-tokens', '3']);
+    assert.is(a.code, 0, a.stderr);
+    // Prompts cycle: 3 + 3 + 3 + 3 input tokens; outputs 3, 2, 3, 2.
+    assert.is(onlyPhase(a).tokens.input, 12);
+    assert.is(onlyPhase(a).tokens.output, 10);
+    const b = await bench(server, ['--prompts', sharegpt, '--num-requests', '2', '--concurrency', '1']);
+    assert.is(b.code, 0, b.stderr);
+    assert.is(onlyPhase(b).tokens.input, 4);
+    assert.is(onlyPhase(b).tokens.output, 8, 'the reply length sets max_tokens');
+  });
+});
+
+test('a bad prompts file is invalid input naming file and line', async () => {
+  const bad = join(dir, 'bad.jsonl');
+  writeFileSync(bad, '{"prompt": "ok"}\n{"prompt": 3}\n');
+  await withServer({ ttftMs: 5, itlMs: 1 }, async (server) => {
+    const run = await bench(server, ['--prompts', bad, '--num-requests', '1']);
+    assert.is(run.code, 2);
+    assert.match(run.stderr, `${bad}:2: expected "prompt", "messages" or "conversations"`);
+    const missing = await bench(server, ['--prompts', join(dir, 'nope.jsonl'), '--num-requests', '1']);
+    assert.is(missing.code, 3);
+    assert.match(missing.stderr, 'nope.jsonl does not exist');
+  });
+});
+
+test('the API key is sent as a bearer token, from the flag or $OPENAI_API_KEY, and never printed', async () => {
+  await withServer({ ttftMs: 5, itlMs: 1 }, async (server) => {
+    const secret = 'sk-test-7f3a9c';
+    const run = await bench(server, ['--num-requests', '2', '--output-tokens', '2', '--format', 'json'], { OPENAI_API_KEY: secret });
+    assert.is(run.code, 0, run.stderr);
+    assert.equal([...server.authorizations], [`Bearer ${secret}`]);
+    const flag = await bench(server, ['--num-requests', '2', '--output-tokens', '2', '--api-key', `${secret}-flag`, '--log-level', 'debug']);
+    assert.is(flag.code, 0, flag.stderr);
+    assert.ok(server.authorizations.has(`Bearer ${secret}-flag`));
+    for (const r of [run, flag]) {
+      assert.not.match(r.stdout + r.stderr + JSON.stringify(r.report), secret);
+      assert.is(r.report?.config.api_key_set, true);
+    }
+    assert.is((JSON.parse(run.stdout) as BenchReport).phases[0]?.requests.succeeded, 2, '--format json prints the report');
+  });
+});
+
+test('an error body that echoes the API key is logged with the key redacted', async () => {
+  await withServer({ ttftMs: 5, itlMs: 1, faults: [{ every: 1, status: 401, echo: true }] }, async (server) => {
+    const secret = 'sk-echoed-51d2';
+    const run = await bench(server, ['--num-requests', '2', '--log-level', 'debug'], { OPENAI_API_KEY: secret });
+    assert.is(run.code, 6);
+    assert.match(run.stderr, 'first http_401 error: HTTP 401: {"error":{"message":"programmed failure of request 1 (credential Bearer <api key>)');
+    assert.not.match(run.stdout + run.stderr + JSON.stringify(run.report), secret);
+    assert.equal(onlyPhase(run).errors, { http_401: 2 });
+  });
+});
+
+test('bad input exits 2 naming the flag', async () => {
+  const cases: Array<[string[], string]> = [
+    [['--concurency', '2'], 'unknown option `--concurency`'],
+    [['--kind', 'fast'], 'invalid --kind "fast"'],
+    [['--concurrency', '0'], 'invalid --concurrency "0"'],
+    [['--concurrency', '2.5'], 'invalid --concurrency "2.5"'],
+    [['--rate=-1'], 'invalid --rate "-1"'],
+    [['--rate', '0'], 'invalid --rate "0"'],
+    [['--rate', '1,2'], '--rate takes one value with --kind throughput'],
+    [['--kind', 'rate'], '--kind rate needs --rate'],
+    [['--kind', 'csweep', '--rate', '3'], '--rate is not used by --kind csweep'],
+    [['--concurrency-levels', '1,2'], '--concurrency-levels is only used by --kind csweep'],
+    [['--concurrency-levels', '1,x', '--kind', 'csweep'], 'invalid --concurrency-levels "x"'],
+    [['--api-key'], 'option `--api-key <key>` value is missing'],
+    [['--timeout', '-'], 'invalid --timeout "-"'],
+    [['--arrival', 'bursty'], 'invalid --arrival "bursty"'],
+    [['--duration', '10 minutes'], 'invalid --duration "10 minutes"'],
+    [['--slo', 'latency=1s'], 'invalid --slo "latency=1s"'],
+    [['--tokenizer', 'llama'], 'invalid --tokenizer "llama"'],
+    [['--format', 'csv'], 'invalid --format "csv"'],
+  ];
+  for (const [args, message] of cases) {
+    const run = await bench('http://127.0.0.1:9', args);
+    assert.is(run.code, 2, `${args.join(' ')}: ${run.stderr}`);
+    assert.match(run.stderr, message);
+  }
+  const badOutput = await runTool('actorctl', ['bench', 'm', '--url', 'http://127.0.0.1:9', '--output', join(dir, 'no-such-dir', 'r.json')]);
+  assert.is(badOutput.code, 2);
+  assert.match(badOutput.stderr, `cannot write --output ${join(dir, 'no-such-dir', 'r.json')}: ENOENT`);
+  const noUrl = await runTool('actorctl', ['bench', 'm']);
+  assert.is(noUrl.code, 2);
+  assert.match(noUrl.stderr, '--url is required');
+  const badUrl = await runTool('actorctl', ['bench', 'm', '--url', 'localhost:8000']);
+  assert.is(badUrl.code, 2);
+  assert.match(badUrl.stderr, 'invalid --url');
+  const withSecret = await runTool('actorctl', ['bench', 'm', '--url', 'http://user:sk-in-url@127.0.0.1:9']);
+  assert.is(withSecret.code, 2);
+  assert.match(withSecret.stderr, '--url must not contain credentials');
+  assert.not.match(withSecret.stderr, 'sk-in-url');
+});
+
+test('an unreachable URL exits 6 before sending any load', async () => {
+  const server = await startSyntheticServer({ ttftMs: 0, itlMs: 0 });
+  const url = server.url;
+  await server.close(); // a port that was just free
+  const run = await bench(url, ['--num-requests', '1']);
+  assert.is(run.code, 6);
+  assert.match(run.stderr, `cannot reach --url ${url}`);
+  assert.is(run.report, undefined);
+});
+
+test('without the load-generator module, bench says so, how to install it, and exits 6', async () => {
+  const run = await bench('http://127.0.0.1:9', ['--num-requests', '1'], { ACTORCTL_BENCH_MODULE: join(dir, 'missing', 'index.js') });
+  assert.is(run.code, 6);
+  assert.match(run.stderr, "module 'bench/loadgen' not found");
+  assert.match(run.stderr, join(dir, 'missing', 'index.js'));
+  assert.match(run.stderr, 'hint: install it with the default build: `npm run build`');
+});
+
+test('a load-generator module whose own dependency is missing says which, and exits 6', async () => {
+  const broken = join(dir, 'broken-loadgen.mjs');
+  writeFileSync(broken, "import 'no-such-package-for-bench';\n");
+  const run = await bench('http://127.0.0.1:9', ['--num-requests', '1'], { ACTORCTL_BENCH_MODULE: broken });
+  assert.is(run.code, 6);
+  assert.match(run.stderr, "module 'bench/loadgen' cannot load: Cannot find package 'no-such-package-for-bench'");
+  assert.match(run.stderr, 'hint: install the dependencies: `npm install`');
+});
+
+test.after(() => rmSync(dir, { recursive: true, force: true }));
+test.run();

@@ -1,0 +1,325 @@
+//! sandbox-vmm benchmark: the KVM exit round trip, confirmed pause/resume latency with 1 and 2
+//! vCPUs, and VM create-to-first-serial-byte, each beside a baseline measured in the same run.
+//!
+//!   cargo run --release -p sandbox-vmm --example vm_bench
+//!       tiny guests assembled on the spot (GNU as/ld); any host with a usable /dev/kvm
+//!   cargo run --release -p sandbox-vmm --example vm_bench -- boot --kernel PATH
+//!           [--initrd PATH] [--cmdline TEXT] [--until TEXT] [--runs N] [--vcpus N] [--memory-mib N]
+//!       boot time of a real guest to its first console byte and to the line `--until` (for
+//!       example the guest bootstrap's ready line), then pause/resume latency of the booted
+//!       guest; meant for hosts with hardware virtualization
+//!
+//! Figures are medians of repeated runs; nothing here asserts on time.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use control_frame::{write_frame, FrameReader, DEFAULT_MAX_FRAME};
+use sandbox_vmm::control::{bind_private, ControlServer};
+use sandbox_vmm::devices::StopReason;
+use serde_json::json;
+use sandbox_vmm::guests;
+use sandbox_vmm::vm::{Vm, VmSpec};
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = std::env::temp_dir().join(format!("svmm-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn spec(kernel: &Path, vcpus: u8, memory_mib: u64, scratch: &Scratch) -> VmSpec {
+    VmSpec {
+        kernel: kernel.to_path_buf(),
+        initrd: None,
+        cmdline: "console=ttyS0".into(),
+        vcpus,
+        memory_mib,
+        serial_log: scratch.0.join("serial.log"),
+        serial_log_max: 16 << 20,
+    }
+}
+
+/// Blocks until the VM's stop eventfd fires.
+fn wait_stopped(vm: &Vm, timeout: Duration) {
+    let mut fds = libc::pollfd { fd: vm.stop_signal().evt.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut fds, 1, timeout.as_millis() as i32) };
+    assert!(n == 1, "the guest did not stop within {timeout:?}");
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn pct(mut v: Vec<Duration>, p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Runs a guest that ends with a reset; returns start-to-stop time.
+fn run_to_reset(kernel: &Path, scratch: &Scratch) -> Duration {
+    let mut vm = Vm::create(&spec(kernel, 1, 32, scratch)).unwrap();
+    let t0 = Instant::now();
+    vm.start().unwrap();
+    wait_stopped(&vm, Duration::from_secs(120));
+    let elapsed = t0.elapsed();
+    assert_eq!(vm.halt(StopReason::Terminated), StopReason::Reset);
+    elapsed
+}
+
+fn exit_round_trip(scratch: &Scratch) {
+    const N: u32 = 20_000;
+    let with_exits = guests::build(&scratch.0, "exits", &guests::exit_loop_asm(N)).unwrap();
+    let baseline = guests::build(&scratch.0, "nops", &guests::nop_loop_asm(N)).unwrap();
+    let a = median((0..5).map(|_| run_to_reset(&with_exits, scratch)).collect());
+    let b = median((0..5).map(|_| run_to_reset(&baseline, scratch)).collect());
+    println!("KVM exit round trip (port write handled by the VMM's bus, {N} per run, median of 5):");
+    println!("  loop with exits   {:>10.1} ms", a.as_secs_f64() * 1e3);
+    println!("  baseline (nop)    {:>10.1} ms   ratio {:.1}x", b.as_secs_f64() * 1e3, a.as_secs_f64() / b.as_secs_f64());
+    println!("  per exit          {:>10.2} us", us(a.saturating_sub(b)) / N as f64);
+}
+
+/// Ping-pong between two threads over mpsc: the hand-off the pause protocol is built on,
+/// without KVM.
+fn channel_round_trip() -> Duration {
+    let (to, from_main) = mpsc::channel::<()>();
+    let (ack, acks) = mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        while from_main.recv().is_ok() {
+            ack.send(()).unwrap();
+        }
+    });
+    let samples: Vec<Duration> = (0..200)
+        .map(|_| {
+            let t0 = Instant::now();
+            to.send(()).unwrap();
+            acks.recv().unwrap();
+            t0.elapsed()
+        })
+        .collect();
+    drop(to);
+    t.join().unwrap();
+    median(samples)
+}
+
+fn pause_resume_latency(vm: &mut Vm, rounds: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let (mut pauses, mut resumes) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        vm.pause(Duration::from_secs(10)).unwrap();
+        let t1 = Instant::now();
+        vm.resume(Duration::from_secs(10)).unwrap();
+        pauses.push(t1 - t0);
+        resumes.push(t1.elapsed());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    (pauses, resumes)
+}
+
+fn print_pause_resume(label: &str, pauses: Vec<Duration>, resumes: Vec<Duration>, baseline: Duration) {
+    let p50 = pct(pauses.clone(), 0.5);
+    println!(
+        "  {label:<10} pause p50 {:>8.1} us  p90 {:>8.1} us ({:.0}x baseline) | resume p50 {:>8.1} us  p90 {:>8.1} us",
+        us(p50),
+        us(pct(pauses, 0.9)),
+        us(p50) / us(baseline),
+        us(pct(resumes.clone(), 0.5)),
+        us(pct(resumes, 0.9)),
+    );
+}
+
+fn pause_resume(scratch: &Scratch) {
+    let spin = guests::build(&scratch.0, "spin", guests::SPIN_ASM).unwrap();
+    let baseline = channel_round_trip();
+    println!("Confirmed pause/resume (every vCPU out of KVM_RUN and acknowledged; 100 rounds):");
+    println!("  baseline: thread channel round trip p50 {:.1} us", us(baseline));
+    for vcpus in [1u8, 2] {
+        let mut vm = Vm::create(&spec(&spin, vcpus, 32, scratch)).unwrap();
+        vm.start().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let (p, r) = pause_resume_latency(&mut vm, 100);
+        print_pause_resume(&format!("{vcpus} vCPU{}", if vcpus > 1 { "s" } else { "" }), p, r, baseline);
+        vm.halt(StopReason::Terminated);
+    }
+}
+
+fn request(stream: &mut UnixStream, op: &str) -> Duration {
+    let t0 = Instant::now();
+    write_frame(stream, &json!({ "op": op }), DEFAULT_MAX_FRAME).unwrap();
+    let answer = FrameReader::new(&mut *stream, DEFAULT_MAX_FRAME).read_frame().unwrap().unwrap();
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    t0.elapsed()
+}
+
+/// What the daemon sees: pause and resume answered over control.sock, against an inspect
+/// (a round trip through the same socket and loop that touches no vCPU) as the baseline.
+fn control_socket(scratch: &Scratch) {
+    let spin = guests::build(&scratch.0, "spin", guests::SPIN_ASM).unwrap();
+    println!("Through control.sock (request written to confirmed answer read; 100 rounds):");
+    for vcpus in [1u8, 2] {
+        let path = scratch.0.join("control.sock");
+        let mut vm = Vm::create(&spec(&spin, vcpus, 32, scratch)).unwrap();
+        let listener = bind_private(&path).unwrap();
+        let mut server = ControlServer::new(path.clone(), listener, &vm).unwrap();
+        vm.start().unwrap();
+        let serving = std::thread::spawn(move || {
+            server.serve(&mut vm).unwrap();
+        });
+        let mut stream = UnixStream::connect(&path).unwrap();
+        let inspect: Vec<Duration> = (0..100).map(|_| request(&mut stream, "inspect")).collect();
+        let (mut pauses, mut resumes) = (Vec::new(), Vec::new());
+        for _ in 0..100 {
+            pauses.push(request(&mut stream, "pause"));
+            resumes.push(request(&mut stream, "resume"));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        request(&mut stream, "terminate");
+        serving.join().unwrap();
+        let baseline = median(inspect);
+        println!("  baseline: inspect p50 {:.1} us", us(baseline));
+        print_pause_resume(&format!("{vcpus} vCPU{}", if vcpus > 1 { "s" } else { "" }), pauses, resumes, baseline);
+    }
+}
+
+/// Create (KVM VM, memory, devices, kernel load, vCPU setup) and start-to-first-byte times.
+fn first_byte(kernel: &Path, vcpus: u8, memory_mib: u64, initrd: Option<&Path>, cmdline: &str, until: Option<&str>, scratch: &Scratch) -> (Duration, Duration, Option<Duration>, Vm) {
+    let mut spec = spec(kernel, vcpus, memory_mib, scratch);
+    spec.initrd = initrd.map(Path::to_path_buf);
+    spec.cmdline = cmdline.into();
+    let t0 = Instant::now();
+    let mut vm = Vm::create(&spec).unwrap();
+    let created = t0.elapsed();
+    vm.start().unwrap();
+    while vm.serial_log_counts().0 == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(600), "no serial output in 10 minutes");
+        std::hint::spin_loop();
+    }
+    let first = t0.elapsed();
+    let reached = until.map(|text| {
+        let mut seen = 0;
+        loop {
+            let (written, _) = vm.serial_log_counts();
+            if written != seen {
+                seen = written;
+                if String::from_utf8_lossy(&std::fs::read(&spec.serial_log).unwrap()).contains(text) {
+                    return t0.elapsed();
+                }
+            }
+            assert!(t0.elapsed() < Duration::from_secs(600), "{text:?} not on the console in 10 minutes");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
+    (created, first, reached, vm)
+}
+
+fn create_to_first_byte(scratch: &Scratch) {
+    let guest = guests::build(&scratch.0, "first", guests::FIRST_BYTE_ASM).unwrap();
+    let mut creates = Vec::new();
+    let mut firsts = Vec::new();
+    for _ in 0..10 {
+        let (created, first, _, mut vm) = first_byte(&guest, 1, 32, None, "", None, scratch);
+        vm.halt(StopReason::Terminated);
+        creates.push(created);
+        firsts.push(first);
+    }
+    let bin = std::env::current_exe().unwrap();
+    let spawn: Vec<Duration> = (0..10)
+        .map(|_| {
+            let t0 = Instant::now();
+            // The process baseline: starting any program and reaping it.
+            std::process::Command::new(&bin).arg("--baseline-exit").status().unwrap();
+            t0.elapsed()
+        })
+        .collect();
+    let (c, f) = (median(creates), median(firsts));
+    println!("VM create to first serial byte (tiny guest, 32 MiB, median of 10):");
+    println!("  create (VM, memory, irqchip, devices, load, vCPU state) {:>8.2} ms", c.as_secs_f64() * 1e3);
+    println!("  create + start to first byte                            {:>8.2} ms", f.as_secs_f64() * 1e3);
+    let s = median(spawn);
+    println!("  baseline: spawn and reap a process                      {:>8.2} ms   ratio {:.1}x", s.as_secs_f64() * 1e3, f.as_secs_f64() / s.as_secs_f64());
+}
+
+fn boot(args: &[String]) {
+    let mut kernel = None;
+    let mut initrd = None;
+    let mut cmdline = "console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.dumbkbd".to_string();
+    let mut until = None;
+    let (mut runs, mut vcpus, mut memory_mib) = (3usize, 2u8, 512u64);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--kernel" => kernel = Some(PathBuf::from(value)),
+            "--initrd" => initrd = Some(PathBuf::from(value)),
+            "--cmdline" => cmdline = value.clone(),
+            "--until" => until = Some(value.clone()),
+            "--runs" => runs = value.parse().expect("--runs: a number"),
+            "--vcpus" => vcpus = value.parse().expect("--vcpus: a number"),
+            "--memory-mib" => memory_mib = value.parse().expect("--memory-mib: a number"),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    let kernel = kernel.expect("boot needs --kernel");
+    let scratch = Scratch::new();
+    let baseline = channel_round_trip();
+    println!("Boot of {} ({vcpus} vCPUs, {memory_mib} MiB), {runs} runs:", kernel.display());
+    for run in 0..runs {
+        let (created, first, reached, mut vm) = first_byte(&kernel, vcpus, memory_mib, initrd.as_deref(), &cmdline, until.as_deref(), &scratch);
+        print!("  run {run}: create {:.1} ms, first console byte {:.1} ms", created.as_secs_f64() * 1e3, first.as_secs_f64() * 1e3);
+        if let (Some(t), Some(text)) = (reached, &until) {
+            print!(", {text:?} at {:.1} ms ({:.1}x first byte)", t.as_secs_f64() * 1e3, t.as_secs_f64() / first.as_secs_f64());
+        }
+        println!();
+        if run == runs - 1 {
+            let (p, r) = pause_resume_latency(&mut vm, 50);
+            print_pause_resume("booted", p, r, baseline);
+        }
+        vm.halt(StopReason::Terminated);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--baseline-exit") => {}
+        Some("boot") => boot(&args[1..]),
+        None => {
+            if let Err(reason) = sandbox_vmm::preflight::kvm_usable(Path::new("/dev/kvm")) {
+                eprintln!("vm_bench: KVM is not usable here: {reason}");
+                std::process::exit(6);
+            }
+            let virt = sandbox_vmm::preflight::virtualization();
+            println!("host virtualization: {} (native speed: {})\n", virt["mode"], virt["native_speed"]);
+            let scratch = Scratch::new();
+            exit_round_trip(&scratch);
+            println!();
+            pause_resume(&scratch);
+            println!();
+            control_socket(&scratch);
+            println!();
+            create_to_first_byte(&scratch);
+        }
+        Some(other) => {
+            eprintln!("vm_bench: unknown argument {other:?} (no arguments, or boot --kernel PATH ...)");
+            std::process::exit(2);
+        }
+    }
+}

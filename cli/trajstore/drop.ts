@@ -1,0 +1,31 @@
+/** `trajstore drop DATASET [--yes]`: permanently remove a local dataset (pipelines/drop). */
+import { InvalidInputError } from '../kit/errors.js';
+import type { CommandSpec } from '../kit/program.js';
+import { checkDropTarget, dropDataset } from '../../pipelines/drop/index.js';
+import { localPathOf } from '../../pipelines/dataset/open.js';
+import { resolveDataset } from '../../pipelines/pins/resolve.js';
+import { confirm } from './import.js';
+
+export const dropCommand: CommandSpec = {
+  name: 'drop <dataset>',
+  description: 'permanently remove a local dataset directory (asks first on a terminal; else needs --yes)',
+  options: [{ flags: '--yes', description: 'do not ask; required when not on a terminal' }],
+  examples: ['trajstore drop ./old-ds --yes'],
+  async run(ctx, { positional, options }) {
+    const arg = positional[0] as string;
+    const location = await resolveDataset(arg, { config: ctx.config, env: process.env, purpose: 'write' });
+    const target = await checkDropTarget(localPathOf(location), process.env);
+    if (options.yes !== true) {
+      const question = `Permanently delete the ${target.manifest.kind} dataset ${target.path} (snapshot ${target.manifest.snapshot_id})?`;
+      if (!(ctx.stdin as NodeJS.ReadStream).isTTY || !(ctx.stderr as NodeJS.WriteStream).isTTY) {
+        throw new InvalidInputError(`drop ${arg}: refusing to delete without confirmation`, { hint: 'pass --yes to confirm when not on a terminal' });
+      }
+      if (!(await confirm(ctx, question))) {
+        ctx.stderr.write('trajstore: nothing deleted\n');
+        return;
+      }
+    }
+    dropDataset(target);
+    ctx.stdout.write(`dropped ${target.path}\n`);
+  },
+};

@@ -1,0 +1,117 @@
+/**
+ * Starts the guest services (`vmm-rs/target/debug/sandbox-guest execd|egress`) as real host
+ * processes on ephemeral loopback ports and points the official OpenSandbox SDK at them.
+ * Shared by the guest-*.test.ts files and bench/guest.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import {
+  ConnectionConfig,
+  createDefaultAdapterFactory,
+  type Egress,
+  type ExecdCommands,
+  type ExecdHealth,
+  type ExecdMetrics,
+  type SandboxFiles,
+} from '@alibaba-group/opensandbox';
+import { DIST_ROOT } from '../../cli/test/helpers/run-tool.js';
+
+export const GUEST_BIN = join(DIST_ROOT, '..', 'vmm-rs', 'target', 'debug', 'sandbox-guest');
+
+export function requireGuestBinary(): string {
+  if (!existsSync(GUEST_BIN)) {
+    throw new Error(
+      `sandbox-guest binary not found at ${GUEST_BIN}; build it first: cd vmm-rs && cargo build -p sandbox-guest`,
+    );
+  }
+  return GUEST_BIN;
+}
+
+export interface GuestService {
+  /** host:port the service listens on (the SDK's endpoint authority). */
+  addr: string;
+  child: ChildProcess;
+  /** Everything the service wrote on stderr so far. */
+  stderr: () => string;
+  /** Peak resident memory of the service process in KiB (VmHWM). */
+  peakRssKiB: () => number;
+  stop: () => Promise<void>;
+}
+
+export interface StartOptions {
+  /** Access token, handed over through an environment variable named by --token-env. */
+  token?: string;
+  args?: string[];
+  /** Another build of the binary (benchmarks); the tests use GUEST_BIN. */
+  bin?: string | undefined;
+}
+
+/** Starts `sandbox-guest <kind> --port 0 --announce` and waits for its `listening <addr>` line. */
+export async function startGuestService(kind: 'execd' | 'egress', options: StartOptions = {}): Promise<GuestService> {
+  const bin = options.bin ?? requireGuestBinary();
+  if (!existsSync(bin)) throw new Error(`sandbox-guest binary not found at ${bin}`);
+  const args = [kind, '--port', '0', '--announce', ...(options.args ?? [])];
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+  if (options.token !== undefined) {
+    env.GUEST_TEST_TOKEN = options.token;
+    args.push('--token-env', 'GUEST_TEST_TOKEN');
+  }
+  if (kind === 'execd') args.push('--state-dir', mkdtempSync(join(tmpdir(), 'guest-execd-state-')));
+  const child = spawn(bin, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const addr = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${kind} did not announce its address within 10 s: ${stderr}`)), 10_000);
+    child.once('exit', (code) => reject(new Error(`${kind} exited with ${code} before listening: ${stderr}`)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const m = /^listening (\S+)$/.exec(line);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+  });
+  return {
+    addr,
+    child,
+    stderr: () => stderr,
+    peakRssKiB: () => {
+      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+    },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+function connection(addr: string): ConnectionConfig {
+  return new ConnectionConfig({ domain: addr, requestTimeoutSeconds: 120 }).withTransportIfMissing();
+}
+
+export interface ExecdClient {
+  commands: ExecdCommands;
+  files: SandboxFiles;
+  health: ExecdHealth;
+  metrics: ExecdMetrics;
+  close: () => Promise<void>;
+}
+
+/** The SDK's own command/file/health/metrics adapters, pointed straight at an execution service. */
+export function execdClient(addr: string, endpointHeaders: Record<string, string> = {}): ExecdClient {
+  const config = connection(addr);
+  const stack = createDefaultAdapterFactory().createExecdStack({ connectionConfig: config, execdBaseUrl: `http://${addr}`, endpointHeaders });
+  return { ...stack, close: () => config.closeTransport() };
+}
+
+export function egressClient(addr: string, endpointHeaders: Record<string, string> = {}): { egress: Egress; close: () => Promise<void> } {
+  const config = connection(addr);
+  const stack = createDefaultAdapterFactory().createEgressStack({ connectionConfig: config, egressBaseUrl: `http://${addr}`, endpointHeaders });
+  return { ...stack, close: () => config.closeTransport() };
+}

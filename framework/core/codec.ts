@@ -1,0 +1,123 @@
+/**
+ * Wire encodings. Calls and single replies are JSON. Streamed replies are binary frames:
+ *   u32 BE length of what follows | u8 flags (0x01 END, 0x02 ERROR) | u16 type length | type |
+ *   u32 data length | data | (ERROR only) u16 error length | error text
+ * An END frame closes the stream; an ERROR frame carries the producer's failure.
+ */
+
+export const FLAG_END = 0x01;
+export const FLAG_ERROR = 0x02;
+/** One frame may not exceed this; a larger length prefix means a corrupt or hostile stream. */
+export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+
+export interface Frame {
+  flags: number;
+  type: string;
+  data: Buffer;
+  error?: string;
+}
+
+export class FrameError extends Error {}
+
+/** The body of an actor call. */
+export interface CallBody {
+  method: string;
+  args: unknown[];
+}
+
+export function encodeFrame(frame: Frame): Buffer {
+  const type = Buffer.from(frame.type, 'utf8');
+  const error = frame.flags & FLAG_ERROR ? Buffer.from(frame.error ?? '', 'utf8') : undefined;
+  const length = 1 + 2 + type.length + 4 + frame.data.length + (error ? 2 + error.length : 0);
+  const out = Buffer.allocUnsafe(4 + length);
+  let at = out.writeUInt32BE(length, 0);
+  at = out.writeUInt8(frame.flags, at);
+  at = out.writeUInt16BE(type.length, at);
+  at += type.copy(out, at);
+  at = out.writeUInt32BE(frame.data.length, at);
+  at += frame.data.copy(out, at);
+  if (error) {
+    at = out.writeUInt16BE(error.length, at);
+    error.copy(out, at);
+  }
+  return out;
+}
+
+export function jsonFrame(value: unknown): Buffer {
+  return encodeFrame({ flags: 0, type: 'json', data: Buffer.from(JSON.stringify(value ?? null), 'utf8') });
+}
+export const END_FRAME = encodeFrame({ flags: FLAG_END, type: '', data: Buffer.alloc(0) });
+export function errorFrame(message: string): Buffer {
+  return encodeFrame({ flags: FLAG_ERROR | FLAG_END, type: '', data: Buffer.alloc(0), error: message });
+}
+
+/** Incremental decoder: feed chunks as they arrive, take whole frames out. */
+export class FrameDecoder {
+  private buffer: Buffer = Buffer.alloc(0);
+
+  push(chunk: Buffer): Frame[] {
+    this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk;
+    const frames: Frame[] = [];
+    while (this.buffer.length >= 4) {
+      const length = this.buffer.readUInt32BE(0);
+      if (length > MAX_FRAME_BYTES) throw new FrameError(`frame length ${length} exceeds ${MAX_FRAME_BYTES}`);
+      if (this.buffer.length < 4 + length) break;
+      frames.push(parseFrame(this.buffer.subarray(4, 4 + length)));
+      this.buffer = this.buffer.subarray(4 + length);
+    }
+    return frames;
+  }
+
+  /** True when bytes of an incomplete frame are left over. */
+  get pending(): boolean {
+    return this.buffer.length > 0;
+  }
+}
+
+function parseFrame(body: Buffer): Frame {
+  const need = (at: number, n: number, what: string): void => {
+    if (at + n > body.length) throw new FrameError(`frame truncated in ${what}`);
+  };
+  need(0, 3, 'header');
+  const flags = body.readUInt8(0);
+  if (flags & ~(FLAG_END | FLAG_ERROR)) throw new FrameError(`unknown frame flags 0x${flags.toString(16)}`);
+  const typeLength = body.readUInt16BE(1);
+  need(3, typeLength + 4, 'type');
+  const type = body.toString('utf8', 3, 3 + typeLength);
+  let at = 3 + typeLength;
+  const dataLength = body.readUInt32BE(at);
+  at += 4;
+  need(at, dataLength, 'data');
+  const data = body.subarray(at, at + dataLength);
+  at += dataLength;
+  let error: string | undefined;
+  if (flags & FLAG_ERROR) {
+    need(at, 2, 'error length');
+    const errorLength = body.readUInt16BE(at);
+    need(at + 2, errorLength, 'error text');
+    error = body.toString('utf8', at + 2, at + 2 + errorLength);
+    at += 2 + errorLength;
+  }
+  if (at !== body.length) throw new FrameError(`frame has ${body.length - at} trailing bytes`);
+  return error === undefined ? { flags, type, data } : { flags, type, data, error };
+}
+
+export function frameValue(frame: Frame): unknown {
+  if (frame.type !== 'json') throw new FrameError(`unsupported frame type '${frame.type}'`);
+  return JSON.parse(frame.data.toString('utf8'));
+}
+
+/** Parses and checks a call body; the message names what is wrong. */
+export function parseCallBody(raw: Buffer): CallBody {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw.toString('utf8'));
+  } catch (error) {
+    throw new FrameError(`body is not JSON: ${(error as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new FrameError('body must be a JSON object {method, args}');
+  const { method, args } = value as Record<string, unknown>;
+  if (typeof method !== 'string' || method === '') throw new FrameError('body field `method` must be a non-empty string');
+  if (args !== undefined && !Array.isArray(args)) throw new FrameError('body field `args` must be an array');
+  return { method, args: (args as unknown[] | undefined) ?? [] };
+}

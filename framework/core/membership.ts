@@ -1,0 +1,442 @@
+/**
+ * SWIM membership: join through seeds, direct probes, k indirect probes, suspicion with a timeout,
+ * incarnation numbers to refute, and dissemination piggybacked on every membership message, plus a
+ * periodic push-pull exchange of the whole table (which also heals partitions and restarted seeds).
+ *
+ * Rules for merging a record about member m (higher incarnation = newer news from m itself):
+ *   Left is final. Alive{i} overrides Alive/Suspect/Failed{j} when i > j (m refuted).
+ *   Suspect{i} overrides Alive{j} when i >= j, and Suspect/Failed{j} when i > j.
+ *   Failed{i} overrides Alive/Suspect{j} when i >= j.
+ * A member that hears it is suspected or failed answers with Alive at a higher incarnation.
+ * A new member id at an address already known (a restarted process) replaces the older one.
+ */
+import type { Transport } from './transport.js';
+
+export type MemberStatus = 'Alive' | 'Suspect' | 'Failed' | 'Left';
+export const STATUSES: MemberStatus[] = ['Alive', 'Suspect', 'Failed', 'Left'];
+
+/** A member as it travels between nodes. */
+export interface MemberRecord {
+  id: string;
+  addr: string;
+  status: MemberStatus;
+  inc: number;
+  /** Process start time (ms): tells which of two ids at one address is the newer process. */
+  started: number;
+  /** Named actors with an instance on that node. */
+  actors: string[];
+}
+
+interface Member extends MemberRecord {
+  /** When this node last changed the member's status (local clock). */
+  since: number;
+}
+
+export interface MembershipTimers {
+  /** Period of the probe loop; each round probes one member. */
+  probeIntervalMs: number;
+  /** Wait for a direct ack. */
+  probeTimeoutMs: number;
+  /** Members asked to probe indirectly when the direct probe fails. */
+  indirectProbes: number;
+  /** Wait for an indirect ack. */
+  indirectTimeoutMs: number;
+  /** Suspect -> Failed when not refuted within this time. */
+  suspectTimeoutMs: number;
+  /** Failed or Left members are forgotten after this time. */
+  removeAfterMs: number;
+  /** Period of the full-table push-pull exchange. */
+  syncIntervalMs: number;
+  /** Retry period while no seed answers. */
+  joinRetryMs: number;
+  /** An update rides on this many times log2(n+1) messages. */
+  retransmitMult: number;
+}
+
+/** Defaults: a killed node is Suspect within about 1-2 s and Failed within about 10 s. */
+export const DEFAULT_TIMERS: MembershipTimers = {
+  probeIntervalMs: 500,
+  probeTimeoutMs: 300,
+  indirectProbes: 3,
+  indirectTimeoutMs: 600,
+  suspectTimeoutMs: 8000,
+  removeAfterMs: 60_000,
+  syncIntervalMs: 5000,
+  joinRetryMs: 1000,
+  retransmitMult: 4,
+};
+
+const MAX_PIGGYBACK = 12;
+export const SWIM_PATH = '/cluster/swim';
+
+export type SwimMessage =
+  | { type: 'ping'; from: MemberRecord; updates: MemberRecord[] }
+  | { type: 'ping-req'; from: MemberRecord; target: { id: string; addr: string }; updates: MemberRecord[] }
+  | { type: 'join' | 'sync'; from: MemberRecord; members: MemberRecord[] };
+
+export type SwimReply = { type: 'ack' | 'nack'; from: MemberRecord; updates: MemberRecord[] } | { type: 'sync'; from: MemberRecord; members: MemberRecord[] };
+
+export interface MembershipHooks {
+  changed(member: MemberRecord, previous: MemberStatus | undefined): void;
+  log(message: string): void;
+  /** Problems an operator should see (no seed answers). */
+  warn(message: string): void;
+}
+
+export class Membership {
+  private readonly members = new Map<string, Member>();
+  /** Removed ids, kept so stale gossip cannot bring them back. */
+  private readonly tombstones = new Map<string, number>();
+  private readonly outbox = new Map<string, { record: MemberRecord; sent: number }>();
+  private readonly suspicions = new Map<string, NodeJS.Timeout>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private probeOrder: string[] = [];
+  /** Alive members by named actor; rebuilt after any change (resolution reads it on every call). */
+  private registry: Map<string, MemberRecord[]> | undefined;
+  private joined = false;
+  private lastJoinWarning = 0;
+  private stopped = false;
+  self: Member;
+
+  constructor(
+    id: string,
+    addr: string,
+    private readonly seeds: string[],
+    private readonly transport: Transport,
+    readonly config: MembershipTimers,
+    private readonly hooks: MembershipHooks,
+  ) {
+    this.self = { id, addr, status: 'Alive', inc: 0, started: Date.now(), actors: [], since: Date.now() };
+    this.seeds = seeds.filter((s) => s !== addr);
+  }
+
+  start(): void {
+    const every = (ms: number, fn: () => Promise<void> | void): void => {
+      this.timers.push(setInterval(() => void Promise.resolve(fn()).catch((e) => this.hooks.log(`membership: ${(e as Error).message}`)), ms));
+    };
+    every(this.config.probeIntervalMs, () => this.probeRound());
+    every(this.config.syncIntervalMs, () => this.syncRound());
+    every(Math.max(200, Math.min(this.config.removeAfterMs, this.config.suspectTimeoutMs) / 4), () => this.sweep());
+    if (this.seeds.length) void this.join();
+    else this.joined = true;
+  }
+
+  /** Every known member, this node included. */
+  list(): MemberRecord[] {
+    return [this.record(this.self), ...[...this.members.values()].map((m) => this.record(m))];
+  }
+
+  /** Alive members with an instance of the named actor, this node included. */
+  instancesOf(name: string): MemberRecord[] {
+    if (!this.registry) {
+      this.registry = new Map();
+      for (const m of this.list()) {
+        if (m.status !== 'Alive') continue;
+        for (const a of m.actors) this.registry.set(a, [...(this.registry.get(a) ?? []), m]);
+      }
+    }
+    return this.registry.get(name) ?? [];
+  }
+
+  get(id: string): MemberRecord | undefined {
+    return id === this.self.id ? this.record(this.self) : this.members.get(id);
+  }
+
+  get isJoined(): boolean {
+    return this.joined;
+  }
+
+  /** Publishes this node's named actors (a new incarnation so the newest list wins everywhere). */
+  setActors(actors: string[]): void {
+    this.self.actors = [...actors].sort();
+    this.self.inc++;
+    this.registry = undefined;
+    this.enqueue(this.record(this.self));
+  }
+
+  private record(m: Member | MemberRecord): MemberRecord {
+    return { id: m.id, addr: m.addr, status: m.status, inc: m.inc, started: m.started, actors: m.actors };
+  }
+
+  private async join(): Promise<void> {
+    while (!this.stopped && !this.joined) {
+      const replies = await Promise.allSettled(this.seeds.map((seed) => this.send(seed, { type: 'join', from: this.record(this.self), members: [] }, this.config.probeTimeoutMs * 3)));
+      if (replies.some((r) => r.status === 'fulfilled')) {
+        this.joined = true;
+        return;
+      }
+      const message = `membership: no seed answered (${this.seeds.join(', ')}); retrying every ${this.config.joinRetryMs} ms`;
+      // Say it once, then every 30 s, not on every retry.
+      if (Date.now() - this.lastJoinWarning > 30_000) {
+        this.lastJoinWarning = Date.now();
+        this.hooks.warn(message);
+      } else this.hooks.log(message);
+      await new Promise((r) => setTimeout(r, this.config.joinRetryMs));
+    }
+  }
+
+  /** Announces Left to every member that can hear it, then stops all timers. */
+  async leave(timeoutMs = 1000): Promise<void> {
+    this.self.status = 'Left';
+    this.self.inc++;
+    this.registry = undefined;
+    const me = this.record(this.self);
+    const peers = [...this.members.values()].filter((m) => m.status === 'Alive' || m.status === 'Suspect');
+    await Promise.allSettled(peers.map((m) => this.send(m.addr, { type: 'ping', from: me, updates: [me] }, timeoutMs)));
+    this.stop();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    for (const t of this.suspicions.values()) clearTimeout(t);
+    this.suspicions.clear();
+  }
+
+  // ---- handling of incoming messages ----
+
+  handle(message: SwimMessage): SwimReply | Promise<SwimReply> {
+    const sender = this.members.get(message.from.id);
+    this.apply(message.from);
+    if (message.type === 'join' || message.type === 'sync') {
+      for (const r of message.members) this.apply(r);
+      return { type: 'sync', from: this.record(this.self), members: this.list() };
+    }
+    const probe = message as Extract<SwimMessage, { updates: MemberRecord[] }>;
+    for (const r of probe.updates) this.apply(r);
+    if (probe.type === 'ping-req') return this.indirect(probe.target);
+    const updates = this.piggyback();
+    // A sender we hold as Suspect/Failed may never hear of it otherwise: tell it so it can refute.
+    if (sender && (sender.status === 'Suspect' || sender.status === 'Failed') && !updates.some((u) => u.id === sender.id)) updates.push(this.record(sender));
+    return { type: 'ack', from: this.record(this.self), updates };
+  }
+
+  private async indirect(target: { id: string; addr: string }): Promise<SwimReply> {
+    const ok = await this.ping(target.addr, this.config.probeTimeoutMs);
+    return { type: ok ? 'ack' : 'nack', from: this.record(this.self), updates: this.piggyback() };
+  }
+
+  /** Merges one record; returns true when it changed anything. */
+  apply(r: MemberRecord): boolean {
+    if (!isRecord(r)) return false;
+    if (r.id === this.self.id) {
+      if ((r.status === 'Suspect' || r.status === 'Failed') && r.inc >= this.self.inc && this.self.status === 'Alive') {
+        this.self.inc = r.inc + 1;
+        this.registry = undefined;
+        this.enqueue(this.record(this.self));
+        this.hooks.log(`membership: refuting ${r.status} with incarnation ${this.self.inc}`);
+      }
+      return false;
+    }
+    if (this.tombstones.has(r.id)) return false;
+    const current = this.members.get(r.id);
+    if (!current) {
+      if (r.addr === this.self.addr) return false; // an earlier process at our own address
+      for (const other of this.members.values()) {
+        if (other.addr !== r.addr) continue;
+        if (other.started > r.started) return false; // news of an older process at that address
+        this.remove(other.id);
+      }
+      this.set(r, undefined);
+      return true;
+    }
+    if (current.status === 'Left') return false;
+    const c = current.status;
+    const newer =
+      r.status === 'Left' ||
+      (r.status === 'Alive' && r.inc > current.inc) ||
+      (r.status === 'Suspect' && (c === 'Alive' ? r.inc >= current.inc : r.inc > current.inc)) ||
+      (r.status === 'Failed' && c !== 'Failed' && r.inc >= current.inc);
+    if (!newer) return false;
+    this.set(r, current);
+    return true;
+  }
+
+  private set(r: MemberRecord, previous: Member | undefined): void {
+    const member: Member = { ...this.record(r), since: previous && previous.status === r.status ? previous.since : Date.now() };
+    this.members.set(r.id, member);
+    this.registry = undefined;
+    const timer = this.suspicions.get(r.id);
+    if (timer) {
+      clearTimeout(timer);
+      this.suspicions.delete(r.id);
+    }
+    if (r.status === 'Suspect') {
+      const inc = r.inc;
+      const t = setTimeout(() => {
+        this.suspicions.delete(r.id);
+        const m = this.members.get(r.id);
+        if (m && m.status === 'Suspect' && m.inc === inc) this.set({ ...m, status: 'Failed' }, m);
+      }, this.config.suspectTimeoutMs);
+      this.suspicions.set(r.id, t);
+    }
+    this.enqueue(this.record(member));
+    if (previous?.status !== r.status || previous.actors.join() !== r.actors.join()) this.hooks.changed(this.record(member), previous?.status);
+  }
+
+  private remove(id: string): void {
+    const m = this.members.get(id);
+    this.members.delete(id);
+    this.registry = undefined;
+    this.outbox.delete(id);
+    this.tombstones.set(id, Date.now());
+    const t = this.suspicions.get(id);
+    if (t) clearTimeout(t);
+    this.suspicions.delete(id);
+    if (m) this.hooks.log(`membership: forgot ${m.addr} (${m.id}), ${m.status} since ${new Date(m.since).toISOString()}`);
+  }
+
+  // ---- dissemination ----
+
+  private enqueue(record: MemberRecord): void {
+    this.outbox.set(record.id, { record, sent: 0 });
+  }
+
+  private piggyback(): MemberRecord[] {
+    const limit = this.config.retransmitMult * Math.ceil(Math.log2(this.members.size + 2));
+    const entries = [...this.outbox.values()].sort((a, b) => a.sent - b.sent).slice(0, MAX_PIGGYBACK);
+    for (const e of entries) {
+      e.sent++;
+      if (e.sent >= limit) this.outbox.delete(e.record.id);
+    }
+    return entries.map((e) => e.record);
+  }
+
+  // ---- failure detection ----
+
+  private nextTarget(): Member | undefined {
+    for (let tries = 0; tries < 2; tries++) {
+      while (this.probeOrder.length) {
+        const m = this.members.get(this.probeOrder.pop()!);
+        if (m && (m.status === 'Alive' || m.status === 'Suspect')) return m;
+      }
+      this.probeOrder = shuffle([...this.members.values()].filter((m) => m.status === 'Alive' || m.status === 'Suspect').map((m) => m.id));
+    }
+    return undefined;
+  }
+
+  private probing = false;
+
+  private async probeRound(): Promise<void> {
+    if (this.probing || this.stopped) return; // a slow round must not pile up behind itself
+    this.probing = true;
+    try {
+      const target = this.nextTarget();
+      if (!target) return;
+      if (await this.ping(target.addr, this.config.probeTimeoutMs)) return;
+      const helpers = shuffle([...this.members.values()].filter((m) => m.status === 'Alive' && m.id !== target.id)).slice(0, this.config.indirectProbes);
+      const acks = await Promise.allSettled(
+        helpers.map(async (h) => {
+          const reply = await this.send(h.addr, { type: 'ping-req', from: this.record(this.self), target: { id: target.id, addr: target.addr }, updates: this.piggyback() }, this.config.indirectTimeoutMs);
+          if (reply.type !== 'ack') throw new Error('nack');
+        }),
+      );
+      if (acks.some((a) => a.status === 'fulfilled')) return;
+      const now = this.members.get(target.id);
+      if (now && now.status === 'Alive' && now.inc === target.inc) {
+        this.hooks.log(`membership: ${now.addr} (${now.id}) did not answer probes; Suspect`);
+        this.set({ ...now, status: 'Suspect' }, now);
+      }
+    } finally {
+      this.probing = false;
+    }
+  }
+
+  private async ping(addr: string, timeoutMs: number): Promise<boolean> {
+    try {
+      const reply = await this.send(addr, { type: 'ping', from: this.record(this.self), updates: this.piggyback() }, timeoutMs);
+      return reply.type === 'ack';
+    } catch {
+      return false;
+    }
+  }
+
+  private async syncRound(): Promise<void> {
+    if (this.stopped || !this.joined) return;
+    const members = [...this.members.values()];
+    const alive = members.filter((m) => m.status === 'Alive');
+    const failed = members.filter((m) => m.status === 'Failed');
+    const targets = new Set<string>();
+    const pick = <T>(list: T[]): T | undefined => list[Math.floor(Math.random() * list.length)];
+    const a = pick(alive);
+    if (a) targets.add(a.addr);
+    // Reaching a Failed member (a healed partition) lets both sides refute; alone, go back to the seeds.
+    const f = pick(failed);
+    if (f) targets.add(f.addr);
+    if (!alive.length) for (const s of this.seeds) targets.add(s);
+    await Promise.allSettled([...targets].map((addr) => this.send(addr, { type: 'sync', from: this.record(this.self), members: this.list() }, this.config.probeTimeoutMs * 3)));
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const m of [...this.members.values()]) {
+      if ((m.status === 'Failed' || m.status === 'Left') && now - m.since > this.config.removeAfterMs) this.remove(m.id);
+    }
+    for (const [id, at] of this.tombstones) if (now - at > this.config.removeAfterMs * 10) this.tombstones.delete(id);
+  }
+
+  private async send(addr: string, message: SwimMessage, timeoutMs: number): Promise<SwimReply> {
+    const reply = await this.transport.request(addr, SWIM_PATH, {
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(message),
+      timeoutMs,
+    });
+    if (reply.status !== 200) throw new Error(`${addr} answered ${reply.status}`);
+    const parsed = JSON.parse(reply.body.toString('utf8')) as SwimReply;
+    if (!isRecord(parsed.from)) throw new Error(`${addr} sent a malformed reply`);
+    this.apply(parsed.from);
+    for (const r of parsed.type === 'sync' ? parsed.members : parsed.updates) this.apply(r);
+    return parsed;
+  }
+}
+
+/** Checks the shape of a record received from the network. */
+export function isRecord(value: unknown): value is MemberRecord {
+  if (typeof value !== 'object' || value === null) return false;
+  const r = value as Record<string, unknown>;
+  return (
+    typeof r.id === 'string' &&
+    typeof r.addr === 'string' &&
+    STATUSES.includes(r.status as MemberStatus) &&
+    Number.isInteger(r.inc) &&
+    typeof r.started === 'number' &&
+    Array.isArray(r.actors) &&
+    r.actors.every((a) => typeof a === 'string')
+  );
+}
+
+/** Checks a SWIM message received from the network; the error names what is wrong. */
+export function parseSwimMessage(value: unknown): SwimMessage {
+  if (typeof value !== 'object' || value === null) throw new Error('membership message must be a JSON object');
+  const m = value as Record<string, unknown>;
+  if (!isRecord(m.from)) throw new Error('membership message needs a valid `from` member record');
+  const list = (key: string): void => {
+    if (!Array.isArray(m[key]) || !(m[key] as unknown[]).every(isRecord)) throw new Error(`membership message field \`${key}\` must be a list of member records`);
+  };
+  switch (m.type) {
+    case 'ping':
+      list('updates');
+      break;
+    case 'ping-req': {
+      list('updates');
+      const t = m.target as Record<string, unknown> | undefined;
+      if (typeof t?.id !== 'string' || typeof t.addr !== 'string') throw new Error('ping-req needs `target` {id, addr}');
+      break;
+    }
+    case 'join':
+    case 'sync':
+      list('members');
+      break;
+    default:
+      throw new Error(`unknown membership message type ${JSON.stringify(m.type)}`);
+  }
+  return value as SwimMessage;
+}
+
+function shuffle<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}

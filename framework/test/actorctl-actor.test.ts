@@ -1,0 +1,110 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { ActorSystem } from '../core/system.js';
+import { killAll, startNode, waitFor } from './helpers/cluster.js';
+
+const actor = (args: string[]) => runTool('actorctl', ['actor', '--addr', '127.0.0.1:0', ...args], { timeoutMs: 20_000 });
+
+test.after(async () => {
+  await killAll();
+});
+
+test('a class path that does not lead to an actor class exits 2 with what was tried', async () => {
+  const missing = await actor(['nowhere.at.All']);
+  assert.is(missing.code, 2);
+  assert.match(missing.stderr, 'dist/nowhere/at.js: no such file');
+  assert.match(missing.stderr, "node module 'nowhere/at'");
+  const noExport = await actor(['framework.examples.Nope']);
+  assert.is(noExport.code, 2);
+  assert.match(noExport.stderr, "no export 'Nope' (actor classes exported: Echo)");
+  const notActor = await actor(['framework.core.errors.STATUS_OF']);
+  assert.is(notActor.code, 2);
+  assert.match(notActor.stderr, "export 'STATUS_OF' is a object, not an Actor subclass or a remote() class");
+  const noDot = await actor(['Echo']);
+  assert.is(noDot.code, 2);
+  assert.match(noDot.stderr, 'module.path.ClassName');
+});
+
+test('bad constructor parameters exit 2 naming the parameter and the accepted ones', async () => {
+  const cases: Array<[string[], string]> = [
+    [['--', '--bogus', '1'], 'unknown constructor parameter --bogus (accepted parameters: --prefix <string>, --start <integer>, --delay_ms <number>, --upper <boolean>, --fail_on <string>)'],
+    [['--', '--start', 'abc'], "--start: 'abc' is not an integer"],
+    [['--', '--start', '1.5'], "--start: '1.5' is not an integer"],
+    [['--', '--delay_ms', '-3'], '--delay_ms: Expected number to be greater or equal to 0'],
+    [['--', '--prefix'], '--prefix needs a value (string)'],
+    [['--', 'loose'], "expected --key after '--', got 'loose'"],
+    [['--', '--upper', 'maybe'], "expected --key after '--', got 'maybe'"],
+    [['-D', 'actor.extra_kwargs={"nope":1}'], "unknown constructor parameter 'nope' in actor.extra_kwargs"],
+    [['-D', 'actor.extra_kwargs={bad'], 'actor.extra_kwargs is not JSON'],
+    [['-D', 'cluster.probe_interval_ms=soon'], "-D cluster.probe_interval_ms: 'soon' is not a positive number of milliseconds"],
+    [['-D', 'cluster.suspect_timeout_ms=0'], "-D cluster.suspect_timeout_ms: '0' is not a positive number of milliseconds"],
+    [['-D', 'cluster.indirect_probes=-1'], "-D cluster.indirect_probes: '-1' is not a non-negative number"],
+    [['-D', 'whatever=1'], '-D whatever: unknown key'],
+    [['--prefix', 'x'], 'unknown option `--prefix`'],
+    [['--seeds', '127.0.0.1:1,nowhere'], "--seeds: 'nowhere' is not host:port"],
+  ];
+  for (const [args, message] of cases) {
+    const r = await actor(['framework.examples.Echo', ...args]);
+    assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message, args.join(' '));
+  }
+});
+
+test('--help lists the actor options and the constructor parameters with types and defaults', async () => {
+  const r = await runTool('actorctl', ['actor', 'framework.examples.Echo', '--help']);
+  assert.is(r.code, 0);
+  for (const flag of ['--addr', '--seeds', '--name', '-D, --define']) assert.match(r.stdout, flag);
+  assert.match(r.stdout, /-- --start <integer>\s+Echo constructor parameter: first value of the call counter \(default: 0\)/);
+  assert.match(r.stdout, /-- --upper <boolean>.*\(default: false\)/);
+  assert.match(r.stdout, /-- --prefix <string>.*\(default: ""\)/);
+});
+
+test('typed parameters reach the constructor: negative numbers, values starting with -, bare boolean flags, -D JSON', async () => {
+  const a = await startNode({ name: 'typed', params: ['--start', '-5', '--prefix', '-x-', '--upper'] });
+  assert.match(a.output(), 'Constructor parameters: {"start":-5,"prefix":"-x-","upper":true,"delay_ms":0,"fail_on":""}');
+  const client = await ActorSystem.start({ seeds: [a.addr], log: () => {} });
+  try {
+    await waitFor('typed to be known', () => client.instances('typed').length === 1);
+    const typed = client.resolve('typed');
+    assert.is(await typed.ask('count'), -4);
+    assert.is(await typed.ask('echo', ['y']), '-X-Y');
+  } finally {
+    await client.shutdown();
+  }
+  const bad = await runTool('actorctl', ['actor', 'framework.examples.Echo', '--addr', 'localhost']);
+  assert.is(bad.code, 2);
+  assert.match(bad.stderr, "--addr localhost: address 'localhost' is not host:port");
+  const r = await runTool('actorctl', ['actor', 'framework.examples.Echo', '--addr', a.addr]);
+  assert.is(r.code, 2, 'the address is taken');
+  assert.match(r.stderr, `--addr ${a.addr}: cannot bind (EADDRINUSE)`);
+});
+
+test('-D actor.extra_kwargs passes parameters without --; the default name is worker; SIGINT leaves', async () => {
+  const { spawn } = await import('node:child_process');
+  const { join } = await import('node:path');
+  const { DIST_ROOT } = await import('../../cli/test/helpers/run-tool.js');
+  const proc = spawn(process.execPath, [join(DIST_ROOT, 'cli/actorctl.js'), 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '-D', 'actor.extra_kwargs={"prefix":"j:","start":"7"}'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout.on('data', (c: Buffer) => (out += c));
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  try {
+    const addr = await waitFor('start', () => /\[worker\] Started at (\S+)/.exec(out)?.[1]);
+    const client = await ActorSystem.start({ seeds: [addr], log: () => {} });
+    try {
+      await waitFor('worker known', () => client.instances('worker').length === 1);
+      assert.is(await client.resolve('worker').ask('echo', ['a']), 'j:a');
+      assert.is(await client.resolve('worker').ask('count'), 8);
+      proc.kill('SIGINT');
+      assert.is(await exited, 0);
+      assert.match(out, '[worker] Stopping: leaving the cluster');
+      await waitFor('worker Left', () => client.membership.list().find((m) => m.addr === addr)?.status === 'Left', 5000);
+    } finally {
+      await client.shutdown();
+    }
+  } finally {
+    proc.kill('SIGKILL');
+  }
+});
+
+test.run();

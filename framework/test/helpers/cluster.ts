@@ -1,0 +1,152 @@
+/**
+ * Starts real `actorctl actor` node processes on loopback for tests, and makes sure every one of
+ * them is killed when the test file ends, whatever happened.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import http2 from 'node:http2';
+import { join } from 'node:path';
+import { DIST_ROOT } from '../../../cli/test/helpers/run-tool.js';
+import type { MembershipTimers } from '../../core/membership.js';
+
+/** Short membership timers so that failure detection takes about a second in tests. */
+export const FAST_TIMERS: Record<string, number> = {
+  probe_interval_ms: 100,
+  probe_timeout_ms: 150,
+  indirect_timeout_ms: 300,
+  suspect_timeout_ms: 1500,
+  sync_interval_ms: 500,
+  join_retry_ms: 200,
+  remove_after_ms: 20_000,
+};
+
+/** The same short timers for an in-process `ActorSystem` that joins such nodes (a test's client). */
+export const FAST_CLIENT_TIMERS: Partial<MembershipTimers> = {
+  probeIntervalMs: 100,
+  probeTimeoutMs: 150,
+  indirectTimeoutMs: 300,
+  suspectTimeoutMs: 1500,
+  syncIntervalMs: 500,
+  joinRetryMs: 200,
+};
+
+export interface NodeProcess {
+  proc: ChildProcess;
+  addr: string;
+  nodeId: string;
+  output(): string;
+  /** Resolves with the exit code (or signal name) when the process has ended. */
+  exited: Promise<number | string>;
+}
+
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const p of live) p.kill('SIGKILL');
+});
+
+export interface NodeOptions {
+  addr?: string;
+  seeds?: string[];
+  name?: string;
+  classPath?: string;
+  params?: string[];
+  timers?: Record<string, number>;
+  env?: NodeJS.ProcessEnv;
+  /** A command the node runs under, e.g. `['ip', 'netns', 'exec', 'ns1']`. */
+  wrap?: string[];
+}
+
+export async function startNode(options: NodeOptions = {}): Promise<NodeProcess> {
+  const args = [join(DIST_ROOT, 'cli', 'actorctl.js'), 'actor', options.classPath ?? 'framework.examples.Echo', '--addr', options.addr ?? '127.0.0.1:0', '--name', options.name ?? 'echo'];
+  if (options.seeds?.length) args.push('--seeds', options.seeds.join(','));
+  for (const [k, v] of Object.entries(options.timers ?? FAST_TIMERS)) args.push('-D', `cluster.${k}=${v}`);
+  if (options.params) args.push('--', ...options.params);
+  const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
+  const proc = spawn(command!, [...prefix, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ACTORCTL_TEST_FAULTS: '1', ...options.env } });
+  live.add(proc);
+  let text = '';
+  proc.stdout!.on('data', (c: Buffer) => (text += c.toString()));
+  proc.stderr!.on('data', (c: Buffer) => (text += c.toString()));
+  const exited = new Promise<number | string>((resolve) =>
+    proc.once('exit', (code, signal) => {
+      live.delete(proc);
+      resolve(code ?? signal ?? -1);
+    }),
+  );
+  const started = await new Promise<RegExpExecArray>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`node did not start within 15 s:\n${text}`)), 15_000);
+    const check = (): void => {
+      const m = /Started at (\S+) \(node ([0-9a-f]{32})\)/.exec(text);
+      if (m) {
+        clearTimeout(timer);
+        proc.stdout!.off('data', check);
+        resolve(m);
+      }
+    };
+    proc.stdout!.on('data', check);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`node exited (${code}) before starting:\n${text}`));
+    });
+  });
+  return { proc, addr: started[1]!, nodeId: started[2]!, output: () => text, exited };
+}
+
+/** Kills every node still running (SIGKILL) and waits for them to be gone. */
+export async function killAll(): Promise<void> {
+  const waits = [...live].map((p) => new Promise<void>((resolve) => (p.exitCode !== null || p.signalCode !== null ? resolve() : p.once('exit', () => resolve()))));
+  for (const p of live) p.kill('SIGKILL');
+  await Promise.all(waits);
+}
+
+/** The membership list the node at `addr` serves on `/cluster/members`. */
+export function clusterMembers(addr: string): Promise<Array<{ node_id: string; addr: string; status: string }>> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://${addr}`);
+    session.on('error', reject);
+    const req = session.request({ ':path': '/cluster/members' });
+    req.on('error', reject);
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c));
+    req.on('end', () => {
+      session.close();
+      try {
+        resolve(JSON.parse(text));
+      } catch (e) {
+        reject(e);
+      }
+    });
+    req.end();
+  });
+}
+
+/** Member statuses by address, as the node at `addr` sees them. */
+export async function memberStatuses(addr: string): Promise<Map<string, string>> {
+  return new Map((await clusterMembers(addr)).map((m) => [m.addr, m.status]));
+}
+
+/**
+ * Member statuses by address from `actorctl inspect cluster` output: the table lists Alive members,
+ * the indented lines below it the others with their status.
+ */
+export function parseInspectStatuses(stdout: string): Map<string, string> {
+  const statuses = new Map<string, string>();
+  for (const m of stdout.matchAll(/^([0-9a-f]{32})\s+(\S+)\s+(Alive)$/gm)) statuses.set(m[2]!, m[3]!);
+  for (const m of stdout.matchAll(/^ {2}([0-9a-f]{32}) \((\S+)\) - (\w+)$/gm)) statuses.set(m[2]!, m[3]!);
+  return statuses;
+}
+
+/** Polls `probe` until it returns a truthy value or `timeoutMs` passes. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

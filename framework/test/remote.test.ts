@@ -1,0 +1,152 @@
+import http2 from 'node:http2';
+import net from 'node:net';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { ActorError } from '../core/errors.js';
+import { ActorSystem } from '../core/system.js';
+import { encodeFrame } from '../core/codec.js';
+import { killAll, startNode, waitFor, FAST_CLIENT_TIMERS, FAST_TIMERS, type NodeProcess } from './helpers/cluster.js';
+
+let node: NodeProcess;
+let client: ActorSystem;
+
+test.before(async () => {
+  node = await startNode({ name: 'echo', params: ['--prefix', 're: ', '--start', '-5'], timers: FAST_TIMERS });
+  client = await ActorSystem.start({ addr: '127.0.0.1:0', seeds: [node.addr], timers: FAST_CLIENT_TIMERS, log: () => {} });
+  await waitFor('the remote echo to be known', () => client.instances('echo').length === 1);
+});
+
+test.after(async () => {
+  await client?.shutdown();
+  await killAll();
+});
+
+/** One raw h2c request; returns status and body. */
+function raw(addr: string, headers: http2.OutgoingHttpHeaders, body?: Buffer | string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://${addr}`);
+    session.on('error', reject);
+    const req = session.request(headers);
+    let text = '';
+    let status = 0;
+    req.on('response', (h) => (status = Number(h[':status'])));
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => {
+      session.close();
+      resolve({ status, body: text });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('ask, tell and stream reach an actor in another process', async () => {
+  const echo = client.resolve('echo');
+  assert.is(await echo.ask('echo', ['hi']), 're: hi');
+  assert.equal(await echo.ask('echo', [{ deep: [1, 2] }]), { deep: [1, 2] });
+  assert.is(await echo.ask('count'), -4, 'typed --start -5 reached the constructor');
+  await echo.tell('count');
+  assert.is(await echo.ask('count'), -2, 'the tell was handled before the next ask');
+  const items: unknown[] = [];
+  for await (const item of echo.stream('stream', [5])) items.push(item);
+  assert.equal(items, [0, 1, 2, 3, 4].map((index) => ({ index, of: 5 })));
+  assert.is(await echo.ask('node'), node.nodeId);
+});
+
+test('an actor is reachable by node and actor id, unnamed system actors included', async () => {
+  const rows = JSON.parse((await raw(node.addr, { ':method': 'GET', ':path': '/actors?all=true' })).body) as Array<Record<string, string>>;
+  const echoId = rows.find((r) => r.name === 'echo')!.actor_id!;
+  const systemId = rows.find((r) => r.name === 'system/node')!.actor_id!;
+  assert.is(await client.actor(node.nodeId, echoId).ask('echo', ['by id']), 're: by id');
+  assert.equal(await client.actor(node.nodeId, systemId).ask('ping'), 'pong');
+  const nobody = await client.actor(node.nodeId, 'f'.repeat(32)).ask('ping').catch((e: unknown) => e);
+  assert.is((nobody as ActorError).code, 'not-found');
+});
+
+test('remote errors keep their code', async () => {
+  const echo = client.resolve('echo');
+  const err = await echo.ask('nope').catch((e: unknown) => e);
+  assert.instance(err, ActorError);
+  assert.is((err as ActorError).code, 'no-method');
+  assert.match((err as ActorError).message, 'echo, node, stream');
+  const missing = await client.resolve('ghost').ask('echo', [1]).catch((e: unknown) => e);
+  assert.is((missing as ActorError).code, 'not-found');
+});
+
+test('ask times out, and an abort cancels it', async () => {
+  const slow = await startNode({ name: 'slow', seeds: [node.addr], params: ['--delay_ms', '400'] });
+  await waitFor('slow to be known', () => client.instances('slow').length === 1);
+  const ref = client.resolve('slow');
+  const timedOut = await ref.ask('echo', [1], { timeoutMs: 100 }).catch((e: unknown) => e);
+  assert.is((timedOut as ActorError).code, 'timeout');
+  const controller = new AbortController();
+  const pending = ref.ask('echo', [2], { signal: controller.signal }).catch((e: unknown) => e);
+  setTimeout(() => controller.abort(), 50);
+  assert.is(((await pending) as ActorError).code, 'cancelled');
+  assert.is(await ref.ask('echo', ['after']), 'after', 'the node still answers');
+  slow.proc.kill('SIGKILL');
+});
+
+test('breaking out of a remote stream resets it and the node keeps serving', async () => {
+  const echo = client.resolve('echo');
+  const seen: number[] = [];
+  const started = Date.now();
+  for await (const item of echo.stream<{ index: number }>('stream', [1000, 20])) {
+    seen.push(item.index);
+    if (seen.length === 3) break;
+  }
+  assert.equal(seen, [0, 1, 2]);
+  assert.ok(Date.now() - started < 10_000, 'did not wait for the whole 20 s stream');
+  // The reset reached the node: its generator was stopped (it would run for 20 s otherwise).
+  const activeStreams = async () => {
+    const r = await raw(node.addr, { ':method': 'GET', ':path': '/actors' });
+    return (JSON.parse(r.body) as Array<Record<string, string>>).find((a) => a.name === 'echo')?.active_streams;
+  };
+  await waitFor('the remote generator to stop', async () => (await activeStreams()) === '0', 3000);
+  assert.is(await echo.ask('echo', ['still']), 're: still');
+});
+
+test('malformed bodies get a stream error and the node keeps serving', async () => {
+  const post = (path: string, body: string | Buffer, extra: http2.OutgoingHttpHeaders = {}) => raw(node.addr, { ':method': 'POST', ':path': path, ...extra }, body);
+  const notJson = await post('/named/echo', '{"method":');
+  assert.is(notJson.status, 400);
+  assert.match(notJson.body, 'not JSON');
+  const noMethod = await post('/named/echo', '{"args":[1]}');
+  assert.is(noMethod.status, 400);
+  assert.match(noMethod.body, '`method`');
+  const badArgs = await post('/named/echo', '{"method":"echo","args":"x"}');
+  assert.is(badArgs.status, 400);
+  const badMode = await post('/named/echo', '{"method":"echo","args":[1]}', { 'x-message-mode': 'shout' });
+  assert.is(badMode.status, 400);
+  assert.match(badMode.body, 'x-message-mode');
+  const frames = await post('/named/echo', encodeFrame({ flags: 0x80, type: 'json', data: Buffer.from('x') }));
+  assert.is(frames.status, 400);
+  const swim = await post('/cluster/swim', '{"type":"ping","from":{"id":1}}');
+  assert.is(swim.status, 400);
+  assert.match(swim.body, '`from`');
+  const getCall = await raw(node.addr, { ':method': 'GET', ':path': '/named/echo' });
+  assert.is(getCall.status, 405);
+  const unknown = await raw(node.addr, { ':method': 'GET', ':path': '/nowhere' });
+  assert.is(unknown.status, 404);
+  // Bytes that are not HTTP/2 at all: the session is refused, the listener stays.
+  const [host, port] = node.addr.split(':');
+  await new Promise<void>((resolve) => {
+    const socket = net.connect(Number(port), host!, () => socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n\x00\xff garbage'));
+    socket.on('error', () => resolve());
+    socket.on('close', () => resolve());
+    socket.resume();
+  });
+  // A valid preface followed by a broken frame.
+  await new Promise<void>((resolve) => {
+    const socket = net.connect(Number(port), host!, () => socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 3, 0xff, 0, 0, 0, 0, 9, 1, 2, 3])])));
+    socket.on('error', () => resolve());
+    socket.on('close', () => resolve());
+    socket.resume();
+  });
+  assert.is(await client.resolve('echo').ask('echo', ['ok']), 're: ok');
+  const health = await raw(node.addr, { ':method': 'GET', ':path': '/health' });
+  assert.is(health.status, 200);
+  assert.is(JSON.parse(health.body).node_id, node.nodeId);
+});
+
+test.run();

@@ -1,0 +1,110 @@
+/**
+ * The dataset layout (ARCHITECTURE.md, trajstore):
+ *   trajstore.json                     the manifest: kind, layout version, current snapshot id
+ *   snapshots/<id>.json                immutable snapshot descriptors: the parts of each relation
+ *   parts/<relation>/<part>.parquet    immutable Parquet parts, the truth
+ *   index.sqlite                       derived SQLite index (local datasets), rebuilt when missing or stale
+ *
+ * A snapshot id is the first 20 hex digits of the SHA-256 of the descriptor's canonical JSON
+ * (without the id): it never changes once written and names exactly one set of parts.
+ */
+import { createHash } from 'node:crypto';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import type { Relation } from './relations.js';
+import type { ObjectStore } from './store.js';
+
+export const MANIFEST_KEY = 'trajstore.json';
+export const LAYOUT_VERSION = 1;
+export const INDEX_FILE = 'index.sqlite';
+export type DatasetKind = 'storyline' | 'compact';
+
+export interface Manifest {
+  kind: DatasetKind;
+  layout_version: number;
+  snapshot_id: string;
+  updated_at: string;
+}
+
+export interface PartRef {
+  /** Key of the part in the store: `parts/<relation>/<name>.parquet`. */
+  key: string;
+  rows: number;
+  bytes: number;
+}
+
+/** A user column of a compact record store (`--column NAME=JSON_PATH`). */
+export interface CompactColumn {
+  name: string;
+  path: string;
+}
+
+export interface Snapshot {
+  id: string;
+  kind: DatasetKind;
+  layout_version: number;
+  parent: string | null;
+  created_at: string;
+  /** Parts per relation, in row order. */
+  relations: Partial<Record<Relation, PartRef[]>>;
+  /** Row counts per relation. */
+  rows: Partial<Record<Relation, number>>;
+  /** Compact stores: the id/timestamp paths and the user JSON columns, in column order. */
+  compact?: { id_path: string; timestamp_path: string; columns: CompactColumn[] };
+}
+
+export const snapshotKey = (id: string): string => `snapshots/${id}.json`;
+
+/** JSON with object keys sorted, so equal descriptors hash equally. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function snapshotIdOf(descriptor: Omit<Snapshot, 'id'>): string {
+  return createHash('sha256').update(canonical(descriptor)).digest('hex').slice(0, 20);
+}
+
+export async function readManifest(store: ObjectStore): Promise<Manifest | undefined> {
+  const bytes = await store.get(MANIFEST_KEY);
+  if (bytes === undefined) return undefined;
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(bytes.toString('utf8')) as Manifest;
+  } catch (error) {
+    throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest (${(error as Error).message})`);
+  }
+  if ((manifest.kind !== 'storyline' && manifest.kind !== 'compact') || typeof manifest.snapshot_id !== 'string') {
+    throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest`);
+  }
+  if (manifest.layout_version !== LAYOUT_VERSION) {
+    throw new ConflictError(`${store.uri}: dataset layout version ${manifest.layout_version} is not supported (this build reads ${LAYOUT_VERSION})`);
+  }
+  return manifest;
+}
+
+export async function requireManifest(store: ObjectStore): Promise<Manifest> {
+  const manifest = await readManifest(store);
+  if (!manifest) throw new NotFoundError(`${store.uri}: not a trajstore dataset (no ${MANIFEST_KEY})`);
+  return manifest;
+}
+
+export async function readSnapshot(store: ObjectStore, id: string): Promise<Snapshot> {
+  const bytes = await store.get(snapshotKey(id));
+  if (!bytes) throw new NotFoundError(`${store.uri}: snapshot ${id} named by the manifest is missing`);
+  return JSON.parse(bytes.toString('utf8')) as Snapshot;
+}
+
+/** Writes the snapshot descriptor (immutable), then swaps the manifest to it atomically. */
+export async function publishSnapshot(store: ObjectStore, descriptor: Omit<Snapshot, 'id'>): Promise<Snapshot> {
+  const snapshot: Snapshot = { id: snapshotIdOf(descriptor), ...descriptor };
+  await store.put(snapshotKey(snapshot.id), `${JSON.stringify(snapshot, null, 2)}\n`);
+  const manifest: Manifest = { kind: snapshot.kind, layout_version: LAYOUT_VERSION, snapshot_id: snapshot.id, updated_at: snapshot.created_at };
+  await store.put(MANIFEST_KEY, `${JSON.stringify(manifest, null, 2)}\n`);
+  return snapshot;
+}

@@ -1,0 +1,193 @@
+/**
+ * The derived SQLite index of a dataset: one table per relation, named like the relation, with the
+ * columns of relations.ts (TEXT for string/json, INTEGER for int64/bool, REAL for double, BLOB for
+ * binary), an FTS5 trigram index over step text (`steps_fts`, external content on `steps`), and
+ * `index_meta` (snapshot_id, layout_version, kind, fts_available, tokenizer, built_at).
+ *
+ * An index is always built in a temporary file and renamed into place, so a reader never opens a
+ * half-built one; `index_meta.snapshot_id` says which snapshot it describes, and a mismatch with the
+ * manifest means stale (rebuilt from the parts by open.ts).
+ */
+import Database from 'better-sqlite3';
+import { closeSync, copyFileSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { dirname } from 'node:path';
+import { LAYOUT_VERSION, type DatasetKind, type Snapshot } from './layout.js';
+import { openPart, type Row } from './parquet.js';
+import { RECORDS, STORYLINE_RELATIONS, type ColumnDef, type Relation } from './relations.js';
+import { TEMP_MARKER, fsyncDir, type ObjectStore } from './store.js';
+
+export type IndexDb = Database.Database;
+
+const SQL_TYPE: Record<ColumnDef['type'], string> = { string: 'TEXT', json: 'TEXT', int64: 'INTEGER', bool: 'INTEGER', double: 'REAL', binary: 'BLOB' };
+
+/** The columns of each relation of a dataset of this kind (compact stores add their user columns). */
+export function relationColumns(kind: DatasetKind, compactColumns: readonly string[] = []): Partial<Record<Relation, readonly ColumnDef[]>> {
+  if (kind === 'storyline') return { ...STORYLINE_RELATIONS };
+  const user = compactColumns.map((name): ColumnDef => ({ name, type: 'json', nullable: true, description: `--column ${name}` }));
+  return { records: [...RECORDS, ...user] };
+}
+
+const quote = (name: string): string => `"${name.replaceAll('"', '""')}"`;
+
+function sqlValue(column: ColumnDef, value: unknown): unknown {
+  if (value === undefined || value === null) return null;
+  switch (column.type) {
+    case 'json':
+      return typeof value === 'string' ? value : JSON.stringify(value);
+    case 'bool':
+      return value ? 1 : 0;
+    case 'int64':
+      return typeof value === 'bigint' ? value : Math.trunc(Number(value));
+    case 'double':
+      return Number(value);
+    case 'binary':
+      return value instanceof Uint8Array ? Buffer.from(value.buffer, value.byteOffset, value.byteLength) : Buffer.from(String(value));
+    case 'string':
+      return String(value);
+  }
+}
+
+const FTS_COLUMNS = ['message_text', 'reasoning_content', 'observation_text'];
+
+/** A writable index in a temporary file; `publish` renames it over the real one. */
+export class IndexBuilder {
+  readonly db: IndexDb;
+  private readonly inserts = new Map<Relation, { columns: readonly ColumnDef[]; stmt: Database.Statement }>();
+  private readonly ftsInsert: Database.Statement | undefined;
+  readonly ftsAvailable: boolean;
+  private closed = false;
+
+  private constructor(
+    readonly path: string,
+    private readonly tempPath: string,
+    readonly kind: DatasetKind,
+    columns: Partial<Record<Relation, readonly ColumnDef[]>>,
+    fresh: boolean,
+  ) {
+    this.db = new Database(tempPath);
+    // A temporary file that is fsynced before its rename needs no journal of its own.
+    this.db.pragma('journal_mode = OFF');
+    this.db.pragma('synchronous = OFF');
+    if (fresh) {
+      for (const [relation, cols] of Object.entries(columns) as Array<[Relation, readonly ColumnDef[]]>) {
+        this.db.exec(`CREATE TABLE ${quote(relation)} (${cols.map((c) => `${quote(c.name)} ${SQL_TYPE[c.type]}`).join(', ')})`);
+      }
+      this.db.exec('CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT)');
+      if (kind === 'storyline') {
+        this.db.exec('CREATE INDEX runs_document ON runs(document_id)');
+        this.db.exec('CREATE INDEX runs_session ON runs(session_id)');
+        this.db.exec('CREATE INDEX steps_document ON steps(document_id, turn_ordinal)');
+        this.db.exec('CREATE INDEX tool_calls_document ON tool_calls(document_id, turn_ordinal)');
+        try {
+          this.db.exec(`CREATE VIRTUAL TABLE steps_fts USING fts5(${FTS_COLUMNS.join(', ')}, content='steps', content_rowid='rowid', tokenize='trigram')`);
+        } catch {
+          // An SQLite without FTS5/trigram: find falls back to LIKE and reports fts_available = 0.
+        }
+      } else {
+        this.db.exec('CREATE INDEX records_id ON records(id)');
+      }
+    }
+    this.ftsAvailable = (this.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'steps_fts'").get() as { n: number }).n > 0;
+    for (const [relation, cols] of Object.entries(columns) as Array<[Relation, readonly ColumnDef[]]>) {
+      const stmt = this.db.prepare(`INSERT INTO ${quote(relation)} (${cols.map((c) => quote(c.name)).join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`);
+      this.inserts.set(relation, { columns: cols, stmt });
+    }
+    this.ftsInsert = this.ftsAvailable ? this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) VALUES (?, ?, ?, ?)`) : undefined;
+  }
+
+  /** An index built in `tempPath` to replace `path`: new and empty, or (`fresh` false) a copy of `path` to add to. */
+  static at(path: string, tempPath: string, kind: DatasetKind, columns: Partial<Record<Relation, readonly ColumnDef[]>>, fresh: boolean): IndexBuilder {
+    if (!fresh) copyFileSync(path, tempPath);
+    return new IndexBuilder(path, tempPath, kind, columns, fresh);
+  }
+
+  /** A new empty index that will replace `path`. */
+  static create(path: string, kind: DatasetKind, columns: Partial<Record<Relation, readonly ColumnDef[]>>): IndexBuilder {
+    const temp = `${path}${TEMP_MARKER}${randomBytes(6).toString('hex')}`;
+    return new IndexBuilder(path, temp, kind, columns, true);
+  }
+
+  insert(relation: Relation, rows: readonly Row[]): void {
+    const target = this.inserts.get(relation);
+    if (!target) throw new Error(`index has no relation ${relation}`);
+    const run = this.db.transaction((batch: readonly Row[]) => {
+      for (const row of batch) {
+        const info = target.stmt.run(...target.columns.map((c) => sqlValue(c, row[c.name])));
+        if (relation === 'steps' && this.ftsInsert) {
+          this.ftsInsert.run(info.lastInsertRowid, ...FTS_COLUMNS.map((c) => (row[c] ?? null) as string | null));
+        }
+      }
+    });
+    run(rows);
+  }
+
+  /** Records which snapshot this index describes, closes it and fsyncs the file (still under its temporary name). */
+  finish(snapshotId: string): void {
+    const set = this.db.prepare('INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)');
+    const meta: Record<string, string> = {
+      snapshot_id: snapshotId,
+      layout_version: String(LAYOUT_VERSION),
+      kind: this.kind,
+      fts_available: this.ftsAvailable ? '1' : '0',
+      tokenizer: 'trigram',
+      built_at: new Date().toISOString(),
+    };
+    this.db.transaction(() => {
+      for (const [key, value] of Object.entries(meta)) set.run(key, value);
+    })();
+    this.db.close();
+    this.closed = true;
+    const fd = openSync(this.tempPath, 'r');
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** Renames the finished index into place. */
+  publish(): void {
+    renameSync(this.tempPath, this.path);
+    fsyncDir(dirname(this.path));
+  }
+
+  abort(): void {
+    if (!this.closed) this.db.close();
+    this.closed = true;
+    rmSync(this.tempPath, { force: true });
+  }
+}
+
+/** Builds the index of a snapshot from its parts at `path` (atomically replacing what is there). */
+export async function rebuildIndex(store: ObjectStore, snapshot: Snapshot, path: string): Promise<void> {
+  const columns = relationColumns(snapshot.kind, snapshot.compact?.columns.map((c) => c.name));
+  const builder = IndexBuilder.create(path, snapshot.kind, columns);
+  try {
+    for (const relation of Object.keys(columns) as Relation[]) {
+      for (const part of snapshot.relations[relation] ?? []) {
+        const reader = await openPart(store, part.key);
+        for await (const rows of reader.rowGroups()) builder.insert(relation, rows);
+      }
+    }
+    builder.finish(snapshot.id);
+    builder.publish();
+  } catch (error) {
+    builder.abort();
+    throw error;
+  }
+}
+
+/** The snapshot id an index file describes, or undefined when it is missing or unreadable. */
+export function indexSnapshotId(path: string): string | undefined {
+  let db: IndexDb | undefined;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true });
+    const row = db.prepare("SELECT value FROM index_meta WHERE key = 'snapshot_id'").get() as { value: string } | undefined;
+    return row?.value;
+  } catch {
+    return undefined;
+  } finally {
+    db?.close();
+  }
+}

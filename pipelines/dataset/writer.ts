@@ -1,0 +1,253 @@
+/**
+ * Writing a dataset: rows arrive per relation, are cut into batches bounded by rows and bytes, each
+ * batch becomes one row group of the relation's current Parquet part and is added to the SQLite index
+ * being built beside it, and `commit` publishes the result:
+ *
+ * - create:  everything is built in a hidden temporary sibling directory that is renamed into place
+ *            at the end, so a failed create leaves no dataset behind;
+ * - append:  new parts go into the existing dataset under fresh names; the new snapshot lists old and
+ *            new parts and the manifest swap is the commit point. Until then readers (and a crash, even
+ *            `kill -9`) see the previous snapshot; the index is extended in a copy renamed in afterwards;
+ * - replace: built beside like create; then the old dataset is moved aside, the new one renamed in and
+ *            the old one removed (spec/trajstore.md, "States and transitions").
+ */
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join, resolve } from 'node:path';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
+import { PartWriter, type Row } from './parquet.js';
+import type { ColumnDef, Relation } from './relations.js';
+import Database from 'better-sqlite3';
+import { ThreadedIndex } from './index-thread.js';
+import { indexSnapshotId, rebuildIndex, relationColumns } from './sqlite-index.js';
+import { LocalObjectStore, TEMP_MARKER, fsyncDir } from './store.js';
+
+export type WriteMode = 'create' | 'append' | 'replace';
+
+export interface DatasetWriterOptions {
+  /** Local directory of the dataset. */
+  path: string;
+  mode: WriteMode;
+  kind: DatasetKind;
+  compact?: { id_path: string; timestamp_path: string; columns: CompactColumn[] };
+  /** A batch is written when it holds this many rows (all relations together)... */
+  batchRows?: number;
+  /** ...or this many bytes of cell data. */
+  batchBytes?: number;
+  /** A part is closed and a new one started past this size. */
+  partBytes?: number;
+}
+
+const DEFAULT_BATCH_ROWS = 5_000;
+const DEFAULT_BATCH_BYTES = 4 * 1024 * 1024;
+const DEFAULT_PART_BYTES = 256 * 1024 * 1024;
+
+/** Rough in-memory size of a row, for batch bounds. */
+function rowBytes(row: Row): number {
+  let n = 16;
+  for (const value of Object.values(row)) {
+    if (typeof value === 'string') n += value.length;
+    else if (value instanceof Uint8Array) n += value.byteLength;
+    else n += 8;
+  }
+  return n;
+}
+
+export class DatasetWriter {
+  private readonly store: LocalObjectStore;
+  private readonly columns: Partial<Record<Relation, readonly ColumnDef[]>>;
+  private readonly pending = new Map<Relation, Row[]>();
+  private pendingRows = 0;
+  private pendingBytes = 0;
+  private readonly open = new Map<Relation, PartWriter>();
+  private readonly written: Partial<Record<Relation, PartRef[]>> = {};
+  private readonly rowCounts: Partial<Record<Relation, number>> = {};
+  private partSeq = 0;
+  private readonly partStamp = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  private finished = false;
+
+  private constructor(
+    private readonly options: DatasetWriterOptions,
+    /** Where the dataset is being built: the final path (append) or a temporary sibling (create/replace). */
+    private readonly buildPath: string,
+    private readonly index: ThreadedIndex,
+    private readonly previous: Snapshot | undefined,
+  ) {
+    this.store = new LocalObjectStore(buildPath);
+    this.columns = relationColumns(options.kind, options.compact?.columns.map((c) => c.name));
+  }
+
+  /** The dataset writer for a mode, after checking the destination (exit 4 on create over an existing path). */
+  static async begin(options: DatasetWriterOptions): Promise<DatasetWriter> {
+    const path = resolve(options.path);
+    const columns = relationColumns(options.kind, options.compact?.columns.map((c) => c.name));
+    if (options.mode === 'append') {
+      if (!existsSync(path)) throw new NotFoundError(`${path}: no dataset to append to`, { hint: 'use --mode create for a new dataset' });
+      const store = new LocalObjectStore(path);
+      const manifest = await readManifest(store);
+      if (!manifest) throw new InvalidInputError(`${path}: not a trajstore dataset (no trajstore.json); --mode append needs an existing Storyline dataset`);
+      if (manifest.kind !== options.kind) {
+        throw new InvalidInputError(`${path}: is a ${manifest.kind} dataset; --mode append needs a ${options.kind} dataset`);
+      }
+      const previous = await readSnapshot(store, manifest.snapshot_id);
+      sweepTemporaries(path);
+      const indexPath = join(path, INDEX_FILE);
+      if (indexSnapshotId(indexPath) !== previous.id) await rebuildIndex(store, previous, indexPath);
+      return new DatasetWriter(options, path, new ThreadedIndex(indexPath, options.kind, columns, false), previous);
+    }
+    if (options.mode === 'create' && existsSync(path)) {
+      throw new ConflictError(`${path}: already exists`, { hint: 'choose a new destination, or use --mode append or --mode replace' });
+    }
+    if (options.mode === 'replace' && existsSync(path)) {
+      const manifest = await readManifest(new LocalObjectStore(path)).catch(() => undefined);
+      const entries = statSync(path).isDirectory() ? readdirSync(path) : ['(a file)'];
+      if (!manifest && entries.length > 0) {
+        throw new ConflictError(`${path}: exists and is not a trajstore dataset; refusing to replace it`);
+      }
+    }
+    mkdirSync(dirname(path), { recursive: true });
+    const buildPath = join(dirname(path), `.${basename(path)}${TEMP_MARKER}${randomBytes(6).toString('hex')}`);
+    mkdirSync(buildPath);
+    return new DatasetWriter(options, buildPath, new ThreadedIndex(join(buildPath, INDEX_FILE), options.kind, columns, true), undefined);
+  }
+
+  /** Document ids already in the dataset (append), for duplicate handling. */
+  existingDocumentIds(): Set<string> {
+    const ids = new Set<string>();
+    if (!this.previous || this.options.kind !== 'storyline') return ids;
+    // The published index describes the previous snapshot (begin() rebuilt it if it was stale).
+    const db = new Database(join(this.buildPath, INDEX_FILE), { readonly: true, fileMustExist: true });
+    try {
+      for (const row of db.prepare('SELECT document_id FROM runs').iterate() as Iterable<{ document_id: string }>) ids.add(row.document_id);
+    } finally {
+      db.close();
+    }
+    return ids;
+  }
+
+  /** Queues rows; writes a batch when the bounds are reached (await it: that is the backpressure). */
+  async add(relation: Relation, rows: readonly Row[]): Promise<void> {
+    if (!this.columns[relation]) throw new Error(`a ${this.options.kind} dataset has no relation ${relation}`);
+    let queue = this.pending.get(relation);
+    if (!queue) this.pending.set(relation, (queue = []));
+    for (const row of rows) {
+      queue.push(row);
+      this.pendingRows += 1;
+      this.pendingBytes += rowBytes(row);
+    }
+    if (this.pendingRows >= (this.options.batchRows ?? DEFAULT_BATCH_ROWS) || this.pendingBytes >= (this.options.batchBytes ?? DEFAULT_BATCH_BYTES)) {
+      await this.flush();
+    }
+  }
+
+  /** Writes every queued row: one row group per relation, and the same rows into the index. */
+  async flush(): Promise<void> {
+    for (const [relation, rows] of this.pending) {
+      if (rows.length === 0) continue;
+      const part = this.partFor(relation);
+      await part.writeRows(rows);
+      await this.index.insert(relation, rows);
+      this.rowCounts[relation] = (this.rowCounts[relation] ?? 0) + rows.length;
+      if (part.size >= (this.options.partBytes ?? DEFAULT_PART_BYTES)) await this.closePart(relation);
+    }
+    this.pending.clear();
+    this.pendingRows = 0;
+    this.pendingBytes = 0;
+  }
+
+  private partFor(relation: Relation): PartWriter {
+    let part = this.open.get(relation);
+    if (!part) {
+      const columns = this.columns[relation] ?? [];
+      const name = `${this.partStamp}-${String(this.partSeq++).padStart(4, '0')}`;
+      const kv: Array<{ key: string; value: string }> = [{ key: 'trajstore.relation', value: relation }];
+      if (this.options.compact) kv.push({ key: 'trajstore.compact', value: JSON.stringify(this.options.compact) });
+      part = new PartWriter(this.store, `parts/${relation}/${name}.parquet`, columns, kv);
+      this.open.set(relation, part);
+    }
+    return part;
+  }
+
+  private async closePart(relation: Relation): Promise<void> {
+    const part = this.open.get(relation);
+    if (!part) return;
+    this.open.delete(relation);
+    const ref = await part.close();
+    (this.written[relation] ??= []).push(ref);
+  }
+
+  /** Writes what is left, publishes the snapshot and puts the dataset in place. */
+  async commit(): Promise<Snapshot> {
+    await this.flush();
+    for (const relation of [...this.open.keys()]) await this.closePart(relation);
+    const relations: Partial<Record<Relation, PartRef[]>> = {};
+    const rows: Partial<Record<Relation, number>> = {};
+    for (const relation of Object.keys(this.columns) as Relation[]) {
+      relations[relation] = [...(this.previous?.relations[relation] ?? []), ...(this.written[relation] ?? [])];
+      rows[relation] = (this.previous?.rows[relation] ?? 0) + (this.rowCounts[relation] ?? 0);
+    }
+    const snapshot = await publishSnapshot(this.store, {
+      kind: this.options.kind,
+      layout_version: LAYOUT_VERSION,
+      parent: this.previous?.id ?? null,
+      created_at: new Date().toISOString(),
+      relations,
+      rows,
+      ...(this.options.compact ? { compact: this.options.compact } : {}),
+    });
+    // From here the new snapshot is the dataset's truth; the index follows (a crash now only makes it stale).
+    await this.index.finish(snapshot.id);
+    this.index.publish();
+    this.finished = true;
+    if (this.buildPath !== resolve(this.options.path)) this.moveIntoPlace();
+    return snapshot;
+  }
+
+  private moveIntoPlace(): void {
+    const target = resolve(this.options.path);
+    const parent = dirname(target);
+    fsyncDir(this.buildPath);
+    if (this.options.mode === 'create') {
+      if (existsSync(target)) {
+        rmSync(this.buildPath, { recursive: true, force: true });
+        throw new ConflictError(`${target}: appeared while importing; nothing was written`);
+      }
+      renameSync(this.buildPath, target);
+      fsyncDir(parent);
+      return;
+    }
+    const aside = join(parent, `.${basename(target)}.old-${randomBytes(6).toString('hex')}`);
+    const hadOld = existsSync(target);
+    if (hadOld) renameSync(target, aside);
+    renameSync(this.buildPath, target);
+    fsyncDir(parent);
+    if (hadOld) rmSync(aside, { recursive: true, force: true });
+  }
+
+  /** Removes everything this writer made; the destination is as it was. */
+  async abort(): Promise<void> {
+    if (this.finished) return;
+    this.finished = true;
+    for (const part of this.open.values()) part.abort();
+    this.open.clear();
+    await this.index.abort();
+    if (this.buildPath !== resolve(this.options.path)) {
+      rmSync(this.buildPath, { recursive: true, force: true });
+      return;
+    }
+    for (const refs of Object.values(this.written)) for (const ref of refs ?? []) await this.store.delete(ref.key);
+  }
+}
+
+/** Removes temporary files (parts, index copies) that a crashed writer left inside a dataset. */
+function sweepTemporaries(root: string): void {
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.includes(TEMP_MARKER)) rmSync(path, { force: true });
+    }
+  };
+  walk(root);
+}

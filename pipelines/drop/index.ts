@@ -1,0 +1,65 @@
+/**
+ * `drop`: permanently removes a local dataset directory. Before anything is touched the target must
+ * be a directory holding a trajstore manifest and nothing but dataset files, and must not be a
+ * filesystem root or the home directory. Removal first renames the directory to a hidden sibling,
+ * so an interrupted drop never leaves a half-deleted dataset that still looks like one.
+ */
+import { randomBytes } from 'node:crypto';
+import { lstatSync, readdirSync, realpathSync, renameSync, rmSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { basename, dirname, join, parse, resolve } from 'node:path';
+import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { INDEX_FILE, MANIFEST_KEY, readManifest, type Manifest } from '../dataset/layout.js';
+import { LocalObjectStore, TEMP_MARKER } from '../dataset/store.js';
+
+/** Top-level entries a dataset directory may hold (the layout of layout.ts, plus the index's own files and temporaries). */
+const DATASET_ENTRIES = new Set([MANIFEST_KEY, 'snapshots', 'parts', INDEX_FILE]);
+const isDatasetEntry = (name: string): boolean => DATASET_ENTRIES.has(name) || name.startsWith(INDEX_FILE) || name.includes(TEMP_MARKER);
+
+export interface DropTarget {
+  path: string;
+  manifest: Manifest;
+}
+
+/** Checks that `path` may be dropped; throws (exit 2 refused, exit 3 missing) and says why otherwise. */
+export async function checkDropTarget(path: string, env: NodeJS.ProcessEnv = process.env): Promise<DropTarget> {
+  const target = resolve(path);
+  let stat;
+  try {
+    stat = lstatSync(target);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError(`${target}: no such dataset`);
+    throw error;
+  }
+  if (stat.isSymbolicLink()) throw new InvalidInputError(`${target}: is a symbolic link; refusing to drop through it`, { hint: 'name the dataset directory itself' });
+  if (!stat.isDirectory()) throw new InvalidInputError(`${target}: is not a directory, so not a dataset; refusing to drop it`);
+  const real = realpathSync(target);
+  if (real === parse(real).root) throw new InvalidInputError(`${target}: is a filesystem root; refusing to drop it`);
+  const homes = [env.HOME, homedir()].filter((h): h is string => !!h).map((h) => {
+    try {
+      return realpathSync(h);
+    } catch {
+      return resolve(h);
+    }
+  });
+  if (homes.includes(real)) throw new InvalidInputError(`${target}: is the home directory; refusing to drop it`);
+  const manifest = await readManifest(new LocalObjectStore(real)).catch((error: unknown) => {
+    throw new InvalidInputError(`${target}: is not a trajstore dataset (${(error as Error).message}); refusing to drop it`);
+  });
+  if (!manifest) throw new InvalidInputError(`${target}: is not a trajstore dataset (no ${MANIFEST_KEY}); refusing to drop it`);
+  const strangers = readdirSync(real).filter((name) => !isDatasetEntry(name));
+  if (strangers.length > 0) {
+    const shown = strangers.slice(0, 5).join(', ') + (strangers.length > 5 ? `, ... (${strangers.length} in all)` : '');
+    throw new InvalidInputError(`${target}: holds files that are not part of a dataset (${shown}); refusing to drop it`, {
+      hint: 'move them out first, or remove the directory yourself',
+    });
+  }
+  return { path: real, manifest };
+}
+
+/** Removes a checked dataset: renamed aside first (one atomic step), then deleted. */
+export function dropDataset(target: DropTarget): void {
+  const aside = join(dirname(target.path), `.${basename(target.path)}${TEMP_MARKER}drop-${randomBytes(4).toString('hex')}`);
+  renameSync(target.path, aside);
+  rmSync(aside, { recursive: true, force: true });
+}

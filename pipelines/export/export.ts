@@ -1,0 +1,296 @@
+/**
+ * The export pipeline: the dataset's Parquet parts, read one row group at a time -> Storyline
+ * documents -> the target format's `encode` -> JSONL on stdout or in a file, or one file per
+ * document in a directory. Each stage is pulled by the next, and writes to stdout wait for
+ * `drain`, so a slow reader slows the export instead of filling memory.
+ *
+ * Byte-exact paths: a dataset imported with `-o preserve` and exported to the format it came from
+ * writes the stored source bytes instead of re-encoding (to a directory each source file at its
+ * relative path, to a stream the raws in order); a compact record store exports its records' bytes.
+ */
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve, sep } from 'node:path';
+import type { Writable } from 'node:stream';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import type { Logger } from '../../cli/kit/log.js';
+import type { Progress } from '../../cli/kit/progress.js';
+import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
+import { localPathOf, type DatasetRef } from '../dataset/open.js';
+import { openPart, type Row } from '../dataset/parquet.js';
+import type { Relation } from '../dataset/relations.js';
+import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../dataset/store.js';
+import { formatNamed } from '../formats/registry.js';
+import { OUTPUT_FORMATS, type InputFormat, type OutputFormat } from '../formats/types.js';
+import type { Storyline } from '../storyline/schema.js';
+
+export const EXPORT_FORMATS = [...OUTPUT_FORMATS, 'compact-jsonl'] as const;
+export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+
+export interface ExportOptions {
+  from: DatasetRef;
+  /** `-` for stdout, a file path (JSONL), or a directory (existing, or ending in `/`). */
+  to: string;
+  outputFormat: ExportFormat;
+  overwrite: boolean;
+  stdout: Writable;
+  log: Logger;
+  signal: AbortSignal;
+  progress?: Progress;
+}
+
+export interface ExportSummary {
+  dataset: string;
+  snapshot_id: string;
+  target: string;
+  format: ExportFormat;
+  documents: number;
+  bytes: number;
+  /** `raw` when the stored source bytes were written, `encoded` otherwise. */
+  path: 'raw' | 'encoded';
+}
+
+/** Where exported bytes go. */
+interface Target {
+  /** Appends to the JSONL stream (stdout or a file). */
+  append(bytes: Buffer | string): Promise<void>;
+  /** Writes one whole file of a directory target at a relative path. */
+  file(relPath: string, bytes: Buffer | string): Promise<void>;
+  /** A file of a directory target written piece by piece (raw source files). */
+  openFile(relPath: string): ObjectWriter;
+  readonly isDirectory: boolean;
+  commit(): Promise<void>;
+  abort(): void;
+  written: number;
+}
+
+function write(stream: Writable, chunk: Buffer | string): Promise<void> {
+  if (stream.write(chunk)) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const done = (error?: Error): void => {
+      stream.off('drain', done);
+      stream.off('error', done);
+      if (error) reject(error);
+      else resolve();
+    };
+    stream.once('drain', () => done());
+    stream.once('error', done);
+  });
+}
+
+function streamTarget(stdout: Writable): Target {
+  const target: Target = {
+    isDirectory: false,
+    written: 0,
+    append: async (bytes) => {
+      target.written += Buffer.byteLength(bytes);
+      await write(stdout, bytes);
+    },
+    file: () => Promise.reject(new Error('not a directory target')),
+    openFile: () => {
+      throw new Error('not a directory target');
+    },
+    commit: async () => {},
+    abort: () => {},
+  };
+  return target;
+}
+
+function fileTarget(path: string, overwrite: boolean): Target {
+  if (existsSync(path) && !overwrite) throw new ConflictError(`-t ${path}: already exists`, { hint: 'choose a new target, or add --overwrite' });
+  mkdirSync(dirname(path), { recursive: true });
+  const writer = new LocalObjectStore(dirname(path)).writer(basename(path));
+  const target: Target = {
+    isDirectory: false,
+    written: 0,
+    append: async (bytes) => {
+      const buffer = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
+      target.written += buffer.length;
+      writer.write(buffer);
+    },
+    file: () => Promise.reject(new Error('not a directory target')),
+    openFile: () => {
+      throw new Error('not a directory target');
+    },
+    commit: () => writer.commit(),
+    abort: () => writer.abort(),
+  };
+  return target;
+}
+
+function directoryTarget(dir: string, overwrite: boolean): Target {
+  mkdirSync(dir, { recursive: true });
+  const store = new LocalObjectStore(dir);
+  const pending = new Set<ObjectWriter>();
+  const claim = (relPath: string): string => {
+    const full = resolve(dir, relPath);
+    if (!full.startsWith(resolve(dir) + sep)) throw new InvalidInputError(`refusing to write ${JSON.stringify(relPath)} outside ${dir}`);
+    if (existsSync(full) && !overwrite) throw new ConflictError(`${full}: already exists`, { hint: 'export into a new directory, or add --overwrite' });
+    return relPath.split(sep).join('/');
+  };
+  const target: Target = {
+    isDirectory: true,
+    written: 0,
+    append: () => Promise.reject(new Error('not a stream target')),
+    file: async (relPath, bytes) => {
+      const key = claim(relPath);
+      target.written += Buffer.byteLength(bytes);
+      await store.put(key, bytes);
+    },
+    openFile: (relPath) => {
+      const writer = store.writer(claim(relPath));
+      pending.add(writer);
+      return {
+        write: (bytes) => {
+          target.written += bytes.length;
+          writer.write(bytes);
+        },
+        get size() {
+          return writer.size;
+        },
+        commit: async () => {
+          pending.delete(writer);
+          await writer.commit();
+        },
+        abort: () => {
+          pending.delete(writer);
+          writer.abort();
+        },
+      };
+    },
+    commit: async () => {},
+    abort: () => {
+      for (const writer of pending) writer.abort();
+    },
+  };
+  return target;
+}
+
+function openTarget(options: ExportOptions): Target {
+  if (options.to === '-') return streamTarget(options.stdout);
+  const path = resolve(options.to);
+  const isDir = options.to.endsWith('/') || options.to.endsWith(sep) || (existsSync(path) && statSync(path).isDirectory());
+  return isDir ? directoryTarget(path, options.overwrite) : fileTarget(path, options.overwrite);
+}
+
+/** Rows of a relation of the snapshot, one row group at a time. */
+async function* rowGroups(store: ObjectStore, snapshot: Snapshot, relation: Relation, columns: string[]): AsyncGenerator<Row[]> {
+  for (const part of snapshot.relations[relation] ?? []) {
+    const reader = await openPart(store, part.key);
+    yield* reader.rowGroups(columns);
+  }
+}
+
+const asBuffer = (value: unknown): Buffer => (value instanceof Uint8Array ? Buffer.from(value.buffer, value.byteOffset, value.byteLength) : Buffer.from(String(value ?? ''), 'utf8'));
+
+/** Raw bytes grouped by relative path, written as files (directory) or concatenated (stream). */
+async function writeRaw(rows: AsyncIterable<Row[]>, pathColumn: string, target: Target, options: ExportOptions): Promise<number> {
+  let count = 0;
+  let current: { path: string; writer: ObjectWriter } | undefined;
+  try {
+    for await (const group of rows) {
+      if (options.signal.aborted) throw options.signal.reason;
+      for (const row of group) {
+        const bytes = asBuffer(row.raw);
+        count += 1;
+        options.progress?.add(1, bytes.length);
+        if (!target.isDirectory) {
+          await target.append(bytes);
+          continue;
+        }
+        const path = String(row[pathColumn]);
+        if (current?.path !== path) {
+          await current?.writer.commit();
+          current = { path, writer: target.openFile(path) };
+        }
+        current.writer.write(bytes);
+      }
+    }
+    await current?.writer.commit();
+  } catch (error) {
+    current?.writer.abort();
+    throw error;
+  }
+  return count;
+}
+
+/** True when every source document kept its bytes and came from `format`: the byte-exact path applies. */
+async function preservedAs(store: ObjectStore, snapshot: Snapshot, format: string): Promise<boolean> {
+  if ((snapshot.rows.sources ?? 0) === 0) return false;
+  for await (const group of rowGroups(store, snapshot, 'sources', ['format', 'sha256'])) {
+    for (const row of group) if (row.format !== format || row.sha256 === null || row.sha256 === undefined) return false;
+  }
+  return true;
+}
+
+async function* storylines(store: ObjectStore, snapshot: Snapshot, signal: AbortSignal): AsyncGenerator<Storyline> {
+  for await (const group of rowGroups(store, snapshot, 'runs', ['storyline_json'])) {
+    if (signal.aborted) throw signal.reason;
+    for (const row of group) yield JSON.parse(String(row.storyline_json)) as Storyline;
+  }
+}
+
+/** `name`, or `name-2`, `name-3`... before the extension when it is taken. */
+function uniqueName(name: string, used: Set<string>): string {
+  if (!used.has(name)) {
+    used.add(name);
+    return name;
+  }
+  const dot = name.indexOf('.') > 0 ? name.indexOf('.') : name.length;
+  for (let n = 2; ; n++) {
+    const candidate = `${name.slice(0, dot)}-${n}${name.slice(dot)}`;
+    if (!used.has(candidate)) {
+      used.add(candidate);
+      return candidate;
+    }
+  }
+}
+
+export async function runExport(options: ExportOptions): Promise<ExportSummary> {
+  const root = localPathOf(options.from);
+  if (!existsSync(root)) throw new NotFoundError(`-f ${root}: no such dataset`);
+  const store = new LocalObjectStore(root);
+  const manifest = await requireManifest(store);
+  const snapshot = await readSnapshot(store, manifest.snapshot_id);
+  let path: ExportSummary['path'] = 'encoded';
+  if (manifest.kind === 'compact' && options.outputFormat !== 'compact-jsonl') {
+    throw new InvalidInputError(`-o ${options.outputFormat}: ${root} is a compact record store; it exports only as compact-jsonl`);
+  }
+  if (manifest.kind === 'storyline' && options.outputFormat === 'compact-jsonl') {
+    throw new InvalidInputError(`-o compact-jsonl: ${root} is a Storyline dataset; compact-jsonl exports compact record stores only`, { hint: `use one of: ${OUTPUT_FORMATS.join(', ')}` });
+  }
+  const format = options.outputFormat === 'compact-jsonl' ? undefined : formatNamed(options.outputFormat as OutputFormat & InputFormat);
+  if (options.outputFormat !== 'compact-jsonl' && !format?.encode) {
+    throw new InvalidInputError(`-o ${options.outputFormat}: this format is not available for export in this build`);
+  }
+  const target = openTarget(options);
+  let documents = 0;
+  try {
+    if (manifest.kind === 'compact') {
+      path = 'raw';
+      documents = await writeRaw(rowGroups(store, snapshot, 'records', ['filename', 'raw']), 'filename', target, options);
+    } else if (await preservedAs(store, snapshot, options.outputFormat)) {
+      path = 'raw';
+      documents = await writeRaw(rowGroups(store, snapshot, 'sources', ['source_path', 'raw']), 'source_path', target, options);
+    } else {
+      const used = new Set<string>();
+      for await (const encoded of format!.encode!(storylines(store, snapshot, options.signal))) {
+        if (options.signal.aborted) throw options.signal.reason;
+        documents += 1;
+        if (target.isDirectory) {
+          const text = `${JSON.stringify(encoded.value, null, 2)}\n`;
+          await target.file(uniqueName(encoded.name, used), text);
+          options.progress?.add(1, Buffer.byteLength(text));
+        } else {
+          const line = `${JSON.stringify(encoded.value)}\n`;
+          await target.append(line);
+          options.progress?.add(1, Buffer.byteLength(line));
+        }
+      }
+    }
+    await target.commit();
+  } catch (error) {
+    target.abort();
+    throw error;
+  }
+  return { dataset: root, snapshot_id: snapshot.id, target: options.to, format: options.outputFormat, documents, bytes: target.written, path };
+}

@@ -1,0 +1,41 @@
+/**
+ * `agentb-code`: Claude Code session logs, decode only (reference/trajectory-formats.md §4.1).
+ * Detection fingerprint: a JSONL line whose `type` is a Claude Code line type and that carries
+ * `sessionId`, `uuid` or `leafUuid`.
+ */
+import type { DetectProbe, Detection, FormatModule } from '../types.js';
+import { isObject } from '../common/unknown.js';
+import { decodeClaudeCode } from './decode.js';
+
+const CONVERSATION_TYPES = new Set(['user', 'assistant', 'system']);
+const OTHER_TYPES = new Set([
+  'summary',
+  'file-history-snapshot',
+  'queue-operation',
+  'progress',
+  'attachment',
+  'custom-title',
+  'ai-title',
+  'last-prompt',
+  'permission-mode',
+]);
+
+function detect(probe: DetectProbe): Detection | undefined {
+  const line = probe.firstLine;
+  if (!isObject(line) || typeof line.type !== 'string') return undefined;
+  const ids = ['sessionId', 'uuid', 'leafUuid', 'messageId'].filter((k) => typeof line[k] === 'string');
+  if (CONVERSATION_TYPES.has(line.type) && isObject(line.message) && ids.length > 0) {
+    return { confidence: 0.9, reason: `first line is a Claude Code \`${line.type}\` line with ${ids.join(', ')}` };
+  }
+  if (OTHER_TYPES.has(line.type) && ids.length > 0) {
+    return { confidence: 0.8, reason: `first line is a Claude Code \`${line.type}\` line` };
+  }
+  return undefined;
+}
+
+export const agentbCode: FormatModule = {
+  name: 'agentb-code',
+  extensions: ['.jsonl'],
+  detect,
+  decode: decodeClaudeCode,
+};

@@ -1,0 +1,153 @@
+/**
+ * Storyline to ATIF-v1.7, written by Harbor's rules: step ids 1..n, agent-only fields on agent steps
+ * only (elsewhere they go to the step's `extra.storyline`), every `source_call_id` answering a call
+ * of the same step (results are moved to the step that made the call). Storyline fields ATIF has no
+ * place for go to the nearest `extra.storyline`. Documents decoded from ATIF get their unknown
+ * fields back at their pointers. A child Storyline that directly follows its parent (or another
+ * member of the parent's tree) is embedded in `subagent_trajectories`.
+ */
+import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
+import type { EncodedDocument } from '../types.js';
+import { defined, isObject, restoreUnknown, synthesizedSet, unknownFieldsOf, type JsonObject } from '../common/unknown.js';
+import { resultsByCallingTurn } from '../common/observations.js';
+import { parseArguments, safeFileName } from '../common/values.js';
+import { CONTEXT_MANAGEMENT_KINDS, FORMAT } from './decode.js';
+
+export const WRITTEN_VERSION = 'ATIF-v1.7';
+
+export async function* encodeAtif(docs: AsyncIterable<Storyline>): AsyncGenerator<EncodedDocument> {
+  let tree: { root: Storyline; value: JsonObject; nodes: Map<string, { doc: Storyline; value: JsonObject }> } | undefined;
+  for await (const doc of docs) {
+    const host = doc.parent && tree?.nodes.get(doc.parent.psid);
+    if (host && host.doc.children?.includes(doc.session) && !tree!.nodes.has(doc.session)) {
+      const value = encodeTrajectory(doc, true);
+      // Harbor: an embedded subagent has a trajectory_id, and the spawning call's result refers to it.
+      value.trajectory_id ??= doc.session;
+      if (doc.origin?.format !== FORMAT && doc.parent?.scid !== undefined) linkSpawn(host.value, doc.parent.scid, value.trajectory_id as string, doc.session);
+      ((host.value.subagent_trajectories ??= []) as unknown[]).push(value);
+      tree!.nodes.set(doc.session, { doc, value });
+      continue;
+    }
+    if (tree) yield { name: safeFileName(tree.root.trajectory ?? tree.root.session, '.json'), value: tree.value };
+    const value = encodeTrajectory(doc, false);
+    tree = { root: doc, value, nodes: new Map([[doc.session, { doc, value }]]) };
+  }
+  if (tree) yield { name: safeFileName(tree.root.trajectory ?? tree.root.session, '.json'), value: tree.value };
+}
+
+/** Adds a `subagent_trajectory_ref` to the observation result of call `scid` (when there is one). */
+function linkSpawn(parent: JsonObject, scid: string, trajectoryId: string, session: string): void {
+  for (const step of parent.steps as JsonObject[]) {
+    const results = isObject(step.observation) && Array.isArray(step.observation.results) ? (step.observation.results as JsonObject[]) : [];
+    const result = results.find((r) => r.source_call_id === scid);
+    if (!result) continue;
+    const refs = Array.isArray(result.subagent_trajectory_ref) ? (result.subagent_trajectory_ref as JsonObject[]) : [];
+    if (refs.some((ref) => ref.trajectory_id === trajectoryId)) return;
+    // A ref by session only (what ≤ v1.6 wrote) gets the id; otherwise a new ref is added.
+    const bySession = refs.find((ref) => ref.trajectory_id === undefined && ref.session_id === session);
+    result.subagent_trajectory_ref = bySession
+      ? refs.map((ref) => (ref === bySession ? { trajectory_id: trajectoryId, ...ref } : ref))
+      : [...refs, { trajectory_id: trajectoryId, session_id: session }];
+    return;
+  }
+}
+
+/** One trajectory object (without embedded children). `embedded` drops the parent link, which the embedding says. */
+export function encodeTrajectory(doc: Storyline, embedded: boolean): JsonObject {
+  const fromAtif = doc.origin?.format === FORMAT;
+  const synthesized = synthesizedSet(doc);
+  const out: JsonObject = { schema_version: WRITTEN_VERSION };
+  if (!(fromAtif && synthesized.has('/session'))) out.session_id = doc.session;
+  if (doc.trajectory !== undefined) out.trajectory_id = doc.trajectory;
+  const agent: JsonObject = {};
+  if (!(fromAtif && synthesized.has('/agent/id'))) agent.name = doc.agent.name ?? doc.agent.id;
+  if (doc.agent.ver !== undefined) agent.version = doc.agent.ver;
+  else if (!fromAtif) agent.version = 'unknown';
+  Object.assign(agent, defined({ model_name: doc.agent.model, tool_definitions: doc.agent.tools, extra: doc.agent.extra }));
+  out.agent = agent;
+  out.steps = encodeSteps(doc.turns, fromAtif);
+  Object.assign(out, defined({ notes: doc.notes, final_metrics: doc.final_metrics, continued_trajectory_ref: doc.continued_trajectory_ref }));
+  const only = defined({
+    run: doc.run,
+    attempt_id: doc.attempt_id,
+    task: doc.task,
+    prompt: doc.prompt,
+    started_at: doc.started_at,
+    finished_at: doc.finished_at,
+    parent: embedded ? undefined : doc.parent,
+  });
+  const extra = withStorylineOnly(doc.extra, only);
+  if (extra !== undefined) out.extra = extra;
+  if (fromAtif) restoreUnknown(out, unknownFieldsOf(doc, FORMAT));
+  return out;
+}
+
+/** `extra` plus the Storyline-only fields under `extra.storyline` (unchanged when there are none). */
+function withStorylineOnly(extra: JsonObject | undefined, only: JsonObject): JsonObject | undefined {
+  if (Object.keys(only).length === 0) return extra;
+  return { ...(extra ?? {}), storyline: only };
+}
+
+function encodeSteps(turns: Turn[], fromAtif: boolean): JsonObject[] {
+  // Harbor: a result's source_call_id must name a call of the same step. Move results to the step
+  // that made the call (sources such as chat logs attach results to the following turn).
+  const results = resultsByCallingTurn(turns);
+  return turns.map((turn, t) => encodeStep(turn, t, results[t] as ObservationResult[], fromAtif));
+}
+
+function encodeStep(turn: Turn, index: number, results: ObservationResult[], fromAtif: boolean): JsonObject {
+  const step: JsonObject = { step_id: index + 1 };
+  if (turn.ts !== undefined) step.timestamp = turn.ts;
+  step.source = turn.src;
+  step.message = turn.msg;
+  const metrics = turn.metrics || turn.latency_ms !== undefined || turn.ttft_ms !== undefined ? defined({ ...(turn.metrics ?? {}), latency_ms: turn.latency_ms, ttft_ms: turn.ttft_ms }) : undefined;
+  const agentOnly = defined({
+    model_name: turn.model,
+    reasoning_effort: turn.effort,
+    reasoning_content: turn.reason,
+    tool_calls: turn.tool_calls?.map((call) => encodeCall(call, fromAtif)),
+    metrics,
+  });
+  if (turn.src === 'agent') Object.assign(step, agentOnly);
+  if (turn.observation !== undefined || results.length > 0) step.observation = { results: results.map(encodeResult) };
+  Object.assign(step, defined({ llm_call_count: turn.nllm, is_copied_context: turn.copied }));
+
+  let extra = turn.extra;
+  const managed = isObject(extra?.context_management) && extra.context_management.type === turn.kind;
+  if (turn.kind !== undefined && !managed && CONTEXT_MANAGEMENT_KINDS.has(turn.kind) && turn.src === 'system') {
+    extra = { ...(extra ?? {}), context_management: { type: turn.kind } };
+  }
+  const kindWritten = managed || (turn.kind !== undefined && CONTEXT_MANAGEMENT_KINDS.has(turn.kind) && turn.src === 'system');
+  const only = defined({
+    kind: kindWritten ? undefined : turn.kind,
+    env: turn.env,
+    prompt: turn.prompt,
+    finished_at: turn.finished_at,
+    ...(turn.src === 'agent' ? {} : agentOnly),
+  });
+  extra = withStorylineOnly(extra, only);
+  if (extra !== undefined) step.extra = extra;
+  return step;
+}
+
+function encodeCall(call: ToolCall, fromAtif: boolean): JsonObject {
+  let args = call.args;
+  if (!isObject(args) && !fromAtif) {
+    // ATIF arguments are an object; keep anything else under a key rather than lose it.
+    const parsed = typeof args === 'string' ? parseArguments(args) : undefined;
+    args = parsed?.parsed && isObject(parsed.value) ? parsed.value : { raw_arguments: args };
+  }
+  const out: JsonObject = { tool_call_id: call.tcid, function_name: call.fn, arguments: args };
+  const only = fromAtif ? {} : defined({ kind: call.kind, duration_ms: call.duration_ms, response: call.response });
+  const extra = withStorylineOnly(call.extra, only);
+  if (extra !== undefined) out.extra = extra;
+  if (call.result !== undefined) out.result = call.result;
+  return out;
+}
+
+function encodeResult(result: ObservationResult): JsonObject {
+  const out: JsonObject = defined({ source_call_id: result.source_call_id, content: result.content, subagent_trajectory_ref: result.subagent_trajectory_ref });
+  const extra = result.is_error === undefined ? result.extra : { ...(result.extra ?? {}), is_error: result.is_error };
+  if (extra !== undefined) out.extra = extra;
+  return out;
+}

@@ -1,0 +1,181 @@
+/**
+ * chat-messages rows to Storyline. Three shapes, told apart by their keys and recorded in
+ * `origin.schema_version` so that export writes the same shape back:
+ * - `messages`: one conversation per row (`messages` array, or the array as a JSON string);
+ * - `sharegpt`: one conversation per row in `conversations` (`from`/`value`);
+ * - `session_steps` (`{"session_steps": [rows], ...}`), `session_steps_array` (a JSON array of rows) and
+ *   `session_steps_lines` (one row per JSONL line): one row per LLM call, grouped by `session_id`
+ *   and ordered by `step_id` (reference/trajectory-formats.md §3).
+ * Row keys of a conversation row go to the Storyline's `extra`; row keys of a per-call row that the
+ * Storyline does not model go to its agent turn's `extra.row`.
+ */
+import type { Storyline, Turn } from '../../storyline/schema.js';
+import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
+import { SourceError } from '../errors.js';
+import { childPointer, defined, isObject, markSynthesized, UnknownFields, type JsonObject } from '../common/unknown.js';
+import { isCount, parseArguments } from '../common/values.js';
+import { appendMessage, appendMessages, FORMAT, newMessageContext, type MessageContext } from './messages.js';
+import { appendConversation } from './sharegpt.js';
+
+export type ChatShape = 'messages' | 'sharegpt' | 'session_steps' | 'session_steps_array' | 'session_steps_lines';
+
+export interface RowLocation {
+  relPath: string;
+  line: number | undefined;
+  pointer: string;
+}
+
+type Report = (code: string, message: string, line?: number) => void;
+
+export const isSessionRow = (value: unknown): value is JsonObject =>
+  isObject(value) && typeof value.session_id === 'string' && Object.hasOwn(value, 'step_id') && (Object.hasOwn(value, 'messages') || Object.hasOwn(value, 'response'));
+export const isConversationRow = (value: unknown): value is JsonObject =>
+  isObject(value) && (Array.isArray(value.conversations) || Array.isArray(value.messages) || (typeof value.messages === 'string' && value.messages.trimStart().startsWith('[')));
+
+function newStoryline(session: string, shape: ChatShape, where: RowLocation): Storyline {
+  return {
+    schema_version: STORYLINE_SCHEMA_VERSION,
+    session,
+    agent: { id: 'unknown' },
+    turns: [],
+    origin: defined({ format: FORMAT, schema_version: shape, source_path: where.relPath, line: where.line }),
+  };
+}
+
+/** One conversation row (`messages` or `conversations`). */
+export function decodeConversationRow(row: JsonObject, where: RowLocation, ordinal: number, report: Report): Storyline {
+  const sharegpt = Array.isArray(row.conversations);
+  const idKey = ['traj_id', 'id', 'session_id', 'conversation_id', 'instance_id'].find((k) => typeof row[k] === 'string' && row[k] !== '');
+  const session = idKey ? (row[idKey] as string) : `${where.relPath}#${where.line ?? ordinal + 1}`;
+  const storyline = newStoryline(session, sharegpt ? 'sharegpt' : 'messages', where);
+  if (!idKey) markSynthesized(storyline, '/session');
+  const agentId = typeof row.agent_id === 'string' ? row.agent_id : typeof row.model === 'string' ? row.model : undefined;
+  if (agentId) storyline.agent.id = agentId;
+  if (typeof row.model === 'string') storyline.agent.model = row.model;
+  const tools = typeof row.tools === 'string' ? parseArguments(row.tools).value : row.tools;
+  if (Array.isArray(tools) && tools.length > 0) storyline.agent.tools = tools;
+  const { messages, conversations, ...rest } = row;
+  if (Object.keys(rest).length > 0) storyline.extra = rest;
+
+  const unknown = new UnknownFields();
+  const ctx = newMessageContext(storyline, unknown, where.relPath, where.line, (code, message) => report(code, message, where.line));
+  if (sharegpt) {
+    appendConversation(ctx, conversations as unknown[], `${where.pointer}/conversations`);
+  } else {
+    let list = messages;
+    if (typeof messages === 'string') {
+      // Some datasets store the messages array as a JSON string; remember to write it back that way.
+      list = parseArguments(messages).value;
+      if (!Array.isArray(list)) throw new SourceError({ relPath: where.relPath, line: where.line, pointer: `${where.pointer}/messages` }, 'messages is a string that is not a JSON array');
+      (storyline.meta ??= {}).messages_as_json_string = true;
+    }
+    appendMessages(ctx, list as unknown[], '/messages');
+  }
+  unknown.attach(storyline, FORMAT);
+  return storyline;
+}
+
+/** Row keys with a Storyline field (besides the document-level `agent_id`, `agent_model`, `run_id`). */
+const ROW_MAPPED = new Set(['session_id', 'messages', 'response', 'created_at', 'llm_model']);
+
+interface LocatedRow {
+  row: JsonObject;
+  pointer: string;
+  line: number | undefined;
+}
+
+/** Row-per-LLM-call rows: one Storyline per session, in order of first appearance. */
+export function decodeSessionRows(rows: LocatedRow[], relPath: string, shape: ChatShape, rootExtra: JsonObject | undefined, report: Report): Storyline[] {
+  const sessions = new Map<string, LocatedRow[]>();
+  for (const located of rows) {
+    const { row, pointer, line } = located;
+    if (typeof row.session_id !== 'string' || row.session_id === '') throw new SourceError({ relPath, line, pointer: `${pointer}/session_id` }, 'a per-call row needs a "session_id" string');
+    if (!isCount(row.step_id) || row.step_id === 0) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id must be an integer > 0, not ${JSON.stringify(row.step_id)}`);
+    const list = sessions.get(row.session_id) ?? [];
+    if (list.some((r) => r.row.step_id === row.step_id)) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id ${row.step_id} appears twice in session ${JSON.stringify(row.session_id)}`);
+    list.push(located);
+    sessions.set(row.session_id, list);
+  }
+  return [...sessions.entries()].map(([session, list]) => {
+    list.sort((a, b) => (a.row.step_id as number) - (b.row.step_id as number));
+    const first = list[0] as LocatedRow;
+    const storyline = newStoryline(session, shape, { relPath, line: first.line, pointer: first.pointer });
+    const doc = { agent_id: first.row.agent_id, agent_model: first.row.agent_model, run_id: first.row.run_id };
+    if (typeof doc.agent_id === 'string' && doc.agent_id !== '') storyline.agent.id = doc.agent_id;
+    else markSynthesized(storyline, '/agent/id');
+    if (typeof doc.agent_model === 'string') storyline.agent.model = doc.agent_model;
+    if (typeof doc.run_id === 'string') storyline.run = doc.run_id;
+    if (rootExtra && Object.keys(rootExtra).length > 0) storyline.extra = rootExtra;
+    const unknown = new UnknownFields();
+    let previousLength = -1;
+    for (const located of list) {
+      const ctx = newMessageContext(storyline, unknown, relPath, located.line, (code, message) => report(code, message, located.line));
+      previousLength = decodeSessionRow(ctx, located, previousLength, doc, storyline);
+    }
+    unknown.attach(storyline, FORMAT);
+    return storyline;
+  });
+}
+
+/** Adds one row's turns; returns the length its successor's `messages` should start from. */
+function decodeSessionRow(ctx: MessageContext, located: LocatedRow, previousLength: number, doc: JsonObject, storyline: Storyline): number {
+  const { row, pointer, line } = located;
+  let messages: unknown = row.messages ?? [];
+  if (typeof messages === 'string') messages = parseArguments(messages).value;
+  if (!Array.isArray(messages)) throw new SourceError({ relPath: ctx.relPath, line, pointer: `${pointer}/messages` }, 'messages must be an array of chat messages');
+  const lastUser = messages.map((m) => (isObject(m) ? m.role : undefined)).lastIndexOf('user');
+  let start: number;
+  if (previousLength < 0) {
+    // The first call's prompt: what precedes its last user message is context copied from elsewhere.
+    start = Math.max(lastUser, 0);
+    appendMessages(ctx, messages.slice(0, start), `${pointer}/messages`, 0, { copied: true });
+  } else if (messages.length >= previousLength) {
+    // A later call's prompt repeats the previous prompt and reply; only what follows is new.
+    start = previousLength;
+  } else {
+    ctx.report('prompt_not_extending', `at ${pointer}/messages: the prompt does not extend the previous call's; reading from its last user message`);
+    start = Math.max(lastUser, 0);
+  }
+  for (let i = start; i < messages.length; i += 1) appendMessage(ctx, messages[i], childPointer(`${pointer}/messages`, i));
+
+  if (!isObject(row.response)) {
+    // No `response`: the reply is the last assistant message of the prompt, when it ends with one.
+    const last = storyline.turns[storyline.turns.length - 1];
+    if (last && last.src === 'agent' && !last.copied) {
+      annotateRow(last, row, doc);
+      return messages.length;
+    }
+  }
+  const response = isObject(row.response) ? row.response : { role: 'assistant', content: '' };
+  const turn = appendMessage(ctx, response, `${pointer}/response`) as Turn;
+  annotateRow(turn, row, doc);
+  return messages.length + 1;
+}
+
+/** Row fields on the reply turn: time, model, metrics from `meta_json.env_state`, the rest in `extra.row`. */
+function annotateRow(turn: Turn, row: JsonObject, doc: JsonObject): void {
+  if (typeof row.created_at === 'string' || typeof row.created_at === 'number') turn.ts = row.created_at;
+  if (typeof row.llm_model === 'string') turn.model = row.llm_model;
+  const meta = typeof row.meta_json === 'string' ? parseArguments(row.meta_json).value : row.meta_json;
+  const env = isObject(meta) && isObject(meta.env_state) ? meta.env_state : undefined;
+  if (env) {
+    const metrics = defined({
+      prompt_tokens: isCount(env.prompt_tokens) ? env.prompt_tokens : undefined,
+      completion_tokens: isCount(env.completion_tokens) ? env.completion_tokens : undefined,
+      cached_tokens: isCount(env.cached_tokens) ? env.cached_tokens : undefined,
+    });
+    if (Object.keys(metrics).length > 0) turn.metrics = metrics;
+    const latency = env.total_latency_ms ?? env.latency_ms;
+    if (typeof latency === 'number' && latency >= 0) turn.latency_ms = latency;
+    if (typeof env.ttft_ms === 'number' && env.ttft_ms >= 0) turn.ttft_ms = env.ttft_ms;
+  }
+  const rest: JsonObject = {};
+  for (const [key, value] of Object.entries(row)) {
+    // Document-level keys are kept on the row only where the row differs from the first row.
+    const keep = Object.hasOwn(doc, key) ? value !== doc[key] : !ROW_MAPPED.has(key);
+    if (keep) rest[key] = value;
+  }
+  if (Object.hasOwn(row, 'created_at') && turn.ts === undefined) rest.created_at = row.created_at;
+  if (Object.hasOwn(row, 'llm_model') && turn.model === undefined) rest.llm_model = row.llm_model;
+  turn.extra = { ...(turn.extra ?? {}), row: rest };
+}

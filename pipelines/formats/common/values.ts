@@ -1,0 +1,73 @@
+/**
+ * Lenient typed reads from a source object: a value of the expected type is returned; a value of
+ * another type is kept as an unknown field at its pointer (so an encoder to the same format puts it
+ * back) and reported as a diagnostic, instead of failing the import or breaking the closed Storyline.
+ */
+import { childPointer, isObject, type JsonObject, type UnknownFields } from './unknown.js';
+
+export type Guard<T> = (value: unknown) => value is T;
+
+export const isString: Guard<string> = (v): v is string => typeof v === 'string';
+export const isNonEmptyString: Guard<string> = (v): v is string => typeof v === 'string' && v !== '';
+export const isStringOrNull: Guard<string | null> = (v): v is string | null => v === null || typeof v === 'string';
+export const isBoolean: Guard<boolean> = (v): v is boolean => typeof v === 'boolean';
+export const isCount: Guard<number> = (v): v is number => Number.isInteger(v) && (v as number) >= 0;
+export const isCountOrNull: Guard<number | null> = (v): v is number | null => v === null || isCount(v);
+export const isNumberOrNull: Guard<number | null> = (v): v is number | null => v === null || (typeof v === 'number' && Number.isFinite(v));
+export const isDurationOrNull: Guard<number | null> = (v): v is number | null => v === null || (typeof v === 'number' && v >= 0);
+export const isObjectValue: Guard<JsonObject> = (v): v is JsonObject => isObject(v);
+export const isArray: Guard<unknown[]> = (v): v is unknown[] => Array.isArray(v);
+export const isIntArray: Guard<number[]> = (v): v is number[] => Array.isArray(v) && v.every((x) => Number.isInteger(x));
+export const isTimestampOrNull: Guard<string | number | null> = (v): v is string | number | null =>
+  v === null || (typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v));
+/** Storyline message content: a string or an array of content-part objects. */
+export const isContent: Guard<string | JsonObject[]> = (v): v is string | JsonObject[] =>
+  typeof v === 'string' || (Array.isArray(v) && v.every((p) => isObject(p)));
+export const isEffort: Guard<string | number | null> = (v): v is string | number | null =>
+  v === null || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
+
+export class LenientReader {
+  constructor(
+    private readonly unknown: UnknownFields,
+    private readonly report: (pointer: string, message: string) => void,
+  ) {}
+
+  /** `source[key]` when it passes `guard`; otherwise kept as an unknown field and `undefined`. */
+  pick<T>(source: JsonObject, key: string, guard: Guard<T>, pointer: string): T | undefined {
+    if (!Object.hasOwn(source, key)) return undefined;
+    const value = source[key];
+    if (guard(value)) return value;
+    const at = childPointer(pointer, key);
+    this.unknown.set(at, value);
+    this.report(at, `unexpected ${value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value} value; kept as an unknown field`);
+    return undefined;
+  }
+}
+
+/** Plain text of message content: the string, or the text parts joined by newlines. */
+export function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((part) => (isObject(part) && typeof part.text === 'string' ? part.text : ''))
+    .filter((t) => t !== '')
+    .join('\n');
+}
+
+/** Parses JSON text that should be an object or array; the text itself when it is not valid JSON. */
+export function parseArguments(text: string): { value: unknown; parsed: boolean } {
+  try {
+    return { value: JSON.parse(text), parsed: true };
+  } catch {
+    return { value: text, parsed: false };
+  }
+}
+
+/** True when `text` is one valid JSON value. */
+export const isJsonText = (text: string): boolean => parseArguments(text).parsed;
+
+/** A file-name-safe form of an id, for `EncodedDocument.name`. */
+export function safeFileName(id: string, suffix: string): string {
+  const base = id.replace(/[^A-Za-z0-9._#-]+/g, '_').replace(/^\.+/, '_').slice(0, 180) || 'document';
+  return `${base}${suffix}`;
+}

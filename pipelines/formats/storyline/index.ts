@@ -1,0 +1,57 @@
+/**
+ * The `storyline` format: Storyline `storyline/v1` documents as they are, one per `.json` file or one
+ * per JSONL line. Decoding validates each document (fail closed on other versions) and reports a
+ * problem with its file, line, column and JSON Pointer; encoding is the identity.
+ */
+import { SourceError } from '../errors.js';
+import type { DecodedDocument, DetectProbe, Detection, EncodedDocument, FormatModule, SourceFile, DecodeContext } from '../types.js';
+import type { Storyline } from '../../storyline/schema.js';
+import { storylineProblems } from '../../storyline/validate.js';
+import { sourceDocuments } from '../common/documents.js';
+import { locatePointer } from './locate.js';
+
+const HEAD_MARK = /"schema_version"\s*:\s*"storyline\//;
+
+function detect(probe: DetectProbe): Detection | undefined {
+  const value = (probe.document ?? probe.firstLine) as { schema_version?: unknown } | undefined;
+  if (value !== null && typeof value === 'object' && !Array.isArray(value) && typeof value.schema_version === 'string') {
+    if (value.schema_version.startsWith('storyline/')) return { confidence: 1, reason: `schema_version "${value.schema_version}"` };
+    return undefined;
+  }
+  if (HEAD_MARK.test(probe.head.subarray(0, 4096).toString('utf8'))) return { confidence: 0.6, reason: 'schema_version "storyline/…" in the first bytes' };
+  return undefined;
+}
+
+async function* decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<DecodedDocument> {
+  let ordinal = 0;
+  for await (const doc of sourceDocuments(file)) {
+    if (ctx.signal.aborted) return;
+    const [problem] = storylineProblems(doc.value, 1);
+    if (problem) {
+      // The raw bytes may start with blank lines that belong to this document; the text starts there.
+      const text = doc.raw.toString('utf8');
+      const leading = (text.match(/^\s*/)?.[0] ?? '').split('\n').length - 1;
+      const { line, column } = locatePointer(text, problem.pointer, doc.line - leading);
+      throw new SourceError({ relPath: file.relPath, line, column, pointer: problem.pointer }, problem.message);
+    }
+    yield { storyline: doc.value as Storyline, sourceDocument: ordinal++, ...(ctx.keepRaw ? { raw: doc.raw } : {}) };
+  }
+}
+
+/** A file name from a document id: path separators and control characters replaced. */
+export function safeFileName(id: string): string {
+  const name = id.replace(/[/\\\u0000-\u001f]/g, '_').replace(/^\.+/, '_');
+  return name === '' ? '_' : name.slice(0, 200);
+}
+
+async function* encode(docs: AsyncIterable<Storyline>): AsyncGenerator<EncodedDocument> {
+  for await (const doc of docs) yield { name: `${safeFileName(doc.trajectory ?? doc.session)}.storyline.json`, value: doc };
+}
+
+export const storyline: FormatModule = {
+  name: 'storyline',
+  extensions: ['.json', '.jsonl', '.ndjson'],
+  detect,
+  decode,
+  encode,
+};

@@ -1,0 +1,89 @@
+/**
+ * Where a JSON Pointer's value starts in the text of a (valid) JSON document, so schema problems in
+ * a multi-line `.json` file can name a line and column, not only a pointer. A pointer to a missing
+ * member (a required key that is absent) is located at its nearest existing ancestor.
+ */
+import { escapePointerToken } from '../../storyline/validate.js';
+
+const STOP = Symbol('found');
+const WHITESPACE = new Set([' ', '\t', '\n', '\r']);
+const VALUE_END = new Set([',', ']', '}', ' ', '\t', '\n', '\r']);
+
+function offsetOf(text: string, pointer: string): number | undefined {
+  let i = 0;
+  let found: number | undefined;
+  const ws = (): void => {
+    while (i < text.length && WHITESPACE.has(text[i] as string)) i++;
+  };
+  const string = (): string => {
+    const start = i;
+    i++;
+    while (i < text.length && text[i] !== '"') i += text[i] === '\\' ? 2 : 1;
+    i++;
+    return JSON.parse(text.slice(start, i)) as string;
+  };
+  const value = (path: string): void => {
+    ws();
+    if (path === pointer) {
+      found = i;
+      throw STOP;
+    }
+    // Members outside the pointer's branch are skipped by the same scan; only the branch matters.
+    const ch = text[i];
+    if (ch === '{' || ch === '[') {
+      const close = ch === '{' ? '}' : ']';
+      i++;
+      ws();
+      if (text[i] === close) {
+        i++;
+        return;
+      }
+      for (let index = 0; ; index++) {
+        ws();
+        let token = String(index);
+        if (ch === '{') {
+          token = escapePointerToken(string());
+          ws();
+          i++; // the colon
+        }
+        value(`${path}/${token}`);
+        ws();
+        if (text[i] === ',') {
+          i++;
+          continue;
+        }
+        i++;
+        return;
+      }
+    }
+    if (ch === '"') {
+      string();
+      return;
+    }
+    while (i < text.length && !VALUE_END.has(text[i] as string)) i++;
+  };
+  try {
+    value('');
+  } catch (error) {
+    if (error !== STOP) throw error;
+  }
+  return found;
+}
+
+/** Line and column (1-based; `firstLine` is the line of the text's first character) of the pointer's value. */
+export function locatePointer(text: string, pointer: string, firstLine = 1): { line: number; column: number } {
+  let target = pointer;
+  let offset = offsetOf(text, target);
+  while (offset === undefined && target !== '') {
+    target = target.slice(0, target.lastIndexOf('/'));
+    offset = offsetOf(text, target);
+  }
+  const at = offset ?? 0;
+  let line = firstLine;
+  let lineStart = 0;
+  for (let i = text.indexOf('\n'); i !== -1 && i < at; i = text.indexOf('\n', i + 1)) {
+    line++;
+    lineStart = i + 1;
+  }
+  return { line, column: at - lineStart + 1 };
+}

@@ -1,0 +1,65 @@
+/**
+ * Per-file format detection for `-i auto`: every registered format looks at the probe and the most
+ * confident one wins (ties go to the earlier entry of the registry). A file nobody recognises is
+ * refused with the most precise reason available: empty, invalid UTF-8, a JSON syntax error with
+ * its line and column, or an unrecognised shape.
+ */
+import { SourceError } from '../formats/errors.js';
+import { parseJson } from '../formats/lines.js';
+import { FORMATS } from '../formats/registry.js';
+import type { FormatModule } from '../formats/types.js';
+import { probeOf, type ImportFile } from './sources.js';
+
+export interface Detected {
+  format: FormatModule;
+  reason: string;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Throws located "invalid UTF-8" when the head has a bad sequence (a sequence cut by the head's end is fine). */
+function checkUtf8(relPath: string, head: Buffer, complete: boolean): void {
+  const body = complete ? head : head.subarray(0, Math.max(0, head.length - 3));
+  try {
+    utf8.decode(body);
+  } catch {
+    let line = 1;
+    let lineStart = 0;
+    for (let i = 0; i < body.length; i++) {
+      if (body[i] === 0x0a) {
+        try {
+          utf8.decode(body.subarray(lineStart, i));
+        } catch {
+          break;
+        }
+        line++;
+        lineStart = i + 1;
+      }
+    }
+    throw new SourceError({ relPath, line }, 'invalid UTF-8');
+  }
+}
+
+export async function detectFormat(file: ImportFile): Promise<Detected> {
+  const head = await file.head();
+  const complete = file.size !== undefined ? head.length >= file.size : head.length < 64 * 1024;
+  if (head.length === 0) throw new SourceError({ relPath: file.relPath }, 'empty file: no records');
+  checkUtf8(file.relPath, head, complete);
+  const probe = probeOf(file.relPath, head, complete);
+  let best: Detected | undefined;
+  let bestConfidence = 0;
+  for (const format of FORMATS) {
+    const detection = format.detect(probe);
+    if (detection && detection.confidence > bestConfidence) {
+      best = { format, reason: detection.reason };
+      bestConfidence = detection.confidence;
+    }
+  }
+  if (best) return best;
+  const text = head.toString('utf8');
+  if (complete && probe.document === undefined && probe.firstLine === undefined) parseJson(text, file.relPath, 1); // throws the located syntax error
+  const shape = Array.isArray(probe.document ?? probe.firstLine) ? 'a JSON array' : 'JSON';
+  throw new SourceError({ relPath: file.relPath, line: 1 }, `${shape} that no trajectory format recognises (tried: ${FORMATS.map((f) => f.name).join(', ')})`, {
+    hint: 'name the format with -i/--input-format if detection is wrong',
+  });
+}

@@ -1,0 +1,244 @@
+/**
+ * The import pipeline: source files -> format (named, or detected per file) -> decode -> validate ->
+ * document ids -> rows -> batches -> Parquet parts + index -> commit. Every stage is an async iterator
+ * pulled by the next one, so a slow sink slows the reader (backpressure) and memory is bounded by a
+ * batch plus the largest single source document, whatever the input size.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { PassThrough, type Readable } from 'node:stream';
+import type { Logger } from '../../cli/kit/log.js';
+import { SourceError } from '../formats/errors.js';
+import { FORMATS, formatNamed } from '../formats/registry.js';
+import type { DecodeContext, FormatModule, InputFormat } from '../formats/types.js';
+import type { Row } from '../dataset/parquet.js';
+import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
+import { storylineProblems } from '../storyline/validate.js';
+import { locatePointer } from '../formats/storyline/locate.js';
+import { detectFormat } from './detect.js';
+import { documentIdOf, storylineRows } from './rows.js';
+import { listSources, type ImportFile } from './sources.js';
+import { InvalidInputError } from '../../cli/kit/errors.js';
+
+export type DuplicatePolicy = 'suffix' | 'skip';
+
+/** Where the pipeline counts its work (cli/kit/progress.ts `Progress`, or a bridge to it). */
+export interface ProgressSink {
+  add(records: number, bytes?: number): void;
+}
+
+export interface ImportOptions {
+  from: string;
+  to: string;
+  inputFormat: InputFormat | 'auto';
+  /** `preserve` keeps each source document's exact bytes in `sources.raw`. */
+  outputFormat: 'preserve' | 'storyline';
+  mode: WriteMode;
+  onDuplicate: DuplicatePolicy;
+  stdin: Readable;
+  log: Logger;
+  signal: AbortSignal;
+  progress?: ProgressSink;
+  batchRows?: number;
+  batchBytes?: number;
+}
+
+export interface FormatTotals {
+  format: string;
+  files: number;
+  runs: number;
+  steps: number;
+  tool_calls: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+}
+
+export interface ImportSummary {
+  dataset: string;
+  snapshot_id: string;
+  mode: WriteMode;
+  kind: 'storyline' | 'compact';
+  files: number;
+  bytes: number;
+  skipped_duplicates: number;
+  diagnostics: number;
+  by_format: FormatTotals[];
+  total: Omit<FormatTotals, 'format'>;
+}
+
+const emptyTotals = (): Omit<FormatTotals, 'format'> => ({ files: 0, runs: 0, steps: 0, tool_calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 });
+
+/** The format of a file: the named one, or the most confident detection (logged at info). */
+async function formatOf(file: ImportFile, options: ImportOptions): Promise<FormatModule> {
+  if (options.inputFormat !== 'auto') {
+    const format = formatNamed(options.inputFormat);
+    if (!format) throw new InvalidInputError(`-i ${options.inputFormat}: this format is not available in this build`, { hint: `available: ${FORMATS.map((f) => f.name).join(', ')}` });
+    return format;
+  }
+  const detected = await detectFormat(file);
+  options.log.info(`${file.relPath}: detected ${detected.format.name} (${detected.reason})`);
+  return detected.format;
+}
+
+/** The file's bytes, counted into the progress display as they are read. */
+function counted(file: ImportFile, progress: ProgressSink | undefined, onBytes: (n: number) => void): ImportFile {
+  return {
+    ...file,
+    open: (): Readable => {
+      const source = file.open();
+      const counter = new PassThrough({ highWaterMark: 1 << 20 });
+      counter.on('data', (chunk: Buffer) => {
+        onBytes(chunk.length);
+        progress?.add(0, chunk.length);
+      });
+      source.on('error', (error) => counter.destroy(error));
+      return source.pipe(counter);
+    },
+  };
+}
+
+export async function runImport(options: ImportOptions): Promise<ImportSummary> {
+  const extensions = options.inputFormat === 'auto' ? [...new Set(FORMATS.flatMap((f) => f.extensions))] : (formatNamed(options.inputFormat)?.extensions ?? []);
+  const files = listSources(options.from, options.stdin, extensions);
+  if (files.length === 0) throw new InvalidInputError(`-f ${options.from}: no ${extensions.join('/')} files to import`);
+  const writer = await DatasetWriter.begin({
+    path: options.to,
+    mode: options.mode,
+    kind: 'storyline',
+    ...(options.batchRows ? { batchRows: options.batchRows } : {}),
+    ...(options.batchBytes ? { batchBytes: options.batchBytes } : {}),
+  });
+  const seen = writer.existingDocumentIds();
+  const byFormat = new Map<string, FormatTotals>();
+  let skipped = 0;
+  let diagnostics = 0;
+  let bytes = 0;
+  const importedAt = new Date().toISOString();
+  try {
+    for (const source of files) {
+      if (options.signal.aborted) throw options.signal.reason;
+      try {
+        await importFile(source);
+      } catch (error) {
+        throw withLine(error, source);
+      }
+    }
+    const snapshot = await writer.commit();
+    const total = emptyTotals();
+    for (const t of byFormat.values()) for (const key of Object.keys(total) as Array<keyof typeof total>) total[key] += t[key];
+    return {
+      dataset: options.to,
+      snapshot_id: snapshot.id,
+      mode: options.mode,
+      kind: 'storyline',
+      files: files.length,
+      bytes,
+      skipped_duplicates: skipped,
+      diagnostics,
+      by_format: [...byFormat.values()],
+      total,
+    };
+  } catch (error) {
+    await writer.abort();
+    throw error;
+  }
+
+  async function importFile(source: ImportFile): Promise<void> {
+    const format = await formatOf(source, options);
+    const file = counted(source, options.progress, (n) => (bytes += n));
+    let totals = byFormat.get(format.name);
+    if (!totals) byFormat.set(format.name, (totals = { format: format.name, ...emptyTotals() }));
+    totals.files += 1;
+    const ctx: DecodeContext = {
+      log: options.log,
+      keepRaw: options.outputFormat === 'preserve',
+      signal: options.signal,
+      diagnostic: (code, message, line) => {
+        diagnostics += 1;
+        options.log.info(`${file.relPath}${line === undefined ? '' : `:${line}`}: ${code}: ${message}`);
+      },
+    };
+    // One `sources` row per source document; the Storylines decoded from it are adjacent.
+    let source_row: Row | undefined;
+    const flushSource = async (): Promise<void> => {
+      if (source_row) await writer.add('sources', [source_row]);
+      source_row = undefined;
+    };
+    let documents = 0;
+    for await (const decoded of format.decode(file, ctx)) {
+      if (options.signal.aborted) throw options.signal.reason;
+      const doc = decoded.storyline;
+      const line = doc.origin?.line;
+      const [problem] = storylineProblems(doc, 1);
+      if (problem) {
+        // The pointer is into the decoded Storyline, not the source, so it goes in the reason.
+        throw new SourceError({ relPath: file.relPath, ...(line ? { line } : {}) }, `decoded ${format.name} document is not a valid Storyline at ${problem.pointer}: ${problem.message}`);
+      }
+      if (source_row?.source_document !== decoded.sourceDocument) {
+        await flushSource();
+        const raw = decoded.raw;
+        source_row = {
+          source_path: file.relPath,
+          source_document: decoded.sourceDocument,
+          format: format.name,
+          run_count: 0,
+          byte_size: raw ? raw.length : null,
+          sha256: raw ? createHash('sha256').update(raw).digest('hex') : null,
+          raw: raw ?? null,
+          imported_at: importedAt,
+        };
+      }
+      documents += 1;
+      let documentId = documentIdOf(doc);
+      if (seen.has(documentId)) {
+        if (options.onDuplicate === 'skip') {
+          skipped += 1;
+          options.log.info(`${file.relPath}: skipped duplicate document ${JSON.stringify(documentId)}`);
+          continue;
+        }
+        let n = 2;
+        while (seen.has(`${documentId}#${n}`)) n += 1;
+        documentId = `${documentId}#${n}`;
+      }
+      seen.add(documentId);
+      source_row.run_count = Number(source_row.run_count) + 1;
+      const rows = storylineRows(doc, { documentId, sourcePath: file.relPath, sourceFormat: format.name, sourceDocument: decoded.sourceDocument });
+      await writer.add('runs', [rows.run]);
+      await writer.add('steps', rows.steps);
+      await writer.add('tool_calls', rows.toolCalls);
+      totals.runs += 1;
+      totals.steps += rows.steps.length;
+      totals.tool_calls += rows.toolCalls.length;
+      totals.prompt_tokens += Number(rows.run.prompt_tokens ?? 0);
+      totals.completion_tokens += Number(rows.run.completion_tokens ?? 0);
+      totals.cached_tokens += Number(rows.run.cached_tokens ?? 0);
+      options.progress?.add(1);
+    }
+    await flushSource();
+    if (documents === 0) {
+      diagnostics += 1;
+      options.log.warn(`${file.relPath}: no ${format.name} documents in this file`);
+    }
+  }
+}
+
+/** Files up to this size are read again to put a line on a problem that has only a JSON Pointer. */
+const LOCATE_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A decoder's problem located by JSON Pointer only (a whole-file `.json` document) gets the line and
+ * column of the pointer's value, so every refusal names file, line and reason.
+ */
+function withLine(error: unknown, file: ImportFile): unknown {
+  if (!(error instanceof SourceError) || error.location.line !== undefined || error.location.pointer === undefined) return error;
+  if (file.path === '-' || file.size === undefined || file.size > LOCATE_MAX_BYTES) return error;
+  try {
+    const text = readFileSync(file.path, 'utf8');
+    JSON.parse(text);
+    const { line, column } = locatePointer(text, error.location.pointer);
+    return new SourceError({ ...error.location, line, column }, error.reason, { hint: error.hint, cause: error });
+  } catch {
+    return error;
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * The files of an import source: one file, a directory walked recursively (paths in byte order,
+ * symbolic links not followed), or `-` for stdin. Detection probes a file's first bytes; stdin's
+ * head is read once and replayed in front of the rest, so it too is read a single time.
+ */
+import { createReadStream, lstatSync, openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
+import { basename, join, relative, sep } from 'node:path';
+import { Readable } from 'node:stream';
+import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import type { DetectProbe, SourceFile } from '../formats/types.js';
+
+export const PROBE_BYTES = 64 * 1024;
+
+export interface ImportFile extends SourceFile {
+  /** Size in bytes when known (not for stdin). */
+  size: number | undefined;
+  /** The first bytes, for detection. */
+  head(): Promise<Buffer>;
+}
+
+const byteOrder = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
+function localFile(path: string, relPath: string, size: number): ImportFile {
+  return {
+    path,
+    relPath,
+    size,
+    open: () => createReadStream(path, { highWaterMark: 1 << 20 }),
+    head: async () => {
+      const fd = openSync(path, 'r');
+      try {
+        const buffer = Buffer.alloc(Math.min(PROBE_BYTES, size));
+        const n = readSync(fd, buffer, 0, buffer.length, 0);
+        return buffer.subarray(0, n);
+      } finally {
+        closeSync(fd);
+      }
+    },
+  };
+}
+
+/** Stdin as an import file: the head is buffered for detection and replayed on `open`. */
+function stdinFile(stdin: Readable): ImportFile {
+  const iterator = (stdin as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+  let head: Buffer | undefined;
+  let opened = false;
+  const readHead = async (): Promise<Buffer> => {
+    if (head) return head;
+    const chunks: Buffer[] = [];
+    let total = 0;
+    while (total < PROBE_BYTES) {
+      const next = await iterator.next();
+      if (next.done) break;
+      chunks.push(next.value);
+      total += next.value.length;
+    }
+    head = Buffer.concat(chunks);
+    return head;
+  };
+  return {
+    path: '-',
+    relPath: '-',
+    size: undefined,
+    head: async () => (await readHead()).subarray(0, PROBE_BYTES),
+    open: () => {
+      if (opened) throw new Error('stdin can be read once only');
+      opened = true;
+      return Readable.from(
+        (async function* () {
+          const first = await readHead();
+          if (first.length > 0) yield first;
+          for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+        })(),
+        { objectMode: false },
+      );
+    },
+  };
+}
+
+/**
+ * The files of a source, in byte order of their relative paths. `extensions` filters a directory
+ * walk (a single named file is always taken).
+ */
+export function listSources(from: string, stdin: Readable, extensions: readonly string[]): ImportFile[] {
+  if (from === '-') return [stdinFile(stdin)];
+  let stat;
+  try {
+    stat = statSync(from);
+  } catch {
+    throw new NotFoundError(`-f ${from}: no such file or directory`);
+  }
+  if (stat.isFile()) return [localFile(from, basename(from), stat.size)];
+  if (!stat.isDirectory()) throw new InvalidInputError(`-f ${from}: not a file or directory`);
+  const files: ImportFile[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      const entry = lstatSync(path);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.isFile() && extensions.some((ext) => name.toLowerCase().endsWith(ext))) {
+        files.push(localFile(path, relative(from, path).split(sep).join('/'), entry.size));
+      }
+    }
+  };
+  walk(from);
+  return files.sort((a, b) => byteOrder(a.relPath, b.relPath));
+}
+
+/** What detection sees: the head, its first non-blank line as JSON, and the whole file as JSON when the head is all of it. */
+export function probeOf(relPath: string, head: Buffer, complete: boolean): DetectProbe {
+  const probe: DetectProbe = { relPath, head };
+  const text = head.toString('utf8');
+  const firstLine = text.split('\n').find((line) => line.trim() !== '');
+  const lineComplete = firstLine !== undefined && (complete || text.indexOf('\n', text.indexOf(firstLine)) !== -1);
+  if (firstLine !== undefined && lineComplete) {
+    try {
+      probe.firstLine = JSON.parse(firstLine);
+    } catch {
+      // not JSONL, or a broken first line: the decoder reports it with its line
+    }
+  }
+  if (complete) {
+    try {
+      probe.document = JSON.parse(text);
+    } catch {
+      // not one JSON document
+    }
+  }
+  return probe;
+}

@@ -1,0 +1,46 @@
+/**
+ * `list` of a place that is not a trajstore dataset but holds source files (a directory of agent
+ * session logs such as the built-in pin `@agentb-code`, or one file): each file is detected and
+ * decoded as `import` would, without writing anything, and counted. A file that cannot be read is
+ * reported on stderr and left out, so one bad log does not hide the others.
+ */
+import type { Logger } from '../../cli/kit/log.js';
+import type { Row } from '../../cli/kit/output.js';
+import type { Readable } from 'node:stream';
+import { FORMATS } from '../formats/registry.js';
+import { detectFormat } from '../import/detect.js';
+import { documentIdOf, storylineRows } from '../import/rows.js';
+import { listSources } from '../import/sources.js';
+
+export async function listRawSources(path: string, io: { stdin: Readable; log: Logger; signal: AbortSignal }): Promise<{ rows: Row[]; unreadable: number }> {
+  const extensions = [...new Set(FORMATS.flatMap((f) => f.extensions))];
+  const rows: Row[] = [];
+  let unreadable = 0;
+  for (const file of listSources(path, io.stdin, extensions)) {
+    if (io.signal.aborted) throw io.signal.reason;
+    try {
+      const { format } = await detectFormat(file);
+      let runs = 0;
+      let steps = 0;
+      let first: string | null = null;
+      let last: string | null = null;
+      const ctx = { log: io.log, keepRaw: false, signal: io.signal, diagnostic: () => {} };
+      for await (const decoded of format.decode(file, ctx)) {
+        const doc = decoded.storyline;
+        const { run } = storylineRows(doc, { documentId: documentIdOf(doc), sourcePath: file.relPath, sourceFormat: format.name, sourceDocument: decoded.sourceDocument });
+        runs += 1;
+        steps += doc.turns.length;
+        const started = (run.started_at ?? run.finished_at ?? null) as string | null;
+        const finished = (run.finished_at ?? run.started_at ?? null) as string | null;
+        if (started !== null && (first === null || started < first)) first = started;
+        if (finished !== null && (last === null || finished > last)) last = finished;
+      }
+      rows.push({ source_path: file.relPath, format: format.name, runs, steps, first_timestamp: first, last_timestamp: last });
+    } catch (error) {
+      unreadable += 1;
+      const message = (error as Error).message;
+      io.log.warn(`not listed: ${message.startsWith(file.relPath) ? message : `${file.relPath}: ${message}`}`);
+    }
+  }
+  return { rows, unreadable };
+}

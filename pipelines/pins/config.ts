@@ -1,0 +1,249 @@
+/**
+ * The user configuration file (TOML): `[pins.<name>]` tables and nothing else. Where it is comes
+ * from the CLI kit (`-c`, `TRAJSTORE_CONFIG`, else `$XDG_CONFIG_HOME/trajstore/config.toml`).
+ *
+ * Reading rejects every key it does not know, legacy ones (`default_warehouse`, `aliases`,
+ * `[[datasets]]`) with a pointer to the pin table layout, naming the file, key and line.
+ * Writing is crash-safe (temp file, fsync, rename, fsync of the directory) and the file is
+ * mode 0600 whenever it holds credentials. Error messages never contain a value of the file:
+ * a TOML syntax error reports its line and column but not the line's text, which may be a secret.
+ */
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { mkdir, open, readFile, realpath, rename, stat, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { parse, stringify, TomlError } from 'smol-toml';
+import type { ConfigLocation } from '../../cli/kit/config.js';
+import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { PIN_KEYS, PinError, pinNameProblem, toPin, DEFAULT_PIN, type Pin, type PinEntry, type PinKey } from './pins.js';
+
+/** Keys earlier configuration layouts used; each gets its own explanation. */
+const LEGACY_KEYS: Record<string, string> = {
+  default_warehouse: 'the default dataset is now the pin [pins.default] (a local directory)',
+  default_dataset: 'the default dataset is now the pin [pins.default] (a local directory)',
+  aliases: 'aliases are now [pins.<name>] tables with a uri key',
+  datasets: '[[datasets]] entries are now [pins.<name>] tables with a uri key',
+  warehouse: 'warehouses are now [pins.<name>] tables with a uri key',
+};
+
+export interface LoadedConfig {
+  location: ConfigLocation;
+  /** False when the file does not exist (only allowed for the default location, or before a write). */
+  exists: boolean;
+  /** Stored entries in file order, as written (for rewriting). */
+  entries: Map<string, PinEntry>;
+  /** The same pins understood (absolute paths, default region). */
+  pins: Map<string, Pin>;
+  /** Non-fatal findings, e.g. credentials in a file others can read. */
+  warnings: string[];
+}
+
+export interface LoadOptions {
+  env: NodeJS.ProcessEnv;
+  /** A missing explicitly named file is normally an error (exit 3); a command about to write it may create it. */
+  allowMissing?: boolean;
+}
+
+export async function loadConfig(location: ConfigLocation, options: LoadOptions): Promise<LoadedConfig> {
+  let text: string;
+  let mode = 0;
+  try {
+    text = await readFile(location.path, 'utf8');
+    mode = (await stat(location.path)).mode;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    if (location.source !== 'default' && !options.allowMissing) {
+      const via = location.source === 'flag' ? '-c/--config' : 'TRAJSTORE_CONFIG';
+      throw new NotFoundError(`configuration file ${location.path} (from ${via}) does not exist`);
+    }
+    return { location, exists: false, entries: new Map(), pins: new Map(), warnings: [] };
+  }
+  const config = parseConfig(text, location, options.env);
+  const holdsSecrets = [...config.entries.values()].some((e) => e.secret_key !== undefined);
+  if (holdsSecrets && (mode & 0o077) !== 0) {
+    config.warnings.push(`${location.path} holds credentials and is readable by others (mode ${(mode & 0o777).toString(8)}); run: chmod 600 ${location.path}`);
+  }
+  return config;
+}
+
+/** Parses and checks the text of a configuration file. Exported for tests of every bad input. */
+export function parseConfig(text: string, location: ConfigLocation, env: NodeJS.ProcessEnv): LoadedConfig {
+  const path = location.path;
+  const fail = (message: string, line?: number, hint?: string): never => {
+    throw new InvalidInputError(`${path}${line ? `:${line}` : ''}: ${message}`, hint ? { hint } : {});
+  };
+  let doc: Record<string, unknown>;
+  try {
+    doc = parse(text) as Record<string, unknown>;
+  } catch (error) {
+    if (!(error instanceof TomlError)) throw error;
+    // smol-toml appends the offending line to its message; drop it, it may hold a secret.
+    const reason = error.message.split('\n')[0]?.replace(/^Invalid TOML document: /, '') ?? 'syntax error';
+    return fail(`invalid TOML at column ${error.column}: ${reason}`, error.line);
+  }
+  const lines = new KeyLines(text);
+  for (const key of Object.keys(doc)) {
+    if (key === 'pins') continue;
+    const legacy = LEGACY_KEYS[key];
+    if (legacy) fail(`legacy key \`${key}\` is not accepted: ${legacy}`, lines.find([], key), 'see `trajstore dataset pin --help`');
+    fail(`unknown key \`${key}\`: the configuration holds only [pins.<name>] tables`, lines.find([], key));
+  }
+  const entries = new Map<string, PinEntry>();
+  const pins = new Map<string, Pin>();
+  const table = doc.pins;
+  if (table === undefined) return { location, exists: true, entries, pins, warnings: [] };
+  if (!isPlainTable(table)) return fail('`pins` must be a table of [pins.<name>] tables', lines.find([], 'pins'));
+  const base = dirname(path);
+  for (const [name, value] of Object.entries(table)) {
+    const where = lines.find(['pins'], name);
+    const nameProblem = pinNameProblem(name);
+    if (nameProblem) fail(nameProblem, where);
+    if (!isPlainTable(value)) fail(`pins.${name} must be a table ([pins.${name}] with a uri key)`, where);
+    const raw = value as Record<string, unknown>;
+    for (const [key, v] of Object.entries(raw)) {
+      const at = lines.find(['pins', name], key) ?? where;
+      if (!(PIN_KEYS as readonly string[]).includes(key)) {
+        const legacy = LEGACY_KEYS[key];
+        fail(`${legacy ? 'legacy' : 'unknown'} key \`pins.${name}.${key}\`${legacy ? `: ${legacy}` : ''}`, at, `a pin takes only: ${PIN_KEYS.join(', ')}`);
+      }
+      if (typeof v !== 'string') fail(`\`pins.${name}.${key}\` must be a string`, at);
+    }
+    if (raw.uri === undefined) fail(`pins.${name} has no uri`, where);
+    const entry = raw as unknown as PinEntry;
+    try {
+      pins.set(name, toPin(name, entry, base, env));
+    } catch (error) {
+      if (!(error instanceof PinError)) throw error;
+      const key = error.problem.key;
+      fail(`pins.${name}${key ? `.${key}` : ''}: ${error.message}`, key ? (lines.find(['pins', name], key) ?? where) : where);
+    }
+    entries.set(name, entry);
+  }
+  return { location, exists: true, entries, pins, warnings: [] };
+}
+
+function isPlainTable(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Date);
+}
+
+/**
+ * Line numbers of keys, for messages. A light scan of table headers and `key =` lines that
+ * covers the layouts people write (`[pins.x]` then `uri = ...`, dotted keys, `[[datasets]]`);
+ * when it cannot tell, the message goes without a line.
+ */
+class KeyLines {
+  private readonly found = new Map<string, number>();
+  constructor(text: string) {
+    let table: string[] = [];
+    text.split(/\r?\n/).forEach((raw, i) => {
+      const line = raw.trim();
+      const header = /^\[\[?\s*(.+?)\s*\]\]?\s*(#.*)?$/.exec(line);
+      if (header?.[1]) {
+        table = splitKey(header[1]);
+        for (let n = 1; n <= table.length; n++) this.note(table.slice(0, n), i + 1);
+        return;
+      }
+      const assignment = /^((?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.\-\s])+?)\s*=/.exec(line);
+      if (assignment?.[1]) {
+        const key = [...table, ...splitKey(assignment[1])];
+        for (let n = table.length + 1; n <= key.length; n++) this.note(key.slice(0, n), i + 1);
+      }
+    });
+  }
+  private note(path: string[], line: number): void {
+    const id = JSON.stringify(path);
+    if (!this.found.has(id)) this.found.set(id, line);
+  }
+  find(table: string[], key: string): number | undefined {
+    return this.found.get(JSON.stringify([...table, key]));
+  }
+}
+
+/** `pins."a.b".uri` -> ['pins', 'a.b', 'uri']. */
+function splitKey(dotted: string): string[] {
+  const parts: string[] = [];
+  const re = /\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*(?:\.|$)/gy;
+  for (let m = re.exec(dotted); m && m[0] !== ''; m = re.exec(dotted)) {
+    parts.push(m[1] !== undefined ? (JSON.parse(`"${m[1]}"`) as string) : (m[2] ?? m[3] ?? ''));
+  }
+  return parts;
+}
+
+/**
+ * Writes the pins (replacing the file) crash-safely: a reader sees the old file or the new one,
+ * never a torn one. Mode 0600 when any pin holds credentials; otherwise the existing file's mode
+ * (0644 for a new file). The rewritten file keeps no comments of the old one.
+ */
+export async function saveConfig(config: LoadedConfig, entries: Map<string, PinEntry>): Promise<void> {
+  // A symlinked configuration (dotfile managers) is rewritten where it really is, not replaced by a file.
+  const path = await realpath(config.location.path).catch(() => config.location.path);
+  const holdsSecrets = [...entries.values()].some((e) => e.secret_key !== undefined || e.access_key !== undefined);
+  let mode = 0o644;
+  try {
+    mode = (await stat(path)).mode & 0o777;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  if (holdsSecrets) mode = 0o600;
+  const pins: Record<string, Record<string, string>> = {};
+  for (const [name, entry] of entries) {
+    const table: Record<string, string> = {};
+    for (const key of PIN_KEYS) if (entry[key] !== undefined) table[key] = entry[key] as string;
+    pins[name] = table;
+  }
+  const body = entries.size === 0 ? '' : `${stringify({ pins })}\n`;
+  const text = `# trajstore configuration: [pins.<name>] tables (see \`trajstore dataset --help\`).\n${body}`;
+
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+  try {
+    await handle.chmod(mode); // exact mode whatever the umask
+    await handle.writeFile(text, 'utf8');
+    await handle.sync();
+  } catch (error) {
+    await handle.close();
+    await unlink(temp).catch(() => {});
+    throw error;
+  }
+  await handle.close();
+  try {
+    await rename(temp, path);
+  } catch (error) {
+    await unlink(temp).catch(() => {});
+    throw error;
+  }
+  const dirHandle = await open(dir, constants.O_RDONLY);
+  try {
+    await dirHandle.sync();
+  } finally {
+    await dirHandle.close();
+  }
+}
+
+/** A stored entry checked the same way as when loading (for writes from the command line). */
+export function checkEntry(config: LoadedConfig, name: string, entry: PinEntry, env: NodeJS.ProcessEnv): Pin {
+  const nameProblem = pinNameProblem(name);
+  if (nameProblem) throw new InvalidInputError(nameProblem);
+  try {
+    return toPin(name, entry, dirname(config.location.path), env);
+  } catch (error) {
+    if (!(error instanceof PinError)) throw error;
+    throw new InvalidInputError(`pin ${JSON.stringify(name)}: ${error.message}`, { hint: hintFor(error.problem.key, name) });
+  }
+}
+
+function hintFor(key: PinKey | undefined, name: string): string {
+  if (name === DEFAULT_PIN) return 'the default pin takes a local directory path';
+  switch (key) {
+    case 'endpoint':
+    case 'region':
+      return '--endpoint and --region apply to s3:// pins only';
+    case 'access_key':
+    case 'secret_key':
+      return 'give both --ak and --sk (or TRAJSTORE_ACCESS_KEY and TRAJSTORE_SECRET_KEY)';
+    default:
+      return 'a pin uri is a local path, s3://bucket/prefix or catalog://127.0.0.1:<port>';
+  }
+}

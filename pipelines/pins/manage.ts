@@ -1,0 +1,196 @@
+/**
+ * The `dataset pin|unpin|list|show|set|rename` operations on the configuration file. Pins only
+ * change configuration: nothing here creates, moves or deletes a dataset.
+ */
+import { stat } from 'node:fs/promises';
+import type { ConfigLocation } from '../../cli/kit/config.js';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import type { Row } from '../../cli/kit/output.js';
+import { checkEntry, loadConfig, saveConfig, type LoadedConfig } from './config.js';
+import {
+  BUILTIN_DESCRIPTIONS,
+  BUILTIN_PINS,
+  DEFAULT_PIN,
+  builtinPin,
+  isBuiltinPin,
+  parseUri,
+  PinError,
+  pinNameProblem,
+  stripAt,
+  type Pin,
+  type PinEntry,
+} from './pins.js';
+
+export interface PinRequest {
+  name: string;
+  uri: string;
+  endpoint?: string;
+  region?: string;
+  accessKey?: string;
+  secretKey?: string;
+}
+
+/** The kind a uri would have, before credentials are gathered (they depend on it). */
+export function uriKind(uri: string, env: NodeJS.ProcessEnv): Pin['kind'] {
+  try {
+    return parseUri(uri, process.cwd(), env).kind;
+  } catch (error) {
+    if (error instanceof PinError) throw new InvalidInputError(`URI ${JSON.stringify(uri)}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** Local paths are stored absolute: the file may be read from another working directory. */
+function storedUri(uri: string, env: NodeJS.ProcessEnv): string {
+  const parsed = parseUri(uri, process.cwd(), env);
+  return parsed.kind === 'local' ? parsed.path : uri;
+}
+
+async function mustBeDirectoryIfDefault(name: string, pin: Pin): Promise<void> {
+  if (name !== DEFAULT_PIN || pin.kind !== 'local') return;
+  try {
+    if (!(await stat(pin.path)).isDirectory()) throw new InvalidInputError(`the "default" pin must be a local directory, and ${pin.path} is a file`);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+}
+
+function userPinName(raw: string): string {
+  const name = stripAt(raw);
+  const problem = pinNameProblem(name);
+  if (problem) throw new InvalidInputError(problem);
+  return name;
+}
+
+function existing(config: LoadedConfig, name: string): PinEntry {
+  const entry = config.entries.get(name);
+  if (!entry) {
+    throw new NotFoundError(`no pin named @${name} in ${config.location.path}`, { hint: '`trajstore dataset list` shows the pins' });
+  }
+  return entry;
+}
+
+export async function addPin(location: ConfigLocation, env: NodeJS.ProcessEnv, request: PinRequest): Promise<Pin> {
+  const name = userPinName(request.name);
+  const config = await loadConfig(location, { env, allowMissing: true });
+  if (config.entries.has(name)) {
+    throw new ConflictError(`pin @${name} already exists in ${location.path}`, { hint: `change its uri with \`trajstore dataset set ${name} URI\`, or unpin it first` });
+  }
+  const entry: PinEntry = { uri: storedUri(request.uri, env) };
+  if (request.endpoint !== undefined) entry.endpoint = request.endpoint;
+  if (request.region !== undefined) entry.region = request.region;
+  if (request.accessKey !== undefined) entry.access_key = request.accessKey;
+  if (request.secretKey !== undefined) entry.secret_key = request.secretKey;
+  const pin = checkEntry(config, name, entry, env);
+  await mustBeDirectoryIfDefault(name, pin);
+  const entries = new Map(config.entries);
+  entries.set(name, entry);
+  await saveConfig(config, entries);
+  return pin;
+}
+
+export async function removePin(location: ConfigLocation, env: NodeJS.ProcessEnv, rawName: string): Promise<void> {
+  const name = userPinName(rawName);
+  const config = await loadConfig(location, { env });
+  existing(config, name);
+  const entries = new Map(config.entries);
+  entries.delete(name);
+  await saveConfig(config, entries);
+}
+
+/** Changes a pin's uri, keeping its other keys (which must still fit the new uri's kind). */
+export async function setPinUri(location: ConfigLocation, env: NodeJS.ProcessEnv, rawName: string, uri: string): Promise<Pin> {
+  const name = userPinName(rawName);
+  const config = await loadConfig(location, { env });
+  const entry = { ...existing(config, name), uri: storedUri(uri, env) };
+  let pin: Pin;
+  try {
+    pin = checkEntry(config, name, entry, env);
+  } catch (error) {
+    if (error instanceof InvalidInputError) {
+      throw new InvalidInputError(error.message, { hint: 'to change what kind of place a pin names, unpin it and pin it again' });
+    }
+    throw error;
+  }
+  await mustBeDirectoryIfDefault(name, pin);
+  const entries = new Map(config.entries);
+  entries.set(name, entry);
+  await saveConfig(config, entries);
+  return pin;
+}
+
+export async function renamePin(location: ConfigLocation, env: NodeJS.ProcessEnv, rawOld: string, rawNew: string): Promise<Pin> {
+  const from = userPinName(rawOld);
+  const to = userPinName(rawNew);
+  const config = await loadConfig(location, { env });
+  const entry = existing(config, from);
+  if (from === to) return checkEntry(config, to, entry, env);
+  if (config.entries.has(to)) throw new ConflictError(`pin @${to} already exists in ${location.path}`, { hint: `unpin @${to} first` });
+  const pin = checkEntry(config, to, entry, env);
+  await mustBeDirectoryIfDefault(to, pin);
+  // Keep the file order: the renamed pin stays where it was.
+  const entries = new Map<string, PinEntry>();
+  for (const [name, e] of config.entries) entries.set(name === from ? to : name, e);
+  await saveConfig(config, entries);
+  return pin;
+}
+
+/** The columns of `dataset list` and `dataset show`. Credentials appear only as `stored`. */
+export const PIN_COLUMNS = [
+  { key: 'name' },
+  { key: 'kind' },
+  { key: 'uri' },
+  { key: 'endpoint' },
+  { key: 'region' },
+  { key: 'credentials' },
+  { key: 'source' },
+  { key: 'note' },
+] as const;
+
+export function pinRow(pin: Pin): Row {
+  const row: Row = { name: `@${pin.name}`, kind: pin.kind, uri: pin.kind === 'local' ? pin.path : pin.uri, endpoint: null, region: null, credentials: null };
+  if (pin.kind === 's3') {
+    row.endpoint = pin.endpoint ?? null;
+    row.region = pin.region;
+  }
+  if (pin.kind !== 'local' && pin.credentials) row.credentials = 'stored';
+  row.source = pin.builtin ? 'built-in' : 'config';
+  row.note = isBuiltinPin(pin.name) ? BUILTIN_DESCRIPTIONS[pin.name] : pin.name === DEFAULT_PIN ? 'used when a command omits the dataset' : null;
+  return row;
+}
+
+export interface PinListing {
+  rows: Row[];
+  warnings: string[];
+}
+
+/** User pins by name, then the built-in pins. */
+export async function listPins(location: ConfigLocation, env: NodeJS.ProcessEnv): Promise<PinListing> {
+  const config = await loadConfig(location, { env });
+  const user = [...config.pins.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const builtins = BUILTIN_PINS.map((name) => builtinPin(name, env));
+  return { rows: [...user, ...builtins].map(pinRow), warnings: config.warnings };
+}
+
+export async function showPin(location: ConfigLocation, env: NodeJS.ProcessEnv, rawName: string): Promise<PinListing> {
+  const name = stripAt(rawName);
+  if (isBuiltinPin(name)) {
+    const pin = builtinPin(name, env);
+    return { rows: [await withExists(pinRow(pin), pin)], warnings: [] };
+  }
+  const config = await loadConfig(location, { env });
+  const valid = userPinName(name);
+  existing(config, valid);
+  const pin = config.pins.get(valid) as Pin;
+  return { rows: [await withExists(pinRow(pin), pin)], warnings: config.warnings };
+}
+
+async function withExists(row: Row, pin: Pin): Promise<Row> {
+  if (pin.kind !== 'local') return { ...row, exists: null };
+  try {
+    await stat(pin.path);
+    return { ...row, exists: true };
+  } catch {
+    return { ...row, exists: false };
+  }
+}

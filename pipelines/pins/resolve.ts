@@ -1,0 +1,158 @@
+/**
+ * Turns a command's DATASET argument into a place:
+ * - omitted -> the `default` pin, else `$XDG_DATA_HOME/trajstore/default` (`~/.local/share/trajstore/default`);
+ * - `@name` or `@name/sub/path` -> a user pin or a built-in pin (`@agenta`, `@agentb`, `@agentb-code`);
+ * - `s3://bucket/prefix` -> an object-store prefix; anything else -> a local path.
+ */
+import { stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { ConfigLocation } from '../../cli/kit/config.js';
+import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { loadConfig } from './config.js';
+import {
+  BUILTIN_PINS,
+  DEFAULT_PIN,
+  DEFAULT_S3_REGION,
+  PIN_NAME,
+  PinError,
+  builtinPin,
+  homeOf,
+  isBuiltinPin,
+  parseUri,
+  type Credentials,
+  type Pin,
+  type S3Place,
+} from './pins.js';
+
+export type DatasetLocation = { kind: 'local'; path: string; display: string } | ({ kind: 's3'; display: string } & S3Place);
+
+export interface ResolveOptions {
+  config: ConfigLocation;
+  env: NodeJS.ProcessEnv;
+  /** Built-in pins (agent session roots) can be read, never written. */
+  purpose: 'read' | 'write';
+  /** Base of relative local paths; the working directory by default. */
+  cwd?: string;
+}
+
+/** Where the default dataset lives when no `default` pin is configured. */
+export function defaultDatasetPath(env: NodeJS.ProcessEnv): string {
+  const dataHome = env.XDG_DATA_HOME || join(homeOf(env), '.local', 'share');
+  return join(dataHome, 'trajstore', 'default');
+}
+
+/** `@name/sub/path` -> name and sub-path segments; rejects bad names and empty, `.` or `..` segments. */
+export function parsePinRef(arg: string): { name: string; segments: string[] } {
+  const [name = '', ...segments] = arg.slice(1).split('/');
+  if (!PIN_NAME.test(name)) {
+    throw new InvalidInputError(`invalid pin reference ${JSON.stringify(arg)}: ${JSON.stringify(name)} is not a pin name`, {
+      hint: 'pin names are a lower-case letter, then up to 63 of a-z 0-9 . _ -; `trajstore dataset list` shows them',
+    });
+  }
+  for (const segment of segments) {
+    if (segment === '' || segment === '.' || segment === '..') {
+      throw new InvalidInputError(`invalid pin reference ${JSON.stringify(arg)}: sub-path segments may not be empty, "." or ".."`);
+    }
+  }
+  return { name, segments };
+}
+
+export async function resolveDataset(arg: string | undefined, opts: ResolveOptions): Promise<DatasetLocation> {
+  const cwd = opts.cwd ?? process.cwd();
+  if (arg === undefined) {
+    const config = await loadConfig(opts.config, { env: opts.env });
+    const pin = config.pins.get(DEFAULT_PIN);
+    if (pin) return fromPin(pin, [], opts);
+    const path = defaultDatasetPath(opts.env);
+    return { kind: 'local', path, display: path };
+  }
+  if (arg === '') throw new InvalidInputError('the dataset argument is empty');
+  if (arg.startsWith('@')) {
+    const { name, segments } = parsePinRef(arg);
+    if (isBuiltinPin(name)) return fromPin(builtinPin(name, opts.env), segments, opts);
+    const config = await loadConfig(opts.config, { env: opts.env });
+    const pin = config.pins.get(name);
+    if (!pin) {
+      const known = [...config.pins.keys(), ...BUILTIN_PINS].map((n) => `@${n}`);
+      throw new NotFoundError(`no pin named @${name} in ${opts.config.path}`, { hint: `known pins: ${known.join(', ')}; add one with \`trajstore dataset pin ${name} URI\`` });
+    }
+    return fromPin(pin, segments, opts);
+  }
+  let parsed;
+  try {
+    parsed = parseUri(arg, cwd, opts.env);
+  } catch (error) {
+    if (error instanceof PinError) throw new InvalidInputError(`dataset ${JSON.stringify(arg)}: ${error.message}`);
+    throw error;
+  }
+  switch (parsed.kind) {
+    case 'local':
+      return { kind: 'local', path: parsed.path, display: arg };
+    case 'catalog':
+      throw catalogUnsupported(arg);
+    case 's3': {
+      // A bare s3:// uri has no pin to carry endpoint or region: take the standard variables.
+      const endpoint = opts.env.AWS_ENDPOINT_URL_S3 || opts.env.AWS_ENDPOINT_URL;
+      return {
+        kind: 's3',
+        uri: s3Uri(parsed.bucket, parsed.prefix),
+        bucket: parsed.bucket,
+        prefix: parsed.prefix,
+        ...(endpoint ? { endpoint } : {}),
+        region: opts.env.AWS_REGION || opts.env.AWS_DEFAULT_REGION || DEFAULT_S3_REGION,
+        display: s3Uri(parsed.bucket, parsed.prefix),
+      };
+    }
+  }
+}
+
+async function fromPin(pin: Pin, segments: string[], opts: ResolveOptions): Promise<DatasetLocation> {
+  const display = `@${[pin.name, ...segments].join('/')}`;
+  if (pin.builtin && opts.purpose === 'write') {
+    throw new InvalidInputError(`${display} is a local agent's session root: it can be imported from but not written`, {
+      hint: 'import it into a dataset: trajstore import -f @agentb-code -t DATASET',
+    });
+  }
+  switch (pin.kind) {
+    case 'local': {
+      const path = resolve(pin.path, ...segments);
+      if (pin.name === DEFAULT_PIN) await mustNotBeFile(path, display);
+      return { kind: 'local', path, display };
+    }
+    case 'catalog':
+      throw catalogUnsupported(display);
+    case 's3': {
+      const prefix = [pin.prefix, ...segments].filter((s) => s !== '').join('/');
+      const credentials: Credentials | undefined = pin.credentials;
+      return {
+        kind: 's3',
+        uri: s3Uri(pin.bucket, prefix),
+        bucket: pin.bucket,
+        prefix,
+        ...(pin.endpoint ? { endpoint: pin.endpoint } : {}),
+        region: pin.region,
+        display,
+        ...(credentials ? { credentials: { ...credentials } } : {}),
+      };
+    }
+  }
+}
+
+function s3Uri(bucket: string, prefix: string): string {
+  return prefix === '' ? `s3://${bucket}` : `s3://${bucket}/${prefix}`;
+}
+
+/** The default dataset must be a directory: an existing plain file there is refused. */
+async function mustNotBeFile(path: string, display: string): Promise<void> {
+  try {
+    if (!(await stat(path)).isDirectory()) throw new InvalidInputError(`${display} (${path}) must be a local directory, and it is a file`);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+}
+
+function catalogUnsupported(what: string): InvalidInputError {
+  return new InvalidInputError(`${what} is a directory-service pin; opening datasets through a directory service is not supported by this build`, {
+    hint: 'directory-service pins can be stored and shown with `trajstore dataset`',
+  });
+}

@@ -1,0 +1,135 @@
+/**
+ * `find`: parses the `--match` expressions (or takes an identity), plans one SQL statement, runs it
+ * in the killable SQL worker against the dataset's index and shapes the reference's JSON document
+ * (reference/trajectory-formats.md §5.4) with bounded previews.
+ */
+import { InvalidInputError } from '../../cli/kit/errors.js';
+import type { OpenDataset } from '../dataset/open.js';
+import type { Expr } from './grammar/ast.js';
+import { ExpressionError } from './grammar/errors.js';
+import { parseExpression } from './grammar/parser.js';
+import { MATCH_COLUMNS, planFind, type Identity, type SearchMode, type SearchScope } from './planner.js';
+import { buildPreview } from './preview.js';
+import { runReadOnlySql } from './sql/runner.js';
+
+export const FIND_DEFAULTS = {
+  maxResults: 100,
+  maxPreviewBytes: 4096,
+  maxTotalBytes: 8 * 1024 * 1024,
+  timeoutMs: 30_000,
+} as const;
+
+export interface FindOptions {
+  matches: string[];
+  identity?: Identity;
+  sourcePath?: string;
+  maxResults: number;
+  maxPreviewBytes: number;
+  maxTotalBytes: number;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+export interface FindMatch {
+  source_path: string;
+  document_id: string;
+  run_id: string | null;
+  session_id: string;
+  step_id: string | null;
+  step_source: string | null;
+  effective_kind: string | null;
+  timestamp: string | null;
+  preview: string;
+}
+
+export interface FindDocument {
+  dataset_uri: string;
+  snapshot_id: string;
+  query: { matches: string[]; expression: string | null };
+  search: { mode: SearchMode; scope: SearchScope; fts_available: boolean; tokenizer: string | null };
+  truncated: boolean;
+  matches: FindMatch[];
+}
+
+/** Parses every `--match`; an error names which one when there are several. */
+export function parseMatches(matches: readonly string[]): Expr[] {
+  return matches.map((text, i) => {
+    try {
+      return parseExpression(text);
+    } catch (error) {
+      if (error instanceof ExpressionError && matches.length > 1) throw error.numbered(i + 1);
+      throw error;
+    }
+  });
+}
+
+/** The full-text facts of an index: `index_meta` says what was built; the table must also be there. */
+export function ftsInfo(dataset: OpenDataset): { available: boolean; tokenizer: string | null } {
+  const meta = new Map(
+    (dataset.db.prepare('SELECT key, value FROM index_meta').all() as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]),
+  );
+  const table = dataset.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'steps_fts'").get() !== undefined;
+  const available = table && meta.get('fts_available') === '1';
+  return { available, tokenizer: available ? (meta.get('tokenizer') ?? null) : null };
+}
+
+export async function runFind(dataset: OpenDataset, options: FindOptions): Promise<FindDocument> {
+  if (dataset.kind !== 'storyline') {
+    throw new InvalidInputError(`${dataset.uri}: find searches Storyline datasets; this one is a compact record store`, {
+      hint: 'use `trajstore query` with SQL over dataset.records',
+    });
+  }
+  const expressions = parseMatches(options.matches);
+  const fts = ftsInfo(dataset);
+  const plan = planFind({
+    expressions,
+    ...(options.identity ? { identity: options.identity } : {}),
+    ...(options.sourcePath !== undefined ? { sourcePath: options.sourcePath } : {}),
+    limit: options.maxResults + 1,
+    ftsAvailable: fts.available,
+  });
+  const rows: unknown[][] = [];
+  await runReadOnlySql(
+    { mounts: [{ name: 'dataset', path: dataset.db.name }], sql: plan.sql, params: plan.params, maxRows: options.maxResults + 1, maxBytes: Number.MAX_SAFE_INTEGER },
+    { timeoutMs: options.timeoutMs, ...(options.signal ? { signal: options.signal } : {}), onRows: (batch) => rows.push(...batch) },
+  );
+  let truncated = rows.length > options.maxResults;
+  const matches: FindMatch[] = [];
+  let total = 0;
+  for (const values of rows.slice(0, options.maxResults)) {
+    const row = Object.fromEntries(MATCH_COLUMNS.map((name, i) => [name, values[i] ?? null])) as Record<(typeof MATCH_COLUMNS)[number], string | null>;
+    const candidates = plan.scope === 'runs' ? [row.run_preview] : [row.message_text, row.reasoning_content, row.observation_text];
+    const match: FindMatch = {
+      source_path: row.source_path ?? '',
+      document_id: row.document_id ?? '',
+      run_id: row.run_id,
+      session_id: row.session_id ?? '',
+      step_id: row.step_id,
+      step_source: row.step_source,
+      effective_kind: row.effective_kind,
+      timestamp: row.timestamp,
+      preview: buildPreview(candidates, plan.highlight, options.maxPreviewBytes),
+    };
+    total += Buffer.byteLength(JSON.stringify(match));
+    if (total > options.maxTotalBytes) {
+      truncated = true;
+      break;
+    }
+    matches.push(match);
+  }
+  return {
+    dataset_uri: dataset.uri,
+    snapshot_id: dataset.snapshotId,
+    query: { matches: [...options.matches], expression: expressionText(options.matches) },
+    search: { mode: plan.mode, scope: plan.scope, fts_available: fts.available, tokenizer: fts.tokenizer },
+    truncated,
+    matches,
+  };
+}
+
+/** Several `--match` are ANDed: shown as one expression with each part parenthesised. */
+function expressionText(matches: readonly string[]): string | null {
+  if (matches.length === 0) return null;
+  if (matches.length === 1) return matches[0] ?? null;
+  return matches.map((m) => `(${m})`).join(' AND ');
+}

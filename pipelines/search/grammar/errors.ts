@@ -1,0 +1,37 @@
+/**
+ * A bad `find --match` expression: exit 2, with the expression and a caret under the column
+ * where it went wrong, so the user sees the spot rather than counting characters.
+ */
+import stringWidth from 'string-width';
+import { InvalidInputError } from '../../../cli/kit/errors.js';
+
+/** Code points (not UTF-16 units) before `offset`, from 1: what a person counts as the column. */
+export function columnAt(text: string, offset: number): number {
+  return [...text.slice(0, offset)].length + 1;
+}
+
+/** The expression on one line and a caret under `offset`; wide (CJK) characters count double. */
+export function caretLines(text: string, offset: number): string {
+  const shown = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
+  const pad = ' '.repeat(stringWidth(shown.slice(0, offset)));
+  return `  ${shown}\n  ${pad}^`;
+}
+
+export class ExpressionError extends InvalidInputError {
+  constructor(
+    readonly expression: string,
+    readonly offset: number,
+    readonly reason: string,
+    /** Which `--match` (from 1) when several were given; names the flag in the message. */
+    readonly matchNumber?: number,
+    hint?: string,
+  ) {
+    const which = matchNumber === undefined ? '--match' : `--match #${matchNumber}`;
+    super(`invalid ${which} expression at column ${columnAt(expression, offset)}: ${reason}\n${caretLines(expression, offset)}`, hint ? { hint } : {});
+  }
+
+  /** The same error, naming which of several `--match` options it came from. */
+  numbered(matchNumber: number): ExpressionError {
+    return new ExpressionError(this.expression, this.offset, this.reason, matchNumber, this.hint);
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * Runs one SQL statement in a child process (worker.ts) and streams its rows back, killing the
+ * child when the timeout passes or the command is interrupted. Used by `query` for user SQL and
+ * by `find` for the SQL its planner generates, so both honour `--timeout`.
+ */
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { InvalidInputError, UnavailableError } from '../../../cli/kit/errors.js';
+import type { SqlRequest, WorkerMessage } from './protocol.js';
+
+const WORKER = fileURLToPath(new URL('./worker.js', import.meta.url));
+
+export interface RunOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** Called once with the column names, before any rows. */
+  onColumns?(columns: string[]): void;
+  /** Called with each batch of rows as they arrive. */
+  onRows(rows: unknown[][]): void;
+}
+
+export interface RunOutcome {
+  columns: string[];
+  rowCount: number;
+  truncated: 'rows' | 'bytes' | null;
+}
+
+/** Thrown when the statement ran out of time; rows sent before it have already been delivered. */
+export class SqlTimeoutError extends UnavailableError {
+  constructor(
+    readonly timeoutMs: number,
+    readonly rowsDelivered: number,
+  ) {
+    super(`the statement did not finish within ${timeoutMs / 1000} s and was stopped (${rowsDelivered} rows delivered before that)`, {
+      hint: 'narrow the statement, or give more time with --timeout',
+    });
+  }
+}
+
+function refusal(kind: 'invalid' | 'not-read-only' | 'internal', message: string): Error {
+  if (kind === 'internal') return new Error(message);
+  if (kind === 'invalid') return new InvalidInputError(`SQL error: ${message}`);
+  return new InvalidInputError(`refused: ${message}`, {
+    hint: 'query runs exactly one read-only statement that returns rows (SELECT, WITH, VALUES, EXPLAIN, read-only PRAGMA); writes, ATTACH, VACUUM INTO, temp tables and PRAGMA assignments are refused',
+  });
+}
+
+export function runReadOnlySql(request: SqlRequest, options: RunOptions): Promise<RunOutcome> {
+  return new Promise((resolve, reject) => {
+    const child = fork(WORKER, [], { serialization: 'advanced', stdio: ['ignore', 'ignore', 'pipe', 'ipc'], execArgv: [] });
+    let columns: string[] = [];
+    let delivered = 0;
+    let settled = false;
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+
+    const finish = (error: Error | null, outcome?: RunOutcome): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (error) reject(error);
+      else resolve(outcome as RunOutcome);
+    };
+    const timer = setTimeout(() => finish(new SqlTimeoutError(options.timeoutMs, delivered)), options.timeoutMs);
+    const onAbort = (): void => finish(options.signal?.reason instanceof Error ? options.signal.reason : new UnavailableError('interrupted'));
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+
+    child.on('message', (message: WorkerMessage) => {
+      if (settled) return;
+      try {
+        switch (message.type) {
+          case 'columns':
+            columns = message.columns;
+            options.onColumns?.(columns);
+            break;
+          case 'rows':
+            delivered += message.rows.length;
+            options.onRows(message.rows);
+            break;
+          case 'end':
+            finish(null, { columns, rowCount: message.rowCount, truncated: message.truncated });
+            break;
+          case 'error':
+            finish(refusal(message.kind, message.message));
+            break;
+        }
+      } catch (error) {
+        finish(error as Error);
+      }
+    });
+    child.on('error', (error) => finish(error));
+    child.on('close', (code, signal) => finish(new Error(`the SQL worker ended without an answer (${signal ?? `exit ${code}`})${stderr ? `: ${stderr.trim()}` : ''}`)));
+    child.send(request);
+  });
+}

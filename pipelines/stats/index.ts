@@ -1,0 +1,205 @@
+/**
+ * `stats`: the health of a dataset (kind, snapshot, rows/parts/bytes per relation, index state,
+ * full-text availability) and the built-in reports `overview`, `agents`, `models` and `tools`.
+ * Everything is read from the dataset's snapshot descriptor and its read-only SQLite index with
+ * fixed SQL of ours, so it runs in-process.
+ */
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { InvalidInputError } from '../../cli/kit/errors.js';
+import type { Row } from '../../cli/kit/output.js';
+import { INDEX_FILE, readManifest } from '../dataset/layout.js';
+import type { OpenDataset } from '../dataset/open.js';
+import { indexSnapshotId } from '../dataset/sqlite-index.js';
+import { LocalObjectStore } from '../dataset/store.js';
+import type { Relation } from '../dataset/relations.js';
+import { ftsInfo } from '../search/find.js';
+
+export interface RelationHealth {
+  relation: Relation;
+  rows: number;
+  /** Rows the index holds; equal to `rows` unless the index is damaged. */
+  index_rows: number;
+  parts: number;
+  bytes: number;
+}
+
+export interface DatasetHealth {
+  dataset_uri: string;
+  kind: string;
+  snapshot_id: string;
+  snapshot_created_at: string;
+  /** What was found before opening: `present` (matched the snapshot), `stale` (another snapshot's) or `missing`. */
+  index_state: IndexState;
+  /** The index was rebuilt from the parts to answer (it was stale or missing, or in a cache). */
+  index_rebuilt: boolean;
+  index_path: string;
+  index_bytes: number;
+  index_built_at: string | null;
+  fts_available: boolean;
+  tokenizer: string | null;
+  relations: RelationHealth[];
+}
+
+export type IndexState = 'present' | 'stale' | 'missing';
+
+/** The state of a local dataset's index before anything rebuilds it. */
+export async function indexStateOf(path: string): Promise<IndexState> {
+  const manifest = await readManifest(new LocalObjectStore(path)).catch(() => undefined);
+  const indexed = indexSnapshotId(join(path, INDEX_FILE));
+  if (indexed === undefined) return 'missing';
+  return manifest && indexed === manifest.snapshot_id ? 'present' : 'stale';
+}
+
+export function datasetHealth(dataset: OpenDataset, before: IndexState): DatasetHealth {
+  const meta = new Map((dataset.db.prepare('SELECT key, value FROM index_meta').all() as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]));
+  const fts = ftsInfo(dataset);
+  const relations = Object.keys(dataset.snapshot.rows).length > 0 ? (Object.keys(dataset.snapshot.rows) as Relation[]) : (Object.keys(dataset.snapshot.relations) as Relation[]);
+  return {
+    dataset_uri: dataset.uri,
+    kind: dataset.kind,
+    snapshot_id: dataset.snapshotId,
+    snapshot_created_at: dataset.snapshot.created_at,
+    index_state: before,
+    index_rebuilt: dataset.indexState === 'rebuilt',
+    index_path: dataset.db.name,
+    index_bytes: statSync(dataset.db.name).size,
+    index_built_at: meta.get('built_at') ?? null,
+    fts_available: fts.available,
+    tokenizer: fts.tokenizer,
+    relations: relations.map((relation) => {
+      const parts = dataset.snapshot.relations[relation] ?? [];
+      // The relation name comes from the snapshot; it is checked against the index's own tables before use.
+      const known = dataset.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(relation) !== undefined;
+      const indexRows = known ? Number((dataset.db.prepare(`SELECT count(*) AS n FROM "${relation}"`).get() as { n: number }).n) : 0;
+      return {
+        relation,
+        rows: dataset.snapshot.rows[relation] ?? parts.reduce((n, p) => n + p.rows, 0),
+        index_rows: indexRows,
+        parts: parts.length,
+        bytes: parts.reduce((n, p) => n + p.bytes, 0),
+      };
+    }),
+  };
+}
+
+export const REPORTS = ['overview', 'agents', 'models', 'tools'] as const;
+export type ReportName = (typeof REPORTS)[number];
+
+// Whole milliseconds: julianday's floating point would otherwise show 9000 ms as 8999.99.
+const DURATION_MS = `round((julianday(finished_at) - julianday(started_at)) * 86400000.0)`;
+
+function median(sorted: readonly number[]): number | null {
+  if (sorted.length === 0) return null;
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+const round = (value: number | null, digits = 2): number | null => (value === null ? null : Math.round(value * 10 ** digits) / 10 ** digits);
+
+/** Rows of `sql` grouped by their first column `key`, with the median of the second column `value`. */
+function groupMedians(dataset: OpenDataset, sql: string): Map<string, number | null> {
+  const medians = new Map<string, number | null>();
+  let key: string | undefined;
+  let values: number[] = [];
+  const flush = (): void => {
+    if (key !== undefined) medians.set(key, median(values));
+  };
+  for (const row of dataset.db.prepare(sql).iterate() as Iterable<{ key: string; value: number }>) {
+    if (row.key !== key) {
+      flush();
+      key = row.key;
+      values = [];
+    }
+    values.push(Number(row.value));
+  }
+  flush();
+  return medians;
+}
+
+function overview(dataset: OpenDataset): Row[] {
+  const runs = dataset.db
+    .prepare(
+      `SELECT count(*) AS runs, coalesce(sum(step_count), 0) AS steps, coalesce(sum(tool_call_count), 0) AS tool_calls,
+         sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, sum(cached_tokens) AS cached_tokens,
+         sum(cost_usd) AS cost_usd, avg(${DURATION_MS}) AS mean_duration_ms, avg(step_count) AS mean_steps_per_run,
+         max(step_count) AS max_steps_per_run, min(started_at) AS first_started_at, max(finished_at) AS last_finished_at
+       FROM runs`,
+    )
+    .get() as Record<string, number | string | null>;
+  const durations = (dataset.db.prepare(`SELECT ${DURATION_MS} AS d FROM runs WHERE started_at IS NOT NULL AND finished_at IS NOT NULL ORDER BY d`).pluck().all() as number[]).map(Number);
+  const steps = (dataset.db.prepare('SELECT step_count FROM runs ORDER BY step_count').pluck().all() as number[]).map(Number);
+  return [
+    {
+      runs: runs.runs,
+      steps: runs.steps,
+      tool_calls: runs.tool_calls,
+      prompt_tokens: runs.prompt_tokens,
+      completion_tokens: runs.completion_tokens,
+      cached_tokens: runs.cached_tokens,
+      cost_usd: runs.cost_usd,
+      mean_duration_ms: round(runs.mean_duration_ms as number | null),
+      median_duration_ms: round(median(durations)),
+      mean_steps_per_run: round(runs.mean_steps_per_run as number | null),
+      median_steps_per_run: median(steps),
+      max_steps_per_run: runs.max_steps_per_run,
+      first_started_at: runs.first_started_at,
+      last_finished_at: runs.last_finished_at,
+    },
+  ];
+}
+
+function perRunGroup(dataset: OpenDataset, keyExpr: string, keyName: string): Row[] {
+  const rows = dataset.db
+    .prepare(
+      `SELECT ${keyExpr} AS ${keyName}, count(*) AS runs, coalesce(sum(step_count), 0) AS steps, coalesce(sum(tool_call_count), 0) AS tool_calls,
+         sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, sum(cached_tokens) AS cached_tokens,
+         sum(cost_usd) AS cost_usd, avg(${DURATION_MS}) AS mean_duration_ms, avg(step_count) AS mean_steps_per_run
+       FROM runs GROUP BY 1 ORDER BY runs DESC, 1`,
+    )
+    .all() as Row[];
+  return rows.map((r) => ({ ...r, mean_duration_ms: round(r.mean_duration_ms as number | null), mean_steps_per_run: round(r.mean_steps_per_run as number | null) }));
+}
+
+function models(dataset: OpenDataset): Row[] {
+  // A turn without its own model ran on the agent's model.
+  return dataset.db
+    .prepare(
+      `SELECT coalesce(s.model_name, r.agent_model_name, '(unknown)') AS model, count(DISTINCT s.document_id) AS runs, count(*) AS steps,
+         sum(s.prompt_tokens) AS prompt_tokens, sum(s.completion_tokens) AS completion_tokens, sum(s.cached_tokens) AS cached_tokens,
+         sum(s.cost_usd) AS cost_usd, sum(s.tool_call_count) AS tool_calls
+       FROM steps s JOIN runs r ON r.document_id = s.document_id
+       WHERE s.source = 'agent'
+       GROUP BY 1 ORDER BY steps DESC, 1`,
+    )
+    .all() as Row[];
+}
+
+function tools(dataset: OpenDataset): Row[] {
+  const medians = groupMedians(dataset, 'SELECT function_name AS key, result_bytes AS value FROM tool_calls WHERE result_bytes IS NOT NULL ORDER BY function_name, result_bytes');
+  const rows = dataset.db
+    .prepare(
+      `SELECT function_name AS tool, count(*) AS calls, coalesce(sum(is_error), 0) AS errors, count(DISTINCT document_id) AS runs
+       FROM tool_calls GROUP BY 1 ORDER BY calls DESC, 1`,
+    )
+    .all() as Array<{ tool: string; calls: number; errors: number; runs: number }>;
+  return rows.map((r) => ({ ...r, error_rate: round(r.errors / r.calls, 4), median_result_bytes: medians.get(r.tool) ?? null }));
+}
+
+export function report(dataset: OpenDataset, name: ReportName): Row[] {
+  if (dataset.kind !== 'storyline') {
+    throw new InvalidInputError(`${dataset.uri}: \`stats ${name}\` reports on Storyline datasets; this one is a compact record store`, {
+      hint: '`trajstore stats` shows its health; `trajstore query` runs SQL over dataset.records',
+    });
+  }
+  switch (name) {
+    case 'overview':
+      return overview(dataset);
+    case 'agents':
+      return perRunGroup(dataset, "coalesce(agent_name, agent_id, '(unknown)')", 'agent');
+    case 'models':
+      return models(dataset);
+    case 'tools':
+      return tools(dataset);
+  }
+}

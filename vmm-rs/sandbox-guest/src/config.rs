@@ -1,0 +1,162 @@
+//! Service configuration: flags, or a JSON config file named by `--config`, with flags winning.
+//! The access token is never a flag value: it comes from a file (`--token-file`) or from an
+//! environment variable whose *name* is given (`--token-env`), so it never shows in argv.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Settings shared by the execution and egress services.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    pub addr: SocketAddr,
+    pub token: Option<Vec<u8>>,
+    /// Keep-alive `ping` interval of SSE streams (execution service).
+    pub ping_interval_ms: u64,
+    /// Where background command logs go (execution service).
+    pub state_dir: PathBuf,
+    /// Print the bound address as `listening <addr>` on stdout (tests bind port 0).
+    pub announce: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    bind: Option<String>,
+    port: Option<u16>,
+    token_file: Option<PathBuf>,
+    token_env: Option<String>,
+    ping_interval_ms: Option<u64>,
+    state_dir: Option<PathBuf>,
+}
+
+/// Splits `--flag value` / `--flag=value` / `--switch` arguments. `switches` take no value.
+pub fn parse_flags(args: &[String], switches: &[&str]) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let Some(name) = arg.strip_prefix("--") else {
+            return Err(format!("unexpected argument '{arg}'"));
+        };
+        let (name, value) = match name.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string()),
+            None if switches.contains(&name) => (name.to_string(), "true".to_string()),
+            None => {
+                let v = it.next().ok_or_else(|| format!("flag --{name} needs a value"))?;
+                (name.to_string(), v.clone())
+            }
+        };
+        if out.insert(name.clone(), value).is_some() {
+            return Err(format!("flag --{name} given twice"));
+        }
+    }
+    Ok(out)
+}
+
+fn read_token(file: Option<PathBuf>, env: Option<String>) -> Result<Option<Vec<u8>>, String> {
+    let token = match (file, env) {
+        (Some(_), Some(_)) => return Err("give only one of --token-file and --token-env".into()),
+        (Some(path), None) => {
+            let raw = std::fs::read(&path).map_err(|e| format!("--token-file {}: {e}", path.display()))?;
+            // A trailing newline from `echo token > file` is not part of the token.
+            let trimmed = raw.strip_suffix(b"\n").unwrap_or(&raw);
+            trimmed.strip_suffix(b"\r").unwrap_or(trimmed).to_vec()
+        }
+        (None, Some(name)) => match std::env::var_os(&name) {
+            Some(v) => v.into_encoded_bytes(),
+            None => return Err(format!("--token-env {name}: environment variable is not set")),
+        },
+        (None, None) => return Ok(None),
+    };
+    if token.is_empty() {
+        return Err("the access token is empty".into());
+    }
+    Ok(Some(token))
+}
+
+/// Builds the configuration of a service from its flags; `default_port` differs per service.
+pub fn service_config(args: &[String], default_port: u16) -> Result<ServiceConfig, String> {
+    let mut flags = parse_flags(args, &["announce"])?;
+    let file: FileConfig = match flags.remove("config") {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("--config {path}: {e}"))?;
+            serde_json::from_str(&text).map_err(|e| format!("--config {path}: {e}"))?
+        }
+        None => FileConfig::default(),
+    };
+    let bind = flags.remove("bind").or(file.bind).unwrap_or_else(|| "127.0.0.1".into());
+    let ip: IpAddr = bind.parse().map_err(|_| format!("--bind: '{bind}' is not an IP address"))?;
+    let port = match flags.remove("port") {
+        Some(p) => p.parse::<u16>().map_err(|_| format!("--port: '{p}' is not a port number"))?,
+        None => file.port.unwrap_or(default_port),
+    };
+    let token_file = flags.remove("token-file").map(PathBuf::from).or(file.token_file);
+    let token_env = flags.remove("token-env").or(file.token_env);
+    let token = read_token(token_file, token_env)?;
+    let ping_interval_ms = match flags.remove("ping-interval-ms") {
+        Some(v) => v.parse::<u64>().ok().filter(|v| *v > 0).ok_or_else(|| format!("--ping-interval-ms: '{v}' is not a positive integer"))?,
+        None => file.ping_interval_ms.unwrap_or(10_000),
+    };
+    let state_dir = flags
+        .remove("state-dir")
+        .map(PathBuf::from)
+        .or(file.state_dir)
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("sandbox-guest-execd-{}", std::process::id())));
+    let announce = flags.remove("announce").is_some();
+    if let Some(unknown) = flags.keys().next() {
+        return Err(format!("unknown flag --{unknown}"));
+    }
+    Ok(ServiceConfig { addr: SocketAddr::new(ip, port), token, ping_interval_ms, state_dir, announce })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn defaults_to_loopback_and_default_port() {
+        let c = service_config(&[], 44772).unwrap();
+        assert_eq!(c.addr.to_string(), "127.0.0.1:44772");
+        assert!(c.token.is_none());
+    }
+
+    #[test]
+    fn token_from_named_env_var_and_file() {
+        std::env::set_var("SG_TEST_TOKEN_A", "s3cret");
+        let c = service_config(&args(&["--token-env", "SG_TEST_TOKEN_A", "--port=0"]), 1).unwrap();
+        assert_eq!(c.token.as_deref(), Some(&b"s3cret"[..]));
+        let dir = std::env::temp_dir().join(format!("sg-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("t"), "filetoken\n").unwrap();
+        let c = service_config(&args(&["--token-file", dir.join("t").to_str().unwrap()]), 1).unwrap();
+        assert_eq!(c.token.as_deref(), Some(&b"filetoken"[..]));
+    }
+
+    #[test]
+    fn config_file_with_flag_override() {
+        let dir = std::env::temp_dir().join(format!("sg-cfg2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.json");
+        std::fs::write(&path, r#"{"bind":"0.0.0.0","port":9000}"#).unwrap();
+        let c = service_config(&args(&["--config", path.to_str().unwrap(), "--port", "9001"]), 1).unwrap();
+        assert_eq!(c.addr.to_string(), "0.0.0.0:9001");
+        std::fs::write(&path, r#"{"token":"inline"}"#).unwrap();
+        let err = service_config(&args(&["--config", path.to_str().unwrap()]), 1).unwrap_err();
+        assert!(err.contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn bad_flags_name_the_flag() {
+        assert!(service_config(&args(&["--port", "x"]), 1).unwrap_err().contains("--port"));
+        assert!(service_config(&args(&["--bind", "nope"]), 1).unwrap_err().contains("--bind"));
+        assert!(service_config(&args(&["--token-env", "SG_TEST_UNSET_VAR"]), 1).unwrap_err().contains("SG_TEST_UNSET_VAR"));
+        assert!(service_config(&args(&["--token", "x"]), 1).unwrap_err().contains("--token"));
+        assert!(service_config(&args(&["--port"]), 1).unwrap_err().contains("needs a value"));
+    }
+}

@@ -1,0 +1,492 @@
+//! `POST /command` and friends. Output is forwarded as SSE events the moment a read returns,
+//! so a client sees a line as soon as the command writes it; the response channel is small so
+//! a slow client applies back-pressure to the command instead of growing a buffer.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Request, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+
+use super::Execd;
+use crate::http::{self, ApiError, ApiResult, Body};
+
+/// Finished command records kept for status queries; older finished ones are dropped first.
+const MAX_RECORDS: usize = 4096;
+/// Largest slice of a background log returned by one `logs` call; the cursor pages on.
+const MAX_LOG_SLICE: u64 = 4 << 20;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    pub command: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub background: bool,
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    #[serde(default)]
+    pub uid: Option<u32>,
+    #[serde(default)]
+    pub gid: Option<u32>,
+    #[serde(default)]
+    pub envs: Option<HashMap<String, String>>,
+}
+
+#[derive(Default)]
+struct Outcome {
+    running: bool,
+    exit_code: Option<i32>,
+    error: Option<String>,
+    finished_at: Option<u64>,
+}
+
+pub struct Record {
+    command: String,
+    started_at: u64,
+    /// Process group id (the command leads its own group) so a kill reaches its children too.
+    pgid: i32,
+    log: Option<PathBuf>,
+    outcome: Mutex<Outcome>,
+}
+
+pub struct Registry {
+    log_dir: PathBuf,
+    records: Mutex<HashMap<String, Arc<Record>>>,
+}
+
+impl Registry {
+    pub fn new(log_dir: PathBuf) -> Self {
+        Registry { log_dir, records: Mutex::new(HashMap::new()) }
+    }
+
+    fn insert(&self, id: String, record: Arc<Record>) {
+        let mut records = self.records.lock().unwrap();
+        if records.len() >= MAX_RECORDS {
+            let mut finished: Vec<(u64, String)> = records
+                .iter()
+                .filter_map(|(k, r)| r.outcome.lock().unwrap().finished_at.map(|t| (t, k.clone())))
+                .collect();
+            finished.sort();
+            for (_, k) in finished.into_iter().take(MAX_RECORDS / 4) {
+                if let Some(r) = records.remove(&k) {
+                    if let Some(log) = &r.log {
+                        let _ = std::fs::remove_file(log);
+                    }
+                }
+            }
+        }
+        records.insert(id, record);
+    }
+
+    fn get(&self, id: &str) -> Result<Arc<Record>, ApiError> {
+        self.records
+            .lock()
+            .unwrap()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found("COMMAND_NOT_FOUND", format!("no command with id '{id}'")))
+    }
+}
+
+/// One SSE event: bare JSON followed by a blank line, as the reference execution service writes.
+pub fn event(mut value: Value) -> Bytes {
+    value["timestamp"] = json!(http::now_ms());
+    let mut line = serde_json::to_vec(&value).unwrap_or_default();
+    line.extend_from_slice(b"\n\n");
+    Bytes::from(line)
+}
+
+pub fn exit_event(code: i32, started: Instant, note: Option<String>) -> Bytes {
+    if code == 0 {
+        event(json!({"type": "execution_complete", "execution_time": started.elapsed().as_millis() as u64}))
+    } else {
+        let traceback: Vec<String> = note.into_iter().collect();
+        event(json!({"type": "error", "error": {"ename": "CommandExecError", "evalue": code.to_string(), "traceback": traceback}}))
+    }
+}
+
+pub fn sse_response(body: Body) -> Response<Body> {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+/// Splits a byte stream into UTF-8 text without cutting a character in two: the bytes of an
+/// incomplete trailing character wait for the next chunk; invalid bytes become U+FFFD.
+#[derive(Default)]
+pub struct Utf8Carry {
+    pending: Vec<u8>,
+}
+
+impl Utf8Carry {
+    pub fn push(&mut self, chunk: &[u8]) -> String {
+        self.pending.extend_from_slice(chunk);
+        let cut = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.pending.len(),
+        };
+        let rest = self.pending.split_off(cut);
+        let text = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending = rest;
+        text
+    }
+    pub fn finish(&mut self) -> String {
+        let text = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        text
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Forwards a pipe as chunks of raw bytes until it closes.
+pub fn pump<R: tokio::io::AsyncRead + Unpin + Send + 'static>(mut pipe: R, which: Stream, tx: mpsc::Sender<(Stream, Vec<u8>)>) {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 32 * 1024];
+        let mut listening = true;
+        loop {
+            match pipe.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                // Once nobody listens, keep draining: a background process that inherited the
+                // pipe would otherwise die of SIGPIPE on its next write.
+                Ok(n) if listening => listening = tx.send((which, buf[..n].to_vec())).await.is_ok(),
+                Ok(_) => {}
+            }
+        }
+    });
+}
+
+pub fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    // getrandom(2) never fails for 16 bytes once the pool is initialised.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    assert_eq!(n, 16, "getrandom failed");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Exit code as a shell reports it: signals become 128 + signal number.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+pub fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+}
+
+/// The shell that runs command strings.
+pub fn shell() -> &'static str {
+    if std::path::Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    }
+}
+
+fn validate(req: &RunRequest) -> Result<(), ApiError> {
+    if req.command.trim().is_empty() {
+        return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'command' is empty"));
+    }
+    if req.timeout == Some(0) {
+        return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'timeout' must be at least 1 (milliseconds)"));
+    }
+    if req.gid.is_some() && req.uid.is_none() {
+        return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'gid' needs 'uid'"));
+    }
+    if let Some(cwd) = &req.cwd {
+        if !std::path::Path::new(cwd).is_dir() {
+            return Err(ApiError::bad_request("INVALID_REQUEST_BODY", format!("field 'cwd': '{cwd}' is not a directory")));
+        }
+    }
+    if let Some(envs) = &req.envs {
+        if let Some(bad) = envs.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0')) {
+            return Err(ApiError::bad_request("INVALID_REQUEST_BODY", format!("field 'envs': invalid variable name '{bad}'")));
+        }
+    }
+    Ok(())
+}
+
+fn primary_gid(uid: u32) -> Option<u32> {
+    let pw = unsafe { libc::getpwuid(uid) };
+    if pw.is_null() {
+        None
+    } else {
+        Some(unsafe { (*pw).pw_gid })
+    }
+}
+
+fn build(req: &RunRequest) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(shell());
+    cmd.arg("-c").arg(&req.command).stdin(Stdio::null()).process_group(0).kill_on_drop(false);
+    if let Some(cwd) = &req.cwd {
+        cmd.current_dir(cwd);
+    }
+    if let Some(envs) = &req.envs {
+        cmd.envs(envs);
+    }
+    if let Some(uid) = req.uid {
+        // Without an explicit gid the user's primary group applies, as login would.
+        let gid = req.gid.or_else(|| primary_gid(uid)).unwrap_or(uid);
+        cmd.uid(uid).gid(gid);
+    }
+    cmd
+}
+
+pub async fn run(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
+    let body: RunRequest = http::read_json(req).await?;
+    validate(&body)?;
+    let id = random_id();
+    let mut cmd = build(&body);
+    let log = if body.background {
+        std::fs::create_dir_all(&state.commands.log_dir).map_err(|e| ApiError::runtime(format!("cannot create log directory: {e}")))?;
+        let path = state.commands.log_dir.join(format!("{id}.log"));
+        let file = std::fs::File::create(&path).map_err(|e| ApiError::runtime(format!("cannot create command log: {e}")))?;
+        let dup = file.try_clone().map_err(|e| ApiError::runtime(e.to_string()))?;
+        // Both streams go straight to one file: the kernel interleaves them in write order.
+        cmd.stdout(Stdio::from(file)).stderr(Stdio::from(dup));
+        Some(path)
+    } else {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    };
+    let mut child = cmd.spawn().map_err(|e| ApiError::runtime(format!("cannot start command: {e}")))?;
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let record = Arc::new(Record {
+        command: body.command.clone(),
+        started_at: http::now_ms(),
+        pgid,
+        log,
+        outcome: Mutex::new(Outcome { running: true, ..Outcome::default() }),
+    });
+    state.commands.insert(id.clone(), record.clone());
+    let started = Instant::now();
+    let timeout = body.timeout.map(Duration::from_millis);
+    let (tx, resp_body) = http::channel_body(8);
+    let init = event(json!({"type": "init", "text": id}));
+
+    if body.background {
+        tokio::spawn(async move {
+            let (code, note) = wait_with_timeout(&mut child, pgid, timeout).await;
+            finish(&record, code, note);
+        });
+        let _ = tx.send(init).await;
+        let _ = tx.send(event(json!({"type": "execution_complete", "execution_time": 0}))).await;
+        return Ok(sse_response(resp_body));
+    }
+
+    let ping_every = Duration::from_millis(state.config.ping_interval_ms);
+    let (out_tx, mut out_rx) = mpsc::channel(4);
+    pump(child.stdout.take().expect("piped stdout"), Stream::Stdout, out_tx.clone());
+    pump(child.stderr.take().expect("piped stderr"), Stream::Stderr, out_tx);
+    tokio::spawn(async move {
+        let mut client_gone = tx.send(init).await.is_err();
+        let mut carry = [Utf8Carry::default(), Utf8Carry::default()];
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+        let mut timed_out = false;
+        let mut exited = None;
+        let mut grace = None;
+        while !client_gone {
+            tokio::select! {
+                status = child.wait(), if exited.is_none() => {
+                    exited = Some(status);
+                    // Output still in the pipes arrives within moments; a process the command
+                    // left running in the background may hold them open for good.
+                    grace = Some(tokio::time::Instant::now() + Duration::from_millis(250));
+                }
+                _ = sleep_until(grace), if grace.is_some() => break,
+                chunk = out_rx.recv() => match chunk {
+                    Some((which, bytes)) => {
+                        let text = carry[which as usize].push(&bytes);
+                        if !text.is_empty() {
+                            client_gone = tx.send(event(json!({"type": which.name(), "text": text}))).await.is_err();
+                        }
+                    }
+                    None => break,
+                },
+                _ = ticker.tick() => {
+                    client_gone = tx.send(event(json!({"type": "ping"}))).await.is_err();
+                }
+                _ = sleep_until(deadline), if !timed_out => {
+                    timed_out = true;
+                    kill_group(pgid);
+                }
+            }
+        }
+        if client_gone {
+            // Nobody is listening to a foreground command any more: stop it.
+            kill_group(pgid);
+        }
+        for (i, which) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+            let text = carry[i].finish();
+            if !text.is_empty() {
+                let _ = tx.send(event(json!({"type": which.name(), "text": text}))).await;
+            }
+        }
+        let status = match exited {
+            Some(status) => status,
+            None => child.wait().await,
+        };
+        let (code, note) = match status {
+            Ok(s) if timed_out => (exit_code(s), Some(format!("command timed out after {} ms", timeout.unwrap_or_default().as_millis()))),
+            Ok(s) => (exit_code(s), None),
+            Err(e) => (-1, Some(format!("cannot wait for command: {e}"))),
+        };
+        finish(&record, code, note.clone());
+        let _ = tx.send(exit_event(code, started, note)).await;
+    });
+    Ok(sse_response(resp_body))
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn wait_with_timeout(child: &mut tokio::process::Child, pgid: i32, timeout: Option<Duration>) -> (i32, Option<String>) {
+    let waited = match timeout {
+        Some(t) => match tokio::time::timeout(t, child.wait()).await {
+            Ok(r) => r,
+            Err(_) => {
+                kill_group(pgid);
+                let r = child.wait().await;
+                return (r.map(exit_code).unwrap_or(-1), Some(format!("command timed out after {} ms", t.as_millis())));
+            }
+        },
+        None => child.wait().await,
+    };
+    match waited {
+        Ok(s) => (exit_code(s), None),
+        Err(e) => (-1, Some(format!("cannot wait for command: {e}"))),
+    }
+}
+
+fn finish(record: &Record, code: i32, note: Option<String>) {
+    let mut o = record.outcome.lock().unwrap();
+    o.running = false;
+    o.exit_code = Some(code);
+    o.error = note.or_else(|| (code != 0).then(|| format!("exit status {code}")));
+    o.finished_at = Some(http::now_ms());
+}
+
+pub fn interrupt(state: &Execd, req: &Request<Incoming>) -> ApiResult {
+    let pairs = http::query_pairs(req);
+    let id = http::require_query(&pairs, "id")?;
+    let record = state.commands.get(&id)?;
+    if record.outcome.lock().unwrap().running {
+        kill_group(record.pgid);
+    }
+    Ok(http::ok_empty())
+}
+
+pub fn status(state: &Execd, id: &str) -> ApiResult {
+    let record = state.commands.get(id)?;
+    let o = record.outcome.lock().unwrap();
+    let mut body = json!({
+        "id": id,
+        "content": record.command,
+        "running": o.running,
+        "started_at": http::rfc3339_ms(record.started_at as i64),
+    });
+    if let Some(code) = o.exit_code {
+        body["exit_code"] = json!(code);
+    }
+    if let Some(err) = &o.error {
+        body["error"] = json!(err);
+    }
+    if let Some(t) = o.finished_at {
+        body["finished_at"] = json!(http::rfc3339_ms(t as i64));
+    }
+    Ok(http::json(&body))
+}
+
+/// Background output from byte offset `cursor` on; the `EXECD-COMMANDS-TAIL-CURSOR` header
+/// tells where the next call should start.
+pub async fn logs(state: &Execd, id: &str, req: &Request<Incoming>) -> ApiResult {
+    let record = state.commands.get(id)?;
+    let pairs = http::query_pairs(req);
+    let cursor = match http::query_one(&pairs, "cursor") {
+        Some(c) => c.parse::<u64>().map_err(|_| ApiError::bad_request("INVALID_REQUEST_BODY", format!("query 'cursor': '{c}' is not a non-negative integer")))?,
+        None => 0,
+    };
+    let (content, next) = match &record.log {
+        Some(path) => {
+            use tokio::io::AsyncSeekExt;
+            let mut file = tokio::fs::File::open(path).await.map_err(|e| ApiError::runtime(format!("cannot open command log: {e}")))?;
+            let len = file.metadata().await.map_err(|e| ApiError::runtime(e.to_string()))?.len();
+            let start = cursor.min(len);
+            let take = (len - start).min(MAX_LOG_SLICE);
+            file.seek(std::io::SeekFrom::Start(start)).await.map_err(|e| ApiError::runtime(e.to_string()))?;
+            let mut buf = vec![0u8; take as usize];
+            file.read_exact(&mut buf).await.map_err(|e| ApiError::runtime(e.to_string()))?;
+            (buf, start + take)
+        }
+        // Foreground output went to the client as it was produced and is not kept.
+        None => (Vec::new(), cursor),
+    };
+    let mut resp = http::text(hyper::StatusCode::OK, content);
+    resp.headers_mut().insert("execd-commands-tail-cursor", HeaderValue::from(next));
+    Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_carry_never_splits_a_character() {
+        let bytes = "añ€😀".as_bytes();
+        for cut in 0..bytes.len() {
+            let mut c = Utf8Carry::default();
+            let mut out = c.push(&bytes[..cut]);
+            out += &c.push(&bytes[cut..]);
+            out += &c.finish();
+            assert_eq!(out, "añ€😀", "cut at {cut}");
+        }
+        let mut c = Utf8Carry::default();
+        assert_eq!(c.push(&[0xff, b'a']), "\u{fffd}a");
+    }
+
+    #[test]
+    fn events_are_one_json_line_then_a_blank_line() {
+        let e = event(json!({"type": "stdout", "text": "a\nb"}));
+        let s = std::str::from_utf8(&e).unwrap();
+        assert!(s.ends_with("}\n\n"));
+        assert_eq!(s.matches('\n').count(), 2);
+        let v: Value = serde_json::from_str(s.trim()).unwrap();
+        assert_eq!(v["text"], "a\nb");
+        assert!(v["timestamp"].as_u64().unwrap() > 0);
+    }
+}

@@ -1,0 +1,256 @@
+//! HTTP plumbing shared by the execution and egress services: one body type, the `{code,
+//! message}` error envelope, query parsing, bounded request bodies, token checks and the
+//! accept loop.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+pub type Body = BoxBody<Bytes, io::Error>;
+pub type Resp = Response<Body>;
+
+/// A request failure that becomes `{code, message}` with its status.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into() }
+    }
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+    pub fn runtime(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "RUNTIME_ERROR", message)
+    }
+    pub fn not_supported(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_IMPLEMENTED, "NOT_SUPPORTED", message)
+    }
+    pub fn into_response(self) -> Resp {
+        let body = serde_json::json!({"code": self.code, "message": self.message});
+        let mut resp = json_with_status(self.status, &body);
+        // An error may answer before the request body was read; the connection then cannot
+        // carry another request, and saying so keeps clients from reusing it mid-close.
+        resp.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        resp
+    }
+}
+
+pub type ApiResult = Result<Resp, ApiError>;
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never: Infallible| match never {}).boxed()
+}
+
+pub fn empty() -> Body {
+    Empty::new().map_err(|never: Infallible| match never {}).boxed()
+}
+
+/// Bare 200: the reference's "bodyless success".
+pub fn ok_empty() -> Resp {
+    Response::new(empty())
+}
+
+pub fn json_with_status(status: StatusCode, value: &Value) -> Resp {
+    let mut resp = Response::new(full(serde_json::to_vec(value).unwrap_or_default()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+pub fn json(value: &Value) -> Resp {
+    json_with_status(StatusCode::OK, value)
+}
+
+pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp
+}
+
+/// A response whose body is fed chunk by chunk through the returned sender; the channel is
+/// small so a slow client slows the producer instead of growing a buffer.
+pub fn channel_body(capacity: usize) -> (mpsc::Sender<Bytes>, Body) {
+    let (tx, rx) = mpsc::channel::<Bytes>(capacity);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (Ok::<_, io::Error>(Frame::data(chunk)), rx))
+    });
+    (tx, StreamBody::new(stream).boxed())
+}
+
+/// Query parameters in order, repeated keys kept.
+pub fn query_pairs(req: &Request<Incoming>) -> Vec<(String, String)> {
+    req.uri().query().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default()
+}
+
+pub fn query_one(pairs: &[(String, String)], key: &str) -> Option<String> {
+    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+}
+
+pub fn query_all(pairs: &[(String, String)], key: &str) -> Vec<String> {
+    pairs.iter().filter(|(k, _)| k == key).map(|(_, v)| v.clone()).collect()
+}
+
+pub fn require_query(pairs: &[(String, String)], key: &str) -> Result<String, ApiError> {
+    match query_one(pairs, key) {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => Err(ApiError::bad_request("MISSING_QUERY", format!("missing query parameter '{key}'"))),
+    }
+}
+
+/// Largest JSON request body accepted: requests are small control messages.
+pub const MAX_JSON_BODY: usize = 8 << 20;
+
+/// Reads and parses a JSON body, refusing bodies above `MAX_JSON_BODY`.
+pub async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
+    let bytes = read_bytes(req).await?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request("INVALID_REQUEST_BODY", format!("invalid JSON body: {e}")))
+}
+
+/// Like [`read_json`], but an empty body means the default value (all fields optional).
+pub async fn read_json_or_default<T: serde::de::DeserializeOwned + Default>(req: Request<Incoming>) -> Result<T, ApiError> {
+    let bytes = read_bytes(req).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request("INVALID_REQUEST_BODY", format!("invalid JSON body: {e}")))
+}
+
+async fn read_bytes(req: Request<Incoming>) -> Result<Bytes, ApiError> {
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_JSON_BODY);
+    let bytes = limited
+        .collect()
+        .await
+        .map_err(|e| ApiError::bad_request("INVALID_REQUEST_BODY", format!("cannot read request body: {e}")))?
+        .to_bytes();
+    Ok(bytes)
+}
+
+/// Reads and discards what a client is still sending (at most 64 MiB, at most 5 s) so that an
+/// early error answer reaches it instead of a connection reset.
+pub async fn drain(mut body: Incoming) {
+    let mut budget: usize = 64 << 20;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while let Some(Ok(frame)) = body.frame().await {
+            budget = budget.saturating_sub(frame.data_ref().map_or(0, |d| d.len()));
+            if budget == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// Compares a presented token with the configured one in time independent of where they differ.
+pub fn token_matches(presented: &[u8], expected: &[u8]) -> bool {
+    // Lengths are not secret (the token is a fixed-length random value), so an early length
+    // check leaks nothing useful; the content comparison touches every byte.
+    if presented.len() != expected.len() {
+        return false;
+    }
+    let diff = presented.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    std::hint::black_box(diff) == 0
+}
+
+/// Serves HTTP/1.1 connections from `listener` with `handler` until the process ends.
+pub async fn serve<H, F>(listener: TcpListener, handler: H) -> io::Result<()>
+where
+    H: Fn(Request<Incoming>, SocketAddr) -> F + Send + Sync + 'static,
+    F: Future<Output = Resp> + Send + 'static,
+{
+    let handler = Arc::new(handler);
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(pair) => pair,
+            // Running out of descriptors is transient: back off instead of dying.
+            Err(e) => {
+                eprintln!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let handler = handler.clone();
+                async move { Ok::<_, Infallible>(handler(req, peer).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// RFC 3339 UTC timestamp with milliseconds for a time in ms since the epoch.
+pub fn rfc3339_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formats_known_instants() {
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339_ms(1_798_761_599_999), "2026-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn token_comparison() {
+        assert!(token_matches(b"abc", b"abc"));
+        assert!(!token_matches(b"abd", b"abc"));
+        assert!(!token_matches(b"ab", b"abc"));
+        assert!(!token_matches(b"", b"abc"));
+    }
+}

@@ -1,0 +1,226 @@
+//! Tiny guest programs for the KVM integration tests and the benchmark (`bench/vm`).
+//!
+//! They are assembled when needed with GNU as and ld (Debian binutils), never shipped: each is
+//! a few instructions that exercise one VMM path with real KVM exits (port I/O to the 8250,
+//! the i8042 reset, a spinning counter in guest memory, the boot protocols' hand-over).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Prefixes a guest body with the entry symbol, in 64-bit code: without a PVH note the VMM
+/// enters it in long mode through the 64-bit Linux boot path (%rsi = zero page).
+macro_rules! prelude {
+    () => {
+        ".code64\n.text\n.globl _start\n_start:\n"
+    };
+}
+macro_rules! long_mode_guest {
+    ($body:expr) => {
+        concat!(prelude!(), $body)
+    };
+}
+const PRELUDE: &str = prelude!();
+
+/// Assembles `asm` (AT&T syntax) into `<dir>/<name>-<pid>-<n>.elf`, an ELF64 linked at 2 MiB.
+pub fn build(dir: &Path, name: &str, asm: &str) -> io::Result<PathBuf> {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    fs::create_dir_all(dir)?;
+    let base = dir.join(format!("{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let (src, obj, elf) = (base.with_extension("S"), base.with_extension("o"), base.with_extension("elf"));
+    fs::write(&src, format!("{asm}\n"))?;
+    let run = |cmd: &mut Command| -> io::Result<()> {
+        let out = cmd.output().map_err(|e| io::Error::new(e.kind(), format!("{cmd:?}: {e} (needs Debian binutils)")))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr))))
+        }
+    };
+    let result = run(Command::new("as").arg("--64").arg("-o").arg(&obj).arg(&src)).and_then(|_| {
+        run(Command::new("ld")
+            .args(["-nostdlib", "-static", "-e", "_start", "-Ttext=0x200000", "--build-id=none", "-z", "max-page-size=0x1000", "-o"])
+            .arg(&elf)
+            .arg(&obj))
+    });
+    let _ = fs::remove_file(&src);
+    let _ = fs::remove_file(&obj);
+    result.map(|_| elf)
+}
+
+/// Prints "hello from long mode 1\n" (the 1 computed with a 64-bit immediate, which only
+/// long mode can hold), then resets the machine through the i8042.
+pub const HELLO_ASM: &str = long_mode_guest!(
+    r#"
+    mov $0x3f8, %dx
+    lea msg(%rip), %rsi
+    mov $(msg_end - msg), %ecx
+1:  lodsb
+    outb %al, %dx
+    dec %ecx
+    jnz 1b
+    movabs $0x100000000, %rax
+    shr $32, %rax
+    add $'0', %al
+    outb %al, %dx
+    mov $'\n', %al
+    outb %al, %dx
+    mov $0xfe, %al
+    outb %al, $0x64
+2:  hlt
+    jmp 2b
+msg: .ascii "hello from long mode "
+msg_end:
+"#);
+
+/// Guest-physical address of the spinning guests' counter.
+pub const COUNTER_ADDR: u64 = 0x30_0000;
+
+/// Counts forever, storing the count at COUNTER_ADDR; every 16384 counts it prints a dot.
+pub const SPIN_ASM: &str = long_mode_guest!(r#"
+    mov $0x3f8, %dx
+    xor %rbx, %rbx
+1:  inc %rbx
+    mov %rbx, 0x300000
+    test $0x3fff, %ebx
+    jnz 1b
+    mov $'.', %al
+    outb %al, %dx
+    jmp 1b
+"#);
+
+/// Echoes what the 64-bit Linux boot protocol handed it: the command line (through the zero
+/// page's `cmd_line_ptr`), the RSDP signature (through `acpi_rsdp_addr`), the e820 entry count
+/// and the initrd's bytes (`ramdisk_image`, `ramdisk_size`), as
+/// `<cmdline>|RSD PTR |<n>|<initrd>\n`; `!` if %rsi does not point at a zero page.
+pub const BOOT_PARAMS_ASM: &str = long_mode_guest!(r#"
+    mov $0x3f8, %dx
+    cmpl $0x53726448, 0x202(%rsi)
+    jne bad
+    mov 0x228(%rsi), %ebx
+1:  mov (%rbx), %al
+    test %al, %al
+    jz 2f
+    outb %al, %dx
+    inc %rbx
+    jmp 1b
+2:  mov $'|', %al
+    outb %al, %dx
+    mov 0x70(%rsi), %rbx
+    mov $8, %ecx
+3:  mov (%rbx), %al
+    outb %al, %dx
+    inc %rbx
+    dec %ecx
+    jnz 3b
+    mov $'|', %al
+    outb %al, %dx
+    movzbl 0x1e8(%rsi), %eax
+    add $'0', %al
+    outb %al, %dx
+    mov $'|', %al
+    outb %al, %dx
+    mov 0x218(%rsi), %ebx
+    mov 0x21c(%rsi), %ecx
+    test %ecx, %ecx
+    jz 5f
+4:  mov (%rbx), %al
+    outb %al, %dx
+    inc %rbx
+    dec %ecx
+    jnz 4b
+5:  mov $'\n', %al
+    outb %al, %dx
+    jmp reset
+bad:
+    mov $'!', %al
+    outb %al, %dx
+reset:
+    mov $0xfe, %al
+    outb %al, $0x64
+6:  hlt
+    jmp 6b
+"#);
+
+/// A PVH kernel in miniature: a Xen PHYS32_ENTRY note, 32-bit protected-mode code that checks
+/// %ebx points at `hvm_start_info` (magic 0x336ec578) and prints `pvh <cmdline>\n`.
+pub const PVH_ASM: &str = r#"
+.section .note.pvh, "a", @note
+    .balign 4
+    .long 4, 4, 18
+    .asciz "Xen"
+    .long pvh_entry
+.text
+.code32
+.globl _start
+_start:
+pvh_entry:
+    mov $0x3f8, %dx
+    cmpl $0x336ec578, (%ebx)
+    jne bad
+    mov $'p', %al
+    outb %al, %dx
+    mov $'v', %al
+    outb %al, %dx
+    mov $'h', %al
+    outb %al, %dx
+    mov $' ', %al
+    outb %al, %dx
+    mov 24(%ebx), %esi
+1:  mov (%esi), %al
+    test %al, %al
+    jz 2f
+    outb %al, %dx
+    inc %esi
+    jmp 1b
+2:  mov $'
+', %al
+    outb %al, %dx
+    jmp reset
+bad:
+    mov $'!', %al
+    outb %al, %dx
+reset:
+    mov $0xfe, %al
+    outb %al, $0x64
+3:  hlt
+    jmp 3b
+"#;
+
+/// Raises an exception under the boot IDT, which holds no usable gate: neither the exception
+/// nor the double fault that follows can be delivered, so the CPU triple-faults
+/// (KVM_EXIT_SHUTDOWN).
+pub const TRIPLE_FAULT_ASM: &str = long_mode_guest!(
+    r#"
+    ud2
+1:  jmp 1b
+"#
+);
+
+/// Writes `count` bytes to an unclaimed port (one VM exit each, answered by the VMM's port
+/// bus), then resets. With `NOP_LOOP_ASM` it measures the exit round trip.
+pub fn exit_loop_asm(count: u32) -> String {
+    format!("{PRELUDE}    mov ${count}, %ecx\n1:  outb %al, $0x80\n    dec %ecx\n    jnz 1b\n{RESET_TAIL}")
+}
+
+/// The same loop without the port write: the baseline of `exit_loop_asm`.
+pub fn nop_loop_asm(count: u32) -> String {
+    format!("{PRELUDE}    mov ${count}, %ecx\n1:  nop\n    dec %ecx\n    jnz 1b\n{RESET_TAIL}")
+}
+
+/// Prints one byte and resets: create-to-first-serial-byte.
+pub const FIRST_BYTE_ASM: &str = long_mode_guest!(
+    r#"
+    mov $0x3f8, %dx
+    mov $'!', %al
+    outb %al, %dx
+    mov $0xfe, %al
+    outb %al, $0x64
+1:  hlt
+    jmp 1b
+"#
+);
+
+const RESET_TAIL: &str = "    mov $0xfe, %al\n    outb %al, $0x64\n2:  hlt\n    jmp 2b\n";

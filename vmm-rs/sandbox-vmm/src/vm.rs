@@ -1,0 +1,335 @@
+//! One virtual machine: KVM VM, guest memory, irqchip + PIT, legacy devices, boot state and
+//! vCPU threads, with confirmed pause, resume and terminate.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kvm_bindings::{kvm_pit_config, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY};
+use kvm_ioctls::{Kvm, VmFd};
+use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::acpi;
+use crate::boot::{self, EntryMode};
+use crate::devices::{CappedLog, PortBus, StopReason, StopSignal};
+use crate::layout::{self, COM1_GSI, KVM_TSS_ADDRESS, RSDP_START};
+use crate::vcpu::{VcpuCmd, VcpuEvent, VcpuHandle};
+
+pub struct VmSpec {
+    pub kernel: PathBuf,
+    pub initrd: Option<PathBuf>,
+    pub cmdline: String,
+    pub vcpus: u8,
+    pub memory_mib: u64,
+    pub serial_log: PathBuf,
+    pub serial_log_max: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmState {
+    /// Built, vCPU threads not started yet.
+    Created,
+    Running,
+    Paused,
+    Stopped,
+}
+
+impl VmState {
+    pub fn name(self) -> &'static str {
+        match self {
+            VmState::Created => "created",
+            VmState::Running => "running",
+            VmState::Paused => "paused",
+            VmState::Stopped => "stopped",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct VmError {
+    /// Stable code for the control protocol: `kvm_unavailable`, `invalid_config`,
+    /// `vm_setup`, `not_running`, `timeout`.
+    pub code: &'static str,
+    /// The start-configuration field at fault, when there is one.
+    pub field: Option<&'static str>,
+    pub message: String,
+}
+
+impl std::fmt::Display for VmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.field {
+            Some(field) => write!(f, "{field}: {}", self.message),
+            None => write!(f, "{}", self.message),
+        }
+    }
+}
+
+fn setup_err(what: &str) -> impl Fn(kvm_ioctls::Error) -> VmError + '_ {
+    move |e| VmError { code: "vm_setup", field: None, message: format!("{what}: {e}") }
+}
+
+pub struct Vm {
+    // Drop joins the vCPU threads first; then fields go in declaration order, so the VM fd is
+    // closed before the guest memory it maps is unmapped.
+    vcpus: Vec<VcpuHandle>,
+    pending_fds: Vec<kvm_ioctls::VcpuFd>,
+    events: Receiver<VcpuEvent>,
+    events_tx: mpsc::Sender<VcpuEvent>,
+    exited: Vec<bool>,
+    state: VmState,
+    bus: Arc<PortBus>,
+    stop: Arc<StopSignal>,
+    entry: boot::Entry,
+    _serial_irq: EventFd,
+    _vm_fd: VmFd,
+    _kvm: Kvm,
+    mem: GuestMemoryMmap,
+}
+
+impl Vm {
+    /// Builds the whole machine; the vCPUs start with [`Vm::start`].
+    pub fn create(spec: &VmSpec) -> Result<Vm, VmError> {
+        let kvm = Kvm::new().map_err(|e| VmError { code: "kvm_unavailable", field: None, message: format!("/dev/kvm: {e}") })?;
+        let vm_fd = kvm.create_vm().map_err(|e| VmError { code: "kvm_unavailable", field: None, message: format!("KVM_CREATE_VM: {e}") })?;
+
+        let mem_bytes = spec.memory_mib << 20;
+        let ranges: Vec<(GuestAddress, usize)> =
+            layout::ram_regions(mem_bytes).into_iter().map(|(a, l)| (GuestAddress(a), l as usize)).collect();
+        let mem = GuestMemoryMmap::from_ranges(&ranges).map_err(|e| VmError {
+            code: "vm_setup",
+            field: Some("memory_mib"),
+            message: format!("cannot map {} MiB of guest memory: {e}", spec.memory_mib),
+        })?;
+        for (slot, region) in mem.iter().enumerate() {
+            let host = mem.get_host_address(region.start_addr()).expect("a region's start is inside it") as u64;
+            let region = kvm_userspace_memory_region {
+                slot: slot as u32,
+                flags: 0,
+                guest_phys_addr: region.start_addr().raw_value(),
+                memory_size: region.len(),
+                userspace_addr: host,
+            };
+            // SAFETY: the mapping belongs to `mem`, which the Vm keeps for as long as the VM fd.
+            unsafe { vm_fd.set_user_memory_region(region) }.map_err(setup_err("KVM_SET_USER_MEMORY_REGION"))?;
+        }
+
+        vm_fd.set_tss_address(KVM_TSS_ADDRESS as usize).map_err(setup_err("KVM_SET_TSS_ADDR"))?;
+        vm_fd.create_irq_chip().map_err(setup_err("KVM_CREATE_IRQCHIP"))?;
+        // The dummy speaker port keeps port 0x61 in the kernel: a guest polling it would
+        // otherwise cost a VM exit per read.
+        vm_fd
+            .create_pit2(kvm_pit_config { flags: KVM_PIT_SPEAKER_DUMMY, ..Default::default() })
+            .map_err(setup_err("KVM_CREATE_PIT2"))?;
+
+        let stop = StopSignal::new().map_err(|e| VmError { code: "vm_setup", field: None, message: format!("eventfd: {e}") })?;
+        let serial_irq = EventFd::new(libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)
+            .map_err(|e| VmError { code: "vm_setup", field: None, message: format!("eventfd: {e}") })?;
+        vm_fd.register_irqfd(&serial_irq, COM1_GSI).map_err(setup_err("KVM_IRQFD (COM1)"))?;
+        let log = CappedLog::create(&spec.serial_log, spec.serial_log_max).map_err(|e| VmError {
+            code: "vm_setup",
+            field: Some("state_dir"),
+            message: format!("{}: {e}", spec.serial_log.display()),
+        })?;
+        let irq_for_serial = serial_irq.try_clone().map_err(|e| VmError { code: "vm_setup", field: None, message: format!("eventfd: {e}") })?;
+        let bus = Arc::new(PortBus::new(irq_for_serial, log, stop.clone()));
+
+        let entry = load_guest(&mem, spec)?;
+
+        let supported = kvm
+            .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+            .map_err(setup_err("KVM_GET_SUPPORTED_CPUID"))?;
+        let mut pending_fds = Vec::new();
+        for id in 0..spec.vcpus {
+            let fd = vm_fd.create_vcpu(id as u64).map_err(setup_err("KVM_CREATE_VCPU"))?;
+            fd.set_cpuid2(&boot::vcpu_cpuid(&supported, id, spec.vcpus)).map_err(setup_err("KVM_SET_CPUID2"))?;
+            let io = |what: &'static str| move |e: std::io::Error| VmError { code: "vm_setup", field: None, message: format!("vcpu{id} {what}: {e}") };
+            boot::setup_msrs(&fd).map_err(io("MSRs"))?;
+            boot::setup_fpu(&fd).map_err(io("FPU"))?;
+            boot::setup_lapic(&fd).map_err(io("LAPIC"))?;
+            // Application processors wait in the in-kernel LAPIC for INIT/SIPI from the boot CPU.
+            if id == 0 {
+                boot::setup_sregs(&mem, &fd, entry.mode).map_err(io("segment registers"))?;
+                boot::setup_regs(&fd, entry).map_err(io("registers"))?;
+            }
+            pending_fds.push(fd);
+        }
+
+        let (events_tx, events) = mpsc::channel();
+        Ok(Vm {
+            vcpus: Vec::new(),
+            pending_fds,
+            events,
+            events_tx,
+            exited: Vec::new(),
+            state: VmState::Created,
+            bus,
+            stop,
+            entry,
+            _serial_irq: serial_irq,
+            _vm_fd: vm_fd,
+            _kvm: kvm,
+            mem,
+        })
+    }
+
+    pub fn start(&mut self) -> Result<(), VmError> {
+        for (id, fd) in self.pending_fds.drain(..).enumerate() {
+            let handle = VcpuHandle::spawn(id, fd, self.bus.clone(), self.stop.clone(), self.events_tx.clone())
+                .map_err(|e| VmError { code: "vm_setup", field: None, message: format!("vcpu{id} thread: {e}") })?;
+            self.vcpus.push(handle);
+            self.exited.push(false);
+        }
+        self.state = VmState::Running;
+        Ok(())
+    }
+
+    pub fn state(&self) -> VmState {
+        self.state
+    }
+
+    pub fn vcpu_count(&self) -> usize {
+        self.vcpus.len().max(self.pending_fds.len())
+    }
+
+    pub fn memory(&self) -> &GuestMemoryMmap {
+        &self.mem
+    }
+
+    pub fn entry_mode(&self) -> EntryMode {
+        self.entry.mode
+    }
+
+    pub fn stop_signal(&self) -> &Arc<StopSignal> {
+        &self.stop
+    }
+
+    pub fn serial_log_counts(&self) -> (u64, u64) {
+        self.bus.serial_log_counts()
+    }
+
+    fn broadcast(&self, cmd: VcpuCmd) {
+        for (vcpu, exited) in self.vcpus.iter().zip(&self.exited) {
+            if !exited {
+                vcpu.send(cmd);
+            }
+        }
+    }
+
+    /// Waits until every live vCPU has sent `want` (matched by `is_ack`).
+    fn await_acks(&mut self, is_ack: fn(&VcpuEvent) -> Option<usize>, timeout: Duration) -> Result<(), VmError> {
+        let deadline = Instant::now() + timeout;
+        let mut acked = vec![false; self.vcpus.len()];
+        loop {
+            if acked.iter().zip(&self.exited).all(|(a, e)| *a || *e) {
+                if self.exited.iter().all(|e| *e) {
+                    return Err(VmError { code: "not_running", field: None, message: "the VM stopped".into() });
+                }
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(VcpuEvent::Exited(id)) => self.exited[id] = true,
+                Ok(event) => {
+                    if let Some(id) = is_ack(&event) {
+                        acked[id] = true;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let missing: Vec<usize> = (0..acked.len()).filter(|i| !acked[*i] && !self.exited[*i]).collect();
+                    return Err(VmError { code: "timeout", field: None, message: format!("vCPUs {missing:?} did not acknowledge within {timeout:?}") });
+                }
+                Err(RecvTimeoutError::Disconnected) => unreachable!("the Vm holds a sender"),
+            }
+        }
+    }
+
+    /// Drops acknowledgements left over from a request that timed out, so that they cannot be
+    /// taken for answers to the next one; notes vCPUs that exited meanwhile.
+    fn drain_stale_events(&mut self) {
+        while let Ok(event) = self.events.try_recv() {
+            if let VcpuEvent::Exited(id) = event {
+                self.exited[id] = true;
+            }
+        }
+    }
+
+    /// Sends `cmd` to every vCPU and waits for each one's acknowledgement. Sent even when the
+    /// state says it is not needed: after a timed-out request some vCPUs may be paused and
+    /// others not, and repeating the command is what brings them back in line (a vCPU answers a
+    /// repeated command at once).
+    fn command_all(&mut self, cmd: VcpuCmd, target: VmState, timeout: Duration) -> Result<VmState, VmError> {
+        match self.state {
+            VmState::Running | VmState::Paused => {}
+            other => {
+                return Err(VmError { code: "not_running", field: None, message: format!("the VM is {}", other.name()) });
+            }
+        }
+        self.drain_stale_events();
+        self.broadcast(cmd);
+        let ack: fn(&VcpuEvent) -> Option<usize> = match cmd {
+            VcpuCmd::Pause => |e| if let VcpuEvent::Paused(id) = e { Some(*id) } else { None },
+            _ => |e| if let VcpuEvent::Resumed(id) = e { Some(*id) } else { None },
+        };
+        self.await_acks(ack, timeout)?;
+        self.state = target;
+        Ok(self.state)
+    }
+
+    /// Pauses every vCPU; returns once each has left KVM_RUN and acknowledged.
+    pub fn pause(&mut self, timeout: Duration) -> Result<VmState, VmError> {
+        self.command_all(VcpuCmd::Pause, VmState::Paused, timeout)
+    }
+
+    /// Resumes every vCPU; returns once each has acknowledged.
+    pub fn resume(&mut self, timeout: Duration) -> Result<VmState, VmError> {
+        self.command_all(VcpuCmd::Resume, VmState::Running, timeout)
+    }
+
+    /// Stops every vCPU thread and joins it; the reason recorded first (a guest reset, say) stays.
+    pub fn halt(&mut self, reason: StopReason) -> StopReason {
+        self.stop.stop(reason);
+        self.broadcast(VcpuCmd::Exit);
+        for vcpu in &mut self.vcpus {
+            vcpu.join();
+        }
+        self.exited.iter_mut().for_each(|e| *e = true);
+        self.state = VmState::Stopped;
+        self.stop.reason().expect("set just above")
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        if self.state != VmState::Stopped {
+            self.halt(StopReason::Terminated);
+        }
+    }
+}
+
+/// Loads kernel, command line, initrd, ACPI tables and the boot protocol's parameter block.
+fn load_guest(mem: &GuestMemoryMmap, spec: &VmSpec) -> Result<boot::Entry, VmError> {
+    let boot_err = |e: boot::BootError| VmError {
+        code: if e.field == "boot" { "vm_setup" } else { "invalid_config" },
+        field: Some(e.field),
+        message: e.message,
+    };
+    let (kernel, entry) = boot::load_kernel(mem, &spec.kernel).map_err(boot_err)?;
+    boot::write_cmdline(mem, &spec.cmdline).map_err(boot_err)?;
+    let initrd = match &spec.initrd {
+        Some(path) => Some(
+            boot::load_initrd(mem, path, kernel.kernel_end, boot::initrd_addr_max(kernel.setup_header.as_ref())).map_err(boot_err)?,
+        ),
+        None => None,
+    };
+    acpi::write_tables(mem, spec.vcpus, &[]).map_err(|e| VmError { code: "vm_setup", field: None, message: format!("ACPI: {e}") })?;
+    match entry.mode {
+        EntryMode::Linux64 => {
+            let params = boot::build_boot_params(mem, kernel.setup_header, spec.cmdline.len(), initrd, Some(RSDP_START)).map_err(boot_err)?;
+            boot::write_boot_params(mem, &params).map_err(boot_err)?;
+        }
+        EntryMode::Pvh => boot::write_pvh_info(mem, initrd, Some(RSDP_START)).map_err(boot_err)?,
+    }
+    Ok(entry)
+}
