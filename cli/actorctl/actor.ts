@@ -1,12 +1,9 @@
 /** `actorctl actor <class path>`: starts one actor in an actor system node and runs until signalled. */
 import type { CommandSpec, OptionSpec } from '../kit/program.js';
 import { InvalidInputError } from '../kit/errors.js';
-import { DEFAULT_TIMERS, type MembershipTimers } from '../../framework/core/membership.js';
-import { ActorSystem } from '../../framework/core/system.js';
-import { parseAddr } from '../../framework/core/transport.js';
-import { describeParams, finishParams, loadActorClass, LoadError, ParamError, parseParamJson, parseParamWords, snakeCase } from '../../framework/core/loader.js';
-
-const TIMER_KEYS = new Map(Object.keys(DEFAULT_TIMERS).map((k) => [`cluster.${snakeCase(k)}`, k as keyof MembershipTimers]));
+// membership.js is a leaf module of constants and types; the rest of the framework is loaded by `run`.
+import { TIMER_SETTING_KEYS as TIMER_KEYS, type MembershipTimers } from '../../framework/core/membership.js';
+import type { ActorSystem } from '../../framework/core/system.js';
 
 const OPTIONS: OptionSpec[] = [
   { flags: '--addr <host:port>', description: 'bind address of the actor system (port 0 picks a free port)', default: '0.0.0.0:8000' },
@@ -20,7 +17,8 @@ const OPTIONS: OptionSpec[] = [
 
 /**
  * `actorctl actor <class> --help` lists the class's constructor parameters. The kit prints help
- * before any command runs, so the class is described here, when the module is loaded.
+ * before any command runs, so the class is described here, when the module is loaded; the loader
+ * itself is imported only then, so `actorctl --help` and the other commands stay cheap.
  */
 async function classHelp(argv: string[]): Promise<OptionSpec[]> {
   // The command word is the first word that is not a global option or its value.
@@ -34,6 +32,7 @@ async function classHelp(argv: string[]): Promise<OptionSpec[]> {
   const words = dash < 0 ? argv : argv.slice(0, dash);
   const classPath = argv[at + 1];
   if (at < 0 || !classPath || classPath.startsWith('-') || !words.some((w) => w === '--help' || w === '-h')) return [];
+  const { describeParams, loadActorClass, LoadError } = await import('../../framework/core/loader.js');
   try {
     const loaded = await loadActorClass(classPath);
     return describeParams(loaded.meta.params).map((p) => ({
@@ -58,6 +57,9 @@ export const actorCommand: CommandSpec = {
     "actorctl actor framework.examples.Echo --addr 127.0.0.1:8001 --seeds 127.0.0.1:8000 -D 'actor.extra_kwargs={\"prefix\":\">\"}'",
   ],
   async run(ctx, { positional, options, rest }) {
+    const { finishParams, loadActorClass, LoadError, ParamError, parseParamJson, parseParamWords } = await import('../../framework/core/loader.js');
+    const { ActorSystem } = await import('../../framework/core/system.js');
+    const { parseAddr } = await import('../../framework/core/transport.js');
     const classPath = String(positional[0]);
     let loaded;
     try {

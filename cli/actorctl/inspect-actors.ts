@@ -1,7 +1,6 @@
 /** `actorctl inspect actors`: named actors across the cluster, or on one node. */
 import type { CommandSpec } from '../kit/program.js';
 import { InvalidInputError } from '../kit/errors.js';
-import { inspectActors, normalizeAddr } from '../../framework/core/inspect.js';
 import { COMMON_OPTIONS, SEEDS_OPTION, boolOption, inspectOptions, numberOption, runInspection } from './inspect-common.js';
 
 export const inspectActorsCommand: CommandSpec = {
@@ -16,11 +15,12 @@ export const inspectActorsCommand: CommandSpec = {
     ...COMMON_OPTIONS,
   ],
   examples: ['actorctl inspect actors --seeds 127.0.0.1:8000 --top 10', 'actorctl inspect actors --endpoint 127.0.0.1:8000 --all_actors True'],
-  run(ctx, { options }) {
+  async run(ctx, { options }) {
+    const { inspectActors, normalizeAddr } = await import('../../framework/core/inspect.js');
     const endpoint = options.endpoint === undefined ? undefined : String(options.endpoint);
     if (endpoint !== undefined && options.seeds !== undefined) throw new InvalidInputError('--endpoint and --seeds exclude each other', { hint: 'give one node with --endpoint, or the cluster with --seeds' });
     if (endpoint === undefined && options.seeds === undefined) throw new InvalidInputError('inspect actors needs --seeds or --endpoint');
-    const common = inspectOptions(ctx, options, endpoint === undefined);
+    const common = await inspectOptions(ctx, options, endpoint === undefined);
     const top = options.top === undefined ? undefined : numberOption(options, 'top', 0, { integer: true, min: 1 });
     return runInspection(ctx, () =>
       inspectActors({

@@ -1,6 +1,5 @@
 /** `actorctl inspect cluster`: members of a cluster and their status. */
 import type { CommandSpec } from '../kit/program.js';
-import { inspectCluster } from '../../framework/core/inspect.js';
 import { COMMON_OPTIONS, SEEDS_OPTION, inspectOptions, runInspection } from './inspect-common.js';
 
 export const inspectClusterCommand: CommandSpec = {
@@ -8,5 +7,9 @@ export const inspectClusterCommand: CommandSpec = {
   description: 'show the members of a cluster: totals, a status summary and the member list',
   options: [SEEDS_OPTION, ...COMMON_OPTIONS],
   examples: ['actorctl inspect cluster --seeds 127.0.0.1:8000'],
-  run: (ctx, { options }) => runInspection(ctx, () => inspectCluster(inspectOptions(ctx, options))),
+  async run(ctx, { options }) {
+    const { inspectCluster } = await import('../../framework/core/inspect.js');
+    const common = await inspectOptions(ctx, options);
+    return runInspection(ctx, () => inspectCluster(common));
+  },
 };

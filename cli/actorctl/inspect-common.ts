@@ -1,7 +1,10 @@
-/** Options and error mapping shared by the `actorctl inspect` commands. */
+/**
+ * Options and error mapping shared by the `actorctl inspect` commands. The inspect module is
+ * loaded on first use, so that loading the commands (for --help, or another command) stays cheap.
+ */
 import type { CommandContext, OptionSpec } from '../kit/program.js';
 import { InvalidInputError, UnavailableError } from '../kit/errors.js';
-import { InspectInvalid, InspectUnavailable, parseSeeds, type InspectOptions } from '../../framework/core/inspect.js';
+import type { InspectOptions } from '../../framework/core/inspect.js';
 
 export const SEEDS_OPTION: OptionSpec = { flags: '--seeds <addrs>', description: 'comma-separated node addresses (host:port; port 8000 when omitted)' };
 
@@ -34,7 +37,8 @@ export function numberOption(options: Record<string, unknown>, key: string, fall
 }
 
 /** The options every inspect command shares, checked. */
-export function inspectOptions(ctx: CommandContext, options: Record<string, unknown>, seedsRequired = true): InspectOptions {
+export async function inspectOptions(ctx: CommandContext, options: Record<string, unknown>, seedsRequired = true): Promise<InspectOptions> {
+  const { parseSeeds } = await import('../../framework/core/inspect.js');
   let seeds: string[] = [];
   try {
     if (seedsRequired || options.seeds !== undefined) seeds = parseSeeds(options.seeds === undefined ? undefined : String(options.seeds));
@@ -51,6 +55,7 @@ export function inspectOptions(ctx: CommandContext, options: Record<string, unkn
 
 /** Runs an inspection, mapping its failures to exit codes (no seed reachable: 6). */
 export async function runInspection(ctx: CommandContext, fn: () => Promise<void>): Promise<void> {
+  const { InspectInvalid, InspectUnavailable } = await import('../../framework/core/inspect.js');
   try {
     await fn();
   } catch (error) {

@@ -1,6 +1,5 @@
 /** `actorctl inspect metrics`: each Alive node's Prometheus metrics, raw or summarised. */
 import type { CommandSpec } from '../kit/program.js';
-import { inspectMetrics } from '../../framework/core/inspect.js';
 import { COMMON_OPTIONS, SEEDS_OPTION, boolOption, inspectOptions, runInspection } from './inspect-common.js';
 
 export const inspectMetricsCommand: CommandSpec = {
@@ -8,5 +7,9 @@ export const inspectMetricsCommand: CommandSpec = {
   description: "show each Alive node's metrics (--raw False: only the key series)",
   options: [SEEDS_OPTION, { flags: '--raw <bool>', description: 'True: full Prometheus text; False: key metrics only', default: 'True' }, ...COMMON_OPTIONS],
   examples: ['actorctl inspect metrics --seeds 127.0.0.1:8000 --raw False'],
-  run: (ctx, { options }) => runInspection(ctx, () => inspectMetrics({ ...inspectOptions(ctx, options), raw: boolOption(options, 'raw', true) })),
+  async run(ctx, { options }) {
+    const { inspectMetrics } = await import('../../framework/core/inspect.js');
+    const common = await inspectOptions(ctx, options);
+    return runInspection(ctx, () => inspectMetrics({ ...common, raw: boolOption(options, 'raw', true) }));
+  },
 };

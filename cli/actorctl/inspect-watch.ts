@@ -1,7 +1,7 @@
 /** `actorctl inspect watch`: polls the cluster and prints what changed each round. */
 import type { CommandSpec } from '../kit/program.js';
 import { InvalidInputError } from '../kit/errors.js';
-import { inspectWatch, type WatchKind } from '../../framework/core/inspect.js';
+import type { WatchKind } from '../../framework/core/inspect.js';
 import { COMMON_OPTIONS, SEEDS_OPTION, inspectOptions, numberOption, runInspection } from './inspect-common.js';
 
 const KINDS: WatchKind[] = ['cluster', 'actors', 'metrics', 'all'];
@@ -17,13 +17,13 @@ export const inspectWatchCommand: CommandSpec = {
     ...COMMON_OPTIONS,
   ],
   examples: ['actorctl inspect watch --seeds 127.0.0.1:8000 --kind cluster --interval 2'],
-  run(ctx, { options }) {
+  async run(ctx, { options }) {
+    const { inspectWatch } = await import('../../framework/core/inspect.js');
     const kind = String(options.kind ?? 'all') as WatchKind;
     if (!KINDS.includes(kind)) throw new InvalidInputError(`--kind: '${kind}' is not one of ${KINDS.join(', ')}`);
     const intervalMs = numberOption(options, 'interval', 1, { min: 0.01 }) * 1000;
     const maxRounds = options.max_rounds === undefined ? undefined : numberOption(options, 'max_rounds', 0, { integer: true, min: 1 });
-    return runInspection(ctx, () =>
-      inspectWatch({ ...inspectOptions(ctx, options), intervalMs, kind, ...(maxRounds === undefined ? {} : { maxRounds }), signal: ctx.signal }),
-    );
+    const common = await inspectOptions(ctx, options);
+    return runInspection(ctx, () => inspectWatch({ ...common, intervalMs, kind, ...(maxRounds === undefined ? {} : { maxRounds }), signal: ctx.signal }));
   },
 };

@@ -1,7 +1,7 @@
 /** `sandboxd firmware build`: (re)build the guest firmware library from the kernel package (daemon/images/firmware); run by scripts/setup.sh. */
 import type { CommandSpec } from '../kit/program.js';
 import { InvalidInputError } from '../kit/errors.js';
-import { buildFirmware } from '../../daemon/images/firmware.js';
+// paths.js is a leaf module of constants, named in --help; the image builders are loaded by `run`.
 import { DEFAULT_FIRMWARE_DIR, STATIC_GUEST_BINARY } from '../../daemon/images/paths.js';
 
 export const firmwareBuildCommand: CommandSpec = {
@@ -15,6 +15,7 @@ export const firmwareBuildCommand: CommandSpec = {
   ],
   examples: ['sandboxd firmware build --kernel-deb vmm-rs/target/guest-kernel/linux-image-6.1.0-56-cloud-amd64_6.1.192-2_amd64.deb --vmlinux vmm-rs/target/guest-kernel/vmlinux'],
   async run(ctx, { options }) {
+    const { buildFirmware } = await import('../../daemon/images/firmware.js');
     for (const flag of ['kernelDeb', 'vmlinux'] as const) {
       if (typeof options[flag] !== 'string') throw new InvalidInputError(`--${flag === 'kernelDeb' ? 'kernel-deb' : flag} is required`);
     }

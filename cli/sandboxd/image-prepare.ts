@@ -1,8 +1,8 @@
 /** `sandboxd image prepare <rootfs>`: install the bootstrap into a root filesystem and write its image manifest (daemon/images/prepare). */
 import type { CommandSpec } from '../kit/program.js';
 import { InvalidInputError } from '../kit/errors.js';
+// paths.js is a leaf module of constants, named in --help; the image builders are loaded by `run`.
 import { DEFAULT_FIRMWARE_DIR } from '../../daemon/images/paths.js';
-import { parseEnv, prepareImage } from '../../daemon/images/prepare.js';
 
 const list = (v: unknown): string[] => (v === undefined ? [] : Array.isArray(v) ? v.map(String) : [String(v)]);
 
@@ -20,6 +20,7 @@ export const imagePrepareCommand: CommandSpec = {
     'sandboxd image prepare /srv/rootfs/debian --images-dir /srv/images --key debian --env PATH=/usr/bin:/bin -- python3 -m http.server',
   ],
   async run(ctx, { positional, options, rest }) {
+    const { parseEnv, prepareImage } = await import('../../daemon/images/prepare.js');
     if (typeof options.imagesDir !== 'string' || options.imagesDir === '') throw new InvalidInputError('--images-dir is required');
     const image = await prepareImage({
       rootfs: positional[0] as string,

@@ -4,9 +4,9 @@
  * and never printed.
  */
 import type { CommandContext, CommandSpec } from '../kit/program.js';
-import { createRowWriter, parseOutputFormat, renderRows, type Row } from '../kit/output.js';
+import type { Row } from '../kit/output.js';
+// The credentials module is light (no TOML, no I/O at load) and names the variables for --help.
 import { ACCESS_KEY_ENV, SECRET_KEY_ENV, readKeyPair } from '../../pipelines/pins/credentials.js';
-import { addPin, listPins, PIN_COLUMNS, removePin, renamePin, setPinUri, showPin, uriKind } from '../../pipelines/pins/manage.js';
 import type { Pin } from '../../pipelines/pins/pins.js';
 
 const FORMAT_OPTION = { flags: '--format <format>', description: 'table|json|jsonl|csv', default: 'table' };
@@ -54,6 +54,7 @@ const pin: CommandSpec = {
     'trajstore dataset pin default ~/datasets/main',
   ],
   async run(ctx, { positional, options }) {
+    const { addPin, uriKind } = await import('../../pipelines/pins/manage.js');
     const env = process.env;
     const uri = text(positional[1], 'URI');
     const kind = uriKind(uri, env);
@@ -86,6 +87,7 @@ const unpin: CommandSpec = {
   name: 'dataset unpin <name>',
   description: 'remove a pin (the dataset itself is not touched)',
   async run(ctx, { positional }) {
+    const { removePin } = await import('../../pipelines/pins/manage.js');
     const name = text(positional[0], 'NAME');
     await removePin(ctx.config, process.env, name);
     ctx.stdout.write(`unpinned @${name.replace(/^@/, '')}\n`);
@@ -97,6 +99,8 @@ const list: CommandSpec = {
   description: 'list the pins of the configuration and the built-in pins @agenta, @agentb, @agentb-code',
   options: [FORMAT_OPTION],
   async run(ctx, { options }) {
+    const { listPins, PIN_COLUMNS } = await import('../../pipelines/pins/manage.js');
+    const { createRowWriter, parseOutputFormat } = await import('../kit/output.js');
     const format = parseOutputFormat(options.format);
     const { rows, warnings } = await listPins(ctx.config, process.env);
     printWarnings(ctx, warnings);
@@ -111,6 +115,8 @@ const show: CommandSpec = {
   description: 'show one pin (credentials are shown only as `stored`)',
   options: [FORMAT_OPTION],
   async run(ctx, { positional, options }) {
+    const { PIN_COLUMNS, showPin } = await import('../../pipelines/pins/manage.js');
+    const { parseOutputFormat, renderRows } = await import('../kit/output.js');
     const format = parseOutputFormat(options.format);
     const { rows, warnings } = await showPin(ctx.config, process.env, text(positional[0], 'NAME'));
     printWarnings(ctx, warnings);
@@ -132,6 +138,7 @@ const set: CommandSpec = {
   name: 'dataset set <name> <uri>',
   description: "change a pin's uri, keeping its endpoint, region and credentials",
   async run(ctx, { positional }) {
+    const { setPinUri } = await import('../../pipelines/pins/manage.js');
     const changed = await setPinUri(ctx.config, process.env, text(positional[0], 'NAME'), text(positional[1], 'URI'));
     ctx.stdout.write(`set ${describe(changed)}\n`);
   },
@@ -141,6 +148,7 @@ const rename: CommandSpec = {
   name: 'dataset rename <old> <new>',
   description: 'rename a pin',
   async run(ctx, { positional }) {
+    const { renamePin } = await import('../../pipelines/pins/manage.js');
     const renamed = await renamePin(ctx.config, process.env, text(positional[0], 'OLD'), text(positional[1], 'NEW'));
     ctx.stdout.write(`renamed ${String(positional[0])} to ${describe(renamed)}\n`);
   },

@@ -1,10 +1,7 @@
 /** `trajstore drop DATASET [--yes]`: permanently remove a local dataset (pipelines/drop). */
 import { InvalidInputError } from '../kit/errors.js';
 import type { CommandSpec } from '../kit/program.js';
-import { checkDropTarget, dropDataset } from '../../pipelines/drop/index.js';
-import { localPathOf } from '../../pipelines/dataset/open.js';
-import { resolveDataset } from '../../pipelines/pins/resolve.js';
-import { confirm } from './import.js';
+import { confirm } from './args.js';
 
 export const dropCommand: CommandSpec = {
   name: 'drop <dataset>',
@@ -12,6 +9,9 @@ export const dropCommand: CommandSpec = {
   options: [{ flags: '--yes', description: 'do not ask; required when not on a terminal' }],
   examples: ['trajstore drop ./old-ds --yes'],
   async run(ctx, { positional, options }) {
+    const { resolveDataset } = await import('../../pipelines/pins/resolve.js');
+    const { localPathOf } = await import('../../pipelines/dataset/open.js');
+    const { checkDropTarget, dropDataset } = await import('../../pipelines/drop/index.js');
     const arg = positional[0] as string;
     const location = await resolveDataset(arg, { config: ctx.config, env: process.env, purpose: 'write' });
     const target = await checkDropTarget(localPathOf(location), process.env);

@@ -1,16 +1,15 @@
 /** `trajstore find`: locate runs and steps by expression or identity (pipelines/search/find.ts). */
 import { InvalidInputError } from '../kit/errors.js';
-import { createRowWriter, type Column } from '../kit/output.js';
+import type { Column } from '../kit/output.js';
 import type { CommandSpec } from '../kit/program.js';
-import { FIND_DEFAULTS, runFind, type FindDocument } from '../../pipelines/search/find.js';
+import type { FindDocument } from '../../pipelines/search/find.js';
 import type { Identity } from '../../pipelines/search/planner.js';
-import { clipUtf8 } from '../../pipelines/search/preview.js';
-import { byteSize, duration, openDatasetArg, positiveInt, repeated, single } from '../../pipelines/search/options.js';
 
 /** Table previews are cut shorter than JSON ones so a row stays readable in a terminal. */
 const TABLE_PREVIEW_BYTES = 160;
 
-function identityOf(options: Record<string, unknown>): Identity | undefined {
+async function identityOf(options: Record<string, unknown>): Promise<Identity | undefined> {
+  const { single } = await import('../../pipelines/search/options.js');
   const identity: Identity = {};
   const runId = single(options.runId, '--run-id');
   const documentId = single(options.documentId, '--document-id');
@@ -26,7 +25,9 @@ function identityOf(options: Record<string, unknown>): Identity | undefined {
   return Object.keys(identity).length > 0 ? identity : undefined;
 }
 
-function printTable(doc: FindDocument, out: { write(chunk: string): unknown }): void {
+async function printTable(doc: FindDocument, out: { write(chunk: string): unknown }): Promise<void> {
+  const { createRowWriter } = await import('../kit/output.js');
+  const { clipUtf8 } = await import('../../pipelines/search/preview.js');
   const columns: Column[] =
     doc.search.scope === 'steps'
       ? [{ key: 'document_id' }, { key: 'step_id', title: 'step' }, { key: 'step_source', title: 'source' }, { key: 'timestamp' }, { key: 'preview' }]
@@ -55,8 +56,8 @@ export const findCommand: CommandSpec = {
     { flags: '--step-id <id>', description: 'one step of the --session-id' },
     { flags: '--source <path>', description: 'only runs imported from this source file (as `list` shows it)' },
     { flags: '--format <format>', description: 'table, json, or auto (table on a terminal, else json)', default: 'table' },
-    { flags: '--max-results <n>', description: `matches to return at most (default ${FIND_DEFAULTS.maxResults})` },
-    { flags: '--max-preview-bytes <n>', description: `bytes of preview per match (default ${FIND_DEFAULTS.maxPreviewBytes})` },
+    { flags: '--max-results <n>', description: 'matches to return at most (default 100)' },
+    { flags: '--max-preview-bytes <n>', description: 'bytes of preview per match (default 4096)' },
     { flags: '--max-total-bytes <n>', description: 'bytes of matches in all (default 8MiB)' },
     { flags: '--timeout <duration>', description: 'give up after this long (default 30s)' },
   ],
@@ -67,8 +68,10 @@ export const findCommand: CommandSpec = {
     'trajstore find ./ds --session-id s-1 --step-id 2',
   ],
   async run(ctx, { positional, options }) {
+    const { FIND_DEFAULTS, runFind } = await import('../../pipelines/search/find.js');
+    const { byteSize, duration, openDatasetArg, positiveInt, repeated, single } = await import('../../pipelines/search/options.js');
     const matches = repeated(options.match);
-    const identity = identityOf(options);
+    const identity = await identityOf(options);
     const ways = [matches.length > 0, options.runId !== undefined, options.documentId !== undefined, options.sessionId !== undefined].filter(Boolean).length;
     if (ways !== 1) {
       throw new InvalidInputError(ways === 0 ? 'find needs --match, --run-id, --document-id or --session-id' : 'give only one of --match, --run-id, --document-id, --session-id', {
@@ -98,7 +101,7 @@ export const findCommand: CommandSpec = {
         ctx.log.warn(`the full-text index of ${doc.dataset_uri} is not available; text terms were matched by a full scan (LIKE)`);
       }
       if (asJson) ctx.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
-      else printTable(doc, ctx.stdout);
+      else await printTable(doc, ctx.stdout);
     } finally {
       dataset.close();
     }

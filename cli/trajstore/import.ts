@@ -1,15 +1,12 @@
 /** `trajstore import`: parse and check the flags, run the import pipeline, print the summary. */
 import { existsSync } from 'node:fs';
-import { createInterface } from 'node:readline/promises';
 import { InvalidInputError } from '../kit/errors.js';
-import { createRowWriter, type OutputFormat as RowFormat } from '../kit/output.js';
-import { Progress } from '../kit/progress.js';
+import type { OutputFormat as RowFormat } from '../kit/output.js';
 import type { CommandContext, CommandSpec } from '../kit/program.js';
 import { INPUT_FORMATS, type InputFormat } from '../../pipelines/formats/types.js';
 import type { ImportSummary } from '../../pipelines/import/import.js';
-import { runImportIsolated } from '../../pipelines/import/isolated.js';
-import { parseColumnFlags } from '../../pipelines/dataset/compact/paths.js';
 import type { WriteMode } from '../../pipelines/dataset/writer.js';
+import { confirm, oneOf, requiredString } from './args.js';
 import { resolveLocalDataset, resolveSource } from './dataset-arg.js';
 
 const IMPORT_INPUTS = ['auto', ...INPUT_FORMATS, 'compact-jsonl'] as const;
@@ -18,34 +15,8 @@ const MODES = ['create', 'append', 'replace'] as const;
 const DUPLICATES = ['suffix', 'skip'] as const;
 const SUMMARY_FORMATS = ['table', 'json'] as const;
 
-export function oneOf<T extends string>(value: unknown, allowed: readonly T[], flag: string): T {
-  if (typeof value === 'string' && (allowed as readonly string[]).includes(value)) return value as T;
-  if (Array.isArray(value)) throw new InvalidInputError(`${flag} given more than once`);
-  throw new InvalidInputError(`invalid ${flag} ${JSON.stringify(String(value))}`, { hint: `use one of: ${allowed.join(', ')}` });
-}
-
-export function requiredString(value: unknown, flag: string): string {
-  if (Array.isArray(value)) throw new InvalidInputError(`${flag} given more than once`);
-  if (typeof value === 'number') return String(value);
-  if (typeof value !== 'string' || value === '') throw new InvalidInputError(`${flag} is required`);
-  return value;
-}
-
-/** Asks on the terminal; false when there is no terminal to ask on. */
-export async function confirm(ctx: CommandContext, question: string): Promise<boolean> {
-  const stdin = ctx.stdin as NodeJS.ReadStream;
-  const stderr = ctx.stderr as NodeJS.WriteStream;
-  if (!stdin.isTTY || !stderr.isTTY) return false;
-  const rl = createInterface({ input: stdin, output: stderr });
-  try {
-    const answer = await rl.question(`${question} [y/N] `);
-    return /^y(es)?$/i.test(answer.trim());
-  } finally {
-    rl.close();
-  }
-}
-
-function printSummary(ctx: CommandContext, summary: ImportSummary, format: RowFormat): void {
+async function printSummary(ctx: CommandContext, summary: ImportSummary, format: RowFormat): Promise<void> {
+  const { createRowWriter } = await import('../kit/output.js');
   if (format === 'json') {
     ctx.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
     return;
@@ -79,6 +50,9 @@ export const importCommand: CommandSpec = {
   ],
   examples: ['trajstore import -f testdata/samples -t ./my-dataset', 'trajstore import -f session.jsonl -t ./my-dataset --mode append -i agentb-code'],
   async run(ctx, { options }) {
+    const { runImportIsolated } = await import('../../pipelines/import/isolated.js');
+    const { parseColumnFlags } = await import('../../pipelines/dataset/compact/paths.js');
+    const { Progress } = await import('../kit/progress.js');
     const from = await resolveSource(requiredString(options.from, '-f/--from'), ctx);
     const inputFormat = oneOf(options.inputFormat, IMPORT_INPUTS, '-i/--input-format');
     const outputFormat = oneOf(options.outputFormat ?? (inputFormat === 'compact-jsonl' ? 'compact-jsonl' : 'storyline'), IMPORT_OUTPUTS, '-o/--output-format');
@@ -116,7 +90,7 @@ export const importCommand: CommandSpec = {
             io,
           );
       progress.done();
-      printSummary(ctx, summary, summaryFormat);
+      await printSummary(ctx, summary, summaryFormat);
     } finally {
       progress.done();
     }

@@ -1,13 +1,7 @@
 /** `trajstore list|ls`: the run sources of a dataset (pipelines/list). */
-import { parseOutputFormat, renderRows } from '../kit/output.js';
 import type { CommandSpec } from '../kit/program.js';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { MANIFEST_KEY } from '../../pipelines/dataset/layout.js';
-import { localPathOf, openDataset } from '../../pipelines/dataset/open.js';
-import { LIST_COLUMNS, listSources } from '../../pipelines/list/index.js';
-import { listRawSources } from '../../pipelines/list/raw.js';
-import { resolveDataset } from '../../pipelines/pins/resolve.js';
 
 export const listCommand: CommandSpec = {
   name: 'list [dataset]',
@@ -16,6 +10,12 @@ export const listCommand: CommandSpec = {
   options: [{ flags: '--format <format>', description: 'table|json|jsonl|csv', default: 'table' }],
   examples: ['trajstore ls ./ds', 'trajstore list @team --format json', 'trajstore ls @agentb-code'],
   async run(ctx, { positional, options }) {
+    const { resolveDataset } = await import('../../pipelines/pins/resolve.js');
+    const { MANIFEST_KEY } = await import('../../pipelines/dataset/layout.js');
+    const { localPathOf, openDataset } = await import('../../pipelines/dataset/open.js');
+    const { LIST_COLUMNS, listSources } = await import('../../pipelines/list/index.js');
+    const { listRawSources } = await import('../../pipelines/list/raw.js');
+    const { parseOutputFormat, renderRows } = await import('../kit/output.js');
     const format = parseOutputFormat(options.format);
     const location = await resolveDataset(positional[0] as string | undefined, { config: ctx.config, env: process.env, purpose: 'read' });
     const path = localPathOf(location);

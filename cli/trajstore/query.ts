@@ -3,13 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { InvalidInputError, NotFoundError } from '../kit/errors.js';
-import { parseOutputFormat, type TextSink } from '../kit/output.js';
+import type { TextSink } from '../kit/output.js';
 import type { CommandContext, CommandSpec } from '../kit/program.js';
 import type { OpenDataset } from '../../pipelines/dataset/open.js';
-import { byteSize, duration, openDatasetArg, positiveInt, repeated, single } from '../../pipelines/search/options.js';
-import { DEFAULT_MOUNT, QUERY_DEFAULTS, parseMount, runQuery } from '../../pipelines/search/query.js';
 
 async function readSql(ctx: CommandContext, options: Record<string, unknown>): Promise<string> {
+  const { single } = await import('../../pipelines/search/options.js');
   const sql = single(options.sql, '--sql');
   const file = single(options.file, '--file');
   if ((sql === undefined) === (file === undefined)) throw new InvalidInputError('give the statement with exactly one of --sql SQL or --file FILE (--file - reads stdin)');
@@ -65,7 +64,7 @@ export const queryCommand: CommandSpec = {
     { flags: '--mount <name=dataset>', description: 'attach DATASET as schema NAME (repeatable); a lone DATASET is mounted as `dataset`' },
     { flags: '--format <format>', description: 'table|json|jsonl|csv', default: 'table' },
     { flags: '--output <file>', description: 'write the result to FILE instead of stdout' },
-    { flags: '--max-output-rows <n>', description: `rows at most; more exits 5 (default ${QUERY_DEFAULTS.maxOutputRows})` },
+    { flags: '--max-output-rows <n>', description: 'rows at most; more exits 5 (default 10000)' },
     { flags: '--max-output-bytes <n>', description: 'bytes of row data at most; more exits 5 (default 64MiB)' },
     { flags: '--timeout <duration>', description: 'stop the statement after this long; exits 6 (default 30s)' },
   ],
@@ -75,6 +74,9 @@ export const queryCommand: CommandSpec = {
     'echo "SELECT * FROM dataset.tool_calls LIMIT 5" | trajstore query ./ds --file - --format jsonl',
   ],
   async run(ctx, { positional, options }) {
+    const { DEFAULT_MOUNT, QUERY_DEFAULTS, parseMount, runQuery } = await import('../../pipelines/search/query.js');
+    const { byteSize, duration, openDatasetArg, positiveInt, repeated, single } = await import('../../pipelines/search/options.js');
+    const { parseOutputFormat } = await import('../kit/output.js');
     const format = parseOutputFormat(options.format);
     const limits = {
       maxOutputRows: positiveInt(options.maxOutputRows, '--max-output-rows', QUERY_DEFAULTS.maxOutputRows),

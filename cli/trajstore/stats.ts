@@ -1,13 +1,19 @@
 /** `trajstore stats [overview|agents|models|tools]`: dataset health and built-in reports (pipelines/stats). */
 import { InvalidInputError } from '../kit/errors.js';
-import { columnsOf, parseOutputFormat, renderRows, type OutputFormat } from '../kit/output.js';
+import type { OutputFormat } from '../kit/output.js';
 import type { CommandSpec } from '../kit/program.js';
-import { openDataset, localPathOf } from '../../pipelines/dataset/open.js';
-import { resolveDataset } from '../../pipelines/pins/resolve.js';
-import { datasetHealth, indexStateOf, report, REPORTS, type ReportName } from '../../pipelines/stats/index.js';
-import { openDatasetArg } from '../../pipelines/search/options.js';
+import type { ReportName } from '../../pipelines/stats/index.js';
 
 const FORMAT_OPTION = { flags: '--format <format>', description: 'table|json|jsonl|csv', default: 'table' };
+
+/** One subcommand per report; typed by the pipeline's report names, so a report added there must be added here. */
+const REPORT_DESCRIPTIONS: Record<ReportName, string> = {
+  overview: 'runs, steps, tool calls, tokens, cost, duration and steps per run',
+  agents: 'the overview per agent',
+  models: 'agent steps, tokens and cost per model',
+  tools: 'calls, errors, error rate and median result size per tool',
+};
+const REPORTS = Object.keys(REPORT_DESCRIPTIONS) as ReportName[];
 
 const healthCommand: CommandSpec = {
   name: 'stats [dataset]',
@@ -15,6 +21,10 @@ const healthCommand: CommandSpec = {
   options: [FORMAT_OPTION],
   examples: ['trajstore stats ./ds', 'trajstore stats overview ./ds --format json'],
   async run(ctx, { positional, options }) {
+    const { resolveDataset } = await import('../../pipelines/pins/resolve.js');
+    const { localPathOf, openDataset } = await import('../../pipelines/dataset/open.js');
+    const { datasetHealth, indexStateOf } = await import('../../pipelines/stats/index.js');
+    const { columnsOf, parseOutputFormat, renderRows } = await import('../kit/output.js');
     const format = parseOutputFormat(options.format);
     const location = await resolveDataset(positional[0] as string | undefined, { config: ctx.config, env: process.env, purpose: 'read' });
     // Looked at before opening, because opening rebuilds a stale or missing index.
@@ -50,6 +60,9 @@ function reportCommand(name: ReportName, description: string): CommandSpec {
     description,
     options: [FORMAT_OPTION],
     async run(ctx, { positional, options }) {
+      const { report } = await import('../../pipelines/stats/index.js');
+      const { openDatasetArg } = await import('../../pipelines/search/options.js');
+      const { columnsOf, parseOutputFormat, renderRows } = await import('../kit/output.js');
       const format: OutputFormat = parseOutputFormat(options.format);
       if (positional.length > 1) throw new InvalidInputError(`stats ${name} takes one DATASET`);
       const dataset = await openDatasetArg(ctx, positional[0] as string | undefined);
@@ -64,10 +77,4 @@ function reportCommand(name: ReportName, description: string): CommandSpec {
   };
 }
 
-export const statsCommands: CommandSpec[] = [
-  healthCommand,
-  reportCommand('overview', 'runs, steps, tool calls, tokens, cost, duration and steps per run'),
-  reportCommand('agents', 'the overview per agent'),
-  reportCommand('models', 'agent steps, tokens and cost per model'),
-  reportCommand('tools', 'calls, errors, error rate and median result size per tool'),
-];
+export const statsCommands: CommandSpec[] = [healthCommand, ...REPORTS.map((name) => reportCommand(name, REPORT_DESCRIPTIONS[name]))];

@@ -216,8 +216,3 @@ export function finishParams(params: Record<string, unknown>, schema: TObject): 
   }
   return full;
 }
-
-/** `probeIntervalMs` <-> `probe_interval_ms`: timer names as `-D cluster.<name>=<ms>` keys. */
-export function snakeCase(name: string): string {
-  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-}

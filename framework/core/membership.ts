@@ -66,6 +66,11 @@ export const DEFAULT_TIMERS: MembershipTimers = {
   retransmitMult: 4,
 };
 
+/** `-D cluster.<key>=<value>` settings by timer: `probeIntervalMs` is `cluster.probe_interval_ms`. */
+export const TIMER_SETTING_KEYS: ReadonlyMap<string, keyof MembershipTimers> = new Map(
+  (Object.keys(DEFAULT_TIMERS) as Array<keyof MembershipTimers>).map((k) => [`cluster.${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`, k]),
+);
+
 const MAX_PIGGYBACK = 12;
 export const SWIM_PATH = '/cluster/swim';
 

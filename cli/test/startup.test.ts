@@ -1,0 +1,84 @@
+/**
+ * The tools start fast: loading a tool and its command specs (which is all `--help` does) must not
+ * load the business modules, which each command imports inside `run`. A new static import of a
+ * pipeline, framework or daemon module in `cli/` fails here, naming the module.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { EXPORT_FORMATS } from '../../pipelines/export/export.js';
+import { FIND_DEFAULTS } from '../../pipelines/search/find.js';
+import { QUERY_DEFAULTS } from '../../pipelines/search/query.js';
+import { REPORTS } from '../../pipelines/stats/index.js';
+import { DIST_ROOT, runTool, type ToolResult } from './helpers/run-tool.js';
+
+/** Leaf modules of constants outside cli/ that command specs may name in their help. */
+const LIGHT_MODULES = ['pipelines/formats/types.js', 'pipelines/pins/credentials.js', 'daemon/images/paths.js', 'framework/core/membership.js'];
+/** The argument parser is the one package a tool needs before a command runs. */
+const LIGHT_PACKAGES = ['cac'];
+
+const scratch = mkdtempSync(join(tmpdir(), 'cli-startup-'));
+const recorder = pathToFileURL(join(DIST_ROOT, 'cli', 'test', 'helpers', 'record-modules.js')).href;
+
+/** Runs a tool and returns what it printed and the modules it loaded (paths under dist/, or `node_modules/<package>`). */
+async function runRecorded(tool: string, args: string[]): Promise<{ result: ToolResult; modules: string[] }> {
+  const file = join(scratch, `${tool}-${args.join('_').replace(/\W/g, '')}.txt`);
+  const result = await runTool(tool, args, { env: { NODE_OPTIONS: `--import=${recorder}`, RECORD_MODULES_TO: file } });
+  const modules = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((url) => url.startsWith('file:'))
+    .map((url) => relative(DIST_ROOT, fileURLToPath(url)))
+    .map((path) => path.replace(/^\.\.\/node_modules\/((?:@[^/]+\/)?[^/]+).*$/, 'node_modules/$1'));
+  return { result, modules: [...new Set(modules)] };
+}
+
+/** What a tool loaded that is neither cli/ (outside the tests) nor listed as light. */
+function heavy(modules: string[]): string[] {
+  return modules.filter(
+    (m) =>
+      !(m.startsWith('cli/') && !m.startsWith('cli/test/')) &&
+      !LIGHT_MODULES.includes(m) &&
+      !LIGHT_PACKAGES.some((p) => m === `node_modules/${p}`),
+  );
+}
+
+for (const tool of ['trajstore', 'actorctl', 'sandboxd']) {
+  test(`${tool} --help loads no business module`, async () => {
+    const { result, modules } = await runRecorded(tool, ['--help']);
+    assert.is(result.code, 0, result.stderr);
+    assert.match(result.stdout, 'Commands:');
+    assert.ok(modules.includes(`cli/${tool}.js`), 'the recorder saw the tool itself');
+    assert.equal(heavy(modules), []);
+  });
+}
+
+test('actorctl actor CLASS --help loads the class to list its constructor parameters', async () => {
+  const { result, modules } = await runRecorded('actorctl', ['actor', 'framework.examples.Echo', '--help']);
+  assert.is(result.code, 0, result.stderr);
+  assert.match(result.stdout, /-- --prefix <string>\s+Echo constructor parameter/);
+  // The check above is not vacuous: here the recorder does see a business module.
+  assert.ok(heavy(modules).includes('framework/core/loader.js'), heavy(modules).join(', '));
+});
+
+test('help states the defaults and choices of the pipelines it does not load', async () => {
+  const help = async (args: string[]): Promise<string> => {
+    const r = await runTool('trajstore', [...args, '--help']);
+    assert.is(r.code, 0, r.stderr);
+    return r.stdout;
+  };
+  const find = await help(['find']);
+  assert.match(find, `matches to return at most (default ${FIND_DEFAULTS.maxResults})`);
+  assert.match(find, `bytes of preview per match (default ${FIND_DEFAULTS.maxPreviewBytes})`);
+  assert.match(await help(['query']), `(default ${QUERY_DEFAULTS.maxOutputRows})`);
+  assert.match(await help(['export']), EXPORT_FORMATS.join('|'));
+  const top = await help([]);
+  assert.match(top, `\`stats ${REPORTS.join('|')}\` for reports`);
+  for (const report of REPORTS) assert.match(top, `stats ${report} [dataset]`);
+});
+
+test.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+test.run();
