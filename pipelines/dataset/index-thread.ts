@@ -1,8 +1,8 @@
 /**
  * The index being built during an import, on a worker thread: SQLite inserts and FTS5 trigram
  * tokenising cost as much as everything else an import does, so they run beside the decoding and
- * Parquet encoding instead of after it. At most two batches are in flight; `insert` waits for the
- * older one, so a slow index slows the import (backpressure) and memory stays bounded.
+ * Parquet encoding instead of after it. A bounded number of batches is in flight; `insert` waits for the
+ * oldest one beyond it, so a slow index slows the import (backpressure) and memory stays bounded.
  */
 import { rmSync, renameSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -11,11 +11,15 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 import type { DatasetKind } from './layout.js';
 import type { Row } from './parquet.js';
 import type { ColumnDef, Relation } from './relations.js';
-import { IndexBuilder } from './sqlite-index.js';
+import { IndexBuilder, flatCells } from './sqlite-index.js';
 import { TEMP_MARKER, fsyncDir } from './store.js';
 
 const ROLE = 'trajstore-index-builder';
-const MAX_IN_FLIGHT = 2;
+/**
+ * Relation batches queued for the thread before `insert` waits: a writer flush sends one per relation
+ * (four), so this keeps about two flushes queued and the thread busy while the next one is decoded.
+ */
+const MAX_IN_FLIGHT = 8;
 
 interface Setup {
   role: typeof ROLE;
@@ -26,7 +30,7 @@ interface Setup {
   fresh: boolean;
 }
 
-type Body = { op: 'insert'; relation: Relation; rows: Row[] } | { op: 'finish'; snapshotId: string };
+type Body = { op: 'insert'; relation: Relation; cells: unknown[] } | { op: 'finish'; snapshotId: string };
 type Request = Body & { id: number };
 type Reply = { id: number; error?: string };
 
@@ -42,12 +46,13 @@ export class ThreadedIndex {
   constructor(
     private readonly path: string,
     kind: DatasetKind,
-    columns: Partial<Record<Relation, readonly ColumnDef[]>>,
+    private readonly columns: Partial<Record<Relation, readonly ColumnDef[]>>,
     fresh: boolean,
   ) {
     this.tempPath = `${path}${TEMP_MARKER}${randomBytes(6).toString('hex')}`;
     const setup: Setup = { role: ROLE, path, tempPath: this.tempPath, kind, columns, fresh };
-    // A small heap: the thread holds at most two batches, and a tight limit keeps its garbage collected.
+    // A small heap: queued batches wait serialized in the port, the thread decodes one at a time, and a
+    // tight limit keeps its garbage collected.
     this.worker = new Worker(new URL(import.meta.url), { workerData: setup, resourceLimits: { maxOldGenerationSizeMb: 48, maxYoungGenerationSizeMb: 8 } });
     this.worker.on('message', (reply: Reply) => {
       const waiter = this.waiting.get(reply.id);
@@ -74,8 +79,10 @@ export class ThreadedIndex {
     return done;
   }
 
-  async insert(relation: Relation, rows: Row[]): Promise<void> {
-    const done = this.send({ op: 'insert', relation, rows });
+  async insert(relation: Relation, rows: readonly Row[]): Promise<void> {
+    const columns = this.columns[relation];
+    if (!columns) throw new Error(`index has no relation ${relation}`);
+    const done = this.send({ op: 'insert', relation, cells: flatCells(columns, rows) });
     done.catch(() => {}); // awaited below or by finish(); a failure surfaces there
     this.inFlight.push(done);
     while (this.inFlight.length > MAX_IN_FLIGHT) await this.inFlight.shift();
@@ -112,7 +119,7 @@ if (!isMainThread && (workerData as Setup | undefined)?.role === ROLE && parentP
   port.on('message', (request: Request) => {
     try {
       if (!builder) throw new Error(setupError ?? 'not open');
-      if (request.op === 'insert') builder.insert(request.relation, request.rows);
+      if (request.op === 'insert') builder.insertCells(request.relation, request.cells);
       else builder.finish(request.snapshotId);
       port.postMessage({ id: request.id } satisfies Reply);
     } catch (error) {

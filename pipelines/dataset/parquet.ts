@@ -132,19 +132,20 @@ export class PartWriter {
   /** Writes the rows as one row group. */
   async writeRows(rows: readonly Row[]): Promise<void> {
     if (rows.length === 0) return;
-    const columnData = this.columns.map((column) => ({
-      name: column.name,
-      // JSON and binary cells are large and rarely repeat: no dictionary attempt.
-      ...(column.type === 'json' || column.type === 'binary' ? { encoding: 'PLAIN' as const } : {}),
-      statistics: withStatistics(column),
-      data: rows.map((row) => {
+    const columnData = this.columns.map((column) => {
+      const statistics = withStatistics(column);
+      // JSON, binary and free text (string without statistics) cells are large and rarely repeat:
+      // no dictionary attempt (its sampling and hashing cost time and win nothing on them).
+      const plain = column.type === 'json' || column.type === 'binary' || (column.type === 'string' && !statistics);
+      const data = rows.map((row) => {
         try {
           return cell(column, row[column.name]);
         } catch (error) {
           throw new Error(`${this.key}: ${(error as Error).message}`);
         }
-      }),
-    }));
+      });
+      return { name: column.name, statistics, data, ...(plain ? { encoding: 'PLAIN' as const } : {}) };
+    });
     await this.parquet.write({ columnData, rowGroupSize: rows.length });
     this.rowCount += rows.length;
   }

@@ -9,6 +9,7 @@
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 import type { Readable } from 'node:stream';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { CliError, ExitCode, ResourceLimitError, type ExitCode as Code } from '../../cli/kit/errors.js';
@@ -19,6 +20,7 @@ import { runImport, type ImportOptions, type ImportSummary, type ProgressSink } 
 const ROLE = 'trajstore-import';
 const BASE_HEAP_MB = 128;
 const MAX_HEAP_MB = 4096;
+const INITIAL_OLD_SPACE_MB = 96;
 
 export type ImportJob =
   | { kind: 'storyline'; options: Omit<ImportOptions, 'stdin' | 'log' | 'signal' | 'progress'> }
@@ -56,6 +58,12 @@ function heapMbFor(from: string): number {
 export function runImportIsolated(job: ImportJob, io: ImportIO): Promise<ImportSummary> {
   const heapMb = heapMbFor(job.options.from);
   const usesStdin = job.options.from === '-';
+  // V8 sizes a new heap's first collection limit from what survives, and an import keeps little, so
+  // with the default the import thread ran a full collection for nearly every batch (about 200 per
+  // 200 MB, a third of its CPU time). Isolates read this flag when they are created (only the import
+  // and index threads are created after it here; neither can exceed its resourceLimits cap), and a
+  // larger starting limit cuts those collections tenfold for a few MB of peak RSS (measured).
+  setFlagsFromString(`--initial-old-space-size=${Math.min(heapMb, INITIAL_OLD_SPACE_MB)}`);
   const worker = new Worker(new URL(import.meta.url), {
     workerData: { role: ROLE, job, logLevel: io.log.level },
     stdin: usesStdin,

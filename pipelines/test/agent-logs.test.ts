@@ -218,6 +218,23 @@ test('agentb-code: -o preserve attaches the exact file bytes once', async () => 
   assert.ok(sub.docs.every((d) => d.sourceDocument === 0));
 });
 
+test('agentb-code: a structured toolUseResult is kept only when its JSON text is at most 64 KiB', async () => {
+  const line = (record: Record<string, unknown>): string => JSON.stringify({ sessionId: 's-size', timestamp: '2026-05-01T10:00:00.000Z', ...record });
+  // Sizes around the limit (65536): by raw length, and by JSON escaping alone (40000 quotes are 80002 characters of JSON).
+  const outputs: Record<string, string> = { small: 'ok', near: 'y'.repeat(65_000), long: 'x'.repeat(70_000), escaped: '"'.repeat(40_000) };
+  const ids = Object.keys(outputs);
+  const lines = [
+    line({ type: 'user', uuid: 'u0', parentUuid: null, message: { role: 'user', content: 'run them' } }),
+    line({ type: 'assistant', uuid: 'a0', parentUuid: 'u0', message: { id: 'm0', role: 'assistant', model: 'claude-x', content: ids.map((id) => ({ type: 'tool_use', id, name: 'Bash', input: { command: id } })) } }),
+    ...ids.map((id, i) =>
+      line({ type: 'user', uuid: `r${i}`, parentUuid: 'a0', message: { role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content: 'done' }] }, toolUseResult: { stdout: outputs[id], stderr: '' } }),
+    ),
+  ];
+  const { docs } = await decode(agentbCode, memoryFile(`${lines.join('\n')}\n`, 'size.jsonl'));
+  const kept = Object.fromEntries(calls(docs[0]?.storyline as Storyline).map((c) => [c.tcid, c.extra?.tool_use_result !== undefined]));
+  assert.equal(kept, { small: true, near: true, long: false, escaped: false });
+});
+
 // ---- Codex ------------------------------------------------------------------------------
 
 test('agenta: current layout: 2 prompts, 7 model calls with last_token_usage, calls joined by call_id', async () => {

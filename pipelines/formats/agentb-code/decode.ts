@@ -360,7 +360,7 @@ function toolResult(thread: Thread, block: JsonObject, line: JsonObject, ctx: De
   slot.call.result = content;
   const structured = line.toolUseResult;
   if (isObject(structured)) {
-    if (JSON.stringify(structured).length <= MAX_TOOL_USE_RESULT_BYTES) slot.call.extra = { tool_use_result: structured };
+    if (jsonFits(structured, MAX_TOOL_USE_RESULT_BYTES)) slot.call.extra = { tool_use_result: structured };
     const agentId = str(structured, 'agentId');
     if (agentId && SPAWN_TOOLS.has(slot.call.fn)) thread.spawnedBy.set(agentId, id);
   }
@@ -375,6 +375,27 @@ function toolResult(thread: Thread, block: JsonObject, line: JsonObject, ctx: De
   }
   (slot.turn.observation ??= { results: [] }).results.push(result);
   if (str(line, 'timestamp') && slot.turn.extra) slot.turn.extra.observed_at = str(line, 'timestamp');
+}
+
+/**
+ * True when the JSON text of `value` (parsed JSON) is at most `limit` characters. Every key and
+ * string shows in that text at least at its own length, so a large value (a whole file read, a long
+ * command output) is refused by summing lengths, without serialising it only to measure it.
+ */
+function jsonFits(value: unknown, limit: number): boolean {
+  let floor = 0;
+  const within = (v: unknown): boolean => {
+    if (typeof v === 'string') return (floor += v.length) <= limit;
+    if (Array.isArray(v)) return v.every(within);
+    if (isObject(v)) {
+      for (const key in v) {
+        floor += key.length;
+        if (floor > limit || !within(v[key])) return false;
+      }
+    }
+    return true;
+  };
+  return within(value) && JSON.stringify(value).length <= limit;
 }
 
 function compactionTurn(id: number, ts: string | undefined, msg: string, metadata: JsonObject | undefined): Turn {
