@@ -8,6 +8,7 @@
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
+import { random } from '../lib/random.js';
 
 export interface Corpus {
   dir: string;
@@ -22,16 +23,6 @@ const DOCUMENTS_PER_FILE = 1000;
 const MODELS = ['model-alpha', 'model-beta', 'model-gamma', 'model-delta'];
 const AGENTS = ['planner', 'coder', 'reviewer'];
 const TOOLS = ['bash', 'read_file', 'edit_file', 'search'];
-
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** English letter frequencies (per mille), so common trigrams are common as in English text. */
 const LETTERS = 'etaoinshrdlcumwfgypbvkjxqz';

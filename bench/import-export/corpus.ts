@@ -6,6 +6,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { random } from '../lib/random.js';
 
 export type CorpusKind = 'agentb-code' | 'storyline';
 
@@ -15,17 +16,6 @@ export interface Corpus {
   files: number;
   bytes: number;
   lines: number;
-}
-
-/** A small deterministic pseudo-random generator (mulberry32), so corpora are identical run to run. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const WORDS = 'index parse stream batch commit snapshot config retry worker queue buffer socket render token schema column module cache flush error'.split(' ');

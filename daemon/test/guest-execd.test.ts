@@ -26,6 +26,16 @@ test.after(async () => {
   await svc?.stop();
 });
 
+/** A command's status once it has stopped running (polled for up to 5 s). */
+async function statusOnceStopped(id: string) {
+  let status = await sdk.commands.getCommandStatus(id);
+  for (let i = 0; i < 100 && status.running; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    status = await sdk.commands.getCommandStatus(id);
+  }
+  return status;
+}
+
 /** Fails unless `fn` throws an SDK API error carrying this code and a message. */
 async function expectApiError(fn: () => Promise<unknown>, code: string, status?: number): Promise<void> {
   try {
@@ -126,11 +136,7 @@ test('a foreground command stops when its client goes away', async () => {
   }
   const id = (JSON.parse(text.split('\n')[0]!) as { type: string; text: string }).text;
   abort.abort();
-  let status = await sdk.commands.getCommandStatus(id);
-  for (let i = 0; i < 100 && status.running; i++) {
-    await new Promise((r) => setTimeout(r, 50));
-    status = await sdk.commands.getCommandStatus(id);
-  }
+  const status = await statusOnceStopped(id);
   assert.is(status.running, false);
   assert.is(status.exitCode, 137);
 });
@@ -203,11 +209,7 @@ test('interrupting a background command kills its whole process group', async ()
   const ex = await sdk.commands.run('sleep 60 & sleep 60; wait', { background: true });
   const id = ex.id!;
   await sdk.commands.interrupt(id);
-  let status = await sdk.commands.getCommandStatus(id);
-  for (let i = 0; i < 100 && status.running; i++) {
-    await new Promise((r) => setTimeout(r, 50));
-    status = await sdk.commands.getCommandStatus(id);
-  }
+  const status = await statusOnceStopped(id);
   assert.is(status.running, false);
   assert.is(status.exitCode, 137);
 });
