@@ -11,20 +11,18 @@ trajstore() { node "$REPO_ROOT/dist/cli/trajstore.js" "$@"; }
 echo "== bundled samples ($REPO_ROOT/testdata/samples) -> the default dataset"
 trajstore import -f "$REPO_ROOT/testdata/samples" --mode replace --yes
 
-# Local agent sessions: appended when present. Exit 3 means the root does not exist on this machine;
-# any other failure is reported and the samples stay imported.
+# Local agent sessions: appended when this machine has any (the pins say where their roots are).
 for source in agenta:agenta agentb-code:agentb-code; do
   pin="@${source%%:*}"
   format="${source##*:}"
+  root="$(trajstore dataset show "${pin#@}" --format json | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).uri))')"
   echo
-  echo "== $pin (local $format sessions) -> the default dataset"
-  set +e
-  trajstore import -f "$pin" -i "$format" --mode append
-  rc=$?
-  set -e
-  case $rc in
-    0) ;;
-    3) echo "(no local sessions at $pin on this machine: skipped)" ;;
-    *) echo "(import of $pin failed with exit $rc: see the message above; the default dataset keeps what was imported)" ;;
-  esac
+  echo "== $pin (local $format sessions in $root) -> the default dataset"
+  if ! find "$root" -name '*.jsonl' -print -quit 2>/dev/null | grep -q .; then
+    echo "(no session logs there on this machine: skipped)"
+    continue
+  fi
+  # A failure is reported and the samples stay imported.
+  trajstore import -f "$pin" -i "$format" --mode append ||
+    echo "(import of $pin failed with exit $?: see the message above; the default dataset keeps what was imported)"
 done
