@@ -64,6 +64,12 @@ function timing(reported: number | undefined, programmed: number, actual: number
   else console.log(`note: ${what}: the server itself took ${actual.toFixed(2)} ms for ${programmed} ms programmed (busy machine)`);
 }
 
+/** Requests per second between the first and the last arrival at the server, as the report's achieved_rate is computed. */
+function rateSeen(server: SyntheticServer): number {
+  const seen = server.arrivals;
+  return ((seen.length - 1) * 1000) / ((seen.at(-1) as number) - (seen[0] as number));
+}
+
 function onlyPhase(run: Run): PhaseReport {
   assert.is(run.report?.phases.length, 1, run.stderr);
   return run.report?.phases[0] as PhaseReport;
@@ -125,9 +131,17 @@ test('on a terminal a live line is drawn on stderr, then cleared', async () => {
     const out = await new Promise<string>((resolve, reject) => {
       const child = spawn('script', ['-qec', command.join(' '), '/dev/null'], { stdio: ['ignore', 'pipe', 'inherit'] });
       let text = '';
+      // A hung run must fail this test, not hang the suite (the bench itself stops after 1.5 s).
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`actorctl bench under script(1) did not finish within 60 s; output so far: ${JSON.stringify(text)}`));
+      }, 60_000);
       child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
       child.on('error', reject);
-      child.on('close', () => resolve(text));
+      child.on('close', () => {
+        clearTimeout(timer);
+        resolve(text);
+      });
     });
     assert.match(out, /\r\x1b\[2Kconcurrency 2 · [\d.]+s · sent \d+ ok \d+ err 0 · [\d.]+ req\/s · TTFT p50 [\d.]+ ms/);
     assert.match(out, /\r\x1b\[2KPHASE/, 'the line is cleared before the table');
@@ -180,8 +194,8 @@ test('open loop, constant arrivals: the rate is held within 2%', async () => {
     assert.is(p.requests.sent, 150);
     assert.is(p.requests.succeeded, 150);
     within(p.arrivals?.achieved_rate, 50, 0.02, 'achieved rate');
-    const seen = server.arrivals;
-    within(((seen.length - 1) * 1000) / ((seen.at(-1) as number) - (seen[0] as number)), 50, 0.02, 'rate seen by the server');
+    within(p.arrivals?.achieved_rate, rateSeen(server), 0.02, 'achieved rate vs the rate the server saw');
+    within(rateSeen(server), 50, 0.02, 'rate seen by the server');
   });
 });
 
@@ -195,6 +209,7 @@ test('open loop, Poisson arrivals: the schedule is held within 2%', async () => 
     within(arrivals?.achieved_rate, arrivals?.scheduled_rate ?? 0, 0.02, 'achieved vs scheduled rate');
     within(arrivals?.scheduled_rate, 100, 0.15, 'scheduled rate vs target (a 300-sample Poisson process)');
     assert.is(server.arrivals.length, p.requests.sent);
+    within(arrivals?.achieved_rate, rateSeen(server), 0.02, 'achieved rate vs the rate the server saw');
   });
 });
 

@@ -4,7 +4,7 @@
  * Shared by the guest-*.test.ts files and bench/guest.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -59,13 +59,25 @@ export async function startGuestService(kind: 'execd' | 'egress', options: Start
     env.GUEST_TEST_TOKEN = options.token;
     args.push('--token-env', 'GUEST_TEST_TOKEN');
   }
-  if (kind === 'execd') args.push('--state-dir', mkdtempSync(join(tmpdir(), 'guest-execd-state-')));
+  const stateDir = kind === 'execd' ? mkdtempSync(join(tmpdir(), 'guest-execd-state-')) : undefined;
+  if (stateDir) args.push('--state-dir', stateDir);
   const child = spawn(bin, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Whatever way the service ends, its state directory goes with it: no temp dirs left per test run.
+  child.once('exit', () => {
+    if (stateDir) rmSync(stateDir, { recursive: true, force: true });
+  });
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
   const addr = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${kind} did not announce its address within 10 s: ${stderr}`)), 10_000);
-    child.once('exit', (code) => reject(new Error(`${kind} exited with ${code} before listening: ${stderr}`)));
+    const timer = setTimeout(() => {
+      // A service that never announced is not handed to the caller, so nobody else would stop it.
+      child.kill('SIGKILL');
+      reject(new Error(`${kind} did not announce its address within 10 s: ${stderr}`));
+    }, 10_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${kind} exited with ${code} before listening: ${stderr}`));
+    });
     createInterface({ input: child.stdout! }).on('line', (line) => {
       const m = /^listening (\S+)$/.exec(line);
       if (m) {
@@ -85,7 +97,12 @@ export async function startGuestService(kind: 'execd' | 'egress', options: Start
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
+        // A service stuck in shutdown must not hang the test run: SIGKILL after a grace period.
+        const force = setTimeout(() => child.kill('SIGKILL'), 5_000);
+        child.once('exit', () => {
+          clearTimeout(force);
+          resolve();
+        });
         child.kill('SIGTERM');
       }),
   };

@@ -7,7 +7,7 @@
  * source format carries that has no Storyline field goes to `extra` or to `unknown_fields`,
  * never silently dropped. The only open bags are the `extra`/`meta`/`env`-style fields.
  */
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 
 export const STORYLINE_SCHEMA_VERSION = 'storyline/v1';
 
@@ -204,6 +204,3 @@ export type Parent = Static<typeof Parent>;
 export type Task = Static<typeof Task>;
 export type Storyline = Static<typeof Storyline>;
 export type Content = Static<typeof Content>;
-
-/** Every schema by name, for documentation and tests. */
-export const STORYLINE_SCHEMAS: Record<string, TSchema> = { Storyline, Turn, ToolCall, ObservationResult, Metrics, Agent };

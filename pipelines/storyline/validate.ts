@@ -68,7 +68,3 @@ function referenceProblems(doc: Storyline, maxProblems: number): StorylineProble
   });
   return problems.slice(0, maxProblems);
 }
-
-export function isStoryline(doc: unknown): doc is Storyline {
-  return storylineProblems(doc, 1).length === 0;
-}

@@ -291,6 +291,7 @@ test('export is create-only unless --overwrite, refuses what a dataset cannot gi
   writeFileSync(s.path('out.jsonl'), 'old');
   const conflict = await s.run(['export', '-f', s.path('ds'), '-t', s.path('out.jsonl'), '-o', 'storyline']);
   assert.is(conflict.code, 4);
+  assert.match(conflict.stderr, `-t ${s.path('out.jsonl')}: already exists`);
   assert.is(readFileSync(s.path('out.jsonl'), 'utf8'), 'old');
   const overwrite = await s.run(['export', '-f', s.path('ds'), '-t', s.path('out.jsonl'), '-o', 'storyline', '--overwrite']);
   assert.is(overwrite.code, 0, overwrite.stderr);
@@ -300,6 +301,7 @@ test('export is create-only unless --overwrite, refuses what a dataset cannot gi
   assert.match(compact.stderr, 'compact record stores only');
   const missing = await s.run(['export', '-f', s.path('none'), '-t', '-', '-o', 'storyline']);
   assert.is(missing.code, 3);
+  assert.match(missing.stderr, `-f ${s.path('none')}: no such dataset`);
 });
 
 test('compact-jsonl: records with --column values, the id fallback, and a byte-exact export (CRLF, no final newline)', async () => {

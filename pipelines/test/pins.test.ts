@@ -104,6 +104,8 @@ const BAD: Array<[string, string, RegExp, number | undefined]> = [
   ['an ftp endpoint', '[pins.a]\nuri = "s3://bucket-a"\nendpoint = "ftp://127.0.0.1/"\n', /http:\/\/ or https:\/\//, 3],
   ['an unsupported scheme', '[pins.a]\nuri = "gs://bucket/x"\n', /unsupported uri scheme "gs:\/\/"/, 2],
   ['a bad bucket', '[pins.a]\nuri = "s3://B_/x"\n', /invalid bucket name/, 2],
+  ['a secret in an s3 uri', `[pins.a]\nuri = "s3://AK:${SECRET}@bucket-a/x"\n`, /s3:\/\/ uri must not carry a user name or password/, 2],
+  ['a secret in a catalog uri', `[pins.t]\nuri = "catalog://AK:${SECRET}@127.0.0.1:9"\naccess_key = "a"\nsecret_key = "b"\n`, /catalog:\/\/ uri must not carry/, 2],
   ['an empty uri', '[pins.a]\nuri = ""\n', /uri is empty/, 2],
   ['an empty region', '[pins.a]\nuri = "s3://bucket-a"\nregion = ""\n', /region is empty/, 3],
   ['a duplicate table', '[pins.a]\nuri = "/a"\n[pins.a]\nuri = "/b"\n', /invalid TOML/, 3],

@@ -209,9 +209,12 @@ test('list and stats of a compact record store; its reports are refused', async 
 });
 
 test('stats and list of a missing dataset exit 3; a bad --format exits 2', async () => {
-  assert.is((await trajstore(['stats', join(home, 'none')])).code, 3);
-  assert.is((await trajstore(['ls', join(home, 'none')])).code, 3);
-  assert.is((await trajstore(['stats', 'models', join(home, 'none')])).code, 3);
+  const none = join(home, 'none');
+  for (const args of [['stats', none], ['ls', none], ['stats', 'models', none]]) {
+    const r = await trajstore(args);
+    assert.is(r.code, 3, args.join(' '));
+    assert.match(r.stderr, `${none}: no such dataset`, args.join(' '));
+  }
   const bad = await trajstore(['ls', atif, '--format', 'yaml']);
   assert.is(bad.code, 2);
   assert.match(bad.stderr, 'invalid --format "yaml"');
@@ -246,6 +249,7 @@ test('drop refuses roots, home, files, symlinks, non-datasets and datasets with 
   assert.ok(existsSync(join(atif, 'trajstore.json')));
   const missing = await trajstore(['drop', join(home, 'never-was'), '--yes']);
   assert.is(missing.code, 3);
+  assert.match(missing.stderr, `${join(home, 'never-was')}: no such dataset`);
 });
 
 test('drop without --yes off a terminal refuses; with --yes it removes the dataset and nothing else', async () => {

@@ -6,20 +6,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http2 from 'node:http2';
 import { join } from 'node:path';
 import { DIST_ROOT } from '../../../cli/test/helpers/run-tool.js';
-import type { MembershipTimers } from '../../core/membership.js';
+import { TIMER_SETTING_KEYS, type MembershipTimers } from '../../core/membership.js';
 
-/** Short membership timers so that failure detection takes about a second in tests. */
-export const FAST_TIMERS: Record<string, number> = {
-  probe_interval_ms: 100,
-  probe_timeout_ms: 150,
-  indirect_timeout_ms: 300,
-  suspect_timeout_ms: 1500,
-  sync_interval_ms: 500,
-  join_retry_ms: 200,
-  remove_after_ms: 20_000,
-};
-
-/** The same short timers for an in-process `ActorSystem` that joins such nodes (a test's client). */
+/** Short membership timers so that failure detection takes about a second in tests (an in-process `ActorSystem`, a test's client). */
 export const FAST_CLIENT_TIMERS: Partial<MembershipTimers> = {
   probeIntervalMs: 100,
   probeTimeoutMs: 150,
@@ -28,6 +17,15 @@ export const FAST_CLIENT_TIMERS: Partial<MembershipTimers> = {
   syncIntervalMs: 500,
   joinRetryMs: 200,
 };
+
+/**
+ * The same timers as `-D cluster.<key>` settings (without the `cluster.` prefix) for node
+ * processes, derived so the two cannot drift apart; nodes also forget removed members sooner.
+ */
+const FAST_NODE_TIMERS: Partial<MembershipTimers> = { ...FAST_CLIENT_TIMERS, removeAfterMs: 20_000 };
+export const FAST_TIMERS: Record<string, number> = Object.fromEntries(
+  [...TIMER_SETTING_KEYS].flatMap(([setting, key]) => (FAST_NODE_TIMERS[key] === undefined ? [] : [[setting.slice('cluster.'.length), FAST_NODE_TIMERS[key]]])),
+);
 
 export interface NodeProcess {
   proc: ChildProcess;

@@ -119,7 +119,7 @@ pub fn parse_options(args: &[String]) -> Result<Options, String> {
 }
 
 /// What the host sends in its `config` frame.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct HostConfig {
     #[serde(rename = "type")]
@@ -133,6 +133,21 @@ pub struct HostConfig {
     pub egress_token: Option<String>,
     #[serde(default)]
     pub cwd: Option<String>,
+}
+
+// Written by hand so that a `{:?}` of the frame never shows the access tokens or the values of
+// the workload's environment (which may carry credentials); the variable names are kept.
+impl std::fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("kind", &self.kind)
+            .field("version", &self.version)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("execd_token", &self.execd_token.as_ref().map(|_| "<redacted>"))
+            .field("egress_token", &self.egress_token.as_ref().map(|_| "<redacted>"))
+            .field("cwd", &self.cwd)
+            .finish()
+    }
 }
 
 // ---------------------------------------------------------------- vsock via libc
@@ -657,8 +672,11 @@ mod tests {
 
     #[test]
     fn config_frame_rejects_unknown_fields() {
-        let ok: HostConfig = serde_json::from_value(json!({"type": "config", "version": 1, "env": {"A": "b"}, "execd_token": "t"})).unwrap();
-        assert_eq!(ok.env["A"], "b");
+        let ok: HostConfig = serde_json::from_value(json!({"type": "config", "version": 1, "env": {"A": "envsecret"}, "execd_token": "tokensecret"})).unwrap();
+        assert_eq!(ok.env["A"], "envsecret");
+        // Debug output keeps the variable names but neither the token nor the values.
+        let shown = format!("{ok:?}");
+        assert!(shown.contains("\"A\"") && !shown.contains("secret") && shown.contains("<redacted>"), "{shown}");
         assert!(serde_json::from_value::<HostConfig>(json!({"type": "config", "version": 1, "tokens": {}})).is_err());
     }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 /// Settings shared by the execution and egress services.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServiceConfig {
     pub addr: SocketAddr,
     pub token: Option<Vec<u8>>,
@@ -19,6 +19,19 @@ pub struct ServiceConfig {
     pub state_dir: PathBuf,
     /// Print the bound address as `listening <addr>` on stdout (tests bind port 0).
     pub announce: bool,
+}
+
+// Written by hand so that a `{:?}` of the settings (a panic message, a log line) never shows the token.
+impl std::fmt::Debug for ServiceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceConfig")
+            .field("addr", &self.addr)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ping_interval_ms", &self.ping_interval_ms)
+            .field("state_dir", &self.state_dir)
+            .field("announce", &self.announce)
+            .finish()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -131,11 +144,14 @@ mod tests {
         std::env::set_var("SG_TEST_TOKEN_A", "s3cret");
         let c = service_config(&args(&["--token-env", "SG_TEST_TOKEN_A", "--port=0"]), 1).unwrap();
         assert_eq!(c.token.as_deref(), Some(&b"s3cret"[..]));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "{shown}");
         let dir = std::env::temp_dir().join(format!("sg-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("t"), "filetoken\n").unwrap();
         let c = service_config(&args(&["--token-file", dir.join("t").to_str().unwrap()]), 1).unwrap();
         assert_eq!(c.token.as_deref(), Some(&b"filetoken"[..]));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
