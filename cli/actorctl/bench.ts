@@ -10,6 +10,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type * as Loadgen from '../../bench/loadgen/index.js';
 import type { Arrival, BenchConfig, BenchKind, BenchReport, Slo, TokenizerName } from '../../bench/loadgen/index.js';
 import { InvalidInputError, UnavailableError } from '../kit/errors.js';
+import { oneOf } from '../kit/flags.js';
 import type { Logger } from '../kit/log.js';
 import type { CommandSpec } from '../kit/program.js';
 import { productVersion } from '../kit/version.js';
@@ -22,11 +23,6 @@ const FORMATS = ['table', 'json'] as const;
 /** Where the module is by default, next to this file in the build; the variable points elsewhere (tests, packagers). */
 const MODULE_ENV = 'ACTORCTL_BENCH_MODULE';
 const API_KEY_ENV = 'OPENAI_API_KEY';
-
-function oneOf<T extends string>(flag: string, value: unknown, allowed: readonly T[]): T {
-  if (typeof value === 'string' && (allowed as readonly string[]).includes(value)) return value as T;
-  throw new InvalidInputError(`invalid ${flag} ${JSON.stringify(String(value))}`, { hint: `use one of: ${allowed.join(', ')}` });
-}
 
 function number(flag: string, value: unknown, { integer = false, min = 0, exclusive = false } = {}): number {
   const n = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : NaN;
@@ -86,7 +82,7 @@ function benchConfig(model: string, raw: Record<string, unknown>, env: NodeJS.Pr
   // Credentials in a URL would sit in argv and in the report; the key has its own way in.
   if (url.username || url.password) throw new InvalidInputError('--url must not contain credentials', { hint: `pass the key in $${API_KEY_ENV}` });
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`invalid --url ${JSON.stringify(String(o.url))}: use http:// or https://`);
-  const kind = oneOf('--kind', o.kind, KINDS);
+  const kind = oneOf(o.kind, KINDS, '--kind');
   const rates = o.rate === undefined ? [] : list('--rate', o.rate, { min: 0, exclusive: true });
   if (kind === 'rate' && rates.length === 0) throw new InvalidInputError('--kind rate needs --rate R[,R...]');
   if ((kind === 'csweep' || kind === 'sweep') && rates.length > 0) throw new InvalidInputError(`--rate is not used by --kind ${kind}`, { hint: 'use --kind rate or throughput' });
@@ -106,7 +102,7 @@ function benchConfig(model: string, raw: Record<string, unknown>, env: NodeJS.Pr
     concurrencyLevels: o.concurrencyLevels === undefined ? [] : list('--concurrency-levels', o.concurrencyLevels, { integer: true, min: 1 }),
     rates,
     numRates: number('--num-rates', o.numRates, { integer: true, min: 1 }),
-    arrival: oneOf('--arrival', o.arrival, ARRIVALS),
+    arrival: oneOf(o.arrival, ARRIVALS, '--arrival'),
     durationS,
     warmupS: seconds('--warmup', o.warmup),
     numRequests,
@@ -115,7 +111,7 @@ function benchConfig(model: string, raw: Record<string, unknown>, env: NodeJS.Pr
     input: { mean: number('--input-tokens', o.inputTokens, { integer: true, min: 1 }), spread: number('--input-spread', o.inputSpread) },
     output: { mean: number('--output-tokens', o.outputTokens, { integer: true, min: 1 }), spread: number('--output-spread', o.outputSpread) },
     promptsFile: o.prompts === undefined ? undefined : String(o.prompts),
-    tokenizer: oneOf('--tokenizer', o.tokenizer, TOKENIZERS),
+    tokenizer: oneOf(o.tokenizer, TOKENIZERS, '--tokenizer'),
     slo: slo(o.slo),
     seed: number('--seed', o.seed, { integer: true }),
   };
@@ -197,7 +193,7 @@ export const benchCommand: CommandSpec = {
   ],
   async run(ctx, args) {
     const model = String(args.positional[0]);
-    const format = oneOf('--format', single(args.options.format), FORMATS);
+    const format = oneOf(single(args.options.format), FORMATS, '--format');
     const config = benchConfig(model, args.options, process.env);
     const output = single(args.options.output);
     if (output !== undefined) await checkWritable(String(output));

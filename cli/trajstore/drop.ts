@@ -1,7 +1,7 @@
 /** `trajstore drop DATASET [--yes]`: permanently remove a local dataset (pipelines/drop). */
 import { InvalidInputError } from '../kit/errors.js';
 import type { CommandSpec } from '../kit/program.js';
-import { confirm } from './args.js';
+import { confirm } from './confirm.js';
 
 export const dropCommand: CommandSpec = {
   name: 'drop <dataset>',

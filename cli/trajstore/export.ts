@@ -2,7 +2,7 @@
 import type { CommandSpec } from '../kit/program.js';
 import type { ExportFormat } from '../../pipelines/export/export.js';
 import { OUTPUT_FORMATS } from '../../pipelines/formats/types.js';
-import { oneOf, requiredString } from './args.js';
+import { oneOf, requiredString } from '../kit/flags.js';
 import { resolveLocalDataset } from './dataset-arg.js';
 
 /** For --help, without loading the export pipeline; `run` checks against the pipeline's own EXPORT_FORMATS. */

@@ -1,4 +1,5 @@
 /** `trajstore find`: locate runs and steps by expression or identity (pipelines/search/find.ts). */
+import { repeated, single } from '../kit/flags.js';
 import { InvalidInputError } from '../kit/errors.js';
 import type { Column } from '../kit/output.js';
 import type { CommandSpec } from '../kit/program.js';
@@ -9,7 +10,6 @@ import type { Identity } from '../../pipelines/search/planner.js';
 const TABLE_PREVIEW_BYTES = 160;
 
 async function identityOf(options: Record<string, unknown>): Promise<Identity | undefined> {
-  const { single } = await import('../../pipelines/search/options.js');
   const identity: Identity = {};
   const runId = single(options.runId, '--run-id');
   const documentId = single(options.documentId, '--document-id');
@@ -69,7 +69,7 @@ export const findCommand: CommandSpec = {
   ],
   async run(ctx, { positional, options }) {
     const { FIND_DEFAULTS, runFind } = await import('../../pipelines/search/find.js');
-    const { byteSize, duration, openDatasetArg, positiveInt, repeated, single } = await import('../../pipelines/search/options.js');
+    const { byteSize, duration, openDatasetArg, positiveInt } = await import('../../pipelines/search/options.js');
     const matches = repeated(options.match);
     const identity = await identityOf(options);
     const ways = [matches.length > 0, options.runId !== undefined, options.documentId !== undefined, options.sessionId !== undefined].filter(Boolean).length;

@@ -6,7 +6,8 @@ import type { CommandContext, CommandSpec } from '../kit/program.js';
 import { INPUT_FORMATS, type InputFormat } from '../../pipelines/formats/types.js';
 import type { ImportSummary } from '../../pipelines/import/import.js';
 import type { WriteMode } from '../../pipelines/dataset/writer.js';
-import { confirm, oneOf, requiredString } from './args.js';
+import { oneOf, requiredString } from '../kit/flags.js';
+import { confirm } from './confirm.js';
 import { resolveLocalDataset, resolveSource } from './dataset-arg.js';
 
 const IMPORT_INPUTS = ['auto', ...INPUT_FORMATS, 'compact-jsonl'] as const;

@@ -2,21 +2,23 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { repeated, single } from '../kit/flags.js';
 import { InvalidInputError, NotFoundError } from '../kit/errors.js';
 import type { TextSink } from '../kit/output.js';
 import type { CommandContext, CommandSpec } from '../kit/program.js';
 import type { OpenDataset } from '../../pipelines/dataset/open.js';
 
+/** A statement longer than this is not SQL someone meant to run. */
+const MAX_SQL_BYTES = 16 * 1024 * 1024;
+
 async function readSql(ctx: CommandContext, options: Record<string, unknown>): Promise<string> {
-  const { single } = await import('../../pipelines/search/options.js');
   const sql = single(options.sql, '--sql');
   const file = single(options.file, '--file');
   if ((sql === undefined) === (file === undefined)) throw new InvalidInputError('give the statement with exactly one of --sql SQL or --file FILE (--file - reads stdin)');
   if (sql !== undefined) return sql;
   if (file === '-') {
-    const chunks: Buffer[] = [];
-    for await (const chunk of ctx.stdin) chunks.push(Buffer.from(chunk as Buffer));
-    return Buffer.concat(chunks).toString('utf8');
+    const { readAll } = await import('../../pipelines/formats/lines.js');
+    return (await readAll(ctx.stdin, '--file -', MAX_SQL_BYTES)).toString('utf8');
   }
   try {
     return readFileSync(file as string, 'utf8');
@@ -75,7 +77,7 @@ export const queryCommand: CommandSpec = {
   ],
   async run(ctx, { positional, options }) {
     const { DEFAULT_MOUNT, QUERY_DEFAULTS, parseMount, runQuery } = await import('../../pipelines/search/query.js');
-    const { byteSize, duration, openDatasetArg, positiveInt, repeated, single } = await import('../../pipelines/search/options.js');
+    const { byteSize, duration, openDatasetArg, positiveInt } = await import('../../pipelines/search/options.js');
     const { parseOutputFormat } = await import('../kit/output.js');
     const format = parseOutputFormat(options.format);
     const limits = {

@@ -9,6 +9,10 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import { CliError, ExitCode, InvalidInputError } from '../../cli/kit/errors.js';
+import { single } from '../../cli/kit/flags.js';
+
+/** Two keys, one line each: anything longer on stdin is not what --ak-stdin/--sk-stdin expect. */
+const MAX_KEYS_BYTES = 64 * 1024;
 
 export const ACCESS_KEY_ENV = 'TRAJSTORE_ACCESS_KEY';
 export const SECRET_KEY_ENV = 'TRAJSTORE_SECRET_KEY';
@@ -40,11 +44,7 @@ interface TtyInput extends Readable {
 }
 
 function flagValue(value: unknown, flag: string): string | undefined {
-  if (value === undefined) return undefined;
-  if (Array.isArray(value)) throw new InvalidInputError(`${flag} given more than once`);
-  // The kit keeps a value that looks like a number as a number only when it prints back the same.
-  const text = typeof value === 'number' ? String(value) : value;
-  if (typeof text !== 'string') throw new InvalidInputError(`${flag} needs a value`);
+  const text = single(value, flag);
   if (text === '') throw new InvalidInputError(`${flag} is empty`);
   return text;
 }
@@ -58,7 +58,9 @@ export async function readKeyPair(sources: CredentialSources): Promise<KeyPair> 
     sources.warn(`--sk on the command line is visible to other users (ps, shell history); prefer ${SECRET_KEY_ENV} or --sk-stdin`);
   }
   if (sources.akStdin || sources.skStdin) {
-    const lines = (await readStdin(sources.stdin)).split(/\r?\n/);
+    // Loaded here: this module is on the start-up path of every `dataset` command.
+    const { readAll } = await import('../formats/lines.js');
+    const lines = (await readAll(sources.stdin, 'stdin', MAX_KEYS_BYTES)).toString('utf8').split(/\r?\n/);
     if (sources.akStdin) accessKey = lines.shift() ?? '';
     if (sources.skStdin) secretKey = lines.shift() ?? '';
     if (accessKey === '' || secretKey === '') throw new InvalidInputError('stdin gave an empty key (--ak-stdin/--sk-stdin read one line each)');
@@ -88,12 +90,6 @@ export async function readKeyPair(sources: CredentialSources): Promise<KeyPair> 
     if (accessKey === '' || secretKey === '') throw new InvalidInputError('an empty key was entered');
   }
   return { ...(accessKey !== undefined ? { accessKey } : {}), ...(secretKey !== undefined ? { secretKey } : {}) };
-}
-
-async function readStdin(stdin: Readable): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stdin as AsyncIterable<Buffer | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 interface Question {

@@ -1,24 +1,12 @@
 /**
  * Option values shared by the read commands (find, query, stats, list): counts, byte sizes,
- * durations, repeated options, and opening the DATASET argument.
+ * durations, and opening the DATASET argument.
  */
 import type { CommandContext } from '../../cli/kit/program.js';
 import { InvalidInputError } from '../../cli/kit/errors.js';
+import { single } from '../../cli/kit/flags.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
 import { resolveDataset } from '../pins/resolve.js';
-
-/** cac gives a repeated option as an array, a single one as a value, an absent one as undefined. */
-export function repeated(value: unknown): string[] {
-  if (value === undefined || value === null || value === false) return [];
-  return (Array.isArray(value) ? value : [value]).map((v) => String(v));
-}
-
-/** One value of an option that must not repeat. */
-export function single(value: unknown, flag: string): string | undefined {
-  const values = repeated(value);
-  if (values.length > 1) throw new InvalidInputError(`${flag} was given ${values.length} times; give it once`);
-  return values[0];
-}
 
 export function positiveInt(value: unknown, flag: string, fallback: number): number {
   const text = single(value, flag);
