@@ -2,7 +2,7 @@
  * Rows out: `table` for people, `json`, `jsonl` and `csv` for programs.
  * json, jsonl and csv stream row by row; a table must see every row to size its columns.
  */
-import stringWidth from 'string-width';
+import { displayWidth } from './width.js';
 import { InvalidInputError } from './errors.js';
 
 export const OUTPUT_FORMATS = ['table', 'json', 'jsonl', 'csv'] as const;
@@ -161,12 +161,12 @@ class TableWriter implements RowWriter {
   }
   end(): void {
     const header = this.columns.map((c) => (c.title ?? c.key).toUpperCase());
-    const widths = header.map((h, i) => Math.max(stringWidth(h), ...this.cells.map((r) => stringWidth(r[i] ?? ''))));
+    const widths = header.map((h, i) => Math.max(displayWidth(h), ...this.cells.map((r) => displayWidth(r[i] ?? ''))));
     const alignRight = this.columns.map((c, i) => (c.align ?? (this.numeric[i] && this.cells.length > 0 ? 'right' : 'left')) === 'right');
     const line = (cells: readonly string[]): string =>
       cells
         .map((cell, i) => {
-          const pad = ' '.repeat((widths[i] ?? 0) - stringWidth(cell));
+          const pad = ' '.repeat((widths[i] ?? 0) - displayWidth(cell));
           if (alignRight[i]) return pad + cell;
           return i === cells.length - 1 ? cell : cell + pad;
         })

@@ -2,7 +2,8 @@
 import { repeated, single } from '../kit/flags.js';
 import { InvalidInputError } from '../kit/errors.js';
 import type { Column } from '../kit/output.js';
-import type { CommandSpec } from '../kit/program.js';
+import type { CommandContext, CommandSpec } from '../kit/program.js';
+import type { SqlWorker } from '../../pipelines/search/sql/runner.js';
 import type { FindDocument } from '../../pipelines/search/find.js';
 import type { Identity } from '../../pipelines/search/planner.js';
 
@@ -68,42 +69,54 @@ export const findCommand: CommandSpec = {
     'trajstore find ./ds --session-id s-1 --step-id 2',
   ],
   async run(ctx, { positional, options }) {
-    const { FIND_DEFAULTS, runFind } = await import('../../pipelines/search/find.js');
-    const { byteSize, duration, openDatasetArg, positiveInt } = await import('../../pipelines/search/options.js');
-    const matches = repeated(options.match);
-    const identity = await identityOf(options);
-    const ways = [matches.length > 0, options.runId !== undefined, options.documentId !== undefined, options.sessionId !== undefined].filter(Boolean).length;
-    if (ways !== 1) {
-      throw new InvalidInputError(ways === 0 ? 'find needs --match, --run-id, --document-id or --session-id' : 'give only one of --match, --run-id, --document-id, --session-id', {
-        hint: 'repeat --match to require several expressions',
-      });
-    }
-    const format = single(options.format, '--format') ?? 'table';
-    if (!['table', 'json', 'auto'].includes(format)) throw new InvalidInputError(`invalid --format ${JSON.stringify(format)}`, { hint: 'use one of: auto, table, json' });
-    const asJson = format === 'json' || (format === 'auto' && !(ctx.stdout as { isTTY?: boolean }).isTTY);
-    const limits = {
-      maxResults: positiveInt(options.maxResults, '--max-results', FIND_DEFAULTS.maxResults),
-      maxPreviewBytes: byteSize(options.maxPreviewBytes, '--max-preview-bytes', FIND_DEFAULTS.maxPreviewBytes),
-      maxTotalBytes: byteSize(options.maxTotalBytes, '--max-total-bytes', FIND_DEFAULTS.maxTotalBytes),
-      timeoutMs: duration(options.timeout, '--timeout', FIND_DEFAULTS.timeoutMs),
-    };
-    const sourcePath = single(options.source, '--source');
-    const dataset = await openDatasetArg(ctx, positional[0] as string | undefined);
+    const { SqlWorker } = await import('../../pipelines/search/sql/runner.js');
+    // Started first so that its start-up overlaps the loading and opening below.
+    const sqlWorker = new SqlWorker();
     try {
-      const doc = await runFind(dataset, {
-        matches,
-        ...(identity ? { identity } : {}),
-        ...(sourcePath !== undefined ? { sourcePath } : {}),
-        ...limits,
-        signal: ctx.signal,
-      });
-      if (!doc.search.fts_available && doc.search.mode !== 'json' && doc.search.mode !== 'identity') {
-        ctx.log.warn(`the full-text index of ${doc.dataset_uri} is not available; text terms were matched by a full scan (LIKE)`);
-      }
-      if (asJson) ctx.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
-      else await printTable(doc, ctx.stdout);
+      await find(ctx, positional, options, sqlWorker);
     } finally {
-      dataset.close();
+      sqlWorker.dispose();
     }
   },
 };
+
+async function find(ctx: CommandContext, positional: unknown[], options: Record<string, unknown>, sqlWorker: SqlWorker): Promise<void> {
+  const { FIND_DEFAULTS, runFind } = await import('../../pipelines/search/find.js');
+  const { byteSize, duration, openDatasetArg, positiveInt } = await import('../../pipelines/search/options.js');
+  const matches = repeated(options.match);
+  const identity = await identityOf(options);
+  const ways = [matches.length > 0, options.runId !== undefined, options.documentId !== undefined, options.sessionId !== undefined].filter(Boolean).length;
+  if (ways !== 1) {
+    throw new InvalidInputError(ways === 0 ? 'find needs --match, --run-id, --document-id or --session-id' : 'give only one of --match, --run-id, --document-id, --session-id', {
+      hint: 'repeat --match to require several expressions',
+    });
+  }
+  const format = single(options.format, '--format') ?? 'table';
+  if (!['table', 'json', 'auto'].includes(format)) throw new InvalidInputError(`invalid --format ${JSON.stringify(format)}`, { hint: 'use one of: auto, table, json' });
+  const asJson = format === 'json' || (format === 'auto' && !(ctx.stdout as { isTTY?: boolean }).isTTY);
+  const limits = {
+    maxResults: positiveInt(options.maxResults, '--max-results', FIND_DEFAULTS.maxResults),
+    maxPreviewBytes: byteSize(options.maxPreviewBytes, '--max-preview-bytes', FIND_DEFAULTS.maxPreviewBytes),
+    maxTotalBytes: byteSize(options.maxTotalBytes, '--max-total-bytes', FIND_DEFAULTS.maxTotalBytes),
+    timeoutMs: duration(options.timeout, '--timeout', FIND_DEFAULTS.timeoutMs),
+  };
+  const sourcePath = single(options.source, '--source');
+  const dataset = await openDatasetArg(ctx, positional[0] as string | undefined);
+  try {
+    const doc = await runFind(dataset, {
+      matches,
+      ...(identity ? { identity } : {}),
+      ...(sourcePath !== undefined ? { sourcePath } : {}),
+      ...limits,
+      signal: ctx.signal,
+      sqlWorker,
+    });
+    if (!doc.search.fts_available && doc.search.mode !== 'json' && doc.search.mode !== 'identity') {
+      ctx.log.warn(`the full-text index of ${doc.dataset_uri} is not available; text terms were matched by a full scan (LIKE)`);
+    }
+    if (asJson) ctx.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
+    else await printTable(doc, ctx.stdout);
+  } finally {
+    dataset.close();
+  }
+}

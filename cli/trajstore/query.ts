@@ -7,6 +7,7 @@ import { InvalidInputError, NotFoundError } from '../kit/errors.js';
 import type { TextSink } from '../kit/output.js';
 import type { CommandContext, CommandSpec } from '../kit/program.js';
 import type { OpenDataset } from '../../pipelines/dataset/open.js';
+import type { SqlWorker } from '../../pipelines/search/sql/runner.js';
 
 /** A statement longer than this is not SQL someone meant to run. */
 const MAX_SQL_BYTES = 16 * 1024 * 1024;
@@ -76,59 +77,71 @@ export const queryCommand: CommandSpec = {
     'echo "SELECT * FROM dataset.tool_calls LIMIT 5" | trajstore query ./ds --file - --format jsonl',
   ],
   async run(ctx, { positional, options }) {
-    const { DEFAULT_MOUNT, QUERY_DEFAULTS, parseMount, runQuery } = await import('../../pipelines/search/query.js');
-    const { byteSize, duration, openDatasetArg, positiveInt } = await import('../../pipelines/search/options.js');
-    const { parseOutputFormat } = await import('../kit/output.js');
-    const format = parseOutputFormat(options.format);
-    const limits = {
-      maxOutputRows: positiveInt(options.maxOutputRows, '--max-output-rows', QUERY_DEFAULTS.maxOutputRows),
-      maxOutputBytes: byteSize(options.maxOutputBytes, '--max-output-bytes', QUERY_DEFAULTS.maxOutputBytes),
-      timeoutMs: duration(options.timeout, '--timeout', QUERY_DEFAULTS.timeoutMs),
-    };
-    const mountArgs = repeated(options.mount).map(parseMount);
-    const positionalDataset = positional[0] as string | undefined;
-    if (positionalDataset !== undefined && mountArgs.length > 0) {
-      throw new InvalidInputError('give either a DATASET or --mount NAME=DATASET options, not both', { hint: `a lone DATASET is the mount \`${DEFAULT_MOUNT}\`` });
-    }
-    const names = new Set<string>();
-    for (const m of mountArgs) {
-      if (names.has(m.name.toLowerCase())) throw new InvalidInputError(`--mount name ${JSON.stringify(m.name)} is given twice`);
-      names.add(m.name.toLowerCase());
-    }
-    const sql = await readSql(ctx, options);
-    const wanted = mountArgs.length > 0 ? mountArgs : [{ name: DEFAULT_MOUNT, dataset: positionalDataset }];
-    const opened: OpenDataset[] = [];
+    const { SqlWorker } = await import('../../pipelines/search/sql/runner.js');
+    // Started first so that its start-up overlaps the loading and opening below.
+    const sqlWorker = new SqlWorker();
     try {
-      const mounts = [];
-      for (const m of wanted) {
-        const dataset = await openDatasetArg(ctx, m.dataset);
-        opened.push(dataset);
-        mounts.push({ name: m.name, path: dataset.db.name });
-      }
-      const outputPath = single(options.output, '--output');
-      const file = outputPath === undefined ? undefined : fileSink(outputPath);
-      try {
-        await runQuery({
-          mounts,
-          sql,
-          format,
-          ...limits,
-          signal: ctx.signal,
-          out: file?.sink ?? ctx.stdout,
-          notice: (message) => ctx.stderr.write(`trajstore: ${message}\n`),
-        }).catch((error: unknown) => {
-          // A cut result (limit, timeout) is still the output the user asked for; anything else leaves no file.
-          const cut = (error as { exitCode?: number }).exitCode === 5 || (error as { exitCode?: number }).exitCode === 6;
-          if (file && cut) file.commit();
-          throw error;
-        });
-        file?.commit();
-      } catch (error) {
-        file?.abort();
-        throw error;
-      }
+      await query(ctx, positional, options, sqlWorker);
     } finally {
-      for (const dataset of opened) dataset.close();
+      sqlWorker.dispose();
     }
   },
 };
+
+async function query(ctx: CommandContext, positional: unknown[], options: Record<string, unknown>, sqlWorker: SqlWorker): Promise<void> {
+  const { DEFAULT_MOUNT, QUERY_DEFAULTS, parseMount, runQuery } = await import('../../pipelines/search/query.js');
+  const { byteSize, duration, openDatasetArg, positiveInt } = await import('../../pipelines/search/options.js');
+  const { parseOutputFormat } = await import('../kit/output.js');
+  const format = parseOutputFormat(options.format);
+  const limits = {
+    maxOutputRows: positiveInt(options.maxOutputRows, '--max-output-rows', QUERY_DEFAULTS.maxOutputRows),
+    maxOutputBytes: byteSize(options.maxOutputBytes, '--max-output-bytes', QUERY_DEFAULTS.maxOutputBytes),
+    timeoutMs: duration(options.timeout, '--timeout', QUERY_DEFAULTS.timeoutMs),
+  };
+  const mountArgs = repeated(options.mount).map(parseMount);
+  const positionalDataset = positional[0] as string | undefined;
+  if (positionalDataset !== undefined && mountArgs.length > 0) {
+    throw new InvalidInputError('give either a DATASET or --mount NAME=DATASET options, not both', { hint: `a lone DATASET is the mount \`${DEFAULT_MOUNT}\`` });
+  }
+  const names = new Set<string>();
+  for (const m of mountArgs) {
+    if (names.has(m.name.toLowerCase())) throw new InvalidInputError(`--mount name ${JSON.stringify(m.name)} is given twice`);
+    names.add(m.name.toLowerCase());
+  }
+  const sql = await readSql(ctx, options);
+  const wanted = mountArgs.length > 0 ? mountArgs : [{ name: DEFAULT_MOUNT, dataset: positionalDataset }];
+  const opened: OpenDataset[] = [];
+  try {
+    const mounts = [];
+    for (const m of wanted) {
+      const dataset = await openDatasetArg(ctx, m.dataset);
+      opened.push(dataset);
+      mounts.push({ name: m.name, path: dataset.db.name });
+    }
+    const outputPath = single(options.output, '--output');
+    const file = outputPath === undefined ? undefined : fileSink(outputPath);
+    try {
+      await runQuery({
+        mounts,
+        sql,
+        format,
+        ...limits,
+        signal: ctx.signal,
+        sqlWorker,
+        out: file?.sink ?? ctx.stdout,
+        notice: (message) => ctx.stderr.write(`trajstore: ${message}\n`),
+      }).catch((error: unknown) => {
+        // A cut result (limit, timeout) is still the output the user asked for; anything else leaves no file.
+        const cut = (error as { exitCode?: number }).exitCode === 5 || (error as { exitCode?: number }).exitCode === 6;
+        if (file && cut) file.commit();
+        throw error;
+      });
+      file?.commit();
+    } catch (error) {
+      file?.abort();
+      throw error;
+    }
+  } finally {
+    for (const dataset of opened) dataset.close();
+  }
+}

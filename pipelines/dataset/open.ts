@@ -10,7 +10,6 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { NotFoundError, UnavailableError } from '../../cli/kit/errors.js';
 import { INDEX_FILE, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
-import { indexSnapshotId, rebuildIndex } from './sqlite-index.js';
 import { LocalObjectStore, type ObjectStore } from './store.js';
 
 /** What `openDataset` accepts: a local path, or a resolved location (pins/resolve.ts `DatasetLocation`). */
@@ -42,6 +41,23 @@ function cacheIndexPath(env: NodeJS.ProcessEnv, snapshotId: string): string {
   return join(dir, `${snapshotId}.sqlite`);
 }
 
+/** The index at `path`, opened read-only, when it describes `snapshotId`; undefined when missing, unreadable or stale. */
+function openCurrentIndex(path: string, snapshotId: string): Database.Database | undefined {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true });
+    const row = db.prepare("SELECT value FROM index_meta WHERE key = 'snapshot_id'").get() as { value: string } | undefined;
+    if (row?.value === snapshotId) {
+      db.pragma('query_only = 1');
+      return db;
+    }
+  } catch {
+    // Missing or unreadable: rebuilt by the caller.
+  }
+  db?.close();
+  return undefined;
+}
+
 function writable(dir: string): boolean {
   try {
     accessSync(dir, constants.W_OK);
@@ -59,15 +75,20 @@ export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = proc
   const snapshot = await readSnapshot(store, manifest.snapshot_id);
   let indexPath = join(root, INDEX_FILE);
   let indexState: OpenDataset['indexState'] = 'present';
-  if (indexSnapshotId(indexPath) !== snapshot.id) {
-    if (!writable(root)) indexPath = cacheIndexPath(env, snapshot.id);
-    if (indexSnapshotId(indexPath) !== snapshot.id) {
-      await rebuildIndex(store, snapshot, indexPath);
-      indexState = 'rebuilt';
-    }
+  let db = openCurrentIndex(indexPath, snapshot.id);
+  if (!db && !writable(root)) {
+    indexPath = cacheIndexPath(env, snapshot.id);
+    db = openCurrentIndex(indexPath, snapshot.id);
   }
-  const db = new Database(indexPath, { readonly: true, fileMustExist: true });
-  db.pragma('query_only = 1');
+  if (!db) {
+    // Loaded only here: building reads the Parquet parts, which costs start-up time an open index never needs.
+    const { rebuildIndex } = await import('./sqlite-index.js');
+    await rebuildIndex(store, snapshot, indexPath);
+    indexState = 'rebuilt';
+    db = openCurrentIndex(indexPath, snapshot.id);
+    if (!db) throw new UnavailableError(`${indexPath}: the index was rebuilt but cannot be opened`);
+  }
+  const index = db;
   return {
     uri: root,
     kind: manifest.kind,
@@ -75,8 +96,8 @@ export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = proc
     manifest,
     snapshot,
     store,
-    db,
+    db: index,
     indexState,
-    close: () => db.close(),
+    close: () => index.close(),
   };
 }

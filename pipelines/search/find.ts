@@ -10,7 +10,7 @@ import { ExpressionError } from './grammar/errors.js';
 import { parseExpression } from './grammar/parser.js';
 import { MATCH_COLUMNS, planFind, type Identity, type SearchMode, type SearchScope } from './planner.js';
 import { buildPreview } from './preview.js';
-import { runReadOnlySql } from './sql/runner.js';
+import { runReadOnlySql, type SqlWorker } from './sql/runner.js';
 
 export const FIND_DEFAULTS = {
   maxResults: 100,
@@ -28,6 +28,8 @@ export interface FindOptions {
   maxTotalBytes: number;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** A SQL child started earlier by the caller (sql/runner.ts), used up by this search. */
+  sqlWorker?: SqlWorker;
 }
 
 export interface FindMatch {
@@ -92,6 +94,7 @@ export async function runFind(dataset: OpenDataset, options: FindOptions): Promi
   await runReadOnlySql(
     { mounts: [{ name: 'dataset', path: dataset.db.name }], sql: plan.sql, params: plan.params, maxRows: options.maxResults + 1, maxBytes: Number.MAX_SAFE_INTEGER },
     { timeoutMs: options.timeoutMs, ...(options.signal ? { signal: options.signal } : {}), onRows: (batch) => rows.push(...batch) },
+    options.sqlWorker,
   );
   let truncated = rows.length > options.maxResults;
   const matches: FindMatch[] = [];

@@ -132,7 +132,10 @@ class SqlBuilder {
   ftsQuery(node: TextNode): string | null {
     if (node.field === 'model' || !this.ftsAvailable || [...node.text].length < 3) return null; // trigrams need 3 code points
     const columns = TEXT_TARGETS[node.field].columns;
-    return `${columns.length === 1 ? columns[0] : `{${columns.join(' ')}}`} : "${node.text.replaceAll('"', '""')}"`;
+    const phrase = `"${node.text.replaceAll('"', '""')}"`;
+    // A filter naming every indexed column selects nothing away but still costs FTS5 a column check per hit.
+    if (columns.length === FTS_COLUMNS.length) return phrase;
+    return `${columns.length === 1 ? columns[0] : `{${columns.join(' ')}}`} : ${phrase}`;
   }
 
   /** `s.source IN (...)` for fields that keep one side of the conversation, else null. */

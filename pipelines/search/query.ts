@@ -10,7 +10,7 @@
 import { InvalidInputError, ResourceLimitError } from '../../cli/kit/errors.js';
 import { createRowWriter, type Column, type OutputFormat, type Row, type TextSink } from '../../cli/kit/output.js';
 import { MOUNT_NAME, RESERVED_MOUNT_NAMES, type SqlMount } from './sql/protocol.js';
-import { SqlTimeoutError, runReadOnlySql } from './sql/runner.js';
+import { SqlTimeoutError, runReadOnlySql, type SqlWorker } from './sql/runner.js';
 
 export const QUERY_DEFAULTS = {
   maxOutputRows: 10_000,
@@ -43,6 +43,8 @@ export interface QueryOptions {
   maxOutputBytes: number;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** A SQL child started earlier by the caller (sql/runner.ts), used up by this query. */
+  sqlWorker?: SqlWorker;
   /** Results go here; the cut notice of table output too. */
   out: TextSink;
   /** Notices that must not end up inside machine-readable output. */
@@ -93,6 +95,7 @@ export async function runQuery(options: QueryOptions): Promise<{ rows: number }>
           }
         },
       },
+      options.sqlWorker,
     );
     writer?.end();
     if (options.format === 'table' && rows === 0) options.out.write('(0 rows)\n');

@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { SqlWorker, runReadOnlySql } from '../search/sql/runner.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { SAMPLE_RUNS, writeSampleDataset } from './helpers/search-dataset.js';
 
@@ -169,6 +170,20 @@ test('a runaway statement is killed at --timeout and exits 6', async () => {
   assert.is(r.code, 6, r.stderr);
   assert.match(r.stderr, 'did not finish within 1 s');
   assert.ok(elapsed < 15_000, `took ${elapsed} ms`);
+});
+
+test('a SQL worker started early that died before its statement fails the run instead of hanging', async () => {
+  const worker = new SqlWorker();
+  const exited = new Promise((resolve) => worker.child.once('exit', resolve));
+  worker.child.kill('SIGKILL');
+  await exited;
+  const request = { mounts: [{ name: 'dataset', path: join(dirname(sample), 'none.sqlite') }], sql: 'SELECT 1', params: [], maxRows: 1, maxBytes: 1024 };
+  try {
+    await runReadOnlySql(request, { timeoutMs: 10_000, onRows: () => undefined }, worker);
+    assert.unreachable('the run should fail');
+  } catch (error) {
+    assert.match((error as Error).message, 'ended before it was given a statement (SIGKILL)');
+  }
 });
 
 test('bad options and mounts exit 2 (3 for a missing dataset or file) and name the input', async () => {

@@ -2,7 +2,7 @@
  * A bad `find --match` expression: exit 2, with the expression and a caret under the column
  * where it went wrong, so the user sees the spot rather than counting characters.
  */
-import stringWidth from 'string-width';
+import { displayWidth } from '../../../cli/kit/width.js';
 import { InvalidInputError } from '../../../cli/kit/errors.js';
 
 /** Code points (not UTF-16 units) before `offset`, from 1: what a person counts as the column. */
@@ -13,7 +13,7 @@ export function columnAt(text: string, offset: number): number {
 /** The expression on one line and a caret under `offset`; wide (CJK) characters count double. */
 export function caretLines(text: string, offset: number): string {
   const shown = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
-  const pad = ' '.repeat(stringWidth(shown.slice(0, offset)));
+  const pad = ' '.repeat(displayWidth(shown.slice(0, offset)));
   return `  ${shown}\n  ${pad}^`;
 }
 

@@ -3,7 +3,7 @@
  * child when the timeout passes or the command is interrupted. Used by `query` for user SQL and
  * by `find` for the SQL its planner generates, so both honour `--timeout`.
  */
-import { fork } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { InvalidInputError, UnavailableError } from '../../../cli/kit/errors.js';
 import type { SqlRequest, WorkerMessage } from './protocol.js';
@@ -45,21 +45,49 @@ function refusal(kind: 'invalid' | 'not-read-only' | 'internal', message: string
   });
 }
 
-export function runReadOnlySql(request: SqlRequest, options: RunOptions): Promise<RunOutcome> {
+/**
+ * A started SQL child, waiting for its one statement. Commands start it before they load their
+ * own modules and open the dataset, so the child's Node start-up runs beside that work on the
+ * other core instead of after it. Whoever starts one disposes of it.
+ */
+export class SqlWorker {
+  readonly child: ChildProcess;
+  private errors = '';
+
+  constructor() {
+    this.child = fork(WORKER, [], { serialization: 'advanced', stdio: ['ignore', 'ignore', 'pipe', 'ipc'], execArgv: [] });
+    this.child.stderr?.on('data', (chunk: Buffer) => (this.errors += chunk.toString('utf8')));
+  }
+
+  /** What the child wrote to stderr so far. */
+  get stderr(): string {
+    return this.errors;
+  }
+
+  /** Kills the child unless it has already ended. */
+  dispose(): void {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+  }
+}
+
+/** Runs one statement in `worker` (a new one unless given), which is used up and killed afterwards. */
+export function runReadOnlySql(request: SqlRequest, options: RunOptions, worker: SqlWorker = new SqlWorker()): Promise<RunOutcome> {
   return new Promise((resolve, reject) => {
-    const child = fork(WORKER, [], { serialization: 'advanced', stdio: ['ignore', 'ignore', 'pipe', 'ipc'], execArgv: [] });
+    const { child } = worker;
+    if (child.exitCode !== null || child.signalCode !== null) {
+      reject(new Error(`the SQL worker ended before it was given a statement (${child.signalCode ?? `exit ${child.exitCode}`})${worker.stderr ? `: ${worker.stderr.trim()}` : ''}`));
+      return;
+    }
     let columns: string[] = [];
     let delivered = 0;
     let settled = false;
-    let stderr = '';
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
 
     const finish = (error: Error | null, outcome?: RunOutcome): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      worker.dispose();
       if (error) reject(error);
       else resolve(outcome as RunOutcome);
     };
@@ -91,7 +119,7 @@ export function runReadOnlySql(request: SqlRequest, options: RunOptions): Promis
       }
     });
     child.on('error', (error) => finish(error));
-    child.on('close', (code, signal) => finish(new Error(`the SQL worker ended without an answer (${signal ?? `exit ${code}`})${stderr ? `: ${stderr.trim()}` : ''}`)));
+    child.on('close', (code, signal) => finish(new Error(`the SQL worker ended without an answer (${signal ?? `exit ${code}`})${worker.stderr ? `: ${worker.stderr.trim()}` : ''}`)));
     child.send(request);
   });
 }
