@@ -6,14 +6,15 @@
  * Generates N MB (default 200) of Claude Code style session JSONL (Storyline JSONL when no Claude
  * Code decoder is registered), then measures, in the same run:
  * - baseline: read the same files and JSON.parse every line (MB/s of input);
- * - import: `trajstore import` as a child process (MB/s of input, ratio to the baseline, peak RSS);
+ * - import: `trajstore import` as a child process (MB/s of input, ratio to the baseline, peak RSS,
+ *   CPU seconds of all its threads);
  * - export baseline: read the files, JSON.parse and JSON.stringify every line and write it (MB/s of output);
  * - export: `trajstore export` to a JSONL file as a child process (MB/s of output, ratio, peak RSS).
  * Targets (issue 3): import ratio >= 0.3, export ratio >= 0.5, peak RSS < 300 MB for a 1 GB input.
  */
 import { spawn } from 'node:child_process';
 import { createReadStream, createWriteStream, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -50,8 +51,8 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ seconds: number; value:
   return { seconds: (performance.now() - started) / 1000, value };
 }
 
-/** Runs the CLI as a child; returns its peak RSS in MB. */
-function runCli(args: string[], rssFile: string): Promise<number> {
+/** Runs the CLI as a child; returns its peak RSS in MB and its CPU seconds (all threads). */
+function runCli(args: string[], rssFile: string): Promise<{ rssMb: number; cpuSeconds: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CHILD, ...args], { env: { ...process.env, BENCH_RSS_FILE: rssFile }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
@@ -59,7 +60,10 @@ function runCli(args: string[], rssFile: string): Promise<number> {
     child.on('error', reject);
     child.on('close', (code) => {
       if (code !== 0) reject(new Error(`trajstore ${args[0]} exited ${code}: ${stderr.trim()}`));
-      else resolve(Number(readFileSync(rssFile, 'utf8')) / 1024);
+      else {
+        const usage = JSON.parse(readFileSync(rssFile, 'utf8')) as { maxRssKb: number; cpuMicros: number };
+        resolve({ rssMb: usage.maxRssKb / 1024, cpuSeconds: usage.cpuMicros / 1e6 });
+      }
     });
   });
 }
@@ -79,7 +83,10 @@ async function main(): Promise<void> {
     const files = filesOf(corpus.dir);
     process.stdout.write(`corpus: ${fmt(corpus.bytes / MB)} MB, ${corpus.files} files, ${corpus.lines} lines\n\n`);
 
+    const load = loadavg()[0] ?? 0;
+    const baselineCpu = process.cpuUsage();
     const baseline = await timed(() => eachLine(files, (line) => void JSON.parse(line)));
+    const baselineCpuSeconds = ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(baselineCpu));
     const baselineRate = corpus.bytes / MB / baseline.seconds;
 
     const dataset = join(work, 'dataset');
@@ -101,14 +108,17 @@ async function main(): Promise<void> {
     const exportRate = exportBytes / MB / exported.seconds;
 
     const rows = [
-      ['baseline: read + JSON.parse every line', `${fmt(baselineRate)} MB/s`, '', ''],
-      [`import -i ${kind} (${fmt(imported.seconds)} s)`, `${fmt(importRate)} MB/s`, `ratio ${fmt(importRate / baselineRate, 2)} (target >= 0.3)`, `peak RSS ${fmt(imported.value, 0)} MB`],
+      ['baseline: read + JSON.parse every line', `${fmt(baselineRate)} MB/s`, '', '', `CPU ${fmt(baselineCpuSeconds)} s`],
+      [`import -i ${kind} (${fmt(imported.seconds)} s)`, `${fmt(importRate)} MB/s`, `ratio ${fmt(importRate / baselineRate, 2)} (target >= 0.3)`, `peak RSS ${fmt(imported.value.rssMb, 0)} MB`, `CPU ${fmt(imported.value.cpuSeconds)} s`],
       ['baseline: read + parse + stringify + write', `${fmt(exportBaselineRate)} MB/s`, '', ''],
-      [`export -o ${exportFormat} to JSONL (${fmt(exported.seconds)} s, ${fmt(exportBytes / MB)} MB)`, `${fmt(exportRate)} MB/s`, `ratio ${fmt(exportRate / exportBaselineRate, 2)} (target >= 0.5)`, `peak RSS ${fmt(exported.value, 0)} MB`],
+      [`export -o ${exportFormat} to JSONL (${fmt(exported.seconds)} s, ${fmt(exportBytes / MB)} MB)`, `${fmt(exportRate)} MB/s`, `ratio ${fmt(exportRate / exportBaselineRate, 2)} (target >= 0.5)`, `peak RSS ${fmt(exported.value.rssMb, 0)} MB`, `CPU ${fmt(exported.value.cpuSeconds)} s`],
     ];
-    const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+    const widths = [0, 1, 2, 3, 4].map((i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
     for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
     process.stdout.write(`\npeak RSS target: < 300 MB for a 1 GB input (this corpus: ${fmt(corpus.bytes / MB)} MB)\n`);
+    // The import runs on two threads (decode + Parquet, SQLite index) and its ratio assumes two free cores;
+    // CPU is user + system time of all threads, which other load on the machine changes far less.
+    process.stdout.write(`load average (1 min) at start: ${fmt(load, 2)} on ${availableParallelism()} cores\n`);
   } finally {
     if (keep) process.stdout.write(`kept ${work}\n`);
     else rmSync(work, { recursive: true, force: true });

@@ -14,7 +14,12 @@ import type { Relation } from './relations.js';
 import type { ObjectStore } from './store.js';
 
 export const MANIFEST_KEY = 'trajstore.json';
-export const LAYOUT_VERSION = 1;
+/**
+ * 2: `runs.storyline_json` (the whole document again) became `runs.document_json` (the document
+ * without its turns) plus `steps.turn_json`. Compact record stores did not change, so they open
+ * at either version; a version 1 Storyline dataset is refused with a hint to import it again.
+ */
+export const LAYOUT_VERSION = 2;
 export const INDEX_FILE = 'index.sqlite';
 export type DatasetKind = 'storyline' | 'compact';
 
@@ -82,7 +87,12 @@ export async function readManifest(store: ObjectStore): Promise<Manifest | undef
   if ((manifest.kind !== 'storyline' && manifest.kind !== 'compact') || typeof manifest.snapshot_id !== 'string') {
     throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest`);
   }
-  if (manifest.layout_version !== LAYOUT_VERSION) {
+  if (manifest.layout_version === 1 && manifest.kind === 'storyline') {
+    throw new ConflictError(`${store.uri}: a Storyline dataset of layout version 1 (written by an older trajstore) is not supported (this build reads ${LAYOUT_VERSION})`, {
+      hint: 'import its sources again into a new dataset (--mode replace rewrites it in place)',
+    });
+  }
+  if (manifest.layout_version !== LAYOUT_VERSION && !(manifest.layout_version === 1 && manifest.kind === 'compact')) {
     throw new ConflictError(`${store.uri}: dataset layout version ${manifest.layout_version} is not supported (this build reads ${LAYOUT_VERSION})`);
   }
   return manifest;

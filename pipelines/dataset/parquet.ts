@@ -69,6 +69,26 @@ function withStatistics(column: ColumnDef): boolean {
   return column.type === 'string' && /(^id$|_id$|_at$|^timestamp$|^source_path$|^filename$|^format$|^source_format$|^source$|^effective_kind$|_name$|^kind$|^status$)/.test(column.name);
 }
 
+/**
+ * The text cells of a column UTF-8 encoded into one buffer, each cell a view into it: the writer would
+ * otherwise encode every cell into an ArrayBuffer of its own, thousands of small external allocations
+ * per batch for the garbage collector (a few percent of the import thread, measured).
+ */
+function utf8Cells(cells: unknown[]): unknown[] {
+  let total = 0;
+  for (const cell of cells) if (typeof cell === 'string') total += Buffer.byteLength(cell, 'utf8');
+  const buffer = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells[i];
+    if (typeof cell !== 'string') continue;
+    const end = at + buffer.write(cell, at, 'utf8');
+    cells[i] = buffer.subarray(at, end);
+    at = end;
+  }
+  return cells;
+}
+
 const FLUSH_BYTES = 1 << 20;
 /** One WebAssembly instance for every part of the process: its memory grows to the largest page only once. */
 const compressSnappy = snappyCompressor();
@@ -144,7 +164,8 @@ export class PartWriter {
           throw new Error(`${this.key}: ${(error as Error).message}`);
         }
       });
-      return { name: column.name, statistics, data, ...(plain ? { encoding: 'PLAIN' as const } : {}) };
+      // Only plain columns: dictionary keys and statistics need the cells as strings.
+      return { name: column.name, statistics, data: plain && column.type !== 'binary' ? utf8Cells(data) : data, ...(plain ? { encoding: 'PLAIN' as const } : {}) };
     });
     await this.parquet.write({ columnData, rowGroupSize: rows.length });
     this.rowCount += rows.length;

@@ -50,7 +50,7 @@ export const RUNS: readonly ColumnDef[] = [
   col('extra_json', 'json', 'document `extra`'),
   col('meta_json', 'json', 'document `meta`'),
   col('unknown_fields_json', 'json', 'source keys without a Storyline field'),
-  col('storyline_json', 'json', 'the whole Storyline document; what `export` encodes from', false),
+  col('document_json', 'json', 'the Storyline document without its `turns` (those are the `steps` rows); export joins the two', false),
 ];
 
 /** One row per turn. */
@@ -79,6 +79,7 @@ export const STEPS: readonly ColumnDef[] = [
   col('tool_call_count', 'int64', 'tool calls of the turn', false),
   col('metrics_json', 'json', 'turn `metrics`'),
   col('extra_json', 'json', 'turn `extra`'),
+  col('turn_json', 'json', 'the turn without `msg`, `observation` and a text `reason` (those are `message_json`, `observation_json`, `reasoning_content`); a tool call `result` equal to its observation content is listed under `@results_from_observation` instead of repeated', false),
 ];
 
 /** One row per tool call. */

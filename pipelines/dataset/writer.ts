@@ -46,7 +46,8 @@ const DEFAULT_PART_BYTES = 256 * 1024 * 1024;
 /** Rough in-memory size of a row, for batch bounds. */
 function rowBytes(row: Row): number {
   let n = 16;
-  for (const value of Object.values(row)) {
+  for (const key in row) {
+    const value = row[key];
     if (typeof value === 'string') n += value.length;
     else if (value instanceof Uint8Array) n += value.byteLength;
     else n += 8;
@@ -92,6 +93,7 @@ export class DatasetWriter {
       }
       const previous = await readSnapshot(store, manifest.snapshot_id);
       sweepTemporaries(path);
+      await sweepUnreferencedParts(store, Date.now());
       const indexPath = join(path, INDEX_FILE);
       if (indexSnapshotId(indexPath) !== previous.id) await rebuildIndex(store, previous, indexPath);
       return new DatasetWriter(options, path, new ThreadedIndex(indexPath, options.kind, columns, false), previous);
@@ -100,14 +102,20 @@ export class DatasetWriter {
       throw new ConflictError(`${path}: already exists`, { hint: 'choose a new destination, or use --mode append or --mode replace' });
     }
     if (options.mode === 'replace' && existsSync(path)) {
-      const manifest = await readManifest(new LocalObjectStore(path)).catch(() => undefined);
+      // A dataset of an unsupported layout version is still a dataset: replace is how it is rewritten.
+      const isDataset = await readManifest(new LocalObjectStore(path)).then(
+        (manifest) => manifest !== undefined,
+        (error: unknown) => error instanceof ConflictError,
+      );
       const entries = statSync(path).isDirectory() ? readdirSync(path) : ['(a file)'];
-      if (!manifest && entries.length > 0) {
+      if (!isDataset && entries.length > 0) {
         throw new ConflictError(`${path}: exists and is not a trajstore dataset; refusing to replace it`);
       }
     }
     mkdirSync(dirname(path), { recursive: true });
-    const buildPath = join(dirname(path), `.${basename(path)}${TEMP_MARKER}${randomBytes(6).toString('hex')}`);
+    sweepDeadBuilds(path);
+    // The builder's pid in the name lets a later import tell a dead build (kill -9) from a running one.
+    const buildPath = join(dirname(path), `${buildPrefix(path)}${process.pid}-${randomBytes(6).toString('hex')}`);
     mkdirSync(buildPath);
     return new DatasetWriter(options, buildPath, new ThreadedIndex(join(buildPath, INDEX_FILE), options.kind, columns, true), undefined);
   }
@@ -250,4 +258,46 @@ function sweepTemporaries(root: string): void {
     }
   };
   walk(root);
+}
+
+/**
+ * Removes Parquet parts that no snapshot lists and that are older than this import: parts a killed
+ * append had finished before its manifest swap. Parts of every snapshot stay (older snapshots remain
+ * readable); a part newer than `startedAt` may belong to another writer and stays too.
+ */
+async function sweepUnreferencedParts(store: LocalObjectStore, startedAt: number): Promise<void> {
+  const referenced = new Set<string>();
+  for (const key of await store.list('snapshots/')) {
+    if (!key.endsWith('.json') || key.includes(TEMP_MARKER)) continue;
+    const snapshot = await readSnapshot(store, key.slice('snapshots/'.length, -'.json'.length));
+    for (const parts of Object.values(snapshot.relations)) for (const part of parts ?? []) referenced.add(part.key);
+  }
+  for (const key of await store.list('parts/')) {
+    if (!key.endsWith('.parquet') || referenced.has(key)) continue;
+    const path = join(store.root, ...key.split('/'));
+    if (statSync(path).mtimeMs < startedAt) rmSync(path, { force: true });
+  }
+}
+
+/** Hidden sibling directories in which a create or replace of `path` builds the dataset. */
+const buildPrefix = (path: string): string => `.${basename(path)}${TEMP_MARKER}`;
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists but belongs to another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes the build directories of creates and replaces of `path` whose process is gone (killed mid-import). */
+function sweepDeadBuilds(path: string): void {
+  const prefix = buildPrefix(path);
+  for (const entry of readdirSync(dirname(path), { withFileTypes: true })) {
+    if (!entry.isDirectory() || !entry.name.startsWith(prefix)) continue;
+    const owner = /^(\d+)-[0-9a-f]+$/.exec(entry.name.slice(prefix.length));
+    if (owner && !processAlive(Number(owner[1]))) rmSync(join(dirname(path), entry.name), { recursive: true, force: true });
+  }
 }

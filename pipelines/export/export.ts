@@ -11,7 +11,7 @@
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
-import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../cli/kit/errors.js';
 import type { Logger } from '../../cli/kit/log.js';
 import type { Progress } from '../../cli/kit/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
@@ -22,6 +22,7 @@ import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../datase
 import { formatNamed } from '../formats/registry.js';
 import { OUTPUT_FORMATS, type InputFormat, type OutputFormat } from '../formats/types.js';
 import type { Storyline } from '../storyline/schema.js';
+import { storylineFromRows, type StoredTurn } from '../import/rows.js';
 
 export const EXPORT_FORMATS = [...OUTPUT_FORMATS, 'compact-jsonl'] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
@@ -222,10 +223,48 @@ async function preservedAs(store: ObjectStore, snapshot: Snapshot, format: strin
   return true;
 }
 
+/** Rows of a relation one at a time (row groups flattened). */
+async function* rowsOf(groups: AsyncIterable<Row[]>): AsyncGenerator<Row> {
+  for await (const group of groups) yield* group;
+}
+
+const TURN_COLUMNS = ['document_id', 'message_json', 'reasoning_content', 'observation_json', 'turn_json'];
+
+/**
+ * Storyline documents rebuilt from `runs`, `steps` and `tool_calls`, read side by side: the three
+ * relations hold a document's rows in the same order (one runs row, its `step_count` steps rows,
+ * its `tool_call_count` tool_calls rows), so one row group of each is in memory at a time.
+ */
 async function* storylines(store: ObjectStore, snapshot: Snapshot, signal: AbortSignal): AsyncGenerator<Storyline> {
-  for await (const group of rowGroups(store, snapshot, 'runs', ['storyline_json'])) {
-    if (signal.aborted) throw signal.reason;
-    for (const row of group) yield JSON.parse(String(row.storyline_json)) as Storyline;
+  const steps = rowsOf(rowGroups(store, snapshot, 'steps', TURN_COLUMNS));
+  const calls = rowsOf(rowGroups(store, snapshot, 'tool_calls', ['document_id', 'extra_json']));
+  const broken = (documentId: unknown, relation: string): Error =>
+    new UnavailableError(`${store.uri}: snapshot ${snapshot.id}: the ${relation} rows of document ${JSON.stringify(documentId)} are missing or out of order`);
+  try {
+    for await (const group of rowGroups(store, snapshot, 'runs', ['document_id', 'step_count', 'tool_call_count', 'document_json'])) {
+      if (signal.aborted) throw signal.reason;
+      for (const run of group) {
+        const turns: StoredTurn[] = [];
+        for (let n = Number(run.step_count); n > 0; n--) {
+          const next = await steps.next();
+          if (next.done || next.value.document_id !== run.document_id) throw broken(run.document_id, 'steps');
+          turns.push(next.value as unknown as StoredTurn);
+        }
+        const extras: unknown[] = [];
+        for (let n = Number(run.tool_call_count); n > 0; n--) {
+          const next = await calls.next();
+          if (next.done || next.value.document_id !== run.document_id) throw broken(run.document_id, 'tool_calls');
+          extras.push(next.value.extra_json);
+        }
+        let at = 0;
+        const doc = storylineFromRows(String(run.document_json), turns, () => extras[at++]);
+        if (at !== extras.length) throw broken(run.document_id, 'tool_calls');
+        yield doc;
+      }
+    }
+  } finally {
+    await steps.return(undefined);
+    await calls.return(undefined);
   }
 }
 

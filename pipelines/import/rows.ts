@@ -1,10 +1,24 @@
 /**
  * A Storyline document as rows of `runs`, `steps` and `tool_calls` (columns: dataset/relations.ts).
- * Timestamps are normalised to RFC 3339 UTC with milliseconds; the Storyline itself (kept whole in
- * `runs.storyline_json`) keeps what the source wrote.
+ * Timestamps are normalised to RFC 3339 UTC with milliseconds; the Storyline itself keeps what the
+ * source wrote.
+ *
+ * Every part of the document is stored once in a lossless form, so that export can rebuild it
+ * without a second whole copy: `runs.document_json` is the document without its `turns`, and each
+ * turn is `steps.turn_json` (its small fields and tool calls) plus `message_json`, `reasoning_content`
+ * and `observation_json` (the large ones), with each tool call's `extra` in `tool_calls.extra_json`.
+ * A tool call's `result` that is the very content of its observation result (as decoders link them)
+ * is not written again: its index is listed under `TURN_RESULTS_FROM_OBSERVATION` in `turn_json` and
+ * export puts the observation content back.
  */
 import type { Row } from '../dataset/parquet.js';
-import type { Content, ObservationResult, Storyline, Turn } from '../storyline/schema.js';
+import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
+
+/**
+ * Key in `steps.turn_json` listing the tool calls whose `result` is their observation result's
+ * content. Storyline turns are closed objects, so no real field can have this name.
+ */
+export const TURN_RESULTS_FROM_OBSERVATION = '@results_from_observation';
 
 export interface RunPlacement {
   documentId: string;
@@ -61,7 +75,69 @@ export function documentIdOf(doc: Storyline): string {
   return doc.trajectory ?? doc.session;
 }
 
+/**
+ * The turn without the fields that have their own columns: `msg` (message_json), `observation`
+ * (observation_json) and a string `reason` (reasoning_content; a null one stays here, so absent and
+ * null stay apart). `observed` holds each call's observation result, to leave out results it repeats.
+ */
+function turnJson(turn: Turn, observed: Map<string, ObservationResult>): string {
+  const rest: Record<string, unknown> = {};
+  for (const key in turn) {
+    if (key === 'msg' || key === 'observation' || (key === 'reason' && typeof turn.reason === 'string')) continue;
+    rest[key] = turn[key as keyof Turn];
+  }
+  if (turn.tool_calls) {
+    const fromObservation: number[] = [];
+    rest.tool_calls = turn.tool_calls.map((call, index) => {
+      // `extra` is the call's `tool_calls.extra_json`, losslessly (an object or absent).
+      const { extra: _stored, ...slim } = call;
+      const result = observed.get(call.tcid);
+      if (call.result === undefined || result === undefined || result.content !== call.result) return slim;
+      fromObservation.push(index);
+      const { result: _repeated, ...withoutResult } = slim;
+      return withoutResult;
+    });
+    if (fromObservation.length > 0) rest[TURN_RESULTS_FROM_OBSERVATION] = fromObservation;
+  }
+  return JSON.stringify(rest);
+}
+
+/** The Storyline document without its turns (they are the `steps` rows). */
+function documentJson(doc: Storyline): string {
+  const rest: Record<string, unknown> = {};
+  for (const key in doc) if (key !== 'turns') rest[key] = doc[key as keyof Storyline];
+  return JSON.stringify(rest);
+}
+
+/**
+ * JSON text of observation result contents, each serialised once: the same content is the call's
+ * `result_json` and part of the turn's `observation_json` (tool output is most of a document).
+ */
+class ContentJson {
+  private readonly cache = new Map<unknown, string>();
+  of(content: unknown): string {
+    let text = this.cache.get(content);
+    if (text === undefined) this.cache.set(content, (text = JSON.stringify(content)));
+    return text;
+  }
+  /** `JSON.stringify(observation)`, built from the cached contents. */
+  observation(observation: Turn['observation']): string | null {
+    if (observation === undefined || observation === null) return null;
+    const results = observation.results.map((result) => {
+      const members: string[] = [];
+      for (const key in result) {
+        const value = result[key as keyof ObservationResult];
+        if (value === undefined) continue;
+        members.push(`${JSON.stringify(key)}:${key === 'content' ? this.of(value) : JSON.stringify(value)}`);
+      }
+      return `{${members.join(',')}}`;
+    });
+    return `{"results":[${results.join(',')}]}`;
+  }
+}
+
 export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRows {
+  const contents = new ContentJson();
   const results = new Map<string, ObservationResult>();
   for (const turn of doc.turns) {
     for (const result of turn.observation?.results ?? []) if (typeof result.source_call_id === 'string') results.set(result.source_call_id, result);
@@ -82,9 +158,10 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
       reasoning_effort: turn.effort === undefined || turn.effort === null ? null : String(turn.effort),
       message_text: contentText(turn.msg),
       message_json: JSON.stringify(turn.msg),
+      turn_json: turnJson(turn, results),
       reasoning_content: turn.reason ?? null,
       observation_text: turn.observation ? turn.observation.results.map((r) => contentText(r.content)).filter((t) => t !== '').join('\n') : null,
-      observation_json: json(turn.observation),
+      observation_json: contents.observation(turn.observation),
       prompt_tokens: turn.metrics?.prompt_tokens ?? null,
       completion_tokens: turn.metrics?.completion_tokens ?? null,
       cached_tokens: turn.metrics?.cached_tokens ?? null,
@@ -108,7 +185,7 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
         function_name: call.fn,
         kind: call.kind ?? null,
         arguments_json: JSON.stringify(call.args ?? null),
-        result_json: json(result),
+        result_json: result === undefined || result === null ? null : result === observed?.content ? contents.of(result) : JSON.stringify(result),
         result_bytes: result === undefined || result === null ? null : Buffer.byteLength(resultText(result), 'utf8'),
         is_error: observed?.is_error ?? null,
         status: call.response?.status ?? null,
@@ -151,7 +228,46 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
     extra_json: json(doc.extra),
     meta_json: json(doc.meta),
     unknown_fields_json: json(doc.unknown_fields),
-    storyline_json: JSON.stringify(doc),
+    document_json: documentJson(doc),
   };
   return { run, steps, toolCalls };
+}
+
+/** The stored parts of one turn: `steps` columns as read back from a part. */
+export interface StoredTurn {
+  message_json: unknown;
+  reasoning_content: unknown;
+  observation_json: unknown;
+  turn_json: unknown;
+}
+
+/**
+ * The Storyline document back from `runs.document_json`, its `steps` rows in turn order and a source
+ * of its tool calls' `extra_json` in call order (the inverse of `storylineRows`).
+ */
+export function storylineFromRows(documentJson: string, steps: readonly StoredTurn[], callExtra: () => unknown): Storyline {
+  const doc = JSON.parse(documentJson) as Storyline;
+  const observed = new Map<string, ObservationResult>();
+  const linked: ToolCall[] = [];
+  doc.turns = steps.map((step): Turn => {
+    const rest = JSON.parse(String(step.turn_json)) as Record<string, unknown>;
+    const fromObservation = rest[TURN_RESULTS_FROM_OBSERVATION] as number[] | undefined;
+    delete rest[TURN_RESULTS_FROM_OBSERVATION];
+    const turn = { id: rest.id, src: rest.src, msg: JSON.parse(String(step.message_json)), ...rest } as Turn;
+    if (typeof step.reasoning_content === 'string') turn.reason = step.reasoning_content;
+    if (step.observation_json !== null && step.observation_json !== undefined) turn.observation = JSON.parse(String(step.observation_json));
+    for (const result of turn.observation?.results ?? []) if (typeof result.source_call_id === 'string') observed.set(result.source_call_id, result);
+    for (const call of turn.tool_calls ?? []) {
+      const extra = callExtra();
+      if (extra !== null && extra !== undefined) call.extra = JSON.parse(String(extra));
+    }
+    for (const index of fromObservation ?? []) {
+      const call = turn.tool_calls?.[index];
+      if (call) linked.push(call);
+    }
+    return turn;
+  });
+  // Results are linked after every turn is back: as on import, a call's observation may sit on any turn.
+  for (const call of linked) call.result = observed.get(call.tcid)?.content;
+  return doc;
 }

@@ -31,7 +31,7 @@ test('a 1 GB input imports with peak RSS under 300 MB', async () => {
       child.on('close', resolve);
     });
     assert.is(code, 0);
-    const peakMb = Number(readFileSync(rssFile, 'utf8')) / 1024;
+    const peakMb = (JSON.parse(readFileSync(rssFile, 'utf8')) as { maxRssKb: number }).maxRssKb / 1024;
     console.log(`1 GB import: peak RSS ${peakMb.toFixed(0)} MB`);
     assert.ok(peakMb < RSS_LIMIT_MB, `peak RSS ${peakMb.toFixed(0)} MB`);
     const ds = await openDataset(join(work, 'ds'));

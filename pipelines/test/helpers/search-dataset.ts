@@ -125,6 +125,7 @@ export async function writeSampleDataset(runs: RunSpec[] = SAMPLE_RUNS): Promise
         tool_call_count: s.tools?.length ?? 0,
         metrics_json: s.metrics ? JSON.stringify(s.metrics) : null,
         extra_json: s.extra ? JSON.stringify(s.extra) : null,
+        turn_json: JSON.stringify({ id: i + 1, src: s.source }),
       }),
     );
     const calls = run.steps.flatMap((s, i) =>
@@ -171,7 +172,7 @@ export async function writeSampleDataset(runs: RunSpec[] = SAMPLE_RUNS): Promise
         extra_json: run.extra ? JSON.stringify(run.extra) : null,
         final_metrics_json: run.final_metrics ? JSON.stringify(run.final_metrics) : null,
         meta_json: run.meta ? JSON.stringify(run.meta) : null,
-        storyline_json: '{}',
+        document_json: '{}',
       }),
     ]);
     await writer.add('steps', steps);
