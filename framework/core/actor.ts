@@ -44,6 +44,11 @@ export interface ActorContext {
   system: ActorSystem;
   actorId: string;
   name: string | undefined;
+  /**
+   * The signal of the call being handled: aborted when its caller cancels it or gives up (an abort,
+   * a timeout, or a CANCEL over the call channel). Outside a call it never aborts.
+   */
+  readonly signal: AbortSignal;
 }
 
 /** Base class for actors: override the hooks you need; every public method is callable by name. */

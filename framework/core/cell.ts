@@ -14,7 +14,11 @@ interface Envelope {
   resolve(value: unknown): void;
   reject(error: unknown): void;
   cancelled: boolean;
+  /** Made only when the actor reads `context.signal` during this call (most calls never do). */
+  controller?: AbortController;
 }
+
+const NEVER_ABORTED = new AbortController().signal;
 
 /** A call handed to a cell. `cancel()` fails the caller's promise at once, and drops the call if it has not started. */
 export interface Delivery {
@@ -39,6 +43,8 @@ export class ActorCell {
   /** Senders waiting for room in the mailbox. */
   private waiting: Array<() => void> = [];
   private running = false;
+  /** The envelope being handled now, whose signal `context.signal` is. */
+  private current: Envelope | undefined;
   private instance: object | undefined;
   private methods = new Set<string>();
   private restarts: number[] = [];
@@ -54,7 +60,7 @@ export class ActorCell {
     readonly cls: new (params: never) => object,
     readonly meta: ActorMeta,
     readonly params: Record<string, unknown>,
-    private readonly context: Omit<ActorContext, 'actorId' | 'name'>,
+    private readonly context: Omit<ActorContext, 'actorId' | 'name' | 'signal'>,
     private readonly hooks: CellHooks,
   ) {}
 
@@ -74,12 +80,22 @@ export class ActorCell {
 
   private async instantiate(): Promise<void> {
     const instance = new this.cls(this.params as never);
-    const ctx: ActorContext = { ...this.context, actorId: this.id, name: this.name };
+    const ctx = { ...this.context, actorId: this.id, name: this.name } as ActorContext;
+    Object.defineProperty(ctx, 'signal', { enumerable: true, get: () => this.signalOf(this.current) });
     (instance as { context?: ActorContext }).context = ctx;
     const hooks = instance as { onStart?: () => unknown };
     if (typeof hooks.onStart === 'function') await hooks.onStart();
     this.instance = instance;
     this.methods = callableMethods(instance);
+  }
+
+  private signalOf(envelope: Envelope | undefined): AbortSignal {
+    if (!envelope) return NEVER_ABORTED;
+    if (!envelope.controller) {
+      envelope.controller = new AbortController();
+      if (envelope.cancelled) envelope.controller.abort();
+    }
+    return envelope.controller.signal;
   }
 
   metadata(): Record<string, string> {
@@ -113,6 +129,7 @@ export class ActorCell {
       cancel: (error = new ActorError('cancelled', 'call cancelled')) => {
         if (envelope.cancelled) return;
         envelope.cancelled = true;
+        envelope.controller?.abort(error);
         envelope.reject(error);
       },
     };
@@ -148,12 +165,16 @@ export class ActorCell {
         if (!envelope) break;
         if (envelope.cancelled) continue;
         const started = performance.now();
+        this.current = envelope;
         try {
           const value = await this.invoke(envelope);
+          this.current = undefined;
           this.processed++;
           this.hooks.observe((performance.now() - started) / 1000, false);
           envelope.resolve(value);
         } catch (error) {
+          // Cleared before a restart, whose onStart is no part of this call.
+          this.current = undefined;
           this.processed++;
           this.hooks.observe((performance.now() - started) / 1000, true);
           envelope.reject(error instanceof ActorError ? error : new ActorError('failed', errorMessage(error)));

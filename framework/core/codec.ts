@@ -25,13 +25,19 @@ export interface CallBody {
   args: unknown[];
 }
 
+/** A buffer for one record of `bodyLength` bytes with its u32 BE length prefix written. */
+export function allocRecord(bodyLength: number): Buffer {
+  const out = Buffer.allocUnsafe(4 + bodyLength);
+  out.writeUInt32BE(bodyLength, 0);
+  return out;
+}
+
 export function encodeFrame(frame: Frame): Buffer {
   const type = Buffer.from(frame.type, 'utf8');
   const error = frame.flags & FLAG_ERROR ? Buffer.from(frame.error ?? '', 'utf8') : undefined;
   const length = 1 + 2 + type.length + 4 + frame.data.length + (error ? 2 + error.length : 0);
-  const out = Buffer.allocUnsafe(4 + length);
-  let at = out.writeUInt32BE(length, 0);
-  at = out.writeUInt8(frame.flags, at);
+  const out = allocRecord(length);
+  let at = out.writeUInt8(frame.flags, 4);
   at = out.writeUInt16BE(type.length, at);
   at += type.copy(out, at);
   at = out.writeUInt32BE(frame.data.length, at);
@@ -51,26 +57,59 @@ export function errorFrame(message: string): Buffer {
   return encodeFrame({ flags: FLAG_ERROR | FLAG_END, type: '', data: Buffer.alloc(0), error: message });
 }
 
-/** Incremental decoder: feed chunks as they arrive, take whole frames out. */
-export class FrameDecoder {
-  private buffer: Buffer = Buffer.alloc(0);
+/**
+ * Splits a byte stream into records of `u32 BE length | body`, the framing shared by streamed
+ * replies and the call channel; `parse` turns one body into a value (and throws FrameError).
+ */
+export class LengthPrefixedDecoder<T> {
+  /** Bytes of an incomplete record, kept as chunks so a large record is copied once, not per chunk. */
+  private held: Buffer[] = [];
+  private heldSize = 0;
+  /** Bytes needed before the held record can be parsed (its header, then its whole length). */
+  private need = 4;
 
-  push(chunk: Buffer): Frame[] {
-    this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk;
-    const frames: Frame[] = [];
-    while (this.buffer.length >= 4) {
-      const length = this.buffer.readUInt32BE(0);
-      if (length > MAX_FRAME_BYTES) throw new FrameError(`frame length ${length} exceeds ${MAX_FRAME_BYTES}`);
-      if (this.buffer.length < 4 + length) break;
-      frames.push(parseFrame(this.buffer.subarray(4, 4 + length)));
-      this.buffer = this.buffer.subarray(4 + length);
+  constructor(
+    private readonly parse: (body: Buffer) => T,
+    private readonly maxBytes = MAX_FRAME_BYTES,
+  ) {}
+
+  push(chunk: Buffer): T[] {
+    if (this.heldSize) {
+      this.held.push(chunk);
+      this.heldSize += chunk.length;
+      if (this.heldSize < this.need) return [];
+      chunk = Buffer.concat(this.held, this.heldSize);
+      this.held = [];
+      this.heldSize = 0;
     }
-    return frames;
+    const records: T[] = [];
+    let at = 0;
+    while (chunk.length - at >= 4) {
+      const length = chunk.readUInt32BE(at);
+      if (length > this.maxBytes) throw new FrameError(`frame length ${length} exceeds ${this.maxBytes}`);
+      if (chunk.length - at < 4 + length) break;
+      records.push(this.parse(chunk.subarray(at + 4, at + 4 + length)));
+      at += 4 + length;
+    }
+    if (at < chunk.length) {
+      const rest = chunk.subarray(at);
+      this.held = [rest];
+      this.heldSize = rest.length;
+      this.need = rest.length >= 4 ? 4 + rest.readUInt32BE(0) : 4;
+    }
+    return records;
   }
 
-  /** True when bytes of an incomplete frame are left over. */
+  /** True when bytes of an incomplete record are left over. */
   get pending(): boolean {
-    return this.buffer.length > 0;
+    return this.heldSize > 0;
+  }
+}
+
+/** Incremental decoder of stream frames: feed chunks as they arrive, take whole frames out. */
+export class FrameDecoder extends LengthPrefixedDecoder<Frame> {
+  constructor() {
+    super(parseFrame);
   }
 }
 

@@ -8,6 +8,7 @@ import { networkInterfaces } from 'node:os';
 import { Value } from '@sinclair/typebox/value';
 import { actorMeta, remote, type ActorClass, type ActorContext } from './actor.js';
 import { ActorCell, errorMessage, type CallMode, type Delivery } from './cell.js';
+import { CHANNEL_PATH, ChannelPool, ServerChannel, type IncomingCall } from './channel.js';
 import { END_FRAME, FrameDecoder, FLAG_END, FLAG_ERROR, errorFrame, frameValue, jsonFrame, parseCallBody } from './codec.js';
 import { ActorError, STATUS_OF, type ActorErrorCode } from './errors.js';
 import { DEFAULT_TIMERS, Membership, STATUSES, SWIM_PATH, parseSwimMessage, type MemberRecord, type MembershipTimers } from './membership.js';
@@ -49,8 +50,6 @@ export interface CallOptions {
 }
 
 const SYSTEM_NODE_ACTOR = 'system/node';
-const NO_HEADERS: Record<string, string> = {};
-const TELL_HEADERS: Record<string, string> = { 'x-message-mode': 'tell' };
 
 /** The system actor every node runs: answers who it is, so a node can be called like any actor. */
 class NodeActor {
@@ -97,6 +96,9 @@ export class ActorRef {
 export class ActorSystem {
   readonly nodeId = randomUUID().replaceAll('-', '');
   readonly transport = new Transport();
+  /** Asks and tells to other nodes ride one call channel per peer (see channel.ts). */
+  private readonly channels = new ChannelPool(this.transport);
+  private readonly serverChannels = new Set<ServerChannel>();
   membership!: Membership;
   addr = '';
   private readonly cells = new Map<string, ActorCell>();
@@ -288,13 +290,7 @@ export class ActorSystem {
     this.inflight.set(target.key, (this.inflight.get(target.key) ?? 0) + 1);
     const started = performance.now();
     try {
-      // ask is the default mode: asks carry no extra headers (each header costs HPACK work on both sides).
-      const reply = await this.transport.request(target.addr, target.path, {
-        headers: mode === 'ask' ? NO_HEADERS : TELL_HEADERS,
-        body: JSON.stringify({ method, args }),
-        timeoutMs,
-        ...(options.signal ? { signal: options.signal } : {}),
-      });
+      const reply = await this.channels.call(target.addr, mode, target.path, JSON.stringify({ method, args }), timeoutMs, options.signal);
       const body = decodeReply(reply.status, reply.body, target.addr);
       if (mode === 'ask') this.hot.remoteLatency((performance.now() - started) / 1000);
       return body;
@@ -360,6 +356,20 @@ export class ActorSystem {
   private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     const method = headers[':method'];
     const rawPath = headers[':path'] ?? '/';
+    if (rawPath === CHANNEL_PATH) {
+      if (method !== 'POST') return respond(stream, 405, { error: { code: 'bad-request', message: `${method} not allowed on ${rawPath}; use POST` } });
+      const channel = new ServerChannel(
+        stream,
+        (call) => this.serveChannelCall(call),
+        (problem) => {
+          this.metrics.badRequests.inc({ path: 'channel' });
+          this.log(`call channel reset: ${problem}`);
+        },
+        (c) => this.serverChannels.delete(c),
+      );
+      this.serverChannels.add(channel);
+      return;
+    }
     // Calls are the hot path: their paths carry no query, so they skip URL parsing.
     if (rawPath.startsWith('/named/') || rawPath.startsWith('/actors/')) {
       const path = rawPath;
@@ -433,14 +443,8 @@ export class ActorSystem {
       this.metrics.badRequests.inc({ path: 'call' });
       return fail('bad-request', errorMessage(error));
     }
-    let key: string;
-    try {
-      key = decodeURIComponent(path.slice(path.indexOf('/', 1) + 1));
-    } catch {
-      return fail('bad-request', `path ${path} is not valid percent-encoding`);
-    }
-    const cell = path.startsWith('/named/') ? this.named.get(key) : this.cells.get(key);
-    if (!cell) return fail('not-found', `no actor ${path.startsWith('/named/') ? `named '${key}'` : `with id ${key}`} on node ${this.nodeId}`);
+    const cell = this.cellAt(path);
+    if (cell instanceof ActorError) return fail(cell.code, cell.message);
     const delivery = cell.deliver(body.method, body.args, mode);
     // A caller that resets its stream cancels a call still waiting in the mailbox.
     const onClose = (): void => delivery.cancel();
@@ -462,6 +466,48 @@ export class ActorSystem {
     stream.off('close', onClose);
     if (mode === 'ask') return respond(stream, 200, { result: value ?? null });
     await this.pump(stream, value as AsyncIterable<unknown>);
+  }
+
+  /** The local actor a call path (`/named/<name>` or `/actors/<id>`) names, or why there is none. */
+  private cellAt(path: string): ActorCell | ActorError {
+    let key: string;
+    try {
+      key = decodeURIComponent(path.slice(path.indexOf('/', 1) + 1));
+    } catch {
+      return new ActorError('bad-request', `path ${path} is not valid percent-encoding`);
+    }
+    const named = path.startsWith('/named/');
+    if (!named && !path.startsWith('/actors/')) return new ActorError('bad-request', `call target ${path} is neither /named/<name> nor /actors/<id>`);
+    const cell = named ? this.named.get(key) : this.cells.get(key);
+    return cell ?? new ActorError('not-found', `no actor ${named ? `named '${key}'` : `with id ${key}`} on node ${this.nodeId}`);
+  }
+
+  /** An ask or tell that arrived on a call channel: answered like the per-message routes answer. */
+  private serveChannelCall(call: IncomingCall): void {
+    const fail = (code: ActorErrorCode, message: string): void => call.reply(STATUS_OF[code], JSON.stringify({ error: { code, message } }));
+    let body;
+    try {
+      body = parseCallBody(call.body);
+    } catch (error) {
+      this.metrics.badRequests.inc({ path: 'call' });
+      return fail('bad-request', errorMessage(error));
+    }
+    const cell = this.cellAt(call.target);
+    if (cell instanceof ActorError) return fail(cell.code, cell.message);
+    const delivery = cell.deliver(body.method, body.args, call.mode);
+    if (call.mode === 'tell') {
+      delivery.result.catch((e) => this.log(`tell ${cell.label}.${body.method} failed: ${errorMessage(e)}`));
+      return call.reply(202, '{}');
+    }
+    // The caller's CANCEL drops the call if still queued and aborts its signal if running.
+    call.onCancel = () => delivery.cancel();
+    delivery.result.then(
+      (value) => call.reply(200, JSON.stringify({ result: value ?? null })),
+      (error) => {
+        const e = error instanceof ActorError ? error : new ActorError('failed', errorMessage(error));
+        fail(e.code, e.message);
+      },
+    );
   }
 
   /** Writes a streamed reply as frames, honouring HTTP/2 flow control; a reset stream stops the producer. */
@@ -548,6 +594,9 @@ export class ActorSystem {
     this.leaving = true;
     await this.membership.leave();
     await Promise.allSettled([...this.cells.values()].map((c) => c.stop()));
+    // Channels never end on their own: close them so the sessions can close gracefully.
+    this.channels.close();
+    for (const channel of this.serverChannels) channel.end();
     await this.transport.close();
   }
 }

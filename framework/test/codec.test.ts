@@ -18,6 +18,16 @@ test('frames round-trip, whole and one byte at a time', () => {
   }
 });
 
+test('a large frame split into many chunks comes out whole, with its neighbours', () => {
+  const big = 'x'.repeat(3 * 1024 * 1024);
+  const bytes = Buffer.concat([jsonFrame(1), jsonFrame(big), jsonFrame(2)]);
+  const decoder = new FrameDecoder();
+  const frames = [];
+  for (let i = 0; i < bytes.length; i += 16 * 1024 + 3) frames.push(...decoder.push(bytes.subarray(i, i + 16 * 1024 + 3)));
+  assert.equal(frames.map(frameValue), [1, big, 2]);
+  assert.not.ok(decoder.pending);
+});
+
 test('the layout is u32 length, u8 flags, u16+type, u32+data', () => {
   const f = encodeFrame({ flags: 0, type: 'json', data: Buffer.from('1') });
   assert.equal([...f], [0, 0, 0, 12, 0, 0, 4, ...Buffer.from('json'), 0, 0, 0, 1, 0x31]);

@@ -53,6 +53,13 @@ test('ask, tell and stream reach an actor in another process', async () => {
   assert.is(await echo.ask('node'), node.nodeId);
 });
 
+test('large asks in parallel share the call channel without loss (flow control and backpressure)', async () => {
+  const echo = client.resolve('echo');
+  const values = Array.from({ length: 12 }, (_, i) => `${i}:${'y'.repeat(1024 * 1024 + i)}`);
+  const replies = await Promise.all(values.map((v) => echo.ask('echo', [v])));
+  assert.ok(replies.every((r, i) => r === `re: ${values[i]}`));
+});
+
 test('an actor is reachable by node and actor id, unnamed system actors included', async () => {
   const rows = JSON.parse((await raw(node.addr, { ':method': 'GET', ':path': '/actors?all=true' })).body) as Array<Record<string, string>>;
   const echoId = rows.find((r) => r.name === 'echo')!.actor_id!;
