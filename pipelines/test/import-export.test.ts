@@ -5,9 +5,8 @@
  * flag misuse, and the Parquet parts read back by an independent reader (parquet-wasm + apache-arrow).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readParquet } from 'parquet-wasm/node';
@@ -16,35 +15,17 @@ import { DIST_ROOT, runTool } from '../../cli/test/helpers/run-tool.js';
 import { openDataset } from '../dataset/open.js';
 import { STORYLINE_RELATIONS, RECORDS, type ColumnDef } from '../dataset/relations.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { filesUnder, sandbox } from './helpers/sandbox.js';
 
 const SYNTHETIC = join(SHARED_FIXTURES, 'synthetic');
 const STORYLINES = join(SYNTHETIC, 'storyline');
 const COMPACT = join(SYNTHETIC, 'compact-jsonl');
 
-function sandbox() {
-  const home = mkdtempSync(join(tmpdir(), 'import-export-'));
-  const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
-  const run = (args: string[], input?: string | Buffer) => runTool('trajstore', args, { env, cwd: home, ...(input !== undefined ? { input } : {}) });
-  return { home, env, run, path: (...p: string[]) => join(home, ...p) };
-}
-
-/** Every file under a directory, relative, in byte order. */
-function filesUnder(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string): void => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(join(d, e.name));
-      else out.push(relative(dir, join(d, e.name)));
-    }
-  };
-  walk(dir);
-  return out.sort();
-}
 
 const fixtureStorylines = () => readdirSync(STORYLINES).sort().map((f) => JSON.parse(readFileSync(join(STORYLINES, f), 'utf8')));
 
 test('a Storyline import makes a dataset whose index and parts hold the documents', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   const r = await s.run(['import', '-f', STORYLINES, '-t', s.path('ds'), '--format', 'json']);
   assert.is(r.code, 0, r.stderr);
   const summary = JSON.parse(r.stdout);
@@ -89,7 +70,7 @@ function arrowSchemaOf(file: string) {
 }
 
 test('Parquet parts read back by parquet-wasm + apache-arrow have the documented columns and types', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   assert.is((await s.run(['import', '-f', STORYLINES, '-t', s.path('ds'), '-o', 'preserve'])).code, 0);
   const snapshot = JSON.parse(readFileSync(s.path('ds', 'snapshots', `${JSON.parse(readFileSync(s.path('ds', 'trajstore.json'), 'utf8')).snapshot_id}.json`), 'utf8'));
   const expectedRows: Record<string, number> = { runs: 2, steps: 6, tool_calls: 1, sources: 2 };
@@ -107,7 +88,7 @@ test('Parquet parts read back by parquet-wasm + apache-arrow have the documented
 });
 
 test('storyline round trip: encode path is semantically equal, preserve path is byte-exact', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   assert.is((await s.run(['import', '-f', STORYLINES, '-t', s.path('plain')])).code, 0);
   const jsonl = await s.run(['export', '-f', s.path('plain'), '-t', '-', '-o', 'storyline']);
   assert.is(jsonl.code, 0, jsonl.stderr);
@@ -127,7 +108,7 @@ test('storyline round trip: encode path is semantically equal, preserve path is 
 });
 
 test('stdin import and JSONL with blank lines keep the bytes for a preserve export', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   const docs = fixtureStorylines();
   const input = `\n${JSON.stringify(docs[0])}\r\n\n${JSON.stringify(docs[1])}`;
   const r = await s.run(['import', '-f', '-', '-t', s.path('ds'), '-o', 'preserve', '--format', 'json'], input);
@@ -138,7 +119,7 @@ test('stdin import and JSONL with blank lines keep the bytes for a preserve expo
 });
 
 test('create refuses an existing destination (exit 4) and a failed create leaves nothing behind', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   mkdirSync(s.path('taken'));
   writeFileSync(s.path('taken', 'keep.txt'), 'mine');
   const conflict = await s.run(['import', '-f', STORYLINES, '-t', s.path('taken')]);
@@ -157,7 +138,7 @@ test('create refuses an existing destination (exit 4) and a failed create leaves
 });
 
 test('append adds a snapshot on top; duplicates get #N or are skipped; the parent stays readable', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   const first = JSON.parse((await s.run(['import', '-f', STORYLINES, '-t', s.path('ds'), '--format', 'json'])).stdout);
   const appended = await s.run(['import', '-f', STORYLINES, '-t', s.path('ds'), '--mode', 'append', '--format', 'json']);
   assert.is(appended.code, 0, appended.stderr);
@@ -183,7 +164,7 @@ test('append adds a snapshot on top; duplicates get #N or are skipped; the paren
 });
 
 test('replace needs --yes without a terminal, then swaps the dataset and removes the old one', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   assert.is((await s.run(['import', '-f', join(STORYLINES, 'incident-triage-0007.storyline.json'), '-t', s.path('ds')])).code, 0);
   const refused = await s.run(['import', '-f', STORYLINES, '-t', s.path('ds'), '--mode', 'replace']);
   assert.is(refused.code, 2);
@@ -202,7 +183,7 @@ test('replace needs --yes without a terminal, then swaps the dataset and removes
 });
 
 test('kill -9 in the middle of an append leaves the previous snapshot intact and readable', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   const before = JSON.parse((await s.run(['import', '-f', STORYLINES, '-t', s.path('ds'), '--format', 'json'])).stdout);
   // An input big enough that the append is still writing parts when it is killed.
   const base = fixtureStorylines()[0];
@@ -234,7 +215,7 @@ test('kill -9 in the middle of an append leaves the previous snapshot intact and
 });
 
 test('every bad fixture is refused with exit 2 naming the file, the line where known, and the reason; nothing is left', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   const bad = join(SYNTHETIC, 'bad');
   const cases: Array<[string, RegExp]> = [
     ['empty.jsonl', /empty\.jsonl: empty file: no records/],
@@ -256,7 +237,7 @@ test('every bad fixture is refused with exit 2 naming the file, the line where k
 });
 
 test('flag misuse exits 2 naming the flag', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   const cases: Array<[string[], string]> = [
     [['import', '-t', s.path('x')], '-f/--from is required'],
     [['import', '-f', STORYLINES, '-t', s.path('x'), '--mode', 'merge'], 'invalid --mode "merge"'],
@@ -286,7 +267,7 @@ test('flag misuse exits 2 naming the flag', async () => {
 });
 
 test('export is create-only unless --overwrite, refuses what a dataset cannot give, and exits 3 on a missing dataset', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   assert.is((await s.run(['import', '-f', STORYLINES, '-t', s.path('ds')])).code, 0);
   writeFileSync(s.path('out.jsonl'), 'old');
   const conflict = await s.run(['export', '-f', s.path('ds'), '-t', s.path('out.jsonl'), '-o', 'storyline']);
@@ -305,7 +286,7 @@ test('export is create-only unless --overwrite, refuses what a dataset cannot gi
 });
 
 test('compact-jsonl: records with --column values, the id fallback, and a byte-exact export (CRLF, no final newline)', async () => {
-  const s = sandbox();
+  const s = sandbox('import-export');
   const r = await s.run(['import', '-f', join(COMPACT, 'valid'), '-t', s.path('c'), '-i', 'compact-jsonl', '--column', 'svc=$.service.name', '--column', 'tag=$.tags[0]', '--format', 'json']);
   assert.is(r.code, 0, r.stderr);
   assert.is(JSON.parse(r.stdout).total.runs, 10);

@@ -4,36 +4,18 @@
  * no snapshot lists. Each leftover is made by killing a real writer process with SIGKILL.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT, runTool } from '../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT } from '../../cli/test/helpers/run-tool.js';
 import { openDataset } from '../dataset/open.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { filesUnder, sandbox } from './helpers/sandbox.js';
 
 const STORYLINES = join(SHARED_FIXTURES, 'synthetic', 'storyline');
 
-function sandbox() {
-  const home = mkdtempSync(join(tmpdir(), 'import-sweep-'));
-  const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
-  const run = (args: string[]) => runTool('trajstore', args, { env, cwd: home });
-  return { home, env, run, path: (...p: string[]) => join(home, ...p) };
-}
-
-function filesUnder(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string): void => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(join(d, e.name));
-      else out.push(relative(dir, join(d, e.name)));
-    }
-  };
-  walk(dir);
-  return out.sort();
-}
 
 /** Starts a process, waits until `ready()` holds (or 30 s), then kills it with SIGKILL. */
 async function killWhen(args: string[], env: NodeJS.ProcessEnv, ready: () => boolean): Promise<void> {
@@ -46,7 +28,7 @@ async function killWhen(args: string[], env: NodeJS.ProcessEnv, ready: () => boo
 }
 
 test('a create killed with kill -9 leaves a hidden build directory that the next import of that dataset removes', async () => {
-  const s = sandbox();
+  const s = sandbox('import-sweep');
   const base = JSON.parse(readFileSync(join(STORYLINES, readdirSync(STORYLINES).sort()[0] as string), 'utf8'));
   const lines: string[] = [];
   for (let i = 0; i < 20_000; i++) lines.push(JSON.stringify({ ...base, trajectory: `big-${i}` }));
@@ -65,7 +47,7 @@ test('a create killed with kill -9 leaves a hidden build directory that the next
 });
 
 test('parts finished by an append killed with kill -9 before its commit are removed by the next append', async () => {
-  const s = sandbox();
+  const s = sandbox('import-sweep');
   assert.is((await s.run(['import', '-f', STORYLINES, '-t', s.path('ds')])).code, 0);
   const committed = filesUnder(s.path('ds', 'parts'));
   // A real writer appending with tiny parts, so finished parts pile up long before any commit.

@@ -1,0 +1,25 @@
+/** A scratch home for CLI tests: its own XDG directories, and trajstore run inside it. */
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { runTool } from '../../../cli/test/helpers/run-tool.js';
+
+export function sandbox(prefix: string) {
+  const home = mkdtempSync(join(tmpdir(), `${prefix}-`));
+  const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
+  const run = (args: string[], input?: string | Buffer) => runTool('trajstore', args, { env, cwd: home, ...(input !== undefined ? { input } : {}) });
+  return { home, env, run, path: (...p: string[]) => join(home, ...p) };
+}
+
+/** Every file under a directory, relative, in byte order. */
+export function filesUnder(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(join(d, e.name));
+      else out.push(relative(dir, join(d, e.name)));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
