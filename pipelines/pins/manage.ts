@@ -7,6 +7,7 @@ import type { ConfigLocation } from '../../cli/kit/config.js';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
 import type { Row } from '../../cli/kit/output.js';
 import { checkEntry, loadConfig, saveConfig, type LoadedConfig } from './config.js';
+import { withConfigLock } from './lock.js';
 import {
   BUILTIN_DESCRIPTIONS,
   BUILTIN_PINS,
@@ -72,67 +73,75 @@ function existing(config: LoadedConfig, name: string): PinEntry {
 
 export async function addPin(location: ConfigLocation, env: NodeJS.ProcessEnv, request: PinRequest): Promise<Pin> {
   const name = userPinName(request.name);
-  const config = await loadConfig(location, { env, allowMissing: true });
-  if (config.entries.has(name)) {
-    throw new ConflictError(`pin @${name} already exists in ${location.path}`, { hint: `change its uri with \`trajstore dataset set ${name} URI\`, or unpin it first` });
-  }
-  const entry: PinEntry = { uri: storedUri(request.uri, env) };
-  if (request.endpoint !== undefined) entry.endpoint = request.endpoint;
-  if (request.region !== undefined) entry.region = request.region;
-  if (request.accessKey !== undefined) entry.access_key = request.accessKey;
-  if (request.secretKey !== undefined) entry.secret_key = request.secretKey;
-  const pin = checkEntry(config, name, entry, env);
-  await mustBeDirectoryIfDefault(name, pin);
-  const entries = new Map(config.entries);
-  entries.set(name, entry);
-  await saveConfig(config, entries);
-  return pin;
+  return withConfigLock(location, async () => {
+    const config = await loadConfig(location, { env, allowMissing: true });
+    if (config.entries.has(name)) {
+      throw new ConflictError(`pin @${name} already exists in ${location.path}`, { hint: `change its uri with \`trajstore dataset set ${name} URI\`, or unpin it first` });
+    }
+    const entry: PinEntry = { uri: storedUri(request.uri, env) };
+    if (request.endpoint !== undefined) entry.endpoint = request.endpoint;
+    if (request.region !== undefined) entry.region = request.region;
+    if (request.accessKey !== undefined) entry.access_key = request.accessKey;
+    if (request.secretKey !== undefined) entry.secret_key = request.secretKey;
+    const pin = checkEntry(config, name, entry, env);
+    await mustBeDirectoryIfDefault(name, pin);
+    const entries = new Map(config.entries);
+    entries.set(name, entry);
+    await saveConfig(config, entries);
+    return pin;
+  });
 }
 
 export async function removePin(location: ConfigLocation, env: NodeJS.ProcessEnv, rawName: string): Promise<void> {
   const name = userPinName(rawName);
-  const config = await loadConfig(location, { env });
-  existing(config, name);
-  const entries = new Map(config.entries);
-  entries.delete(name);
-  await saveConfig(config, entries);
+  await withConfigLock(location, async () => {
+    const config = await loadConfig(location, { env });
+    existing(config, name);
+    const entries = new Map(config.entries);
+    entries.delete(name);
+    await saveConfig(config, entries);
+  });
 }
 
 /** Changes a pin's uri, keeping its other keys (which must still fit the new uri's kind). */
 export async function setPinUri(location: ConfigLocation, env: NodeJS.ProcessEnv, rawName: string, uri: string): Promise<Pin> {
   const name = userPinName(rawName);
-  const config = await loadConfig(location, { env });
-  const entry = { ...existing(config, name), uri: storedUri(uri, env) };
-  let pin: Pin;
-  try {
-    pin = checkEntry(config, name, entry, env);
-  } catch (error) {
-    if (error instanceof InvalidInputError) {
-      throw new InvalidInputError(error.message, { hint: 'to change what kind of place a pin names, unpin it and pin it again' });
+  return withConfigLock(location, async () => {
+    const config = await loadConfig(location, { env });
+    const entry = { ...existing(config, name), uri: storedUri(uri, env) };
+    let pin: Pin;
+    try {
+      pin = checkEntry(config, name, entry, env);
+    } catch (error) {
+      if (error instanceof InvalidInputError) {
+        throw new InvalidInputError(error.message, { hint: 'to change what kind of place a pin names, unpin it and pin it again' });
+      }
+      throw error;
     }
-    throw error;
-  }
-  await mustBeDirectoryIfDefault(name, pin);
-  const entries = new Map(config.entries);
-  entries.set(name, entry);
-  await saveConfig(config, entries);
-  return pin;
+    await mustBeDirectoryIfDefault(name, pin);
+    const entries = new Map(config.entries);
+    entries.set(name, entry);
+    await saveConfig(config, entries);
+    return pin;
+  });
 }
 
 export async function renamePin(location: ConfigLocation, env: NodeJS.ProcessEnv, rawOld: string, rawNew: string): Promise<Pin> {
   const from = userPinName(rawOld);
   const to = userPinName(rawNew);
-  const config = await loadConfig(location, { env });
-  const entry = existing(config, from);
-  if (from === to) return checkEntry(config, to, entry, env);
-  if (config.entries.has(to)) throw new ConflictError(`pin @${to} already exists in ${location.path}`, { hint: `unpin @${to} first` });
-  const pin = checkEntry(config, to, entry, env);
-  await mustBeDirectoryIfDefault(to, pin);
-  // Keep the file order: the renamed pin stays where it was.
-  const entries = new Map<string, PinEntry>();
-  for (const [name, e] of config.entries) entries.set(name === from ? to : name, e);
-  await saveConfig(config, entries);
-  return pin;
+  return withConfigLock(location, async () => {
+    const config = await loadConfig(location, { env });
+    const entry = existing(config, from);
+    if (from === to) return checkEntry(config, to, entry, env);
+    if (config.entries.has(to)) throw new ConflictError(`pin @${to} already exists in ${location.path}`, { hint: `unpin @${to} first` });
+    const pin = checkEntry(config, to, entry, env);
+    await mustBeDirectoryIfDefault(to, pin);
+    // Keep the file order: the renamed pin stays where it was.
+    const entries = new Map<string, PinEntry>();
+    for (const [name, e] of config.entries) entries.set(name === from ? to : name, e);
+    await saveConfig(config, entries);
+    return pin;
+  });
 }
 
 /** The columns of `dataset list` and `dataset show`. Credentials appear only as `stored`. */

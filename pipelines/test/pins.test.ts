@@ -7,6 +7,8 @@ import type { ConfigLocation } from '../../cli/kit/config.js';
 import { CliError } from '../../cli/kit/errors.js';
 import { loadConfig, parseConfig, saveConfig } from '../pins/config.js';
 import { resolveDataset } from '../pins/resolve.js';
+import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { spawnSync } from 'node:child_process';
 
 const SECRET = 'wJalrXUtnFEMI-K7MDENG-bPxRfiCYzz';
 const tmp = () => mkdtempSync(join(tmpdir(), 'pins-'));
@@ -237,6 +239,27 @@ test('resolveDataset: a default pin that is a file is refused; a missing directo
     const loc = configFile(`[pins.default]\nuri = "${join(dir, target)}"\n`);
     assert.equal(await resolveDataset(undefined, { config: loc, env: {}, purpose: 'write' }), { kind: 'local', path: join(dir, target), display: '@default' });
   }
+});
+
+test('pins changed by several commands at once are all kept (the configuration is locked)', async () => {
+  const dir = tmp();
+  const env = { TRAJSTORE_CONFIG: join(dir, 'config.toml'), HOME: dir };
+  const names = Array.from({ length: 8 }, (_, i) => `p${i}`);
+  const results = await Promise.all(names.map((name) => runTool('trajstore', ['dataset', 'pin', name, join(dir, name)], { env, cwd: dir })));
+  for (const r of results) assert.is(r.code, 0, r.stderr);
+  const config = await loadConfig(at(env.TRAJSTORE_CONFIG), { env: {} });
+  assert.equal([...config.entries.keys()].sort(), names);
+  assert.equal(readdirSync(dir).filter((f) => f.endsWith('.lock')), [], 'the lock is gone');
+});
+
+test('a lock left by a command that died is taken over', async () => {
+  const dir = tmp();
+  const env = { TRAJSTORE_CONFIG: join(dir, 'config.toml'), HOME: dir };
+  const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout;
+  writeFileSync(`${env.TRAJSTORE_CONFIG}.lock`, `${dead}\n`);
+  const r = await runTool('trajstore', ['dataset', 'pin', 'after', join(dir, 'after')], { env, cwd: dir });
+  assert.is(r.code, 0, r.stderr);
+  assert.ok((await loadConfig(at(env.TRAJSTORE_CONFIG), { env: {} })).entries.has('after'));
 });
 
 test.run();
