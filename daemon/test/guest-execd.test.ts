@@ -4,9 +4,9 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
+import { scratchDir } from '../../cli/test/helpers/scratch.js';
 import * as assert from 'uvu/assert';
 import { SandboxApiException } from '@alibaba-group/opensandbox';
 import { execdClient, startGuestService, type GuestService } from './guest-process.js';
@@ -18,7 +18,7 @@ let work: string;
 test.before(async () => {
   svc = await startGuestService('execd', { args: ['--ping-interval-ms', '200'] });
   sdk = execdClient(svc.addr);
-  work = mkdtempSync(join(tmpdir(), 'guest-execd-'));
+  work = scratchDir('guest-execd');
 });
 
 test.after(async () => {

@@ -2,11 +2,11 @@
  * The `agentb-code` (Claude Code) and `agenta` (Codex CLI) decoders against every fixture of
  * theirs, with the counts of fixtures/README.md; every decoded Storyline must be valid.
  */
-import { createReadStream, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createReadStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Readable } from 'node:stream';
 import { test } from 'uvu';
+import { scratchDir } from '../../cli/test/helpers/scratch.js';
 import * as assert from 'uvu/assert';
 import { Logger } from '../../cli/kit/log.js';
 import { CliError } from '../../cli/kit/errors.js';
@@ -329,7 +329,7 @@ const jsonl = (...lines: object[]) => lines.map((l) => `${JSON.stringify(l)}\n`)
 const ccLine = (type: string, uuid: string, extra: object) => ({ type, uuid, sessionId: 'sess-1', timestamp: '2026-01-02T03:04:05.000Z', isSidechain: false, ...extra });
 
 test('agentb-code: old layout agent-<id>.jsonl beside its session finds the spawning Task call', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cc-old-'));
+  const dir = scratchDir('cc-old');
   writeFileSync(join(dir, 'sess-1.jsonl'), jsonl(
     ccLine('user', 'u1', { message: { role: 'user', content: 'look around' } }),
     ccLine('assistant', 'a1', { message: { id: 'm1', role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_T', name: 'Task', input: { prompt: 'list files' } }] } }),

@@ -1,17 +1,17 @@
 /** `trajstore dataset ...` through the real CLI, with a private HOME and XDG_CONFIG_HOME. */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DIST_ROOT, runTool, type ToolResult } from '../../cli/test/helpers/run-tool.js';
+import { scratchDir } from '../../cli/test/helpers/scratch.js';
 
 const SECRET = 'Zq8-secret-never-printed-7781';
 const ACCESS = 'AKIA-access-never-printed';
 
 function sandbox() {
-  const home = mkdtempSync(join(tmpdir(), 'dataset-cli-'));
+  const home = scratchDir('dataset-cli');
   const env: NodeJS.ProcessEnv = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data') };
   delete process.env.TRAJSTORE_CONFIG;
   delete process.env.TRAJSTORE_ACCESS_KEY;

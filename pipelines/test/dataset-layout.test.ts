@@ -4,13 +4,11 @@
  * shared fixture directory of a decodable format (each file decoded here as import does, compared
  * with what `export -o storyline` gives back), plus the refusal of a version 1 Storyline dataset.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
 import { Logger } from '../../cli/kit/log.js';
 import { openDataset } from '../dataset/open.js';
 import { FORMATS } from '../formats/registry.js';
@@ -19,13 +17,7 @@ import { listSources } from '../import/sources.js';
 import { TURN_RESULTS_FROM_OBSERVATION } from '../import/rows.js';
 import type { Storyline } from '../storyline/schema.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
-
-function sandbox() {
-  const home = mkdtempSync(join(tmpdir(), 'dataset-layout-'));
-  const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
-  const run = (args: string[]) => runTool('trajstore', args, { env, cwd: home });
-  return { run, path: (...p: string[]) => join(home, ...p) };
-}
+import { sandbox } from './helpers/sandbox.js';
 
 /** The Storylines `import -f dir` decodes, in import order. */
 async function decodedStorylines(dir: string): Promise<Storyline[]> {
@@ -43,7 +35,7 @@ const DIRS = ['synthetic/claude-code', 'synthetic/codex', 'synthetic/actf', 'syn
 
 for (const dir of DIRS) {
   test(`${dir}: export -o storyline gives back exactly the decoded documents`, async () => {
-    const s = sandbox();
+    const s = sandbox('dataset-layout');
     const imported = await s.run(['import', '-f', join(SHARED_FIXTURES, dir), '-t', s.path('ds')]);
     assert.is(imported.code, 0, imported.stderr);
     const exported = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
@@ -58,7 +50,7 @@ for (const dir of DIRS) {
 }
 
 test('tool output is stored once per step, not again in turn_json or runs', async () => {
-  const s = sandbox();
+  const s = sandbox('dataset-layout');
   assert.is((await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/claude-code'), '-t', s.path('ds')])).code, 0);
   const ds = await openDataset(s.path('ds'));
   try {
@@ -79,7 +71,7 @@ test('tool output is stored once per step, not again in turn_json or runs', asyn
 });
 
 test('a layout version 1 Storyline dataset is refused with exit 4 and a hint; --mode replace rewrites it', async () => {
-  const s = sandbox();
+  const s = sandbox('dataset-layout');
   const source = join(SHARED_FIXTURES, 'synthetic/storyline');
   assert.is((await s.run(['import', '-f', source, '-t', s.path('ds')])).code, 0);
   const manifestPath = s.path('ds', 'trajstore.json');

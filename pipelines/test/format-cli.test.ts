@@ -3,21 +3,14 @@
  * detection, counts in the summary, re-encoded exports semantically equal to the sources,
  * `-o preserve` exports byte for byte, and the bad ATIF/JSON inputs refused with exit 2.
  */
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../cli/test/helpers/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { sandbox } from './helpers/sandbox.js';
 import { chatCanonical, parseArgumentStrings, sortKeys } from './helpers/format-harness.js';
-
-function sandbox() {
-  const home = mkdtempSync(join(tmpdir(), 'format-cli-'));
-  const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
-  const run = (args: string[]) => runTool('trajstore', args, { env, cwd: home });
-  return { env, run, path: (...p: string[]) => join(home, ...p) };
-}
 
 /** Copies fixtures into one flat directory (the import root). */
 function stage(dir: string, paths: string[]): string[] {
@@ -80,7 +73,7 @@ const CASES = [
 
 for (const c of CASES) {
   test(`${c.format}: import detects and counts, export re-encodes to equal documents`, async () => {
-    const s = sandbox();
+    const s = sandbox('format-cli');
     stage(s.path('in'), c.files);
     const imported = await s.run(['import', '-f', s.path('in'), '-t', s.path('ds'), '--format', 'json', '--log-level', 'info']);
     assert.is(imported.code, 0, imported.stderr);
@@ -102,7 +95,7 @@ for (const c of CASES) {
   });
 
   test(`${c.format}: -o preserve exports the source files byte for byte`, async () => {
-    const s = sandbox();
+    const s = sandbox('format-cli');
     const names = stage(s.path('in'), c.files);
     const imported = await s.run(['import', '-f', s.path('in'), '-t', s.path('ds'), '-o', 'preserve']);
     assert.is(imported.code, 0, imported.stderr);
@@ -114,7 +107,7 @@ for (const c of CASES) {
 }
 
 test('stdin: JSONL read from - is detected, and a preserved import streams back byte for byte to -', async () => {
-  const s = sandbox();
+  const s = sandbox('format-cli');
   const file = join(SHARED_FIXTURES, 'synthetic/chat-messages/conversations.jsonl');
   const bytes = readFileSync(file);
   const imported = await runTool('trajstore', ['import', '-f', '-', '-t', s.path('ds'), '-o', 'preserve', '--format', 'json'], { env: s.env, cwd: s.path(), input: bytes });
@@ -131,7 +124,7 @@ test('stdin: JSONL read from - is detected, and a preserved import streams back 
 });
 
 test('bad inputs are refused with exit 2, naming the file and place, and leave no dataset', async () => {
-  const s = sandbox();
+  const s = sandbox('format-cli');
   const bad = join(SHARED_FIXTURES, 'synthetic', 'bad');
   const version = await s.run(['import', '-f', join(bad, 'wrong-schema-version.atif.json'), '-t', s.path('v')]);
   assert.is(version.code, 2, version.stderr);

@@ -2,15 +2,14 @@
  * Every valid fixture tree under ../shared/fixtures imported through `-i auto` in one run: each file
  * detected as its format, with the counts the fixtures README states where it states them.
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { scratchDir } from '../../cli/test/helpers/scratch.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 
-const home = mkdtempSync(join(tmpdir(), 'import-fixtures-'));
+const home = scratchDir('import-fixtures');
 const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data') };
 
 async function importTree(path: string, ...extra: string[]) {

@@ -1,5 +1,4 @@
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { lstatSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -8,10 +7,11 @@ import { CliError } from '../../cli/kit/errors.js';
 import { loadConfig, parseConfig, saveConfig } from '../pins/config.js';
 import { resolveDataset } from '../pins/resolve.js';
 import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { scratchDir } from '../../cli/test/helpers/scratch.js';
 import { spawnSync } from 'node:child_process';
 
 const SECRET = 'wJalrXUtnFEMI-K7MDENG-bPxRfiCYzz';
-const tmp = () => mkdtempSync(join(tmpdir(), 'pins-'));
+const tmp = () => scratchDir('pins');
 const at = (path: string, source: ConfigLocation['source'] = 'flag'): ConfigLocation => ({ path, source });
 
 function configFile(text: string): ConfigLocation {

@@ -1,11 +1,11 @@
-/** A scratch home for CLI tests: its own XDG directories, and trajstore run inside it. */
-import { mkdtempSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+/** A scratch home for CLI tests (removed when the test process exits): its own XDG directories, and trajstore run inside it. */
+import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { runTool } from '../../../cli/test/helpers/run-tool.js';
+import { scratchDir } from '../../../cli/test/helpers/scratch.js';
 
 export function sandbox(prefix: string) {
-  const home = mkdtempSync(join(tmpdir(), `${prefix}-`));
+  const home = scratchDir(prefix);
   const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
   const run = (args: string[], input?: string | Buffer) => runTool('trajstore', args, { env, cwd: home, ...(input !== undefined ? { input } : {}) });
   return { home, env, run, path: (...p: string[]) => join(home, ...p) };
