@@ -146,18 +146,15 @@ mod tests {
         assert_eq!(c.token.as_deref(), Some(&b"s3cret"[..]));
         let shown = format!("{c:?}");
         assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "{shown}");
-        let dir = std::env::temp_dir().join(format!("sg-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::scratch::Scratch::new("cfg");
         std::fs::write(dir.join("t"), "filetoken\n").unwrap();
         let c = service_config(&args(&["--token-file", dir.join("t").to_str().unwrap()]), 1).unwrap();
         assert_eq!(c.token.as_deref(), Some(&b"filetoken"[..]));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn config_file_with_flag_override() {
-        let dir = std::env::temp_dir().join(format!("sg-cfg2-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::scratch::Scratch::new("cfg2");
         let path = dir.join("c.json");
         std::fs::write(&path, r#"{"bind":"0.0.0.0","port":9000}"#).unwrap();
         let c = service_config(&args(&["--config", path.to_str().unwrap(), "--port", "9001"]), 1).unwrap();

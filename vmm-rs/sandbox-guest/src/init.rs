@@ -400,7 +400,7 @@ mod tests {
 
     #[test]
     fn modules_are_found_compressed_in_subdirectories() {
-        let dir = std::env::temp_dir().join(format!("sg-mods-{}", std::process::id()));
+        let dir = crate::scratch::Scratch::new("mods");
         std::fs::create_dir_all(dir.join("kernel/drivers/block")).unwrap();
         std::fs::write(dir.join("kernel/drivers/block/virtio_blk.ko.xz"), b"").unwrap();
         std::fs::write(dir.join("kernel/overlay.ko"), b"").unwrap();

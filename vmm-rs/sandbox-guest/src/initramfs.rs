@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn archive_is_reproducible_newc_with_console_init_and_modules() {
-        let dir = std::env::temp_dir().join(format!("sg-initramfs-{}", std::process::id()));
+        let dir = crate::scratch::Scratch::new("initramfs");
         std::fs::create_dir_all(dir.join("mods/kernel/fs")).unwrap();
         std::fs::write(dir.join("mods/kernel/fs/overlay.ko"), b"overlay-module").unwrap();
         std::fs::write(dir.join("init-bin"), b"\x7fELF-fake").unwrap();

@@ -14,6 +14,8 @@ mod http;
 mod init;
 mod initramfs;
 mod prepare;
+#[cfg(test)]
+mod scratch;
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -172,8 +172,7 @@ mod tests {
 
     #[test]
     fn writes_the_manifest_and_installs_the_bootstrap() {
-        let base = std::env::temp_dir().join(format!("sg-prepare-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let base = crate::scratch::Scratch::new("prepare");
         let (rootfs, images) = (base.join("rootfs"), base.join("images"));
         std::fs::create_dir_all(&rootfs).unwrap();
         std::fs::create_dir_all(&images).unwrap();

@@ -37,6 +37,16 @@ struct Guest {
     control: UnixStream,
     bridges: PathBuf,
     runtime: PathBuf,
+    /// The guest's scratch directory, removed when the test is done with the guest.
+    dir: PathBuf,
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 fn read_frame(stream: &mut UnixStream) -> Value {
@@ -100,7 +110,7 @@ fn start(name: &str, workload: &[&str], env: Value) -> Guest {
     } else {
         child.id() as i32
     };
-    Guest { child, pid, control, bridges, runtime }
+    Guest { child, pid, control, bridges, runtime, dir }
 }
 
 /// One HTTP/1.1 request through a bridge socket; returns (status, raw response text).
