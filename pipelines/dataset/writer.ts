@@ -22,6 +22,7 @@ import Database from 'better-sqlite3';
 import { ThreadedIndex } from './index-thread.js';
 import { indexSnapshotId, rebuildIndex, relationColumns } from './sqlite-index.js';
 import { LocalObjectStore, TEMP_MARKER, fsyncDir } from './store.js';
+import { processAlive } from '../process.js';
 
 export type WriteMode = 'create' | 'append' | 'replace';
 
@@ -281,16 +282,6 @@ async function sweepUnreferencedParts(store: LocalObjectStore, startedAt: number
 
 /** Hidden sibling directories in which a create or replace of `path` builds the dataset. */
 const buildPrefix = (path: string): string => `.${basename(path)}${TEMP_MARKER}`;
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists but belongs to another user.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Removes the build directories of creates and replaces of `path` whose process is gone (killed mid-import). */
 function sweepDeadBuilds(path: string): void {

@@ -10,20 +10,11 @@ import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConfigLocation } from '../../cli/kit/config.js';
 import { UnavailableError } from '../../cli/kit/errors.js';
+import { processAlive } from '../process.js';
 
 /** How long a command waits for another one to finish its change. */
 const WAIT_MS = 10_000;
 const RETRY_MS = 25;
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it runs, as another user.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** The pid recorded in a lock file; undefined while its owner has not written it yet. */
 async function ownerOf(lockPath: string): Promise<number | undefined> {
@@ -54,7 +45,7 @@ export async function withConfigLock<T>(location: ConfigLocation, change: () => 
     const owner = await ownerOf(lockPath);
     // No pid for a while: its owner died between creating and writing it.
     unreadable = owner === undefined ? unreadable + 1 : 0;
-    if ((owner !== undefined && !running(owner)) || unreadable > 20) {
+    if ((owner !== undefined && !processAlive(owner)) || unreadable > 20) {
       await unlink(lockPath).catch(() => {});
       unreadable = 0;
       continue;
