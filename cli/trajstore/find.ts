@@ -69,14 +69,9 @@ export const findCommand: CommandSpec = {
     'trajstore find ./ds --session-id s-1 --step-id 2',
   ],
   async run(ctx, { positional, options }) {
-    const { SqlWorker } = await import('../../pipelines/search/sql/runner.js');
+    const { withSqlWorker } = await import('../../pipelines/search/sql/runner.js');
     // Started first so that its start-up overlaps the loading and opening below.
-    const sqlWorker = new SqlWorker();
-    try {
-      await find(ctx, positional, options, sqlWorker);
-    } finally {
-      sqlWorker.dispose();
-    }
+    await withSqlWorker((sqlWorker) => find(ctx, positional, options, sqlWorker));
   },
 };
 

@@ -77,14 +77,9 @@ export const queryCommand: CommandSpec = {
     'echo "SELECT * FROM dataset.tool_calls LIMIT 5" | trajstore query ./ds --file - --format jsonl',
   ],
   async run(ctx, { positional, options }) {
-    const { SqlWorker } = await import('../../pipelines/search/sql/runner.js');
+    const { withSqlWorker } = await import('../../pipelines/search/sql/runner.js');
     // Started first so that its start-up overlaps the loading and opening below.
-    const sqlWorker = new SqlWorker();
-    try {
-      await query(ctx, positional, options, sqlWorker);
-    } finally {
-      sqlWorker.dispose();
-    }
+    await withSqlWorker((sqlWorker) => query(ctx, positional, options, sqlWorker));
   },
 };
 

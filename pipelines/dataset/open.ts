@@ -10,6 +10,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { NotFoundError, UnavailableError } from '../../cli/kit/errors.js';
 import { INDEX_FILE, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
+import { snapshotIdOf } from './index-meta.js';
 import { LocalObjectStore, type ObjectStore } from './store.js';
 
 /** What `openDataset` accepts: a local path, or a resolved location (pins/resolve.ts `DatasetLocation`). */
@@ -46,8 +47,7 @@ function openCurrentIndex(path: string, snapshotId: string): Database.Database |
   let db: Database.Database | undefined;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true });
-    const row = db.prepare("SELECT value FROM index_meta WHERE key = 'snapshot_id'").get() as { value: string } | undefined;
-    if (row?.value === snapshotId) {
+    if (snapshotIdOf(db) === snapshotId) {
       db.pragma('query_only = 1');
       return db;
     }

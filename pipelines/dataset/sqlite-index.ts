@@ -218,17 +218,3 @@ export async function rebuildIndex(store: ObjectStore, snapshot: Snapshot, path:
     throw error;
   }
 }
-
-/** The snapshot id an index file describes, or undefined when it is missing or unreadable. */
-export function indexSnapshotId(path: string): string | undefined {
-  let db: IndexDb | undefined;
-  try {
-    db = new Database(path, { readonly: true, fileMustExist: true });
-    const row = db.prepare("SELECT value FROM index_meta WHERE key = 'snapshot_id'").get() as { value: string } | undefined;
-    return row?.value;
-  } catch {
-    return undefined;
-  } finally {
-    db?.close();
-  }
-}

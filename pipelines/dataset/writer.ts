@@ -20,7 +20,8 @@ import { PartWriter, type Row } from './parquet.js';
 import type { ColumnDef, Relation } from './relations.js';
 import Database from 'better-sqlite3';
 import { ThreadedIndex } from './index-thread.js';
-import { indexSnapshotId, rebuildIndex, relationColumns } from './sqlite-index.js';
+import { indexSnapshotId } from './index-meta.js';
+import { rebuildIndex, relationColumns } from './sqlite-index.js';
 import { LocalObjectStore, TEMP_MARKER, fsyncDir } from './store.js';
 import { processAlive } from '../process.js';
 

@@ -10,7 +10,7 @@ import { InvalidInputError } from '../../cli/kit/errors.js';
 import type { Row } from '../../cli/kit/output.js';
 import { INDEX_FILE, readManifest } from '../dataset/layout.js';
 import type { OpenDataset } from '../dataset/open.js';
-import { indexSnapshotId } from '../dataset/sqlite-index.js';
+import { indexSnapshotId } from '../dataset/index-meta.js';
 import { LocalObjectStore } from '../dataset/store.js';
 import type { Relation } from '../dataset/relations.js';
 import { ftsInfo } from '../search/find.js';

@@ -70,6 +70,16 @@ export class SqlWorker {
   }
 }
 
+/** Starts a SQL child, runs `work` with it, and kills it afterwards whatever `work` did with it. */
+export async function withSqlWorker<T>(work: (worker: SqlWorker) => Promise<T>): Promise<T> {
+  const worker = new SqlWorker();
+  try {
+    return await work(worker);
+  } finally {
+    worker.dispose();
+  }
+}
+
 /** Runs one statement in `worker` (a new one unless given), which is used up and killed afterwards. */
 export function runReadOnlySql(request: SqlRequest, options: RunOptions, worker: SqlWorker = new SqlWorker()): Promise<RunOutcome> {
   return new Promise((resolve, reject) => {
