@@ -5,7 +5,7 @@
  *
  * Generates an ATIF corpus of N steps (default 1,000,000; corpus.ts), imports it with
  * `trajstore import`, then measures in the same run:
- * - index build: rebuilding the SQLite index (tables + FTS5 trigram) from the Parquet parts, and the
+ * - index build: rebuilding the SQLite index (tables + FTS5 full-text) from the Parquet parts, and the
  *   index size relative to the raw JSONL;
  * - find, phrase queries: the engine (planner + SQL on the index, in-process) and the real command
  *   (`trajstore find --format json`, a process), p50/p99, against the baseline `rg -i -F -c PHRASE`

@@ -1,16 +1,25 @@
 /**
- * Which snapshot a dataset's SQLite index describes (`index_meta.snapshot_id`). Kept apart from
- * sqlite-index.ts, which builds indexes from the Parquet parts and is loaded only to build one.
+ * Which snapshot a dataset's SQLite index describes (`index_meta.snapshot_id`), and whether it is of
+ * the format this build reads. Kept apart from sqlite-index.ts, which builds indexes from the
+ * Parquet parts and is loaded only to build one.
  */
 import Database from 'better-sqlite3';
 
-/** The snapshot id recorded in an open index; undefined when it has none. */
+/**
+ * The format of the derived index itself (its tables and tokenizer). An index of another format
+ * describes no snapshot this build can use, so it is rebuilt like a stale one.
+ * 1: FTS5 trigram; 2: unicode61 words with Chinese/Japanese per character (fts-text.ts).
+ */
+export const INDEX_FORMAT = '2';
+
+/** The snapshot id recorded in an open index; undefined when it has none or is of another format. */
 export function snapshotIdOf(db: Database.Database): string | undefined {
-  const row = db.prepare("SELECT value FROM index_meta WHERE key = 'snapshot_id'").get() as { value: string } | undefined;
-  return row?.value;
+  const rows = db.prepare("SELECT key, value FROM index_meta WHERE key IN ('snapshot_id', 'index_format')").all() as Array<{ key: string; value: string }>;
+  const meta = new Map(rows.map((r) => [r.key, r.value]));
+  return meta.get('index_format') === INDEX_FORMAT ? meta.get('snapshot_id') : undefined;
 }
 
-/** The snapshot id an index file describes, or undefined when it is missing or unreadable. */
+/** The snapshot id an index file describes, or undefined when it is missing, unreadable or of another format. */
 export function indexSnapshotId(path: string): string | undefined {
   let db: Database.Database | undefined;
   try {

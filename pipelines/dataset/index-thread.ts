@@ -1,6 +1,6 @@
 /**
- * The index being built during an import, on a worker thread: SQLite inserts and FTS5 trigram
- * tokenising cost as much as everything else an import does, so they run beside the decoding and
+ * The index being built during an import, on a worker thread: SQLite inserts and FTS5 tokenising
+ * cost about half as much as everything else an import does, so they run beside the decoding and
  * Parquet encoding instead of after it. A bounded number of batches is in flight; `insert` waits for the
  * oldest one beyond it, so a slow index slows the import (backpressure) and memory stays bounded.
  */

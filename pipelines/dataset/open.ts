@@ -1,7 +1,7 @@
 /**
  * Opening a dataset for reading: the manifest's current snapshot and a read-only SQLite index of
  * exactly that snapshot. A missing or stale index (its `index_meta.snapshot_id` differs from the
- * manifest's) is rebuilt from the Parquet parts first; when the dataset directory is not writable
+ * manifest's, or it is of an older index format) is rebuilt from the Parquet parts first; when the dataset directory is not writable
  * the rebuilt index goes to `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite`.
  */
 import Database from 'better-sqlite3';

@@ -1,8 +1,9 @@
 /**
  * The derived SQLite index of a dataset: one table per relation, named like the relation, with the
  * columns of relations.ts (TEXT for string/json, INTEGER for int64/bool, REAL for double, BLOB for
- * binary), an FTS5 trigram index over step text (`steps_fts`, external content on `steps`), and
- * `index_meta` (snapshot_id, layout_version, kind, fts_available, tokenizer, built_at).
+ * binary), an FTS5 index over step text (`steps_fts`, external content on `steps`; tokens as
+ * fts-text.ts cuts them), and `index_meta` (snapshot_id, index_format, layout_version, kind,
+ * fts_available, tokenizer, built_at).
  *
  * An index is always built in a temporary file and renamed into place, so a reader never opens a
  * half-built one; `index_meta.snapshot_id` says which snapshot it describes, and a mismatch with the
@@ -12,6 +13,8 @@ import Database from 'better-sqlite3';
 import { closeSync, copyFileSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
+import { FTS_TOKENIZE, TOKENIZER_NAME, ftsText, hasCjk } from './fts-text.js';
+import { INDEX_FORMAT } from './index-meta.js';
 import { LAYOUT_VERSION, type DatasetKind, type Snapshot } from './layout.js';
 import { openPart, type Row } from './parquet.js';
 import { RECORDS, STORYLINE_RELATIONS, type ColumnDef, type Relation } from './relations.js';
@@ -68,7 +71,7 @@ const FTS_AUTOMERGE = 16;
 export class IndexBuilder {
   readonly db: IndexDb;
   private readonly inserts = new Map<Relation, { columns: readonly ColumnDef[]; stmt: Database.Statement }>();
-  private readonly ftsInsert: Database.Statement | undefined;
+  private readonly fts: { fromTable: Database.Statement; fromValues: Database.Statement; cells: readonly number[] } | undefined;
   readonly ftsAvailable: boolean;
   private closed = false;
 
@@ -100,13 +103,13 @@ export class IndexBuilder {
         this.db.exec('CREATE INDEX steps_document ON steps(document_id, turn_ordinal)');
         this.db.exec('CREATE INDEX tool_calls_document ON tool_calls(document_id, turn_ordinal)');
         try {
-          this.db.exec(`CREATE VIRTUAL TABLE steps_fts USING fts5(${FTS_COLUMNS.join(', ')}, content='steps', content_rowid='rowid', tokenize='trigram')`);
+          this.db.exec(`CREATE VIRTUAL TABLE steps_fts USING fts5(${FTS_COLUMNS.join(', ')}, content='steps', content_rowid='rowid', tokenize='${FTS_TOKENIZE}')`);
           // Merge segments less eagerly than the default (4): each batch is its own transaction and
-          // so its own segment, and merging them early rewrites the same trigram lists again and again
+          // so its own segment, and merging them early rewrites the same token lists again and again
           // (about 20% of the FTS build time, measured). Queries still see few segments per level.
           this.db.exec(`INSERT INTO steps_fts (steps_fts, rank) VALUES ('automerge', ${FTS_AUTOMERGE})`);
         } catch {
-          // An SQLite without FTS5/trigram: find falls back to LIKE and reports fts_available = 0.
+          // An SQLite without FTS5: find falls back to LIKE and reports fts_available = 0.
         }
       } else {
         this.db.exec('CREATE INDEX records_id ON records(id)');
@@ -117,10 +120,17 @@ export class IndexBuilder {
       const stmt = this.db.prepare(`INSERT INTO ${quote(relation)} (${cols.map((c) => quote(c.name)).join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`);
       this.inserts.set(relation, { columns: cols, stmt });
     }
-    // The batch's steps rows are indexed from the table, in SQLite: their text is not converted from
-    // JavaScript strings a second time (about a tenth of the full-text build, measured).
-    this.ftsInsert = this.ftsAvailable
-      ? this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) SELECT rowid, ${FTS_COLUMNS.join(', ')} FROM steps WHERE rowid >= ?`)
+    // A batch's steps rows are indexed from the table, in SQLite, so their text is not converted from
+    // JavaScript strings a second time; only a batch with Chinese/Japanese text, which the index must
+    // receive spaced out (fts-text.ts), is indexed from JavaScript values. (So `steps_fts` must never
+    // be rebuilt from its content table by FTS5's 'rebuild': that would index the text unspaced.)
+    const stepColumns = (columns.steps ?? []).map((c) => c.name);
+    this.fts = this.ftsAvailable
+      ? {
+          fromTable: this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) SELECT rowid, ${FTS_COLUMNS.join(', ')} FROM steps WHERE rowid >= ?`),
+          fromValues: this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) VALUES (?, ${FTS_COLUMNS.map(() => '?').join(', ')})`),
+          cells: FTS_COLUMNS.map((name) => stepColumns.indexOf(name)),
+        }
       : undefined;
   }
 
@@ -149,7 +159,7 @@ export class IndexBuilder {
     const { columns, stmt } = target;
     const width = columns.length;
     if (cells.length % width !== 0) throw new Error(`index: ${relation} cells do not make whole rows`);
-    const fts = relation === 'steps' ? this.ftsInsert : undefined;
+    const fts = relation === 'steps' ? this.fts : undefined;
     const args: unknown[] = new Array(width);
     this.db.transaction(() => {
       let first: number | bigint | undefined;
@@ -158,8 +168,22 @@ export class IndexBuilder {
         const info = stmt.run(args);
         first ??= info.lastInsertRowid;
       }
+      if (!fts || first === undefined) return;
+      let spaced = false;
+      for (let start = 0; start < cells.length && !spaced; start += width) spaced = fts.cells.some((c) => typeof cells[start + c] === 'string' && hasCjk(cells[start + c] as string));
       // Rows are only ever appended, so their rowids grow: this batch is every rowid from its first.
-      if (fts && first !== undefined) fts.run(first);
+      if (!spaced) fts.fromTable.run(first);
+      else {
+        const values: unknown[] = new Array(1 + fts.cells.length);
+        for (let start = 0, rowid = BigInt(first); start < cells.length; start += width, rowid++) {
+          values[0] = rowid;
+          fts.cells.forEach((c, j) => {
+            const text = cells[start + c];
+            values[1 + j] = typeof text === 'string' ? ftsText(text) : (text ?? null);
+          });
+          fts.fromValues.run(values);
+        }
+      }
     })();
   }
 
@@ -168,10 +192,11 @@ export class IndexBuilder {
     const set = this.db.prepare('INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)');
     const meta: Record<string, string> = {
       snapshot_id: snapshotId,
+      index_format: INDEX_FORMAT,
       layout_version: String(LAYOUT_VERSION),
       kind: this.kind,
       fts_available: this.ftsAvailable ? '1' : '0',
-      tokenizer: 'trigram',
+      tokenizer: TOKENIZER_NAME,
       built_at: new Date().toISOString(),
     };
     this.db.transaction(() => {

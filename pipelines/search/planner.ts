@@ -5,12 +5,13 @@
  * JSON only but with a step-level `#json.metrics(...)` -> `json`/steps; text and JSON -> `fts+json`/steps;
  * `--run-id`/`--document-id`/`--session-id` -> `identity` (steps when `--step-id` is given, else runs).
  *
- * Text: a term of 3+ characters is an FTS5 trigram MATCH on `steps_fts` (substring, case-insensitive,
- * works for CJK); a shorter one, or any term when the FTS index is unavailable, is a LIKE scan of the same
- * columns. JSON: `json_type` + `json_extract` with the comparison typed by the literal (a number compares
+ * Text: a term is an FTS5 phrase MATCH on `steps_fts` (its words in order, case- and accent-insensitive;
+ * Chinese/Japanese character by character: dataset/fts-text.ts); a term without letters or digits, or any
+ * term when the FTS index is unavailable, is a substring (LIKE) scan of the same columns. JSON: `json_type` + `json_extract` with the comparison typed by the literal (a number compares
  * only with JSON numbers, a string only with JSON strings), so `$.n = "5"` does not match `5`.
  * Every user value is a bound parameter; the SQL text holds only names from relations.ts.
  */
+import { ftsPhrase } from '../dataset/fts-text.js';
 import { RUNS, STEPS } from '../dataset/relations.js';
 import { leaves, type Expr, type JsonColumn, type JsonNode, type TextField, type TextNode } from './grammar/ast.js';
 
@@ -128,11 +129,12 @@ class SqlBuilder {
     }
   }
 
-  /** The FTS5 query for a text term, or null when the term cannot use the index (too short, no index, `#model`). */
+  /** The FTS5 query for a text term, or null when the term cannot use the index (no words in it, no index, `#model`). */
   ftsQuery(node: TextNode): string | null {
-    if (node.field === 'model' || !this.ftsAvailable || [...node.text].length < 3) return null; // trigrams need 3 code points
+    if (node.field === 'model' || !this.ftsAvailable) return null;
+    const phrase = ftsPhrase(node.text);
+    if (phrase === null) return null;
     const columns = TEXT_TARGETS[node.field].columns;
-    const phrase = `"${node.text.replaceAll('"', '""')}"`;
     // A filter naming every indexed column selects nothing away but still costs FTS5 a column check per hit.
     if (columns.length === FTS_COLUMNS.length) return phrase;
     return `${columns.length === 1 ? columns[0] : `{${columns.join(' ')}}`} : ${phrase}`;

@@ -4,7 +4,7 @@
  * Everything is read from the dataset's snapshot descriptor and its read-only SQLite index with
  * fixed SQL of ours, so it runs in-process.
  */
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidInputError } from '../../cli/kit/errors.js';
 import type { Row } from '../../cli/kit/output.js';
@@ -46,8 +46,10 @@ export type IndexState = 'present' | 'stale' | 'missing';
 /** The state of a local dataset's index before anything rebuilds it. */
 export async function indexStateOf(path: string): Promise<IndexState> {
   const manifest = await readManifest(new LocalObjectStore(path)).catch(() => undefined);
-  const indexed = indexSnapshotId(join(path, INDEX_FILE));
-  if (indexed === undefined) return 'missing';
+  const index = join(path, INDEX_FILE);
+  const indexed = indexSnapshotId(index);
+  // A file that describes no snapshot (unreadable, or of an older index format) is stale, not missing.
+  if (indexed === undefined) return existsSync(index) ? 'stale' : 'missing';
   return manifest && indexed === manifest.snapshot_id ? 'present' : 'stale';
 }
 

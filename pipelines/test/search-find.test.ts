@@ -1,7 +1,7 @@
 /**
  * `trajstore find` through the real CLI: over the ATIF fixtures imported with `trajstore import`
  * (expected answers computed here from the fixture JSON, not by the code under test), and over a
- * small hand-made dataset for typed JSON comparisons, LIKE wildcards and NULL columns.
+ * small hand-made dataset for typed JSON comparisons, word and phrase rules, LIKE wildcards and NULL columns.
  */
 import { createHash } from 'node:crypto';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -55,7 +55,22 @@ function stepTexts(step: FixtureStep, field: 'content' | 'reasoning' | 'message'
 function expectedSteps(keep: (step: FixtureStep, doc: FixtureDoc) => boolean): string[] {
   return fixtures.flatMap(({ doc }) => doc.steps.filter((s) => keep(s, doc)).map((s) => `${doc.trajectory_id}/${s.step_id}`)).sort();
 }
-const containsCi = (texts: string[], term: string) => texts.some((t) => t.toLowerCase().includes(term.toLowerCase()));
+/**
+ * The test's own reading of the full-text rule: words are runs of letters and digits, compared
+ * without case or accents, each Chinese/Japanese character is a word of its own, and a term matches a
+ * text that holds its words in order.
+ */
+const CJK = '[\\p{Script=Han}\\p{Script=Hiragana}\\p{Script=Katakana}\u30FC]';
+const WORD = new RegExp(`${CJK}|(?:(?!${CJK})[\\p{L}\\p{N}])+`, 'gu');
+const words = (text: string): string[] => text.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase().match(WORD) ?? [];
+function containsPhrase(texts: string[], term: string): boolean {
+  const phrase = words(term);
+  return texts.some((text) => {
+    const all = words(text);
+    for (let i = 0; i + phrase.length <= all.length; i++) if (phrase.every((w, j) => all[i + j] === w)) return true;
+    return false;
+  });
+}
 
 interface FindDoc {
   dataset_uri: string;
@@ -87,7 +102,7 @@ test('the JSON document has exactly the reference fields', async () => {
   const doc = await findJson(atifDataset, ['--match', '无损存储']);
   assert.equal(Object.keys(doc), ['dataset_uri', 'snapshot_id', 'query', 'search', 'truncated', 'matches']);
   assert.equal(doc.query, { matches: ['无损存储'], expression: '无损存储' });
-  assert.equal(doc.search, { mode: 'fts', scope: 'steps', fts_available: true, tokenizer: 'trigram' });
+  assert.equal(doc.search, { mode: 'fts', scope: 'steps', fts_available: true, tokenizer: 'unicode61+cjk-chars' });
   assert.is(doc.dataset_uri, atifDataset);
   const manifest = JSON.parse(readFileSync(join(atifDataset, 'trajstore.json'), 'utf8')) as { snapshot_id: string };
   assert.is(doc.snapshot_id, manifest.snapshot_id);
@@ -99,52 +114,52 @@ test('the JSON document has exactly the reference fields', async () => {
   assert.is(doc.matches[0]?.session_id, 'fixture-unicode_zh_15');
 });
 
-test('a Chinese phrase of 3+ characters is found through the trigram index', async () => {
+test('a Chinese phrase is found through the full-text index, wherever its characters stand together', async () => {
   for (const term of ['无损存储', '验证中文、标点']) {
     const doc = await findJson(atifDataset, ['--match', `"${term}"`]);
-    const expected = expectedSteps((s) => containsCi(stepTexts(s), term));
+    const expected = expectedSteps((s) => containsPhrase(stepTexts(s), term));
     assert.ok(expected.length > 0);
     assert.equal(stepKeys(doc), expected);
     for (const m of doc.matches) assert.match(m.preview ?? '', term);
   }
 });
 
-test('Chinese terms of 1-2 characters are found by the LIKE fallback', async () => {
+test('Chinese terms of 1-2 characters are found too', async () => {
   for (const term of ['中文', '轮']) {
     const doc = await findJson(atifDataset, ['--match', term]);
-    assert.equal(stepKeys(doc), expectedSteps((s) => containsCi(stepTexts(s), term)));
+    assert.equal(stepKeys(doc), expectedSteps((s) => containsPhrase(stepTexts(s), term)));
     assert.ok(doc.matches.length > 0);
   }
 });
 
 test('scoped fields select the column and the step source', async () => {
   const reasoning = await findJson(atifDataset, ['--match', '#reasoning(evidence)']);
-  assert.equal(stepKeys(reasoning), expectedSteps((s) => containsCi(stepTexts(s, 'reasoning'), 'evidence')));
+  assert.equal(stepKeys(reasoning), expectedSteps((s) => containsPhrase(stepTexts(s, 'reasoning'), 'evidence')));
   assert.ok(reasoning.matches.length > 0);
   const user = await findJson(atifDataset, ['--match', '#user("Unicode")']);
-  assert.equal(stepKeys(user), expectedSteps((s) => s.source === 'user' && containsCi(stepTexts(s, 'message'), 'Unicode')));
+  assert.equal(stepKeys(user), expectedSteps((s) => s.source === 'user' && containsPhrase(stepTexts(s, 'message'), 'Unicode')));
   assert.ok(user.matches.every((m) => m.step_source === 'user'));
   const agent = await findJson(atifDataset, ['--match', '#agent("Unicode")']);
-  assert.equal(stepKeys(agent), expectedSteps((s) => s.source === 'agent' && containsCi(stepTexts(s, 'message'), 'Unicode')));
+  assert.equal(stepKeys(agent), expectedSteps((s) => s.source === 'agent' && containsPhrase(stepTexts(s, 'message'), 'Unicode')));
 });
 
 test('AND, OR, NOT and parentheses combine as the grammar says', async () => {
   const either = await findJson(atifDataset, ['--match', '无损存储 OR #reasoning(evidence)']);
-  assert.equal(stepKeys(either), expectedSteps((s) => containsCi(stepTexts(s), '无损存储') || containsCi(stepTexts(s, 'reasoning'), 'evidence')));
+  assert.equal(stepKeys(either), expectedSteps((s) => containsPhrase(stepTexts(s), '无损存储') || containsPhrase(stepTexts(s, 'reasoning'), 'evidence')));
   const butNot = await findJson(atifDataset, ['--match', '无损存储 AND NOT (#user(Unicode) OR #system(Unicode))']);
   assert.equal(
     stepKeys(butNot),
-    expectedSteps((s) => containsCi(stepTexts(s), '无损存储') && !(['user', 'system'].includes(s.source) && containsCi(stepTexts(s, 'message'), 'Unicode'))),
+    expectedSteps((s) => containsPhrase(stepTexts(s), '无损存储') && !(['user', 'system'].includes(s.source) && containsPhrase(stepTexts(s, 'message'), 'Unicode'))),
   );
   // Repeated --match: all must hold.
   const both = await findJson(atifDataset, ['--match', '无损存储', '--match', '#reasoning(evidence)']);
-  assert.equal(stepKeys(both), expectedSteps((s) => containsCi(stepTexts(s), '无损存储') && containsCi(stepTexts(s, 'reasoning'), 'evidence')));
+  assert.equal(stepKeys(both), expectedSteps((s) => containsPhrase(stepTexts(s), '无损存储') && containsPhrase(stepTexts(s, 'reasoning'), 'evidence')));
   assert.equal(both.query.expression, '(无损存储) AND (#reasoning(evidence))');
 });
 
 test('a JSON-only expression searches the runs', async () => {
   const doc = await findJson(atifDataset, ['--match', '$.coverage.tools=true AND NOT $.coverage.reasoning=true']);
-  assert.equal(doc.search, { mode: 'json', scope: 'runs', fts_available: true, tokenizer: 'trigram' });
+  assert.equal(doc.search, { mode: 'json', scope: 'runs', fts_available: true, tokenizer: 'unicode61+cjk-chars' });
   const expected = fixtures
     .filter(({ doc: d }) => (d.extra?.coverage as Record<string, boolean>).tools === true && (d.extra?.coverage as Record<string, boolean>).reasoning !== true)
     .map(({ doc: d }) => d.trajectory_id)
@@ -160,7 +175,7 @@ test('#json.metrics(...) alone searches steps; text and JSON together search ste
   assert.equal(stepKeys(metrics), expectedSteps((s) => (s.metrics?.prompt_tokens ?? -1) > 170));
   const mixed = await findJson(atifDataset, ['--match', '无损存储 AND $.ordinal <= 4']);
   assert.equal(mixed.search.mode, 'fts+json');
-  assert.equal(stepKeys(mixed), expectedSteps((s) => containsCi(stepTexts(s), '无损存储') && typeof s.extra?.ordinal === 'number' && s.extra.ordinal <= 4));
+  assert.equal(stepKeys(mixed), expectedSteps((s) => containsPhrase(stepTexts(s), '无损存储') && typeof s.extra?.ordinal === 'number' && s.extra.ordinal <= 4));
   assert.is(mixed.matches.length, 4);
 });
 
@@ -208,11 +223,24 @@ test('typed JSON comparisons: a number never equals a string, null and booleans 
   });
 });
 
-test('text terms: LIKE wildcards are literal, NULL columns count as not containing, #model uses the agent model', async () => {
+test('text terms: words and phrases, accents folded, wildcards literal, NULL columns count as not containing, #model uses the agent model', async () => {
   const cases: Array<[string, string[]]> = [
+    // Terms without letters or digits are substring scans, where LIKE's wildcards are plain characters.
     ['"%_"', ['doc-a/3']],
     ['_', ['doc-a/3']],
-    ['"0%_u"', ['doc-a/3']],
+    // Others are phrases of whole words, whatever punctuation stands between them.
+    ['"100%_used"', ['doc-a/3']],
+    ['"100 used"', ['doc-a/3']],
+    ['"0%_u"', []],
+    ['dis', []],
+    ['"cafe noel"', ['doc-a/1']],
+    ['"CAFÉ NOËL"', ['doc-a/1']],
+    ['"noel cafe"', []],
+    // Japanese, character by character: any run of characters where it stands, not the same ones apart.
+    ['コーヒー', ['doc-a/1']],
+    ['ーヒ', ['doc-a/1']],
+    ['"茶店"', ['doc-a/1']],
+    ['"喫店"', []],
     ['NOT disk', ['doc-a/1', 'doc-b/1', 'doc-b/2', 'doc-b/3']],
     ['ok', ['doc-b/3']],
     ['DISK', ['doc-a/2', 'doc-a/3']],
@@ -230,7 +258,7 @@ test('text terms: LIKE wildcards are literal, NULL columns count as not containi
 });
 
 test('limits: --max-results truncates, previews are cut at a code point, tables say so', async () => {
-  const all = expectedSteps((s) => containsCi(stepTexts(s), '无损存储'));
+  const all = expectedSteps((s) => containsPhrase(stepTexts(s), '无损存储'));
   const r = await trajstore(['find', atifDataset, '--match', '无损存储', '--format', 'json', '--max-results', '3', '--max-preview-bytes', '10']);
   assert.is(r.code, 0, r.stderr);
   const doc = JSON.parse(r.stdout) as FindDoc;
@@ -301,7 +329,7 @@ test('an unavailable full-text index is reported, and text is still found by a s
   assert.is(doc.search.fts_available, false);
   assert.match(r.stderr, 'full-text index');
   assert.match(r.stderr, 'not available');
-  assert.equal(stepKeys(doc), expectedSteps((s) => containsCi(stepTexts(s), '无损存储')));
+  assert.equal(stepKeys(doc), expectedSteps((s) => containsPhrase(stepTexts(s), '无损存储')));
 });
 
 test('the planner: modes and scopes, and user values only ever as parameters', () => {
@@ -313,14 +341,15 @@ test('the planner: modes and scopes, and user values only ever as parameters', (
   assert.equal(mode('#json.metrics("$.a")=1 OR $.b=2'), { mode: 'json', scope: 'steps' });
   assert.equal(mode('disk OR $.a=1'), { mode: 'fts+json', scope: 'steps' });
   // A term every match must contain drives the search from the FTS index (so LIMIT stops early); OR, NOT,
-  // short terms and #model/#all cannot drive it.
+  // terms without letters or digits and #model/#all cannot drive it.
   const drives = (e: string) => planFind({ expressions: [parseExpression(e)], limit: 5, ftsAvailable: true }).sql.includes('FROM steps_fts JOIN steps s');
   assert.ok(drives('disk'));
   assert.ok(drives('ab disk NOT full'));
   assert.ok(drives('#user(disk) $.a=1'));
   assert.not.ok(drives('disk OR full'));
   assert.not.ok(drives('NOT disk'));
-  assert.not.ok(drives('ab'));
+  assert.ok(drives('ab'));
+  assert.not.ok(drives('"%_"'));
   assert.not.ok(drives('#model(gpt-x) #all(claude)'));
   assert.not.ok(planFind({ expressions: [parseExpression('disk')], limit: 5, ftsAvailable: false }).sql.includes('steps_fts'));
   const hostile = `x'); DROP TABLE runs; --`;

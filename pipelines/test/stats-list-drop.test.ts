@@ -5,6 +5,7 @@
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn, spawnSync } from 'node:child_process';
@@ -60,7 +61,7 @@ test('stats: kind, snapshot, rows, parts and bytes per relation, index and full-
   assert.is(health.index_state, 'present');
   assert.is(health.index_rebuilt, false);
   assert.is(health.fts_available, true);
-  assert.is(health.tokenizer, 'trigram');
+  assert.is(health.tokenizer, 'unicode61+cjk-chars');
   const byName = new Map(health.relations.map((r) => [r.relation, r]));
   const expectedRows = { runs: docs.length, steps: allSteps.length, tool_calls: sum(allSteps.map((s) => s.tool_calls?.length)), sources: files.length };
   for (const [relation, rows] of Object.entries(expectedRows)) {
@@ -96,6 +97,14 @@ test('stats reports a missing or stale index, and answers from a rebuilt one', a
   assert.is(stale.index_state, 'stale');
   assert.is(stale.index_rebuilt, true);
   assert.is(stale.relations.find((r) => r.relation === 'runs')?.index_rows, docs.length);
+  // This snapshot's index, but of an older index format (1: trigram full-text): rebuilt like a stale one.
+  const old = new Database(join(copy, 'index.sqlite'));
+  old.prepare("UPDATE index_meta SET value = '1' WHERE key = 'index_format'").run();
+  old.close();
+  const older = (await json(['stats', copy])) as Record<string, unknown>;
+  assert.is(older.index_state, 'stale');
+  assert.is(older.index_rebuilt, true);
+  assert.is(((await json(['stats', copy])) as Record<string, unknown>).index_state, 'present');
 });
 
 test('stats overview: runs, steps, tool calls, tokens, durations and steps per run', async () => {

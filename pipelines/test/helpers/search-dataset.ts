@@ -1,7 +1,7 @@
 /**
  * A small Storyline dataset written row by row through the dataset writer (pipelines/dataset/writer.ts),
  * for tests of find/query/stats that need exact, hand-chosen content (edge cases no fixture has:
- * NULL columns, typed JSON values, short and CJK terms, LIKE wildcards in text).
+ * NULL columns, typed JSON values, short, accented and CJK terms, LIKE wildcards in text).
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -57,7 +57,7 @@ export const SAMPLE_RUNS: RunSpec[] = [
     extra: { status: 'done', score: 0.9, count: 5, flag: true, nothing: null, label: '5' },
     final_metrics: { total_steps: 3 },
     steps: [
-      { source: 'system', message: 'You are a careful assistant.', timestamp: '2026-05-01T10:00:00.000Z' },
+      { source: 'system', message: 'You are a careful assistant at the Café Noël (喫茶店コーヒー).', timestamp: '2026-05-01T10:00:00.000Z' },
       { source: 'user', message: 'The disk is full on host alpha', timestamp: '2026-05-01T10:00:01.000Z' },
       {
         source: 'agent',
