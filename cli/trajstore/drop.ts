@@ -20,10 +20,8 @@ export const dropCommand: CommandSpec = {
       if (!(ctx.stdin as NodeJS.ReadStream).isTTY || !(ctx.stderr as NodeJS.WriteStream).isTTY) {
         throw new InvalidInputError(`drop ${arg}: refusing to delete without confirmation`, { hint: 'pass --yes to confirm when not on a terminal' });
       }
-      if (!(await confirm(ctx, question))) {
-        ctx.stderr.write('trajstore: nothing deleted\n');
-        return;
-      }
+      // Declining is the same rejection as giving no confirmation at all (as for import --mode replace).
+      if (!(await confirm(ctx, question))) throw new InvalidInputError(`drop ${arg}: not confirmed; nothing deleted`);
     }
     dropDataset(target);
     ctx.stdout.write(`dropped ${target.path}\n`);
