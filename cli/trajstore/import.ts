@@ -74,6 +74,8 @@ export const importCommand: CommandSpec = {
       throw new InvalidInputError('--column applies to compact-jsonl imports only', { hint: 'add -i compact-jsonl or -o compact-jsonl' });
     }
     if (mode === 'replace' && !options.yes && existsSync(target)) {
+      // A source that is not there fails now, not after a question whose answer could not matter.
+      if (from !== '-') (await import('../../pipelines/import/sources.js')).statSource(from);
       if (!(await confirm(ctx, `replace the dataset ${target}? Its current contents will be removed`))) {
         throw new InvalidInputError(`--mode replace: ${target} exists; confirm with --yes (or answer y on a terminal)`);
       }

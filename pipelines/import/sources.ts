@@ -3,7 +3,7 @@
  * symbolic links not followed), or `-` for stdin. Detection probes a file's first bytes; stdin's
  * head is read once and replayed in front of the rest, so it too is read a single time.
  */
-import { createReadStream, lstatSync, openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
+import { createReadStream, lstatSync, openSync, readSync, closeSync, readdirSync, statSync, type Stats } from 'node:fs';
 import { basename, join, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
@@ -77,18 +77,22 @@ function stdinFile(stdin: Readable): ImportFile {
   };
 }
 
+/** What a local source (`-f`) is; not found (exit 3) when nothing is there. */
+export function statSource(from: string): Stats {
+  try {
+    return statSync(from);
+  } catch {
+    throw new NotFoundError(`-f ${from}: no such file or directory`);
+  }
+}
+
 /**
  * The files of a source, in byte order of their relative paths. `extensions` filters a directory
  * walk (a single named file is always taken).
  */
 export function listSources(from: string, stdin: Readable, extensions: readonly string[]): ImportFile[] {
   if (from === '-') return [stdinFile(stdin)];
-  let stat;
-  try {
-    stat = statSync(from);
-  } catch {
-    throw new NotFoundError(`-f ${from}: no such file or directory`);
-  }
+  const stat = statSource(from);
   if (stat.isFile()) return [localFile(from, basename(from), stat.size)];
   if (!stat.isDirectory()) throw new InvalidInputError(`-f ${from}: not a file or directory`);
   const files: ImportFile[] = [];

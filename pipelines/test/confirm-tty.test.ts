@@ -42,6 +42,11 @@ test('import --mode replace: "n" exits 2 and keeps the dataset; "y" replaces it'
   const accepted = onTerminal(['import', '-f', join(ATIF, 'multimodal_18.json'), '-t', dataset, '--mode', 'replace'], 'y');
   assert.is(accepted.code, 0, accepted.output);
   assert.is.not(snapshotOf(dataset), before);
+  // A missing source fails before anything is asked.
+  const missing = onTerminal(['import', '-f', join(home, 'no-such-file.json'), '-t', dataset, '--mode', 'replace'], 'y');
+  assert.is(missing.code, 3, missing.output);
+  assert.not.match(missing.output, 'replace the dataset');
+  assert.match(missing.output, 'no-such-file.json: no such file or directory');
 });
 
 test('drop: "n" exits 2 and deletes nothing; "y" deletes the dataset', () => {
