@@ -8,8 +8,7 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawn, spawnSync } from 'node:child_process';
-import { DIST_ROOT, runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../cli/test/helpers/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 
 const home = mkdtempSync(join(tmpdir(), 'stats-test-'));
@@ -275,46 +274,6 @@ test('drop without --yes off a terminal refuses; with --yes it removes the datas
   assert.is(r.stdout, `dropped ${victim}\n`);
   assert.not.ok(existsSync(victim));
   assert.equal(readdirSync(dirname(victim)), ['neighbour.txt']);
-});
-
-/** Runs `drop` on a pseudo-terminal (util-linux `script`) and answers its question once it is asked. */
-function dropOnTerminal(target: string, answer: string): Promise<{ code: number | null; output: string }> {
-  const cli = join(DIST_ROOT, 'cli', 'trajstore.js');
-  return new Promise((resolve, reject) => {
-    const child = spawn('script', ['-qec', `'${process.execPath}' '${cli}' drop '${target}'`, '/dev/null'], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let output = '';
-    let answered = false;
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk.toString('utf8');
-      if (!answered && output.includes('[y/N]')) {
-        answered = true;
-        child.stdin.write(`${answer}\n`);
-      }
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, output }));
-    setTimeout(() => child.kill('SIGKILL'), 60_000).unref();
-  });
-}
-
-const hasScript = spawnSync('script', ['--version']).status === 0;
-
-test('on a terminal drop asks first: "n" keeps the dataset, "y" removes it', async () => {
-  if (!hasScript) {
-    console.warn('skipped: util-linux `script` (a pseudo-terminal) is not installed');
-    return;
-  }
-  const victim = join(home, 'asked');
-  cpSync(atif, victim, { recursive: true });
-  const no = await dropOnTerminal(victim, 'n');
-  assert.is(no.code, 0, no.output);
-  assert.match(no.output, `Permanently delete the storyline dataset ${victim}`);
-  assert.match(no.output, 'nothing deleted');
-  assert.ok(existsSync(join(victim, 'trajstore.json')));
-  const yes = await dropOnTerminal(victim, 'y');
-  assert.is(yes.code, 0, yes.output);
-  assert.match(yes.output, `dropped ${victim}`);
-  assert.not.ok(existsSync(victim));
 });
 
 test.after(() => {
