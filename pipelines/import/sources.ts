@@ -3,7 +3,7 @@
  * symbolic links not followed), or `-` for stdin. Detection probes a file's first bytes; stdin's
  * head is read once and replayed in front of the rest, so it too is read a single time.
  */
-import { createReadStream, lstatSync, openSync, readSync, closeSync, readdirSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, openSync, readSync, closeSync, readdirSync, statSync, type Stats } from 'node:fs';
 import { basename, join, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
@@ -20,12 +20,36 @@ export interface ImportFile extends SourceFile {
 
 const byteOrder = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
+const CHUNK_BYTES = 1 << 20;
+
+/**
+ * A local file's bytes, read synchronously in chunks. An import runs on a thread of its own, where a
+ * read from the page cache costs less than the thread-pool round trips of an fs stream: three or four
+ * per file, which left the import thread idle a fifth of the time over a directory of small session
+ * logs (measured). Each chunk is a new buffer, as readers may keep views into earlier ones.
+ */
+function* chunksOf(path: string, size: number): Generator<Buffer> {
+  const fd = openSync(path, 'r');
+  try {
+    for (let offset = 0; ; ) {
+      // Sized by what the listing saw, plus room to notice a file that grew since (a live session log).
+      const buffer = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, Math.max(size - offset + 1, 64 * 1024)));
+      const n = readSync(fd, buffer, 0, buffer.length, null);
+      if (n === 0) return;
+      offset += n;
+      yield n < buffer.length ? buffer.subarray(0, n) : buffer;
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function localFile(path: string, relPath: string, size: number): ImportFile {
   return {
     path,
     relPath,
     size,
-    open: () => createReadStream(path, { highWaterMark: 1 << 20 }),
+    open: () => Readable.from(chunksOf(path, size), { objectMode: false }),
     head: async () => {
       const fd = openSync(path, 'r');
       try {
