@@ -59,7 +59,9 @@ test('parts finished by an append killed with kill -9 before its commit are remo
       await w.add('sources', [{ source_path: 'x.jsonl', source_document: i, format: 'storyline', run_count: 0, byte_size: null, sha256: null, raw: null, imported_at: '2026-05-03T00:00:00.000Z' }]);
     }`;
   const finished = (): string[] => filesUnder(s.path('ds', 'parts')).filter((f) => f.endsWith('.parquet') && !committed.includes(f));
-  await killWhen(['--input-type=module', '-e', script], s.env, () => finished().length >= 3);
+  // A file, not `-e`: the writer's threads inherit the process's flags, and --input-type is refused there.
+  writeFileSync(s.path('append.mjs'), script);
+  await killWhen([s.path('append.mjs')], s.env, () => finished().length >= 3);
   const orphans = finished();
   assert.ok(orphans.length >= 3, 'the killed append left finished parts no snapshot lists');
   const before = await openDataset(s.path('ds'));
