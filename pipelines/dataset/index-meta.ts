@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 /**
  * The format of the derived index itself (its tables and tokenizer). An index of another format
  * describes no snapshot this build can use, so it is rebuilt like a stale one.
- * 1: FTS5 trigram; 2: unicode61 words with Chinese/Japanese per character (fts-text.ts).
+ * 1: FTS5 trigram; 2: unicode61 words with Chinese, Japanese and Korean per character (fts-text.ts).
  */
 export const INDEX_FORMAT = '2';
 

@@ -121,9 +121,9 @@ export class IndexBuilder {
       this.inserts.set(relation, { columns: cols, stmt });
     }
     // A batch's steps rows are indexed from the table, in SQLite, so their text is not converted from
-    // JavaScript strings a second time; only a batch with Chinese/Japanese text, which the index must
-    // receive spaced out (fts-text.ts), is indexed from JavaScript values. (So `steps_fts` must never
-    // be rebuilt from its content table by FTS5's 'rebuild': that would index the text unspaced.)
+    // JavaScript strings a second time; only a batch with Chinese, Japanese or Korean text, which the
+    // index must receive spaced out (fts-text.ts), is indexed from JavaScript values. (So `steps_fts`
+    // must never be rebuilt from its content table by FTS5's 'rebuild': that would index it unspaced.)
     const stepColumns = (columns.steps ?? []).map((c) => c.name);
     this.fts = this.ftsAvailable
       ? {

@@ -57,10 +57,10 @@ function expectedSteps(keep: (step: FixtureStep, doc: FixtureDoc) => boolean): s
 }
 /**
  * The test's own reading of the full-text rule: words are runs of letters and digits, compared
- * without case or accents, each Chinese/Japanese character is a word of its own, and a term matches a
+ * without case or accents, each Chinese, Japanese or Korean character is a word of its own, and a term matches a
  * text that holds its words in order.
  */
-const CJK = '[\\p{Script=Han}\\p{Script=Hiragana}\\p{Script=Katakana}\u30FC]';
+const CJK = '[\\p{Script=Han}\\p{Script=Hiragana}\\p{Script=Katakana}\\p{Script=Hangul}\u30FC]';
 const WORD = new RegExp(`${CJK}|(?:(?!${CJK})[\\p{L}\\p{N}])+`, 'gu');
 const words = (text: string): string[] => text.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase().match(WORD) ?? [];
 function containsPhrase(texts: string[], term: string): boolean {
@@ -241,6 +241,9 @@ test('text terms: words and phrases, accents folded, wildcards literal, NULL col
     ['ーヒ', ['doc-a/1']],
     ['"茶店"', ['doc-a/1']],
     ['"喫店"', []],
+    // Korean too, so a word is found with a particle attached.
+    ['서버', ['doc-a/2']],
+    ['"서버를"', []],
     ['NOT disk', ['doc-a/1', 'doc-b/1', 'doc-b/2', 'doc-b/3']],
     ['ok', ['doc-b/3']],
     ['DISK', ['doc-a/2', 'doc-a/3']],

@@ -58,7 +58,7 @@ export const SAMPLE_RUNS: RunSpec[] = [
     final_metrics: { total_steps: 3 },
     steps: [
       { source: 'system', message: 'You are a careful assistant at the Café Noël (喫茶店コーヒー).', timestamp: '2026-05-01T10:00:00.000Z' },
-      { source: 'user', message: 'The disk is full on host alpha', timestamp: '2026-05-01T10:00:01.000Z' },
+      { source: 'user', message: 'The disk is full on host alpha (서버가 가득 찼습니다)', timestamp: '2026-05-01T10:00:01.000Z' },
       {
         source: 'agent',
         message: 'Let me check the df output (100%_used)',
