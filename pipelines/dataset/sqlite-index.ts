@@ -168,23 +168,23 @@ export class IndexBuilder {
         const info = stmt.run(args);
         first ??= info.lastInsertRowid;
       }
-      if (!fts || first === undefined) return;
-      let spaced = false;
-      for (let start = 0; start < cells.length && !spaced; start += width) spaced = fts.cells.some((c) => typeof cells[start + c] === 'string' && hasCjk(cells[start + c] as string));
-      // Rows are only ever appended, so their rowids grow: this batch is every rowid from its first.
-      if (!spaced) fts.fromTable.run(first);
-      else {
-        const values: unknown[] = new Array(1 + fts.cells.length);
-        for (let start = 0, rowid = BigInt(first); start < cells.length; start += width, rowid++) {
-          values[0] = rowid;
-          fts.cells.forEach((c, j) => {
-            const text = cells[start + c];
-            values[1 + j] = typeof text === 'string' ? ftsText(text) : (text ?? null);
-          });
-          fts.fromValues.run(values);
-        }
-      }
+      if (fts && first !== undefined) this.indexText(fts, cells, width, BigInt(first));
     })();
+  }
+
+  /** Adds a batch of steps rows, the rows from `first` on, to the full-text index. */
+  private indexText(fts: NonNullable<IndexBuilder['fts']>, cells: readonly unknown[], width: number, first: bigint): void {
+    const texts = (start: number) => fts.cells.map((c) => cells[start + c]);
+    let spaced = false;
+    for (let start = 0; start < cells.length && !spaced; start += width) spaced = texts(start).some((t) => typeof t === 'string' && hasCjk(t));
+    // Rows are only ever appended, so their rowids grow: this batch is every rowid from its first.
+    if (!spaced) {
+      fts.fromTable.run(first);
+      return;
+    }
+    for (let start = 0, rowid = first; start < cells.length; start += width, rowid++) {
+      fts.fromValues.run(rowid, ...texts(start).map((t) => (typeof t === 'string' ? ftsText(t) : (t ?? null))));
+    }
   }
 
   /** Records which snapshot this index describes, closes it and fsyncs the file (still under its temporary name). */

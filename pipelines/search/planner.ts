@@ -6,9 +6,10 @@
  * `--run-id`/`--document-id`/`--session-id` -> `identity` (steps when `--step-id` is given, else runs).
  *
  * Text: a term is an FTS5 phrase MATCH on `steps_fts` (its words in order, case- and accent-insensitive;
- * Chinese, Japanese and Korean character by character: dataset/fts-text.ts); a term without letters or digits, or any
- * term when the FTS index is unavailable, is a substring (LIKE) scan of the same columns. JSON: `json_type` + `json_extract` with the comparison typed by the literal (a number compares
- * only with JSON numbers, a string only with JSON strings), so `$.n = "5"` does not match `5`.
+ * Chinese, Japanese and Korean character by character: dataset/fts-text.ts); a term without letters or
+ * digits, or any term when the FTS index is unavailable, is a substring (LIKE) scan of the same columns.
+ * JSON: `json_type` + `json_extract` with the comparison typed by the literal (a number compares only
+ * with JSON numbers, a string only with JSON strings), so `$.n = "5"` does not match `5`.
  * Every user value is a bound parameter; the SQL text holds only names from relations.ts.
  */
 import { ftsPhrase } from '../dataset/fts-text.js';
