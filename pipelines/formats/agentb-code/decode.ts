@@ -55,7 +55,7 @@ class Thread {
   readonly byMessage = new Map<string, Turn>();
   readonly calls = new Map<string, CallSlot>();
   /** Per agent turn: blocks already merged (streaming snapshots repeat them), latest usage, text parts. */
-  readonly merged = new Map<Turn, { seen: Set<string>; parts: JsonObject[]; reasons: string[]; usage?: JsonObject }>();
+  readonly merged = new Map<Turn, { seen: Map<unknown, Set<string>>; parts: JsonObject[]; reasons: string[]; usage?: JsonObject }>();
   readonly children: string[] = [];
   /** Spawning tool call id by subagent id (from Task results and agent_progress lines). */
   readonly spawnedBy = new Map<string, string>();
@@ -240,6 +240,18 @@ function noteAgentProgress(line: JsonObject, main: Thread): void {
   if (data?.type === 'agent_progress' && agentId && parentCall) main.spawnedBy.set(agentId, parentCall);
 }
 
+/**
+ * What tells a content block apart from the others of its type in one response (Claude Code writes a
+ * line per block, and older versions repeated the earlier blocks on later lines): the text of a text
+ * or thinking block, which the turn keeps anyway, else a digest of the block, since a repeated
+ * snapshot can hold large blocks (images) and the keys live as long as the file.
+ */
+function blockKey(block: JsonObject): string {
+  if (block.type === 'text' && typeof block.text === 'string') return block.text;
+  if (block.type === 'thinking' && typeof block.thinking === 'string') return block.thinking;
+  return createHash('sha1').update(JSON.stringify(block)).digest('base64');
+}
+
 function assistantLine(thread: Thread, line: JsonObject, ctx: DecodeContext, number: number): void {
   const message = isObject(line.message) ? line.message : {};
   const messageId = str(message, 'id');
@@ -248,7 +260,7 @@ function assistantLine(thread: Thread, line: JsonObject, ctx: DecodeContext, num
     turn = thread.add(defined({ id: thread.nextId(), src: 'agent' as const, msg: '', ts: str(line, 'timestamp'), nllm: 1 }));
     turn.extra = defined({ message_id: messageId, request_id: str(line, 'requestId'), uuid: str(line, 'uuid') });
     if (messageId !== undefined) thread.byMessage.set(messageId, turn);
-    thread.merged.set(turn, { seen: new Set(), parts: [], reasons: [] });
+    thread.merged.set(turn, { seen: new Map(), parts: [], reasons: [] });
   }
   const merged = thread.merged.get(turn);
   if (!merged) return;
@@ -264,10 +276,11 @@ function assistantLine(thread: Thread, line: JsonObject, ctx: DecodeContext, num
   const content = Array.isArray(message.content) ? message.content : typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : [];
   for (const block of content) {
     if (!isObject(block)) continue;
-    // A digest, not the block: snapshots can repeat large blocks and the set lives as long as the file.
-    const key = createHash('sha1').update(JSON.stringify(block)).digest('base64');
-    if (merged.seen.has(key)) continue;
-    merged.seen.add(key);
+    const key = blockKey(block);
+    let seen = merged.seen.get(block.type);
+    if (!seen) merged.seen.set(block.type, (seen = new Set()));
+    if (seen.has(key)) continue;
+    seen.add(key);
     switch (block.type) {
       case 'text':
         if (typeof block.text === 'string' && block.text !== '') merged.parts.push({ type: 'text', text: block.text });
@@ -378,24 +391,39 @@ function toolResult(thread: Thread, block: JsonObject, line: JsonObject, ctx: De
 }
 
 /**
- * True when the JSON text of `value` (parsed JSON) is at most `limit` characters. Every key and
- * string shows in that text at least at its own length, so a large value (a whole file read, a long
- * command output) is refused by summing lengths, without serialising it only to measure it.
+ * True when the JSON text of `value` (parsed JSON) is at most `limit` characters, mostly without
+ * serialising it only to measure it: every key and string shows in that text at least at its own
+ * length (a floor, so a whole file read or a long command output is refused by summing lengths) and
+ * at most at six times it plus its quotes and separator (`\uXXXX` escapes; a ceiling, in which a
+ * number or literal counts 25 and brackets 3), so only a value between the two is serialised.
  */
 function jsonFits(value: unknown, limit: number): boolean {
   let floor = 0;
-  const within = (v: unknown): boolean => {
-    if (typeof v === 'string') return (floor += v.length) <= limit;
-    if (Array.isArray(v)) return v.every(within);
+  let ceiling = 0;
+  const measure = (v: unknown): boolean => {
+    if (typeof v === 'string') {
+      floor += v.length;
+      ceiling += 6 * v.length + 3;
+      return floor <= limit;
+    }
+    if (Array.isArray(v)) {
+      ceiling += 3;
+      return v.every(measure);
+    }
     if (isObject(v)) {
+      ceiling += 3;
       for (const key in v) {
         floor += key.length;
-        if (floor > limit || !within(v[key])) return false;
+        ceiling += 6 * key.length + 3;
+        if (floor > limit || !measure(v[key])) return false;
       }
+      return true;
     }
+    ceiling += 25;
     return true;
   };
-  return within(value) && JSON.stringify(value).length <= limit;
+  if (!measure(value)) return false;
+  return ceiling <= limit || JSON.stringify(value).length <= limit;
 }
 
 function compactionTurn(id: number, ts: string | undefined, msg: string, metadata: JsonObject | undefined): Turn {
