@@ -18,8 +18,8 @@ export const END = '<!-- trajstore-columns:end -->';
 const PARQUET: Record<ColumnDef['type'], string> = { string: 'string', json: 'string (JSON)', int64: 'int64', double: 'double', bool: 'boolean', binary: 'binary' };
 
 function table(name: string, intro: string, columns: readonly ColumnDef[]): string {
-  const rows = columns.map((c) => `| \`${c.name}\` | ${PARQUET[c.type]} | ${c.nullable ? 'yes' : 'no'} | ${c.description.replaceAll('|', '\\|')} |`);
-  return [`**\`${name}\`**: ${intro}`, '', '| column | type | nullable | meaning |', '|---|---|---|---|', ...rows].join('\n');
+  const rows = columns.map((c) => `| \`${c.name}\` | ${PARQUET[c.type]} | ${c.nullable ? 'yes' : 'no'} | ${c.sql ? 'yes' : 'no'} | ${c.description.replaceAll('|', '\\|')} |`);
+  return [`**\`${name}\`**: ${intro}`, '', '| column | type | nullable | in SQL | meaning |', '|---|---|---|---|---|', ...rows].join('\n');
 }
 
 export function columnTables(): string {

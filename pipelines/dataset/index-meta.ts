@@ -8,9 +8,10 @@ import Database from 'better-sqlite3';
 /**
  * The format of the derived index itself (its tables and tokenizer). An index of another format
  * describes no snapshot this build can use, so it is rebuilt like a stale one.
- * 1: FTS5 trigram; 2: unicode61 words with Chinese, Japanese and Korean per character (fts-text.ts).
+ * 1: FTS5 trigram; 2: unicode61 words with Chinese, Japanese and Korean per character (fts-text.ts);
+ * 3: without the columns only export reads (relations.ts, `sql`).
  */
-export const INDEX_FORMAT = '2';
+export const INDEX_FORMAT = '3';
 
 /** The snapshot id recorded in an open index; undefined when it has none or is of another format. */
 export function snapshotIdOf(db: Database.Database): string | undefined {

@@ -16,10 +16,16 @@ import type { ObjectStore } from './store.js';
 export const MANIFEST_KEY = 'trajstore.json';
 /**
  * 2: `runs.storyline_json` (the whole document again) became `runs.document_json` (the document
- * without its turns) plus `steps.turn_json`. Compact record stores did not change, so they open
- * at either version; a version 1 Storyline dataset is refused with a hint to import it again.
+ * without its turns) plus `steps.turn_json`.
+ * 3: an observation result's content that is its call's `tool_calls.result_json` is stored there only
+ * (`steps.observation_json` holds a marker in its place, import/rows.ts).
+ * A version 2 dataset reads as it is (it has no markers), and an append to it is written at version 3.
+ * Compact record stores did not change, so they open at any version; a version 1 Storyline dataset is
+ * refused with a hint to import it again.
  */
-export const LAYOUT_VERSION = 2;
+export const LAYOUT_VERSION = 3;
+/** The layout versions this build reads, by kind. */
+const READABLE_VERSIONS: Record<DatasetKind, readonly number[]> = { storyline: [2, 3], compact: [1, 2, 3] };
 export const INDEX_FILE = 'index.sqlite';
 export type DatasetKind = 'storyline' | 'compact';
 
@@ -92,7 +98,7 @@ export async function readManifest(store: ObjectStore): Promise<Manifest | undef
       hint: 'import its sources again into a new dataset (--mode replace rewrites it in place)',
     });
   }
-  if (manifest.layout_version !== LAYOUT_VERSION && !(manifest.layout_version === 1 && manifest.kind === 'compact')) {
+  if (!READABLE_VERSIONS[manifest.kind].includes(manifest.layout_version)) {
     throw new ConflictError(`${store.uri}: dataset layout version ${manifest.layout_version} is not supported (this build reads ${LAYOUT_VERSION})`);
   }
   return manifest;

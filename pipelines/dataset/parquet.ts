@@ -11,10 +11,23 @@
 import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { snappyCompressor, snappyUncompressor } from 'hysnappy';
 import { parquetMetadataAsync, parquetReadObjects, type AsyncBuffer, type FileMetaData, type SchemaElement } from 'hyparquet';
-import type { ColumnDef } from './relations.js';
+import type { Snapshot } from './layout.js';
+import type { ColumnDef, Relation } from './relations.js';
 import type { ObjectStore, ObjectWriter } from './store.js';
 
 export type Row = Record<string, unknown>;
+
+/**
+ * Rows as one flat array of cells, row after row in column order: the form in which batches cross to
+ * the storage thread and are written, because cloning an array of values costs far less than cloning
+ * objects with their keys.
+ */
+export function flatCells(columns: readonly ColumnDef[], rows: readonly Row[]): unknown[] {
+  const cells: unknown[] = new Array(rows.length * columns.length);
+  let k = 0;
+  for (const row of rows) for (const column of columns) cells[k++] = row[column.name];
+  return cells;
+}
 
 function schemaElement(column: ColumnDef): SchemaElement {
   const repetition_type = column.nullable ? 'OPTIONAL' : 'REQUIRED';
@@ -121,6 +134,7 @@ export class PartWriter {
   private readonly bytes: DrainingWriter;
   private readonly parquet: ParquetWriter;
   private rowCount = 0;
+  private groupCount = 0;
 
   constructor(
     store: ObjectStore,
@@ -144,31 +158,38 @@ export class PartWriter {
     return this.rowCount;
   }
 
+  get rowGroups(): number {
+    return this.groupCount;
+  }
+
   /** Bytes written to the store so far (the part grows by about one batch per call). */
   get size(): number {
     return this.sink.size + this.bytes.index;
   }
 
-  /** Writes the rows as one row group. */
-  async writeRows(rows: readonly Row[]): Promise<void> {
-    if (rows.length === 0) return;
-    const columnData = this.columns.map((column) => {
+  /** Writes rows given as `flatCells` (row after row, each in the part's column order) as one row group. */
+  async writeCells(cells: readonly unknown[]): Promise<void> {
+    const width = this.columns.length;
+    if (cells.length % width !== 0) throw new Error(`${this.key}: cells do not make whole rows`);
+    const rows = cells.length / width;
+    if (rows === 0) return;
+    const columnData = this.columns.map((column, j) => {
       const statistics = withStatistics(column);
       // JSON, binary and free text (string without statistics) cells are large and rarely repeat:
       // no dictionary attempt (its sampling and hashing cost time and win nothing on them).
       const plain = column.type === 'json' || column.type === 'binary' || (column.type === 'string' && !statistics);
-      const data = rows.map((row) => {
-        try {
-          return cell(column, row[column.name]);
-        } catch (error) {
-          throw new Error(`${this.key}: ${(error as Error).message}`);
-        }
-      });
+      const data: unknown[] = new Array(rows);
+      try {
+        for (let i = 0; i < rows; i++) data[i] = cell(column, cells[i * width + j]);
+      } catch (error) {
+        throw new Error(`${this.key}: ${(error as Error).message}`);
+      }
       // Only plain columns: dictionary keys and statistics need the cells as strings.
       return { name: column.name, statistics, data: plain && column.type !== 'binary' ? utf8Cells(data) : data, ...(plain ? { encoding: 'PLAIN' as const } : {}) };
     });
-    await this.parquet.write({ columnData, rowGroupSize: rows.length });
-    this.rowCount += rows.length;
+    await this.parquet.write({ columnData, rowGroupSize: rows });
+    this.rowCount += rows;
+    this.groupCount += 1;
   }
 
   async close(): Promise<{ key: string; rows: number; bytes: number }> {
@@ -218,4 +239,12 @@ export async function openPart(store: ObjectStore, key: string): Promise<PartRea
       }
     },
   };
+}
+
+/** The row groups of every part of a relation in a snapshot, in order (only `columns` when given). */
+export async function* relationRowGroups(store: ObjectStore, snapshot: Snapshot, relation: Relation, columns?: string[]): AsyncGenerator<Row[]> {
+  for (const part of snapshot.relations[relation] ?? []) {
+    const reader = await openPart(store, part.key);
+    yield* reader.rowGroups(columns);
+  }
 }

@@ -6,6 +6,12 @@
  * Conventions: `*_json` columns hold JSON text (null when absent); timestamps are RFC 3339 UTC
  * strings with milliseconds (`2026-05-02T08:00:00.000Z`), normalised from whatever the source wrote,
  * so they sort and compare as text; `*_ms` are numbers of milliseconds.
+ *
+ * Every column is in the Parquet parts. The SQLite index (what `query` and `find` see) leaves out the
+ * columns that only export needs to rebuild documents losslessly (`sql: false`): their content is in
+ * the index already in the columns made for reading (the observation as `observation_text` and the
+ * calls' `result_json`, a source's bytes as the rows decoded from them), and copying them again made
+ * the index about a quarter larger and slower to build.
  */
 export type ColumnType = 'string' | 'int64' | 'double' | 'bool' | 'json' | 'binary';
 
@@ -14,9 +20,13 @@ export interface ColumnDef {
   type: ColumnType;
   nullable: boolean;
   description: string;
+  /** In the SQLite index too (visible to SQL), not only in the Parquet parts. */
+  sql: boolean;
 }
 
-const col = (name: string, type: ColumnType, description: string, nullable = true): ColumnDef => ({ name, type, nullable, description });
+const col = (name: string, type: ColumnType, description: string, nullable = true): ColumnDef => ({ name, type, nullable, description, sql: true });
+/** A column only export reads (from the Parquet parts): not copied into the SQLite index. */
+const parquetOnly = (column: ColumnDef): ColumnDef => ({ ...column, sql: false });
 
 /** One row per Storyline document. */
 export const RUNS: readonly ColumnDef[] = [
@@ -50,7 +60,7 @@ export const RUNS: readonly ColumnDef[] = [
   col('extra_json', 'json', 'document `extra`'),
   col('meta_json', 'json', 'document `meta`'),
   col('unknown_fields_json', 'json', 'source keys without a Storyline field'),
-  col('document_json', 'json', 'the Storyline document without its `turns` (those are the `steps` rows); export joins the two', false),
+  parquetOnly(col('document_json', 'json', 'the Storyline document without its `turns` (those are the `steps` rows); export joins the two', false)),
 ];
 
 /** One row per turn. */
@@ -68,7 +78,7 @@ export const STEPS: readonly ColumnDef[] = [
   col('message_json', 'json', 'message as in the Storyline (string or content parts)', false),
   col('reasoning_content', 'string', 'reasoning text'),
   col('observation_text', 'string', 'observation results as plain text'),
-  col('observation_json', 'json', 'observation as in the Storyline'),
+  parquetOnly(col('observation_json', 'json', 'observation as in the Storyline; a result content equal to its call `result_json` is `"@content_from_call": true` instead of repeated')),
   col('prompt_tokens', 'int64', 'prompt tokens (cached included)'),
   col('completion_tokens', 'int64', 'completion tokens'),
   col('cached_tokens', 'int64', 'cached prompt tokens'),
@@ -79,7 +89,7 @@ export const STEPS: readonly ColumnDef[] = [
   col('tool_call_count', 'int64', 'tool calls of the turn', false),
   col('metrics_json', 'json', 'turn `metrics`'),
   col('extra_json', 'json', 'turn `extra`'),
-  col('turn_json', 'json', 'the turn without `msg`, `observation` and a text `reason` (those are `message_json`, `observation_json`, `reasoning_content`); a tool call `result` equal to its observation content is listed under `@results_from_observation` instead of repeated', false),
+  parquetOnly(col('turn_json', 'json', 'the turn without `msg`, `observation` and a text `reason` (those are `message_json`, `observation_json`, `reasoning_content`); a tool call `result` equal to its observation content is listed under `@results_from_observation` instead of repeated', false)),
 ];
 
 /** One row per tool call. */
@@ -110,7 +120,7 @@ export const SOURCES: readonly ColumnDef[] = [
   col('run_count', 'int64', 'Storyline documents decoded from it', false),
   col('byte_size', 'int64', 'size of its bytes'),
   col('sha256', 'string', 'SHA-256 of its bytes (with `-o preserve`)'),
-  col('raw', 'binary', 'its exact bytes (with `-o preserve`; exported byte for byte)'),
+  parquetOnly(col('raw', 'binary', 'its exact bytes (with `-o preserve`; exported byte for byte)')),
   col('imported_at', 'string', 'when it was imported', false),
 ];
 
@@ -121,7 +131,7 @@ export const RECORDS: readonly ColumnDef[] = [
   col('filename', 'string', 'source file, relative to the import root', false),
   col('line', 'int64', 'line of the record in its file', false),
   col('data_json', 'json', 'the record', false),
-  col('raw', 'binary', 'the record exact bytes including its line ending', false),
+  parquetOnly(col('raw', 'binary', 'the record exact bytes including its line ending', false)),
 ];
 
 export const STORYLINE_RELATIONS = { runs: RUNS, steps: STEPS, tool_calls: TOOL_CALLS, sources: SOURCES } as const;

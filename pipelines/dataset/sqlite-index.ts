@@ -16,7 +16,7 @@ import { dirname } from 'node:path';
 import { FTS_TOKENIZE, TOKENIZER_NAME, ftsText, hasCjk } from './fts-text.js';
 import { INDEX_FORMAT } from './index-meta.js';
 import { LAYOUT_VERSION, type DatasetKind, type Snapshot } from './layout.js';
-import { openPart, type Row } from './parquet.js';
+import { flatCells, relationRowGroups, type Row } from './parquet.js';
 import { RECORDS, STORYLINE_RELATIONS, type ColumnDef, type Relation } from './relations.js';
 import { TEMP_MARKER, fsyncDir, type ObjectStore } from './store.js';
 
@@ -24,11 +24,20 @@ export type IndexDb = Database.Database;
 
 const SQL_TYPE: Record<ColumnDef['type'], string> = { string: 'TEXT', json: 'TEXT', int64: 'INTEGER', bool: 'INTEGER', double: 'REAL', binary: 'BLOB' };
 
-/** The columns of each relation of a dataset of this kind (compact stores add their user columns). */
-export function relationColumns(kind: DatasetKind, compactColumns: readonly string[] = []): Partial<Record<Relation, readonly ColumnDef[]>> {
+export type RelationColumns = Partial<Record<Relation, readonly ColumnDef[]>>;
+
+/** The columns of each relation of a dataset of this kind, as in its Parquet parts (compact stores add their user columns). */
+export function relationColumns(kind: DatasetKind, compactColumns: readonly string[] = []): RelationColumns {
   if (kind === 'storyline') return { ...STORYLINE_RELATIONS };
-  const user = compactColumns.map((name): ColumnDef => ({ name, type: 'json', nullable: true, description: `--column ${name}` }));
+  const user = compactColumns.map((name): ColumnDef => ({ name, type: 'json', nullable: true, description: `--column ${name}`, sql: true }));
   return { records: [...RECORDS, ...user] };
+}
+
+/** Of each relation's columns, those the index holds (relations.ts: `sql`). */
+export function sqlColumns(columns: RelationColumns): RelationColumns {
+  const out: RelationColumns = {};
+  for (const [relation, cols] of Object.entries(columns) as Array<[Relation, readonly ColumnDef[]]>) out[relation] = cols.filter((c) => c.sql);
+  return out;
 }
 
 const quote = (name: string): string => `"${name.replaceAll('"', '""')}"`;
@@ -51,26 +60,16 @@ function sqlValue(column: ColumnDef, value: unknown): unknown {
   }
 }
 
-/**
- * Rows as one flat array of cells, row after row in column order: the form that crosses to the index
- * thread, because cloning an array of values costs far less than cloning objects with their keys.
- */
-export function flatCells(columns: readonly ColumnDef[], rows: readonly Row[]): unknown[] {
-  const cells: unknown[] = new Array(rows.length * columns.length);
-  let k = 0;
-  for (const row of rows) for (const column of columns) cells[k++] = row[column.name];
-  return cells;
-}
-
 const FTS_COLUMNS = ['message_text', 'reasoning_content', 'observation_text'];
 const PAGE_SIZE = 16384;
 const CACHE_KIB = 2048;
 const FTS_AUTOMERGE = 16;
 
-/** A writable index in a temporary file; `publish` renames it over the real one. */
+/** A writable index in a temporary file; `publish` renames it over the real one. Rows may carry every column; it keeps the `sql` ones. */
 export class IndexBuilder {
   readonly db: IndexDb;
-  private readonly inserts = new Map<Relation, { columns: readonly ColumnDef[]; stmt: Database.Statement }>();
+  /** Per relation: its columns as rows arrive (all of relations.ts), where the `sql` ones sit among them, and their insert. */
+  private readonly inserts = new Map<Relation, { all: readonly ColumnDef[]; sql: readonly ColumnDef[]; positions: readonly number[]; stmt: Database.Statement }>();
   private readonly fts: { fromTable: Database.Statement; fromValues: Database.Statement; cells: readonly number[] } | undefined;
   readonly ftsAvailable: boolean;
   private closed = false;
@@ -79,12 +78,18 @@ export class IndexBuilder {
     readonly path: string,
     private readonly tempPath: string,
     readonly kind: DatasetKind,
-    columns: Partial<Record<Relation, readonly ColumnDef[]>>,
+    relationColumns: RelationColumns,
     fresh: boolean,
   ) {
+    const columns = sqlColumns(relationColumns);
     this.db = new Database(tempPath);
-    // A temporary file that is fsynced before its rename needs no journal of its own.
-    this.db.pragma('journal_mode = OFF');
+    // A temporary file that is fsynced before its rename needs no journal of its own. better-sqlite3
+    // opens connections in SQLite's defensive mode, which silently keeps the journal on (every batch
+    // then wrote, and deleted, a rollback journal of the pages it touched), so it is lifted for this pragma.
+    this.db.unsafeMode(true);
+    const [journal] = this.db.pragma('journal_mode = OFF') as Array<{ journal_mode: string }>;
+    this.db.unsafeMode(false);
+    if (journal?.journal_mode !== 'off') throw new Error(`${tempPath}: SQLite kept journal_mode ${journal?.journal_mode}`);
     this.db.pragma('synchronous = OFF');
     // Inserts append, so a large page cache buys nothing: better-sqlite3's default (16 MB) raised an
     // import's peak RSS by about 50 MB and was no faster than this (measured).
@@ -116,15 +121,16 @@ export class IndexBuilder {
       }
     }
     this.ftsAvailable = (this.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'steps_fts'").get() as { n: number }).n > 0;
-    for (const [relation, cols] of Object.entries(columns) as Array<[Relation, readonly ColumnDef[]]>) {
-      const stmt = this.db.prepare(`INSERT INTO ${quote(relation)} (${cols.map((c) => quote(c.name)).join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`);
-      this.inserts.set(relation, { columns: cols, stmt });
+    for (const [relation, all] of Object.entries(relationColumns) as Array<[Relation, readonly ColumnDef[]]>) {
+      const sql = all.filter((c) => c.sql);
+      const stmt = this.db.prepare(`INSERT INTO ${quote(relation)} (${sql.map((c) => quote(c.name)).join(', ')}) VALUES (${sql.map(() => '?').join(', ')})`);
+      this.inserts.set(relation, { all, sql, positions: sql.map((c) => all.indexOf(c)), stmt });
     }
     // A batch's steps rows are indexed from the table, in SQLite, so their text is not converted from
     // JavaScript strings a second time; only a batch with Chinese, Japanese or Korean text, which the
     // index must receive spaced out (fts-text.ts), is indexed from JavaScript values. (So `steps_fts`
     // must never be rebuilt from its content table by FTS5's 'rebuild': that would index it unspaced.)
-    const stepColumns = (columns.steps ?? []).map((c) => c.name);
+    const stepColumns = (relationColumns.steps ?? []).map((c) => c.name);
     this.fts = this.ftsAvailable
       ? {
           fromTable: this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) SELECT rowid, ${FTS_COLUMNS.join(', ')} FROM steps WHERE rowid >= ?`),
@@ -135,13 +141,13 @@ export class IndexBuilder {
   }
 
   /** An index built in `tempPath` to replace `path`: new and empty, or (`fresh` false) a copy of `path` to add to. */
-  static at(path: string, tempPath: string, kind: DatasetKind, columns: Partial<Record<Relation, readonly ColumnDef[]>>, fresh: boolean): IndexBuilder {
+  static at(path: string, tempPath: string, kind: DatasetKind, columns: RelationColumns, fresh: boolean): IndexBuilder {
     if (!fresh) copyFileSync(path, tempPath);
     return new IndexBuilder(path, tempPath, kind, columns, fresh);
   }
 
   /** A new empty index that will replace `path`. */
-  static create(path: string, kind: DatasetKind, columns: Partial<Record<Relation, readonly ColumnDef[]>>): IndexBuilder {
+  static create(path: string, kind: DatasetKind, columns: RelationColumns): IndexBuilder {
     const temp = `${path}${TEMP_MARKER}${randomBytes(6).toString('hex')}`;
     return new IndexBuilder(path, temp, kind, columns, true);
   }
@@ -149,22 +155,22 @@ export class IndexBuilder {
   insert(relation: Relation, rows: readonly Row[]): void {
     const target = this.inserts.get(relation);
     if (!target) throw new Error(`index has no relation ${relation}`);
-    this.insertCells(relation, flatCells(target.columns, rows));
+    this.insertCells(relation, flatCells(target.all, rows));
   }
 
-  /** Inserts rows given as `flatCells` (row after row, each in the relation's column order), in one transaction. */
+  /** Inserts rows given as `flatCells` (row after row, each with every column of the relation in order), in one transaction. */
   insertCells(relation: Relation, cells: readonly unknown[]): void {
     const target = this.inserts.get(relation);
     if (!target) throw new Error(`index has no relation ${relation}`);
-    const { columns, stmt } = target;
-    const width = columns.length;
+    const { sql, positions, stmt } = target;
+    const width = target.all.length;
     if (cells.length % width !== 0) throw new Error(`index: ${relation} cells do not make whole rows`);
     const fts = relation === 'steps' ? this.fts : undefined;
-    const args: unknown[] = new Array(width);
+    const args: unknown[] = new Array(sql.length);
     this.db.transaction(() => {
       let first: number | bigint | undefined;
       for (let start = 0; start < cells.length; start += width) {
-        for (let j = 0; j < width; j++) args[j] = sqlValue(columns[j] as ColumnDef, cells[start + j]);
+        for (let j = 0; j < sql.length; j++) args[j] = sqlValue(sql[j] as ColumnDef, cells[start + (positions[j] as number)]);
         const info = stmt.run(args);
         first ??= info.lastInsertRowid;
       }
@@ -231,10 +237,8 @@ export async function rebuildIndex(store: ObjectStore, snapshot: Snapshot, path:
   const builder = IndexBuilder.create(path, snapshot.kind, columns);
   try {
     for (const relation of Object.keys(columns) as Relation[]) {
-      for (const part of snapshot.relations[relation] ?? []) {
-        const reader = await openPart(store, part.key);
-        for await (const rows of reader.rowGroups()) builder.insert(relation, rows);
-      }
+      const names = (columns[relation] ?? []).filter((c) => c.sql).map((c) => c.name);
+      for await (const rows of relationRowGroups(store, snapshot, relation, names)) builder.insert(relation, rows);
     }
     builder.finish(snapshot.id);
     builder.publish();

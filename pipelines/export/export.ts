@@ -16,13 +16,12 @@ import type { Logger } from '../../cli/kit/log.js';
 import type { Progress } from '../../cli/kit/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
 import { localPathOf, type DatasetRef } from '../dataset/open.js';
-import { openPart, type Row } from '../dataset/parquet.js';
-import type { Relation } from '../dataset/relations.js';
+import { relationRowGroups, type Row } from '../dataset/parquet.js';
 import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../dataset/store.js';
 import { formatNamed } from '../formats/registry.js';
 import { OUTPUT_FORMATS, type InputFormat, type OutputFormat } from '../formats/types.js';
 import type { Storyline } from '../storyline/schema.js';
-import { storylineFromRows, type StoredTurn } from '../import/rows.js';
+import { storylineFromRows, type StoredCall, type StoredTurn } from '../import/rows.js';
 
 export const EXPORT_FORMATS = [...OUTPUT_FORMATS, 'compact-jsonl'] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
@@ -174,13 +173,6 @@ function openTarget(options: ExportOptions): Target {
 }
 
 /** Rows of a relation of the snapshot, one row group at a time. */
-async function* rowGroups(store: ObjectStore, snapshot: Snapshot, relation: Relation, columns: string[]): AsyncGenerator<Row[]> {
-  for (const part of snapshot.relations[relation] ?? []) {
-    const reader = await openPart(store, part.key);
-    yield* reader.rowGroups(columns);
-  }
-}
-
 const asBuffer = (value: unknown): Buffer => (value instanceof Uint8Array ? Buffer.from(value.buffer, value.byteOffset, value.byteLength) : Buffer.from(String(value ?? ''), 'utf8'));
 
 /** Raw bytes grouped by relative path, written as files (directory) or concatenated (stream). */
@@ -217,7 +209,7 @@ async function writeRaw(rows: AsyncIterable<Row[]>, pathColumn: string, target: 
 /** True when every source document kept its bytes and came from `format`: the byte-exact path applies. */
 async function preservedAs(store: ObjectStore, snapshot: Snapshot, format: string): Promise<boolean> {
   if ((snapshot.rows.sources ?? 0) === 0) return false;
-  for await (const group of rowGroups(store, snapshot, 'sources', ['format', 'sha256'])) {
+  for await (const group of relationRowGroups(store, snapshot, 'sources', ['format', 'sha256'])) {
     for (const row of group) if (row.format !== format || row.sha256 === null || row.sha256 === undefined) return false;
   }
   return true;
@@ -236,12 +228,12 @@ const TURN_COLUMNS = ['document_id', 'message_json', 'reasoning_content', 'obser
  * its `tool_call_count` tool_calls rows), so one row group of each is in memory at a time.
  */
 async function* storylines(store: ObjectStore, snapshot: Snapshot, signal: AbortSignal): AsyncGenerator<Storyline> {
-  const steps = rowsOf(rowGroups(store, snapshot, 'steps', TURN_COLUMNS));
-  const calls = rowsOf(rowGroups(store, snapshot, 'tool_calls', ['document_id', 'extra_json']));
+  const steps = rowsOf(relationRowGroups(store, snapshot, 'steps', TURN_COLUMNS));
+  const calls = rowsOf(relationRowGroups(store, snapshot, 'tool_calls', ['document_id', 'tool_call_id', 'result_json', 'extra_json']));
   const broken = (documentId: unknown, relation: string): Error =>
     new UnavailableError(`${store.uri}: snapshot ${snapshot.id}: the ${relation} rows of document ${JSON.stringify(documentId)} are missing or out of order`);
   try {
-    for await (const group of rowGroups(store, snapshot, 'runs', ['document_id', 'step_count', 'tool_call_count', 'document_json'])) {
+    for await (const group of relationRowGroups(store, snapshot, 'runs', ['document_id', 'step_count', 'tool_call_count', 'document_json'])) {
       if (signal.aborted) throw signal.reason;
       for (const run of group) {
         const turns: StoredTurn[] = [];
@@ -250,15 +242,18 @@ async function* storylines(store: ObjectStore, snapshot: Snapshot, signal: Abort
           if (next.done || next.value.document_id !== run.document_id) throw broken(run.document_id, 'steps');
           turns.push(next.value as unknown as StoredTurn);
         }
-        const extras: unknown[] = [];
+        const toolCalls: StoredCall[] = [];
         for (let n = Number(run.tool_call_count); n > 0; n--) {
           const next = await calls.next();
           if (next.done || next.value.document_id !== run.document_id) throw broken(run.document_id, 'tool_calls');
-          extras.push(next.value.extra_json);
+          toolCalls.push(next.value as unknown as StoredCall);
         }
-        let at = 0;
-        const doc = storylineFromRows(String(run.document_json), turns, () => extras[at++]);
-        if (at !== extras.length) throw broken(run.document_id, 'tool_calls');
+        let doc: Storyline;
+        try {
+          doc = storylineFromRows(String(run.document_json), turns, toolCalls);
+        } catch (error) {
+          throw new UnavailableError(`${store.uri}: snapshot ${snapshot.id}: document ${JSON.stringify(run.document_id)} cannot be rebuilt: ${(error as Error).message}`);
+        }
         yield doc;
       }
     }
@@ -306,10 +301,10 @@ export async function runExport(options: ExportOptions): Promise<ExportSummary> 
   try {
     if (manifest.kind === 'compact') {
       path = 'raw';
-      documents = await writeRaw(rowGroups(store, snapshot, 'records', ['filename', 'raw']), 'filename', target, options);
+      documents = await writeRaw(relationRowGroups(store, snapshot, 'records', ['filename', 'raw']), 'filename', target, options);
     } else if (await preservedAs(store, snapshot, options.outputFormat)) {
       path = 'raw';
-      documents = await writeRaw(rowGroups(store, snapshot, 'sources', ['source_path', 'raw']), 'source_path', target, options);
+      documents = await writeRaw(relationRowGroups(store, snapshot, 'sources', ['source_path', 'raw']), 'source_path', target, options);
     } else {
       const used = new Set<string>();
       for await (const encoded of format!.encode!(storylines(store, snapshot, options.signal))) {

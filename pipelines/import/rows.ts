@@ -9,7 +9,9 @@
  * and `observation_json` (the large ones), with each tool call's `extra` in `tool_calls.extra_json`.
  * A tool call's `result` that is the very content of its observation result (as decoders link them)
  * is not written again: its index is listed under `TURN_RESULTS_FROM_OBSERVATION` in `turn_json` and
- * export puts the observation content back.
+ * export puts the observation content back. Nor is an observation result's content that is already
+ * its call's `tool_calls.result_json` (tool output, most of a document): `observation_json` holds
+ * `OBSERVATION_CONTENT_FROM_CALL` in its place and export puts the call's result back.
  */
 import type { Row } from '../dataset/parquet.js';
 import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
@@ -19,6 +21,13 @@ import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../s
  * content. Storyline turns are closed objects, so no real field can have this name.
  */
 export const TURN_RESULTS_FROM_OBSERVATION = '@results_from_observation';
+
+/**
+ * Key standing in `steps.observation_json` for an observation result's `content` that is the
+ * `result_json` of the first call with its `source_call_id`. Observation results are closed objects
+ * too, so no real field can have this name.
+ */
+export const OBSERVATION_CONTENT_FROM_CALL = '@content_from_call';
 
 export interface RunPlacement {
   documentId: string;
@@ -109,10 +118,7 @@ function documentJson(doc: Storyline): string {
   return JSON.stringify(rest);
 }
 
-/**
- * JSON text of observation result contents, each serialised once: the same content is the call's
- * `result_json` and part of the turn's `observation_json` (tool output is most of a document).
- */
+/** JSON text of observation result contents, each serialised once (a content is also its call's result). */
 class ContentJson {
   private readonly cache = new Map<unknown, string>();
   of(content: unknown): string {
@@ -120,15 +126,24 @@ class ContentJson {
     if (text === undefined) this.cache.set(content, (text = JSON.stringify(content)));
     return text;
   }
-  /** `JSON.stringify(observation)`, built from the cached contents. */
-  observation(observation: Turn['observation']): string | null {
+  /**
+   * `JSON.stringify(observation)`, built from the cached contents, except that a content equal to
+   * the `result_json` of the first call it answers (`callResults`) is `OBSERVATION_CONTENT_FROM_CALL`.
+   */
+  observation(observation: Turn['observation'], callResults: ReadonlyMap<string, string | null>): string | null {
     if (observation === undefined || observation === null) return null;
     const results = observation.results.map((result) => {
       const members: string[] = [];
       for (const key in result) {
         const value = result[key as keyof ObservationResult];
         if (value === undefined) continue;
-        members.push(`${JSON.stringify(key)}:${key === 'content' ? this.of(value) : JSON.stringify(value)}`);
+        if (key !== 'content') {
+          members.push(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
+          continue;
+        }
+        const text = this.of(value);
+        const fromCall = typeof result.source_call_id === 'string' && callResults.get(result.source_call_id) === text;
+        members.push(fromCall ? `"${OBSERVATION_CONTENT_FROM_CALL}":true` : `"content":${text}`);
       }
       return `{${members.join(',')}}`;
     });
@@ -136,11 +151,25 @@ class ContentJson {
   }
 }
 
+/** A call's `result` as stored: its own, else the content of the observation result answering it. */
+function callResult(call: ToolCall, observed: ObservationResult | undefined): unknown {
+  return call.result !== undefined ? call.result : observed?.content;
+}
+
 export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRows {
   const contents = new ContentJson();
   const results = new Map<string, ObservationResult>();
   for (const turn of doc.turns) {
     for (const result of turn.observation?.results ?? []) if (typeof result.source_call_id === 'string') results.set(result.source_call_id, result);
+  }
+  // The result_json of the first call of each id: what an observation result's content may stand for.
+  const callResults = new Map<string, string | null>();
+  for (const turn of doc.turns) {
+    for (const call of turn.tool_calls ?? []) {
+      if (callResults.has(call.tcid)) continue;
+      const result = callResult(call, results.get(call.tcid));
+      callResults.set(call.tcid, result === undefined || result === null ? null : contents.of(result));
+    }
   }
   const base = { document_id: place.documentId, session_id: doc.session };
   const steps: Row[] = [];
@@ -161,7 +190,7 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
       turn_json: turnJson(turn, results),
       reasoning_content: turn.reason ?? null,
       observation_text: turn.observation ? turn.observation.results.map((r) => contentText(r.content)).filter((t) => t !== '').join('\n') : null,
-      observation_json: contents.observation(turn.observation),
+      observation_json: contents.observation(turn.observation, callResults),
       prompt_tokens: turn.metrics?.prompt_tokens ?? null,
       completion_tokens: turn.metrics?.completion_tokens ?? null,
       cached_tokens: turn.metrics?.cached_tokens ?? null,
@@ -175,7 +204,7 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
     });
     calls.forEach((call, index) => {
       const observed = results.get(call.tcid);
-      const result = call.result !== undefined ? call.result : observed?.content;
+      const result = callResult(call, observed);
       toolCalls.push({
         ...base,
         step_id: String(turn.id),
@@ -185,7 +214,7 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
         function_name: call.fn,
         kind: call.kind ?? null,
         arguments_json: JSON.stringify(call.args ?? null),
-        result_json: result === undefined || result === null ? null : result === observed?.content ? contents.of(result) : JSON.stringify(result),
+        result_json: result === undefined || result === null ? null : contents.of(result),
         result_bytes: result === undefined || result === null ? null : Buffer.byteLength(resultText(result), 'utf8'),
         is_error: observed?.is_error ?? null,
         status: call.response?.status ?? null,
@@ -241,24 +270,50 @@ export interface StoredTurn {
   turn_json: unknown;
 }
 
+/** The stored parts of one tool call: `tool_calls` columns as read back from a part. */
+export interface StoredCall {
+  tool_call_id: unknown;
+  result_json: unknown;
+  extra_json: unknown;
+}
+
+/** An observation result as stored, with the content it stands for back in its place. */
+function withContent(result: Record<string, unknown>, callResults: ReadonlyMap<unknown, unknown>): ObservationResult {
+  if (!(OBSERVATION_CONTENT_FROM_CALL in result)) return result as ObservationResult;
+  const stored = callResults.get(result.source_call_id);
+  if (typeof stored !== 'string') throw new Error(`observation result of call ${JSON.stringify(result.source_call_id)}: its call has no result_json`);
+  const restored: Record<string, unknown> = {};
+  for (const key in result) {
+    if (key === OBSERVATION_CONTENT_FROM_CALL) restored.content = JSON.parse(stored);
+    else restored[key] = result[key];
+  }
+  return restored as ObservationResult;
+}
+
 /**
- * The Storyline document back from `runs.document_json`, its `steps` rows in turn order and a source
- * of its tool calls' `extra_json` in call order (the inverse of `storylineRows`).
+ * The Storyline document back from `runs.document_json`, its `steps` rows in turn order and its
+ * `tool_calls` rows in call order (the inverse of `storylineRows`).
  */
-export function storylineFromRows(documentJson: string, steps: readonly StoredTurn[], callExtra: () => unknown): Storyline {
+export function storylineFromRows(documentJson: string, steps: readonly StoredTurn[], calls: readonly StoredCall[]): Storyline {
   const doc = JSON.parse(documentJson) as Storyline;
+  const callResults = new Map<unknown, unknown>();
+  for (const call of calls) if (!callResults.has(call.tool_call_id)) callResults.set(call.tool_call_id, call.result_json);
   const observed = new Map<string, ObservationResult>();
   const linked: ToolCall[] = [];
+  let callIndex = 0;
   doc.turns = steps.map((step): Turn => {
     const rest = JSON.parse(String(step.turn_json)) as Record<string, unknown>;
     const fromObservation = rest[TURN_RESULTS_FROM_OBSERVATION] as number[] | undefined;
     delete rest[TURN_RESULTS_FROM_OBSERVATION];
     const turn = { id: rest.id, src: rest.src, msg: JSON.parse(String(step.message_json)), ...rest } as Turn;
     if (typeof step.reasoning_content === 'string') turn.reason = step.reasoning_content;
-    if (step.observation_json !== null && step.observation_json !== undefined) turn.observation = JSON.parse(String(step.observation_json));
+    if (step.observation_json !== null && step.observation_json !== undefined) {
+      const observation = JSON.parse(String(step.observation_json)) as { results: Array<Record<string, unknown>> };
+      turn.observation = { ...observation, results: observation.results.map((result) => withContent(result, callResults)) };
+    }
     for (const result of turn.observation?.results ?? []) if (typeof result.source_call_id === 'string') observed.set(result.source_call_id, result);
     for (const call of turn.tool_calls ?? []) {
-      const extra = callExtra();
+      const extra = calls[callIndex++]?.extra_json;
       if (extra !== null && extra !== undefined) call.extra = JSON.parse(String(extra));
     }
     for (const index of fromObservation ?? []) {
@@ -267,6 +322,7 @@ export function storylineFromRows(documentJson: string, steps: readonly StoredTu
     }
     return turn;
   });
+  if (callIndex !== calls.length) throw new Error(`the document has ${callIndex} tool calls and ${calls.length} tool_calls rows`);
   // Results are linked after every turn is back: as on import, a call's observation may sit on any turn.
   for (const call of linked) call.result = observed.get(call.tcid)?.content;
   return doc;

@@ -1,8 +1,9 @@
 /**
- * Layout version 2: a Storyline document is stored once (runs.document_json + steps.turn_json and the
- * large step columns + tool_calls.extra_json) and export rebuilds it exactly. Checked over every
- * shared fixture directory of a decodable format (each file decoded here as import does, compared
- * with what `export -o storyline` gives back), plus the refusal of a version 1 Storyline dataset.
+ * Layout version 3: a Storyline document is stored once for export (runs.document_json + steps.turn_json
+ * and the large step columns + tool_calls.result_json and extra_json) and export rebuilds it exactly.
+ * Checked over every shared fixture directory of a decodable format (each file decoded here as import
+ * does, compared with what `export -o storyline` gives back); plus the index's columns, a version 2
+ * dataset read as it is and the refusal of a version 1 Storyline dataset.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
@@ -10,11 +11,13 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Logger } from '../../cli/kit/log.js';
-import { openDataset } from '../dataset/open.js';
+import { openDataset, type OpenDataset } from '../dataset/open.js';
+import { relationRowGroups, type Row } from '../dataset/parquet.js';
+import { STORYLINE_RELATIONS, type Relation } from '../dataset/relations.js';
 import { FORMATS } from '../formats/registry.js';
 import { detectFormat } from '../import/detect.js';
 import { listSources } from '../import/sources.js';
-import { TURN_RESULTS_FROM_OBSERVATION } from '../import/rows.js';
+import { OBSERVATION_CONTENT_FROM_CALL, TURN_RESULTS_FROM_OBSERVATION } from '../import/rows.js';
 import type { Storyline } from '../storyline/schema.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { sandbox } from './helpers/sandbox.js';
@@ -49,22 +52,51 @@ for (const dir of DIRS) {
   });
 }
 
-test('tool output is stored once per step, not again in turn_json or runs', async () => {
+/** Every row of a relation, read from the dataset's Parquet parts. */
+async function partRows(ds: OpenDataset, relation: Relation, columns: string[]): Promise<Row[]> {
+  const rows: Row[] = [];
+  for await (const group of relationRowGroups(ds.store, ds.snapshot, relation, columns)) rows.push(...group);
+  return rows;
+}
+
+test('tool output is stored once for export, not again in turn_json, observation_json or runs', async () => {
   const s = sandbox('dataset-layout');
   assert.is((await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/claude-code'), '-t', s.path('ds')])).code, 0);
   const ds = await openDataset(s.path('ds'));
   try {
-    const linked = ds.db.prepare(`SELECT count(*) AS n FROM steps WHERE turn_json LIKE '%${TURN_RESULTS_FROM_OBSERVATION}%'`).get() as { n: number };
-    assert.ok(linked.n > 0, 'some call results are linked to their observation instead of repeated');
-    const repeated = ds.db
-      .prepare(
-        `SELECT count(*) AS n FROM tool_calls c JOIN steps s ON s.document_id = c.document_id AND s.turn_ordinal = c.turn_ordinal
-         WHERE length(c.result_json) > 40 AND instr(s.turn_json, c.result_json) > 0`,
-      )
-      .get() as { n: number };
-    assert.is(repeated.n, 0, 'no result text inside turn_json');
-    const documents = ds.db.prepare("SELECT count(*) AS n FROM runs WHERE document_json LIKE '%\"turns\"%'").get() as { n: number };
-    assert.is(documents.n, 0, 'runs.document_json has no turns');
+    const steps = await partRows(ds, 'steps', ['document_id', 'turn_ordinal', 'turn_json']);
+    const calls = await partRows(ds, 'tool_calls', ['document_id', 'turn_ordinal', 'result_json']);
+    const turnJson = new Map(steps.map((row) => [`${row.document_id}/${row.turn_ordinal}`, String(row.turn_json)]));
+    assert.ok(steps.some((row) => String(row.turn_json).includes(TURN_RESULTS_FROM_OBSERVATION)), 'some call results are linked to their observation instead of repeated');
+    const results = calls.filter((call) => typeof call.result_json === 'string' && call.result_json.length > 40);
+    assert.ok(results.length > 0, 'the fixture has long results');
+    const repeated = results.filter((call) => turnJson.get(`${call.document_id}/${call.turn_ordinal}`)?.includes(String(call.result_json)));
+    assert.is(repeated.length, 0, 'no result text inside turn_json');
+    const observations = (await partRows(ds, 'steps', ['observation_json'])).map((row) => String(row.observation_json ?? ''));
+    assert.ok(observations.some((text) => text.includes(OBSERVATION_CONTENT_FROM_CALL)), 'some observation contents stand for their call result');
+    const inObservation = results.filter((call) => observations.some((text) => text.includes(String(call.result_json))));
+    assert.is(inObservation.length, 0, 'no result text inside observation_json');
+    const runs = await partRows(ds, 'runs', ['document_json']);
+    assert.ok(runs.length > 0);
+    assert.ok(runs.every((run) => !('turns' in JSON.parse(String(run.document_json)))), 'runs.document_json has no turns');
+  } finally {
+    ds.close();
+  }
+});
+
+test('the index holds the columns made for reading, not those only export reads', async () => {
+  const s = sandbox('dataset-layout');
+  assert.is((await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/claude-code'), '-t', s.path('ds'), '-o', 'preserve'])).code, 0);
+  const ds = await openDataset(s.path('ds'));
+  try {
+    for (const [relation, columns] of Object.entries(STORYLINE_RELATIONS)) {
+      const inIndex = (ds.db.prepare(`SELECT name FROM pragma_table_info('${relation}')`).all() as Array<{ name: string }>).map((c) => c.name);
+      assert.equal(inIndex, columns.filter((c) => c.sql).map((c) => c.name), relation);
+    }
+    const readable = ds.db.prepare("SELECT count(*) AS n FROM steps WHERE observation_text <> ''").get() as { n: number };
+    assert.ok(readable.n > 0, 'observations are readable in SQL as observation_text');
+    const observations = await partRows(ds, 'steps', ['observation_json']);
+    assert.ok(observations.some((row) => row.observation_json !== null), 'observation_json is in the Parquet parts');
   } finally {
     ds.close();
   }
@@ -83,8 +115,22 @@ test('a layout version 1 Storyline dataset is refused with exit 4 and a hint; --
   assert.match(refused.stderr, 'import its sources again');
   const replaced = await s.run(['import', '-f', source, '-t', s.path('ds'), '--mode', 'replace', '--yes']);
   assert.is(replaced.code, 0, replaced.stderr);
-  assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, 2);
+  assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, 3);
   assert.is((await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline'])).code, 0);
+});
+
+test('a layout version 2 Storyline dataset is read as it is, and an append writes version 3', async () => {
+  const s = sandbox('dataset-layout');
+  assert.is((await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/storyline'), '-t', s.path('ds')])).code, 0);
+  const before = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
+  const manifestPath = s.path('ds', 'trajstore.json');
+  writeFileSync(manifestPath, JSON.stringify({ ...JSON.parse(readFileSync(manifestPath, 'utf8')), layout_version: 2 }));
+  const read = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
+  assert.is(read.code, 0, read.stderr);
+  assert.is(read.stdout, before.stdout);
+  const appended = await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/claude-code'), '-t', s.path('ds'), '--mode', 'append']);
+  assert.is(appended.code, 0, appended.stderr);
+  assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, 3);
 });
 
 test.run();
