@@ -28,6 +28,7 @@ import { rebuildIndex } from '../../pipelines/dataset/sqlite-index.js';
 import { parseExpression } from '../../pipelines/search/grammar/parser.js';
 import { planFind } from '../../pipelines/search/planner.js';
 import { openReadOnly } from '../../pipelines/search/sql/connection.js';
+import { percentile } from '../lib/percentile.js';
 import { generateCorpus, type Corpus } from './corpus.js';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'cli', 'trajstore.js');
@@ -39,11 +40,6 @@ function option(name: string, fallback: number): number {
 function optionText(name: string): string | undefined {
   const at = process.argv.indexOf(name);
   return at === -1 ? undefined : process.argv[at + 1];
-}
-
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
 /** Wall time of a process, in ms; fails loudly when it fails. */

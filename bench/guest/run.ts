@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { execdClient, startGuestService } from '../../daemon/test/guest-process.js';
+import { percentile } from '../lib/percentile.js';
 
 function flag(name: string, fallback: number): number {
   const at = process.argv.indexOf(`--${name}`);
@@ -32,13 +33,8 @@ const binAt = process.argv.indexOf('--bin');
 const bin = binAt >= 0 ? process.argv[binAt + 1] : undefined;
 const iterations = flag('iterations', 30);
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
 function summary(samples: number[]): { p50: number; p95: number } {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95) };
+  return { p50: percentile(samples, 50), p95: percentile(samples, 95) };
 }
 
 /** Baseline: spawn the same shell command locally and wait for its first stdout byte. */

@@ -1,10 +1,12 @@
 /**
  * Import/export benchmark:
  *
- *   node dist/bench/import-export/run.js [--size-mb N] [--keep]
+ *   node dist/bench/import-export/run.js [--size-mb N] [--reps N] [--keep]
  *
  * Generates N MB (default 200) of Claude Code style session JSONL (Storyline JSONL when no Claude
- * Code decoder is registered), then measures, in the same run:
+ * Code decoder is registered), then measures, in the same run, --reps times (default 3), each
+ * command right after its baseline, and reports the median of each figure (the speed of these
+ * machines drifts within a minute, so a ratio is taken from a baseline measured next to it):
  * - baseline: read the same files and JSON.parse every line (MB/s of input);
  * - import: `trajstore import` as a child process (MB/s of input, ratio to the baseline, peak RSS,
  *   CPU seconds of all its threads);
@@ -19,6 +21,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { formatNamed } from '../../pipelines/formats/registry.js';
+import { percentile } from '../lib/percentile.js';
 import { generateCorpus, type CorpusKind } from './corpus.js';
 
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'child.js');
@@ -70,6 +73,23 @@ function runCli(args: string[], rssFile: string): Promise<{ rssMb: number; cpuSe
 
 const fmt = (n: number, digits = 1): string => n.toFixed(digits);
 
+/** One repetition: rates in MB/s, times and CPU in seconds, RSS in MB. */
+interface Rep {
+  baseline: number;
+  baselineCpu: number;
+  importSeconds: number;
+  import: number;
+  importRatio: number;
+  importRss: number;
+  importCpu: number;
+  exportBaseline: number;
+  exportSeconds: number;
+  export: number;
+  exportRatio: number;
+  exportRss: number;
+  exportCpu: number;
+}
+
 async function main(): Promise<void> {
   const sizeMb = Number(option('--size-mb') ?? 200);
   if (!Number.isFinite(sizeMb) || sizeMb <= 0) throw new Error('--size-mb must be a positive number');
@@ -84,39 +104,67 @@ async function main(): Promise<void> {
     process.stdout.write(`corpus: ${fmt(corpus.bytes / MB)} MB, ${corpus.files} files, ${corpus.lines} lines\n\n`);
 
     const load = loadavg()[0] ?? 0;
-    const baselineCpu = process.cpuUsage();
-    const baseline = await timed(() => eachLine(files, (line) => void JSON.parse(line)));
-    const baselineCpuSeconds = ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(baselineCpu));
-    const baselineRate = corpus.bytes / MB / baseline.seconds;
+    const reps = Number(option('--reps') ?? 3);
+    if (!Number.isInteger(reps) || reps < 1) throw new Error('--reps must be a positive integer');
+    const runs: Rep[] = [];
+    let exportBytes = 0;
+    for (let rep = 0; rep < reps; rep++) {
+      const baselineCpu = process.cpuUsage();
+      const baseline = await timed(() => eachLine(files, (line) => void JSON.parse(line)));
+      const baselineCpuSeconds = ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(baselineCpu));
+      const baselineRate = corpus.bytes / MB / baseline.seconds;
 
-    const dataset = join(work, 'dataset');
-    const imported = await timed(() => runCli(['import', '-f', corpus.dir, '-t', dataset, '-i', kind], join(work, 'import.rss')));
-    const importRate = corpus.bytes / MB / imported.seconds;
+      const dataset = join(work, 'dataset');
+      rmSync(dataset, { recursive: true, force: true });
+      const imported = await timed(() => runCli(['import', '-f', corpus.dir, '-t', dataset, '-i', kind], join(work, 'import.rss')));
+      const importRate = corpus.bytes / MB / imported.seconds;
 
-    const baselineOut = join(work, 'baseline-out.jsonl');
-    const exportBaseline = await timed(async () => {
-      const out = createWriteStream(baselineOut);
-      await eachLine(files, (line) => void out.write(`${JSON.stringify(JSON.parse(line))}\n`));
-      await new Promise<void>((resolve) => out.end(resolve));
-    });
-    const exportBaselineRate = statSync(baselineOut).size / MB / exportBaseline.seconds;
-    rmSync(baselineOut);
+      const baselineOut = join(work, 'baseline-out.jsonl');
+      const exportBaseline = await timed(async () => {
+        const out = createWriteStream(baselineOut);
+        await eachLine(files, (line) => void out.write(`${JSON.stringify(JSON.parse(line))}\n`));
+        await new Promise<void>((resolve) => out.end(resolve));
+      });
+      const exportBaselineRate = statSync(baselineOut).size / MB / exportBaseline.seconds;
+      rmSync(baselineOut);
 
-    const exportOut = join(work, 'export.jsonl');
-    const exported = await timed(() => runCli(['export', '-f', dataset, '-t', exportOut, '-o', exportFormat], join(work, 'export.rss')));
-    const exportBytes = statSync(exportOut).size;
-    const exportRate = exportBytes / MB / exported.seconds;
+      const exportOut = join(work, 'export.jsonl');
+      rmSync(exportOut, { force: true });
+      const exported = await timed(() => runCli(['export', '-f', dataset, '-t', exportOut, '-o', exportFormat], join(work, 'export.rss')));
+      exportBytes = statSync(exportOut).size;
+      const exportRate = exportBytes / MB / exported.seconds;
 
+      runs.push({
+        baseline: baselineRate,
+        baselineCpu: baselineCpuSeconds,
+        importSeconds: imported.seconds,
+        import: importRate,
+        importRatio: importRate / baselineRate,
+        importRss: imported.value.rssMb,
+        importCpu: imported.value.cpuSeconds,
+        exportBaseline: exportBaselineRate,
+        exportSeconds: exported.seconds,
+        export: exportRate,
+        exportRatio: exportRate / exportBaselineRate,
+        exportRss: exported.value.rssMb,
+        exportCpu: exported.value.cpuSeconds,
+      });
+      process.stdout.write(`rep ${rep + 1}/${reps}: import ratio ${fmt(importRate / baselineRate, 2)}, export ratio ${fmt(exportRate / exportBaselineRate, 2)}\n`);
+    }
+    const median = (key: keyof Rep): number => percentile(runs.map((run) => run[key]), 50);
+    const peak = (key: keyof Rep): number => Math.max(...runs.map((run) => run[key]));
+
+    process.stdout.write(`\nmedian of ${reps} (peak RSS: the largest)\n`);
     const rows = [
-      ['baseline: read + JSON.parse every line', `${fmt(baselineRate)} MB/s`, '', '', `CPU ${fmt(baselineCpuSeconds)} s`],
-      [`import -i ${kind} (${fmt(imported.seconds)} s)`, `${fmt(importRate)} MB/s`, `ratio ${fmt(importRate / baselineRate, 2)} (target >= 0.3)`, `peak RSS ${fmt(imported.value.rssMb, 0)} MB`, `CPU ${fmt(imported.value.cpuSeconds)} s`],
-      ['baseline: read + parse + stringify + write', `${fmt(exportBaselineRate)} MB/s`, '', ''],
-      [`export -o ${exportFormat} to JSONL (${fmt(exported.seconds)} s, ${fmt(exportBytes / MB)} MB)`, `${fmt(exportRate)} MB/s`, `ratio ${fmt(exportRate / exportBaselineRate, 2)} (target >= 0.5)`, `peak RSS ${fmt(exported.value.rssMb, 0)} MB`, `CPU ${fmt(exported.value.cpuSeconds)} s`],
+      ['baseline: read + JSON.parse every line', `${fmt(median('baseline'))} MB/s`, '', '', `CPU ${fmt(median('baselineCpu'))} s`],
+      [`import -i ${kind} (${fmt(median('importSeconds'))} s)`, `${fmt(median('import'))} MB/s`, `ratio ${fmt(median('importRatio'), 2)} (target >= 0.3)`, `peak RSS ${fmt(peak('importRss'), 0)} MB`, `CPU ${fmt(median('importCpu'))} s`],
+      ['baseline: read + parse + stringify + write', `${fmt(median('exportBaseline'))} MB/s`, '', ''],
+      [`export -o ${exportFormat} to JSONL (${fmt(median('exportSeconds'))} s, ${fmt(exportBytes / MB)} MB)`, `${fmt(median('export'))} MB/s`, `ratio ${fmt(median('exportRatio'), 2)} (target >= 0.5)`, `peak RSS ${fmt(peak('exportRss'), 0)} MB`, `CPU ${fmt(median('exportCpu'))} s`],
     ];
     const widths = [0, 1, 2, 3, 4].map((i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
     for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
     process.stdout.write(`\npeak RSS target: < 300 MB for a 1 GB input (this corpus: ${fmt(corpus.bytes / MB)} MB)\n`);
-    // The import runs on two threads (decode + Parquet, SQLite index) and its ratio assumes two free cores;
+    // The import runs on two threads (decoding; Parquet and SQLite index) and its ratio assumes two free cores;
     // CPU is user + system time of all threads, which other load on the machine changes far less.
     process.stdout.write(`load average (1 min) at start: ${fmt(load, 2)} on ${availableParallelism()} cores\n`);
   } finally {
