@@ -122,7 +122,7 @@ export class IndexBuilder {
     }
     this.ftsAvailable = (this.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'steps_fts'").get() as { n: number }).n > 0;
     for (const [relation, all] of Object.entries(relationColumns) as Array<[Relation, readonly ColumnDef[]]>) {
-      const sql = all.filter((c) => c.sql);
+      const sql = columns[relation] ?? [];
       const stmt = this.db.prepare(`INSERT INTO ${quote(relation)} (${sql.map((c) => quote(c.name)).join(', ')}) VALUES (${sql.map(() => '?').join(', ')})`);
       this.inserts.set(relation, { all, sql, positions: sql.map((c) => all.indexOf(c)), stmt });
     }
@@ -236,8 +236,9 @@ export async function rebuildIndex(store: ObjectStore, snapshot: Snapshot, path:
   const columns = relationColumns(snapshot.kind, snapshot.compact?.columns.map((c) => c.name));
   const builder = IndexBuilder.create(path, snapshot.kind, columns);
   try {
+    const inIndex = sqlColumns(columns);
     for (const relation of Object.keys(columns) as Relation[]) {
-      const names = (columns[relation] ?? []).filter((c) => c.sql).map((c) => c.name);
+      const names = (inIndex[relation] ?? []).map((c) => c.name);
       for await (const rows of relationRowGroups(store, snapshot, relation, names)) builder.insert(relation, rows);
     }
     builder.finish(snapshot.id);
