@@ -9,6 +9,7 @@
  * oldest one beyond it, so a slow disk or index slows the import (backpressure) and memory stays bounded.
  */
 import { randomBytes } from 'node:crypto';
+import { closeSync, fdatasync, openSync } from 'node:fs';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import type { DatasetKind, PartRef } from './layout.js';
 import { PartWriter, flatCells, type Row } from './parquet.js';
@@ -27,6 +28,8 @@ const MAX_IN_FLIGHT = 3;
  * part closes (statistics, page locations), so this bounds the thread's memory whatever the input size.
  */
 const MAX_ROW_GROUPS_PER_PART = 256;
+/** Batches between background writebacks of the index file (see `Writeback`). */
+const WRITEBACK_BATCHES = 32;
 
 export interface StorageSetup {
   /** Root of the dataset being written (parts go under `parts/<relation>/`). */
@@ -130,23 +133,58 @@ export class StorageThread {
   }
 }
 
+/**
+ * Early writeback of the index file. It is written through the page cache and fsynced once finished,
+ * and that fsync waited for all of it at the end of the import (about 0.1 s for 200 MB of input); an
+ * fdatasync started in the background now and then lets the disk take it while the import goes on.
+ * Failures are left to the final fsync, which reports them.
+ */
+class Writeback {
+  private fd: number | undefined;
+  private running: Promise<void> | undefined;
+  private batches = 0;
+
+  constructor(private readonly path: string) {}
+
+  afterBatch(): void {
+    if (++this.batches % WRITEBACK_BATCHES !== 0 || this.running) return;
+    const fd = (this.fd ??= openSync(this.path, 'r'));
+    this.running = new Promise((resolve) =>
+      fdatasync(fd, () => {
+        this.running = undefined;
+        resolve();
+      }),
+    );
+  }
+
+  /** Waits for a writeback under way (its descriptor must not close under it) and closes the file. */
+  async close(): Promise<void> {
+    await this.running;
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
 /** The thread's side: one part writer per relation, rotated past `partBytes`, and the index builder. */
 class Storage {
   private readonly store: LocalObjectStore;
   private readonly open = new Map<Relation, PartWriter>();
   private sequence = 0;
   private readonly index: IndexBuilder;
+  private readonly writeback: Writeback;
 
   constructor(private readonly setup: StorageSetup) {
     this.store = new LocalObjectStore(setup.root);
     const tempPath = `${setup.indexPath}${TEMP_MARKER}${randomBytes(6).toString('hex')}`;
     this.index = IndexBuilder.at(setup.indexPath, tempPath, setup.kind, setup.columns, setup.freshIndex);
+    this.writeback = new Writeback(tempPath);
   }
 
   async write(relation: Relation, cells: unknown[]): Promise<Reply['closed']> {
     const part = this.partFor(relation);
     await part.writeCells(cells);
     this.index.insertCells(relation, cells);
+    this.writeback.afterBatch();
     if (part.size < this.setup.partBytes && part.rowGroups < MAX_ROW_GROUPS_PER_PART) return undefined;
     this.open.delete(relation);
     return [{ relation, ref: await part.close() }];
@@ -170,7 +208,8 @@ class Storage {
     return closed;
   }
 
-  finishIndex(snapshotId: string): void {
+  async finishIndex(snapshotId: string): Promise<void> {
+    await this.writeback.close();
     this.index.finish(snapshotId);
   }
 
@@ -178,9 +217,10 @@ class Storage {
     this.index.publish();
   }
 
-  abort(): void {
+  async abort(): Promise<void> {
     for (const part of this.open.values()) part.abort();
     this.open.clear();
+    await this.writeback.close();
     this.index.abort();
   }
 }
@@ -202,11 +242,11 @@ if (!isMainThread && (workerData as { role?: string } | undefined)?.role === ROL
       case 'closeParts':
         return storage.closeParts();
       case 'finishIndex':
-        return void storage.finishIndex(request.snapshotId);
+        return void (await storage.finishIndex(request.snapshotId));
       case 'publishIndex':
         return void storage.publishIndex();
       case 'abort':
-        return void storage.abort();
+        return void (await storage.abort());
     }
   };
   // Requests run one after another: a part's row groups must be written in order.
