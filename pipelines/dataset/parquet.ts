@@ -85,7 +85,7 @@ function withStatistics(column: ColumnDef): boolean {
 /**
  * The text cells of a column UTF-8 encoded into one buffer, each cell a view into it: the writer would
  * otherwise encode every cell into an ArrayBuffer of its own, thousands of small external allocations
- * per batch for the garbage collector (a few percent of the import thread, measured).
+ * per batch for the garbage collector (a few percent of the thread writing the parts, measured).
  */
 function utf8Cells(cells: unknown[]): unknown[] {
   let total = 0;

@@ -61,7 +61,7 @@ export function runImportIsolated(job: ImportJob, io: ImportIO): Promise<ImportS
   // V8 sizes a new heap's first collection limit from what survives, and an import keeps little, so
   // with the default the import thread ran a full collection for nearly every batch (about 200 per
   // 200 MB, a third of its CPU time). Isolates read this flag when they are created (only the import
-  // and index threads are created after it here; neither can exceed its resourceLimits cap), and a
+  // and storage threads are created after it here; neither can exceed its resourceLimits cap), and a
   // larger starting limit cuts those collections tenfold for a few MB of peak RSS (measured).
   setFlagsFromString(`--initial-old-space-size=${Math.min(heapMb, INITIAL_OLD_SPACE_MB)}`);
   const worker = new Worker(new URL(import.meta.url), {
