@@ -49,6 +49,7 @@ build_typescript() {
   say "building TypeScript"
   # tsc writes the JavaScript even when it reports type errors; the test runner reports those.
   tsc -p tsconfig.json || [ "${SETUP_ALLOW_TYPE_ERRORS:-}" = 1 ]
+  bash scripts/build-native.sh
 }
 
 install_cargo() {

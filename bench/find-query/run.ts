@@ -20,18 +20,18 @@
 import { spawnSync } from 'node:child_process';
 import { createReadStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { openDataset } from '../../pipelines/dataset/open.js';
 import { rebuildIndex } from '../../pipelines/dataset/sqlite-index.js';
 import { parseExpression } from '../../pipelines/search/grammar/parser.js';
 import { planFind } from '../../pipelines/search/planner.js';
+import { toolScript } from '../lib/tools.js';
 import { openReadOnly } from '../../pipelines/search/sql/connection.js';
 import { percentile } from '../lib/percentile.js';
 import { generateCorpus, type Corpus } from './corpus.js';
 
-const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'cli', 'trajstore.js');
+const CLI = toolScript('trajstore');
 
 function option(name: string, fallback: number): number {
   const at = process.argv.indexOf(name);

@@ -19,12 +19,12 @@ import { createReadStream, createWriteStream, mkdtempSync, readdirSync, readFile
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { formatNamed } from '../../pipelines/formats/registry.js';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { percentile } from '../lib/percentile.js';
+import { toolScript } from '../lib/tools.js';
 import { generateCorpus, type CorpusKind } from './corpus.js';
 
-const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'child.js');
+const RUSAGE = pathToFileURL(join(dirname(fileURLToPath(import.meta.url)), '..', 'lib', 'rusage.js')).href;
 const MB = 1_000_000;
 
 function option(name: string): string | undefined {
@@ -57,7 +57,7 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ seconds: number; value:
 /** Runs the CLI as a child; returns its peak RSS in MB and its CPU seconds (all threads). */
 function runCli(args: string[], rssFile: string): Promise<{ rssMb: number; cpuSeconds: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, ...args], { env: { ...process.env, BENCH_RSS_FILE: rssFile }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [`--import=${RUSAGE}`, toolScript('trajstore'), ...args], { env: { ...process.env, BENCH_RSS_FILE: rssFile }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     child.on('error', reject);
@@ -94,11 +94,11 @@ async function main(): Promise<void> {
   const sizeMb = Number(option('--size-mb') ?? 200);
   if (!Number.isFinite(sizeMb) || sizeMb <= 0) throw new Error('--size-mb must be a positive number');
   const keep = process.argv.includes('--keep');
-  const kind: CorpusKind = formatNamed('agentb-code') ? 'agentb-code' : 'storyline';
-  const exportFormat = formatNamed('atif')?.encode ? 'atif' : 'storyline';
+  const kind: CorpusKind = 'agentb-code';
+  const exportFormat = 'atif';
   const work = mkdtempSync(join(tmpdir(), 'bench-import-export-'));
   try {
-    process.stdout.write(`generating ${sizeMb} MB of ${kind === 'agentb-code' ? 'Claude Code style session JSONL' : 'Storyline JSONL (no agentb-code decoder registered in this build)'}...\n`);
+    process.stdout.write(`generating ${sizeMb} MB of Claude Code style session JSONL...\n`);
     const corpus = generateCorpus(join(work, 'corpus'), sizeMb * MB, kind);
     const files = filesOf(corpus.dir);
     process.stdout.write(`corpus: ${fmt(corpus.bytes / MB)} MB, ${corpus.files} files, ${corpus.lines} lines\n\n`);

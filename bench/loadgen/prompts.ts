@@ -4,7 +4,7 @@
  * sending costs no JSON work.
  */
 import { readFile } from 'node:fs/promises';
-import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import type { BenchConfig, TokenTarget, TokenizerName } from './types.js';
 
 export interface Tokenizer {

@@ -5,8 +5,8 @@
 import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { InvalidInputError, UnavailableError } from '../../cli/kit/errors.js';
-import { renderRows, type Row } from '../../cli/kit/output.js';
+import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
+import { renderRows, type Row } from '../../lib/output.js';
 import { chatEndpoint, createPool, type Endpoint } from './client.js';
 import { PhaseStats, type PhaseLoad } from './metrics.js';
 import { filePrompts, loadTokenizer, syntheticPrompts, type Tokenizer } from './prompts.js';

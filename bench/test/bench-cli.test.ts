@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { BenchReport, LatencySummary, PhaseReport } from '../loadgen/index.js';
-import { DIST_ROOT, runTool, type ToolResult } from '../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT, runTool, type ToolResult } from '../../lib/testing/run-tool.js';
 import { startSyntheticServer, type SyntheticConfig, type SyntheticServer } from './synthetic-server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bench-cli-'));

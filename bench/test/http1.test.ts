@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { sendChatRequest, type Endpoint, type RequestResult } from '../loadgen/client.js';
 import { FramingError, Http1Pool, ResponseParser, type Exchange, type FailureKind } from '../loadgen/http1.js';
 import { SseParser } from '../loadgen/sse.js';

@@ -1,6 +1,6 @@
 /** `actorctl actor <class path>`: starts one actor in an actor system node and runs until signalled. */
-import type { CommandSpec, OptionSpec } from '../kit/program.js';
-import { InvalidInputError } from '../kit/errors.js';
+import { defineCommand, type OptionSpec } from '../kit/program.js';
+import { InvalidInputError } from '../../lib/errors.js';
 // membership.js is a leaf module of constants and types; the rest of the framework is loaded by `run`.
 import { TIMER_SETTING_KEYS as TIMER_KEYS, type MembershipTimers } from '../../framework/core/membership.js';
 import type { ActorSystem } from '../../framework/core/system.js';
@@ -48,7 +48,7 @@ async function classHelp(argv: string[]): Promise<OptionSpec[]> {
 
 const helpParams = await classHelp(process.argv.slice(2));
 
-export const actorCommand: CommandSpec = {
+export const actorCommand = defineCommand({
   name: 'actor <classPath>',
   description: 'start an actor of a class in an actor system node; runs until SIGINT/SIGTERM, then leaves the cluster',
   options: [...OPTIONS, ...helpParams],
@@ -56,11 +56,12 @@ export const actorCommand: CommandSpec = {
     'actorctl actor framework.examples.Echo --addr 127.0.0.1:8000 --name echo -- --prefix "re: " --start -5',
     "actorctl actor framework.examples.Echo --addr 127.0.0.1:8001 --seeds 127.0.0.1:8000 -D 'actor.extra_kwargs={\"prefix\":\">\"}'",
   ],
-  async run(ctx, { positional, options, rest }) {
+  flags: (args) => args,
+  async run(ctx, args) {
     const { finishParams, loadActorClass, LoadError, ParamError, parseParamJson, parseParamWords } = await import('../../framework/core/loader.js');
     const { ActorSystem } = await import('../../framework/core/system.js');
     const { parseAddr } = await import('../../framework/core/transport.js');
-    const classPath = String(positional[0]);
+    const classPath = args.requiredPositional(0, 'CLASS_PATH');
     let loaded;
     try {
       loaded = await loadActorClass(classPath);
@@ -69,7 +70,7 @@ export const actorCommand: CommandSpec = {
       throw new InvalidInputError(`${error.message}`, { hint: error.tried.length ? `tried: ${error.tried.join('; ')}` : 'example: framework.examples.Echo' });
     }
     const schema = loaded.meta.params;
-    const defines = ([] as unknown[]).concat(options.define ?? []).map(String);
+    const defines = args.list('--define');
     const timers: Partial<MembershipTimers> = {};
     let params: Record<string, unknown> = {};
     try {
@@ -89,14 +90,14 @@ export const actorCommand: CommandSpec = {
           timers[TIMER_KEYS.get(key)!] = n;
         } else throw new ParamError(`-D ${key}: unknown key (accepted: actor.extra_kwargs, ${[...TIMER_KEYS.keys()].join(', ')})`);
       }
-      params = finishParams({ ...params, ...parseParamWords(rest, schema) }, schema);
+      params = finishParams({ ...params, ...parseParamWords([...args.rest], schema) }, schema);
     } catch (error) {
       if (error instanceof ParamError) throw new InvalidInputError(error.message, { hint: `run \`actorctl actor ${classPath} --help\` for the constructor parameters` });
       throw error;
     }
-    const name = String(options.name ?? 'worker');
-    const addr = String(options.addr ?? '0.0.0.0:8000');
-    const seeds = options.seeds === undefined ? [] : String(options.seeds).split(',').map((s) => s.trim()).filter(Boolean);
+    const name = args.text('--name') ?? 'worker';
+    const addr = args.text('--addr') ?? '0.0.0.0:8000';
+    const seeds = (args.text('--seeds') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
     for (const seed of seeds) {
       try {
         parseAddr(seed);
@@ -140,4 +141,4 @@ export const actorCommand: CommandSpec = {
     await system.shutdown();
     out(`[${name}] Stopped`);
   },
-};
+});

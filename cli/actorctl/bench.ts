@@ -4,15 +4,16 @@
  * actorctl works, and says what is missing, when the module is not installed.
  */
 import { constants } from 'node:fs';
-import { access, rename, writeFile } from 'node:fs/promises';
+import { access } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type * as Loadgen from '../../bench/loadgen/index.js';
 import type { Arrival, BenchConfig, BenchKind, BenchReport, Slo, TokenizerName } from '../../bench/loadgen/index.js';
-import { InvalidInputError, UnavailableError } from '../kit/errors.js';
-import { oneOf } from '../kit/flags.js';
-import type { Logger } from '../kit/log.js';
-import type { CommandSpec } from '../kit/program.js';
+import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
+import { parseDuration, type ParsedArgs } from '../kit/flags.js';
+import { writeFileDurably } from '../../lib/durable.js';
+import type { Logger } from '../../lib/log.js';
+import { defineCommand } from '../kit/program.js';
 import { productVersion } from '../kit/version.js';
 
 const KINDS: readonly BenchKind[] = ['throughput', 'sweep', 'csweep', 'rate'];
@@ -24,97 +25,73 @@ const FORMATS = ['table', 'json'] as const;
 const MODULE_ENV = 'ACTORCTL_BENCH_MODULE';
 const API_KEY_ENV = 'OPENAI_API_KEY';
 
-function number(flag: string, value: unknown, { integer = false, min = 0, exclusive = false } = {}): number {
-  const n = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : NaN;
-  const ok = Number.isFinite(n) && (exclusive ? n > min : n >= min) && (!integer || Number.isInteger(n));
-  if (!ok) {
-    const what = `${integer ? 'an integer' : 'a number'} ${exclusive ? '>' : '≥'} ${min}`;
-    throw new InvalidInputError(`invalid ${flag} ${JSON.stringify(String(value))}: expected ${what}`);
-  }
-  return n;
-}
-
-function list(flag: string, value: unknown, options: Parameters<typeof number>[2]): number[] {
-  return String(value)
-    .split(',')
-    .map((part) => number(flag, part.trim(), options));
-}
-
-const UNITS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
-
-/** `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds. */
-function seconds(flag: string, value: unknown): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(String(value).trim());
-  if (!match) throw new InvalidInputError(`invalid ${flag} ${JSON.stringify(String(value))}: expected a duration such as 30s, 500ms, 2m`);
-  return Number(match[1]) * (UNITS[match[2] ?? 's'] as number);
-}
-
 /** `ttft=200ms,tpot=50ms,e2e=5s`. */
-function slo(value: unknown): Slo {
+function slo(value: string | undefined): Slo {
   if (value === undefined) return {};
   const keys: Record<string, keyof Slo> = { ttft: 'ttftMs', tpot: 'tpotMs', e2e: 'e2eMs' };
   const result: Slo = {};
-  for (const part of String(value).split(',')) {
+  for (const part of value.split(',')) {
     const [name, limit] = part.split('=').map((s) => s.trim());
     const key = keys[name ?? ''];
     if (!key || limit === undefined) {
       throw new InvalidInputError(`invalid --slo ${JSON.stringify(part)}: expected NAME=DURATION with NAME one of ttft, tpot, e2e`);
     }
-    result[key] = seconds(`--slo ${name}`, limit) * 1000;
+    result[key] = parseDuration(`--slo ${name}`, limit, 0);
   }
   return result;
 }
 
-function single<T>(value: T | T[]): T {
-  return Array.isArray(value) ? (value[value.length - 1] as T) : value;
+interface BenchFlags {
+  config: BenchConfig;
+  format: (typeof FORMATS)[number];
+  output: string | undefined;
 }
 
-function benchConfig(model: string, raw: Record<string, unknown>, env: NodeJS.ProcessEnv): BenchConfig {
-  const o: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(raw)) o[key] = single(value);
-  if (o.url === undefined || o.url === true) throw new InvalidInputError('--url is required', { hint: 'e.g. --url http://localhost:8000' });
+function benchFlags(args: ParsedArgs): BenchFlags {
+  const model = args.requiredPositional(0, 'MODEL');
+  const text = args.required('--url', 'e.g. --url http://localhost:8000');
   let url: URL;
   try {
-    url = new URL(String(o.url));
+    url = new URL(text);
   } catch {
-    throw new InvalidInputError(`invalid --url ${JSON.stringify(String(o.url))}: not a URL`, { hint: 'e.g. --url http://localhost:8000' });
+    throw new InvalidInputError(`invalid --url ${JSON.stringify(text)}: not a URL`, { hint: 'e.g. --url http://localhost:8000' });
   }
   // Credentials in a URL would sit in argv and in the report; the key has its own way in.
   if (url.username || url.password) throw new InvalidInputError('--url must not contain credentials', { hint: `pass the key in $${API_KEY_ENV}` });
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`invalid --url ${JSON.stringify(String(o.url))}: use http:// or https://`);
-  const kind = oneOf(o.kind, KINDS, '--kind');
-  const rates = o.rate === undefined ? [] : list('--rate', o.rate, { min: 0, exclusive: true });
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`invalid --url ${JSON.stringify(text)}: use http:// or https://`);
+  const kind = args.choice('--kind', KINDS);
+  const rates = args.numbers('--rate', { min: 0, exclusive: true });
   if (kind === 'rate' && rates.length === 0) throw new InvalidInputError('--kind rate needs --rate R[,R...]');
   if ((kind === 'csweep' || kind === 'sweep') && rates.length > 0) throw new InvalidInputError(`--rate is not used by --kind ${kind}`, { hint: 'use --kind rate or throughput' });
-  if (kind !== 'csweep' && o.concurrencyLevels !== undefined) throw new InvalidInputError('--concurrency-levels is only used by --kind csweep');
+  if (kind !== 'csweep' && args.given('--concurrency-levels')) throw new InvalidInputError('--concurrency-levels is only used by --kind csweep');
   if (kind === 'throughput' && rates.length > 1) throw new InvalidInputError('--rate takes one value with --kind throughput', { hint: 'use --kind rate to run one phase per rate' });
-  const numRequests = o.numRequests === undefined ? undefined : number('--num-requests', o.numRequests, { integer: true, min: 1 });
+  const numRequests = args.number('--num-requests', undefined, { integer: true, min: 1 });
   // Without any bound a phase would run forever; --num-requests alone bounds by count.
-  const durationS = o.duration === undefined ? (numRequests === undefined ? 60 : undefined) : seconds('--duration', o.duration);
-  if (durationS === 0) throw new InvalidInputError(`invalid --duration ${JSON.stringify(String(o.duration))}: a phase needs time to run`);
-  const apiKey = o.apiKey !== undefined ? String(o.apiKey) : env[API_KEY_ENV] || undefined;
-  return {
+  const durationMs = args.duration('--duration', numRequests === undefined ? 60_000 : undefined);
+  const apiKey = args.text('--api-key') ?? (process.env[API_KEY_ENV] || undefined);
+  const config: BenchConfig = {
     model,
     url: url.href,
     apiKey,
     kind,
-    concurrency: number('--concurrency', o.concurrency, { integer: true, min: 1 }),
-    concurrencyLevels: o.concurrencyLevels === undefined ? [] : list('--concurrency-levels', o.concurrencyLevels, { integer: true, min: 1 }),
+    concurrency: args.number('--concurrency', 16, { integer: true, min: 1 }),
+    concurrencyLevels: args.numbers('--concurrency-levels', { integer: true, min: 1 }),
     rates,
-    numRates: number('--num-rates', o.numRates, { integer: true, min: 1 }),
-    arrival: oneOf(o.arrival, ARRIVALS, '--arrival'),
-    durationS,
-    warmupS: seconds('--warmup', o.warmup),
+    numRates: args.number('--num-rates', 10, { integer: true, min: 1 }),
+    arrival: args.choice('--arrival', ARRIVALS),
+    durationS: durationMs === undefined ? undefined : durationMs / 1000,
+    warmupS: args.duration('--warmup', 0, { min: 0 }) / 1000,
     numRequests,
-    timeoutS: seconds('--timeout', o.timeout),
-    stream: o.stream !== false,
-    input: { mean: number('--input-tokens', o.inputTokens, { integer: true, min: 1 }), spread: number('--input-spread', o.inputSpread) },
-    output: { mean: number('--output-tokens', o.outputTokens, { integer: true, min: 1 }), spread: number('--output-spread', o.outputSpread) },
-    promptsFile: o.prompts === undefined ? undefined : String(o.prompts),
-    tokenizer: oneOf(o.tokenizer, TOKENIZERS, '--tokenizer'),
-    slo: slo(o.slo),
-    seed: number('--seed', o.seed, { integer: true }),
+    timeoutS: args.duration('--timeout', 120_000, { min: 0 }) / 1000,
+    stream: args.has('--stream'),
+    input: { mean: args.number('--input-tokens', 256, { integer: true, min: 1 }), spread: args.number('--input-spread', 0, { min: 0 }) },
+    output: { mean: args.number('--output-tokens', 128, { integer: true, min: 1 }), spread: args.number('--output-spread', 0, { min: 0 }) },
+    promptsFile: args.text('--prompts'),
+    tokenizer: args.choice('--tokenizer', TOKENIZERS),
+    slo: slo(args.text('--slo')),
+    seed: args.number('--seed', 1, { integer: true }),
   };
+  return { config, format: args.choice('--format', FORMATS), output: args.text('--output') };
 }
 
 async function loadModule(env: NodeJS.ProcessEnv, log: Logger): Promise<typeof Loadgen> {
@@ -148,17 +125,15 @@ async function checkWritable(path: string): Promise<void> {
   }
 }
 
-async function writeReport(path: string, report: BenchReport): Promise<void> {
-  const temp = `${path}.tmp-${process.pid}`;
+function writeReport(path: string, report: BenchReport): void {
   try {
-    await writeFile(temp, `${JSON.stringify(report, null, 2)}\n`);
-    await rename(temp, path);
+    writeFileDurably(path, `${JSON.stringify(report, null, 2)}\n`);
   } catch (error) {
     throw new InvalidInputError(`cannot write --output ${path}: ${(error as Error).message}`);
   }
 }
 
-export const benchCommand: CommandSpec = {
+export const benchCommand = defineCommand({
   name: 'bench <model>',
   description: 'load-test a chat-completions endpoint (optional module bench/loadgen)',
   options: [
@@ -191,15 +166,12 @@ export const benchCommand: CommandSpec = {
     'actorctl bench my-model --url http://localhost:8000 --concurrency 32 --duration 60s',
     'actorctl bench my-model --url http://localhost:8000 --kind rate --rate 1,2,4,8 --duration 30s --output report.json',
   ],
-  async run(ctx, args) {
-    const model = String(args.positional[0]);
-    const format = oneOf(single(args.options.format), FORMATS, '--format');
-    const config = benchConfig(model, args.options, process.env);
-    const output = single(args.options.output);
-    if (output !== undefined) await checkWritable(String(output));
+  flags: benchFlags,
+  async run(ctx, { config, format, output }) {
+    if (output !== undefined) await checkWritable(output);
     const loadgen = await loadModule(process.env, ctx.log);
     const report = await loadgen.runBenchmark(config, { stderr: ctx.stderr, log: ctx.log, signal: ctx.signal, toolVersion: productVersion() });
-    if (output !== undefined) await writeReport(String(output), report);
+    if (output !== undefined) writeReport(output, report);
     ctx.stdout.write(format === 'json' ? `${JSON.stringify(report, null, 2)}\n` : loadgen.renderReportTable(report));
     if (ctx.signal.aborted) throw ctx.signal.reason;
     const phases = report.phases;
@@ -210,4 +182,4 @@ export const benchCommand: CommandSpec = {
       throw new UnavailableError(`no request succeeded (${summary})`, { hint: 'see the errors above; --timeout bounds each request' });
     }
   },
-};
+});

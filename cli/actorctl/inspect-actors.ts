@@ -1,9 +1,9 @@
 /** `actorctl inspect actors`: named actors across the cluster, or on one node. */
-import type { CommandSpec } from '../kit/program.js';
-import { InvalidInputError } from '../kit/errors.js';
-import { COMMON_OPTIONS, SEEDS_OPTION, boolOption, inspectOptions, numberOption, runInspection } from './inspect-common.js';
+import { defineCommand } from '../kit/program.js';
+import { InvalidInputError } from '../../lib/errors.js';
+import { COMMON_OPTIONS, SEEDS_OPTION, inspectOptions, runInspection } from './inspect-common.js';
 
-export const inspectActorsCommand: CommandSpec = {
+export const inspectActorsCommand = defineCommand({
   name: 'inspect actors',
   description: 'show named actors and their instances across the cluster (--seeds) or on one node (--endpoint)',
   options: [
@@ -15,21 +15,23 @@ export const inspectActorsCommand: CommandSpec = {
     ...COMMON_OPTIONS,
   ],
   examples: ['actorctl inspect actors --seeds 127.0.0.1:8000 --top 10', 'actorctl inspect actors --endpoint 127.0.0.1:8000 --all_actors True'],
-  async run(ctx, { options }) {
+  flags: (args) => args,
+  async run(ctx, args) {
     const { inspectActors, normalizeAddr } = await import('../../framework/core/inspect.js');
-    const endpoint = options.endpoint === undefined ? undefined : String(options.endpoint);
-    if (endpoint !== undefined && options.seeds !== undefined) throw new InvalidInputError('--endpoint and --seeds exclude each other', { hint: 'give one node with --endpoint, or the cluster with --seeds' });
-    if (endpoint === undefined && options.seeds === undefined) throw new InvalidInputError('inspect actors needs --seeds or --endpoint');
-    const common = await inspectOptions(ctx, options, endpoint === undefined);
-    const top = options.top === undefined ? undefined : numberOption(options, 'top', 0, { integer: true, min: 1 });
+    const endpoint = args.text('--endpoint');
+    if (endpoint !== undefined && args.given('--seeds')) throw new InvalidInputError('--endpoint and --seeds exclude each other', { hint: 'give one node with --endpoint, or the cluster with --seeds' });
+    if (endpoint === undefined && !args.given('--seeds')) throw new InvalidInputError('inspect actors needs --seeds or --endpoint');
+    const common = await inspectOptions(ctx, args, endpoint === undefined);
+    const top = args.number('--top', undefined, { integer: true, min: 1 });
+    const filter = args.text('--filter');
     return runInspection(ctx, () =>
       inspectActors({
         ...common,
         ...(endpoint === undefined ? {} : { endpoint: normalizeAddr(endpoint) }),
         ...(top === undefined ? {} : { top }),
-        ...(options.filter === undefined ? {} : { filter: String(options.filter) }),
-        all: boolOption(options, 'all_actors', false),
+        ...(filter === undefined ? {} : { filter }),
+        all: args.bool('--all_actors', false),
       }),
     );
   },
-};
+});

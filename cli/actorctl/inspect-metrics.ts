@@ -1,15 +1,16 @@
 /** `actorctl inspect metrics`: each Alive node's Prometheus metrics, raw or summarised. */
-import type { CommandSpec } from '../kit/program.js';
-import { COMMON_OPTIONS, SEEDS_OPTION, boolOption, inspectOptions, runInspection } from './inspect-common.js';
+import { defineCommand } from '../kit/program.js';
+import { COMMON_OPTIONS, SEEDS_OPTION, inspectOptions, runInspection } from './inspect-common.js';
 
-export const inspectMetricsCommand: CommandSpec = {
+export const inspectMetricsCommand = defineCommand({
   name: 'inspect metrics',
   description: "show each Alive node's metrics (--raw False: only the key series)",
   options: [SEEDS_OPTION, { flags: '--raw <bool>', description: 'True: full Prometheus text; False: key metrics only', default: 'True' }, ...COMMON_OPTIONS],
   examples: ['actorctl inspect metrics --seeds 127.0.0.1:8000 --raw False'],
-  async run(ctx, { options }) {
+  flags: (args) => args,
+  async run(ctx, args) {
     const { inspectMetrics } = await import('../../framework/core/inspect.js');
-    const common = await inspectOptions(ctx, options);
-    return runInspection(ctx, () => inspectMetrics({ ...common, raw: boolOption(options, 'raw', true) }));
+    const common = await inspectOptions(ctx, args);
+    return runInspection(ctx, () => inspectMetrics({ ...common, raw: args.bool('--raw', true) }));
   },
-};
+});

@@ -7,27 +7,14 @@
  */
 import { cac, type CAC } from 'cac';
 import type { Readable, Writable } from 'node:stream';
-import { configEnvVar, locateConfig, type ConfigLocation } from './config.js';
-import { CliError, ExitCode, InvalidInputError, exitCodeOf } from './errors.js';
-import { LOG_LEVELS, Logger, parseLogLevel } from './log.js';
+import { configEnvVar, locateConfig, type ConfigLocation } from '../../lib/config.js';
+import { ToolError, ExitCode, InvalidInputError, exitCodeOf } from '../../lib/errors.js';
+import { LOG_LEVELS, Logger, parseLogLevel } from '../../lib/log.js';
+import { ParsedArgs, camelCase, flagsOf, type OptionSpec } from './flags.js';
 import { closest } from './suggest.js';
 import { productVersion } from './version.js';
 
-export interface OptionSpec {
-  /** cac flag syntax: `-f, --from <source>`, `--yes`, `--column <name=path>`. */
-  flags: string;
-  description: string;
-  default?: unknown;
-}
-
-export interface CommandArgs {
-  /** Positional arguments in the order the command name declares them; variadic ones as arrays. */
-  positional: Array<string | string[] | undefined>;
-  /** Options by camel-cased long name; a repeated option is an array. */
-  options: Record<string, unknown>;
-  /** Arguments after `--`. */
-  rest: string[];
-}
+export type { OptionSpec } from './flags.js';
 
 export interface CommandContext {
   tool: string;
@@ -36,11 +23,13 @@ export interface CommandContext {
   stdin: Readable;
   stdout: Writable;
   stderr: Writable;
+  env: NodeJS.ProcessEnv;
   /** Aborted on the first SIGINT/SIGTERM; commands stop cleanly and leave nothing half-written. */
   signal: AbortSignal;
 }
 
-export interface CommandSpec {
+/** A command: its syntax and options for cac and --help, a reader of its typed flags, and its work. */
+export interface CommandSpec<Flags = unknown> {
   /** cac command syntax with up to two words: `find [dataset]`, `dataset pin <name> <uri>`. */
   name: string;
   description: string;
@@ -49,13 +38,20 @@ export interface CommandSpec {
   examples?: string[];
   /** For commands that pass options through (e.g. `-- --key value`); off by default. */
   allowUnknownOptions?: boolean;
-  run(ctx: CommandContext, args: CommandArgs): Promise<void> | void;
+  /** Reads the command's options into one typed object; every check of a flag value happens here. */
+  flags(args: ParsedArgs): Flags;
+  run(ctx: CommandContext, flags: Flags): Promise<void> | void;
 }
 
 export interface ToolSpec {
   name: string;
   description: string;
   commands: CommandSpec[];
+}
+
+/** Declares a command with its own flags type (a list of commands holds them as `CommandSpec`). */
+export function defineCommand<Flags>(spec: CommandSpec<Flags>): CommandSpec {
+  return spec as CommandSpec;
 }
 
 export interface ToolIO {
@@ -118,16 +114,21 @@ class Tool {
       if (!cli.matchedCommand) return this.noCommand(cli.args[0]);
 
       const controller = new AbortController();
+      const io = this.io;
       const ctx: CommandContext = {
         tool: this.spec.name,
         log,
         config: locateConfig(this.spec.name, options.config, this.io.env),
-        stdin: this.io.stdin,
+        // A getter: process.stdin is created on first use, which costs start-up time most commands never need.
+        get stdin() {
+          return io.stdin;
+        },
         stdout: this.io.stdout,
         stderr: this.io.stderr,
+        env: this.io.env,
         signal: controller.signal,
       };
-      const stopOnSignal = (): void => controller.abort(new CliError(ExitCode.Unavailable, 'interrupted'));
+      const stopOnSignal = (): void => controller.abort(new ToolError(ExitCode.Unavailable, 'interrupted'));
       process.once('SIGINT', stopOnSignal).once('SIGTERM', stopOnSignal);
       try {
         this.pending = ctx;
@@ -146,7 +147,7 @@ class Tool {
     const byName = new Map<string, string[]>([['config', ['-c', '--config']], ['logLevel', ['--log-level']]]);
     for (const option of this.spec.commands.flatMap((c) => c.options ?? [])) {
       if (!/[<[]/.test(option.flags)) continue;
-      const flags = option.flags.match(/--?[\w-]+/g) ?? [];
+      const flags = flagsOf(option);
       const long = flags.find((f) => f.startsWith('--'));
       if (long) byName.set(camelCase(long.slice(2)), flags);
     }
@@ -156,21 +157,20 @@ class Tool {
   /**
    * mri (under cac) turns every option value that looks like a number into one (`--session-id 0123`
    * would arrive as 123, `--sql '  '` as 0) and loses repeats that mix a flag's forms (`-i a --id b`).
-   * So the values of options that take one are taken from the arguments as typed: a number only
-   * where it prints back as the same text, one value or, when repeated, an array in order.
+   * So the values of options that take one are taken from the arguments as typed: text, one value
+   * or, when repeated, an array in order.
    */
   private restoreLiteralValues(argv: readonly string[], options: Record<string, unknown>): void {
     const end = argv.indexOf('--');
     const args = end < 0 ? argv : argv.slice(0, end);
-    const asTyped = (text: string): string | number => (text.trim() !== '' && String(Number(text)) === text ? Number(text) : text);
     for (const [name, flags] of this.valueFlags()) {
-      const typed: Array<string | number> = [];
+      const typed: string[] = [];
       args.forEach((arg, i) => {
         const flag = flags.find((f) => arg === f || arg.startsWith(`${f}=`));
         if (flag === undefined) return;
         const value = arg === flag ? args[i + 1] : arg.slice(flag.length + 1);
         // Like mri, a following flag is not a value (`--opt --yes`): cac saw no value there either.
-        if (value !== undefined && !(arg === flag && value.startsWith('-'))) typed.push(asTyped(value));
+        if (value !== undefined && !(arg === flag && value.startsWith('-'))) typed.push(value);
       });
       if (typed.length === 0) continue;
       const value = typed.length === 1 ? typed[0] : typed;
@@ -185,7 +185,7 @@ class Tool {
   private attachDashValues(argv: string[]): string[] {
     const takesValue = new Set(GLOBAL_OPTIONS_WITH_VALUES);
     for (const option of this.spec.commands.flatMap((c) => c.options ?? [])) {
-      if (/[<[]/.test(option.flags)) for (const flag of option.flags.match(/--?[\w-]+/g) ?? []) takesValue.add(flag);
+      if (/[<[]/.test(option.flags)) for (const flag of flagsOf(option)) takesValue.add(flag);
     }
     const out: string[] = [];
     for (let i = 0; i < argv.length; i++) {
@@ -217,10 +217,10 @@ class Tool {
       command.action((...values: unknown[]) => {
         const options = values.pop() as Record<string, unknown>;
         const rest = (options['--'] as string[] | undefined) ?? [];
-        delete options['--'];
         const ctx = this.pending;
         if (!ctx) throw new Error('command context missing');
-        return spec.run(ctx, { positional: values as CommandArgs['positional'], options, rest });
+        const args = new ParsedArgs(values as Array<string | string[] | undefined>, options, rest, spec.options ?? []);
+        return spec.run(ctx, spec.flags(args));
       });
     }
     cli.usage('<command> [options]');
@@ -275,7 +275,7 @@ class Tool {
     const unknownOption = /^Unknown option `(.+)`$/.exec(error.message);
     const command = this.spec.commands.find((c) => error.message.includes(c.name));
     if (unknownOption?.[1]) {
-      const flags = this.spec.commands.flatMap((c) => c.options ?? []).flatMap((o) => o.flags.match(/--?[\w-]+/g) ?? []);
+      const flags = this.spec.commands.flatMap((c) => c.options ?? []).flatMap((o) => flagsOf(o));
       const guess = closest(unknownOption[1], [...flags, '--config', '--log-level', '--help', '--version']);
       return new InvalidInputError(`unknown option \`${unknownOption[1]}\``, {
         hint: guess ? `did you mean \`${guess}\`?` : `run with --help for the options`,
@@ -287,7 +287,7 @@ class Tool {
   private report(error: unknown, log: Logger): number {
     if (error instanceof HelpShown) return ExitCode.Ok;
     const name = this.spec.name;
-    if (error instanceof CliError) {
+    if (error instanceof ToolError) {
       this.io.stderr.write(`${name}: error: ${error.message}\n`);
       if (error.hint) this.io.stderr.write(`${name}: hint: ${error.hint}\n`);
     } else {
@@ -298,10 +298,6 @@ class Tool {
     if (log.enabled('debug') && error instanceof Error && error.stack) this.io.stderr.write(`${error.stack}\n`);
     return exitCodeOf(error);
   }
-}
-
-function camelCase(name: string): string {
-  return name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
 /** Thrown after printing a group's help, to end the run with success. */
@@ -318,6 +314,13 @@ export async function main(spec: ToolSpec): Promise<void> {
     if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
     throw error;
   });
-  const io: ToolIO = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env };
+  const io: ToolIO = {
+    get stdin() {
+      return process.stdin;
+    },
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+  };
   process.exitCode = await runTool(spec, process.argv.slice(2), io);
 }

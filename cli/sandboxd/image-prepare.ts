@@ -1,12 +1,35 @@
-/** `sandboxd image prepare <rootfs>`: install the bootstrap into a root filesystem and write its image manifest (daemon/images/prepare). */
-import type { CommandSpec } from '../kit/program.js';
-import { InvalidInputError } from '../kit/errors.js';
-// paths.js is a leaf module of constants, named in --help; the image builders are loaded by `run`.
-import { DEFAULT_FIRMWARE_DIR } from '../../daemon/images/paths.js';
+/** `sandboxd image prepare <rootfs>`: install the bootstrap into a root filesystem and write its image manifest. */
+import { InvalidInputError } from '../../lib/errors.js';
+import { DEFAULT_FIRMWARE_DIR, prepareImage, type PrepareImageOptions } from '../../daemon/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
+import { defineCommand } from '../kit/program.js';
 
-const list = (v: unknown): string[] => (v === undefined ? [] : Array.isArray(v) ? v.map(String) : [String(v)]);
+/** `NAME=VALUE` of a repeatable `--env` as a map. */
+function environment(pairs: string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    const name = pair.slice(0, eq);
+    if (eq <= 0 || /[\0=]/.test(name)) throw new InvalidInputError(`--env ${JSON.stringify(pair)}: expected NAME=VALUE`);
+    env[name] = pair.slice(eq + 1);
+  }
+  return env;
+}
 
-export const imagePrepareCommand: CommandSpec = {
+function flags(args: ParsedArgs): PrepareImageOptions {
+  const key = args.text('--key');
+  return {
+    rootfs: args.requiredPositional(0, 'ROOTFS'),
+    imagesDir: args.required('--images-dir'),
+    ...(key === undefined ? {} : { key }),
+    libraryDir: args.text('--library-dir') ?? DEFAULT_FIRMWARE_DIR,
+    cmd: [...args.rest],
+    env: environment(args.list('--env')),
+    force: args.has('--force'),
+  };
+}
+
+export const imagePrepareCommand = defineCommand({
   name: 'image prepare <rootfs>',
   description: 'make a root filesystem directory a prepared image: install the guest bootstrap, write <images-dir>/<key>.json',
   options: [
@@ -19,19 +42,10 @@ export const imagePrepareCommand: CommandSpec = {
   examples: [
     'sandboxd image prepare /srv/rootfs/debian --images-dir /srv/images --key debian --env PATH=/usr/bin:/bin -- python3 -m http.server',
   ],
-  async run(ctx, { positional, options, rest }) {
-    const { parseEnv, prepareImage } = await import('../../daemon/images/prepare.js');
-    if (typeof options.imagesDir !== 'string' || options.imagesDir === '') throw new InvalidInputError('--images-dir is required');
-    const image = await prepareImage({
-      rootfs: positional[0] as string,
-      imagesDir: options.imagesDir,
-      key: options.key === undefined ? undefined : String(options.key),
-      libraryDir: typeof options.libraryDir === 'string' ? options.libraryDir : DEFAULT_FIRMWARE_DIR,
-      cmd: rest,
-      env: parseEnv(list(options.env)),
-      force: options.force === true,
-    });
+  flags,
+  async run(ctx, options) {
+    const image = await prepareImage(options);
     ctx.log.info(`installed the bootstrap at ${image.manifest.rootfs}${image.manifest.entrypoint[0]}`);
     ctx.stdout.write(`${image.path}\n`);
   },
-};
+});

@@ -1,8 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ExitCode } from '../kit/errors.js';
+import { ExitCode } from '../../lib/errors.js';
 import { productVersion } from '../kit/version.js';
-import { runTool } from './helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 
 const demo = (args: string[], env?: NodeJS.ProcessEnv) => runTool('cli/test/fixtures/kit-demo.js', args, env ? { env } : {});
 
@@ -132,9 +132,9 @@ for (const tool of ['trajstore', 'actorctl', 'sandboxd']) {
 
 test('option values keep what the user typed when a number would change it', async () => {
   const values = async (...args: string[]) => JSON.parse((await demo(['values', ...args])).stdout) as Record<string, unknown>;
-  assert.equal(await values('--id', '0123', '--limit', '10'), { id: '0123', i: '0123', limit: 10 });
-  assert.equal(await values('-i', '1e3', '--id=   ', '--id', '7'), { id: ['1e3', '   ', 7], i: ['1e3', '   ', 7] });
-  assert.equal(await values('--id', 'abc', '--limit', '0x10'), { id: 'abc', i: 'abc', limit: '0x10' });
+  assert.equal(await values('--id', '0123', '--limit', '10'), { id: ['0123'], limit: '10' });
+  assert.equal(await values('-i', '1e3', '--id=   ', '--id', '7'), { id: ['1e3', '   ', '7'] });
+  assert.equal(await values('--id', 'abc', '--limit', '0x10'), { id: ['abc'], limit: '0x10' });
 });
 
 test.run();

@@ -1,7 +1,8 @@
 /**
- * The tools start fast: loading a tool and its command specs (which is all `--help` does) must not
- * load the business modules, which each command imports inside `run`. A new static import of a
- * pipeline, framework or daemon module in `cli/` fails here, naming the module.
+ * The tools start fast: loading a tool and its command specs (which is all `--help` does) loads the
+ * command line, lib/, each engine's entry module and the few leaf modules of constants that entry
+ * re-exports, and nothing of the engines' work, which each entry module loads when an operation
+ * runs. A new static import of a heavy module fails here, naming the module.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,19 +10,26 @@ import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { EXPORT_FORMATS } from '../../pipelines/export/export.js';
-import { FIND_DEFAULTS } from '../../pipelines/search/find.js';
-import { QUERY_DEFAULTS } from '../../pipelines/search/query.js';
-import { REPORTS } from '../../pipelines/stats/index.js';
-import { DIST_ROOT, runTool, type ToolResult } from './helpers/run-tool.js';
+import { EXPORT_FORMATS, FIND_DEFAULTS, QUERY_DEFAULTS, REPORTS } from '../../pipelines/index.js';
+import { DIST_ROOT, runTool, type ToolResult } from '../../lib/testing/run-tool.js';
 
-/** Leaf modules of constants outside cli/ that command specs may name in their help. */
-const LIGHT_MODULES = ['pipelines/formats/types.js', 'pipelines/pins/credentials.js', 'daemon/images/paths.js', 'framework/core/membership.js'];
+/** Engine entry modules, and the leaf modules of constants they re-export for --help. */
+const LIGHT_MODULES = [
+  'pipelines/index.js',
+  'pipelines/formats/registry.js',
+  'pipelines/pins/pins.js',
+  'pipelines/export/formats.js',
+  'pipelines/search/limits.js',
+  'pipelines/stats/reports.js',
+  'daemon/index.js',
+  'daemon/images/paths.js',
+  'framework/core/membership.js',
+];
 /** The argument parser is the one package a tool needs before a command runs. */
 const LIGHT_PACKAGES = ['cac'];
 
 const scratch = mkdtempSync(join(tmpdir(), 'cli-startup-'));
-const recorder = pathToFileURL(join(DIST_ROOT, 'cli', 'test', 'helpers', 'record-modules.js')).href;
+const recorder = pathToFileURL(join(DIST_ROOT, 'lib', 'testing', 'record-modules.js')).href;
 
 /** Runs a tool and returns what it printed and the modules it loaded (paths under dist/, or `node_modules/<package>`). */
 async function runRecorded(tool: string, args: string[]): Promise<{ result: ToolResult; modules: string[] }> {
@@ -35,11 +43,12 @@ async function runRecorded(tool: string, args: string[]): Promise<{ result: Tool
   return { result, modules: [...new Set(modules)] };
 }
 
-/** What a tool loaded that is neither cli/ (outside the tests) nor listed as light. */
+/** What a tool loaded that is neither cli/ (outside the tests) nor lib/ nor listed as light. */
 function heavy(modules: string[]): string[] {
   return modules.filter(
     (m) =>
       !(m.startsWith('cli/') && !m.startsWith('cli/test/')) &&
+      !m.startsWith('lib/') &&
       !LIGHT_MODULES.includes(m) &&
       !LIGHT_PACKAGES.some((p) => m === `node_modules/${p}`),
   );

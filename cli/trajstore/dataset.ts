@@ -1,25 +1,28 @@
 /**
  * `trajstore dataset pin|unpin|list|show|set|rename`: named pins in the user configuration.
- * The work is in pipelines/pins/manage.ts; credentials are gathered by pipelines/pins/credentials.ts
- * and never printed.
+ * Credentials are gathered by credentials.ts (never from argv alone) and never printed.
  */
-import type { CommandContext, CommandSpec } from '../kit/program.js';
-import type { Row } from '../kit/output.js';
-// The credentials module is light (no TOML, no I/O at load) and names the variables for --help.
-import { ACCESS_KEY_ENV, SECRET_KEY_ENV, readKeyPair } from '../../pipelines/pins/credentials.js';
-import type { Pin } from '../../pipelines/pins/pins.js';
+import type { Column, Row } from '../../lib/output.js';
+import { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, addPin, listPins, removePin, renamePin, setPinUri, showPin, uriKind, type Pin } from '../../pipelines/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
+import { defineCommand, type CommandContext, type CommandSpec } from '../kit/program.js';
+import { FORMAT_OPTIONS, printRows, rowView } from '../kit/render.js';
+import { resolveContext } from './common.js';
+import { ACCESS_KEY_ENV, SECRET_KEY_ENV, readKeyPair } from './credentials.js';
 
-const FORMAT_OPTION = { flags: '--format <format>', description: 'table|json|jsonl|csv', default: 'table' };
+/** The columns of `dataset list` and `dataset show`. Credentials appear only as `stored`. */
+const PIN_COLUMNS: Column[] = ['name', 'kind', 'uri', 'endpoint', 'region', 'credentials', 'source', 'note'].map((key) => ({ key }));
 
-function text(value: unknown, what: string): string {
-  // Positionals arrive as strings; a flag value may not (cac turns `--region 1` into a number).
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number') return String(value);
-  throw new Error(`${what} missing`);
-}
-
-function optionalText(value: unknown): string | undefined {
-  return value === undefined ? undefined : text(value, 'value');
+function pinRow(pin: Pin): Row {
+  const row: Row = { name: `@${pin.name}`, kind: pin.kind, uri: pin.kind === 'local' ? pin.path : pin.uri, endpoint: null, region: null, credentials: null };
+  if (pin.kind === 's3') {
+    row.endpoint = pin.endpoint ?? null;
+    row.region = pin.region;
+  }
+  if (pin.kind !== 'local' && pin.credentials) row.credentials = 'stored';
+  row.source = pin.builtin ? 'built-in' : 'config';
+  row.note = pin.builtin ? BUILTIN_DESCRIPTIONS[pin.name as keyof typeof BUILTIN_DESCRIPTIONS] : pin.name === DEFAULT_PIN ? 'used when a command omits the dataset' : null;
+  return row;
 }
 
 function describe(pin: Pin): string {
@@ -37,7 +40,31 @@ function printWarnings(ctx: CommandContext, warnings: string[]): void {
   for (const warning of warnings) ctx.log.warn(warning);
 }
 
-const pin: CommandSpec = {
+interface PinFlags {
+  name: string;
+  uri: string;
+  ak: string | undefined;
+  sk: string | undefined;
+  akStdin: boolean;
+  skStdin: boolean;
+  endpoint: string | undefined;
+  region: string | undefined;
+}
+
+function pinFlags(args: ParsedArgs): PinFlags {
+  return {
+    name: args.requiredPositional(0, 'NAME'),
+    uri: args.requiredPositional(1, 'URI'),
+    ak: args.text('--ak'),
+    sk: args.text('--sk'),
+    akStdin: args.has('--ak-stdin'),
+    skStdin: args.has('--sk-stdin'),
+    endpoint: args.text('--endpoint'),
+    region: args.text('--region'),
+  };
+}
+
+const pin = defineCommand({
   name: 'dataset pin <name> <uri>',
   description: 'name a dataset: a local path, s3://bucket/prefix or catalog://127.0.0.1:<port>',
   options: [
@@ -53,105 +80,91 @@ const pin: CommandSpec = {
     `${ACCESS_KEY_ENV}=AK ${SECRET_KEY_ENV}=SK trajstore dataset pin lake s3://bucket/traces --endpoint http://127.0.0.1:9000`,
     'trajstore dataset pin default ~/datasets/main',
   ],
-  async run(ctx, { positional, options }) {
-    const { addPin, uriKind } = await import('../../pipelines/pins/manage.js');
-    const env = process.env;
-    const uri = text(positional[1], 'URI');
-    const kind = uriKind(uri, env);
+  flags: pinFlags,
+  async run(ctx, f) {
+    const kind = await uriKind(f.uri, ctx.env);
     const keys = await readKeyPair({
-      ak: options.ak,
-      sk: options.sk,
-      akStdin: options.akStdin === true,
-      skStdin: options.skStdin === true,
-      env,
+      ak: f.ak,
+      sk: f.sk,
+      akStdin: f.akStdin,
+      skStdin: f.skStdin,
+      env: ctx.env,
       stdin: ctx.stdin,
       stderr: ctx.stderr,
       required: kind === 'catalog',
       applicable: kind !== 'local',
       warn: (message) => ctx.log.warn(message),
     });
-    const endpoint = optionalText(options.endpoint);
-    const region = optionalText(options.region);
-    const pinned = await addPin(ctx.config, env, {
-      name: text(positional[0], 'NAME'),
-      uri,
-      ...(endpoint !== undefined ? { endpoint } : {}),
-      ...(region !== undefined ? { region } : {}),
+    const pinned = await addPin(resolveContext(ctx), {
+      name: f.name,
+      uri: f.uri,
+      ...(f.endpoint !== undefined ? { endpoint: f.endpoint } : {}),
+      ...(f.region !== undefined ? { region: f.region } : {}),
       ...keys,
     });
     ctx.stdout.write(`pinned ${describe(pinned)}\n`);
   },
-};
+});
 
-const unpin: CommandSpec = {
+const unpin = defineCommand({
   name: 'dataset unpin <name>',
   description: 'remove a pin (the dataset itself is not touched)',
-  async run(ctx, { positional }) {
-    const { removePin } = await import('../../pipelines/pins/manage.js');
-    const name = text(positional[0], 'NAME');
-    await removePin(ctx.config, process.env, name);
+  flags: (args) => args.requiredPositional(0, 'NAME'),
+  async run(ctx, name) {
+    await removePin(resolveContext(ctx), name);
     ctx.stdout.write(`unpinned @${name.replace(/^@/, '')}\n`);
   },
-};
+});
 
-const list: CommandSpec = {
+const list = defineCommand({
   name: 'dataset list',
   description: 'list the pins of the configuration and the built-in pins @agenta, @agentb, @agentb-code',
-  options: [FORMAT_OPTION],
-  async run(ctx, { options }) {
-    const { listPins, PIN_COLUMNS } = await import('../../pipelines/pins/manage.js');
-    const { createRowWriter, parseOutputFormat } = await import('../kit/output.js');
-    const format = parseOutputFormat(options.format);
-    const { rows, warnings } = await listPins(ctx.config, process.env);
+  options: FORMAT_OPTIONS,
+  flags: rowView,
+  async run(ctx, view) {
+    const { pins, warnings } = await listPins(resolveContext(ctx));
     printWarnings(ctx, warnings);
-    const writer = createRowWriter(format, PIN_COLUMNS, ctx.stdout);
-    for (const row of rows) writer.write(row);
-    writer.end();
+    printRows(ctx, view, PIN_COLUMNS, pins.map(pinRow));
   },
-};
+});
 
-const show: CommandSpec = {
+const show = defineCommand({
   name: 'dataset show <name>',
   description: 'show one pin (credentials are shown only as `stored`)',
-  options: [FORMAT_OPTION],
-  async run(ctx, { positional, options }) {
-    const { PIN_COLUMNS, showPin } = await import('../../pipelines/pins/manage.js');
-    const { parseOutputFormat, renderRows } = await import('../kit/output.js');
-    const format = parseOutputFormat(options.format);
-    const { rows, warnings } = await showPin(ctx.config, process.env, text(positional[0], 'NAME'));
+  options: FORMAT_OPTIONS,
+  flags: (args) => ({ name: args.requiredPositional(0, 'NAME'), view: rowView(args) }),
+  async run(ctx, { name, view }) {
+    const { pin: shown, exists, warnings } = await showPin(resolveContext(ctx), name);
     printWarnings(ctx, warnings);
-    const row = rows[0] as Row;
+    const row: Row = { ...pinRow(shown), exists };
     const columns = [...PIN_COLUMNS, { key: 'exists' }];
-    if (format === 'table') {
+    if (view.format === 'table') {
       // One pin reads better as field/value lines than as a one-row table.
-      const fields: Row[] = columns.map((c) => ({ field: c.key, value: row[c.key] ?? null }));
-      ctx.stdout.write(renderRows(fields, [{ key: 'field' }, { key: 'value', align: 'left' }], 'table'));
-    } else if (format === 'json') {
+      printRows(ctx, view, [{ key: 'field' }, { key: 'value', align: 'left' }], columns.map((c) => ({ field: c.key, value: row[c.key] ?? null })));
+    } else if (view.format === 'json') {
       ctx.stdout.write(`${JSON.stringify(Object.fromEntries(columns.map((c) => [c.key, row[c.key] ?? null])), null, 2)}\n`);
     } else {
-      ctx.stdout.write(renderRows([row], columns, format));
+      printRows(ctx, view, columns, [row]);
     }
   },
-};
+});
 
-const set: CommandSpec = {
+const set = defineCommand({
   name: 'dataset set <name> <uri>',
   description: "change a pin's uri, keeping its endpoint, region and credentials",
-  async run(ctx, { positional }) {
-    const { setPinUri } = await import('../../pipelines/pins/manage.js');
-    const changed = await setPinUri(ctx.config, process.env, text(positional[0], 'NAME'), text(positional[1], 'URI'));
-    ctx.stdout.write(`set ${describe(changed)}\n`);
+  flags: (args) => ({ name: args.requiredPositional(0, 'NAME'), uri: args.requiredPositional(1, 'URI') }),
+  async run(ctx, { name, uri }) {
+    ctx.stdout.write(`set ${describe(await setPinUri(resolveContext(ctx), name, uri))}\n`);
   },
-};
+});
 
-const rename: CommandSpec = {
+const rename = defineCommand({
   name: 'dataset rename <old> <new>',
   description: 'rename a pin',
-  async run(ctx, { positional }) {
-    const { renamePin } = await import('../../pipelines/pins/manage.js');
-    const renamed = await renamePin(ctx.config, process.env, text(positional[0], 'OLD'), text(positional[1], 'NEW'));
-    ctx.stdout.write(`renamed ${String(positional[0])} to ${describe(renamed)}\n`);
+  flags: (args) => ({ from: args.requiredPositional(0, 'OLD'), to: args.requiredPositional(1, 'NEW') }),
+  async run(ctx, { from, to }) {
+    ctx.stdout.write(`renamed ${from} to ${describe(await renamePin(resolveContext(ctx), from, to))}\n`);
   },
-};
+});
 
 export const datasetCommands: CommandSpec[] = [pin, unpin, list, show, set, rename];

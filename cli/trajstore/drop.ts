@@ -1,29 +1,30 @@
-/** `trajstore drop DATASET [--yes]`: permanently remove a local dataset (pipelines/drop). */
-import { InvalidInputError } from '../kit/errors.js';
-import type { CommandSpec } from '../kit/program.js';
-import { confirm } from './confirm.js';
+/** `trajstore drop DATASET [--yes]`: permanently remove a local dataset. */
+import { InvalidInputError } from '../../lib/errors.js';
+import { checkDrop, drop } from '../../pipelines/index.js';
+import { defineCommand } from '../kit/program.js';
+import { resolveContext } from './common.js';
+import { canAsk, confirm } from './confirm.js';
 
-export const dropCommand: CommandSpec = {
+interface DropFlags {
+  dataset: string;
+  yes: boolean;
+}
+
+export const dropCommand = defineCommand({
   name: 'drop <dataset>',
   description: 'permanently remove a local dataset directory (asks first on a terminal; else needs --yes)',
   options: [{ flags: '--yes', description: 'do not ask; required when not on a terminal' }],
   examples: ['trajstore drop ./old-ds --yes'],
-  async run(ctx, { positional, options }) {
-    const { resolveDataset } = await import('../../pipelines/pins/resolve.js');
-    const { localPathOf } = await import('../../pipelines/dataset/open.js');
-    const { checkDropTarget, dropDataset } = await import('../../pipelines/drop/index.js');
-    const arg = positional[0] as string;
-    const location = await resolveDataset(arg, { config: ctx.config, env: process.env, purpose: 'write' });
-    const target = await checkDropTarget(localPathOf(location), process.env);
-    if (options.yes !== true) {
+  flags: (args): DropFlags => ({ dataset: args.requiredPositional(0, 'DATASET'), yes: args.has('--yes') }),
+  async run(ctx, { dataset, yes }) {
+    const target = await checkDrop(resolveContext(ctx), dataset);
+    if (!yes) {
+      if (!canAsk(ctx)) throw new InvalidInputError(`drop ${dataset}: refusing to delete without confirmation`, { hint: 'pass --yes to confirm when not on a terminal' });
       const question = `Permanently delete the ${target.manifest.kind} dataset ${target.path} (snapshot ${target.manifest.snapshot_id})?`;
-      if (!(ctx.stdin as NodeJS.ReadStream).isTTY || !(ctx.stderr as NodeJS.WriteStream).isTTY) {
-        throw new InvalidInputError(`drop ${arg}: refusing to delete without confirmation`, { hint: 'pass --yes to confirm when not on a terminal' });
-      }
       // Declining is the same rejection as giving no confirmation at all (as for import --mode replace).
-      if (!(await confirm(ctx, question))) throw new InvalidInputError(`drop ${arg}: not confirmed; nothing deleted`);
+      if (!(await confirm(ctx, question))) throw new InvalidInputError(`drop ${dataset}: not confirmed; nothing deleted`);
     }
-    dropDataset(target);
+    await drop(target);
     ctx.stdout.write(`dropped ${target.path}\n`);
   },
-};
+});

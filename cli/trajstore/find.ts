@@ -1,21 +1,34 @@
-/** `trajstore find`: locate runs and steps by expression or identity (pipelines/search/find.ts). */
-import { repeated, single } from '../kit/flags.js';
-import { InvalidInputError } from '../kit/errors.js';
-import type { Column } from '../kit/output.js';
-import type { CommandContext, CommandSpec } from '../kit/program.js';
-import type { SqlWorker } from '../../pipelines/search/sql/runner.js';
-import type { FindDocument } from '../../pipelines/search/find.js';
-import type { Identity } from '../../pipelines/search/planner.js';
+/** `trajstore find`: locate runs and steps by expression or identity. */
+import { InvalidInputError } from '../../lib/errors.js';
+import { OUTPUT_FORMATS, type Column } from '../../lib/output.js';
+import { FIND_DEFAULTS, find, type FindDocument, type Identity } from '../../pipelines/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
+import { defineCommand, type CommandContext } from '../kit/program.js';
+import { rowWriter, type RowView } from '../kit/render.js';
+import { progressOn, resolveContext } from './common.js';
 
-/** Table previews are cut shorter than JSON ones so a row stays readable in a terminal. */
-const TABLE_PREVIEW_BYTES = 160;
+/** `auto`: a table on a terminal, else the JSON document. */
+const FIND_FORMATS = [...OUTPUT_FORMATS, 'auto'] as const;
 
-async function identityOf(options: Record<string, unknown>): Promise<Identity | undefined> {
+interface FindFlags {
+  dataset: string | undefined;
+  matches: string[];
+  identity: Identity | undefined;
+  sourcePath: string | undefined;
+  format: (typeof FIND_FORMATS)[number];
+  wide: boolean;
+  maxResults: number;
+  maxPreviewBytes: number;
+  maxTotalBytes: number;
+  timeoutMs: number;
+}
+
+function identityOf(args: ParsedArgs): Identity | undefined {
   const identity: Identity = {};
-  const runId = single(options.runId, '--run-id');
-  const documentId = single(options.documentId, '--document-id');
-  const sessionId = single(options.sessionId, '--session-id');
-  const stepId = single(options.stepId, '--step-id');
+  const runId = args.text('--run-id');
+  const documentId = args.text('--document-id');
+  const sessionId = args.text('--session-id');
+  const stepId = args.text('--step-id');
   if (runId !== undefined) identity.runId = runId;
   if (documentId !== undefined) identity.documentId = documentId;
   if (sessionId !== undefined) identity.sessionId = sessionId;
@@ -26,27 +39,57 @@ async function identityOf(options: Record<string, unknown>): Promise<Identity | 
   return Object.keys(identity).length > 0 ? identity : undefined;
 }
 
-async function printTable(doc: FindDocument, out: { write(chunk: string): unknown }): Promise<void> {
-  const { createRowWriter } = await import('../kit/output.js');
-  const { clipUtf8 } = await import('../../pipelines/search/preview.js');
-  const columns: Column[] =
-    doc.search.scope === 'steps'
-      ? [{ key: 'document_id' }, { key: 'step_id', title: 'step' }, { key: 'step_source', title: 'source' }, { key: 'timestamp' }, { key: 'preview' }]
-      : [{ key: 'document_id' }, { key: 'run_id' }, { key: 'session_id' }, { key: 'source_path' }, { key: 'timestamp' }, { key: 'preview' }];
-  if (doc.matches.length > 0) {
-    const writer = createRowWriter('table', columns, out);
-    for (const match of doc.matches) {
-      const preview = clipUtf8(match.preview, TABLE_PREVIEW_BYTES);
-      writer.write({ ...match, preview: preview === match.preview ? preview : `${preview}…` });
-    }
-    writer.end();
+function flags(args: ParsedArgs): FindFlags {
+  const matches = args.list('--match');
+  const identity = identityOf(args);
+  const ways = [matches.length > 0, identity?.runId !== undefined, identity?.documentId !== undefined, identity?.sessionId !== undefined].filter(Boolean).length;
+  if (ways !== 1) {
+    throw new InvalidInputError(ways === 0 ? 'find needs --match, --run-id, --document-id or --session-id' : 'give only one of --match, --run-id, --document-id, --session-id', {
+      hint: 'repeat --match to require several expressions',
+    });
   }
-  const count = doc.matches.length;
-  out.write(count === 0 ? '(0 matches)\n' : `(${count} match${count === 1 ? '' : 'es'}; mode ${doc.search.mode}, scope ${doc.search.scope})\n`);
-  if (doc.truncated) out.write('(truncated)\n');
+  return {
+    dataset: args.positional(0),
+    matches,
+    identity,
+    sourcePath: args.text('--source'),
+    format: args.choice('--format', FIND_FORMATS, 'table'),
+    wide: args.has('--wide'),
+    maxResults: args.positiveInt('--max-results', FIND_DEFAULTS.maxResults),
+    maxPreviewBytes: args.byteSize('--max-preview-bytes', FIND_DEFAULTS.maxPreviewBytes),
+    maxTotalBytes: args.byteSize('--max-total-bytes', FIND_DEFAULTS.maxTotalBytes),
+    timeoutMs: args.duration('--timeout', FIND_DEFAULTS.timeoutMs),
+  };
 }
 
-export const findCommand: CommandSpec = {
+/** Every field of a match, for CSV and JSONL. */
+const MATCH_FIELDS = ['source_path', 'document_id', 'run_id', 'session_id', 'step_id', 'step_source', 'effective_kind', 'timestamp', 'preview'] as const satisfies ReadonlyArray<keyof FindDocument['matches'][number]>;
+
+/** What a table shows of a match: enough to find it again, and why it matched. */
+function matchColumns(doc: FindDocument): Column[] {
+  return doc.search.scope === 'steps'
+    ? [{ key: 'document_id' }, { key: 'step_id', title: 'step' }, { key: 'step_source', title: 'source' }, { key: 'timestamp' }, { key: 'preview' }]
+    : [{ key: 'document_id' }, { key: 'run_id' }, { key: 'session_id' }, { key: 'source_path' }, { key: 'timestamp' }, { key: 'preview' }];
+}
+
+/** Table, CSV and JSONL: one row per match (the search facts are in the JSON document only). */
+function printMatches(ctx: CommandContext, view: RowView, doc: FindDocument): void {
+  const columns = view.format === 'table' ? matchColumns(doc) : MATCH_FIELDS.map((key) => ({ key }));
+  if (view.format !== 'table' || doc.matches.length > 0) {
+    const writer = rowWriter(ctx, view, columns);
+    for (const match of doc.matches) writer.write({ ...match });
+    writer.end();
+  }
+  if (view.format !== 'table') {
+    if (doc.truncated) ctx.log.warn(`the matches were cut at --max-results ${doc.matches.length} or --max-total-bytes`);
+    return;
+  }
+  const count = doc.matches.length;
+  ctx.stdout.write(count === 0 ? '(0 matches)\n' : `(${count} match${count === 1 ? '' : 'es'}; mode ${doc.search.mode}, scope ${doc.search.scope})\n`);
+  if (doc.truncated) ctx.stdout.write('(truncated)\n');
+}
+
+export const findCommand = defineCommand({
   name: 'find [dataset]',
   description: 'find runs and steps by text, JSON predicates or identity',
   options: [
@@ -56,9 +99,10 @@ export const findCommand: CommandSpec = {
     { flags: '--session-id <id>', description: 'runs of this session' },
     { flags: '--step-id <id>', description: 'one step of the --session-id' },
     { flags: '--source <path>', description: 'only runs imported from this source file (as `list` shows it)' },
-    { flags: '--format <format>', description: 'table, json, or auto (table on a terminal, else json)', default: 'table' },
-    { flags: '--max-results <n>', description: 'matches to return at most (default 100)' },
-    { flags: '--max-preview-bytes <n>', description: 'bytes of preview per match (default 4096)' },
+    { flags: '--format <format>', description: `${FIND_FORMATS.join('|')}: json is the whole search document; table, csv and jsonl one row per match; auto is table on a terminal, else json`, default: 'table' },
+    { flags: '--wide', description: 'tables: print every cell whole (on a terminal, long cells are clipped to fit)' },
+    { flags: '--max-results <n>', description: `matches to return at most (default ${FIND_DEFAULTS.maxResults})` },
+    { flags: '--max-preview-bytes <n>', description: `bytes of preview per match (default ${FIND_DEFAULTS.maxPreviewBytes})` },
     { flags: '--max-total-bytes <n>', description: 'bytes of matches in all (default 8MiB)' },
     { flags: '--timeout <duration>', description: 'give up after this long (default 30s)' },
   ],
@@ -68,50 +112,24 @@ export const findCommand: CommandSpec = {
     'trajstore find ./ds --match \'$.status = "done"\'',
     'trajstore find ./ds --session-id s-1 --step-id 2',
   ],
-  async run(ctx, { positional, options }) {
-    const { withSqlWorker } = await import('../../pipelines/search/sql/runner.js');
-    // Started first so that its start-up overlaps the loading and opening below.
-    await withSqlWorker((sqlWorker) => find(ctx, positional, options, sqlWorker));
-  },
-};
-
-async function find(ctx: CommandContext, positional: unknown[], options: Record<string, unknown>, sqlWorker: SqlWorker): Promise<void> {
-  const { FIND_DEFAULTS, runFind } = await import('../../pipelines/search/find.js');
-  const { byteSize, duration, openDatasetArg, positiveInt } = await import('../../pipelines/search/options.js');
-  const matches = repeated(options.match);
-  const identity = await identityOf(options);
-  const ways = [matches.length > 0, options.runId !== undefined, options.documentId !== undefined, options.sessionId !== undefined].filter(Boolean).length;
-  if (ways !== 1) {
-    throw new InvalidInputError(ways === 0 ? 'find needs --match, --run-id, --document-id or --session-id' : 'give only one of --match, --run-id, --document-id, --session-id', {
-      hint: 'repeat --match to require several expressions',
-    });
-  }
-  const format = single(options.format, '--format') ?? 'table';
-  if (!['table', 'json', 'auto'].includes(format)) throw new InvalidInputError(`invalid --format ${JSON.stringify(format)}`, { hint: 'use one of: auto, table, json' });
-  const asJson = format === 'json' || (format === 'auto' && !(ctx.stdout as { isTTY?: boolean }).isTTY);
-  const limits = {
-    maxResults: positiveInt(options.maxResults, '--max-results', FIND_DEFAULTS.maxResults),
-    maxPreviewBytes: byteSize(options.maxPreviewBytes, '--max-preview-bytes', FIND_DEFAULTS.maxPreviewBytes),
-    maxTotalBytes: byteSize(options.maxTotalBytes, '--max-total-bytes', FIND_DEFAULTS.maxTotalBytes),
-    timeoutMs: duration(options.timeout, '--timeout', FIND_DEFAULTS.timeoutMs),
-  };
-  const sourcePath = single(options.source, '--source');
-  const dataset = await openDatasetArg(ctx, positional[0] as string | undefined);
-  try {
-    const doc = await runFind(dataset, {
-      matches,
-      ...(identity ? { identity } : {}),
-      ...(sourcePath !== undefined ? { sourcePath } : {}),
-      ...limits,
-      signal: ctx.signal,
-      sqlWorker,
+  flags,
+  async run(ctx, f) {
+    const doc = await find(resolveContext(ctx), {
+      dataset: f.dataset,
+      matches: f.matches,
+      ...(f.identity ? { identity: f.identity } : {}),
+      ...(f.sourcePath !== undefined ? { sourcePath: f.sourcePath } : {}),
+      maxResults: f.maxResults,
+      maxPreviewBytes: f.maxPreviewBytes,
+      maxTotalBytes: f.maxTotalBytes,
+      timeoutMs: f.timeoutMs,
+      progress: progressOn(ctx),
     });
     if (!doc.search.fts_available && doc.search.mode !== 'json' && doc.search.mode !== 'identity') {
       ctx.log.warn(`the full-text index of ${doc.dataset_uri} is not available; text terms were matched by a full scan (LIKE)`);
     }
-    if (asJson) ctx.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
-    else await printTable(doc, ctx.stdout);
-  } finally {
-    dataset.close();
-  }
-}
+    const format = f.format === 'auto' ? ((ctx.stdout as { isTTY?: boolean }).isTTY ? 'table' : 'json') : f.format;
+    if (format === 'json') ctx.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
+    else printMatches(ctx, { format, wide: f.wide }, doc);
+  },
+});

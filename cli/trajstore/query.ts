@@ -1,73 +1,130 @@
-/** `trajstore query`: one read-only SQL statement over mounted datasets (pipelines/search/query.ts). */
-import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
-import { repeated, single } from '../kit/flags.js';
-import { InvalidInputError, NotFoundError } from '../kit/errors.js';
-import type { TextSink } from '../kit/output.js';
-import type { CommandContext, CommandSpec } from '../kit/program.js';
-import type { OpenDataset } from '../../pipelines/dataset/open.js';
-import type { SqlWorker } from '../../pipelines/search/sql/runner.js';
+/** `trajstore query`: one read-only SQL statement over one or more datasets. */
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { DurableFile, hiddenTempSiblingOf } from '../../lib/durable.js';
+import { ConflictError, InvalidInputError, NotFoundError, ResourceLimitError, UnavailableError } from '../../lib/errors.js';
+import type { Column, Row, RowWriter, TextSink } from '../../lib/output.js';
+import { readBounded } from '../../lib/streams.js';
+import { DEFAULT_MOUNT, QUERY_DEFAULTS, query, type QueryMount } from '../../pipelines/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
+import { defineCommand, type CommandContext } from '../kit/program.js';
+import { FORMAT_OPTIONS, rowView, rowWriter, type RowView } from '../kit/render.js';
+import { createRowWriter } from '../../lib/output.js';
+import { progressOn, resolveContext } from './common.js';
 
 /** A statement longer than this is not SQL someone meant to run. */
 const MAX_SQL_BYTES = 16 * 1024 * 1024;
 
-async function readSql(ctx: CommandContext, options: Record<string, unknown>): Promise<string> {
-  const sql = single(options.sql, '--sql');
-  const file = single(options.file, '--file');
+type SqlSource = { sql: string } | { file: string };
+
+interface QueryFlags {
+  mounts: QueryMount[];
+  source: SqlSource;
+  view: RowView;
+  output: string | undefined;
+  overwrite: boolean;
+  maxOutputRows: number;
+  maxOutputBytes: number;
+  timeoutMs: number;
+}
+
+/** `NAME=DATASET` of `--mount`. */
+function mountOf(text: string): QueryMount {
+  const eq = text.indexOf('=');
+  if (eq < 0 || eq === text.length - 1) throw new InvalidInputError(`invalid --mount ${JSON.stringify(text)}: expected NAME=DATASET`, { hint: 'e.g. --mount prod=./datasets/prod' });
+  return { name: text.slice(0, eq), dataset: text.slice(eq + 1) };
+}
+
+function flags(args: ParsedArgs): QueryFlags {
+  const sql = args.text('--sql');
+  const file = args.text('--file');
   if ((sql === undefined) === (file === undefined)) throw new InvalidInputError('give the statement with exactly one of --sql SQL or --file FILE (--file - reads stdin)');
-  if (sql !== undefined) return sql;
-  if (file === '-') {
-    const { readAll } = await import('../../pipelines/formats/lines.js');
-    return (await readAll(ctx.stdin, '--file -', MAX_SQL_BYTES)).toString('utf8');
+  const mounts = args.list('--mount').map(mountOf);
+  const dataset = args.positional(0);
+  if (dataset !== undefined && mounts.length > 0) {
+    throw new InvalidInputError('give either a DATASET or --mount NAME=DATASET options, not both', { hint: `a lone DATASET is the mount \`${DEFAULT_MOUNT}\`` });
+  }
+  return {
+    mounts: mounts.length > 0 ? mounts : [{ name: DEFAULT_MOUNT, dataset }],
+    source: sql !== undefined ? { sql } : { file: file as string },
+    view: rowView(args),
+    output: args.text('--output'),
+    overwrite: args.has('--overwrite'),
+    maxOutputRows: args.positiveInt('--max-output-rows', QUERY_DEFAULTS.maxOutputRows),
+    maxOutputBytes: args.byteSize('--max-output-bytes', QUERY_DEFAULTS.maxOutputBytes),
+    timeoutMs: args.duration('--timeout', QUERY_DEFAULTS.timeoutMs),
+  };
+}
+
+async function readSql(ctx: CommandContext, source: SqlSource): Promise<string> {
+  if ('sql' in source) return source.sql;
+  if (source.file === '-') {
+    const bytes = await readBounded(ctx.stdin, MAX_SQL_BYTES);
+    if (bytes === undefined) throw new InvalidInputError(`--file -: the statement is longer than ${MAX_SQL_BYTES} bytes`);
+    return bytes.toString('utf8');
   }
   try {
-    return readFileSync(file as string, 'utf8');
+    return readFileSync(source.file, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new NotFoundError(`--file ${file}: no such file`);
-    throw new InvalidInputError(`--file ${file}: cannot read it (${code ?? (error as Error).message})`);
+    if (code === 'ENOENT') throw new NotFoundError(`--file ${source.file}: no such file`);
+    throw new InvalidInputError(`--file ${source.file}: cannot read it (${code ?? (error as Error).message})`);
   }
 }
 
-/** Writes to FILE through a temporary sibling renamed into place, so a failed query leaves no half file. */
-function fileSink(path: string): { sink: TextSink; commit(): void; abort(): void } {
+/** `--output FILE`: written under a hidden temporary name and renamed into place, so a failed query leaves nothing. */
+function outputFile(path: string, overwrite: boolean): DurableFile {
   const target = resolve(path);
-  const temp = join(dirname(target), `.${basename(target)}.tmp-${randomBytes(4).toString('hex')}`);
-  let fd: number;
+  if (!overwrite && existsSync(target)) throw new ConflictError(`--output ${path}: the file exists`, { hint: 'pass --overwrite to replace it' });
   try {
-    fd = openSync(temp, 'wx');
+    return new DurableFile(target, { temp: hiddenTempSiblingOf(target) });
   } catch (error) {
     throw new InvalidInputError(`--output ${path}: cannot write there (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
-  let open = true;
-  const close = (): void => {
-    if (open) closeSync(fd);
-    open = false;
-  };
-  return {
-    sink: { write: (chunk: string) => writeSync(fd, chunk) },
-    commit() {
-      close();
-      renameSync(temp, target);
-    },
-    abort() {
-      close();
-      rmSync(temp, { force: true });
-    },
-  };
 }
 
-export const queryCommand: CommandSpec = {
+/** Distinct keys for the row objects, so `SELECT 1 AS a, 2 AS a` keeps both columns. */
+function columnsFor(names: readonly string[]): Column[] {
+  const seen = new Map<string, number>();
+  return names.map((name) => {
+    const n = (seen.get(name) ?? 0) + 1;
+    seen.set(name, n);
+    return { key: n === 1 ? name : `${name}_${n}`, title: name };
+  });
+}
+
+/** Cells as the row writers take them: BLOBs become base64 text. */
+function cell(value: unknown): Row[string] {
+  if (Buffer.isBuffer(value) || value instanceof Uint8Array) return Buffer.from(value).toString('base64');
+  return value as Row[string];
+}
+
+const CUT: Record<'rows' | 'bytes' | 'timeout', (f: QueryFlags, rows: number) => { notice: string; error: Error }> = {
+  rows: (f) => ({
+    notice: `truncated: output cut at ${f.maxOutputRows} rows (--max-output-rows)`,
+    error: new ResourceLimitError(`the result has more than ${f.maxOutputRows} rows; output cut (--max-output-rows)`, { hint: 'raise --max-output-rows, or add LIMIT / aggregate in the statement' }),
+  }),
+  bytes: (f, rows) => ({
+    notice: `truncated: output cut after ${rows} rows at ${f.maxOutputBytes} bytes (--max-output-bytes)`,
+    error: new ResourceLimitError(`the result is larger than ${f.maxOutputBytes} bytes; output cut after ${rows} rows (--max-output-bytes)`, { hint: 'raise --max-output-bytes, or select fewer columns or rows' }),
+  }),
+  timeout: (f, rows) => ({
+    notice: `truncated: timed out after ${f.timeoutMs / 1000} s (--timeout)`,
+    error: new UnavailableError(`the statement did not finish within ${f.timeoutMs / 1000} s and was stopped (${rows} rows delivered before that)`, { hint: 'narrow the statement, or give more time with --timeout' }),
+  }),
+};
+
+export const queryCommand = defineCommand({
   name: 'query [dataset]',
   description: 'run one read-only SQL statement over one or more datasets',
   options: [
     { flags: '--sql <sql>', description: 'the statement' },
     { flags: '--file <file>', description: 'read the statement from FILE (`-`: stdin)' },
     { flags: '--mount <name=dataset>', description: 'attach DATASET as schema NAME (repeatable); a lone DATASET is mounted as `dataset`' },
-    { flags: '--format <format>', description: 'table|json|jsonl|csv', default: 'table' },
-    { flags: '--output <file>', description: 'write the result to FILE instead of stdout' },
-    { flags: '--max-output-rows <n>', description: 'rows at most; more exits 5 (default 10000)' },
+    ...FORMAT_OPTIONS,
+    { flags: '--output <file>', description: 'write the result to FILE instead of stdout (an existing FILE needs --overwrite)' },
+    { flags: '--overwrite', description: 'replace an existing --output FILE' },
+    { flags: '--max-output-rows <n>', description: `rows at most; more exits 5 (default ${QUERY_DEFAULTS.maxOutputRows})` },
     { flags: '--max-output-bytes <n>', description: 'bytes of row data at most; more exits 5 (default 64MiB)' },
     { flags: '--timeout <duration>', description: 'stop the statement after this long; exits 6 (default 30s)' },
   ],
@@ -76,67 +133,45 @@ export const queryCommand: CommandSpec = {
     'trajstore query --mount a=./ds1 --mount b=./ds2 --sql "SELECT count(*) FROM a.steps UNION ALL SELECT count(*) FROM b.steps"',
     'echo "SELECT * FROM dataset.tool_calls LIMIT 5" | trajstore query ./ds --file - --format jsonl',
   ],
-  async run(ctx, { positional, options }) {
-    const { withSqlWorker } = await import('../../pipelines/search/sql/runner.js');
-    // Started first so that its start-up overlaps the loading and opening below.
-    await withSqlWorker((sqlWorker) => query(ctx, positional, options, sqlWorker));
-  },
-};
-
-async function query(ctx: CommandContext, positional: unknown[], options: Record<string, unknown>, sqlWorker: SqlWorker): Promise<void> {
-  const { DEFAULT_MOUNT, QUERY_DEFAULTS, parseMount, runQuery } = await import('../../pipelines/search/query.js');
-  const { byteSize, duration, openDatasetArg, positiveInt } = await import('../../pipelines/search/options.js');
-  const { parseOutputFormat } = await import('../kit/output.js');
-  const format = parseOutputFormat(options.format);
-  const limits = {
-    maxOutputRows: positiveInt(options.maxOutputRows, '--max-output-rows', QUERY_DEFAULTS.maxOutputRows),
-    maxOutputBytes: byteSize(options.maxOutputBytes, '--max-output-bytes', QUERY_DEFAULTS.maxOutputBytes),
-    timeoutMs: duration(options.timeout, '--timeout', QUERY_DEFAULTS.timeoutMs),
-  };
-  const mountArgs = repeated(options.mount).map(parseMount);
-  const positionalDataset = positional[0] as string | undefined;
-  if (positionalDataset !== undefined && mountArgs.length > 0) {
-    throw new InvalidInputError('give either a DATASET or --mount NAME=DATASET options, not both', { hint: `a lone DATASET is the mount \`${DEFAULT_MOUNT}\`` });
-  }
-  const names = new Set<string>();
-  for (const m of mountArgs) {
-    if (names.has(m.name.toLowerCase())) throw new InvalidInputError(`--mount name ${JSON.stringify(m.name)} is given twice`);
-    names.add(m.name.toLowerCase());
-  }
-  const sql = await readSql(ctx, options);
-  const wanted = mountArgs.length > 0 ? mountArgs : [{ name: DEFAULT_MOUNT, dataset: positionalDataset }];
-  const opened: OpenDataset[] = [];
-  try {
-    const mounts = [];
-    for (const m of wanted) {
-      const dataset = await openDatasetArg(ctx, m.dataset);
-      opened.push(dataset);
-      mounts.push({ name: m.name, path: dataset.db.name });
-    }
-    const outputPath = single(options.output, '--output');
-    const file = outputPath === undefined ? undefined : fileSink(outputPath);
+  flags,
+  async run(ctx, f) {
+    const sql = await readSql(ctx, f.source);
+    const file = f.output === undefined ? undefined : outputFile(f.output, f.overwrite);
+    const out: TextSink = file ?? ctx.stdout;
+    let columns: Column[] = [];
+    let writer: RowWriter | undefined;
     try {
-      await runQuery({
-        mounts,
+      const outcome = await query(resolveContext(ctx), {
+        mounts: f.mounts,
         sql,
-        format,
-        ...limits,
-        signal: ctx.signal,
-        sqlWorker,
-        out: file?.sink ?? ctx.stdout,
-        notice: (message) => ctx.stderr.write(`trajstore: ${message}\n`),
-      }).catch((error: unknown) => {
-        // A cut result (limit, timeout) is still the output the user asked for; anything else leaves no file.
-        const cut = (error as { exitCode?: number }).exitCode === 5 || (error as { exitCode?: number }).exitCode === 6;
-        if (file && cut) file.commit();
-        throw error;
+        maxOutputRows: f.maxOutputRows,
+        maxOutputBytes: f.maxOutputBytes,
+        timeoutMs: f.timeoutMs,
+        progress: progressOn(ctx),
+        onColumns(names) {
+          columns = columnsFor(names);
+          // A file gets whole cells, as any output that is not a terminal does.
+          writer = file ? createRowWriter(f.view.format, columns, file) : rowWriter(ctx, f.view, columns);
+        },
+        onRow(cells) {
+          const row: Row = {};
+          columns.forEach((c, i) => (row[c.key] = cell(cells[i])));
+          writer?.write(row);
+        },
       });
+      writer?.end();
+      if (f.view.format === 'table' && outcome.rows === 0) out.write('(0 rows)\n');
+      if (outcome.truncated !== null) {
+        const { notice, error } = CUT[outcome.truncated](f, outcome.rows);
+        // A cut result is still the output asked for: tables say so inline, other formats on stderr.
+        if (f.view.format === 'table') out.write(`(${notice})\n`);
+        else ctx.stderr.write(`trajstore: ${notice}\n`);
+        file?.commit();
+        throw error;
+      }
       file?.commit();
-    } catch (error) {
+    } finally {
       file?.abort();
-      throw error;
     }
-  } finally {
-    for (const dataset of opened) dataset.close();
-  }
-}
+  },
+});

@@ -14,14 +14,14 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, readFileSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { copyFile, mkdir, readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
-import { InvalidInputError, UnavailableError } from '../../cli/kit/errors.js';
+import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
 import { elfFacts } from './elf.js';
 import { FIRMWARE_FILES } from './paths.js';
-import { syncPath, writeFileDurably } from './durable.js';
+import { fsyncPath, replaceDirectory, writeFileDurably } from '../../lib/durable.js';
 
 const run = promisify(execFile);
 
@@ -195,13 +195,9 @@ export async function buildFirmware(inputs: FirmwareInputs): Promise<FirmwareRes
       },
       modules,
     };
-    for (const name of [FIRMWARE_FILES.vmlinux, FIRMWARE_FILES.bzImage, FIRMWARE_FILES.initramfs, FIRMWARE_FILES.guest]) syncPath(join(tmp, name));
+    for (const name of [FIRMWARE_FILES.vmlinux, FIRMWARE_FILES.bzImage, FIRMWARE_FILES.initramfs, FIRMWARE_FILES.guest]) fsyncPath(join(tmp, name));
     writeFileDurably(join(tmp, FIRMWARE_FILES.manifest), `${JSON.stringify(manifest, null, 2)}\n`);
-    const old = `${inputs.out}.old-${process.pid}`;
-    if (existsSync(inputs.out)) renameSync(inputs.out, old);
-    renameSync(tmp, inputs.out);
-    syncPath(join(inputs.out, '..'));
-    rmSync(old, { recursive: true, force: true });
+    replaceDirectory(tmp, inputs.out);
     return { built: true, dir: inputs.out, manifest };
   } catch (error) {
     rmSync(tmp, { recursive: true, force: true });

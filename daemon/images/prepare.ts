@@ -11,8 +11,8 @@ import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { ConflictError, InvalidInputError } from '../../cli/kit/errors.js';
-import { syncPath } from './durable.js';
+import { ConflictError, InvalidInputError } from '../../lib/errors.js';
+import { fsyncPath } from '../../lib/durable.js';
 import { FIRMWARE_FILES } from './paths.js';
 
 const run = promisify(execFile);
@@ -42,18 +42,6 @@ function directory(what: string, path: string): string {
   if (!existsSync(path)) throw new InvalidInputError(`${what} ${path}: no such directory`);
   if (!statSync(path).isDirectory()) throw new InvalidInputError(`${what} ${path}: not a directory`);
   return realpathSync(path);
-}
-
-/** `NAME=VALUE` strings as a map; the flag's name goes into the error. */
-export function parseEnv(pairs: string[]): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const pair of pairs) {
-    const eq = pair.indexOf('=');
-    const name = pair.slice(0, eq);
-    if (eq <= 0 || /[\0=]/.test(name)) throw new InvalidInputError(`--env ${JSON.stringify(pair)}: expected NAME=VALUE`);
-    env[name] = pair.slice(eq + 1);
-  }
-  return env;
 }
 
 export async function prepareImage(o: PrepareImageOptions): Promise<PreparedImage> {
@@ -96,6 +84,6 @@ export async function prepareImage(o: PrepareImageOptions): Promise<PreparedImag
     throw new InvalidInputError((e.stderr ?? e.message).trim().replace(/^sandbox-guest prepare-image: /, ''));
   }
   // The binary renames the manifest into place; make the rename itself durable.
-  syncPath(imagesDir);
+  fsyncPath(imagesDir);
   return { path, manifest: JSON.parse(readFileSync(path, 'utf8')) as PreparedImage['manifest'] };
 }

@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { FrameDecoder, FrameError, encodeFrame, frameDecoderStream } from '../framing.js';
-import { DIST_ROOT } from '../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 
 interface Vector {
   name: string;

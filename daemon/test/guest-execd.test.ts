@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
-import { scratchDir } from '../../cli/test/helpers/scratch.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
 import * as assert from 'uvu/assert';
 import { SandboxApiException } from '@alibaba-group/opensandbox';
 import { execdClient, startGuestService, type GuestService } from './guest-process.js';

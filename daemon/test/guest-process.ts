@@ -17,7 +17,7 @@ import {
   type ExecdMetrics,
   type SandboxFiles,
 } from '@alibaba-group/opensandbox';
-import { DIST_ROOT } from '../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 
 export const GUEST_BIN = join(DIST_ROOT, '..', 'vmm-rs', 'target', 'debug', 'sandbox-guest');
 

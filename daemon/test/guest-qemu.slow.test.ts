@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { DEFAULT_FIRMWARE_DIR, FIRMWARE_FILES } from '../images/paths.js';
 
 const BUSYBOX = '/bin/busybox';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import type { FirmwareManifest } from '../images/firmware.js';
 import { STATIC_GUEST_BINARY } from '../images/paths.js';
 

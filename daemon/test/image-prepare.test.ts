@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { STATIC_GUEST_BINARY } from '../images/paths.js';
 
 const base = mkdtempSync(join(tmpdir(), 'image-prepare-'));

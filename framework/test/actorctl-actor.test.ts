@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { ActorSystem } from '../core/system.js';
 import { killAll, startNode, waitFor } from './helpers/cluster.js';
 
@@ -83,7 +83,7 @@ test('typed parameters reach the constructor: negative numbers, values starting 
 test('-D actor.extra_kwargs passes parameters without --; the default name is worker; SIGINT leaves', async () => {
   const { spawn } = await import('node:child_process');
   const { join } = await import('node:path');
-  const { DIST_ROOT } = await import('../../cli/test/helpers/run-tool.js');
+  const { DIST_ROOT } = await import('../../lib/testing/run-tool.js');
   const proc = spawn(process.execPath, [join(DIST_ROOT, 'cli/actorctl.js'), 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '-D', 'actor.extra_kwargs={"prefix":"j:","start":"7"}'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout.on('data', (c: Buffer) => (out += c));

@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ActorSystem } from '../core/system.js';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import http2 from 'node:http2';
 import { FAST_CLIENT_TIMERS, clusterMembers, killAll, memberStatuses, parseInspectStatuses, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 

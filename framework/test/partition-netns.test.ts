@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT } from '../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 import { FAST_TIMERS, killAll, parseInspectStatuses, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 
 const run = promisify(execFile);

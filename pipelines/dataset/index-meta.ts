@@ -1,9 +1,9 @@
 /**
- * Which snapshot a dataset's SQLite index describes (`index_meta.snapshot_id`), and whether it is of
- * the format this build reads. Kept apart from sqlite-index.ts, which builds indexes from the
+ * Which snapshot a dataset's SQLite index describes (`index_meta.snapshot_id`), whether it is of
+ * the format this build reads, and whether its full-text index is there. Kept apart from sqlite-index.ts, which builds indexes from the
  * Parquet parts and is loaded only to build one.
  */
-import Database from 'better-sqlite3';
+import { Database, type SqliteDatabase } from './sqlite.js';
 
 /**
  * The format of the derived index itself (its tables and tokenizer). An index of another format
@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 export const INDEX_FORMAT = '3';
 
 /** The snapshot id recorded in an open index; undefined when it has none or is of another format. */
-export function snapshotIdOf(db: Database.Database): string | undefined {
+export function snapshotIdOf(db: SqliteDatabase): string | undefined {
   const rows = db.prepare("SELECT key, value FROM index_meta WHERE key IN ('snapshot_id', 'index_format')").all() as Array<{ key: string; value: string }>;
   const meta = new Map(rows.map((r) => [r.key, r.value]));
   return meta.get('index_format') === INDEX_FORMAT ? meta.get('snapshot_id') : undefined;
@@ -22,7 +22,7 @@ export function snapshotIdOf(db: Database.Database): string | undefined {
 
 /** The snapshot id an index file describes, or undefined when it is missing, unreadable or of another format. */
 export function indexSnapshotId(path: string): string | undefined {
-  let db: Database.Database | undefined;
+  let db: SqliteDatabase | undefined;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true });
     return snapshotIdOf(db);
@@ -31,4 +31,14 @@ export function indexSnapshotId(path: string): string | undefined {
   } finally {
     db?.close();
   }
+}
+
+/** The full-text facts of an index: `index_meta` says what was built; the table must also be there. */
+export function ftsInfo(db: SqliteDatabase): { available: boolean; tokenizer: string | null } {
+  const meta = new Map(
+    (db.prepare('SELECT key, value FROM index_meta').all() as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]),
+  );
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'steps_fts'").get() !== undefined;
+  const available = table && meta.get('fts_available') === '1';
+  return { available, tokenizer: available ? (meta.get('tokenizer') ?? null) : null };
 }

@@ -8,8 +8,7 @@
  * A snapshot id is the first 20 hex digits of the SHA-256 of the descriptor's canonical JSON
  * (without the id): it never changes once written and names exactly one set of parts.
  */
-import { createHash } from 'node:crypto';
-import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import type { Relation } from './relations.js';
 import type { ObjectStore } from './store.js';
 
@@ -77,7 +76,9 @@ function canonical(value: unknown): string {
   return JSON.stringify(value);
 }
 
-export function snapshotIdOf(descriptor: Omit<Snapshot, 'id'>): string {
+async function snapshotIdOf(descriptor: Omit<Snapshot, 'id'>): Promise<string> {
+  // Loaded here: only writers hash, and every read command goes through this module.
+  const { createHash } = await import('node:crypto');
   return createHash('sha256').update(canonical(descriptor)).digest('hex').slice(0, 20);
 }
 
@@ -118,7 +119,7 @@ export async function readSnapshot(store: ObjectStore, id: string): Promise<Snap
 
 /** Writes the snapshot descriptor (immutable), then swaps the manifest to it atomically. */
 export async function publishSnapshot(store: ObjectStore, descriptor: Omit<Snapshot, 'id'>): Promise<Snapshot> {
-  const snapshot: Snapshot = { id: snapshotIdOf(descriptor), ...descriptor };
+  const snapshot: Snapshot = { id: await snapshotIdOf(descriptor), ...descriptor };
   await store.put(snapshotKey(snapshot.id), `${JSON.stringify(snapshot, null, 2)}\n`);
   const manifest: Manifest = { kind: snapshot.kind, layout_version: LAYOUT_VERSION, snapshot_id: snapshot.id, updated_at: snapshot.created_at };
   await store.put(MANIFEST_KEY, `${JSON.stringify(manifest, null, 2)}\n`);

@@ -4,17 +4,16 @@
  * manifest's, or it is of an older index format) is rebuilt from the Parquet parts first; when the dataset directory is not writable
  * the rebuilt index goes to `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite`.
  */
-import Database from 'better-sqlite3';
+import { Database, type SqliteDatabase } from './sqlite.js';
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { NotFoundError, UnavailableError } from '../../cli/kit/errors.js';
+import { join } from 'node:path';
+import { NotFoundError, UnavailableError } from '../../lib/errors.js';
+import type { ProgressFactory } from '../../lib/progress.js';
+import { localPathOf, resolveDataset, type DatasetRef, type ResolveContext } from '../pins/resolve.js';
 import { INDEX_FILE, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
 import { snapshotIdOf } from './index-meta.js';
 import { LocalObjectStore, type ObjectStore } from './store.js';
-
-/** What `openDataset` accepts: a local path, or a resolved location (pins/resolve.ts `DatasetLocation`). */
-export type DatasetRef = string | { kind: 'local'; path: string; display?: string } | { kind: 's3'; uri: string; display?: string };
 
 export interface OpenDataset {
   uri: string;
@@ -24,15 +23,9 @@ export interface OpenDataset {
   snapshot: Snapshot;
   store: ObjectStore;
   /** better-sqlite3, read-only. */
-  db: Database.Database;
+  db: SqliteDatabase;
   indexState: 'present' | 'rebuilt';
   close(): void;
-}
-
-export function localPathOf(ref: DatasetRef): string {
-  if (typeof ref === 'string') return resolve(ref);
-  if (ref.kind === 'local') return resolve(ref.path);
-  throw new UnavailableError(`${ref.display ?? ref.uri}: object-store datasets are not supported by this build yet`);
 }
 
 function cacheIndexPath(env: NodeJS.ProcessEnv, snapshotId: string): string {
@@ -43,8 +36,8 @@ function cacheIndexPath(env: NodeJS.ProcessEnv, snapshotId: string): string {
 }
 
 /** The index at `path`, opened read-only, when it describes `snapshotId`; undefined when missing, unreadable or stale. */
-function openCurrentIndex(path: string, snapshotId: string): Database.Database | undefined {
-  let db: Database.Database | undefined;
+function openCurrentIndex(path: string, snapshotId: string): SqliteDatabase | undefined {
+  let db: SqliteDatabase | undefined;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true });
     if (snapshotIdOf(db) === snapshotId) {
@@ -67,7 +60,18 @@ function writable(dir: string): boolean {
   }
 }
 
-export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env): Promise<OpenDataset> {
+export interface OpenOptions {
+  /** Shows the rebuild of a missing or stale index. */
+  progress?: ProgressFactory;
+}
+
+/** Resolves a DATASET argument (a pin, a path, or the default dataset) and opens it for reading. */
+export async function openDatasetArg(rc: ResolveContext, arg: string | undefined, options: OpenOptions = {}): Promise<OpenDataset> {
+  const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
+  return openDataset(location, rc.env, options);
+}
+
+export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, options: OpenOptions = {}): Promise<OpenDataset> {
   const root = localPathOf(ref);
   if (!existsSync(root) || !statSync(root).isDirectory()) throw new NotFoundError(`${root}: no such dataset`);
   const store = new LocalObjectStore(root);
@@ -83,7 +87,7 @@ export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = proc
   if (!db) {
     // Loaded only here: building reads the Parquet parts, which costs start-up time an open index never needs.
     const { rebuildIndex } = await import('./sqlite-index.js');
-    await rebuildIndex(store, snapshot, indexPath);
+    await rebuildIndex(store, snapshot, indexPath, options.progress);
     indexState = 'rebuilt';
     db = openCurrentIndex(indexPath, snapshot.id);
     if (!db) throw new UnavailableError(`${indexPath}: the index was rebuilt but cannot be opened`);

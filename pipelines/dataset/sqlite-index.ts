@@ -9,18 +9,18 @@
  * half-built one; `index_meta.snapshot_id` says which snapshot it describes, and a mismatch with the
  * manifest means stale (rebuilt from the parts by open.ts).
  */
-import Database from 'better-sqlite3';
-import { closeSync, copyFileSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
-import { dirname } from 'node:path';
+import { Database, type SqliteDatabase, type SqliteStatement } from './sqlite.js';
+import { copyFileSync, rmSync } from 'node:fs';
 import { FTS_TOKENIZE, TOKENIZER_NAME, ftsText, hasCjk } from './fts-text.js';
 import { INDEX_FORMAT } from './index-meta.js';
 import { LAYOUT_VERSION, type DatasetKind, type Snapshot } from './layout.js';
 import { flatCells, relationRowGroups, type Row } from './parquet.js';
 import { RECORDS, STORYLINE_RELATIONS, type ColumnDef, type Relation } from './relations.js';
-import { TEMP_MARKER, fsyncDir, type ObjectStore } from './store.js';
+import type { ObjectStore } from './store.js';
+import { fsyncPath, renameDurably, tempSiblingOf } from '../../lib/durable.js';
+import type { ProgressFactory } from '../../lib/progress.js';
 
-export type IndexDb = Database.Database;
+export type IndexDb = SqliteDatabase;
 
 const SQL_TYPE: Record<ColumnDef['type'], string> = { string: 'TEXT', json: 'TEXT', int64: 'INTEGER', bool: 'INTEGER', double: 'REAL', binary: 'BLOB' };
 
@@ -69,8 +69,8 @@ const FTS_AUTOMERGE = 16;
 export class IndexBuilder {
   readonly db: IndexDb;
   /** Per relation: its columns as rows arrive (all of relations.ts), where the `sql` ones sit among them, and their insert. */
-  private readonly inserts = new Map<Relation, { all: readonly ColumnDef[]; sql: readonly ColumnDef[]; positions: readonly number[]; stmt: Database.Statement }>();
-  private readonly fts: { fromTable: Database.Statement; fromValues: Database.Statement; cells: readonly number[] } | undefined;
+  private readonly inserts = new Map<Relation, { all: readonly ColumnDef[]; sql: readonly ColumnDef[]; positions: readonly number[]; stmt: SqliteStatement }>();
+  private readonly fts: { fromTable: SqliteStatement; fromValues: SqliteStatement; cells: readonly number[] } | undefined;
   readonly ftsAvailable: boolean;
   private closed = false;
 
@@ -148,8 +148,7 @@ export class IndexBuilder {
 
   /** A new empty index that will replace `path`. */
   static create(path: string, kind: DatasetKind, columns: RelationColumns): IndexBuilder {
-    const temp = `${path}${TEMP_MARKER}${randomBytes(6).toString('hex')}`;
-    return new IndexBuilder(path, temp, kind, columns, true);
+    return new IndexBuilder(path, tempSiblingOf(path), kind, columns, true);
   }
 
   insert(relation: Relation, rows: readonly Row[]): void {
@@ -210,18 +209,12 @@ export class IndexBuilder {
     })();
     this.db.close();
     this.closed = true;
-    const fd = openSync(this.tempPath, 'r');
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
+    fsyncPath(this.tempPath);
   }
 
   /** Renames the finished index into place. */
   publish(): void {
-    renameSync(this.tempPath, this.path);
-    fsyncDir(dirname(this.path));
+    renameDurably(this.tempPath, this.path);
   }
 
   abort(): void {
@@ -232,19 +225,26 @@ export class IndexBuilder {
 }
 
 /** Builds the index of a snapshot from its parts at `path` (atomically replacing what is there). */
-export async function rebuildIndex(store: ObjectStore, snapshot: Snapshot, path: string): Promise<void> {
+export async function rebuildIndex(store: ObjectStore, snapshot: Snapshot, path: string, progress?: ProgressFactory): Promise<void> {
   const columns = relationColumns(snapshot.kind, snapshot.compact?.columns.map((c) => c.name));
   const builder = IndexBuilder.create(path, snapshot.kind, columns);
+  const totalRecords = Object.values(snapshot.relations).reduce((n, parts) => n + (parts ?? []).reduce((m, p) => m + p.rows, 0), 0);
+  const task = progress?.({ label: `rebuilding the index of snapshot ${snapshot.id}`, unit: 'rows', totalRecords });
   try {
     const inIndex = sqlColumns(columns);
     for (const relation of Object.keys(columns) as Relation[]) {
       const names = (inIndex[relation] ?? []).map((c) => c.name);
-      for await (const rows of relationRowGroups(store, snapshot, relation, names)) builder.insert(relation, rows);
+      for await (const rows of relationRowGroups(store, snapshot, relation, names)) {
+        builder.insert(relation, rows);
+        task?.add(rows.length);
+      }
     }
     builder.finish(snapshot.id);
     builder.publish();
   } catch (error) {
     builder.abort();
     throw error;
+  } finally {
+    task?.done();
   }
 }

@@ -8,14 +8,14 @@
  * cloning objects with their keys. A bounded number of batches is in flight; `write` waits for the
  * oldest one beyond it, so a slow disk or index slows the import (backpressure) and memory stays bounded.
  */
-import { randomBytes } from 'node:crypto';
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import type { DatasetKind, PartRef } from './layout.js';
 import { PartWriter, flatCells, type Row } from './parquet.js';
 import type { Relation } from './relations.js';
 import { IndexBuilder, type RelationColumns } from './sqlite-index.js';
-import { LocalObjectStore, TEMP_MARKER } from './store.js';
+import { LocalObjectStore } from './store.js';
+import { tempSiblingOf } from '../../lib/durable.js';
 
 const ROLE = 'trajstore-storage';
 /**
@@ -175,7 +175,7 @@ class Storage {
 
   constructor(private readonly setup: StorageSetup) {
     this.store = new LocalObjectStore(setup.root);
-    const tempPath = `${setup.indexPath}${TEMP_MARKER}${randomBytes(6).toString('hex')}`;
+    const tempPath = tempSiblingOf(setup.indexPath);
     this.index = IndexBuilder.at(setup.indexPath, tempPath, setup.kind, setup.columns, setup.freshIndex);
     this.writeback = new Writeback(tempPath);
   }

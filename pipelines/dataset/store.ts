@@ -3,14 +3,13 @@
  * mapped to bytes. The dataset layer talks only to this interface so that an object-store backend
  * (S3, a later issue) can stand beside the local one without touching the writers and readers.
  *
- * Local writes are crash-safe: bytes go to a temporary sibling, are fsynced, renamed over the key,
- * and the directory is fsynced; a crash leaves the old object or the new one, never a mix.
+ * Local writes are crash-safe (lib/durable.ts): a crash leaves the old object or the new one, never a mix.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
-import { randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { dirname, join } from 'node:path';
+// Synchronous reads behind the async interface: they are small (manifests, snapshots, part
+// footers) and fs/promises costs every read command milliseconds of start-up to load.
+import { closeSync, openSync, readFileSync, readSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { DurableFile, writeFileDurably } from '../../lib/durable.js';
 
 /** A write in progress to one key; nothing is visible under the key until `commit`. */
 export interface ObjectWriter {
@@ -36,64 +35,23 @@ export interface ObjectStore {
   delete(key: string): Promise<void>;
 }
 
-/** Temporary names carry this marker so a later writer can sweep what a crashed one left. */
-export const TEMP_MARKER = '.tmp-';
-
-export function fsyncDir(path: string): void {
-  const fd = openSync(path, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Writes a whole file crash-safely: temp name, fsync, rename, fsync the directory. */
-export function writeFileAtomic(path: string, bytes: Uint8Array | string): void {
-  const writer = new LocalFileWriter(path);
-  writer.write(typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes);
-  writer.commitSync();
-}
-
+/** A local object being written: a DurableFile, published under its key by `commit`. */
 class LocalFileWriter implements ObjectWriter {
-  private readonly temp: string;
-  private fd: number | undefined;
-  private written = 0;
-
-  constructor(private readonly path: string) {
-    mkdirSync(dirname(path), { recursive: true });
-    this.temp = `${path}${TEMP_MARKER}${randomBytes(6).toString('hex')}`;
-    this.fd = openSync(this.temp, 'wx');
+  private readonly file: DurableFile;
+  constructor(path: string) {
+    this.file = new DurableFile(path, { createDirectory: true });
   }
-
   get size(): number {
-    return this.written;
+    return this.file.size;
   }
-
   write(bytes: Uint8Array): void {
-    if (this.fd === undefined) throw new Error(`write after close: ${this.path}`);
-    let offset = 0;
-    while (offset < bytes.length) offset += writeSync(this.fd, bytes, offset, bytes.length - offset);
-    this.written += bytes.length;
+    this.file.write(bytes);
   }
-
-  commitSync(): void {
-    if (this.fd === undefined) throw new Error(`commit after close: ${this.path}`);
-    fsyncSync(this.fd);
-    closeSync(this.fd);
-    this.fd = undefined;
-    renameSync(this.temp, this.path);
-    fsyncDir(dirname(this.path));
-  }
-
   async commit(): Promise<void> {
-    this.commitSync();
+    this.file.commit();
   }
-
   abort(): void {
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
-    rmSync(this.temp, { force: true });
+    this.file.abort();
   }
 }
 
@@ -110,27 +68,33 @@ export class LocalObjectStore implements ObjectStore {
 
   async get(key: string): Promise<Buffer | undefined> {
     try {
-      return await readFile(this.pathOf(key));
+      return readFileSync(this.pathOf(key));
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
     }
   }
 
-  getRange(key: string, start: number, end: number): Promise<Buffer> {
-    if (end <= start) return Promise.resolve(Buffer.alloc(0));
-    return new Promise((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      createReadStream(this.pathOf(key), { start, end: end - 1 })
-        .on('data', (chunk) => chunks.push(chunk as Buffer))
-        .on('error', reject)
-        .on('end', () => resolve(Buffer.concat(chunks)));
-    });
+  async getRange(key: string, start: number, end: number): Promise<Buffer> {
+    if (end <= start) return Buffer.alloc(0);
+    const fd = openSync(this.pathOf(key), 'r');
+    try {
+      const bytes = Buffer.allocUnsafe(end - start);
+      let filled = 0;
+      while (filled < bytes.length) {
+        const n = readSync(fd, bytes, filled, bytes.length - filled, start + filled);
+        if (n === 0) break;
+        filled += n;
+      }
+      return bytes.subarray(0, filled);
+    } finally {
+      closeSync(fd);
+    }
   }
 
   async size(key: string): Promise<number | undefined> {
     try {
-      return (await stat(this.pathOf(key))).size;
+      return statSync(this.pathOf(key)).size;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
@@ -138,7 +102,7 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async put(key: string, bytes: Uint8Array | string): Promise<void> {
-    writeFileAtomic(this.pathOf(key), bytes);
+    writeFileDurably(this.pathOf(key), bytes, { createDirectory: true });
   }
 
   writer(key: string): ObjectWriter {

@@ -11,19 +11,20 @@
  * - replace: built beside like create; then the old dataset is moved aside, the new one renamed in and
  *            the old one removed (spec/trajstore.md, "States and transitions").
  */
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
-import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
-import Database from 'better-sqlite3';
+import { Database } from './sqlite.js';
 import { StorageThread } from './storage-thread.js';
 import { indexSnapshotId } from './index-meta.js';
 import { rebuildIndex, relationColumns, type RelationColumns } from './sqlite-index.js';
-import { LocalObjectStore, TEMP_MARKER, fsyncDir } from './store.js';
-import { processAlive } from '../process.js';
+import { LocalObjectStore } from './store.js';
+import { TEMP_MARKER, fsyncPath, renameDurably, replaceDirectory } from '../../lib/durable.js';
+import { processAlive } from '../../lib/process.js';
 
 export type WriteMode = 'create' | 'append' | 'replace';
 
@@ -201,23 +202,16 @@ export class DatasetWriter {
 
   private moveIntoPlace(): void {
     const target = resolve(this.options.path);
-    const parent = dirname(target);
-    fsyncDir(this.buildPath);
     if (this.options.mode === 'create') {
       if (existsSync(target)) {
         rmSync(this.buildPath, { recursive: true, force: true });
         throw new ConflictError(`${target}: appeared while importing; nothing was written`);
       }
-      renameSync(this.buildPath, target);
-      fsyncDir(parent);
+      fsyncPath(this.buildPath);
+      renameDurably(this.buildPath, target);
       return;
     }
-    const aside = join(parent, `.${basename(target)}.old-${randomBytes(6).toString('hex')}`);
-    const hadOld = existsSync(target);
-    if (hadOld) renameSync(target, aside);
-    renameSync(this.buildPath, target);
-    fsyncDir(parent);
-    if (hadOld) rmSync(aside, { recursive: true, force: true });
+    replaceDirectory(this.buildPath, target);
   }
 
   /** Removes everything this writer made; the destination is as it was. */

@@ -4,13 +4,14 @@
  * filesystem root or the home directory. Removal first renames the directory to a hidden sibling,
  * so an interrupted drop never leaves a half-deleted dataset that still looks like one.
  */
-import { randomBytes } from 'node:crypto';
 import { lstatSync, readdirSync, realpathSync, renameSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { basename, dirname, join, parse, resolve } from 'node:path';
-import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { parse, resolve } from 'node:path';
+import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { INDEX_FILE, MANIFEST_KEY, readManifest, type Manifest } from '../dataset/layout.js';
-import { LocalObjectStore, TEMP_MARKER } from '../dataset/store.js';
+import { LocalObjectStore } from '../dataset/store.js';
+import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { TEMP_MARKER, hiddenTempSiblingOf } from '../../lib/durable.js';
 
 /** Top-level entries a dataset directory may hold (the layout of layout.ts, plus the index's own files and temporaries). */
 const DATASET_ENTRIES = new Set([MANIFEST_KEY, 'snapshots', 'parts', INDEX_FILE]);
@@ -21,9 +22,10 @@ export interface DropTarget {
   manifest: Manifest;
 }
 
-/** Checks that `path` may be dropped; throws (exit 2 refused, exit 3 missing) and says why otherwise. */
-export async function checkDropTarget(path: string, env: NodeJS.ProcessEnv = process.env): Promise<DropTarget> {
-  const target = resolve(path);
+/** Checks that a DATASET argument may be dropped; throws (exit 2 refused, exit 3 missing) and says why otherwise. */
+export async function checkDropTarget(rc: ResolveContext, arg: string): Promise<DropTarget> {
+  const env = rc.env;
+  const target = localPathOf(await resolveDataset(arg, { ...rc, purpose: 'write' }));
   let stat;
   try {
     stat = lstatSync(target);
@@ -59,7 +61,7 @@ export async function checkDropTarget(path: string, env: NodeJS.ProcessEnv = pro
 
 /** Removes a checked dataset: renamed aside first (one atomic step), then deleted. */
 export function dropDataset(target: DropTarget): void {
-  const aside = join(dirname(target.path), `.${basename(target.path)}${TEMP_MARKER}drop-${randomBytes(4).toString('hex')}`);
+  const aside = hiddenTempSiblingOf(target.path);
   renameSync(target.path, aside);
   rmSync(aside, { recursive: true, force: true });
 }

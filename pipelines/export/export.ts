@@ -9,25 +9,24 @@
  * relative path, to a stream the raws in order); a compact record store exports its records' bytes.
  */
 import { existsSync, mkdirSync, statSync } from 'node:fs';
-import { basename, dirname, join, resolve, sep } from 'node:path';
+import { basename, dirname, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
-import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../cli/kit/errors.js';
-import type { Logger } from '../../cli/kit/log.js';
-import type { Progress } from '../../cli/kit/progress.js';
+import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/log.js';
+import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
-import { localPathOf, type DatasetRef } from '../dataset/open.js';
+import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import { relationRowGroups, type Row } from '../dataset/parquet.js';
 import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../dataset/store.js';
-import { formatNamed } from '../formats/registry.js';
-import { OUTPUT_FORMATS, type InputFormat, type OutputFormat } from '../formats/types.js';
+import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
+import type { ExportFormat } from './formats.js';
 import type { Storyline } from '../storyline/schema.js';
 import { storylineFromRows, type StoredCall, type StoredTurn } from '../import/rows.js';
 
-export const EXPORT_FORMATS = [...OUTPUT_FORMATS, 'compact-jsonl'] as const;
-export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 export interface ExportOptions {
-  from: DatasetRef;
+  /** The DATASET argument: a path, a pin, or undefined for the default dataset. */
+  from: string | undefined;
   /** `-` for stdout, a file path (JSONL), or a directory (existing, or ending in `/`). */
   to: string;
   outputFormat: ExportFormat;
@@ -35,7 +34,7 @@ export interface ExportOptions {
   stdout: Writable;
   log: Logger;
   signal: AbortSignal;
-  progress?: Progress;
+  progress?: ProgressFactory;
 }
 
 export interface ExportSummary {
@@ -176,16 +175,16 @@ function openTarget(options: ExportOptions): Target {
 const asBuffer = (value: unknown): Buffer => (value instanceof Uint8Array ? Buffer.from(value.buffer, value.byteOffset, value.byteLength) : Buffer.from(String(value ?? ''), 'utf8'));
 
 /** Raw bytes grouped by relative path, written as files (directory) or concatenated (stream). */
-async function writeRaw(rows: AsyncIterable<Row[]>, pathColumn: string, target: Target, options: ExportOptions): Promise<number> {
+async function writeRaw(rows: AsyncIterable<Row[]>, pathColumn: string, target: Target, signal: AbortSignal, progress: ProgressSink | undefined): Promise<number> {
   let count = 0;
   let current: { path: string; writer: ObjectWriter } | undefined;
   try {
     for await (const group of rows) {
-      if (options.signal.aborted) throw options.signal.reason;
+      if (signal.aborted) throw signal.reason;
       for (const row of group) {
         const bytes = asBuffer(row.raw);
         count += 1;
-        options.progress?.add(1, bytes.length);
+        progress?.add(1, bytes.length);
         if (!target.isDirectory) {
           await target.append(bytes);
           continue;
@@ -279,8 +278,8 @@ function uniqueName(name: string, used: Set<string>): string {
   }
 }
 
-export async function runExport(options: ExportOptions): Promise<ExportSummary> {
-  const root = localPathOf(options.from);
+export async function runExport(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
+  const root = localPathOf(await resolveDataset(options.from, { ...rc, purpose: 'read' }));
   if (!existsSync(root)) throw new NotFoundError(`-f ${root}: no such dataset`);
   const store = new LocalObjectStore(root);
   const manifest = await requireManifest(store);
@@ -292,19 +291,17 @@ export async function runExport(options: ExportOptions): Promise<ExportSummary> 
   if (manifest.kind === 'storyline' && options.outputFormat === 'compact-jsonl') {
     throw new InvalidInputError(`-o compact-jsonl: ${root} is a Storyline dataset; compact-jsonl exports compact record stores only`, { hint: `use one of: ${OUTPUT_FORMATS.join(', ')}` });
   }
-  const format = options.outputFormat === 'compact-jsonl' ? undefined : formatNamed(options.outputFormat as OutputFormat & InputFormat);
-  if (options.outputFormat !== 'compact-jsonl' && !format?.encode) {
-    throw new InvalidInputError(`-o ${options.outputFormat}: this format is not available for export in this build`);
-  }
+  const format = options.outputFormat === 'compact-jsonl' ? undefined : await loadFormat(options.outputFormat);
   const target = openTarget(options);
+  const progress = options.progress?.({ label: 'export', unit: 'documents' });
   let documents = 0;
   try {
     if (manifest.kind === 'compact') {
       path = 'raw';
-      documents = await writeRaw(relationRowGroups(store, snapshot, 'records', ['filename', 'raw']), 'filename', target, options);
+      documents = await writeRaw(relationRowGroups(store, snapshot, 'records', ['filename', 'raw']), 'filename', target, options.signal, progress);
     } else if (await preservedAs(store, snapshot, options.outputFormat)) {
       path = 'raw';
-      documents = await writeRaw(relationRowGroups(store, snapshot, 'sources', ['source_path', 'raw']), 'source_path', target, options);
+      documents = await writeRaw(relationRowGroups(store, snapshot, 'sources', ['source_path', 'raw']), 'source_path', target, options.signal, progress);
     } else {
       const used = new Set<string>();
       for await (const encoded of format!.encode!(storylines(store, snapshot, options.signal))) {
@@ -313,11 +310,11 @@ export async function runExport(options: ExportOptions): Promise<ExportSummary> 
         if (target.isDirectory) {
           const text = `${JSON.stringify(encoded.value, null, 2)}\n`;
           await target.file(uniqueName(encoded.name, used), text);
-          options.progress?.add(1, Buffer.byteLength(text));
+          progress?.add(1, Buffer.byteLength(text));
         } else {
           const line = `${JSON.stringify(encoded.value)}\n`;
           await target.append(line);
-          options.progress?.add(1, Buffer.byteLength(line));
+          progress?.add(1, Buffer.byteLength(line));
         }
       }
     }
@@ -325,6 +322,8 @@ export async function runExport(options: ExportOptions): Promise<ExportSummary> 
   } catch (error) {
     target.abort();
     throw error;
+  } finally {
+    progress?.done();
   }
   return { dataset: root, snapshot_id: snapshot.id, target: options.to, format: options.outputFormat, documents, bytes: target.written, path };
 }

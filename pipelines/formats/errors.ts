@@ -1,5 +1,5 @@
 /** Errors about an input file, with the place in it: `file:line:column: reason` (exit 2). */
-import { InvalidInputError } from '../../cli/kit/errors.js';
+import { InvalidInputError } from '../../lib/errors.js';
 
 export interface SourceLocation {
   relPath: string;

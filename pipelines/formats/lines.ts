@@ -4,6 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import { SourceError } from './errors.js';
+import { readBounded } from '../../lib/streams.js';
 
 export interface Line {
   /** 1-based line number. */
@@ -62,14 +63,9 @@ function tooLong(relPath: string, line: number, max: number): SourceError {
 
 /** Whole-stream bytes, bounded: for formats whose unit is one JSON document per file. */
 export async function readAll(stream: Readable, relPath: string, maxBytes: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > maxBytes) throw new SourceError({ relPath }, `document is larger than ${maxBytes} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
+  const bytes = await readBounded(stream, maxBytes);
+  if (bytes === undefined) throw new SourceError({ relPath }, `document is larger than ${maxBytes} bytes`);
+  return bytes;
 }
 
 /**

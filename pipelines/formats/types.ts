@@ -1,18 +1,11 @@
 /**
  * The contract of a format module: detect a file, decode it to Storyline documents, encode
- * Storyline documents back. Format modules never talk to each other; the import and export
+ * Storyline documents back. The list of formats is registry.ts. Format modules never talk to each other; the import and export
  * pipelines talk to them only through this contract (ARCHITECTURE.md, "Storyline is the hub").
  */
 import type { Readable } from 'node:stream';
-import type { Logger } from '../../cli/kit/log.js';
+import type { Logger } from '../../lib/log.js';
 import type { Storyline } from '../storyline/schema.js';
-
-/** Formats that decode to Storyline (`import -i`). */
-export const INPUT_FORMATS = ['atif', 'actf', 'chat-messages', 'storyline', 'agenta', 'agentb-code'] as const;
-export type InputFormat = (typeof INPUT_FORMATS)[number];
-/** Formats that encode from Storyline (`export -o`). */
-export const OUTPUT_FORMATS = ['atif', 'actf', 'chat-messages', 'storyline'] as const;
-export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
 /** One input file of an import. */
 export interface SourceFile {
@@ -77,7 +70,8 @@ export interface EncodedDocument {
 }
 
 export interface FormatModule {
-  name: InputFormat;
+  /** Its entry in the registry (registry.ts). */
+  name: string;
   /** File name suffixes this format is usually found in (`.json`, `.jsonl`, ...), for directory walks. */
   extensions: readonly string[];
   detect(probe: DetectProbe): Detection | undefined;

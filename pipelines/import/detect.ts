@@ -6,7 +6,6 @@
  */
 import { SourceError } from '../formats/errors.js';
 import { parseJson } from '../formats/lines.js';
-import { FORMATS } from '../formats/registry.js';
 import type { FormatModule } from '../formats/types.js';
 import { probeOf, type ImportFile } from './sources.js';
 
@@ -40,7 +39,7 @@ function checkUtf8(relPath: string, head: Buffer, complete: boolean): void {
   }
 }
 
-export async function detectFormat(file: ImportFile): Promise<Detected> {
+export async function detectFormat(file: ImportFile, formats: readonly FormatModule[]): Promise<Detected> {
   const head = await file.head();
   const complete = file.size !== undefined ? head.length >= file.size : head.length < 64 * 1024;
   if (head.length === 0) throw new SourceError({ relPath: file.relPath }, 'empty file: no records');
@@ -48,7 +47,7 @@ export async function detectFormat(file: ImportFile): Promise<Detected> {
   const probe = probeOf(file.relPath, head, complete);
   let best: Detected | undefined;
   let bestConfidence = 0;
-  for (const format of FORMATS) {
+  for (const format of formats) {
     const detection = format.detect(probe);
     if (detection && detection.confidence > bestConfidence) {
       best = { format, reason: detection.reason };
@@ -59,7 +58,7 @@ export async function detectFormat(file: ImportFile): Promise<Detected> {
   const text = head.toString('utf8');
   if (complete && probe.document === undefined && probe.firstLine === undefined) parseJson(text, file.relPath, 1); // throws the located syntax error
   const shape = Array.isArray(probe.document ?? probe.firstLine) ? 'a JSON array' : 'JSON';
-  throw new SourceError({ relPath: file.relPath, line: 1 }, `${shape} that no trajectory format recognises (tried: ${FORMATS.map((f) => f.name).join(', ')})`, {
+  throw new SourceError({ relPath: file.relPath, line: 1 }, `${shape} that no trajectory format recognises (tried: ${formats.map((f) => f.name).join(', ')})`, {
     hint: 'name the format with -i/--input-format if detection is wrong',
   });
 }

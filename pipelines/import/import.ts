@@ -7,10 +7,11 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { PassThrough, type Readable } from 'node:stream';
-import type { Logger } from '../../cli/kit/log.js';
+import type { Logger } from '../../lib/log.js';
+import type { ProgressSink } from '../../lib/progress.js';
 import { SourceError } from '../formats/errors.js';
-import { FORMATS, formatNamed } from '../formats/registry.js';
-import type { DecodeContext, FormatModule, InputFormat } from '../formats/types.js';
+import { loadFormat, loadFormats, type InputFormat } from '../formats/registry.js';
+import type { DecodeContext, FormatModule } from '../formats/types.js';
 import type { Row } from '../dataset/parquet.js';
 import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
 import { storylineProblems } from '../storyline/validate.js';
@@ -18,14 +19,9 @@ import { locatePointer } from '../formats/storyline/locate.js';
 import { detectFormat } from './detect.js';
 import { documentIdOf, storylineRows } from './rows.js';
 import { listSources, type ImportFile } from './sources.js';
-import { InvalidInputError } from '../../cli/kit/errors.js';
+import { InvalidInputError } from '../../lib/errors.js';
 
 export type DuplicatePolicy = 'suffix' | 'skip';
-
-/** Where the pipeline counts its work (cli/kit/progress.ts `Progress`, or a bridge to it). */
-export interface ProgressSink {
-  add(records: number, bytes?: number): void;
-}
 
 export interface ImportOptions {
   from: string;
@@ -70,13 +66,9 @@ export interface ImportSummary {
 const emptyTotals = (): Omit<FormatTotals, 'format'> => ({ files: 0, runs: 0, steps: 0, tool_calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 });
 
 /** The format of a file: the named one, or the most confident detection (logged at info). */
-async function formatOf(file: ImportFile, options: ImportOptions): Promise<FormatModule> {
-  if (options.inputFormat !== 'auto') {
-    const format = formatNamed(options.inputFormat);
-    if (!format) throw new InvalidInputError(`-i ${options.inputFormat}: this format is not available in this build`, { hint: `available: ${FORMATS.map((f) => f.name).join(', ')}` });
-    return format;
-  }
-  const detected = await detectFormat(file);
+async function formatOf(file: ImportFile, formats: readonly FormatModule[], options: ImportOptions): Promise<FormatModule> {
+  if (options.inputFormat !== 'auto') return formats[0] as FormatModule;
+  const detected = await detectFormat(file, formats);
   options.log.info(`${file.relPath}: detected ${detected.format.name} (${detected.reason})`);
   return detected.format;
 }
@@ -99,7 +91,9 @@ function counted(file: ImportFile, progress: ProgressSink | undefined, onBytes: 
 }
 
 export async function runImport(options: ImportOptions): Promise<ImportSummary> {
-  const extensions = options.inputFormat === 'auto' ? [...new Set(FORMATS.flatMap((f) => f.extensions))] : (formatNamed(options.inputFormat)?.extensions ?? []);
+  // The named format, or every format for detection.
+  const formats = options.inputFormat === 'auto' ? await loadFormats() : [await loadFormat(options.inputFormat)];
+  const extensions = [...new Set(formats.flatMap((f) => f.extensions))];
   const files = listSources(options.from, options.stdin, extensions);
   if (files.length === 0) throw new InvalidInputError(`-f ${options.from}: no ${extensions.join('/')} files to import`);
   const writer = await DatasetWriter.begin({
@@ -145,7 +139,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   }
 
   async function importFile(source: ImportFile): Promise<void> {
-    const format = await formatOf(source, options);
+    const format = await formatOf(source, formats, options);
     const file = counted(source, options.progress, (n) => (bytes += n));
     let totals = byFormat.get(format.name);
     if (!totals) byFormat.set(format.name, (totals = { format: format.name, ...emptyTotals() }));

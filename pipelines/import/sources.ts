@@ -6,7 +6,7 @@
 import { lstatSync, openSync, readSync, closeSync, readdirSync, statSync, type Stats } from 'node:fs';
 import { basename, join, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
-import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import type { DetectProbe, SourceFile } from '../formats/types.js';
 
 export const PROBE_BYTES = 64 * 1024;

@@ -1,31 +1,61 @@
 /**
  * `list`: the run sources of a dataset, one row per source file and format: how many runs and steps
  * came from it and the first and last time in it. Compact record stores list their record files.
+ * A place that is not a dataset but holds source files is listed as `import` would read it (raw.ts).
  */
-import type { Column, Row } from '../../cli/kit/output.js';
-import type { OpenDataset } from '../dataset/open.js';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from '../../lib/log.js';
+import type { ProgressFactory } from '../../lib/progress.js';
+import type { Readable } from 'node:stream';
+import { MANIFEST_KEY } from '../dataset/layout.js';
+import { openDataset, type OpenDataset } from '../dataset/open.js';
+import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { listRawSources, type SourceRow } from './raw.js';
 
-export const LIST_COLUMNS: Record<'storyline' | 'compact', Column[]> = {
-  storyline: [{ key: 'source_path' }, { key: 'format' }, { key: 'runs' }, { key: 'steps' }, { key: 'first_timestamp' }, { key: 'last_timestamp' }],
-  compact: [{ key: 'source_path' }, { key: 'format' }, { key: 'records' }, { key: 'first_timestamp' }, { key: 'last_timestamp' }],
-};
+export interface SourceListing {
+  /** `files`: the place is not a dataset; its files were read as an import would read them. */
+  kind: 'storyline' | 'compact' | 'files';
+  rows: SourceRow[];
+  /** Files that could not be read (each was logged); only for `files`. */
+  unreadable: number;
+}
 
-export function listSources(dataset: OpenDataset): { columns: Column[]; rows: Row[] } {
+export interface ListIO {
+  stdin: Readable;
+  log: Logger;
+  signal: AbortSignal;
+  progress?: ProgressFactory;
+}
+
+export async function listSources(rc: ResolveContext, arg: string | undefined, io: ListIO): Promise<SourceListing> {
+  const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
+  const path = localPathOf(location);
+  if (existsSync(path) && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {
+    return { kind: 'files', ...(await listRawSources(path, io)) };
+  }
+  const dataset = await openDataset(location, rc.env, io.progress ? { progress: io.progress } : {});
+  try {
+    return { kind: dataset.kind, rows: datasetSources(dataset), unreadable: 0 };
+  } finally {
+    dataset.close();
+  }
+}
+
+function datasetSources(dataset: OpenDataset): SourceRow[] {
   if (dataset.kind === 'compact') {
-    const rows = dataset.db
+    return dataset.db
       .prepare(
         `SELECT filename AS source_path, 'compact-jsonl' AS format, count(*) AS records, min(timestamp) AS first_timestamp, max(timestamp) AS last_timestamp
          FROM records GROUP BY filename ORDER BY filename`,
       )
-      .all() as Row[];
-    return { columns: LIST_COLUMNS.compact, rows };
+      .all() as SourceRow[];
   }
-  const rows = dataset.db
+  return dataset.db
     .prepare(
       `SELECT source_path, source_format AS format, count(*) AS runs, sum(step_count) AS steps,
          min(coalesce(started_at, finished_at)) AS first_timestamp, max(coalesce(finished_at, started_at)) AS last_timestamp
        FROM runs GROUP BY source_path, source_format ORDER BY source_path, source_format`,
     )
-    .all() as Row[];
-  return { columns: LIST_COLUMNS.storyline, rows };
+    .all() as SourceRow[];
 }

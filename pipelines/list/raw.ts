@@ -4,22 +4,35 @@
  * decoded as `import` would, without writing anything, and counted. A file that cannot be read is
  * reported on stderr and left out, so one bad log does not hide the others.
  */
-import type { Logger } from '../../cli/kit/log.js';
-import type { Row } from '../../cli/kit/output.js';
+import type { Logger } from '../../lib/log.js';
 import type { Readable } from 'node:stream';
-import { FORMATS } from '../formats/registry.js';
+import { loadFormats } from '../formats/registry.js';
 import { detectFormat } from '../import/detect.js';
 import { documentIdOf, storylineRows } from '../import/rows.js';
 import { listSources } from '../import/sources.js';
 
-export async function listRawSources(path: string, io: { stdin: Readable; log: Logger; signal: AbortSignal }): Promise<{ rows: Row[]; unreadable: number }> {
-  const extensions = [...new Set(FORMATS.flatMap((f) => f.extensions))];
-  const rows: Row[] = [];
+/** One row of `list`: a source file and what came from it. */
+export interface SourceRow {
+  source_path: string;
+  format: string;
+  /** Storyline datasets and source files: runs and steps decoded from the source. */
+  runs?: number;
+  steps?: number;
+  /** Compact record stores: records of the file. */
+  records?: number;
+  first_timestamp: string | null;
+  last_timestamp: string | null;
+}
+
+export async function listRawSources(path: string, io: { stdin: Readable; log: Logger; signal: AbortSignal }): Promise<{ rows: SourceRow[]; unreadable: number }> {
+  const formats = await loadFormats();
+  const extensions = [...new Set(formats.flatMap((f) => f.extensions))];
+  const rows: SourceRow[] = [];
   let unreadable = 0;
   for (const file of listSources(path, io.stdin, extensions)) {
     if (io.signal.aborted) throw io.signal.reason;
     try {
-      const { format } = await detectFormat(file);
+      const { format } = await detectFormat(file, formats);
       let runs = 0;
       let steps = 0;
       let first: string | null = null;

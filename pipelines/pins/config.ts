@@ -8,13 +8,13 @@
  * mode 0600 whenever it holds credentials. Error messages never contain a value of the file:
  * a TOML syntax error reports its line and column but not the line's text, which may be a secret.
  */
-import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { mkdir, open, readFile, realpath, rename, stat, unlink } from 'node:fs/promises';
+// Synchronous fs: a configuration file is small, and fs/promises costs every command start-up time to load.
+import { mkdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parse, stringify, TomlError } from 'smol-toml';
-import type { ConfigLocation } from '../../cli/kit/config.js';
-import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
+import type { ConfigLocation } from '../../lib/config.js';
+import { writeFileDurably } from '../../lib/durable.js';
+import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { PIN_KEYS, PinError, pinNameProblem, toPin, DEFAULT_PIN, type Pin, type PinEntry, type PinKey } from './pins.js';
 
 /** Keys earlier configuration layouts used; each gets its own explanation. */
@@ -48,8 +48,8 @@ export async function loadConfig(location: ConfigLocation, options: LoadOptions)
   let text: string;
   let mode = 0;
   try {
-    text = await readFile(location.path, 'utf8');
-    mode = (await stat(location.path)).mode;
+    text = readFileSync(location.path, 'utf8');
+    mode = statSync(location.path).mode;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     if (location.source !== 'default' && !options.allowMissing) {
@@ -176,11 +176,16 @@ function splitKey(dotted: string): string[] {
  */
 export async function saveConfig(config: LoadedConfig, entries: Map<string, PinEntry>): Promise<void> {
   // A symlinked configuration (dotfile managers) is rewritten where it really is, not replaced by a file.
-  const path = await realpath(config.location.path).catch(() => config.location.path);
+  let path = config.location.path;
+  try {
+    path = realpathSync(path);
+  } catch {
+    // a new file: written where it is named
+  }
   const holdsSecrets = [...entries.values()].some((e) => e.secret_key !== undefined || e.access_key !== undefined);
   let mode = 0o644;
   try {
-    mode = (await stat(path)).mode & 0o777;
+    mode = statSync(path).mode & 0o777;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
@@ -194,32 +199,8 @@ export async function saveConfig(config: LoadedConfig, entries: Map<string, PinE
   const body = entries.size === 0 ? '' : `${stringify({ pins })}\n`;
   const text = `# trajstore configuration: [pins.<name>] tables (see \`trajstore dataset --help\`).\n${body}`;
 
-  const dir = dirname(path);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
-  try {
-    await handle.chmod(mode); // exact mode whatever the umask
-    await handle.writeFile(text, 'utf8');
-    await handle.sync();
-  } catch (error) {
-    await handle.close();
-    await unlink(temp).catch(() => {});
-    throw error;
-  }
-  await handle.close();
-  try {
-    await rename(temp, path);
-  } catch (error) {
-    await unlink(temp).catch(() => {});
-    throw error;
-  }
-  const dirHandle = await open(dir, constants.O_RDONLY);
-  try {
-    await dirHandle.sync();
-  } finally {
-    await dirHandle.close();
-  }
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  writeFileDurably(path, text, { mode });
 }
 
 /** A stored entry checked the same way as when loading (for writes from the command line). */

@@ -8,9 +8,9 @@ import { constants } from 'node:fs';
 import { mkdir, open, readFile, realpath, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ConfigLocation } from '../../cli/kit/config.js';
-import { UnavailableError } from '../../cli/kit/errors.js';
-import { processAlive } from '../process.js';
+import type { ConfigLocation } from '../../lib/config.js';
+import { UnavailableError } from '../../lib/errors.js';
+import { processAlive } from '../../lib/process.js';
 
 /** How long a command waits for another one to finish its change. */
 const WAIT_MS = 10_000;

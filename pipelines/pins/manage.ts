@@ -3,13 +3,11 @@
  * change configuration: nothing here creates, moves or deletes a dataset.
  */
 import { stat } from 'node:fs/promises';
-import type { ConfigLocation } from '../../cli/kit/config.js';
-import { ConflictError, InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
-import type { Row } from '../../cli/kit/output.js';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import type { ResolveContext } from './resolve.js';
 import { checkEntry, loadConfig, saveConfig, type LoadedConfig } from './config.js';
 import { withConfigLock } from './lock.js';
 import {
-  BUILTIN_DESCRIPTIONS,
   BUILTIN_PINS,
   DEFAULT_PIN,
   builtinPin,
@@ -71,7 +69,7 @@ function existing(config: LoadedConfig, name: string): PinEntry {
   return entry;
 }
 
-export async function addPin(location: ConfigLocation, env: NodeJS.ProcessEnv, request: PinRequest): Promise<Pin> {
+export async function addPin({ config: location, env }: ResolveContext, request: PinRequest): Promise<Pin> {
   const name = userPinName(request.name);
   return withConfigLock(location, async () => {
     const config = await loadConfig(location, { env, allowMissing: true });
@@ -92,7 +90,7 @@ export async function addPin(location: ConfigLocation, env: NodeJS.ProcessEnv, r
   });
 }
 
-export async function removePin(location: ConfigLocation, env: NodeJS.ProcessEnv, rawName: string): Promise<void> {
+export async function removePin({ config: location, env }: ResolveContext, rawName: string): Promise<void> {
   const name = userPinName(rawName);
   await withConfigLock(location, async () => {
     const config = await loadConfig(location, { env });
@@ -104,7 +102,7 @@ export async function removePin(location: ConfigLocation, env: NodeJS.ProcessEnv
 }
 
 /** Changes a pin's uri, keeping its other keys (which must still fit the new uri's kind). */
-export async function setPinUri(location: ConfigLocation, env: NodeJS.ProcessEnv, rawName: string, uri: string): Promise<Pin> {
+export async function setPinUri({ config: location, env }: ResolveContext, rawName: string, uri: string): Promise<Pin> {
   const name = userPinName(rawName);
   return withConfigLock(location, async () => {
     const config = await loadConfig(location, { env });
@@ -126,7 +124,7 @@ export async function setPinUri(location: ConfigLocation, env: NodeJS.ProcessEnv
   });
 }
 
-export async function renamePin(location: ConfigLocation, env: NodeJS.ProcessEnv, rawOld: string, rawNew: string): Promise<Pin> {
+export async function renamePin({ config: location, env }: ResolveContext, rawOld: string, rawNew: string): Promise<Pin> {
   const from = userPinName(rawOld);
   const to = userPinName(rawNew);
   return withConfigLock(location, async () => {
@@ -144,62 +142,45 @@ export async function renamePin(location: ConfigLocation, env: NodeJS.ProcessEnv
   });
 }
 
-/** The columns of `dataset list` and `dataset show`. Credentials appear only as `stored`. */
-export const PIN_COLUMNS = [
-  { key: 'name' },
-  { key: 'kind' },
-  { key: 'uri' },
-  { key: 'endpoint' },
-  { key: 'region' },
-  { key: 'credentials' },
-  { key: 'source' },
-  { key: 'note' },
-] as const;
-
-export function pinRow(pin: Pin): Row {
-  const row: Row = { name: `@${pin.name}`, kind: pin.kind, uri: pin.kind === 'local' ? pin.path : pin.uri, endpoint: null, region: null, credentials: null };
-  if (pin.kind === 's3') {
-    row.endpoint = pin.endpoint ?? null;
-    row.region = pin.region;
-  }
-  if (pin.kind !== 'local' && pin.credentials) row.credentials = 'stored';
-  row.source = pin.builtin ? 'built-in' : 'config';
-  row.note = isBuiltinPin(pin.name) ? BUILTIN_DESCRIPTIONS[pin.name] : pin.name === DEFAULT_PIN ? 'used when a command omits the dataset' : null;
-  return row;
-}
-
 export interface PinListing {
-  rows: Row[];
+  pins: Pin[];
+  /** Problems of the configuration file that did not stop the command. */
   warnings: string[];
 }
 
 /** User pins by name, then the built-in pins. */
-export async function listPins(location: ConfigLocation, env: NodeJS.ProcessEnv): Promise<PinListing> {
+export async function listPins({ config: location, env }: ResolveContext): Promise<PinListing> {
   const config = await loadConfig(location, { env });
   const user = [...config.pins.values()].sort((a, b) => a.name.localeCompare(b.name));
-  const builtins = BUILTIN_PINS.map((name) => builtinPin(name, env));
-  return { rows: [...user, ...builtins].map(pinRow), warnings: config.warnings };
+  return { pins: [...user, ...BUILTIN_PINS.map((name) => builtinPin(name, env))], warnings: config.warnings };
 }
 
-export async function showPin(location: ConfigLocation, env: NodeJS.ProcessEnv, rawName: string): Promise<PinListing> {
+export interface PinDetails {
+  pin: Pin;
+  /** Whether a local pin's directory exists; null for other pins. */
+  exists: boolean | null;
+  warnings: string[];
+}
+
+export async function showPin({ config: location, env }: ResolveContext, rawName: string): Promise<PinDetails> {
   const name = stripAt(rawName);
   if (isBuiltinPin(name)) {
     const pin = builtinPin(name, env);
-    return { rows: [await withExists(pinRow(pin), pin)], warnings: [] };
+    return { pin, exists: await existsLocally(pin), warnings: [] };
   }
   const config = await loadConfig(location, { env });
   const valid = userPinName(name);
   existing(config, valid);
   const pin = config.pins.get(valid) as Pin;
-  return { rows: [await withExists(pinRow(pin), pin)], warnings: config.warnings };
+  return { pin, exists: await existsLocally(pin), warnings: config.warnings };
 }
 
-async function withExists(row: Row, pin: Pin): Promise<Row> {
-  if (pin.kind !== 'local') return { ...row, exists: null };
+async function existsLocally(pin: Pin): Promise<boolean | null> {
+  if (pin.kind !== 'local') return null;
   try {
     await stat(pin.path);
-    return { ...row, exists: true };
+    return true;
   } catch {
-    return { ...row, exists: false };
+    return false;
   }
 }

@@ -4,11 +4,10 @@
  * - `@name` or `@name/sub/path` -> a user pin or a built-in pin (`@agenta`, `@agentb`, `@agentb-code`);
  * - `s3://bucket/prefix` -> an object-store prefix; anything else -> a local path.
  */
-import { stat } from 'node:fs/promises';
+import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { ConfigLocation } from '../../cli/kit/config.js';
-import { InvalidInputError, NotFoundError } from '../../cli/kit/errors.js';
-import { loadConfig } from './config.js';
+import type { ConfigLocation } from '../../lib/config.js';
+import { InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
 import {
   BUILTIN_PINS,
   DEFAULT_PIN,
@@ -26,9 +25,23 @@ import {
 
 export type DatasetLocation = { kind: 'local'; path: string; display: string } | ({ kind: 's3'; display: string } & S3Place);
 
-export interface ResolveOptions {
+/** What `openDataset` accepts: a local path, or a resolved location (`DatasetLocation`). */
+export type DatasetRef = string | { kind: 'local'; path: string; display?: string } | { kind: 's3'; uri: string; display?: string };
+
+/** The local directory of a dataset; object-store datasets are refused (exit 6) until they land. */
+export function localPathOf(ref: DatasetRef): string {
+  if (typeof ref === 'string') return resolve(ref);
+  if (ref.kind === 'local') return resolve(ref.path);
+  throw new UnavailableError(`${ref.display ?? ref.uri}: object-store datasets are not supported by this build yet`);
+}
+
+/** What resolving a DATASET argument needs: where the configuration (with the pins) is, and the environment. */
+export interface ResolveContext {
   config: ConfigLocation;
   env: NodeJS.ProcessEnv;
+}
+
+export interface ResolveOptions extends ResolveContext {
   /** Built-in pins (agent session roots) can be read, never written. */
   purpose: 'read' | 'write';
   /** Base of relative local paths; the working directory by default. */
@@ -60,7 +73,7 @@ export function parsePinRef(arg: string): { name: string; segments: string[] } {
 export async function resolveDataset(arg: string | undefined, opts: ResolveOptions): Promise<DatasetLocation> {
   const cwd = opts.cwd ?? process.cwd();
   if (arg === undefined) {
-    const config = await loadConfig(opts.config, { env: opts.env });
+    const config = await loadUserConfig(opts);
     const pin = config.pins.get(DEFAULT_PIN);
     if (pin) return fromPin(pin, [], opts);
     const path = defaultDatasetPath(opts.env);
@@ -70,7 +83,7 @@ export async function resolveDataset(arg: string | undefined, opts: ResolveOptio
   if (arg.startsWith('@')) {
     const { name, segments } = parsePinRef(arg);
     if (isBuiltinPin(name)) return fromPin(builtinPin(name, opts.env), segments, opts);
-    const config = await loadConfig(opts.config, { env: opts.env });
+    const config = await loadUserConfig(opts);
     const pin = config.pins.get(name);
     if (!pin) {
       const known = [...config.pins.keys(), ...BUILTIN_PINS].map((n) => `@${n}`);
@@ -145,7 +158,7 @@ function s3Uri(bucket: string, prefix: string): string {
 /** The default dataset must be a directory: an existing plain file there is refused. */
 async function mustNotBeFile(path: string, display: string): Promise<void> {
   try {
-    if (!(await stat(path)).isDirectory()) throw new InvalidInputError(`${display} (${path}) must be a local directory, and it is a file`);
+    if (!statSync(path).isDirectory()) throw new InvalidInputError(`${display} (${path}) must be a local directory, and it is a file`);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
@@ -155,4 +168,10 @@ function catalogUnsupported(what: string): InvalidInputError {
   return new InvalidInputError(`${what} is a directory-service pin; opening datasets through a directory service is not supported by this build`, {
     hint: 'directory-service pins can be stored and shown with `trajstore dataset`',
   });
+}
+
+/** The configuration, loaded only when a pin or the default dataset is asked for: a path needs none. */
+async function loadUserConfig(opts: ResolveOptions): ReturnType<typeof import('./config.js').loadConfig> {
+  const { loadConfig } = await import('./config.js');
+  return loadConfig(opts.config, { env: opts.env });
 }

@@ -1,35 +1,36 @@
 /**
  * `find`: parses the `--match` expressions (or takes an identity), plans one SQL statement, runs it
- * in the killable SQL worker against the dataset's index and shapes the reference's JSON document
+ * against the dataset's index under the SQL watchdog and shapes the reference's JSON document
  * (reference/trajectory-formats.md §5.4) with bounded previews.
  */
-import { InvalidInputError } from '../../cli/kit/errors.js';
-import type { OpenDataset } from '../dataset/open.js';
+import { InvalidInputError } from '../../lib/errors.js';
+import type { ProgressFactory } from '../../lib/progress.js';
+import { ftsInfo } from '../dataset/index-meta.js';
+import { openDatasetArg, type OpenDataset } from '../dataset/open.js';
+import type { ResolveContext } from '../pins/resolve.js';
 import type { Expr } from './grammar/ast.js';
 import { ExpressionError } from './grammar/errors.js';
 import { parseExpression } from './grammar/parser.js';
 import { MATCH_COLUMNS, planFind, type Identity, type SearchMode, type SearchScope } from './planner.js';
 import { buildPreview } from './preview.js';
-import { runReadOnlySql, type SqlWorker } from './sql/runner.js';
-
-export const FIND_DEFAULTS = {
-  maxResults: 100,
-  maxPreviewBytes: 4096,
-  maxTotalBytes: 8 * 1024 * 1024,
-  timeoutMs: 30_000,
-} as const;
+import { runReadOnlySql } from './sql/runner.js';
 
 export interface FindOptions {
+  /** `--match` expressions, all of which must match; or an identity. */
   matches: string[];
   identity?: Identity;
+  /** Only runs imported from this source file. */
   sourcePath?: string;
   maxResults: number;
   maxPreviewBytes: number;
   maxTotalBytes: number;
   timeoutMs: number;
-  signal?: AbortSignal;
-  /** A SQL child started earlier by the caller (sql/runner.ts), used up by this search. */
-  sqlWorker?: SqlWorker;
+}
+
+export interface FindRequest extends FindOptions {
+  /** A DATASET argument: a path, a pin, or undefined for the default dataset. */
+  dataset: string | undefined;
+  progress?: ProgressFactory;
 }
 
 export interface FindMatch {
@@ -65,24 +66,24 @@ export function parseMatches(matches: readonly string[]): Expr[] {
   });
 }
 
-/** The full-text facts of an index: `index_meta` says what was built; the table must also be there. */
-export function ftsInfo(dataset: OpenDataset): { available: boolean; tokenizer: string | null } {
-  const meta = new Map(
-    (dataset.db.prepare('SELECT key, value FROM index_meta').all() as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]),
-  );
-  const table = dataset.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'steps_fts'").get() !== undefined;
-  const available = table && meta.get('fts_available') === '1';
-  return { available, tokenizer: available ? (meta.get('tokenizer') ?? null) : null };
+/** Opens the dataset, searches it, closes it. */
+export async function findInDataset(rc: ResolveContext, request: FindRequest): Promise<FindDocument> {
+  const dataset = await openDatasetArg(rc, request.dataset, request.progress ? { progress: request.progress } : {});
+  try {
+    return runFind(dataset, request);
+  } finally {
+    dataset.close();
+  }
 }
 
-export async function runFind(dataset: OpenDataset, options: FindOptions): Promise<FindDocument> {
+export function runFind(dataset: OpenDataset, options: FindOptions): FindDocument {
   if (dataset.kind !== 'storyline') {
     throw new InvalidInputError(`${dataset.uri}: find searches Storyline datasets; this one is a compact record store`, {
       hint: 'use `trajstore query` with SQL over dataset.records',
     });
   }
   const expressions = parseMatches(options.matches);
-  const fts = ftsInfo(dataset);
+  const fts = ftsInfo(dataset.db);
   const plan = planFind({
     expressions,
     ...(options.identity ? { identity: options.identity } : {}),
@@ -91,11 +92,15 @@ export async function runFind(dataset: OpenDataset, options: FindOptions): Promi
     ftsAvailable: fts.available,
   });
   const rows: unknown[][] = [];
-  await runReadOnlySql(
-    { mounts: [{ name: 'dataset', path: dataset.db.name }], sql: plan.sql, params: plan.params, maxRows: options.maxResults + 1, maxBytes: Number.MAX_SAFE_INTEGER },
-    { timeoutMs: options.timeoutMs, ...(options.signal ? { signal: options.signal } : {}), onRows: (batch) => rows.push(...batch) },
-    options.sqlWorker,
-  );
+  runReadOnlySql({
+    mounts: [{ name: 'dataset', path: dataset.db.name }],
+    sql: plan.sql,
+    params: plan.params,
+    maxRows: options.maxResults + 1,
+    maxBytes: Number.MAX_SAFE_INTEGER,
+    timeoutMs: options.timeoutMs,
+    onRow: (row) => rows.push(row),
+  });
   let truncated = rows.length > options.maxResults;
   const matches: FindMatch[] = [];
   let total = 0;

@@ -6,14 +6,16 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { InvalidInputError } from '../../cli/kit/errors.js';
-import type { Row } from '../../cli/kit/output.js';
+import { InvalidInputError } from '../../lib/errors.js';
+import type { Row } from '../../lib/output.js';
+import type { ReportName } from './reports.js';
 import { INDEX_FILE, readManifest } from '../dataset/layout.js';
-import type { OpenDataset } from '../dataset/open.js';
-import { indexSnapshotId } from '../dataset/index-meta.js';
+import { openDataset, openDatasetArg, type OpenDataset } from '../dataset/open.js';
+import type { ProgressFactory } from '../../lib/progress.js';
+import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { ftsInfo, indexSnapshotId } from '../dataset/index-meta.js';
 import { LocalObjectStore } from '../dataset/store.js';
 import type { Relation } from '../dataset/relations.js';
-import { ftsInfo } from '../search/find.js';
 
 export interface RelationHealth {
   relation: Relation;
@@ -44,7 +46,7 @@ export interface DatasetHealth {
 export type IndexState = 'present' | 'stale' | 'missing';
 
 /** The state of a local dataset's index before anything rebuilds it. */
-export async function indexStateOf(path: string): Promise<IndexState> {
+async function indexStateOf(path: string): Promise<IndexState> {
   const manifest = await readManifest(new LocalObjectStore(path)).catch(() => undefined);
   const index = join(path, INDEX_FILE);
   const indexed = indexSnapshotId(index);
@@ -53,9 +55,22 @@ export async function indexStateOf(path: string): Promise<IndexState> {
   return manifest && indexed === manifest.snapshot_id ? 'present' : 'stale';
 }
 
-export function datasetHealth(dataset: OpenDataset, before: IndexState): DatasetHealth {
+/** The health of a dataset; a missing or stale index is rebuilt to answer (and `index_state` says which it was). */
+export async function datasetHealth(rc: ResolveContext, arg: string | undefined, progress?: ProgressFactory): Promise<DatasetHealth> {
+  const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
+  // Looked at before opening, because opening rebuilds a stale or missing index.
+  const before = await indexStateOf(localPathOf(location));
+  const dataset = await openDataset(location, rc.env, progress ? { progress } : {});
+  try {
+    return healthOf(dataset, before);
+  } finally {
+    dataset.close();
+  }
+}
+
+function healthOf(dataset: OpenDataset, before: IndexState): DatasetHealth {
   const meta = new Map((dataset.db.prepare('SELECT key, value FROM index_meta').all() as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]));
-  const fts = ftsInfo(dataset);
+  const fts = ftsInfo(dataset.db);
   const relations = Object.keys(dataset.snapshot.rows).length > 0 ? (Object.keys(dataset.snapshot.rows) as Relation[]) : (Object.keys(dataset.snapshot.relations) as Relation[]);
   return {
     dataset_uri: dataset.uri,
@@ -85,8 +100,8 @@ export function datasetHealth(dataset: OpenDataset, before: IndexState): Dataset
   };
 }
 
-export const REPORTS = ['overview', 'agents', 'models', 'tools'] as const;
-export type ReportName = (typeof REPORTS)[number];
+/** A row of a report: named figures (counts, tokens, cost, times). */
+export type ReportRow = Row;
 
 // Whole milliseconds: julianday's floating point would otherwise show 9000 ms as 8999.99.
 const DURATION_MS = `round((julianday(finished_at) - julianday(started_at)) * 86400000.0)`;
@@ -188,7 +203,17 @@ function tools(dataset: OpenDataset): Row[] {
   return rows.map((r) => ({ ...r, error_rate: round(r.errors / r.calls, 4), median_result_bytes: medians.get(r.tool) ?? null }));
 }
 
-export function report(dataset: OpenDataset, name: ReportName): Row[] {
+/** One of the built-in reports of a Storyline dataset. */
+export async function statsReport(rc: ResolveContext, arg: string | undefined, name: ReportName, progress?: ProgressFactory): Promise<ReportRow[]> {
+  const dataset = await openDatasetArg(rc, arg, progress ? { progress } : {});
+  try {
+    return report(dataset, name);
+  } finally {
+    dataset.close();
+  }
+}
+
+function report(dataset: OpenDataset, name: ReportName): Row[] {
   if (dataset.kind !== 'storyline') {
     throw new InvalidInputError(`${dataset.uri}: \`stats ${name}\` reports on Storyline datasets; this one is a compact record store`, {
       hint: '`trajstore stats` shows its health; `trajstore query` runs SQL over dataset.records',

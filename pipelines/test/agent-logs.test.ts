@@ -2,17 +2,19 @@
  * The `agentb-code` (Claude Code) and `agenta` (Codex CLI) decoders against every fixture of
  * theirs, with the counts of fixtures/README.md; every decoded Storyline must be valid.
  */
-import { createReadStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createReadStream, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Readable } from 'node:stream';
 import { test } from 'uvu';
-import { scratchDir } from '../../cli/test/helpers/scratch.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
 import * as assert from 'uvu/assert';
-import { Logger } from '../../cli/kit/log.js';
-import { CliError } from '../../cli/kit/errors.js';
+import { Logger } from '../../lib/log.js';
+import { ToolError } from '../../lib/errors.js';
 import type { Storyline, Turn } from '../storyline/schema.js';
 import { storylineProblems } from '../storyline/validate.js';
-import { FORMATS } from '../formats/registry.js';
+import { loadFormats } from '../formats/registry.js';
+
+const formats = await loadFormats();
 import { agenta } from '../formats/agenta/index.js';
 import { agentbCode } from '../formats/agentb-code/index.js';
 import type { DecodedDocument, FormatModule, SourceFile } from '../formats/types.js';
@@ -49,11 +51,11 @@ async function decode(format: FormatModule, file: SourceFile, keepRaw = false): 
   return { docs, diagnostics };
 }
 
-async function decodeError(format: FormatModule, file: SourceFile): Promise<CliError> {
+async function decodeError(format: FormatModule, file: SourceFile): Promise<ToolError> {
   try {
     await decode(format, file);
   } catch (error) {
-    if (error instanceof CliError) return error;
+    if (error instanceof ToolError) return error;
     throw error;
   }
   throw new Error(`${file.relPath} decoded without error`);
@@ -70,7 +72,7 @@ function detected(path: string): string | undefined {
   const head = readFileSync(path).subarray(0, 64 * 1024);
   const probe = probeOf(relative(SHARED_FIXTURES, path), head, head.length < 64 * 1024);
   let best: { name: string; confidence: number } | undefined;
-  for (const format of FORMATS) {
+  for (const format of formats) {
     const d = format.detect(probe);
     if (d && d.confidence > (best?.confidence ?? 0)) best = { name: format.name, confidence: d.confidence };
   }

@@ -4,8 +4,8 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT, runTool, type ToolResult } from '../../cli/test/helpers/run-tool.js';
-import { scratchDir } from '../../cli/test/helpers/scratch.js';
+import { DIST_ROOT, runTool, type ToolResult } from '../../lib/testing/run-tool.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
 
 const SECRET = 'Zq8-secret-never-printed-7781';
 const ACCESS = 'AKIA-access-never-printed';

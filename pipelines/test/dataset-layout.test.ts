@@ -10,11 +10,11 @@ import { PassThrough } from 'node:stream';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { Logger } from '../../cli/kit/log.js';
+import { Logger } from '../../lib/log.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
 import { relationRowGroups, type Row } from '../dataset/parquet.js';
 import { STORYLINE_RELATIONS, type Relation } from '../dataset/relations.js';
-import { FORMATS } from '../formats/registry.js';
+import { loadFormats } from '../formats/registry.js';
 import { detectFormat } from '../import/detect.js';
 import { listSources } from '../import/sources.js';
 import { OBSERVATION_CONTENT_FROM_CALL, TURN_RESULTS_FROM_OBSERVATION } from '../import/rows.js';
@@ -24,11 +24,12 @@ import { sandbox } from './helpers/sandbox.js';
 
 /** The Storylines `import -f dir` decodes, in import order. */
 async function decodedStorylines(dir: string): Promise<Storyline[]> {
-  const extensions = [...new Set(FORMATS.flatMap((f) => f.extensions))];
+  const formats = await loadFormats();
+  const extensions = [...new Set(formats.flatMap((f) => f.extensions))];
   const docs: Storyline[] = [];
   const ctx = { log: new Logger('error', new PassThrough()), keepRaw: false, signal: new AbortController().signal, diagnostic: () => {} };
   for (const file of listSources(dir, new PassThrough(), extensions)) {
-    const { format } = await detectFormat(file);
+    const { format } = await detectFormat(file, formats);
     for await (const decoded of format.decode(file, ctx)) docs.push(decoded.storyline);
   }
   return docs;

@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { SourceError } from '../formats/errors.js';
 import { actf } from '../formats/actf/index.js';
 import { atif } from '../formats/atif/index.js';
-import { formatNamed } from '../formats/registry.js';
+import { loadFormat } from '../formats/registry.js';
 import type { Storyline } from '../storyline/schema.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
 import { bytesSource, decodeAll, encodeAll, fileSource, parseArgumentStrings, probeOf, problemsOf, sortKeys, thrown, tokenTotals, toolCallCount } from './helpers/format-harness.js';
@@ -21,8 +21,8 @@ const fixture = (path: string) => fileSource(join(SHARED_FIXTURES, path), path);
 /** ACTF equality: the same JSON once key order and the whitespace of OpenAI `arguments` strings are set aside. */
 const canonical = (value: unknown) => sortKeys(parseArgumentStrings(value));
 
-test('the actf module is registered and detects ACTF by name or root keys', () => {
-  assert.is(formatNamed('actf'), actf);
+test('the actf module is registered and detects ACTF by name or root keys', async () => {
+  assert.is(await loadFormat('actf'), actf);
   for (const { path } of FIXTURES) assert.ok((actf.detect(probeOf(join(SHARED_FIXTURES, path), path))?.confidence ?? 0) >= 0.9, path);
   const renamed = probeOf(join(SHARED_FIXTURES, FIXTURES[0]!.path), 'task.json');
   assert.is(actf.detect(renamed)?.reason, 'root keys task_id and attempts');

@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { SourceError } from '../formats/errors.js';
 import { atif } from '../formats/atif/index.js';
 import { chatMessages } from '../formats/chat-messages/index.js';
-import { formatNamed } from '../formats/registry.js';
+import { loadFormat } from '../formats/registry.js';
 import type { Storyline } from '../storyline/schema.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { assertSamplesDecode, bytesSource, decodeAll, encodeAll, fileSource, probeOf, problemsOf, sortKeys, thrown, tokenTotals, toolCallCount } from './helpers/format-harness.js';
@@ -22,8 +22,8 @@ const FIXTURES: Array<{ path: string; turns: number[]; calls: number; prompt: nu
 
 const fixture = (path: string) => fileSource(join(SHARED_FIXTURES, path), path);
 
-test('the atif module is registered and detects every ATIF fixture', () => {
-  assert.is(formatNamed('atif'), atif);
+test('the atif module is registered and detects every ATIF fixture', async () => {
+  assert.is(await loadFormat('atif'), atif);
   for (const { path } of FIXTURES) {
     const detection = atif.detect(probeOf(join(SHARED_FIXTURES, path), path));
     assert.ok(detection && detection.confidence >= 0.9, `${path}: ${JSON.stringify(detection)}`);
@@ -214,8 +214,8 @@ test("the writer follows Harbor's rules for Storylines from other formats", asyn
 
 test('a child Storyline that follows its parent is embedded, with a trajectory_id and a ref from the spawning call', async () => {
   const dir = 'synthetic/storyline';
-  const parent = (await decodeAll(formatNamed('storyline')!, fixture(`${dir}/incident-triage-0007.storyline.json`))).storylines;
-  const child = (await decodeAll(formatNamed('storyline')!, fixture(`${dir}/incident-triage-0007.sub-1.storyline.json`))).storylines;
+  const parent = (await decodeAll(await loadFormat('storyline'), fixture(`${dir}/incident-triage-0007.storyline.json`))).storylines;
+  const child = (await decodeAll(await loadFormat('storyline'), fixture(`${dir}/incident-triage-0007.sub-1.storyline.json`))).storylines;
   const encoded = await encodeAll(atif, [...parent, ...child]);
   assert.is(encoded.length, 1);
   const doc = encoded[0]!.value as { steps: Array<{ observation?: { results: Array<Record<string, unknown>> } }>; subagent_trajectories: Array<{ trajectory_id: string }> };

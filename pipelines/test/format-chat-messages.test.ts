@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { SourceError } from '../formats/errors.js';
 import { atif } from '../formats/atif/index.js';
 import { chatMessages } from '../formats/chat-messages/index.js';
-import { formatNamed } from '../formats/registry.js';
+import { loadFormat } from '../formats/registry.js';
 import type { Storyline } from '../storyline/schema.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
 import { assertSamplesDecode, bytesSource, chatCanonical as canonical, decodeAll, encodeAll, fileSource, probeOf, problemsOf, thrown, tokenTotals, toolCallCount } from './helpers/format-harness.js';
@@ -24,8 +24,8 @@ const FIXTURES = [
   { path: 'persisting/examples/data/openai-messages/training.json', sessions: ['training-001', 'training-002'], shapes: ['session_steps_array', 'session_steps_array'], turns: [2, 2], calls: 0, prompt: 0, documents: [0, 0] },
 ];
 
-test('the chat-messages module is registered and detects each shape', () => {
-  assert.is(formatNamed('chat-messages'), chatMessages);
+test('the chat-messages module is registered and detects each shape', async () => {
+  assert.is(await loadFormat('chat-messages'), chatMessages);
   for (const { path } of FIXTURES) assert.ok((chatMessages.detect(probeOf(join(SHARED_FIXTURES, path), path))?.confidence ?? 0) >= 0.8, path);
   // A first line longer than the probe's head is judged by its keys.
   const long = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(70_000) }] });

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT } from '../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 import { generateCorpus } from '../../bench/import-export/corpus.js';
 import { openDataset } from '../dataset/open.js';
 

@@ -11,7 +11,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readParquet } from 'parquet-wasm/node';
 import { tableFromIPC } from 'apache-arrow';
-import { DIST_ROOT, runTool } from '../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
 import { openDataset } from '../dataset/open.js';
 import { STORYLINE_RELATIONS, RECORDS, type ColumnDef } from '../dataset/relations.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
@@ -244,7 +244,7 @@ test('flag misuse exits 2 naming the flag', async () => {
     [['import', '-f', STORYLINES, '-t', s.path('x'), '-i', 'yaml'], 'invalid -i/--input-format "yaml"'],
     [['import', '-f', STORYLINES, '-t', s.path('x'), '-o', 'atif'], 'invalid -o/--output-format "atif"'],
     [['import', '-f', STORYLINES, '-t', s.path('x'), '--on-duplicate', 'rename'], 'invalid --on-duplicate "rename"'],
-    [['import', '-f', STORYLINES, '-t', s.path('x'), '--format', 'csv'], 'invalid --format "csv"'],
+    [['import', '-f', STORYLINES, '-t', s.path('x'), '--format', 'xml'], 'invalid --format "xml"'],
     [['import', '-f', STORYLINES, '-t', s.path('x'), '--column', 'a=$.a'], '--column applies to compact-jsonl imports only'],
     [['import', '-f', '-', '-t', s.path('x'), '-i', 'compact-jsonl'], '-f -: compact-jsonl import does not read stdin'],
     [['import', '-f', COMPACT, '-t', s.path('x'), '-i', 'compact-jsonl', '--mode', 'append'], '--mode append: compact-jsonl'],
@@ -252,7 +252,7 @@ test('flag misuse exits 2 naming the flag', async () => {
     [['import', '-f', COMPACT, '-t', s.path('x'), '-i', 'compact-jsonl', '--column', 'a=.a'], 'must start with $'],
     [['import', '-f', COMPACT, '-t', s.path('x'), '-i', 'compact-jsonl', '--column', 'a=$.a..b'], 'not supported at offset'],
     [['import', '-f', COMPACT, '-t', s.path('x'), '-i', 'storyline', '-o', 'compact-jsonl'], 'record store, not a trajectory conversion'],
-    [['export', '-f', s.path('x'), '-t', '-'], 'invalid -o/--output-format'],
+    [['export', '-f', s.path('x'), '-t', '-'], '-o/--output-format is required'],
     [['export', '-f', s.path('x'), '-o', 'storyline'], '-t/--to is required'],
     [['export', '-f', s.path('x'), '-t', '-', '-o', 'yaml'], 'invalid -o/--output-format "yaml"'],
   ];

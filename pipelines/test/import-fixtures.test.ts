@@ -5,8 +5,8 @@
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
-import { scratchDir } from '../../cli/test/helpers/scratch.js';
+import { runTool } from '../../lib/testing/run-tool.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 
 const home = scratchDir('import-fixtures');

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT } from '../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 import { openDataset } from '../dataset/open.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { filesUnder, sandbox } from './helpers/sandbox.js';

@@ -2,12 +2,12 @@ import { lstatSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileS
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { ConfigLocation } from '../../cli/kit/config.js';
-import { CliError } from '../../cli/kit/errors.js';
+import type { ConfigLocation } from '../../lib/config.js';
+import { ToolError } from '../../lib/errors.js';
 import { loadConfig, parseConfig, saveConfig } from '../pins/config.js';
 import { resolveDataset } from '../pins/resolve.js';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
-import { scratchDir } from '../../cli/test/helpers/scratch.js';
+import { runTool } from '../../lib/testing/run-tool.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
 import { spawnSync } from 'node:child_process';
 
 const SECRET = 'wJalrXUtnFEMI-K7MDENG-bPxRfiCYzz';
@@ -20,12 +20,12 @@ function configFile(text: string): ConfigLocation {
   return at(path);
 }
 
-/** The error a call throws, which must be a CliError. */
-async function failure(fn: () => unknown): Promise<CliError> {
+/** The error a call throws, which must be a ToolError. */
+async function failure(fn: () => unknown): Promise<ToolError> {
   try {
     await fn();
   } catch (error) {
-    if (error instanceof CliError) return error;
+    if (error instanceof ToolError) return error;
     throw error;
   }
   throw new assert.Assertion({ message: 'expected an error', operator: 'throws', generated: false, actual: undefined, expects: undefined });

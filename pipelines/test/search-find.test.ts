@@ -10,11 +10,11 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { parseExpression } from '../search/grammar/parser.js';
 import { planFind, searchMode } from '../search/planner.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
-import { writeSampleDataset } from './helpers/search-dataset.js';
+import { writeLargeDataset, writeSampleDataset } from './helpers/search-dataset.js';
 
 const home = mkdtempSync(join(tmpdir(), 'find-test-'));
 const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'config'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
@@ -287,11 +287,16 @@ test('limits: --max-results truncates, previews are cut at a code point, tables 
 });
 
 test('--timeout stops the search and exits 6', async () => {
-  // 1 ms is less than starting the search process takes, so the timeout always fires.
-  const r = await trajstore(['find', atifDataset, '--match', 'NOT zzzz', '--timeout', '1ms']);
-  assert.is(r.code, 6, r.stderr);
-  assert.match(r.stderr, 'did not finish within 0.001 s');
-  assert.is(r.stdout, '');
+  // A substring scan (a term without letters) over 20,000 steps of 500 bytes takes well over 1 ms.
+  const big = await writeLargeDataset(200, 100);
+  try {
+    const r = await trajstore(['find', big, '--match', '"%_"', '--timeout', '1ms']);
+    assert.is(r.code, 6, r.stderr);
+    assert.match(r.stderr, 'did not finish within 0.001 s');
+    assert.is(r.stdout, '');
+  } finally {
+    rmSync(dirname(big), { recursive: true, force: true });
+  }
 });
 
 test('bad input exits 2 and names it: grammar errors with a caret, options, modes', async () => {
@@ -309,7 +314,7 @@ test('bad input exits 2 and names it: grammar errors with a caret, options, mode
     [['--match', 'x', '--max-results', '0'], 'invalid --max-results "0"'],
     [['--match', 'x', '--max-preview-bytes', 'lots'], 'invalid --max-preview-bytes "lots"'],
     [['--match', 'x', '--timeout', 'soon'], 'invalid --timeout "soon"'],
-    [['--match', 'x', '--format', 'csv'], 'invalid --format "csv"'],
+    [['--match', 'x', '--format', 'xml'], 'invalid --format "xml"'],
   ];
   for (const [args, message] of cases) {
     const r = await trajstore(['find', atifDataset, ...args]);

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ExitCode } from '../../cli/kit/errors.js';
+import { ExitCode } from '../../lib/errors.js';
 import type { Expr } from '../search/grammar/ast.js';
 import { ExpressionError } from '../search/grammar/errors.js';
 import { parseExpression } from '../search/grammar/parser.js';

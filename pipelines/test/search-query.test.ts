@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
-import { SqlWorker, runReadOnlySql } from '../search/sql/runner.js';
+import { spawn } from 'node:child_process';
+import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { SAMPLE_RUNS, writeSampleDataset } from './helpers/search-dataset.js';
 
@@ -163,26 +163,43 @@ test('--max-output-rows and --max-output-bytes cut the output, say so, and exit 
   assert.match(bytes.stderr, '(--max-output-bytes)');
 });
 
-test('a runaway statement is killed at --timeout and exits 6', async () => {
+/** A statement that would run for ever: only the watchdog stops it. */
+const RUNAWAY = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
+
+test('a runaway statement is stopped at --timeout and exits 6', async () => {
   const started = Date.now();
-  const r = await trajstore(['query', sample, '--sql', 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c', '--timeout', '1s']);
+  const r = await trajstore(['query', sample, '--sql', RUNAWAY, '--timeout', '1s']);
   const elapsed = Date.now() - started;
   assert.is(r.code, 6, r.stderr);
   assert.match(r.stderr, 'did not finish within 1 s');
   assert.ok(elapsed < 15_000, `took ${elapsed} ms`);
 });
 
-test('a SQL worker started early that died before its statement fails the run instead of hanging', async () => {
-  const worker = new SqlWorker();
-  const exited = new Promise((resolve) => worker.child.once('exit', resolve));
-  worker.child.kill('SIGKILL');
-  await exited;
-  const request = { mounts: [{ name: 'dataset', path: join(dirname(sample), 'none.sqlite') }], sql: 'SELECT 1', params: [], maxRows: 1, maxBytes: 1024 };
-  try {
-    await runReadOnlySql(request, { timeoutMs: 10_000, onRows: () => undefined }, worker);
-    assert.unreachable('the run should fail');
-  } catch (error) {
-    assert.match((error as Error).message, 'ended before it was given a statement (SIGKILL)');
+test('SIGINT stops a runaway statement at once, and --output leaves no file behind', async () => {
+  const output = join(home, 'interrupted.csv');
+  const child = spawn(process.execPath, [join(DIST_ROOT, 'cli', 'trajstore.js'), 'query', sample, '--format', 'csv', '--output', output, '--timeout', '60s', '--sql', RUNAWAY], {
+    env: { ...process.env, ...env },
+    cwd: home,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const sent = Date.now();
+  child.kill('SIGINT');
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  assert.is(code, 6, stderr);
+  assert.match(stderr, 'interrupted');
+  assert.ok(Date.now() - sent < 5000, `took ${Date.now() - sent} ms to stop`);
+  assert.not.ok(existsSync(output), 'no output file');
+  assert.equal(readdirSync(home).filter((f) => f.includes('interrupted.csv')), [], 'no temporary file either');
+});
+
+test('the watchdog cannot be moved and extensions cannot be loaded by the statement', async () => {
+  for (const sql of ['SELECT trajstore_watchdog(99999999)', "SELECT load_extension('/lib/x86_64-linux-gnu/libc.so.6')"]) {
+    const r = await trajstore(['query', sample, '--sql', sql]);
+    assert.is(r.code, 2, `${sql}: ${r.stderr}`);
+    assert.match(r.stderr, 'SQL error:');
   }
 });
 

@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../cli/test/helpers/run-tool.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 
 const home = mkdtempSync(join(tmpdir(), 'stats-test-'));

@@ -6,18 +6,18 @@ import * as assert from 'uvu/assert';
 import { storyline } from '../formats/storyline/index.js';
 import { locatePointer } from '../formats/storyline/locate.js';
 import { SourceError } from '../formats/errors.js';
-import { FORMATS } from '../formats/registry.js';
+import { loadFormat } from '../formats/registry.js';
 import { bytesSource, decodeAll, encodeAll, fileSource, probeOf } from './helpers/format-harness.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 
 const DIR = join(SHARED_FIXTURES, 'synthetic', 'storyline');
 const files = readdirSync(DIR).sort();
 
-test('detects Storyline documents and nothing else', () => {
+test('detects Storyline documents and nothing else', async () => {
   for (const f of files) assert.is(storyline.detect(probeOf(join(DIR, f), f))?.confidence, 1, f);
   assert.is(storyline.detect(probeOf(join(SHARED_FIXTURES, 'synthetic', 'bad', 'wrong-shape.json'), 'wrong-shape.json')), undefined);
   assert.is(storyline.detect(probeOf(join(SHARED_FIXTURES, 'persisting', 'atif', 'dialogue_10.json'), 'dialogue_10.json')), undefined);
-  assert.ok(FORMATS.includes(storyline), 'registered');
+  assert.is(await loadFormat('storyline'), storyline, 'registered');
 });
 
 test('decodes one document per .json file with its exact bytes, and encodes back to equal documents', async () => {

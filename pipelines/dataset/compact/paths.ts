@@ -2,7 +2,7 @@
  * JSON paths of compact record stores (`$`, `$.a.b`, `$.a[0]`, and their combinations) and the
  * `--column NAME=JSON_PATH` flags that name them.
  */
-import { InvalidInputError } from '../../../cli/kit/errors.js';
+import { InvalidInputError } from '../../../lib/errors.js';
 import type { CompactColumn } from '../layout.js';
 
 export type PathStep = string | number;

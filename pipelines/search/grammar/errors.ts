@@ -2,8 +2,8 @@
  * A bad `find --match` expression: exit 2, with the expression and a caret under the column
  * where it went wrong, so the user sees the spot rather than counting characters.
  */
-import { displayWidth } from '../../../cli/kit/width.js';
-import { InvalidInputError } from '../../../cli/kit/errors.js';
+import { displayWidth } from '../../../lib/width.js';
+import { InvalidInputError } from '../../../lib/errors.js';
 
 /** Code points (not UTF-16 units) before `offset`, from 1: what a person counts as the column. */
 export function columnAt(text: string, offset: number): number {

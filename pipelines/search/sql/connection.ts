@@ -1,18 +1,37 @@
 /**
  * The read-only connection user and planner SQL runs on: the first mount's index opened read-only
- * (it is also `main`), every mount attached under its name, then `PRAGMA query_only`. Memory-mapped
+ * (it is also `main`), every mount attached under its name, then `PRAGMA query_only`, and the
+ * watchdog extension (watchdog.c) loaded so that the statement can be stopped. Memory-mapped
  * reads make the large FTS doclists of a phrase query cheaper to walk.
  */
-import Database from 'better-sqlite3';
-import { MOUNT_NAME, RESERVED_MOUNT_NAMES, type SqlMount } from './protocol.js';
+import { Database, type SqliteDatabase } from '../../dataset/sqlite.js';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ToolError, ExitCode } from '../../../lib/errors.js';
 
 const MMAP_BYTES = 1024 * 1024 * 1024;
+/** Built by scripts/setup.sh (`npm run build:native`) next to this module's JavaScript. */
+const WATCHDOG = fileURLToPath(new URL('./watchdog.so', import.meta.url));
 
-export function openReadOnly(mounts: readonly SqlMount[]): Database.Database {
+/** An index file attached under a schema name. The first mount is also the connection's `main`. */
+export interface SqlMount {
+  name: string;
+  path: string;
+}
+
+/** Names a mount may take: an SQL identifier, never one of SQLite's own schemas. */
+export const MOUNT_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+export const RESERVED_MOUNT_NAMES = new Set(['main', 'temp']);
+
+export function openReadOnly(mounts: readonly SqlMount[]): SqliteDatabase {
   const [first] = mounts;
   if (!first) throw new Error('no dataset mounted');
+  if (!existsSync(WATCHDOG)) {
+    throw new ToolError(ExitCode.Internal, `the SQL watchdog extension is missing (${WATCHDOG})`, { hint: 'build it with `npm run build` (scripts/setup.sh does)' });
+  }
   const db = new Database(first.path, { readonly: true, fileMustExist: true });
   try {
+    db.loadExtension(WATCHDOG);
     db.pragma(`mmap_size = ${MMAP_BYTES}`);
     for (const mount of mounts) {
       // Validated by the caller too; checked here because the names are spliced in as identifiers.

@@ -1,31 +1,42 @@
 /**
- * Runs one SQL statement in a child process (worker.ts) and streams its rows back, killing the
- * child when the timeout passes or the command is interrupted. Used by `query` for user SQL and
- * by `find` for the SQL its planner generates, so both honour `--timeout`.
+ * Runs one SQL statement over read-only dataset indexes, in the command's own thread, and hands
+ * its rows over one at a time. Used by `query` for user SQL and by `find` for the SQL its planner
+ * generates, so both honour `--timeout`: the connection's watchdog (watchdog.c) interrupts the
+ * statement at the deadline or on SIGINT/SIGTERM.
+ *
+ * Read-only is enforced by SQLite, never by reading the SQL text: the connection is opened
+ * read-only, `PRAGMA query_only` is set after the mounts are attached, and a statement is run
+ * only when it prepares as exactly one statement that returns rows (`reader`) and does not
+ * write (`readonly`). That refuses INSERT...RETURNING, ATTACH, VACUUM INTO, temp tables and
+ * pragma assignments (reference/dependencies.md).
  */
-import { fork, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { InvalidInputError, UnavailableError } from '../../../cli/kit/errors.js';
-import type { SqlRequest, WorkerMessage } from './protocol.js';
+import { type SqliteDatabase, type SqliteStatement } from '../../dataset/sqlite.js';
+import { InvalidInputError, UnavailableError } from '../../../lib/errors.js';
+import { openReadOnly, type SqlMount } from './connection.js';
 
-const WORKER = fileURLToPath(new URL('./worker.js', import.meta.url));
-
-export interface RunOptions {
+export interface SqlRequest {
+  mounts: SqlMount[];
+  sql: string;
+  /** Bound positionally; user values always travel here, never inside `sql`. */
+  params: Array<string | number | bigint | null>;
+  /** Rows to return at most; one more is read to tell whether there were more. */
+  maxRows: number;
+  /** Bytes of row data (as JSON) to return at most. */
+  maxBytes: number;
   timeoutMs: number;
-  signal?: AbortSignal;
   /** Called once with the column names, before any rows. */
   onColumns?(columns: string[]): void;
-  /** Called with each batch of rows as they arrive. */
-  onRows(rows: unknown[][]): void;
+  /** Called with each row, as an array of cells (integers as bigint, BLOBs as Buffer). */
+  onRow(row: unknown[]): void;
 }
 
-export interface RunOutcome {
+export interface SqlOutcome {
   columns: string[];
   rowCount: number;
   truncated: 'rows' | 'bytes' | null;
 }
 
-/** Thrown when the statement ran out of time; rows sent before it have already been delivered. */
+/** Thrown when the statement ran out of time; rows handed over before it stay delivered. */
 export class SqlTimeoutError extends UnavailableError {
   constructor(
     readonly timeoutMs: number,
@@ -37,99 +48,72 @@ export class SqlTimeoutError extends UnavailableError {
   }
 }
 
-function refusal(kind: 'invalid' | 'not-read-only' | 'internal', message: string): Error {
-  if (kind === 'internal') return new Error(message);
-  if (kind === 'invalid') return new InvalidInputError(`SQL error: ${message}`);
-  return new InvalidInputError(`refused: ${message}`, {
-    hint: 'query runs exactly one read-only statement that returns rows (SELECT, WITH, VALUES, EXPLAIN, read-only PRAGMA); writes, ATTACH, VACUUM INTO, temp tables and PRAGMA assignments are refused',
-  });
+const NOT_READ_ONLY_HINT =
+  'query runs exactly one read-only statement that returns rows (SELECT, WITH, VALUES, EXPLAIN, read-only PRAGMA); writes, ATTACH, VACUUM INTO, temp tables and PRAGMA assignments are refused';
+
+/** The size of a row as JSON text, near enough to bound what is printed. */
+function rowBytes(row: readonly unknown[]): number {
+  let bytes = 2;
+  for (const value of row) {
+    if (value === null || value === undefined) bytes += 5;
+    else if (typeof value === 'string') bytes += Buffer.byteLength(value) + 3;
+    else if (Buffer.isBuffer(value)) bytes += Math.ceil(value.length / 3) * 4 + 3;
+    else bytes += String(value).length + 1;
+  }
+  return bytes;
 }
 
-/**
- * A started SQL child, waiting for its one statement. Commands start it before they load their
- * own modules and open the dataset, so the child's Node start-up runs beside that work on the
- * other core instead of after it. Whoever starts one disposes of it.
- */
-export class SqlWorker {
-  readonly child: ChildProcess;
-  private errors = '';
-
-  constructor() {
-    this.child = fork(WORKER, [], { serialization: 'advanced', stdio: ['ignore', 'ignore', 'pipe', 'ipc'], execArgv: [] });
-    this.child.stderr?.on('data', (chunk: Buffer) => (this.errors += chunk.toString('utf8')));
-  }
-
-  /** What the child wrote to stderr so far. */
-  get stderr(): string {
-    return this.errors;
-  }
-
-  /** Kills the child unless it has already ended. */
-  dispose(): void {
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
-  }
-}
-
-/** Starts a SQL child, runs `work` with it, and kills it afterwards whatever `work` did with it. */
-export async function withSqlWorker<T>(work: (worker: SqlWorker) => Promise<T>): Promise<T> {
-  const worker = new SqlWorker();
+function prepare(db: SqliteDatabase, sql: string): SqliteStatement {
+  let statement: SqliteStatement;
   try {
-    return await work(worker);
-  } finally {
-    worker.dispose();
+    statement = db.prepare(sql);
+  } catch (error) {
+    throw new InvalidInputError(`SQL error: ${(error as Error).message}`);
   }
+  if (!statement.reader || !statement.readonly) {
+    const why = !statement.readonly ? 'it would modify a database' : 'it returns no rows';
+    throw new InvalidInputError(`refused: SQLite reports that the statement is not a read-only query (${why})`, { hint: NOT_READ_ONLY_HINT });
+  }
+  return statement;
 }
 
-/** Runs one statement in `worker` (a new one unless given), which is used up and killed afterwards. */
-export function runReadOnlySql(request: SqlRequest, options: RunOptions, worker: SqlWorker = new SqlWorker()): Promise<RunOutcome> {
-  return new Promise((resolve, reject) => {
-    const { child } = worker;
-    if (child.exitCode !== null || child.signalCode !== null) {
-      reject(new Error(`the SQL worker ended before it was given a statement (${child.signalCode ?? `exit ${child.exitCode}`})${worker.stderr ? `: ${worker.stderr.trim()}` : ''}`));
-      return;
-    }
-    let columns: string[] = [];
-    let delivered = 0;
-    let settled = false;
-
-    const finish = (error: Error | null, outcome?: RunOutcome): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      options.signal?.removeEventListener('abort', onAbort);
-      worker.dispose();
-      if (error) reject(error);
-      else resolve(outcome as RunOutcome);
-    };
-    const timer = setTimeout(() => finish(new SqlTimeoutError(options.timeoutMs, delivered)), options.timeoutMs);
-    const onAbort = (): void => finish(options.signal?.reason instanceof Error ? options.signal.reason : new UnavailableError('interrupted'));
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-
-    child.on('message', (message: WorkerMessage) => {
-      if (settled) return;
-      try {
-        switch (message.type) {
-          case 'columns':
-            columns = message.columns;
-            options.onColumns?.(columns);
-            break;
-          case 'rows':
-            delivered += message.rows.length;
-            options.onRows(message.rows);
-            break;
-          case 'end':
-            finish(null, { columns, rowCount: message.rowCount, truncated: message.truncated });
-            break;
-          case 'error':
-            finish(refusal(message.kind, message.message));
-            break;
-        }
-      } catch (error) {
-        finish(error as Error);
+export function runReadOnlySql(request: SqlRequest): SqlOutcome {
+  const db = openReadOnly(request.mounts);
+  let delivered = 0;
+  // process.hrtime, not performance.now(): the latter loads perf_hooks on every query.
+  const deadline = process.hrtime.bigint() + BigInt(request.timeoutMs) * 1_000_000n;
+  try {
+    db.prepare('SELECT trajstore_watchdog(?)').run(request.timeoutMs);
+    const statement = prepare(db, request.sql);
+    statement.raw(true).safeIntegers(true);
+    const columns = statement.columns().map((c) => c.name);
+    request.onColumns?.(columns);
+    let bytes = 0;
+    let truncated: SqlOutcome['truncated'] = null;
+    for (const row of statement.iterate(...request.params) as Iterable<unknown[]>) {
+      if (delivered >= request.maxRows) {
+        truncated = 'rows';
+        break;
       }
-    });
-    child.on('error', (error) => finish(error));
-    child.on('close', (code, signal) => finish(new Error(`the SQL worker ended without an answer (${signal ?? `exit ${code}`})${worker.stderr ? `: ${worker.stderr.trim()}` : ''}`)));
-    child.send(request);
-  });
+      bytes += rowBytes(row);
+      if (bytes > request.maxBytes) {
+        truncated = 'bytes';
+        break;
+      }
+      request.onRow(row);
+      delivered++;
+    }
+    return { columns, rowCount: delivered, truncated };
+  } catch (error) {
+    if ((error as { code?: string }).code === 'SQLITE_INTERRUPT') {
+      if (process.hrtime.bigint() >= deadline) throw new SqlTimeoutError(request.timeoutMs, delivered);
+      throw new UnavailableError('interrupted');
+    }
+    if (error instanceof InvalidInputError) throw error;
+    // Errors while stepping (a bad argument to a function, say) are the statement's fault, like prepare errors.
+    if ((error as { code?: string }).code?.startsWith('SQLITE_')) throw new InvalidInputError(`SQL error: ${(error as Error).message}`);
+    throw error;
+  } finally {
+    db.close();
+  }
 }

@@ -3,7 +3,7 @@ import { createReadStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as assert from 'uvu/assert';
-import { Logger } from '../../../cli/kit/log.js';
+import { Logger } from '../../../lib/log.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { storylineProblems } from '../../storyline/validate.js';
 import type { DecodedDocument, DetectProbe, EncodedDocument, FormatModule, SourceFile } from '../../formats/types.js';

@@ -1,8 +1,8 @@
 /** A scratch home for CLI tests (removed when the test process exits): its own XDG directories, and trajstore run inside it. */
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { runTool } from '../../../cli/test/helpers/run-tool.js';
-import { scratchDir } from '../../../cli/test/helpers/scratch.js';
+import { runTool } from '../../../lib/testing/run-tool.js';
+import { scratchDir } from '../../../lib/testing/scratch.js';
 
 export function sandbox(prefix: string) {
   const home = scratchDir(prefix);

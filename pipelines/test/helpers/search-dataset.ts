@@ -184,3 +184,9 @@ export async function writeSampleDataset(runs: RunSpec[] = SAMPLE_RUNS): Promise
   await writer.commit();
   return path;
 }
+
+/** A dataset of `runs` runs of `steps` agent steps of about 500 bytes each: big enough that reading it all takes a while. */
+export function writeLargeDataset(runs: number, steps: number): Promise<string> {
+  const turns = Array.from({ length: steps }, (_, i) => ({ source: 'agent' as const, message: `step ${i} `.repeat(60) }));
+  return writeSampleDataset(Array.from({ length: runs }, (_, r) => ({ document_id: `big-${r}`, session_id: `s-${r}`, source_path: `big/${r}.json`, steps: turns })));
+}

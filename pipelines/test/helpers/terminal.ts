@@ -1,17 +1,20 @@
 /**
  * Runs trajstore on a pseudo-terminal (util-linux `script`), as a person at a terminal would, and
- * types an answer once it asks `[y/N]`; a command that never asks just runs to its end.
+ * types an answer once it asks `[y/N]`; a command that never asks just runs to its end. What it
+ * printed on stdout and stderr arrives together, as on a terminal.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { DIST_ROOT } from '../../../cli/test/helpers/run-tool.js';
+import { DIST_ROOT } from '../../../lib/testing/run-tool.js';
 
 export const hasScript = spawnSync('script', ['--version']).status === 0;
 
 const quote = (arg: string) => `'${arg.replaceAll("'", `'\\''`)}'`;
 
-export function trajstoreOnTerminal(args: string[], answer: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
-  const command = [process.execPath, join(DIST_ROOT, 'cli', 'trajstore.js'), ...args].map(quote).join(' ');
+/** `columns`: the terminal's width (`stty cols`), for output that fits it. */
+export function trajstoreOnTerminal(args: string[], answer: string, env: NodeJS.ProcessEnv, columns?: number): Promise<{ code: number | null; output: string }> {
+  const tool = [process.execPath, join(DIST_ROOT, 'cli', 'trajstore.js'), ...args].map(quote).join(' ');
+  const command = columns === undefined ? tool : `stty cols ${columns} rows 50; ${tool}`;
   return new Promise((resolve, reject) => {
     const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
     let output = '';

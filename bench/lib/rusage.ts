@@ -1,7 +1,7 @@
 /**
- * Runs the trajstore CLI in this process and, on exit, writes the process's peak resident set size
- * (kilobytes) and CPU time (user + system microseconds, all threads) to $BENCH_RSS_FILE as JSON: the
- * benchmark measures the real command, child process and all.
+ * A preload (`node --import`) that, when the process exits, writes its peak resident set size
+ * (kilobytes) and CPU time (user + system microseconds, all threads) to $BENCH_RSS_FILE as JSON:
+ * the benchmarks measure the real command, threads and all, without changing it.
  */
 import { writeFileSync } from 'node:fs';
 
@@ -12,4 +12,3 @@ if (rssFile) {
     writeFileSync(rssFile, JSON.stringify({ maxRssKb: usage.maxRSS, cpuMicros: usage.userCPUTime + usage.systemCPUTime }));
   });
 }
-await import('../../cli/trajstore.js');

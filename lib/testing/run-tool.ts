@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** dist/ of the build these tests run from. */
-export const DIST_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+export const DIST_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 export interface ToolResult {
   stdout: string;

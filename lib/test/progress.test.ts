@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { Progress, formatBytes, formatDuration } from '../kit/progress.js';
+import { Progress, formatBytes, formatDuration } from '../progress.js';
 
 function sink(isTTY: boolean) {
   const writes: string[] = [];
@@ -13,8 +13,18 @@ test('progress shows counts, bytes, rate and ETA', () => {
   const progress = new Progress({ label: 'import', totalBytes: 4 * 1024 * 1024, stream, now: () => now });
   progress.add(1000, 1024 * 1024);
   now = 2000;
-  assert.is(progress.line(), 'import: 1,000 records · 1.0 MiB / 4.0 MiB · 512.0 KiB/s · ETA 6s');
+  assert.is(progress.line(), 'import: 1,000 records · 1.0 MiB / 4.0 MiB (25%) · 512.0 KiB/s · ETA 6s');
   progress.done();
+});
+
+test('progress with a known number of records shows the share done and the ETA', () => {
+  let now = 0;
+  const progress = new Progress({ label: 'index', unit: 'rows', totalRecords: 4000, stream: sink(false), now: () => now });
+  progress.add(1000);
+  now = 2000;
+  assert.is(progress.line(), 'index: 1,000 / 4,000 rows (25%) · 500/s · ETA 6s');
+  progress.add(3000);
+  assert.is(progress.line(), 'index: 4,000 / 4,000 rows (100%) · 2,000/s · ETA 0s');
 });
 
 test('progress without bytes shows the record rate', () => {

@@ -5,16 +5,17 @@
  * for byte. `id` and `timestamp` come from JSON paths; a missing or invalid (non-scalar) value is
  * replaced by `<source_filename>#<line_number>` (spec/trajstore.md, "Compact record").
  */
-import type { Logger } from '../../../cli/kit/log.js';
-import { InvalidInputError } from '../../../cli/kit/errors.js';
-import { parseJson, readLines, readAll, decodeUtf8 } from '../../formats/lines.js';
-import { listSources } from '../../import/sources.js';
-import type { ImportSummary, ProgressSink } from '../../import/import.js';
-import type { Row } from '../parquet.js';
-import { DatasetWriter, type WriteMode } from '../writer.js';
-import { evaluatePath, parseJsonPath, type CompactSpec } from './paths.js';
-import { MAX_DOCUMENT_BYTES } from '../../formats/common/documents.js';
-import type { SourceFile } from '../../formats/types.js';
+import type { Logger } from '../../lib/log.js';
+import { InvalidInputError } from '../../lib/errors.js';
+import { parseJson, readLines, readAll, decodeUtf8 } from '../formats/lines.js';
+import { listSources } from './sources.js';
+import type { ImportSummary } from './import.js';
+import type { ProgressSink } from '../../lib/progress.js';
+import type { Row } from '../dataset/parquet.js';
+import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
+import { evaluatePath, parseJsonPath, type CompactSpec } from '../dataset/compact/paths.js';
+import { MAX_DOCUMENT_BYTES } from '../formats/common/documents.js';
+import type { SourceFile } from '../formats/types.js';
 
 export const COMPACT_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
 

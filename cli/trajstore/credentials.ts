@@ -8,8 +8,8 @@
  *    (directory-service pins) or only half of it was given.
  */
 import type { Readable, Writable } from 'node:stream';
-import { CliError, ExitCode, InvalidInputError } from '../../cli/kit/errors.js';
-import { single } from '../../cli/kit/flags.js';
+import { ToolError, ExitCode, InvalidInputError } from '../../lib/errors.js';
+import { readBounded } from '../../lib/streams.js';
 
 /** Two keys, one line each: anything longer on stdin is not what --ak-stdin/--sk-stdin expect. */
 const MAX_KEYS_BYTES = 64 * 1024;
@@ -18,9 +18,9 @@ export const ACCESS_KEY_ENV = 'TRAJSTORE_ACCESS_KEY';
 export const SECRET_KEY_ENV = 'TRAJSTORE_SECRET_KEY';
 
 export interface CredentialSources {
-  /** `--ak` / `--sk` as the kit parsed them (a number only when it prints back as the typed text). */
-  ak: unknown;
-  sk: unknown;
+  /** `--ak` / `--sk` as typed. */
+  ak: string | undefined;
+  sk: string | undefined;
   akStdin: boolean;
   skStdin: boolean;
   env: NodeJS.ProcessEnv;
@@ -43,8 +43,7 @@ interface TtyInput extends Readable {
   setRawMode?(mode: boolean): unknown;
 }
 
-function flagValue(value: unknown, flag: string): string | undefined {
-  const text = single(value, flag);
+function flagValue(text: string | undefined, flag: string): string | undefined {
   if (text === '') throw new InvalidInputError(`${flag} is empty`);
   return text;
 }
@@ -58,9 +57,9 @@ export async function readKeyPair(sources: CredentialSources): Promise<KeyPair> 
     sources.warn(`--sk on the command line is visible to other users (ps, shell history); prefer ${SECRET_KEY_ENV} or --sk-stdin`);
   }
   if (sources.akStdin || sources.skStdin) {
-    // Loaded here: this module is on the start-up path of every `dataset` command.
-    const { readAll } = await import('../formats/lines.js');
-    const lines = (await readAll(sources.stdin, 'stdin', MAX_KEYS_BYTES)).toString('utf8').split(/\r?\n/);
+    const input = await readBounded(sources.stdin, MAX_KEYS_BYTES);
+    if (input === undefined) throw new InvalidInputError(`stdin: more than ${MAX_KEYS_BYTES} bytes; --ak-stdin/--sk-stdin read one line each`);
+    const lines = input.toString('utf8').split(/\r?\n/);
     if (sources.akStdin) accessKey = lines.shift() ?? '';
     if (sources.skStdin) secretKey = lines.shift() ?? '';
     if (accessKey === '' || secretKey === '') throw new InvalidInputError('stdin gave an empty key (--ak-stdin/--sk-stdin read one line each)');
@@ -130,7 +129,7 @@ function ask(questions: Question[], input: TtyInput, output: Writable): Promise<
           if (!next) return finish();
           output.write(next.text);
         } else if (ch === '\u0003' || ch === '\u0004') {
-          return finish(new CliError(ExitCode.Unavailable, 'interrupted'));
+          return finish(new ToolError(ExitCode.Unavailable, 'interrupted'));
         } else if (ch === '\u007f' || ch === '\b') {
           if (current.length > 0) {
             current = current.slice(0, -1);

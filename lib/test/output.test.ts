@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { InvalidInputError } from '../kit/errors.js';
-import { csvField, parseOutputFormat, renderRows, type Column, type Row } from '../kit/output.js';
+import { InvalidInputError } from '../errors.js';
+import { csvField, parseOutputFormat, renderRows, type Column, type Row } from '../output.js';
 
 const columns: Column[] = [{ key: 'name' }, { key: 'count' }, { key: 'meta' }];
 const rows: Row[] = [

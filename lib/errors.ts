@@ -14,19 +14,19 @@ export const ExitCode = {
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
-export interface CliErrorOptions {
+export interface ToolErrorOptions {
   /** One line telling the user what to do about it. */
   hint?: string;
   cause?: unknown;
 }
 
 /** An error that the user can act on; its message names the offending input. */
-export class CliError extends Error {
+export class ToolError extends Error {
   readonly hint: string | undefined;
   constructor(
     readonly exitCode: ExitCode,
     message: string,
-    options: CliErrorOptions = {},
+    options: ToolErrorOptions = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
@@ -34,38 +34,38 @@ export class CliError extends Error {
   }
 }
 
-export class InvalidInputError extends CliError {
-  constructor(message: string, options?: CliErrorOptions) {
+export class InvalidInputError extends ToolError {
+  constructor(message: string, options?: ToolErrorOptions) {
     super(ExitCode.InvalidInput, message, options);
   }
 }
 
-export class NotFoundError extends CliError {
-  constructor(message: string, options?: CliErrorOptions) {
+export class NotFoundError extends ToolError {
+  constructor(message: string, options?: ToolErrorOptions) {
     super(ExitCode.NotFound, message, options);
   }
 }
 
-export class ConflictError extends CliError {
-  constructor(message: string, options?: CliErrorOptions) {
+export class ConflictError extends ToolError {
+  constructor(message: string, options?: ToolErrorOptions) {
     super(ExitCode.Conflict, message, options);
   }
 }
 
-export class ResourceLimitError extends CliError {
-  constructor(message: string, options?: CliErrorOptions) {
+export class ResourceLimitError extends ToolError {
+  constructor(message: string, options?: ToolErrorOptions) {
     super(ExitCode.ResourceLimit, message, options);
   }
 }
 
 /** A timeout, or a dependency (server, module, device) that is not there right now. */
-export class UnavailableError extends CliError {
-  constructor(message: string, options?: CliErrorOptions) {
+export class UnavailableError extends ToolError {
+  constructor(message: string, options?: ToolErrorOptions) {
     super(ExitCode.Unavailable, message, options);
   }
 }
 
 /** The exit code for anything thrown: typed errors carry theirs, the rest are internal. */
 export function exitCodeOf(error: unknown): ExitCode {
-  return error instanceof CliError ? error.exitCode : ExitCode.Internal;
+  return error instanceof ToolError ? error.exitCode : ExitCode.Internal;
 }

@@ -1,8 +1,12 @@
 /**
  * Rows out: `table` for people, `json`, `jsonl` and `csv` for programs.
  * json, jsonl and csv stream row by row; a table must see every row to size its columns.
+ *
+ * NULL is `NULL` in a table, `null` in JSON, and an empty unquoted field in CSV (an empty string is
+ * `""` there, so the two stay apart, as PostgreSQL's CSV does). A table given a width (a terminal's)
+ * clips its widest cells with an ellipsis until the rows fit; without one, cells are printed whole.
  */
-import { displayWidth } from './width.js';
+import { clipToWidth, displayWidth } from './width.js';
 import { InvalidInputError } from './errors.js';
 
 export const OUTPUT_FORMATS = ['table', 'json', 'jsonl', 'csv'] as const;
@@ -27,6 +31,11 @@ export interface RowWriter {
   end(): void;
 }
 
+export interface TableOptions {
+  /** Columns the table may take (a terminal's width); cells are clipped to fit. Unset: whole cells. */
+  maxWidth?: number;
+}
+
 export function parseOutputFormat(value: unknown, flag = '--format'): OutputFormat {
   if (typeof value === 'string' && (OUTPUT_FORMATS as readonly string[]).includes(value)) return value as OutputFormat;
   throw new InvalidInputError(`invalid ${flag} ${JSON.stringify(String(value))}`, {
@@ -41,10 +50,10 @@ export function columnsOf(rows: readonly Row[]): Column[] {
   return [...keys].map((key) => ({ key }));
 }
 
-export function createRowWriter(format: OutputFormat, columns: readonly Column[], sink: TextSink): RowWriter {
+export function createRowWriter(format: OutputFormat, columns: readonly Column[], sink: TextSink, table: TableOptions = {}): RowWriter {
   switch (format) {
     case 'table':
-      return new TableWriter(columns, sink);
+      return new TableWriter(columns, sink, table.maxWidth);
     case 'json':
       return new JsonArrayWriter(columns, sink);
     case 'jsonl':
@@ -55,9 +64,9 @@ export function createRowWriter(format: OutputFormat, columns: readonly Column[]
 }
 
 /** Renders rows to one string; for small outputs and tests. */
-export function renderRows(rows: Iterable<Row>, columns: readonly Column[], format: OutputFormat): string {
+export function renderRows(rows: Iterable<Row>, columns: readonly Column[], format: OutputFormat, table: TableOptions = {}): string {
   let out = '';
-  const writer = createRowWriter(format, columns, { write: (chunk: string) => (out += chunk) });
+  const writer = createRowWriter(format, columns, { write: (chunk: string) => (out += chunk) }, table);
   for (const row of rows) writer.write(row);
   writer.end();
   return out;
@@ -82,9 +91,8 @@ function projectRow(row: Row, columns: readonly Column[]): Record<string, unknow
   return projected;
 }
 
-/** Plain text of a cell for table and CSV: structured values as compact JSON, null as empty. */
+/** Plain text of a non-null cell for table and CSV: structured values as compact JSON. */
 function cellText(value: Cell): string {
-  if (value === null || value === undefined) return '';
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
   return JSON.stringify(toJsonValue(value));
@@ -120,6 +128,12 @@ export function csvField(text: string): string {
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
+function csvCell(value: Cell): string {
+  if (value === null || value === undefined) return '';
+  const text = cellText(value);
+  return text === '' ? '""' : csvField(text);
+}
+
 class CsvWriter implements RowWriter {
   constructor(
     private readonly columns: readonly Column[],
@@ -128,49 +142,83 @@ class CsvWriter implements RowWriter {
     sink.write(`${columns.map((c) => csvField(c.title ?? c.key)).join(',')}\n`);
   }
   write(row: Row): void {
-    this.sink.write(`${this.columns.map((c) => csvField(cellText(row[c.key]))).join(',')}\n`);
+    this.sink.write(`${this.columns.map((c) => csvCell(row[c.key])).join(',')}\n`);
   }
   end(): void {}
 }
 
 /** Control characters would break the grid, so tables show them escaped. */
 function tableText(value: Cell): string {
+  if (value === null || value === undefined) return 'NULL';
   return cellText(value).replace(/[\u0000-\u001f\u007f]/g, (ch) => {
     const escapes: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
     return escapes[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
   });
 }
 
+/** Columns between two cells of a table. */
+const GAP = 2;
+/** A clipped column keeps at least this many columns of its cells. */
+const MIN_CLIPPED = 8;
+
+/**
+ * Column widths that fit `maxWidth`: the widest columns are cut to one common limit, the largest
+ * that fits (never below its header or MIN_CLIPPED); narrow columns keep their width.
+ */
+export function fitWidths(natural: readonly number[], headers: readonly number[], maxWidth: number): number[] {
+  const total = (widths: readonly number[]): number => widths.reduce((a, b) => a + b, 0) + GAP * Math.max(widths.length - 1, 0);
+  if (total(natural) <= maxWidth) return [...natural];
+  const capped = (limit: number): number[] => natural.map((w, i) => Math.min(w, Math.max(limit, headers[i] ?? 0, MIN_CLIPPED)));
+  let low = 0;
+  let high = Math.max(...natural);
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (total(capped(mid)) <= maxWidth) low = mid;
+    else high = mid - 1;
+  }
+  return capped(low);
+}
+
 class TableWriter implements RowWriter {
   private readonly cells: string[][] = [];
-  private readonly numeric: boolean[];
+  /** Per column: 'number' while every value seen is a number (or NULL), 'text' once one is not. */
+  private readonly kinds: Array<'none' | 'number' | 'text'>;
   constructor(
     private readonly columns: readonly Column[],
     private readonly sink: TextSink,
+    private readonly maxWidth: number | undefined,
   ) {
-    this.numeric = columns.map(() => true);
+    this.kinds = columns.map(() => 'none');
   }
   write(row: Row): void {
     this.cells.push(
       this.columns.map((column, i) => {
         const value = row[column.key];
-        if (value !== null && value !== undefined && typeof value !== 'number' && typeof value !== 'bigint') this.numeric[i] = false;
+        if (value !== null && value !== undefined) {
+          const numeric = typeof value === 'number' || typeof value === 'bigint';
+          if (!numeric) this.kinds[i] = 'text';
+          else if (this.kinds[i] === 'none') this.kinds[i] = 'number';
+        }
         return tableText(value);
       }),
     );
   }
   end(): void {
     const header = this.columns.map((c) => (c.title ?? c.key).toUpperCase());
-    const widths = header.map((h, i) => Math.max(displayWidth(h), ...this.cells.map((r) => displayWidth(r[i] ?? ''))));
-    const alignRight = this.columns.map((c, i) => (c.align ?? (this.numeric[i] && this.cells.length > 0 ? 'right' : 'left')) === 'right');
+    const headerWidths = header.map(displayWidth);
+    const natural = headerWidths.map((h, i) => Math.max(h, ...this.cells.map((r) => displayWidth(r[i] ?? ''))));
+    const widths = this.maxWidth === undefined ? natural : fitWidths(natural, headerWidths, this.maxWidth);
+    const alignRight = this.columns.map((c, i) => (c.align ?? (this.kinds[i] === 'number' ? 'right' : 'left')) === 'right');
     const line = (cells: readonly string[]): string =>
       cells
-        .map((cell, i) => {
-          const pad = ' '.repeat((widths[i] ?? 0) - displayWidth(cell));
+        .map((text, i) => {
+          const width = widths[i] ?? 0;
+          const cell = displayWidth(text) > width ? clipToWidth(text, width) : text;
+          const pad = ' '.repeat(width - displayWidth(cell));
           if (alignRight[i]) return pad + cell;
           return i === cells.length - 1 ? cell : cell + pad;
         })
-        .join('  ')
+        .join(' '.repeat(GAP))
         .trimEnd();
     this.sink.write(`${line(header)}\n`);
     for (const row of this.cells) this.sink.write(`${line(row)}\n`);

@@ -1,0 +1,147 @@
+/**
+ * Crash-safe writing, the one way every writer in the repository replaces a file or a directory:
+ * write under a temporary sibling name, fsync it, rename it over the target, fsync the directory.
+ * A crash at any point leaves the old state or the new one, never a mix; what a crashed writer
+ * left behind carries TEMP_MARKER in its name so that a later writer can sweep it.
+ */
+import { closeSync, fchmodSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
+/** Temporary names carry this marker: `<name>.tmp-<random>`. */
+export const TEMP_MARKER = '.tmp-';
+
+/**
+ * 48 random bits as hex. Not node:crypto: this module is on every command's start-up path, and a
+ * temporary name needs no secrecy (files are opened exclusively, so a collision fails, never clobbers).
+ */
+function randomSuffix(): string {
+  return Math.floor(Math.random() * 2 ** 48).toString(16).padStart(12, '0');
+}
+
+/** A temporary sibling name for `path`, unique to this call. */
+export function tempSiblingOf(path: string): string {
+  return `${path}${TEMP_MARKER}${randomSuffix()}`;
+}
+
+/** A hidden temporary sibling (`.<name>.tmp-<random>`), for output a user lists next to the target. */
+export function hiddenTempSiblingOf(path: string): string {
+  return join(dirname(path), `.${basename(path)}${TEMP_MARKER}${randomSuffix()}`);
+}
+
+/** fsync one file or directory by path. */
+export function fsyncPath(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Renames `from` over `to` (a file or a directory) and fsyncs the directories involved. */
+export function renameDurably(from: string, to: string): void {
+  renameSync(from, to);
+  fsyncPath(dirname(to));
+  if (dirname(from) !== dirname(to)) fsyncPath(dirname(from));
+}
+
+export interface DurableFileOptions {
+  /** Exact mode of the new file whatever the umask (default 0o644). */
+  mode?: number;
+  /** Name of the temporary file (default: `tempSiblingOf(path)`). */
+  temp?: string;
+  /** Create the file's directory (and its parents) when missing; otherwise a missing directory is an error. */
+  createDirectory?: boolean;
+}
+
+/**
+ * A file written in pieces and published at once: nothing is visible under `path` until `commit`,
+ * and `abort` leaves no trace. Writes are synchronous, so a caller that stops (a timeout, a limit)
+ * can still commit exactly what it wrote.
+ */
+export class DurableFile {
+  readonly temp: string;
+  private fd: number | undefined;
+  private written = 0;
+
+  constructor(
+    readonly path: string,
+    options: DurableFileOptions = {},
+  ) {
+    if (options.createDirectory) mkdirSync(dirname(path), { recursive: true });
+    this.temp = options.temp ?? tempSiblingOf(path);
+    this.fd = openSync(this.temp, 'wx', options.mode ?? 0o644);
+    if (options.mode !== undefined) fchmodSync(this.fd, options.mode);
+  }
+
+  /** Bytes written so far. */
+  get size(): number {
+    return this.written;
+  }
+
+  write(data: Uint8Array | string): void {
+    if (this.fd === undefined) throw new Error(`write after close: ${this.path}`);
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    let offset = 0;
+    while (offset < bytes.length) offset += writeSync(this.fd, bytes, offset, bytes.length - offset);
+    this.written += bytes.length;
+  }
+
+  /** fsync, rename over the target, fsync the directory. */
+  commit(): void {
+    if (this.fd === undefined) throw new Error(`commit after close: ${this.path}`);
+    try {
+      fsyncSync(this.fd);
+    } catch (error) {
+      this.abort();
+      throw error;
+    }
+    closeSync(this.fd);
+    this.fd = undefined;
+    try {
+      renameDurably(this.temp, this.path);
+    } catch (error) {
+      rmSync(this.temp, { force: true });
+      throw error;
+    }
+  }
+
+  /** Closes and removes the temporary file; the target is untouched. Safe to call after commit. */
+  abort(): void {
+    if (this.fd === undefined) return;
+    closeSync(this.fd);
+    this.fd = undefined;
+    rmSync(this.temp, { force: true });
+  }
+}
+
+/** Replaces a whole file crash-safely. */
+export function writeFileDurably(path: string, data: Uint8Array | string, options: DurableFileOptions = {}): void {
+  const file = new DurableFile(path, options);
+  try {
+    file.write(data);
+    file.commit();
+  } catch (error) {
+    file.abort();
+    throw error;
+  }
+}
+
+/**
+ * Publishes a directory built beside `target`: the old one (if any) is renamed aside, the new one
+ * renamed in, the parent fsynced, and only then is the old one removed. A crash leaves the old
+ * directory, or the new one (with the old one aside under a TEMP_MARKER name), never a mix.
+ */
+export function replaceDirectory(built: string, target: string): void {
+  fsyncPath(built);
+  const aside = hiddenTempSiblingOf(target);
+  let hadOld = true;
+  try {
+    renameSync(target, aside);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    hadOld = false;
+  }
+  renameDurably(built, target);
+  if (hadOld) rmSync(aside, { recursive: true, force: true });
+}

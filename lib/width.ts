@@ -1,0 +1,36 @@
+/**
+ * Display width of text in a terminal. Printable ASCII is one column a character; anything else
+ * goes to string-width (graphemes, East Asian width, emoji), loaded on first use because building
+ * its Unicode property regexes costs ~20 ms of start-up that most commands never need.
+ */
+import { createRequire } from 'node:module';
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+let stringWidth: ((text: string) => number) | undefined;
+
+export function displayWidth(text: string): number {
+  if (PRINTABLE_ASCII.test(text)) return text.length;
+  stringWidth ??= (createRequire(import.meta.url)('string-width') as { default: (text: string) => number }).default;
+  return stringWidth(text);
+}
+
+const ELLIPSIS = '…';
+let graphemes: Intl.Segmenter | undefined;
+
+/** `text` cut to at most `width` columns, ending in an ellipsis; cut between graphemes, never inside one. */
+export function clipToWidth(text: string, width: number): string {
+  if (displayWidth(text) <= width) return text;
+  if (width <= 0) return '';
+  const room = width - 1; // the ellipsis takes one column
+  if (PRINTABLE_ASCII.test(text)) return text.slice(0, room) + ELLIPSIS;
+  graphemes ??= new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+  let out = '';
+  let used = 0;
+  for (const { segment } of graphemes.segment(text)) {
+    const w = displayWidth(segment);
+    if (used + w > room) break;
+    out += segment;
+    used += w;
+  }
+  return out + ELLIPSIS;
+}

@@ -1,0 +1,131 @@
+/**
+ * trajstore's engine: the one module the command line (and anything else outside `pipelines/`)
+ * imports. Constants and types are exported as they are; each operation loads its implementation
+ * on first use, so that loading the tool (for --help, or another command) costs nothing of the
+ * operations it does not run.
+ *
+ * Operations take typed arguments and return results (rows, summaries, documents); they never
+ * parse flags or render. A DATASET argument is a path, a pin (`@name[/sub]`) or undefined for the
+ * default dataset, resolved against a ResolveContext (the configuration file and the environment).
+ */
+import type { ProgressFactory } from '../lib/progress.js';
+import type { DropTarget } from './drop/index.js';
+import type { ExportOptions, ExportSummary } from './export/export.js';
+import type { ImportSummary } from './import/import.js';
+import type { ImportPlan, ImportRequest } from './import/plan.js';
+import type { ImportIO } from './import/thread/client.js';
+import type { ListIO, SourceListing } from './list/index.js';
+import type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
+import type { Pin } from './pins/pins.js';
+import type { ResolveContext } from './pins/resolve.js';
+import type { FindDocument, FindRequest } from './search/find.js';
+import type { QueryOutcome, QueryRequest } from './search/query.js';
+import type { DatasetHealth, ReportRow } from './stats/index.js';
+import type { ReportName } from './stats/reports.js';
+
+export { INPUT_FORMATS, OUTPUT_FORMATS, type InputFormat, type OutputFormat } from './formats/registry.js';
+export { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, type Pin, type PinKind } from './pins/pins.js';
+export { EXPORT_FORMATS, type ExportFormat } from './export/formats.js';
+export { FIND_DEFAULTS } from './search/limits.js';
+export { QUERY_DEFAULTS, DEFAULT_MOUNT } from './search/limits.js';
+export { REPORTS, type ReportName } from './stats/reports.js';
+export type { ResolveContext } from './pins/resolve.js';
+export type { DatasetHealth, RelationHealth, ReportRow } from './stats/index.js';
+export type { DropTarget } from './drop/index.js';
+export type { ExportOptions, ExportSummary } from './export/export.js';
+export type { FindDocument, FindMatch, FindRequest } from './search/find.js';
+export type { Identity } from './search/planner.js';
+export type { ImportSummary, FormatTotals, DuplicatePolicy } from './import/import.js';
+export type { ImportPlan, ImportRequest } from './import/plan.js';
+export type { ImportIO } from './import/thread/client.js';
+export type { ListIO, SourceListing } from './list/index.js';
+export type { SourceRow } from './list/raw.js';
+export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
+export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
+export type { WriteMode } from './dataset/writer.js';
+
+// ---- pins ----
+
+/** The kind of place a uri names (`local`, `s3`, `catalog`), before credentials are gathered. */
+export async function uriKind(uri: string, env: NodeJS.ProcessEnv): Promise<Pin['kind']> {
+  return (await import('./pins/manage.js')).uriKind(uri, env);
+}
+
+export async function addPin(rc: ResolveContext, request: PinRequest): Promise<Pin> {
+  return (await import('./pins/manage.js')).addPin(rc, request);
+}
+
+export async function removePin(rc: ResolveContext, name: string): Promise<void> {
+  return (await import('./pins/manage.js')).removePin(rc, name);
+}
+
+/** Changes a pin's uri, keeping its endpoint, region and credentials. */
+export async function setPinUri(rc: ResolveContext, name: string, uri: string): Promise<Pin> {
+  return (await import('./pins/manage.js')).setPinUri(rc, name, uri);
+}
+
+export async function renamePin(rc: ResolveContext, from: string, to: string): Promise<Pin> {
+  return (await import('./pins/manage.js')).renamePin(rc, from, to);
+}
+
+/** User pins by name, then the built-in pins. */
+export async function listPins(rc: ResolveContext): Promise<PinListing> {
+  return (await import('./pins/manage.js')).listPins(rc);
+}
+
+export async function showPin(rc: ResolveContext, name: string): Promise<PinDetails> {
+  return (await import('./pins/manage.js')).showPin(rc, name);
+}
+
+// ---- reading ----
+
+/** The run sources of a dataset, or of a place holding source files (read as import would read them). */
+export async function listSources(rc: ResolveContext, dataset: string | undefined, io: ListIO): Promise<SourceListing> {
+  return (await import('./list/index.js')).listSources(rc, dataset, io);
+}
+
+/** Kind, snapshot, index state and per-relation counts of a dataset (rebuilding a missing or stale index). */
+export async function datasetHealth(rc: ResolveContext, dataset: string | undefined, progress?: ProgressFactory): Promise<DatasetHealth> {
+  return (await import('./stats/index.js')).datasetHealth(rc, dataset, progress);
+}
+
+/** One of the built-in reports (REPORTS) of a Storyline dataset. */
+export async function statsReport(rc: ResolveContext, dataset: string | undefined, name: ReportName, progress?: ProgressFactory): Promise<ReportRow[]> {
+  return (await import('./stats/index.js')).statsReport(rc, dataset, name, progress);
+}
+
+/** Runs and steps matching `--match` expressions or an identity. */
+export async function find(rc: ResolveContext, request: FindRequest): Promise<FindDocument> {
+  return (await import('./search/find.js')).findInDataset(rc, request);
+}
+
+/** One read-only SQL statement over mounted datasets; rows are handed to the request's callbacks. */
+export async function query(rc: ResolveContext, request: QueryRequest): Promise<QueryOutcome> {
+  return (await import('./search/query.js')).runQuery(rc, request);
+}
+
+// ---- writing ----
+
+/** Resolves and checks an import: what it reads, where it writes, whether it replaces a dataset. */
+export async function planImport(rc: ResolveContext, request: ImportRequest): Promise<ImportPlan> {
+  return (await import('./import/plan.js')).planImport(rc, request);
+}
+
+/** Runs a planned import on its own thread. */
+export async function runImport(plan: ImportPlan, io: ImportIO): Promise<ImportSummary> {
+  return (await import('./import/plan.js')).runImportPlan(plan, io);
+}
+
+export async function exportDataset(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
+  return (await import('./export/export.js')).runExport(rc, options);
+}
+
+/** Checks that a DATASET argument names a dataset that may be dropped (never a root, home, or a directory with strangers). */
+export async function checkDrop(rc: ResolveContext, dataset: string): Promise<DropTarget> {
+  return (await import('./drop/index.js')).checkDropTarget(rc, dataset);
+}
+
+/** Removes a checked dataset. */
+export async function drop(target: DropTarget): Promise<void> {
+  (await import('./drop/index.js')).dropDataset(target);
+}
