@@ -1,7 +1,7 @@
 /**
  * Writing a dataset: rows arrive per relation, are cut into batches bounded by rows and bytes, each
  * batch becomes one row group of the relation's current Parquet part and is added to the SQLite index
- * being built beside it (both on the storage thread, storage-thread.ts), and `commit` publishes the result:
+ * being built beside it (both on the storage thread, storage/), and `commit` publishes the result:
  *
  * - create:  everything is built in a hidden temporary sibling directory that is renamed into place
  *            at the end, so a failed create leaves no dataset behind;
@@ -19,7 +19,7 @@ import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
 import { Database } from './sqlite.js';
-import { StorageThread } from './storage-thread.js';
+import { StorageThread } from './storage/client.js';
 import { indexSnapshotId } from './index-meta.js';
 import { rebuildIndex, relationColumns, type RelationColumns } from './sqlite-index.js';
 import { LocalObjectStore } from './store.js';

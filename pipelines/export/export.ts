@@ -21,7 +21,7 @@ import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../datase
 import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
 import type { ExportFormat } from './formats.js';
 import type { Storyline } from '../storyline/schema.js';
-import { storylineFromRows, type StoredCall, type StoredTurn } from '../import/rows.js';
+import { storylineFromRows, type StoredCall, type StoredTurn } from '../dataset/rows.js';
 
 
 export interface ExportOptions {

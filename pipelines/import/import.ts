@@ -17,7 +17,7 @@ import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
 import { storylineProblems } from '../storyline/validate.js';
 import { locatePointer } from '../formats/storyline/locate.js';
 import { detectFormat } from './detect.js';
-import { documentIdOf, storylineRows } from './rows.js';
+import { documentIdOf, storylineRows } from '../dataset/rows.js';
 import { listSources, type ImportFile } from './sources.js';
 import { InvalidInputError } from '../../lib/errors.js';
 

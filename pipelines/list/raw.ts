@@ -8,7 +8,7 @@ import type { Logger } from '../../lib/log.js';
 import type { Readable } from 'node:stream';
 import { loadFormats } from '../formats/registry.js';
 import { detectFormat } from '../import/detect.js';
-import { documentIdOf, storylineRows } from '../import/rows.js';
+import { documentIdOf, storylineRows } from '../dataset/rows.js';
 import { listSources } from '../import/sources.js';
 
 /** One row of `list`: a source file and what came from it. */

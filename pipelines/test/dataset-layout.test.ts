@@ -17,7 +17,7 @@ import { STORYLINE_RELATIONS, type Relation } from '../dataset/relations.js';
 import { loadFormats } from '../formats/registry.js';
 import { detectFormat } from '../import/detect.js';
 import { listSources } from '../import/sources.js';
-import { OBSERVATION_CONTENT_FROM_CALL, TURN_RESULTS_FROM_OBSERVATION } from '../import/rows.js';
+import { OBSERVATION_CONTENT_FROM_CALL, TURN_RESULTS_FROM_OBSERVATION } from '../dataset/rows.js';
 import type { Storyline } from '../storyline/schema.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { sandbox } from './helpers/sandbox.js';

@@ -13,7 +13,7 @@
  * its call's `tool_calls.result_json` (tool output, most of a document): `observation_json` holds
  * `OBSERVATION_CONTENT_FROM_CALL` in its place and export puts the call's result back.
  */
-import type { Row } from '../dataset/parquet.js';
+import type { Row } from './parquet.js';
 import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
 
 /**
