@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod config;
 pub mod control;
 pub mod devices;
+#[cfg(feature = "test-guests")]
 pub mod guests;
 pub mod layout;
 pub mod preflight;
