@@ -14,8 +14,8 @@ use control_frame::{write_frame, Decoder, DEFAULT_MAX_FRAME};
 use serde_json::{json, Map, Value};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
-use crate::devices::StopReason;
-use crate::vm::{Vm, VmError};
+use crate::vstate::stop::StopReason;
+use crate::vstate::vm::{Vm, VmError, VmState};
 
 /// How long a pause or resume may wait for every vCPU's acknowledgement.
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -237,7 +237,7 @@ impl ControlServer {
     }
 }
 
-fn confirmed(result: Result<crate::vm::VmState, VmError>, vm: &Vm) -> Value {
+fn confirmed(result: Result<VmState, VmError>, vm: &Vm) -> Value {
     match result {
         Ok(state) => json!({ "ok": true, "state": state.name() }),
         // After a timeout the vCPUs' state is not known, and the answer says so rather than

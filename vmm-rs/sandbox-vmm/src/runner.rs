@@ -9,8 +9,9 @@ use serde_json::{json, Value};
 
 use crate::config::{self, StartConfig};
 use crate::control::{bind_private, ControlServer};
-use crate::devices::StopReason;
-use crate::vm::{Vm, VmSpec};
+use crate::host::cgroup;
+use crate::vstate::stop::StopReason;
+use crate::vstate::vm::{Vm, VmSpec};
 
 /// Process exit codes, shared with the CLI tools: 0 ok, 1 internal, 2 invalid input,
 /// 4 conflict, 6 dependency unavailable.
@@ -96,7 +97,7 @@ fn refuse_unimplemented(config: &StartConfig) -> Result<(), StartError> {
 fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
     refuse_unimplemented(config)?;
     // First of all: everything the VMM creates from here on is charged to the sandbox's cgroup.
-    crate::cgroup::join(&config.cgroup).map_err(|e| StartError {
+    cgroup::join(&config.cgroup).map_err(|e| StartError {
         code: e.code,
         field: Some("cgroup.path".into()),
         message: e.message,

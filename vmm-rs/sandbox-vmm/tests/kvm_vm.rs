@@ -5,9 +5,9 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sandbox_vmm::boot::EntryMode;
-use sandbox_vmm::devices::StopReason;
-use sandbox_vmm::vm::{Vm, VmSpec, VmState};
+use sandbox_vmm::arch::x86_64::boot::EntryMode;
+use sandbox_vmm::vstate::stop::StopReason;
+use sandbox_vmm::vstate::vm::{Vm, VmSpec, VmState};
 use vm_memory::{Bytes, GuestAddress};
 
 use common::{build_guest, StateDir};

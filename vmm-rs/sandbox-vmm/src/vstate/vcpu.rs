@@ -20,7 +20,8 @@ use kvm_bindings::kvm_run;
 use kvm_ioctls::{VcpuExit, VcpuFd};
 use vmm_sys_util::signal::{register_signal_handler, SIGRTMIN};
 
-use crate::devices::{PortBus, StopReason, StopSignal};
+use super::stop::{StopReason, StopSignal};
+use crate::devices::bus::PortBus;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VcpuCmd {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kvm_ioctls::{Cap, Kvm};
 use serde_json::{json, Map, Value};
 
-use crate::cgroup::{self, CGROUP2_SUPER_MAGIC};
+use super::cgroup::{self, CGROUP2_SUPER_MAGIC};
 
 /// The KVM API version every KVM since 2.6.22 reports; anything else is not KVM as we know it.
 pub const KVM_API_VERSION: i32 = 12;
@@ -234,8 +234,8 @@ pub fn probe_elf(iterations: u32) -> Vec<u8> {
 /// Times a tiny guest's loop: measured, not inferred from module names, whether this host runs
 /// guests natively or by emulation.
 fn emulation_probe() -> Result<Value, String> {
-    use crate::devices::StopReason;
-    use crate::vm::{Vm, VmSpec};
+    use crate::vstate::stop::StopReason;
+    use crate::vstate::vm::{Vm, VmSpec};
     let dir = std::env::temp_dir().join(format!("sandbox-vmm-probe-{}", std::process::id()));
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let result = (|| {
@@ -317,9 +317,9 @@ mod tests {
         let path = dir.join("probe.elf");
         fs::write(&path, probe_elf(7)).unwrap();
         let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 16 << 20)]).unwrap();
-        let (_, entry) = crate::boot::load_kernel(&mem, &path).unwrap();
+        let (_, entry) = crate::arch::x86_64::boot::load_kernel(&mem, &path).unwrap();
         fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(entry.mode, crate::boot::EntryMode::Linux64);
+        assert_eq!(entry.mode, crate::arch::x86_64::boot::EntryMode::Linux64);
         assert_eq!(entry.rip, 0x20_0000 + 120);
         let mut code = [0u8; 16];
         mem.read_slice(&mut code, GuestAddress(entry.rip)).unwrap();

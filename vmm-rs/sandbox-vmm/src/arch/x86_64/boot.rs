@@ -1,17 +1,15 @@
-//! Loading a kernel and preparing the boot CPU state.
+//! Loading the guest: kernel, initrd and command line into guest memory, and the boot
+//! protocol's parameter block (the zero page, or PVH's `hvm_start_info`) with the e820 map.
+//! The boot vCPU's state for the entry chosen here is set up in [`super::regs`].
 //!
 //! linux-loader parses and loads the images (ELF with or without a PVH note, bzImage) and owns
 //! the `boot_params`/`hvm_start_info` layouts. What no crate does is written here: the e820
-//! map for our layout, the identity page tables and GDT a 64-bit entry needs, and the initial
-//! register, MSR, LAPIC, FPU and CPUID state (Firecracker and Cloud Hypervisor each keep their
+//! map for our layout and the choice of entry (Firecracker and Cloud Hypervisor each keep their
 //! own copy of these for the same reason).
 
 use std::fs::File;
-use std::io;
 use std::path::Path;
 
-use kvm_bindings::{kvm_fpu, kvm_msr_entry, kvm_regs, kvm_segment, kvm_sregs, CpuId, Msrs};
-use kvm_ioctls::VcpuFd;
 use linux_loader::configurator::linux::LinuxBootConfigurator;
 use linux_loader::configurator::pvh::PvhBootConfigurator;
 use linux_loader::configurator::{BootConfigurator, BootParams};
@@ -20,7 +18,7 @@ use linux_loader::loader::elf::start_info::{hvm_memmap_table_entry, hvm_modlist_
 use linux_loader::loader::{self, BzImage, Elf, KernelLoader, KernelLoaderResult, PvhBootCapability};
 use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 
-use crate::layout::*;
+use super::layout::*;
 
 pub const E820_RAM: u32 = 1;
 pub const E820_RESERVED: u32 = 2;
@@ -203,200 +201,6 @@ pub fn write_pvh_info(
     PvhBootConfigurator::write_bootparams::<GuestMemoryMmap>(&params, mem).map_err(|e| boot_err("boot", e.to_string()))
 }
 
-/// A GDT entry from flags (access byte + flags nibble, as `0xa09b`), base and limit.
-pub const fn gdt_entry(flags: u16, base: u32, limit: u32) -> u64 {
-    ((base as u64 & 0xff00_0000) << 32)
-        | ((flags as u64 & 0xf0ff) << 40)
-        | ((limit as u64 & 0x000f_0000) << 32)
-        | ((base as u64 & 0x00ff_ffff) << 16)
-        | (limit as u64 & 0x0000_ffff)
-}
-
-/// The KVM segment register a GDT entry describes.
-pub fn segment_from_gdt(entry: u64, index: u16) -> kvm_segment {
-    let base = (((entry >> 16) & 0xff_ffff) | ((entry >> 32) & 0xff00_0000)) as u32;
-    let limit = ((entry & 0xffff) | ((entry >> 32) & 0xf_0000)) as u32;
-    let g = ((entry >> 55) & 1) as u8;
-    let present = ((entry >> 47) & 1) as u8;
-    kvm_segment {
-        base: base as u64,
-        limit: if g == 1 { (limit << 12) | 0xfff } else { limit },
-        selector: index * 8,
-        type_: ((entry >> 40) & 0xf) as u8,
-        present,
-        dpl: ((entry >> 45) & 3) as u8,
-        db: ((entry >> 54) & 1) as u8,
-        s: ((entry >> 44) & 1) as u8,
-        l: ((entry >> 53) & 1) as u8,
-        g,
-        avl: ((entry >> 52) & 1) as u8,
-        unusable: if present == 1 { 0 } else { 1 },
-        padding: 0,
-    }
-}
-
-/// The boot GDT for a mode: null, code, data, TSS (selectors 0x8, 0x10, 0x18).
-pub fn boot_gdt(mode: EntryMode) -> [u64; 4] {
-    match mode {
-        EntryMode::Linux64 => [0, gdt_entry(0xa09b, 0, 0xfffff), gdt_entry(0xc093, 0, 0xfffff), gdt_entry(0x808b, 0, 0xfffff)],
-        EntryMode::Pvh => [0, gdt_entry(0xc09b, 0, 0xffff_ffff), gdt_entry(0xc093, 0, 0xffff_ffff), gdt_entry(0x008b, 0, 0x67)],
-    }
-}
-
-/// Identity page tables for the first 4 GiB with 2 MiB pages.
-pub fn write_page_tables(mem: &GuestMemoryMmap) -> Result<(), BootError> {
-    let map = |e: vm_memory::GuestMemoryError| boot_err("boot", format!("page tables: {e}"));
-    mem.write_obj(PDPT_START | 0x3, GuestAddress(PML4_START)).map_err(map)?;
-    for gib in 0..IDENTITY_MAPPED_GIB {
-        let pd = PD_START + gib * 0x1000;
-        mem.write_obj(pd | 0x3, GuestAddress(PDPT_START + gib * 8)).map_err(map)?;
-        for i in 0..512u64 {
-            // present | writable | page size (2 MiB)
-            let entry = ((gib << 30) + (i << 21)) | 0x83;
-            mem.write_obj(entry, GuestAddress(pd + i * 8)).map_err(map)?;
-        }
-    }
-    Ok(())
-}
-
-const X86_CR0_PE: u64 = 1 << 0;
-const X86_CR0_ET: u64 = 1 << 4;
-const X86_CR0_PG: u64 = 1 << 31;
-const X86_CR4_PAE: u64 = 1 << 5;
-const EFER_LME: u64 = 1 << 8;
-const EFER_LMA: u64 = 1 << 10;
-
-/// Writes the GDT/IDT (and, for a 64-bit entry, the page tables) and loads the matching
-/// special registers.
-pub fn setup_sregs(mem: &GuestMemoryMmap, vcpu: &VcpuFd, mode: EntryMode) -> io::Result<()> {
-    let gdt = boot_gdt(mode);
-    for (i, e) in gdt.iter().enumerate() {
-        mem.write_obj(*e, GuestAddress(GDT_START + i as u64 * 8)).map_err(io::Error::other)?;
-    }
-    mem.write_obj(0u64, GuestAddress(IDT_START)).map_err(io::Error::other)?;
-    let mut sregs: kvm_sregs = vcpu.get_sregs()?;
-    sregs.gdt.base = GDT_START;
-    sregs.gdt.limit = (gdt.len() * 8 - 1) as u16;
-    sregs.idt.base = IDT_START;
-    sregs.idt.limit = 7;
-    let code = segment_from_gdt(gdt[1], 1);
-    let data = segment_from_gdt(gdt[2], 2);
-    sregs.cs = code;
-    (sregs.ds, sregs.es, sregs.fs, sregs.gs, sregs.ss) = (data, data, data, data, data);
-    sregs.tr = segment_from_gdt(gdt[3], 3);
-    match mode {
-        EntryMode::Linux64 => {
-            write_page_tables(mem).map_err(|e| io::Error::other(e.message))?;
-            sregs.cr3 = PML4_START;
-            sregs.cr4 |= X86_CR4_PAE;
-            sregs.cr0 |= X86_CR0_PE | X86_CR0_PG;
-            sregs.efer |= EFER_LME | EFER_LMA;
-        }
-        EntryMode::Pvh => {
-            sregs.cr0 = X86_CR0_PE | X86_CR0_ET;
-            sregs.cr4 = 0;
-        }
-    }
-    Ok(vcpu.set_sregs(&sregs)?)
-}
-
-pub fn setup_regs(vcpu: &VcpuFd, entry: Entry) -> io::Result<()> {
-    let regs = match entry.mode {
-        EntryMode::Linux64 => kvm_regs {
-            rflags: 0x2,
-            rip: entry.rip,
-            rsp: BOOT_STACK_POINTER,
-            rbp: BOOT_STACK_POINTER,
-            rsi: ZERO_PAGE_START,
-            ..Default::default()
-        },
-        EntryMode::Pvh => kvm_regs { rflags: 0x2, rip: entry.rip, rbx: PVH_INFO_START, ..Default::default() },
-    };
-    Ok(vcpu.set_regs(&regs)?)
-}
-
-pub fn setup_fpu(vcpu: &VcpuFd) -> io::Result<()> {
-    // x87 control word with all exceptions masked and SSE with all exceptions masked, as after
-    // FNINIT / reset.
-    Ok(vcpu.set_fpu(&kvm_fpu { fcw: 0x37f, mxcsr: 0x1f80, ..Default::default() })?)
-}
-
-/// MSRs a booting kernel expects in their reset state.
-pub fn boot_msrs() -> Vec<kvm_msr_entry> {
-    const MSR_IA32_TSC: u32 = 0x10;
-    const MSR_IA32_SYSENTER_CS: u32 = 0x174;
-    const MSR_IA32_SYSENTER_ESP: u32 = 0x175;
-    const MSR_IA32_SYSENTER_EIP: u32 = 0x176;
-    const MSR_IA32_MISC_ENABLE: u32 = 0x1a0;
-    const MSR_MTRR_DEF_TYPE: u32 = 0x2ff;
-    const MSR_STAR: u32 = 0xc000_0081;
-    const MSR_LSTAR: u32 = 0xc000_0082;
-    const MSR_CSTAR: u32 = 0xc000_0083;
-    const MSR_SYSCALL_MASK: u32 = 0xc000_0084;
-    const MSR_KERNEL_GS_BASE: u32 = 0xc000_0102;
-    let entry = |index, data| kvm_msr_entry { index, data, ..Default::default() };
-    vec![
-        entry(MSR_IA32_SYSENTER_CS, 0),
-        entry(MSR_IA32_SYSENTER_ESP, 0),
-        entry(MSR_IA32_SYSENTER_EIP, 0),
-        entry(MSR_STAR, 0),
-        entry(MSR_CSTAR, 0),
-        entry(MSR_KERNEL_GS_BASE, 0),
-        entry(MSR_SYSCALL_MASK, 0),
-        entry(MSR_LSTAR, 0),
-        entry(MSR_IA32_TSC, 0),
-        entry(MSR_IA32_MISC_ENABLE, 1), // fast strings
-        entry(MSR_MTRR_DEF_TYPE, (1 << 11) | 6), // MTRRs enabled, default write-back
-    ]
-}
-
-pub fn setup_msrs(vcpu: &VcpuFd) -> io::Result<()> {
-    let entries = boot_msrs();
-    let msrs = Msrs::from_entries(&entries).map_err(|e| io::Error::other(format!("{e:?}")))?;
-    let set = vcpu.set_msrs(&msrs)?;
-    if set != entries.len() {
-        return Err(io::Error::other(format!("KVM refused MSR {:#x}", entries[set].index)));
-    }
-    Ok(())
-}
-
-/// LINT0 as ExtINT (the legacy PIC path) and LINT1 as NMI, as firmware would leave them.
-pub fn setup_lapic(vcpu: &VcpuFd) -> io::Result<()> {
-    const APIC_LVT0: usize = 0x350;
-    const APIC_LVT1: usize = 0x360;
-    const MODE_EXTINT: u32 = 0x7;
-    const MODE_NMI: u32 = 0x4;
-    let mut lapic = vcpu.get_lapic()?;
-    for (reg, mode) in [(APIC_LVT0, MODE_EXTINT), (APIC_LVT1, MODE_NMI)] {
-        let bytes: [u8; 4] = std::array::from_fn(|i| lapic.regs[reg + i] as u8);
-        let value = (u32::from_le_bytes(bytes) & !0x700) | (mode << 8);
-        for (i, b) in value.to_le_bytes().iter().enumerate() {
-            lapic.regs[reg + i] = *b as _;
-        }
-    }
-    Ok(vcpu.set_lapic(&lapic)?)
-}
-
-/// KVM's supported CPUID, with the per-vCPU APIC ids and topology filled in.
-pub fn vcpu_cpuid(supported: &CpuId, id: u8, vcpus: u8) -> CpuId {
-    let mut cpuid = supported.clone();
-    for e in cpuid.as_mut_slice() {
-        match e.function {
-            1 => {
-                // EBX[31:24] initial APIC id, EBX[23:16] logical processors per package.
-                e.ebx = (e.ebx & 0x0000_ffff) | ((id as u32) << 24) | ((vcpus as u32) << 16);
-                // EDX bit 28 (HTT): the package holds more than one logical processor.
-                if vcpus > 1 {
-                    e.edx |= 1 << 28;
-                }
-            }
-            0xb | 0x1f => e.edx = id as u32, // x2APIC id
-            _ => {}
-        }
-    }
-    cpuid
-}
-
 /// The initrd ceiling a kernel's setup header allows (or the protocol default).
 pub fn initrd_addr_max(header: Option<&setup_header>) -> u64 {
     match header.map(|h| h.initrd_addr_max) {
@@ -413,39 +217,6 @@ mod tests {
         let regions: Vec<(GuestAddress, usize)> =
             ram_regions(bytes).into_iter().map(|(a, l)| (GuestAddress(a), l as usize)).collect();
         GuestMemoryMmap::from_ranges(&regions).unwrap()
-    }
-
-    #[test]
-    fn gdt_entries_round_trip_to_segments() {
-        assert_eq!(gdt_entry(0xa09b, 0, 0xfffff), 0x00af_9b00_0000_ffff);
-        assert_eq!(gdt_entry(0xc093, 0, 0xfffff), 0x00cf_9300_0000_ffff);
-        let code = segment_from_gdt(gdt_entry(0xa09b, 0, 0xfffff), 1);
-        assert_eq!((code.selector, code.type_, code.l, code.db, code.present, code.s), (8, 0xb, 1, 0, 1, 1));
-        assert_eq!(code.limit, 0xffff_ffff);
-        let tss = segment_from_gdt(gdt_entry(0x808b, 0, 0xfffff), 3);
-        assert_eq!((tss.selector, tss.type_, tss.s), (0x18, 0xb, 0));
-        let pvh_code = segment_from_gdt(boot_gdt(EntryMode::Pvh)[1], 1);
-        assert_eq!((pvh_code.l, pvh_code.db, pvh_code.limit), (0, 1, 0xffff_ffff));
-        let null = segment_from_gdt(0, 0);
-        assert_eq!(null.unusable, 1);
-    }
-
-    #[test]
-    fn page_tables_identity_map_four_gib() {
-        let m = mem(64 << 20);
-        write_page_tables(&m).unwrap();
-        assert_eq!(m.read_obj::<u64>(GuestAddress(PML4_START)).unwrap(), PDPT_START | 3);
-        for gib in 0..4 {
-            let pdpte: u64 = m.read_obj(GuestAddress(PDPT_START + gib * 8)).unwrap();
-            assert_eq!(pdpte, (PD_START + gib * 0x1000) | 3);
-        }
-        // Walk a few addresses through the tables as the MMU would.
-        for addr in [0u64, 0x20_0000, 0x1234_5678, 0xfee0_0000, 0xffff_ffff] {
-            let pdpte: u64 = m.read_obj(GuestAddress(PDPT_START + ((addr >> 30) & 511) * 8)).unwrap();
-            let pde: u64 = m.read_obj(GuestAddress((pdpte & !0xfff) + ((addr >> 21) & 511) * 8)).unwrap();
-            assert_eq!(pde & 0x83, 0x83);
-            assert_eq!((pde & !0x1f_ffff) | (addr & 0x1f_ffff), addr);
-        }
     }
 
     #[test]
@@ -516,17 +287,5 @@ mod tests {
         let e = load_initrd(&m, &dir, (64 << 20) - 100, DEFAULT_INITRD_ADDR_MAX).unwrap_err();
         assert_eq!(e.field, "initrd");
         std::fs::remove_file(&dir).unwrap();
-    }
-
-    #[test]
-    fn cpuid_gets_per_vcpu_apic_ids() {
-        let mut supported = CpuId::new(2).unwrap();
-        supported.as_mut_slice()[0].function = 1;
-        supported.as_mut_slice()[0].ebx = 0xffff_0800;
-        supported.as_mut_slice()[1].function = 0xb;
-        let c = vcpu_cpuid(&supported, 3, 4);
-        assert_eq!(c.as_slice()[0].ebx, 0x0304_0800);
-        assert_ne!(c.as_slice()[0].edx & (1 << 28), 0);
-        assert_eq!(c.as_slice()[1].edx, 3);
     }
 }

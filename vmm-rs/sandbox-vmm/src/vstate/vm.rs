@@ -11,11 +11,13 @@ use kvm_ioctls::{Kvm, VmFd};
 use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::acpi;
-use crate::boot::{self, EntryMode};
-use crate::devices::{CappedLog, PortBus, StopReason, StopSignal};
-use crate::layout::{self, COM1_GSI, KVM_TSS_ADDRESS, RSDP_START};
-use crate::vcpu::{VcpuCmd, VcpuEvent, VcpuHandle};
+use super::stop::{StopReason, StopSignal};
+use super::vcpu::{VcpuCmd, VcpuEvent, VcpuHandle};
+use crate::arch::x86_64::boot::{self, EntryMode};
+use crate::arch::x86_64::layout::{self, COM1_GSI, KVM_TSS_ADDRESS, RSDP_START};
+use crate::arch::x86_64::{acpi, cpuid, interrupts, msr, regs};
+use crate::devices::bus::PortBus;
+use crate::devices::legacy::serial::CappedLog;
 
 pub struct VmSpec {
     pub kernel: PathBuf,
@@ -143,15 +145,15 @@ impl Vm {
         let mut pending_fds = Vec::new();
         for id in 0..spec.vcpus {
             let fd = vm_fd.create_vcpu(id as u64).map_err(setup_err("KVM_CREATE_VCPU"))?;
-            fd.set_cpuid2(&boot::vcpu_cpuid(&supported, id, spec.vcpus)).map_err(setup_err("KVM_SET_CPUID2"))?;
+            fd.set_cpuid2(&cpuid::vcpu_cpuid(&supported, id, spec.vcpus)).map_err(setup_err("KVM_SET_CPUID2"))?;
             let io = |what: &'static str| move |e: std::io::Error| VmError { code: "vm_setup", field: None, message: format!("vcpu{id} {what}: {e}") };
-            boot::setup_msrs(&fd).map_err(io("MSRs"))?;
-            boot::setup_fpu(&fd).map_err(io("FPU"))?;
-            boot::setup_lapic(&fd).map_err(io("LAPIC"))?;
+            msr::setup_msrs(&fd).map_err(io("MSRs"))?;
+            regs::setup_fpu(&fd).map_err(io("FPU"))?;
+            interrupts::setup_lapic(&fd).map_err(io("LAPIC"))?;
             // Application processors wait in the in-kernel LAPIC for INIT/SIPI from the boot CPU.
             if id == 0 {
-                boot::setup_sregs(&mem, &fd, entry.mode).map_err(io("segment registers"))?;
-                boot::setup_regs(&fd, entry).map_err(io("registers"))?;
+                regs::setup_sregs(&mem, &fd, entry.mode).map_err(io("segment registers"))?;
+                regs::setup_regs(&fd, entry).map_err(io("registers"))?;
             }
             pending_fds.push(fd);
         }

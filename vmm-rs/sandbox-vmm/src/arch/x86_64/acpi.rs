@@ -14,7 +14,7 @@ use acpi_tables::sdt::Sdt;
 use acpi_tables::xsdt::XSDT;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
-use crate::layout::{ACPI_END, COM1_GSI, COM1_PORT, I8042_GSI, I8042_PORT, IOAPIC_START, LAPIC_START, RSDP_START, VIRTIO_MMIO_SIZE};
+use super::layout::{ACPI_END, COM1_GSI, COM1_PORT, I8042_GSI, I8042_PORT, IOAPIC_START, LAPIC_START, RSDP_START, VIRTIO_MMIO_SIZE};
 
 const OEM_ID: [u8; 6] = *b"SNDBOX";
 const OEM_TABLE_ID: [u8; 8] = *b"SANDBOXV";
@@ -137,7 +137,7 @@ pub fn write_tables(mem: &GuestMemoryMmap, vcpus: u8, devices: &[MmioDevice]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{VIRTIO_GSI_START, VIRTIO_MMIO_START};
+    use crate::arch::x86_64::layout::{VIRTIO_GSI_START, VIRTIO_MMIO_START};
 
     fn sum(bytes: &[u8]) -> u8 {
         bytes.iter().fold(0u8, |a, b| a.wrapping_add(*b))
