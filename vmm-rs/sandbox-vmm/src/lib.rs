@@ -9,12 +9,14 @@
 //! - [`devices`]: the port bus, the legacy devices and the home of the virtio devices
 //! - [`host`]: the sandbox's cgroup and the host preflight
 //! - [`config`], [`runner`], [`control`]: the process around the VM: the start frame on
-//!   stdin, its answers on stdout, and control.sock
+//!   stdin, its answers on stdout, and control.sock; [`error_code`]: the error codes those
+//!   answers carry
 
 pub mod arch;
 pub mod config;
 pub mod control;
 pub mod devices;
+pub mod error_code;
 #[cfg(feature = "test-guests")]
 pub mod guests;
 pub mod host;

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::config::{self, StartConfig};
 use crate::control::{bind_private, ControlServer};
+use crate::error_code::ErrorCode;
 use crate::host::cgroup;
 use crate::vstate::stop::StopReason;
 use crate::vstate::vm::{Vm, VmSpec};
@@ -98,10 +99,10 @@ fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
     refuse_unimplemented(config)?;
     // First of all: everything the VMM creates from here on is charged to the sandbox's cgroup.
     cgroup::join(&config.cgroup).map_err(|e| StartError {
-        code: e.code,
+        code: e.code().as_str(),
         field: Some("cgroup.path".into()),
-        message: e.message,
-        exit: if e.code == "cgroup_identity" { EXIT_CONFLICT } else { EXIT_UNAVAILABLE },
+        message: e.to_string(),
+        exit: if e.code() == ErrorCode::CgroupIdentity { EXIT_CONFLICT } else { EXIT_UNAVAILABLE },
     })?;
     check_state_dir(config)?;
     let spec = VmSpec {
