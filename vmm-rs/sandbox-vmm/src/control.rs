@@ -242,8 +242,8 @@ fn confirmed(result: Result<VmState, VmError>, vm: &Vm) -> Value {
         Ok(state) => json!({ "ok": true, "state": state.name() }),
         // After a timeout the vCPUs' state is not known, and the answer says so rather than
         // guessing: the daemon treats it as uncertainty.
-        Err(e) if e.code == "timeout" => error_reply(e.code, &e.message, "unknown"),
-        Err(e) => error_reply(e.code, &e.message, vm.state().name()),
+        Err(e @ VmError::Timeout { .. }) => error_reply(e.code().as_str(), &e.to_string(), "unknown"),
+        Err(e) => error_reply(e.code().as_str(), &e.to_string(), vm.state().name()),
     }
 }
 

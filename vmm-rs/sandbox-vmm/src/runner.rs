@@ -115,11 +115,11 @@ fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
         serial_log_max: config.serial_log_max_bytes,
     };
     let mut vm = Vm::create(&spec).map_err(|e| StartError {
-        code: e.code,
-        field: e.field.map(str::to_owned),
-        exit: match e.code {
-            "invalid_config" => EXIT_INVALID,
-            "kvm_unavailable" => EXIT_UNAVAILABLE,
+        code: e.code().as_str(),
+        field: e.field().map(str::to_owned),
+        exit: match e.code() {
+            ErrorCode::InvalidConfig => EXIT_INVALID,
+            ErrorCode::KvmUnavailable => EXIT_UNAVAILABLE,
             _ => EXIT_INTERNAL,
         },
         message: e.to_string(),
@@ -128,7 +128,7 @@ fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
     let internal = |e: io::Error| StartError { code: "control_socket", field: Some("state_dir".into()), message: format!("{}: {e}", path.display()), exit: EXIT_INTERNAL };
     let listener = bind_private(&path).map_err(internal)?;
     let server = ControlServer::new(path.clone(), listener, &vm).map_err(internal)?;
-    vm.start().map_err(|e| StartError { code: e.code, field: None, message: e.to_string(), exit: EXIT_INTERNAL })?;
+    vm.start().map_err(|e| StartError { code: e.code().as_str(), field: None, message: e.to_string(), exit: EXIT_INTERNAL })?;
     Ok((vm, server))
 }
 

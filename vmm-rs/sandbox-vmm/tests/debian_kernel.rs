@@ -74,7 +74,7 @@ fn debian_vmlinux_loads_through_its_pvh_note() {
 fn debian_kernels_are_refused_when_memory_is_too_small() {
     let Some(path) = kernel("debian_kernels_are_refused_when_memory_is_too_small", "vmlinux") else { return };
     let err = boot::load_kernel(&memory(32), &path).unwrap_err();
-    assert_eq!(err.field, "kernel");
+    assert_eq!(err.field(), "kernel");
 }
 
 /// Slow tier: under PVM a stock kernel is instruction-emulated (about 1000x slower), so this

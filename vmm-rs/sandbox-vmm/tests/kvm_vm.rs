@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sandbox_vmm::arch::x86_64::boot::EntryMode;
+use sandbox_vmm::error_code::ErrorCode;
 use sandbox_vmm::vstate::stop::StopReason;
 use sandbox_vmm::vstate::vm::{Vm, VmSpec, VmState};
 use vm_memory::{Bytes, GuestAddress};
@@ -158,7 +159,7 @@ fn a_kernel_that_is_neither_elf_nor_bzimage_is_refused_with_its_field() {
     let junk = state.0.join("junk");
     std::fs::write(&junk, vec![0x90u8; 8192]).unwrap();
     let err = Vm::create(&spec(&junk, 1, &state)).err().expect("junk must be refused");
-    assert_eq!((err.code, err.field), ("invalid_config", Some("kernel")));
+    assert_eq!((err.code(), err.field()), (ErrorCode::InvalidConfig, Some("kernel")));
 }
 
 #[test]

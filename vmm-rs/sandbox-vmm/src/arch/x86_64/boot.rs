@@ -7,18 +7,22 @@
 //! map for our layout and the choice of entry (Firecracker and Cloud Hypervisor each keep their
 //! own copy of these for the same reason).
 
+use std::fmt;
 use std::fs::File;
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 
 use linux_loader::configurator::linux::LinuxBootConfigurator;
 use linux_loader::configurator::pvh::PvhBootConfigurator;
-use linux_loader::configurator::{BootConfigurator, BootParams};
+use linux_loader::cmdline;
+use linux_loader::configurator::{self, BootConfigurator, BootParams};
 use linux_loader::loader::bootparam::{boot_e820_entry, boot_params, setup_header};
 use linux_loader::loader::elf::start_info::{hvm_memmap_table_entry, hvm_modlist_entry, hvm_start_info};
 use linux_loader::loader::{self, BzImage, Elf, KernelLoader, KernelLoaderResult, PvhBootCapability};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryError, GuestMemoryMmap, GuestMemoryRegion};
 
 use super::layout::*;
+use crate::error_code::ErrorCode;
 
 pub const E820_RAM: u32 = 1;
 pub const E820_RESERVED: u32 = 2;
@@ -35,21 +39,82 @@ const XLF_KERNEL_64: u16 = 1 << 0;
 /// Without a header to say otherwise, initrds are kept below this (the boot protocol's default).
 const DEFAULT_INITRD_ADDR_MAX: u64 = 0x37ff_ffff;
 
+/// Why the guest could not be loaded: most often the kernel, initrd or command line the start
+/// frame named, otherwise the boot parameter block.
 #[derive(Debug)]
-pub struct BootError {
-    /// The start-configuration field at fault (`kernel`, `initrd`, `cmdline`), or `boot`.
-    pub field: &'static str,
-    pub message: String,
+pub enum BootError {
+    OpenKernel { path: PathBuf, source: io::Error },
+    /// An ELF linux-loader cannot load, or a read error before the format was known.
+    LoadKernel { path: PathBuf, source: loader::Error },
+    /// Not an ELF, and the bzImage loader refuses it too.
+    NotAKernel { path: PathBuf, source: loader::Error },
+    /// A bzImage too old for the 64-bit boot protocol.
+    No64BitEntry { path: PathBuf, version: u16 },
+    ReadInitrd { path: PathBuf, source: io::Error },
+    /// The initrd does not fit between the kernel's end and `top`.
+    InitrdTooLarge { path: PathBuf, size: u64, top: u64 },
+    CopyInitrd { path: PathBuf, source: GuestMemoryError },
+    /// The command line is not one the kernel accepts (too long, bad characters).
+    Cmdline(cmdline::Error),
+    WriteCmdline(loader::Error),
+    /// The memory map does not fit the zero page's e820 table.
+    TooManyE820Entries,
+    WriteBootParams(configurator::Error),
 }
 
-impl std::fmt::Display for BootError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
+impl BootError {
+    /// The start field at fault (`kernel`, `initrd`, `cmdline`), or `boot` for the VMM's own
+    /// boot parameter block.
+    pub fn field(&self) -> &'static str {
+        match self {
+            BootError::OpenKernel { .. } | BootError::LoadKernel { .. } | BootError::NotAKernel { .. } | BootError::No64BitEntry { .. } => "kernel",
+            BootError::ReadInitrd { .. } | BootError::InitrdTooLarge { .. } | BootError::CopyInitrd { .. } => "initrd",
+            BootError::Cmdline(_) | BootError::WriteCmdline(_) => "cmdline",
+            BootError::TooManyE820Entries | BootError::WriteBootParams(_) => "boot",
+        }
+    }
+
+    /// `invalid_config` when the start frame named something unusable, `vm_setup` when the
+    /// boot parameter block could not be written.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            BootError::TooManyE820Entries | BootError::WriteBootParams(_) => ErrorCode::VmSetup,
+            _ => ErrorCode::InvalidConfig,
+        }
     }
 }
 
-fn boot_err(field: &'static str, message: impl Into<String>) -> BootError {
-    BootError { field, message: message.into() }
+impl fmt::Display for BootError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.field())?;
+        match self {
+            BootError::OpenKernel { path, source } | BootError::ReadInitrd { path, source } => write!(f, "{}: {source}", path.display()),
+            BootError::LoadKernel { path, source } => write!(f, "{}: {source}", path.display()),
+            BootError::NotAKernel { path, source } => write!(f, "{}: neither an ELF nor a bzImage: {source}", path.display()),
+            BootError::No64BitEntry { path, version } => {
+                write!(f, "{}: bzImage protocol {version:#x} has no 64-bit entry (needs 2.12 and XLF_KERNEL_64)", path.display())
+            }
+            BootError::InitrdTooLarge { path, size, top } => write!(f, "{}: {size} bytes do not fit between the kernel and {top:#x}", path.display()),
+            BootError::CopyInitrd { path, source } => write!(f, "{}: {source}", path.display()),
+            BootError::Cmdline(e) => write!(f, "{e}"),
+            BootError::WriteCmdline(e) => write!(f, "{e}"),
+            BootError::TooManyE820Entries => write!(f, "too many e820 entries"),
+            BootError::WriteBootParams(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for BootError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BootError::OpenKernel { source, .. } | BootError::ReadInitrd { source, .. } => Some(source),
+            BootError::LoadKernel { source, .. } | BootError::NotAKernel { source, .. } | BootError::WriteCmdline(source) => Some(source),
+            BootError::CopyInitrd { source, .. } => Some(source),
+            BootError::Cmdline(e) => Some(e),
+            BootError::WriteBootParams(e) => Some(e),
+            BootError::No64BitEntry { .. } | BootError::InitrdTooLarge { .. } | BootError::TooManyE820Entries => None,
+        }
+    }
 }
 
 /// How the boot vCPU enters the kernel.
@@ -84,7 +149,7 @@ pub fn e820_map(mem: &GuestMemoryMmap) -> Vec<(u64, u64, u32)> {
 /// Reads the kernel image: an ELF (PVH entry when it has the note, else its 64-bit entry), or
 /// a bzImage entered through the 64-bit boot protocol.
 pub fn load_kernel(mem: &GuestMemoryMmap, path: &Path) -> Result<(KernelLoaderResult, Entry), BootError> {
-    let open = || File::open(path).map_err(|e| boot_err("kernel", format!("{}: {e}", path.display())));
+    let open = || File::open(path).map_err(|source| BootError::OpenKernel { path: path.to_owned(), source });
     let mut file = open()?;
     match Elf::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START))) {
         Ok(result) => {
@@ -97,39 +162,39 @@ pub fn load_kernel(mem: &GuestMemoryMmap, path: &Path) -> Result<(KernelLoaderRe
         Err(loader::Error::Elf(loader::elf::Error::InvalidElfMagicNumber)) => {
             let mut file = open()?;
             let result = BzImage::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
-                .map_err(|e| boot_err("kernel", format!("{}: neither an ELF nor a bzImage: {e}", path.display())))?;
+                .map_err(|source| BootError::NotAKernel { path: path.to_owned(), source })?;
             let hdr = result.setup_header.expect("the bzImage loader always returns the setup header");
             let (version, xloadflags) = (hdr.version, hdr.xloadflags);
             if version < 0x020c || xloadflags & XLF_KERNEL_64 == 0 {
-                return Err(boot_err(
-                    "kernel",
-                    format!("{}: bzImage protocol {version:#x} has no 64-bit entry (needs 2.12 and XLF_KERNEL_64)", path.display()),
-                ));
+                return Err(BootError::No64BitEntry { path: path.to_owned(), version });
             }
             let rip = result.kernel_load.raw_value() + BZIMAGE_64BIT_ENTRY_OFFSET;
             Ok((result, Entry { mode: EntryMode::Linux64, rip }))
         }
-        Err(e) => Err(boot_err("kernel", format!("{}: {e}", path.display()))),
+        Err(source) => Err(BootError::LoadKernel { path: path.to_owned(), source }),
     }
 }
 
 /// Copies the initrd to the top of low memory (below `addr_max`), page aligned.
 pub fn load_initrd(mem: &GuestMemoryMmap, path: &Path, kernel_end: u64, addr_max: u64) -> Result<(u64, u64), BootError> {
-    let mut file = File::open(path).map_err(|e| boot_err("initrd", format!("{}: {e}", path.display())))?;
-    let size = file.metadata().map_err(|e| boot_err("initrd", format!("{}: {e}", path.display())))?.len();
+    let read_err = |source| BootError::ReadInitrd { path: path.to_owned(), source };
+    let mut file = File::open(path).map_err(read_err)?;
+    let size = file.metadata().map_err(read_err)?.len();
     let low_end = mem.iter().next().map(|r| r.len()).unwrap_or(0);
     let top = low_end.min(addr_max + 1);
-    let start = top.checked_sub(size).map(|s| s & !0xfff).filter(|s| *s >= kernel_end).ok_or_else(|| {
-        boot_err("initrd", format!("{}: {size} bytes do not fit between the kernel and {top:#x}", path.display()))
-    })?;
+    let start = top
+        .checked_sub(size)
+        .map(|s| s & !0xfff)
+        .filter(|s| *s >= kernel_end)
+        .ok_or_else(|| BootError::InitrdTooLarge { path: path.to_owned(), size, top })?;
     mem.read_exact_volatile_from(GuestAddress(start), &mut file, size as usize)
-        .map_err(|e| boot_err("initrd", format!("{}: {e}", path.display())))?;
+        .map_err(|source| BootError::CopyInitrd { path: path.to_owned(), source })?;
     Ok((start, size))
 }
 
 pub fn write_cmdline(mem: &GuestMemoryMmap, cmdline: &str) -> Result<(), BootError> {
-    let c = loader::Cmdline::try_from(cmdline, crate::config::CMDLINE_MAX).map_err(|e| boot_err("cmdline", e.to_string()))?;
-    loader::load_cmdline(mem, GuestAddress(CMDLINE_START), &c).map_err(|e| boot_err("cmdline", e.to_string()))
+    let c = loader::Cmdline::try_from(cmdline, crate::config::CMDLINE_MAX).map_err(BootError::Cmdline)?;
+    loader::load_cmdline(mem, GuestAddress(CMDLINE_START), &c).map_err(BootError::WriteCmdline)
 }
 
 /// The zero page for the 64-bit Linux boot protocol.
@@ -157,7 +222,7 @@ pub fn build_boot_params(
     params.acpi_rsdp_addr = rsdp.unwrap_or(0);
     let map = e820_map(mem);
     if map.len() > params.e820_table.len() {
-        return Err(boot_err("boot", "too many e820 entries"));
+        return Err(BootError::TooManyE820Entries);
     }
     for (slot, (addr, size, kind)) in params.e820_table.iter_mut().zip(&map) {
         *slot = boot_e820_entry { addr: *addr, size: *size, r#type: *kind };
@@ -168,7 +233,7 @@ pub fn build_boot_params(
 
 pub fn write_boot_params(mem: &GuestMemoryMmap, params: &boot_params) -> Result<(), BootError> {
     let bp = BootParams::new::<boot_params>(params, GuestAddress(ZERO_PAGE_START));
-    LinuxBootConfigurator::write_bootparams::<GuestMemoryMmap>(&bp, mem).map_err(|e| boot_err("boot", e.to_string()))
+    LinuxBootConfigurator::write_bootparams::<GuestMemoryMmap>(&bp, mem).map_err(BootError::WriteBootParams)
 }
 
 /// `hvm_start_info` and its tables for the PVH entry.
@@ -198,7 +263,7 @@ pub fn write_pvh_info(
         params.set_modules(&[hvm_modlist_entry { paddr, size, ..Default::default() }], GuestAddress(PVH_MODLIST_START));
     }
     params.set_sections(&memmap, GuestAddress(PVH_MEMMAP_START));
-    PvhBootConfigurator::write_bootparams::<GuestMemoryMmap>(&params, mem).map_err(|e| boot_err("boot", e.to_string()))
+    PvhBootConfigurator::write_bootparams::<GuestMemoryMmap>(&params, mem).map_err(BootError::WriteBootParams)
 }
 
 /// The initrd ceiling a kernel's setup header allows (or the protocol default).
@@ -285,7 +350,8 @@ mod tests {
         assert_eq!(addr, ((64 << 20) - 5000) & !0xfff);
         assert_eq!(m.read_obj::<u8>(GuestAddress(addr + 4999)).unwrap(), 0xab);
         let e = load_initrd(&m, &dir, (64 << 20) - 100, DEFAULT_INITRD_ADDR_MAX).unwrap_err();
-        assert_eq!(e.field, "initrd");
+        assert!(matches!(e, BootError::InitrdTooLarge { size: 5000, .. }), "{e}");
+        assert_eq!((e.field(), e.code()), ("initrd", ErrorCode::InvalidConfig));
         std::fs::remove_file(&dir).unwrap();
     }
 }

@@ -1,12 +1,10 @@
 //! The local APIC's interrupt pins as firmware leaves them, so that the in-kernel LAPIC
 //! delivers the legacy PIC's interrupts and NMIs before the guest programs it.
 
-use std::io;
-
 use kvm_ioctls::VcpuFd;
 
 /// LINT0 as ExtINT (the legacy PIC path) and LINT1 as NMI, as firmware would leave them.
-pub fn setup_lapic(vcpu: &VcpuFd) -> io::Result<()> {
+pub fn setup_lapic(vcpu: &VcpuFd) -> Result<(), kvm_ioctls::Error> {
     const APIC_LVT0: usize = 0x350;
     const APIC_LVT1: usize = 0x360;
     const MODE_EXTINT: u32 = 0x7;
@@ -19,5 +17,5 @@ pub fn setup_lapic(vcpu: &VcpuFd) -> io::Result<()> {
             lapic.regs[reg + i] = *b as _;
         }
     }
-    Ok(vcpu.set_lapic(&lapic)?)
+    vcpu.set_lapic(&lapic)
 }

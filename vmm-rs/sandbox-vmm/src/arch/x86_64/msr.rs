@@ -1,10 +1,40 @@
 //! The model-specific registers every vCPU starts with: the reset values a booting kernel
 //! expects, which KVM does not set by itself.
 
-use std::io;
+use std::fmt;
 
 use kvm_bindings::{kvm_msr_entry, Msrs};
 use kvm_ioctls::VcpuFd;
+use vmm_sys_util::fam::Error as FamError;
+
+#[derive(Debug)]
+pub enum MsrError {
+    /// More entries than a `kvm_msrs` can carry.
+    TooMany(FamError),
+    Kvm(kvm_ioctls::Error),
+    /// KVM set the MSRs before this one and stopped there.
+    Refused { index: u32 },
+}
+
+impl fmt::Display for MsrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MsrError::TooMany(e) => write!(f, "{e}"),
+            MsrError::Kvm(e) => write!(f, "{e}"),
+            MsrError::Refused { index } => write!(f, "KVM refused MSR {index:#x}"),
+        }
+    }
+}
+
+impl std::error::Error for MsrError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MsrError::TooMany(e) => Some(e),
+            MsrError::Kvm(e) => Some(e),
+            MsrError::Refused { .. } => None,
+        }
+    }
+}
 
 /// MSRs a booting kernel expects in their reset state.
 pub fn boot_msrs() -> Vec<kvm_msr_entry> {
@@ -35,12 +65,12 @@ pub fn boot_msrs() -> Vec<kvm_msr_entry> {
     ]
 }
 
-pub fn setup_msrs(vcpu: &VcpuFd) -> io::Result<()> {
+pub fn setup_msrs(vcpu: &VcpuFd) -> Result<(), MsrError> {
     let entries = boot_msrs();
-    let msrs = Msrs::from_entries(&entries).map_err(|e| io::Error::other(format!("{e:?}")))?;
-    let set = vcpu.set_msrs(&msrs)?;
+    let msrs = Msrs::from_entries(&entries).map_err(MsrError::TooMany)?;
+    let set = vcpu.set_msrs(&msrs).map_err(MsrError::Kvm)?;
     if set != entries.len() {
-        return Err(io::Error::other(format!("KVM refused MSR {:#x}", entries[set].index)));
+        return Err(MsrError::Refused { index: entries[set].index });
     }
     Ok(())
 }

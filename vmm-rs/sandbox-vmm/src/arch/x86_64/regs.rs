@@ -2,7 +2,7 @@
 //! page tables a 64-bit entry needs, the special and general registers of each entry mode, and
 //! the FPU. No crate provides these (Firecracker and Cloud Hypervisor each keep their own copy).
 
-use std::io;
+use std::fmt;
 
 use kvm_bindings::{kvm_fpu, kvm_regs, kvm_segment, kvm_sregs};
 use kvm_ioctls::VcpuFd;
@@ -10,6 +10,34 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryError, GuestMemoryMmap};
 
 use super::boot::{Entry, EntryMode};
 use super::layout::*;
+
+/// Why the boot vCPU's special registers could not be set.
+#[derive(Debug)]
+pub enum RegsError {
+    /// Writing the GDT or IDT into guest memory failed.
+    DescriptorTables(GuestMemoryError),
+    PageTables(GuestMemoryError),
+    Kvm(kvm_ioctls::Error),
+}
+
+impl fmt::Display for RegsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegsError::DescriptorTables(e) => write!(f, "{e}"),
+            RegsError::PageTables(e) => write!(f, "page tables: {e}"),
+            RegsError::Kvm(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RegsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RegsError::DescriptorTables(e) | RegsError::PageTables(e) => Some(e),
+            RegsError::Kvm(e) => Some(e),
+        }
+    }
+}
 
 /// A GDT entry from flags (access byte + flags nibble, as `0xa09b`), base and limit.
 pub const fn gdt_entry(flags: u16, base: u32, limit: u32) -> u64 {
@@ -75,13 +103,13 @@ const EFER_LMA: u64 = 1 << 10;
 
 /// Writes the GDT/IDT (and, for a 64-bit entry, the page tables) and loads the matching
 /// special registers.
-pub fn setup_sregs(mem: &GuestMemoryMmap, vcpu: &VcpuFd, mode: EntryMode) -> io::Result<()> {
+pub fn setup_sregs(mem: &GuestMemoryMmap, vcpu: &VcpuFd, mode: EntryMode) -> Result<(), RegsError> {
     let gdt = boot_gdt(mode);
     for (i, e) in gdt.iter().enumerate() {
-        mem.write_obj(*e, GuestAddress(GDT_START + i as u64 * 8)).map_err(io::Error::other)?;
+        mem.write_obj(*e, GuestAddress(GDT_START + i as u64 * 8)).map_err(RegsError::DescriptorTables)?;
     }
-    mem.write_obj(0u64, GuestAddress(IDT_START)).map_err(io::Error::other)?;
-    let mut sregs: kvm_sregs = vcpu.get_sregs()?;
+    mem.write_obj(0u64, GuestAddress(IDT_START)).map_err(RegsError::DescriptorTables)?;
+    let mut sregs: kvm_sregs = vcpu.get_sregs().map_err(RegsError::Kvm)?;
     sregs.gdt.base = GDT_START;
     sregs.gdt.limit = (gdt.len() * 8 - 1) as u16;
     sregs.idt.base = IDT_START;
@@ -93,7 +121,7 @@ pub fn setup_sregs(mem: &GuestMemoryMmap, vcpu: &VcpuFd, mode: EntryMode) -> io:
     sregs.tr = segment_from_gdt(gdt[3], 3);
     match mode {
         EntryMode::Linux64 => {
-            write_page_tables(mem).map_err(|e| io::Error::other(format!("page tables: {e}")))?;
+            write_page_tables(mem).map_err(RegsError::PageTables)?;
             sregs.cr3 = PML4_START;
             sregs.cr4 |= X86_CR4_PAE;
             sregs.cr0 |= X86_CR0_PE | X86_CR0_PG;
@@ -104,10 +132,10 @@ pub fn setup_sregs(mem: &GuestMemoryMmap, vcpu: &VcpuFd, mode: EntryMode) -> io:
             sregs.cr4 = 0;
         }
     }
-    Ok(vcpu.set_sregs(&sregs)?)
+    vcpu.set_sregs(&sregs).map_err(RegsError::Kvm)
 }
 
-pub fn setup_regs(vcpu: &VcpuFd, entry: Entry) -> io::Result<()> {
+pub fn setup_regs(vcpu: &VcpuFd, entry: Entry) -> Result<(), kvm_ioctls::Error> {
     let regs = match entry.mode {
         EntryMode::Linux64 => kvm_regs {
             rflags: 0x2,
@@ -119,13 +147,13 @@ pub fn setup_regs(vcpu: &VcpuFd, entry: Entry) -> io::Result<()> {
         },
         EntryMode::Pvh => kvm_regs { rflags: 0x2, rip: entry.rip, rbx: PVH_INFO_START, ..Default::default() },
     };
-    Ok(vcpu.set_regs(&regs)?)
+    vcpu.set_regs(&regs)
 }
 
-pub fn setup_fpu(vcpu: &VcpuFd) -> io::Result<()> {
+pub fn setup_fpu(vcpu: &VcpuFd) -> Result<(), kvm_ioctls::Error> {
     // x87 control word with all exceptions masked and SSE with all exceptions masked, as after
     // FNINIT / reset.
-    Ok(vcpu.set_fpu(&kvm_fpu { fcw: 0x37f, mxcsr: 0x1f80, ..Default::default() })?)
+    vcpu.set_fpu(&kvm_fpu { fcw: 0x37f, mxcsr: 0x1f80, ..Default::default() })
 }
 
 #[cfg(test)]
