@@ -11,7 +11,7 @@ use crate::config::{self, StartConfig};
 use crate::control::{bind_private, ControlServer};
 use crate::error_code::ErrorCode;
 use crate::host::cgroup;
-use crate::vstate::stop::StopReason;
+use crate::vstate::stop::{self, Failure, StopReason};
 use crate::vstate::vm::{Vm, VmSpec};
 
 /// Process exit codes, shared with the CLI tools: 0 ok, 1 internal, 2 invalid input,
@@ -163,7 +163,7 @@ pub fn run<R: Read, W: Write>(input: R, output: &mut W) -> i32 {
             let code = if matches!(reason, StopReason::Error(_)) { EXIT_INTERNAL } else { EXIT_OK };
             (reason, code)
         }
-        Err(e) => (vm.halt(StopReason::Error(format!("control loop: {e}"))), EXIT_INTERNAL),
+        Err(e) => (vm.halt(StopReason::Error(Failure::ControlLoop(stop::errno(&e)))), EXIT_INTERNAL),
     };
     drop(server);
     let mut stopped = json!({ "event": "stopped", "reason": reason.name() });

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sandbox_vmm::arch::x86_64::boot::EntryMode;
 use sandbox_vmm::error_code::ErrorCode;
-use sandbox_vmm::vstate::stop::StopReason;
+use sandbox_vmm::vstate::stop::{Shutdown, StopReason};
 use sandbox_vmm::vstate::vm::{Vm, VmSpec, VmState};
 use vm_memory::{Bytes, GuestAddress};
 
@@ -167,10 +167,9 @@ fn a_triple_fault_stops_the_vm_as_a_shutdown() {
     require_kvm!("a_triple_fault_stops_the_vm_as_a_shutdown");
     let (_state, mut vm) = start_guest("triple", TRIPLE_FAULT_ASM, 1);
     wait_until("the triple fault", Duration::from_secs(30), || vm.stop_signal().reason().is_some());
-    match vm.halt(StopReason::Terminated) {
-        StopReason::Shutdown(detail) => assert!(detail.contains("triple fault"), "{detail}"),
-        other => panic!("expected a shutdown, got {other:?}"),
-    }
+    let reason = vm.halt(StopReason::Terminated);
+    assert_eq!(reason, StopReason::Shutdown(Shutdown::TripleFault { vcpu: 0 }));
+    assert_eq!(reason.detail().as_deref(), Some("vcpu0: triple fault"));
 }
 
 #[test]

@@ -2,17 +2,53 @@
 //! match on port ranges rather than a generic device tree because these are the only two port
 //! devices and their ports are fixed.
 
+use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex};
 
 use vm_superio::{I8042Device, Serial};
+use vmm_sys_util::errno::Error as Errno;
 use vmm_sys_util::eventfd::EventFd;
 
 use super::legacy::i8042::ResetTrigger;
 use super::legacy::serial::{CappedLog, ConsoleSerial};
 use super::legacy::IrqTrigger;
 use crate::arch::x86_64::layout::{COM1_PORT, I8042_PORT};
-use crate::vstate::stop::StopSignal;
+use crate::vstate::stop::{errno, StopSignal};
+
+/// Why a port write failed. Only the serial port can fail: the i8042's one action, the reset,
+/// cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusError {
+    /// The serial port could not raise its interrupt.
+    SerialInterrupt(Errno),
+    /// The serial log could not be written.
+    SerialLog(Errno),
+    /// The serial port's receive FIFO is full (a write in loopback mode).
+    SerialFifoFull,
+}
+
+impl From<vm_superio::serial::Error<io::Error>> for BusError {
+    fn from(e: vm_superio::serial::Error<io::Error>) -> Self {
+        match e {
+            vm_superio::serial::Error::Trigger(e) => BusError::SerialInterrupt(errno(&e)),
+            vm_superio::serial::Error::IOError(e) => BusError::SerialLog(errno(&e)),
+            vm_superio::serial::Error::FullFifo => BusError::SerialFifoFull,
+        }
+    }
+}
+
+impl fmt::Display for BusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BusError::SerialInterrupt(e) => write!(f, "serial: cannot raise the interrupt: {e}"),
+            BusError::SerialLog(e) => write!(f, "serial: cannot write the log: {e}"),
+            BusError::SerialFifoFull => write!(f, "serial: the FIFO is full"),
+        }
+    }
+}
+
+impl std::error::Error for BusError {}
 
 /// The port-I/O devices shared by all vCPU threads.
 pub struct PortBus {
@@ -31,12 +67,13 @@ impl PortBus {
         }
     }
 
-    pub fn write(&self, port: u16, data: &[u8]) -> io::Result<()> {
+    pub fn write(&self, port: u16, data: &[u8]) -> Result<(), BusError> {
         let Some(&value) = data.first() else { return Ok(()) };
         if (COM1_PORT..COM1_PORT + COM1_LEN).contains(&port) {
-            self.serial.lock().unwrap().write((port - COM1_PORT) as u8, value).map_err(|e| io::Error::other(format!("serial: {e:?}")))
+            Ok(self.serial.lock().unwrap().write((port - COM1_PORT) as u8, value)?)
         } else if (I8042_PORT..I8042_PORT + I8042_LEN).contains(&port) {
-            self.i8042.lock().unwrap().write((port - I8042_PORT) as u8, value)
+            self.i8042.lock().unwrap().write((port - I8042_PORT) as u8, value).unwrap_or_else(|never| match never {});
+            Ok(())
         } else {
             // Unclaimed ports (PCI config probes, POST codes, other UARTs) are ignored, as on
             // real hardware with nothing decoding them.

@@ -1,7 +1,7 @@
 //! The i8042 keyboard controller (vm-superio's), present for one job: its CPU-reset command is
 //! how a Linux guest booted with `reboot=k` ends the VM.
 
-use std::io;
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use vm_superio::Trigger;
@@ -12,8 +12,8 @@ use crate::vstate::stop::{StopReason, StopSignal};
 pub struct ResetTrigger(pub Arc<StopSignal>);
 
 impl Trigger for ResetTrigger {
-    type E = io::Error;
-    fn trigger(&self) -> io::Result<()> {
+    type E = Infallible;
+    fn trigger(&self) -> Result<(), Infallible> {
         self.0.stop(StopReason::Reset);
         Ok(())
     }
