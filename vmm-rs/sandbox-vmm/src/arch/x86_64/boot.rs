@@ -126,6 +126,16 @@ pub enum EntryMode {
     Pvh,
 }
 
+impl EntryMode {
+    /// The mode as the daemon reads it (`entry` of the ready answer).
+    pub fn name(self) -> &'static str {
+        match self {
+            EntryMode::Linux64 => "linux64",
+            EntryMode::Pvh => "pvh",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
     pub mode: EntryMode,
