@@ -25,7 +25,7 @@ pub fn skip(test: &str, reason: &str) {
 /// another device node, so the skip path itself can be exercised on a host that has KVM.
 pub fn kvm_unusable() -> Option<String> {
     let device = std::env::var_os("SANDBOX_VMM_TEST_KVM").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/dev/kvm"));
-    sandbox_vmm::host::preflight::kvm_usable(&device).err()
+    sandbox_vmm::host::preflight::kvm_usable(&device).err().map(|e| e.to_string())
 }
 
 /// Returns early from a test (reporting it as skipped) when KVM is unusable.
