@@ -102,7 +102,7 @@ async fn write_part(field: &mut multer::Field<'_>, meta: &UploadMetadata) -> Res
     tokio::fs::create_dir_all(&parent).await.map_err(|e| io_error(&parent, e))?;
     let name = target.file_name().ok_or_else(|| ApiError::bad_request("INVALID_FILE_METADATA", format!("metadata 'path': '{}' names no file", meta.path)))?;
     // Write beside the target and rename, so readers never see a half-written file.
-    let tmp = parent.join(format!(".{}.upload-{}", name.to_string_lossy(), crate::execd::command::random_id()));
+    let tmp = parent.join(format!(".{}.upload-{}", name.to_string_lossy(), crate::execd::random_id()));
     let result = async {
         // One blocking thread owns the file for the whole part: tokio::fs would hand every
         // write to the blocking pool separately, which costs more than the write itself.
