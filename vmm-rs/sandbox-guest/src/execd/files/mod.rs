@@ -1,8 +1,8 @@
-//! File and directory routes, one module per job: [`upload`] and [`download`] move file
-//! contents, [`info`] describes files and sets their owners and modes, [`manage`] deletes and
-//! moves them, [`search`] finds files and replaces text in them, [`dirs`] lists, makes and
-//! deletes directories. This module holds what they share: API errors for I/O errors, path
-//! checks, and running blocking filesystem work off the async threads.
+//! File and directory routes, one module per job: `upload` and `download` move file contents,
+//! `info` describes files and sets their owners and modes, `manage` deletes and moves them,
+//! `search` finds files and replaces text in them, `dirs` lists, makes and deletes
+//! directories. This module holds what they share: API errors for I/O errors, path checks, and
+//! running blocking filesystem work off the async threads.
 
 mod dirs;
 mod download;
