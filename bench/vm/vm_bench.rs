@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use control_frame::{write_frame, FrameReader, DEFAULT_MAX_FRAME};
 use sandbox_vmm::control::{bind_private, ControlServer};
-use sandbox_vmm::devices::StopReason;
-use serde_json::json;
 use sandbox_vmm::guests;
-use sandbox_vmm::vm::{Vm, VmSpec};
+use sandbox_vmm::host::preflight;
+use sandbox_vmm::vstate::stop::StopReason;
+use sandbox_vmm::vstate::vm::{Vm, VmSpec};
+use serde_json::json;
 
 struct Scratch(PathBuf);
 
@@ -302,11 +303,11 @@ fn main() {
         Some("--baseline-exit") => {}
         Some("boot") => boot(&args[1..]),
         None => {
-            if let Err(reason) = sandbox_vmm::preflight::kvm_usable(Path::new("/dev/kvm")) {
+            if let Err(reason) = preflight::kvm_usable(Path::new("/dev/kvm")) {
                 eprintln!("vm_bench: KVM is not usable here: {reason}");
                 std::process::exit(6);
             }
-            let virt = sandbox_vmm::preflight::virtualization();
+            let virt = preflight::virtualization();
             println!("host virtualization: {} (native speed: {})\n", virt["mode"], virt["native_speed"]);
             let scratch = Scratch::new();
             exit_round_trip(&scratch);

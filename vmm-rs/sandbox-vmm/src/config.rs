@@ -64,23 +64,64 @@ impl StartConfig {
     }
 }
 
-/// A configuration error names the offending field (a JSON path such as `disks[1].path`).
+/// A configuration error names the offending field (a JSON path such as `disks[1].path`) and
+/// what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub field: String,
-    pub message: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with a start-frame field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// The frame itself is not a JSON object.
+    FrameNotAnObject,
+    NotAnObject,
+    NotAnArray,
+    NotABoolean,
+    NotAString,
+    UnknownField,
+    Required,
+    /// A path field holds something other than a string.
+    PathNotAString,
+    NotAbsolute { path: String },
+    ContainsNul,
+    PathTooLong { len: usize, max: usize },
+    TooLong { len: usize, max: usize },
+    IntegerOutOfRange { min: u64, max: u64, got: Value },
+    /// `state_dir` is so long that the control socket's path under it would not fit `sun_path`.
+    ControlSocketTooLong { len: usize },
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
+        write!(f, "{}: ", self.field)?;
+        match &self.problem {
+            Problem::FrameNotAnObject => write!(f, "must be a JSON object"),
+            Problem::NotAnObject => write!(f, "must be an object"),
+            Problem::NotAnArray => write!(f, "must be an array"),
+            Problem::NotABoolean => write!(f, "must be a boolean"),
+            Problem::NotAString => write!(f, "must be a string"),
+            Problem::UnknownField => write!(f, "unknown field"),
+            Problem::Required => write!(f, "is required"),
+            Problem::PathNotAString => write!(f, "must be a string (an absolute path)"),
+            Problem::NotAbsolute { path } => write!(f, "must be an absolute path, got {path:?}"),
+            Problem::ContainsNul => write!(f, "must not contain NUL"),
+            Problem::PathTooLong { len, max } => write!(f, "path is {len} bytes, the limit is {max}"),
+            Problem::TooLong { len, max } => write!(f, "is {len} bytes, the limit is {max}"),
+            Problem::IntegerOutOfRange { min, max, got } => write!(f, "must be an integer from {min} to {max}, got {got}"),
+            Problem::ControlSocketTooLong { len } => {
+                write!(f, "control.sock under it would be {len} bytes long; it must be shorter than {}", CONTROL_SOCKET_PATH_MAX + 1)
+            }
+        }
     }
 }
 
 impl std::error::Error for ConfigError {}
 
-fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError { field: field.into(), message: message.into() }
+fn err(field: impl Into<String>, problem: Problem) -> ConfigError {
+    ConfigError { field: field.into(), problem }
 }
 
 const TOP_FIELDS: &[&str] = &[
@@ -99,21 +140,21 @@ const TOP_FIELDS: &[&str] = &[
 
 fn reject_unknown(obj: &Map<String, Value>, known: &[&str], prefix: &str) -> Result<(), ConfigError> {
     match obj.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(err(format!("{prefix}{k}"), "unknown field")),
+        Some(k) => Err(err(format!("{prefix}{k}"), Problem::UnknownField)),
         None => Ok(()),
     }
 }
 
 fn absolute_path(value: &Value, field: &str, max_len: usize) -> Result<PathBuf, ConfigError> {
-    let s = value.as_str().ok_or_else(|| err(field, "must be a string (an absolute path)"))?;
+    let s = value.as_str().ok_or_else(|| err(field, Problem::PathNotAString))?;
     if !s.starts_with('/') {
-        return Err(err(field, format!("must be an absolute path, got {s:?}")));
+        return Err(err(field, Problem::NotAbsolute { path: s.to_owned() }));
     }
     if s.contains('\0') {
-        return Err(err(field, "must not contain NUL"));
+        return Err(err(field, Problem::ContainsNul));
     }
     if s.len() > max_len {
-        return Err(err(field, format!("path is {} bytes, the limit is {max_len}", s.len())));
+        return Err(err(field, Problem::PathTooLong { len: s.len(), max: max_len }));
     }
     Ok(PathBuf::from(s))
 }
@@ -126,20 +167,20 @@ fn optional_path(obj: &Map<String, Value>, field: &str, max_len: usize) -> Resul
 }
 
 fn required<'a>(obj: &'a Map<String, Value>, field: &str, prefix: &str) -> Result<&'a Value, ConfigError> {
-    obj.get(field).ok_or_else(|| err(format!("{prefix}{field}"), "is required"))
+    obj.get(field).ok_or_else(|| err(format!("{prefix}{field}"), Problem::Required))
 }
 
 fn integer(value: &Value, field: &str, min: u64, max: u64) -> Result<u64, ConfigError> {
     match value.as_u64() {
         Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(err(field, format!("must be an integer from {min} to {max}, got {value}"))),
+        _ => Err(err(field, Problem::IntegerOutOfRange { min, max, got: value.clone() })),
     }
 }
 
 /// Parses and validates the start frame. Only the shape is checked here; whether the files
 /// exist is checked when they are opened, with errors naming the same fields.
 pub fn parse(frame: &Value) -> Result<StartConfig, ConfigError> {
-    let obj = frame.as_object().ok_or_else(|| err("(start frame)", "must be a JSON object"))?;
+    let obj = frame.as_object().ok_or_else(|| err("(start frame)", Problem::FrameNotAnObject))?;
     reject_unknown(obj, TOP_FIELDS, "")?;
 
     let kernel = absolute_path(required(obj, "kernel", "")?, "kernel", 4096)?;
@@ -147,10 +188,8 @@ pub fn parse(frame: &Value) -> Result<StartConfig, ConfigError> {
     let cmdline = match obj.get("cmdline") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) if s.len() < CMDLINE_MAX && !s.contains('\0') => s.clone(),
-        Some(Value::String(s)) => {
-            return Err(err("cmdline", format!("is {} bytes, the limit is {}", s.len(), CMDLINE_MAX - 1)))
-        }
-        Some(_) => return Err(err("cmdline", "must be a string")),
+        Some(Value::String(s)) => return Err(err("cmdline", Problem::TooLong { len: s.len(), max: CMDLINE_MAX - 1 })),
+        Some(_) => return Err(err("cmdline", Problem::NotAString)),
     };
     let vcpus = integer(required(obj, "vcpus", "")?, "vcpus", 1, MAX_VCPUS)? as u8;
     let memory_mib = integer(required(obj, "memory_mib", "")?, "memory_mib", MIN_MEMORY_MIB, MAX_MEMORY_MIB)?;
@@ -162,18 +201,18 @@ pub fn parse(frame: &Value) -> Result<StartConfig, ConfigError> {
             .enumerate()
             .map(|(i, item)| {
                 let prefix = format!("disks[{i}].");
-                let d = item.as_object().ok_or_else(|| err(format!("disks[{i}]"), "must be an object"))?;
+                let d = item.as_object().ok_or_else(|| err(format!("disks[{i}]"), Problem::NotAnObject))?;
                 reject_unknown(d, &["path", "read_only"], &prefix)?;
                 let path = absolute_path(required(d, "path", &prefix)?, &format!("{prefix}path"), 4096)?;
                 let read_only = match d.get("read_only") {
                     None => false,
                     Some(Value::Bool(b)) => *b,
-                    Some(_) => return Err(err(format!("{prefix}read_only"), "must be a boolean")),
+                    Some(_) => return Err(err(format!("{prefix}read_only"), Problem::NotABoolean)),
                 };
                 Ok(Disk { path, read_only })
             })
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err(err("disks", "must be an array")),
+        Some(_) => return Err(err("disks", Problem::NotAnArray)),
     };
 
     let net_socket = optional_path(obj, "net_socket", UNIX_PATH_MAX)?;
@@ -181,13 +220,10 @@ pub fn parse(frame: &Value) -> Result<StartConfig, ConfigError> {
     let state_dir = absolute_path(required(obj, "state_dir", "")?, "state_dir", 4096)?;
     let control_len = state_dir.join("control.sock").as_os_str().len();
     if control_len > CONTROL_SOCKET_PATH_MAX {
-        return Err(err(
-            "state_dir",
-            format!("control.sock under it would be {control_len} bytes long; it must be shorter than 104"),
-        ));
+        return Err(err("state_dir", Problem::ControlSocketTooLong { len: control_len }));
     }
 
-    let cg = required(obj, "cgroup", "")?.as_object().ok_or_else(|| err("cgroup", "must be an object"))?;
+    let cg = required(obj, "cgroup", "")?.as_object().ok_or_else(|| err("cgroup", Problem::NotAnObject))?;
     reject_unknown(cg, &["path", "device", "inode"], "cgroup.")?;
     let cgroup = CgroupIdentity {
         path: absolute_path(required(cg, "path", "cgroup.")?, "cgroup.path", 4096)?,
@@ -282,7 +318,7 @@ mod tests {
         let mut v = valid();
         v["state_dir"] = json!(format!("/{}", "d".repeat(95)));
         let e = parse(&v).unwrap_err();
-        assert_eq!(e.field, "state_dir");
-        assert!(e.message.contains("104"), "{e}");
+        assert_eq!((e.field.as_str(), &e.problem), ("state_dir", &Problem::ControlSocketTooLong { len: 96 + "/control.sock".len() }));
+        assert!(e.to_string().contains("shorter than 104"), "{e}");
     }
 }

@@ -2,6 +2,7 @@
 //! request and per answer (the shared control framing). Every answer carries the state the VM
 //! is confirmed to be in after the request, never the state it was asked to reach.
 
+use std::fmt;
 use std::fs;
 use std::io::{self, ErrorKind, Read};
 use std::os::fd::AsRawFd;
@@ -14,8 +15,9 @@ use control_frame::{write_frame, Decoder, DEFAULT_MAX_FRAME};
 use serde_json::{json, Map, Value};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
-use crate::devices::StopReason;
-use crate::vm::{Vm, VmError};
+use crate::error_code::ErrorCode;
+use crate::vstate::stop::StopReason;
+use crate::vstate::vm::{Vm, VmError, VmState};
 
 /// How long a pause or resume may wait for every vCPU's acknowledgement.
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -94,9 +96,49 @@ pub struct ControlServer {
     _signals: std::os::fd::OwnedFd,
 }
 
-fn error_reply(code: &str, message: &str, state: &str) -> Value {
-    json!({ "ok": false, "state": state, "error": { "code": code, "message": message } })
+fn error_reply(code: ErrorCode, message: &str, state: &str) -> Value {
+    json!({ "ok": false, "state": state, "error": { "code": code.as_str(), "message": message } })
 }
+
+/// What a request asks for: its `op`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Inspect,
+    Pause,
+    Resume,
+    Terminate,
+}
+
+impl Op {
+    fn of(request: &Value) -> Result<Op, RequestError> {
+        match request.get("op").and_then(Value::as_str) {
+            Some("inspect") => Ok(Op::Inspect),
+            Some("pause") => Ok(Op::Pause),
+            Some("resume") => Ok(Op::Resume),
+            Some("terminate") => Ok(Op::Terminate),
+            Some(other) => Err(RequestError::UnknownOp(other.to_owned())),
+            None => Err(RequestError::MissingOp),
+        }
+    }
+}
+
+/// Why a well-formed frame is not a request: answered with `bad_request`.
+#[derive(Debug)]
+enum RequestError {
+    MissingOp,
+    UnknownOp(String),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::MissingOp => write!(f, "op: required string field missing"),
+            RequestError::UnknownOp(op) => write!(f, "op: unknown operation {op:?} (inspect, pause, resume, terminate)"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
 
 impl ControlServer {
     pub fn new(path: PathBuf, listener: UnixListener, vm: &Vm) -> io::Result<Self> {
@@ -185,7 +227,7 @@ impl ControlServer {
                 Ok(None) => break,
                 Err(e) => {
                     // The stream cannot be resynchronised after a bad frame: answer and hang up.
-                    let _ = write_frame(&mut conn.stream, &error_reply("bad_frame", &e.to_string(), vm.state().name()), DEFAULT_MAX_FRAME);
+                    let _ = write_frame(&mut conn.stream, &error_reply(ErrorCode::BadFrame, &e.to_string(), vm.state().name()), DEFAULT_MAX_FRAME);
                     eof = true;
                     break;
                 }
@@ -205,16 +247,15 @@ impl ControlServer {
     }
 
     fn handle(&self, request: &Value, vm: &mut Vm) -> (Value, Option<StopReason>) {
-        let (mut reply, stop) = match request.get("op").and_then(Value::as_str) {
-            Some("inspect") => (self.inspect(vm), None),
-            Some("pause") => (confirmed(vm.pause(ACK_TIMEOUT), vm), None),
-            Some("resume") => (confirmed(vm.resume(ACK_TIMEOUT), vm), None),
-            Some("terminate") => {
+        let (mut reply, stop) = match Op::of(request) {
+            Ok(Op::Inspect) => (self.inspect(vm), None),
+            Ok(Op::Pause) => (confirmed(vm.pause(ACK_TIMEOUT), vm), None),
+            Ok(Op::Resume) => (confirmed(vm.resume(ACK_TIMEOUT), vm), None),
+            Ok(Op::Terminate) => {
                 let reason = vm.halt(StopReason::Terminated);
                 (json!({ "ok": true, "state": vm.state().name(), "reason": reason.name() }), Some(reason))
             }
-            Some(other) => (error_reply("bad_request", &format!("op: unknown operation {other:?} (inspect, pause, resume, terminate)"), vm.state().name()), None),
-            None => (error_reply("bad_request", "op: required string field missing", vm.state().name()), None),
+            Err(e) => (error_reply(ErrorCode::BadRequest, &e.to_string(), vm.state().name()), None),
         };
         // Echo the caller's correlation id, if any, so pipelined requests can be matched.
         if let (Some(id), Some(obj)) = (request.get("id"), reply.as_object_mut()) {
@@ -237,13 +278,13 @@ impl ControlServer {
     }
 }
 
-fn confirmed(result: Result<crate::vm::VmState, VmError>, vm: &Vm) -> Value {
+fn confirmed(result: Result<VmState, VmError>, vm: &Vm) -> Value {
     match result {
         Ok(state) => json!({ "ok": true, "state": state.name() }),
         // After a timeout the vCPUs' state is not known, and the answer says so rather than
         // guessing: the daemon treats it as uncertainty.
-        Err(e) if e.code == "timeout" => error_reply(e.code, &e.message, "unknown"),
-        Err(e) => error_reply(e.code, &e.message, vm.state().name()),
+        Err(e @ VmError::Timeout { .. }) => error_reply(e.code(), &e.to_string(), "unknown"),
+        Err(e) => error_reply(e.code(), &e.to_string(), vm.state().name()),
     }
 }
 

@@ -1,4 +1,5 @@
-//! Tiny guest programs for the KVM integration tests and the benchmark (`bench/vm`).
+//! Tiny guest programs for the KVM integration tests and the benchmark (`bench/vm`), built
+//! into the library only with the `test-guests` feature.
 //!
 //! They are assembled when needed with GNU as and ld (Debian binutils), never shipped: each is
 //! a few instructions that exercise one VMM path with real KVM exits (port I/O to the 8250,

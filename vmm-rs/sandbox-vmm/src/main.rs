@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use sandbox_vmm::preflight;
+use sandbox_vmm::host::preflight;
 use sandbox_vmm::runner::{self, EXIT_INVALID, EXIT_OK, EXIT_UNAVAILABLE};
 
 const USAGE: &str = "usage: sandbox-vmm [run]                      read the start frame on stdin and run the VM

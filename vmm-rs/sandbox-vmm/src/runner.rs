@@ -1,16 +1,20 @@
 //! The `sandbox-vmm` process: start frame on stdin, answers on stdout, then control.sock.
 
+use std::fmt;
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
-use control_frame::{write_frame, FrameReader, DEFAULT_MAX_FRAME};
+use control_frame::{write_frame, FrameError, FrameReader, DEFAULT_MAX_FRAME};
 use serde_json::{json, Value};
 
-use crate::config::{self, StartConfig};
+use crate::config::{self, ConfigError, StartConfig};
 use crate::control::{bind_private, ControlServer};
-use crate::devices::StopReason;
-use crate::vm::{Vm, VmSpec};
+use crate::error_code::ErrorCode;
+use crate::host::cgroup::{self, CgroupError};
+use crate::vstate::stop::{self, Failure, StopReason};
+use crate::vstate::vm::{Vm, VmError, VmSpec};
 
 /// Process exit codes, shared with the CLI tools: 0 ok, 1 internal, 2 invalid input,
 /// 4 conflict, 6 dependency unavailable.
@@ -21,25 +25,105 @@ pub const EXIT_CONFLICT: i32 = 4;
 pub const EXIT_UNAVAILABLE: i32 = 6;
 
 /// A failure before the VM runs, answered on stdout as `{"ok":false,"error":{...}}`.
-pub struct StartError {
-    pub code: &'static str,
-    pub field: Option<String>,
-    pub message: String,
-    pub exit: i32,
+#[derive(Debug)]
+pub enum StartError {
+    /// stdin closed before the start frame arrived.
+    NoStartFrame,
+    BadStartFrame(FrameError),
+    Config(ConfigError),
+    StateDir { path: PathBuf, source: io::Error },
+    StateDirNotADirectory { path: PathBuf },
+    /// The state directory is not ours alone (`owner`, `mode`), so it cannot hold the sockets.
+    StateDirNotPrivate { path: PathBuf, uid: u32, owner: u32, mode: u32 },
+    /// The start frame names a device this VMM does not provide yet, in `field`.
+    Unsupported { field: &'static str, device: &'static str },
+    Cgroup(CgroupError),
+    Vm(VmError),
+    ControlSocket { path: PathBuf, source: io::Error },
 }
 
 impl StartError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            StartError::NoStartFrame
+            | StartError::BadStartFrame(_)
+            | StartError::Config(_)
+            | StartError::StateDir { .. }
+            | StartError::StateDirNotADirectory { .. }
+            | StartError::StateDirNotPrivate { .. } => ErrorCode::InvalidConfig,
+            StartError::Unsupported { .. } => ErrorCode::Unsupported,
+            StartError::Cgroup(e) => e.code(),
+            StartError::Vm(e) => e.code(),
+            StartError::ControlSocket { .. } => ErrorCode::ControlSocket,
+        }
+    }
+
+    /// The start field at fault, when there is one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            StartError::NoStartFrame | StartError::BadStartFrame(_) => Some("(start frame)"),
+            StartError::Config(e) => Some(&e.field),
+            StartError::StateDir { .. } | StartError::StateDirNotADirectory { .. } | StartError::StateDirNotPrivate { .. } => Some("state_dir"),
+            StartError::Unsupported { field, .. } => Some(field),
+            StartError::Cgroup(_) => Some("cgroup.path"),
+            StartError::Vm(e) => e.field(),
+            StartError::ControlSocket { .. } => Some("state_dir"),
+        }
+    }
+
+    /// The process exit code: invalid input, a conflict (another cgroup than the daemon's),
+    /// an unavailable dependency, or internal.
+    pub fn exit_code(&self) -> i32 {
+        match self.code() {
+            ErrorCode::InvalidConfig | ErrorCode::Unsupported => EXIT_INVALID,
+            ErrorCode::CgroupIdentity => EXIT_CONFLICT,
+            ErrorCode::CgroupJoin | ErrorCode::KvmUnavailable => EXIT_UNAVAILABLE,
+            _ => EXIT_INTERNAL,
+        }
+    }
+
     fn to_frame(&self) -> Value {
-        let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(field) = &self.field {
+        let mut error = json!({ "code": self.code().as_str(), "message": self.to_string() });
+        if let Some(field) = self.field() {
             error["field"] = json!(field);
         }
         json!({ "ok": false, "error": error })
     }
 }
 
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> StartError {
-    StartError { code: "invalid_config", field: Some(field.into()), message: message.into(), exit: EXIT_INVALID }
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::NoStartFrame => write!(f, "start frame: stdin closed before it arrived"),
+            StartError::BadStartFrame(e) => write!(f, "start frame: {e}"),
+            StartError::Config(e) => write!(f, "{e}"),
+            StartError::StateDir { path, source } => write!(f, "state_dir: {}: {source}", path.display()),
+            StartError::StateDirNotADirectory { path } => write!(f, "state_dir: {} is not a directory", path.display()),
+            StartError::StateDirNotPrivate { path, uid, owner, mode } => {
+                write!(f, "state_dir: {} must be owned by uid {uid} with mode 0700 (is uid {owner} mode {mode:o})", path.display())
+            }
+            StartError::Unsupported { field, device } => write!(f, "{field}: {device} is not implemented by this sandbox-vmm yet"),
+            StartError::Cgroup(e) => write!(f, "{e}"),
+            StartError::Vm(e) => write!(f, "{e}"),
+            StartError::ControlSocket { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::BadStartFrame(e) => Some(e),
+            StartError::Config(e) => Some(e),
+            StartError::StateDir { source, .. } | StartError::ControlSocket { source, .. } => Some(source),
+            StartError::Cgroup(e) => Some(e),
+            StartError::Vm(e) => Some(e),
+            StartError::NoStartFrame
+            | StartError::StateDirNotADirectory { .. }
+            | StartError::StateDirNotPrivate { .. }
+            | StartError::Unsupported { .. } => None,
+        }
+    }
 }
 
 /// Reads and validates the start frame.
@@ -47,27 +131,24 @@ pub fn read_config<R: Read>(input: R) -> Result<StartConfig, StartError> {
     let mut reader = FrameReader::new(input, DEFAULT_MAX_FRAME);
     let frame = match reader.read_frame() {
         Ok(Some(frame)) => frame,
-        Ok(None) => return Err(invalid("(start frame)", "start frame: stdin closed before it arrived")),
-        Err(e) => return Err(invalid("(start frame)", format!("start frame: {e}"))),
+        Ok(None) => return Err(StartError::NoStartFrame),
+        Err(e) => return Err(StartError::BadStartFrame(e)),
     };
-    config::parse(&frame).map_err(|e| invalid(e.field.clone(), e.to_string()))
+    config::parse(&frame).map_err(StartError::Config)
 }
 
 /// The state directory must be a directory only we can enter: it holds the control socket,
 /// the vsock sockets and the serial log.
 fn check_state_dir(config: &StartConfig) -> Result<(), StartError> {
-    let dir = &config.state_dir;
-    let meta = fs::metadata(dir).map_err(|e| invalid("state_dir", format!("state_dir: {}: {e}", dir.display())))?;
+    let path = || config.state_dir.clone();
+    let meta = fs::metadata(&config.state_dir).map_err(|source| StartError::StateDir { path: path(), source })?;
     if !meta.is_dir() {
-        return Err(invalid("state_dir", format!("state_dir: {} is not a directory", dir.display())));
+        return Err(StartError::StateDirNotADirectory { path: path() });
     }
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     if meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return Err(invalid(
-            "state_dir",
-            format!("state_dir: {} must be owned by uid {uid} with mode 0700 (is uid {} mode {:o})", dir.display(), meta.uid(), meta.mode() & 0o777),
-        ));
+        return Err(StartError::StateDirNotPrivate { path: path(), uid, owner: meta.uid(), mode: meta.mode() & 0o777 });
     }
     Ok(())
 }
@@ -75,20 +156,14 @@ fn check_state_dir(config: &StartConfig) -> Result<(), StartError> {
 /// Devices the start frame can name but this VMM does not provide yet are refused, never
 /// silently dropped: a sandbox without the disk or network it asked for is not that sandbox.
 fn refuse_unimplemented(config: &StartConfig) -> Result<(), StartError> {
-    let unsupported = |field: &str, what: &str| StartError {
-        code: "unsupported",
-        field: Some(field.into()),
-        message: format!("{field}: {what} is not implemented by this sandbox-vmm yet"),
-        exit: EXIT_INVALID,
-    };
     if !config.disks.is_empty() {
-        return Err(unsupported("disks", "virtio-blk"));
+        return Err(StartError::Unsupported { field: "disks", device: "virtio-blk" });
     }
     if config.net_socket.is_some() {
-        return Err(unsupported("net_socket", "virtio-net"));
+        return Err(StartError::Unsupported { field: "net_socket", device: "virtio-net" });
     }
     if config.vsock_socket.is_some() {
-        return Err(unsupported("vsock_socket", "virtio-vsock"));
+        return Err(StartError::Unsupported { field: "vsock_socket", device: "virtio-vsock" });
     }
     Ok(())
 }
@@ -96,12 +171,7 @@ fn refuse_unimplemented(config: &StartConfig) -> Result<(), StartError> {
 fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
     refuse_unimplemented(config)?;
     // First of all: everything the VMM creates from here on is charged to the sandbox's cgroup.
-    crate::cgroup::join(&config.cgroup).map_err(|e| StartError {
-        code: e.code,
-        field: Some("cgroup.path".into()),
-        message: e.message,
-        exit: if e.code == "cgroup_identity" { EXIT_CONFLICT } else { EXIT_UNAVAILABLE },
-    })?;
+    cgroup::join(&config.cgroup).map_err(StartError::Cgroup)?;
     check_state_dir(config)?;
     let spec = VmSpec {
         kernel: config.kernel.clone(),
@@ -112,21 +182,12 @@ fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
         serial_log: config.serial_log(),
         serial_log_max: config.serial_log_max_bytes,
     };
-    let mut vm = Vm::create(&spec).map_err(|e| StartError {
-        code: e.code,
-        field: e.field.map(str::to_owned),
-        exit: match e.code {
-            "invalid_config" => EXIT_INVALID,
-            "kvm_unavailable" => EXIT_UNAVAILABLE,
-            _ => EXIT_INTERNAL,
-        },
-        message: e.to_string(),
-    })?;
+    let mut vm = Vm::create(&spec).map_err(StartError::Vm)?;
     let path = config.control_socket();
-    let internal = |e: io::Error| StartError { code: "control_socket", field: Some("state_dir".into()), message: format!("{}: {e}", path.display()), exit: EXIT_INTERNAL };
-    let listener = bind_private(&path).map_err(internal)?;
-    let server = ControlServer::new(path.clone(), listener, &vm).map_err(internal)?;
-    vm.start().map_err(|e| StartError { code: e.code, field: None, message: e.to_string(), exit: EXIT_INTERNAL })?;
+    let socket_err = |source| StartError::ControlSocket { path: path.clone(), source };
+    let listener = bind_private(&path).map_err(socket_err)?;
+    let server = ControlServer::new(path.clone(), listener, &vm).map_err(socket_err)?;
+    vm.start().map_err(StartError::Vm)?;
     Ok((vm, server))
 }
 
@@ -136,14 +197,14 @@ pub fn run<R: Read, W: Write>(input: R, output: &mut W) -> i32 {
         Ok(c) => c,
         Err(e) => {
             let _ = write_frame(output, &e.to_frame(), DEFAULT_MAX_FRAME);
-            return e.exit;
+            return e.exit_code();
         }
     };
     let (mut vm, mut server) = match start(&config) {
         Ok(pair) => pair,
         Err(e) => {
             let _ = write_frame(output, &e.to_frame(), DEFAULT_MAX_FRAME);
-            return e.exit;
+            return e.exit_code();
         }
     };
     let ready = json!({
@@ -152,7 +213,7 @@ pub fn run<R: Read, W: Write>(input: R, output: &mut W) -> i32 {
         "pid": std::process::id(),
         "control_socket": config.control_socket(),
         "serial_log": config.serial_log(),
-        "entry": format!("{:?}", vm.entry_mode()).to_lowercase(),
+        "entry": vm.entry_mode().name(),
     });
     // The daemon may have gone away; the VM keeps running and control.sock still serves.
     let _ = write_frame(output, &ready, DEFAULT_MAX_FRAME);
@@ -161,7 +222,7 @@ pub fn run<R: Read, W: Write>(input: R, output: &mut W) -> i32 {
             let code = if matches!(reason, StopReason::Error(_)) { EXIT_INTERNAL } else { EXIT_OK };
             (reason, code)
         }
-        Err(e) => (vm.halt(StopReason::Error(format!("control loop: {e}"))), EXIT_INTERNAL),
+        Err(e) => (vm.halt(StopReason::Error(Failure::ControlLoop(stop::errno(&e)))), EXIT_INTERNAL),
     };
     drop(server);
     let mut stopped = json!({ "event": "stopped", "reason": reason.name() });

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use linux_loader::loader::bootparam::boot_params;
-use sandbox_vmm::boot::{self, EntryMode};
-use sandbox_vmm::devices::StopReason;
-use sandbox_vmm::layout::{ram_regions, HIMEM_START, ZERO_PAGE_START};
-use sandbox_vmm::vm::{Vm, VmSpec};
+use sandbox_vmm::arch::x86_64::boot::{self, EntryMode};
+use sandbox_vmm::arch::x86_64::layout::{ram_regions, HIMEM_START, ZERO_PAGE_START};
+use sandbox_vmm::vstate::stop::StopReason;
+use sandbox_vmm::vstate::vm::{Vm, VmSpec};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 use common::StateDir;
@@ -74,7 +74,7 @@ fn debian_vmlinux_loads_through_its_pvh_note() {
 fn debian_kernels_are_refused_when_memory_is_too_small() {
     let Some(path) = kernel("debian_kernels_are_refused_when_memory_is_too_small", "vmlinux") else { return };
     let err = boot::load_kernel(&memory(32), &path).unwrap_err();
-    assert_eq!(err.field, "kernel");
+    assert_eq!(err.field(), "kernel");
 }
 
 /// Slow tier: under PVM a stock kernel is instruction-emulated (about 1000x slower), so this

@@ -5,9 +5,10 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sandbox_vmm::boot::EntryMode;
-use sandbox_vmm::devices::StopReason;
-use sandbox_vmm::vm::{Vm, VmSpec, VmState};
+use sandbox_vmm::arch::x86_64::boot::EntryMode;
+use sandbox_vmm::error_code::ErrorCode;
+use sandbox_vmm::vstate::stop::{Shutdown, StopReason};
+use sandbox_vmm::vstate::vm::{Vm, VmSpec, VmState};
 use vm_memory::{Bytes, GuestAddress};
 
 use common::{build_guest, StateDir};
@@ -158,7 +159,7 @@ fn a_kernel_that_is_neither_elf_nor_bzimage_is_refused_with_its_field() {
     let junk = state.0.join("junk");
     std::fs::write(&junk, vec![0x90u8; 8192]).unwrap();
     let err = Vm::create(&spec(&junk, 1, &state)).err().expect("junk must be refused");
-    assert_eq!((err.code, err.field), ("invalid_config", Some("kernel")));
+    assert_eq!((err.code(), err.field()), (ErrorCode::InvalidConfig, Some("kernel")));
 }
 
 #[test]
@@ -166,10 +167,9 @@ fn a_triple_fault_stops_the_vm_as_a_shutdown() {
     require_kvm!("a_triple_fault_stops_the_vm_as_a_shutdown");
     let (_state, mut vm) = start_guest("triple", TRIPLE_FAULT_ASM, 1);
     wait_until("the triple fault", Duration::from_secs(30), || vm.stop_signal().reason().is_some());
-    match vm.halt(StopReason::Terminated) {
-        StopReason::Shutdown(detail) => assert!(detail.contains("triple fault"), "{detail}"),
-        other => panic!("expected a shutdown, got {other:?}"),
-    }
+    let reason = vm.halt(StopReason::Terminated);
+    assert_eq!(reason, StopReason::Shutdown(Shutdown::TripleFault { vcpu: 0 }));
+    assert_eq!(reason.detail().as_deref(), Some("vcpu0: triple fault"));
 }
 
 #[test]

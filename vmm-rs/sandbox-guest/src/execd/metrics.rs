@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::command::{event, sse_response};
+use super::output::{event, sse_response};
 use crate::http::{self, Resp};
 
 #[derive(Clone)]

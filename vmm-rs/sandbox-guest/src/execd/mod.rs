@@ -4,6 +4,8 @@
 mod command;
 mod files;
 mod metrics;
+mod output;
+mod process;
 mod session;
 
 use std::net::SocketAddr;
@@ -119,6 +121,15 @@ async fn route(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
         )),
         _ => Err(ApiError::not_found("NOT_FOUND", format!("no route {method} {path}"))),
     }
+}
+
+/// A fresh 128-bit id in hex: names commands, sessions and upload temporaries.
+pub fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    // getrandom(2) never fails for 16 bytes once the pool is initialised.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    assert_eq!(n, 16, "getrandom failed");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn known_path(segments: &[&str]) -> bool {

@@ -14,8 +14,9 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::command::{event, exit_event, kill_group, pump, random_id, sse_response, Stream, Utf8Carry};
-use super::Execd;
+use super::output::{event, exit_event, pump, sse_response, Stream, Utf8Carry};
+use super::process::{self, kill_group};
+use super::{random_id, Execd};
 use crate::http::{self, ApiError, ApiResult};
 
 struct Session {
@@ -51,7 +52,7 @@ struct RunRequest {
 
 pub async fn create(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
     let body: CreateRequest = http::read_json_or_default(req).await?;
-    let shell = super::command::shell();
+    let shell = process::shell();
     let mut cmd = tokio::process::Command::new(shell);
     // bash without profiles; plain sh (busybox images) takes no such flags.
     if shell.ends_with("bash") {

@@ -25,7 +25,7 @@ pub fn skip(test: &str, reason: &str) {
 /// another device node, so the skip path itself can be exercised on a host that has KVM.
 pub fn kvm_unusable() -> Option<String> {
     let device = std::env::var_os("SANDBOX_VMM_TEST_KVM").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/dev/kvm"));
-    sandbox_vmm::preflight::kvm_usable(&device).err()
+    sandbox_vmm::host::preflight::kvm_usable(&device).err().map(|e| e.to_string())
 }
 
 /// Returns early from a test (reporting it as skipped) when KVM is unusable.
@@ -88,7 +88,7 @@ pub struct ScratchCgroup {
 impl ScratchCgroup {
     /// A new cgroup under the first cgroup2 mount, or why one cannot be made here.
     pub fn new() -> Result<Self, String> {
-        let mounts = sandbox_vmm::cgroup::cgroup2_mounts().map_err(|e| format!("mountinfo: {e}"))?;
+        let mounts = sandbox_vmm::host::cgroup::cgroup2_mounts().map_err(|e| format!("mountinfo: {e}"))?;
         let mount = mounts.first().ok_or("no cgroup v2 hierarchy is mounted")?;
         let path = mount.mount_point.join(unique("sandbox-vmm-test"));
         fs::create_dir(&path).map_err(|e| format!("cannot create a scratch cgroup {}: {e}", path.display()))?;

@@ -20,7 +20,8 @@ use kvm_bindings::kvm_run;
 use kvm_ioctls::{VcpuExit, VcpuFd};
 use vmm_sys_util::signal::{register_signal_handler, SIGRTMIN};
 
-use crate::devices::{PortBus, StopReason, StopSignal};
+use super::stop::{Failure, Shutdown, StopReason, StopSignal};
+use crate::devices::bus::PortBus;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VcpuCmd {
@@ -146,40 +147,36 @@ fn run_loop(id: usize, fd: &mut VcpuFd, rx: &Receiver<VcpuCmd>, events: &Sender<
         }
         match fd.run() {
             Ok(VcpuExit::IoOut(port, data)) => {
-                if let Err(e) = bus.write(port, data) {
-                    return Some(StopReason::Error(format!("vcpu{id}: port {port:#x}: {e}")));
+                if let Err(error) = bus.write(port, data) {
+                    return Some(StopReason::Error(Failure::Port { vcpu: id, port, error }));
                 }
             }
             Ok(VcpuExit::IoIn(port, data)) => bus.read(port, data),
             // No MMIO device is claimed yet: reads float high, writes are dropped.
             Ok(VcpuExit::MmioRead(_, data)) => data.fill(0xff),
             Ok(VcpuExit::MmioWrite(..)) | Ok(VcpuExit::Intr) => {}
-            Ok(VcpuExit::Hlt) => return Some(StopReason::Shutdown(format!("vcpu{id} halted with interrupts off"))),
-            Ok(VcpuExit::Shutdown) => return Some(StopReason::Shutdown(format!("vcpu{id}: triple fault"))),
+            Ok(VcpuExit::Hlt) => return Some(StopReason::Shutdown(Shutdown::Halted { vcpu: id })),
+            Ok(VcpuExit::Shutdown) => return Some(StopReason::Shutdown(Shutdown::TripleFault { vcpu: id })),
             Ok(VcpuExit::SystemEvent(kind, _)) => {
                 return Some(match kind {
                     kvm_bindings::KVM_SYSTEM_EVENT_RESET => StopReason::Reset,
-                    kvm_bindings::KVM_SYSTEM_EVENT_SHUTDOWN => StopReason::Shutdown("guest powered off".into()),
-                    other => StopReason::Error(format!("vcpu{id}: system event {other}")),
+                    kvm_bindings::KVM_SYSTEM_EVENT_SHUTDOWN => StopReason::Shutdown(Shutdown::PoweredOff),
+                    kind => StopReason::Error(Failure::SystemEvent { vcpu: id, kind }),
                 })
             }
-            Ok(VcpuExit::FailEntry(reason, cpu)) => {
-                return Some(StopReason::Error(format!("vcpu{id}: KVM entry failed, reason {reason:#x} on cpu {cpu}")))
-            }
+            Ok(VcpuExit::FailEntry(reason, cpu)) => return Some(StopReason::Error(Failure::EntryFailed { vcpu: id, reason, cpu })),
             Ok(VcpuExit::InternalError) => {
                 // SAFETY: after KVM_EXIT_INTERNAL_ERROR the kernel filled the `internal` member.
                 let suberror = unsafe { fd.get_kvm_run().__bindgen_anon_1.internal.suberror };
-                // Suberror 1 is an instruction KVM could not emulate: what a stock kernel hits
-                // under PVM (see the reference's `lock cmpxchg16b`).
-                return Some(StopReason::Error(format!("vcpu{id}: KVM internal error, suberror {suberror}")));
+                return Some(StopReason::Error(Failure::Internal { vcpu: id, suberror }));
             }
-            Ok(other) => return Some(StopReason::Error(format!("vcpu{id}: unexpected exit {other:?}"))),
+            Ok(other) => return Some(StopReason::Error(Failure::UnexpectedExit { vcpu: id, exit: format!("{other:?}") })),
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                 // The kick: clear it so the next KVM_RUN enters the guest, then read the channel.
                 fd.set_kvm_immediate_exit(0);
                 fence(Ordering::Acquire);
             }
-            Err(e) => return Some(StopReason::Error(format!("vcpu{id}: KVM_RUN: {e}"))),
+            Err(error) => return Some(StopReason::Error(Failure::KvmRun { vcpu: id, error })),
         }
     }
 }

@@ -11,32 +11,33 @@
 //!    byte-for-byte bridges from AF_VSOCK ports 44772/18080 to the services.
 //! 3. Forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to the workload, reaps every child
 //!    (orphans included: it is PID 1 or a child subreaper) and exits with the workload's status.
+//!
+//! The control channel is in [`control`], the bridges in [`bridge`] over the AF_VSOCK sockets
+//! of [`vsock`]; the options, readiness and supervision are here.
+
+mod bridge;
+mod control;
+mod vsock;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream as StdUnixStream;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::config::parse_flags;
+use control::{exchange_config, send, ControlStream, HostConfig};
 
 pub const EXECD_PORT: u16 = 44772;
 pub const EGRESS_PORT: u16 = 18080;
 /// Host side of the control channel: vsock CID 2 (the host), this port.
 pub const CONTROL_PORT: u32 = 44770;
 const VMADDR_CID_HOST: u32 = 2;
-const VMADDR_CID_ANY: u32 = u32::MAX;
-/// Concurrent connections per bridge.
-const MAX_BRIDGE_CONNECTIONS: usize = 128;
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -118,153 +119,6 @@ pub fn parse_options(args: &[String]) -> Result<Options, String> {
     Ok(Options { control, listen, execd_port, egress_port, runtime_dir, ready_timeout, workload: args[split + 1..].to_vec() })
 }
 
-/// What the host sends in its `config` frame.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct HostConfig {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub version: u32,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    #[serde(default)]
-    pub execd_token: Option<String>,
-    #[serde(default)]
-    pub egress_token: Option<String>,
-    #[serde(default)]
-    pub cwd: Option<String>,
-}
-
-// Written by hand so that a `{:?}` of the frame never shows the access tokens or the values of
-// the workload's environment (which may carry credentials); the variable names are kept.
-impl std::fmt::Debug for HostConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostConfig")
-            .field("kind", &self.kind)
-            .field("version", &self.version)
-            .field("env", &self.env.keys().collect::<Vec<_>>())
-            .field("execd_token", &self.execd_token.as_ref().map(|_| "<redacted>"))
-            .field("egress_token", &self.egress_token.as_ref().map(|_| "<redacted>"))
-            .field("cwd", &self.cwd)
-            .finish()
-    }
-}
-
-// ---------------------------------------------------------------- vsock via libc
-
-fn sockaddr_vm(cid: u32, port: u32) -> libc::sockaddr_vm {
-    let mut addr: libc::sockaddr_vm = unsafe { std::mem::zeroed() };
-    addr.svm_family = libc::AF_VSOCK as libc::sa_family_t;
-    addr.svm_cid = cid;
-    addr.svm_port = port;
-    addr
-}
-
-fn vsock_socket(nonblocking: bool) -> std::io::Result<OwnedFd> {
-    let flags = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
-    let fd = unsafe { libc::socket(libc::AF_VSOCK, flags, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// A connected vsock stream. Reads and writes on a connected stream socket are the same
-/// system calls whatever its family, so the Unix stream types carry it.
-fn vsock_connect(cid: u32, port: u32) -> std::io::Result<StdUnixStream> {
-    let fd = vsock_socket(false)?;
-    let addr = sockaddr_vm(cid, port);
-    let rc = unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_vm).cast(), std::mem::size_of::<libc::sockaddr_vm>() as u32) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(StdUnixStream::from(fd))
-}
-
-fn vsock_listen(port: u32) -> std::io::Result<OwnedFd> {
-    let fd = vsock_socket(true)?;
-    let addr = sockaddr_vm(VMADDR_CID_ANY, port);
-    let rc = unsafe { libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_vm).cast(), std::mem::size_of::<libc::sockaddr_vm>() as u32) };
-    if rc < 0 || unsafe { libc::listen(fd.as_raw_fd(), 128) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(fd)
-}
-
-enum Listener {
-    Vsock(tokio::io::unix::AsyncFd<OwnedFd>),
-    Unix(tokio::net::UnixListener),
-}
-
-impl Listener {
-    async fn accept(&self) -> std::io::Result<tokio::net::UnixStream> {
-        match self {
-            Listener::Unix(l) => l.accept().await.map(|(s, _)| s),
-            Listener::Vsock(fd) => loop {
-                let mut guard = fd.readable().await?;
-                let rc = unsafe { libc::accept4(fd.get_ref().as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) };
-                if rc >= 0 {
-                    let stream = unsafe { StdUnixStream::from_raw_fd(rc as RawFd) };
-                    return tokio::net::UnixStream::from_std(stream);
-                }
-                let err = std::io::Error::last_os_error();
-                if err.kind() == std::io::ErrorKind::WouldBlock {
-                    guard.clear_ready();
-                    continue;
-                }
-                return Err(err);
-            },
-        }
-    }
-}
-
-fn open_listener(listen: &Listen, port: u16) -> Result<Listener, String> {
-    match listen {
-        Listen::Vsock => {
-            let fd = vsock_listen(u32::from(port)).map_err(|e| format!("cannot listen on vsock port {port}: {e}"))?;
-            // SAFETY: the descriptor is owned by the AsyncFd from here on and nothing else
-            // registers or closes it.
-            let fd = unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(|e| e.to_string())?;
-            Ok(Listener::Vsock(fd))
-        }
-        Listen::Unix(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| format!("--listen unix:{}: {e}", dir.display()))?;
-            let path = dir.join(format!("{port}.sock"));
-            let _ = std::fs::remove_file(&path);
-            tokio::net::UnixListener::bind(&path).map(Listener::Unix).map_err(|e| format!("cannot listen on {}: {e}", path.display()))
-        }
-    }
-}
-
-/// Copies bytes both ways between each accepted connection and the service on loopback.
-async fn bridge(listener: Listener, target: u16) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_BRIDGE_CONNECTIONS));
-    loop {
-        let permit = slots.clone().acquire_owned().await.expect("semaphore never closes");
-        let mut inbound = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("sandbox-guest bootstrap: bridge {target}: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        tokio::spawn(async move {
-            let _permit = permit;
-            match tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, target)).await {
-                Ok(mut outbound) => {
-                    let _ = outbound.set_nodelay(true);
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-                // The service is (re)starting: closing tells the client to retry.
-                Err(_) => {
-                    let _ = inbound.shutdown().await;
-                }
-            }
-        });
-    }
-}
-
 /// The kernel was started for a sandbox: our init's key is on its command line.
 fn booted_by_sandbox_init() -> bool {
     std::fs::read_to_string("/proc/cmdline").is_ok_and(|c| c.split_whitespace().any(|w| w.starts_with("sandbox.exec=")))
@@ -293,52 +147,6 @@ fn loopback_up() -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
-}
-
-// ---------------------------------------------------------------- control channel
-
-type ControlStream = Option<Arc<Mutex<StdUnixStream>>>;
-
-/// Says hello and returns the host's configuration, and the stream for later reports.
-fn exchange_config(control: &Control) -> Result<(HostConfig, ControlStream), String> {
-    let mut stream = match control {
-        Control::Unix(path) => StdUnixStream::connect(path).map_err(|e| format!("--control unix:{}: {e}", path.display()))?,
-        Control::Vsock { cid, port } => vsock_connect(*cid, *port).map_err(|e| format!("--control vsock:{cid}:{port}: {e}"))?,
-        Control::File(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("--control file:{}: {e}", path.display()))?;
-            let value = serde_json::from_str(&text).map_err(|e| format!("--control file:{}: {e}", path.display()))?;
-            return Ok((parse_config(value)?, None));
-        }
-    };
-    let hello = json!({"type": "hello", "version": 1, "bootstrap": concat!("sandbox-guest ", env!("CARGO_PKG_VERSION"))});
-    control_frame::write_frame(&mut stream, &hello, control_frame::DEFAULT_MAX_FRAME).map_err(|e| format!("control channel: {e}"))?;
-    let config = receive_config(&mut stream)?;
-    Ok((config, Some(Arc::new(Mutex::new(stream)))))
-}
-
-fn send(stream: &ControlStream, value: serde_json::Value) {
-    let Some(stream) = stream else { return };
-    let mut s = stream.lock().unwrap();
-    if let Err(e) = control_frame::write_frame(&mut *s, &value, control_frame::DEFAULT_MAX_FRAME) {
-        eprintln!("sandbox-guest bootstrap: control channel: {e}");
-    }
-}
-
-fn receive_config(stream: &mut StdUnixStream) -> Result<HostConfig, String> {
-    stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
-    let mut reader = control_frame::FrameReader::new(stream.try_clone().map_err(|e| e.to_string())?, control_frame::DEFAULT_MAX_FRAME);
-    let frame = reader.read_frame().map_err(|e| format!("control channel: {e}"))?.ok_or("control channel closed before the config frame")?;
-    let config = parse_config(frame)?;
-    stream.set_read_timeout(None).map_err(|e| e.to_string())?;
-    Ok(config)
-}
-
-fn parse_config(frame: serde_json::Value) -> Result<HostConfig, String> {
-    let config: HostConfig = serde_json::from_value(frame).map_err(|e| format!("control channel: bad config frame: {e}"))?;
-    if config.kind != "config" || config.version != 1 {
-        return Err(format!("control channel: expected a version 1 config frame, got type '{}' version {}", config.kind, config.version));
-    }
-    Ok(config)
 }
 
 // ---------------------------------------------------------------- readiness
@@ -519,8 +327,8 @@ async fn supervise(opts: Options, config: HostConfig, plan: Plan, control: Contr
     }
 
     for (port, target) in [(EXECD_PORT, opts.execd_port), (EGRESS_PORT, opts.egress_port)] {
-        let listener = open_listener(&opts.listen, port)?;
-        tokio::spawn(bridge(listener, target));
+        let listener = bridge::open_listener(&opts.listen, port)?;
+        tokio::spawn(bridge::serve(listener, target));
     }
 
     let mut services = [Role::Execd, Role::Egress].map(|role| Service { role, pid: None, started: Instant::now(), backoff: BACKOFF_START });
@@ -668,15 +476,5 @@ mod tests {
         assert!(parse_options(&args(&["--control", "tcp:1", "--"])).unwrap_err().contains("--control"));
         assert!(parse_options(&args(&["--execd-port", "0", "--"])).unwrap_err().contains("--execd-port"));
         assert!(parse_options(&args(&["--bogus", "1", "--"])).unwrap_err().contains("--bogus"));
-    }
-
-    #[test]
-    fn config_frame_rejects_unknown_fields() {
-        let ok: HostConfig = serde_json::from_value(json!({"type": "config", "version": 1, "env": {"A": "envsecret"}, "execd_token": "tokensecret"})).unwrap();
-        assert_eq!(ok.env["A"], "envsecret");
-        // Debug output keeps the variable names but neither the token nor the values.
-        let shown = format!("{ok:?}");
-        assert!(shown.contains("\"A\"") && !shown.contains("secret") && shown.contains("<redacted>"), "{shown}");
-        assert!(serde_json::from_value::<HostConfig>(json!({"type": "config", "version": 1, "tokens": {}})).is_err());
     }
 }

@@ -12,9 +12,9 @@ use acpi_tables::madt::{EnabledStatus, IoApic, LocalInterruptController, Process
 use acpi_tables::rsdp::Rsdp;
 use acpi_tables::sdt::Sdt;
 use acpi_tables::xsdt::XSDT;
-use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryError, GuestMemoryMmap};
 
-use crate::layout::{ACPI_END, COM1_GSI, COM1_PORT, I8042_GSI, I8042_PORT, IOAPIC_START, LAPIC_START, RSDP_START, VIRTIO_MMIO_SIZE};
+use super::layout::{ACPI_END, COM1_GSI, COM1_PORT, I8042_GSI, I8042_PORT, IOAPIC_START, LAPIC_START, RSDP_START, VIRTIO_MMIO_SIZE};
 
 const OEM_ID: [u8; 6] = *b"SNDBOX";
 const OEM_TABLE_ID: [u8; 8] = *b"SANDBOXV";
@@ -121,15 +121,41 @@ pub fn build(vcpus: u8, devices: &[MmioDevice]) -> Tables {
     }
 }
 
-/// Writes the tables into the reserved BIOS area; the RSDP at [`RSDP_START`].
-pub fn write_tables(mem: &GuestMemoryMmap, vcpus: u8, devices: &[MmioDevice]) -> Result<(), String> {
-    let tables = build(vcpus, devices);
-    mem.write_slice(&tables.rsdp, GuestAddress(RSDP_START)).map_err(|e| e.to_string())?;
-    for (addr, data) in &tables.tables {
-        if addr + data.len() as u64 > ACPI_END {
-            return Err(format!("tables end at {:#x}, past the reserved area", addr + data.len() as u64));
+#[derive(Debug)]
+pub enum AcpiError {
+    /// The tables would run past the reserved BIOS area, into RAM the guest may use.
+    TooLarge { end: u64 },
+    Write(GuestMemoryError),
+}
+
+impl std::fmt::Display for AcpiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AcpiError::TooLarge { end } => write!(f, "tables end at {end:#x}, past the reserved area"),
+            AcpiError::Write(e) => write!(f, "{e}"),
         }
-        mem.write_slice(data, GuestAddress(*addr)).map_err(|e| e.to_string())?;
+    }
+}
+
+impl std::error::Error for AcpiError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AcpiError::TooLarge { .. } => None,
+            AcpiError::Write(e) => Some(e),
+        }
+    }
+}
+
+/// Writes the tables into the reserved BIOS area; the RSDP at [`RSDP_START`].
+pub fn write_tables(mem: &GuestMemoryMmap, vcpus: u8, devices: &[MmioDevice]) -> Result<(), AcpiError> {
+    let tables = build(vcpus, devices);
+    mem.write_slice(&tables.rsdp, GuestAddress(RSDP_START)).map_err(AcpiError::Write)?;
+    for (addr, data) in &tables.tables {
+        let end = addr + data.len() as u64;
+        if end > ACPI_END {
+            return Err(AcpiError::TooLarge { end });
+        }
+        mem.write_slice(data, GuestAddress(*addr)).map_err(AcpiError::Write)?;
     }
     Ok(())
 }
@@ -137,7 +163,7 @@ pub fn write_tables(mem: &GuestMemoryMmap, vcpus: u8, devices: &[MmioDevice]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{VIRTIO_GSI_START, VIRTIO_MMIO_START};
+    use crate::arch::x86_64::layout::{VIRTIO_GSI_START, VIRTIO_MMIO_START};
 
     fn sum(bytes: &[u8]) -> u8 {
         bytes.iter().fold(0u8, |a, b| a.wrapping_add(*b))

@@ -16,30 +16,96 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::config::CgroupIdentity;
+use crate::error_code::ErrorCode;
 
 /// `statfs.f_type` of cgroup v2 (`CGROUP2_SUPER_MAGIC` in linux/magic.h).
 pub const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
+/// Why the VMM cannot run in the sandbox's cgroup. Each names `cgroup.path`, the start field
+/// at fault.
 #[derive(Debug)]
-pub struct CgroupError {
+pub enum CgroupError {
+    /// The directory cannot be opened or examined.
+    Pin { path: PathBuf, source: io::Error },
+    /// The directory is another one than the daemon recorded (removed and recreated, say).
+    WrongIdentity { path: PathBuf, found: (u64, u64), expected: (u64, u64) },
+    /// The directory is not on a cgroup v2 filesystem.
+    NotCgroup2 { path: PathBuf, magic: i64 },
+    Statfs { path: PathBuf, source: io::Error },
+    /// `cgroup.procs` cannot be opened for writing.
+    OpenProcs { path: PathBuf, source: io::Error },
+    /// Writing our pid to `cgroup.procs` failed.
+    Join { path: PathBuf, source: io::Error },
+    /// After the join, /proc/self/cgroup cannot be read or has no v2 line, or the mounts cannot be
+    /// listed: membership cannot be verified.
+    ProcSelfCgroup(io::Error),
+    NoV2Line,
+    Mountinfo(io::Error),
+    /// After the join, this process is in another cgroup (`now`).
+    Outside { now: String, identity: CgroupIdentity },
+}
+
+impl CgroupError {
     /// `cgroup_identity` when the directory is not the one the daemon named, `cgroup_join`
     /// when joining it failed or could not be verified.
-    pub code: &'static str,
-    pub message: String,
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            CgroupError::Pin { .. } | CgroupError::WrongIdentity { .. } | CgroupError::NotCgroup2 { .. } | CgroupError::Statfs { .. } => {
+                ErrorCode::CgroupIdentity
+            }
+            CgroupError::OpenProcs { .. }
+            | CgroupError::Join { .. }
+            | CgroupError::ProcSelfCgroup(_)
+            | CgroupError::NoV2Line
+            | CgroupError::Mountinfo(_)
+            | CgroupError::Outside { .. } => ErrorCode::CgroupJoin,
+        }
+    }
 }
 
 impl std::fmt::Display for CgroupError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.message)
+        match self {
+            CgroupError::Pin { path, source } => write!(f, "cgroup.path {}: {source}", path.display()),
+            CgroupError::WrongIdentity { path, found, expected } => write!(
+                f,
+                "cgroup.path {} is device {} inode {}, expected device {} inode {}: not the sandbox's cgroup",
+                path.display(),
+                found.0,
+                found.1,
+                expected.0,
+                expected.1
+            ),
+            CgroupError::NotCgroup2 { path, magic } => write!(f, "cgroup.path {} is not on cgroup2 (filesystem magic {magic:#x})", path.display()),
+            CgroupError::Statfs { path, source } => write!(f, "cgroup.path {}: statfs: {source}", path.display()),
+            CgroupError::OpenProcs { path, source } => write!(f, "cgroup.path {}/cgroup.procs: {source}", path.display()),
+            CgroupError::Join { path, source } => write!(f, "joining cgroup.path {}: {source}", path.display()),
+            CgroupError::ProcSelfCgroup(e) => write!(f, "/proc/self/cgroup: {e}"),
+            CgroupError::NoV2Line => write!(f, "/proc/self/cgroup has no cgroup v2 line"),
+            CgroupError::Mountinfo(e) => write!(f, "/proc/self/mountinfo: {e}"),
+            CgroupError::Outside { now, identity } => write!(
+                f,
+                "after joining, this process is in cgroup {now}, which is not cgroup.path {} (device {} inode {}); refusing to run outside it",
+                identity.path.display(),
+                identity.device,
+                identity.inode
+            ),
+        }
     }
 }
 
-fn identity_err(message: String) -> CgroupError {
-    CgroupError { code: "cgroup_identity", message }
-}
-
-fn join_err(message: String) -> CgroupError {
-    CgroupError { code: "cgroup_join", message }
+impl std::error::Error for CgroupError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CgroupError::Pin { source, .. }
+            | CgroupError::Statfs { source, .. }
+            | CgroupError::OpenProcs { source, .. }
+            | CgroupError::Join { source, .. }
+            | CgroupError::ProcSelfCgroup(source)
+            | CgroupError::Mountinfo(source) => Some(source),
+            CgroupError::WrongIdentity { .. } | CgroupError::NotCgroup2 { .. } | CgroupError::NoV2Line | CgroupError::Outside { .. } => None,
+        }
+    }
 }
 
 /// A cgroup v2 mount: where it is mounted and which cgroup path its root shows.
@@ -85,7 +151,7 @@ pub fn cgroup2_mounts() -> io::Result<Vec<Cgroup2Mount>> {
     Ok(parse_cgroup2_mounts(&fs::read_to_string("/proc/self/mountinfo")?))
 }
 
-/// The v2 path (the `0::` line) of a /proc/<pid>/cgroup text.
+/// The v2 path (the `0::` line) of a `/proc/<pid>/cgroup` text.
 pub fn parse_v2_path(proc_cgroup: &str) -> Option<String> {
     proc_cgroup.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_owned)
 }
@@ -135,52 +201,44 @@ pub fn fs_magic(fd: &OwnedFd) -> io::Result<i64> {
 /// Moves this whole process into the cgroup and verifies it landed there. Must run before any
 /// thread or VM resource exists, so that everything the VMM creates is charged to the cgroup.
 pub fn join(identity: &CgroupIdentity) -> Result<(), CgroupError> {
-    let shown = identity.path.display();
-    let dir = open_dir_path(&identity.path).map_err(|e| identity_err(format!("cgroup.path {shown}: {e}")))?;
-    let st = fstat(&dir).map_err(|e| identity_err(format!("cgroup.path {shown}: {e}")))?;
+    let path = || identity.path.clone();
+    let dir = open_dir_path(&identity.path).map_err(|source| CgroupError::Pin { path: path(), source })?;
+    let st = fstat(&dir).map_err(|source| CgroupError::Pin { path: path(), source })?;
     if (st.st_dev, st.st_ino) != (identity.device, identity.inode) {
-        return Err(identity_err(format!(
-            "cgroup.path {shown} is device {} inode {}, expected device {} inode {}: not the sandbox's cgroup",
-            st.st_dev, st.st_ino, identity.device, identity.inode
-        )));
+        return Err(CgroupError::WrongIdentity { path: path(), found: (st.st_dev, st.st_ino), expected: (identity.device, identity.inode) });
     }
     match fs_magic(&dir) {
         Ok(CGROUP2_SUPER_MAGIC) => {}
-        Ok(other) => return Err(identity_err(format!("cgroup.path {shown} is not on cgroup2 (filesystem magic {other:#x})"))),
-        Err(e) => return Err(identity_err(format!("cgroup.path {shown}: statfs: {e}"))),
+        Ok(magic) => return Err(CgroupError::NotCgroup2 { path: path(), magic }),
+        Err(source) => return Err(CgroupError::Statfs { path: path(), source }),
     }
 
     // SAFETY: openat relative to our O_PATH directory descriptor; the result is checked.
     let procs = unsafe { libc::openat(dir.as_raw_fd(), c"cgroup.procs".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
     if procs < 0 {
-        return Err(join_err(format!("cgroup.path {shown}/cgroup.procs: {}", io::Error::last_os_error())));
+        return Err(CgroupError::OpenProcs { path: path(), source: io::Error::last_os_error() });
     }
     // SAFETY: procs is a fresh descriptor we own.
     let mut procs = fs::File::from(unsafe { OwnedFd::from_raw_fd(procs) });
     procs
         .write_all(format!("{}\n", std::process::id()).as_bytes())
-        .map_err(|e| join_err(format!("joining cgroup.path {shown}: {e}")))?;
+        .map_err(|source| CgroupError::Join { path: path(), source })?;
 
-    verify_member(identity).map_err(join_err)
+    verify_member(identity)
 }
 
 /// Checks that /proc/self/cgroup names a directory with the expected identity.
-pub fn verify_member(identity: &CgroupIdentity) -> Result<(), String> {
-    let text = fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
-    let path = parse_v2_path(&text).ok_or("/proc/self/cgroup has no cgroup v2 line")?;
-    let mounts = cgroup2_mounts().map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+fn verify_member(identity: &CgroupIdentity) -> Result<(), CgroupError> {
+    let text = fs::read_to_string("/proc/self/cgroup").map_err(CgroupError::ProcSelfCgroup)?;
+    let path = parse_v2_path(&text).ok_or(CgroupError::NoV2Line)?;
+    let mounts = cgroup2_mounts().map_err(CgroupError::Mountinfo)?;
     let inside = candidate_dirs(&mounts, &path).iter().any(|dir| {
         fs::metadata(dir).map(|m| (m.dev(), m.ino()) == (identity.device, identity.inode)).unwrap_or(false)
     });
     if inside {
         Ok(())
     } else {
-        Err(format!(
-            "after joining, this process is in cgroup {path}, which is not cgroup.path {} (device {} inode {}); refusing to run outside it",
-            identity.path.display(),
-            identity.device,
-            identity.inode
-        ))
+        Err(CgroupError::Outside { now: path, identity: identity.clone() })
     }
 }
 
@@ -223,12 +281,14 @@ mod tests {
         let meta = fs::metadata(&dir).unwrap();
         let wrong = CgroupIdentity { path: dir.clone(), device: meta.dev(), inode: meta.ino() + 1 };
         let e = join(&wrong).unwrap_err();
-        assert_eq!(e.code, "cgroup_identity");
-        assert!(e.message.contains("expected device"), "{e}");
+        assert!(matches!(e, CgroupError::WrongIdentity { .. }), "{e}");
+        assert_eq!(e.code(), ErrorCode::CgroupIdentity);
+        assert!(e.to_string().contains("expected device"), "{e}");
         // Right identity, but a plain directory: still refused, before any write.
         let right = CgroupIdentity { path: dir, device: meta.dev(), inode: meta.ino() };
         let e = join(&right).unwrap_err();
-        assert_eq!(e.code, "cgroup_identity");
-        assert!(e.message.contains("not on cgroup2"), "{e}");
+        assert!(matches!(e, CgroupError::NotCgroup2 { .. }), "{e}");
+        assert_eq!(e.code(), ErrorCode::CgroupIdentity);
+        assert!(e.to_string().contains("not on cgroup2"), "{e}");
     }
 }

@@ -3,14 +3,18 @@
 //! The report lists every problem rather than stopping at the first, because an operator
 //! fixing a host wants the whole list; `problems` is empty exactly when `ok` is true.
 
+use std::fmt;
 use std::fs;
+use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use kvm_ioctls::{Cap, Kvm};
 use serde_json::{json, Map, Value};
 
-use crate::cgroup::{self, CGROUP2_SUPER_MAGIC};
+use super::cgroup::{self, CGROUP2_SUPER_MAGIC};
+use crate::vstate::stop::StopReason;
+use crate::vstate::vm::{Vm, VmError, VmSpec};
 
 /// The KVM API version every KVM since 2.6.22 reports; anything else is not KVM as we know it.
 pub const KVM_API_VERSION: i32 = 12;
@@ -48,6 +52,105 @@ impl Default for Options {
     }
 }
 
+/// One thing this host lacks: an entry of the report's `problems`.
+#[derive(Debug)]
+pub enum Problem {
+    KvmOpen { device: PathBuf, error: kvm_ioctls::Error },
+    KvmApiVersion(i32),
+    MissingCapability(&'static str),
+    CreateVm(kvm_ioctls::Error),
+    /// The probe guest ran at `iterations_per_second`: emulated, not hardware-virtualized.
+    Emulated { mode: String, iterations_per_second: f64 },
+    Probe(ProbeError),
+    NoCgroup2Mount,
+    NotCgroup2 { root: PathBuf },
+    CgroupRoot { root: PathBuf, error: io::Error },
+    MissingController { controller: &'static str, root: PathBuf },
+    NotDelegated { root: PathBuf },
+    NoCgroupKill,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::KvmOpen { device, error } => write!(f, "{}: cannot open: {error}", device.display()),
+            Problem::KvmApiVersion(version) => write!(f, "KVM API version is {version}, expected {KVM_API_VERSION}"),
+            Problem::MissingCapability(name) => write!(f, "KVM lacks the required capability KVM_CAP_{name}"),
+            Problem::CreateVm(e) => write!(f, "KVM_CREATE_VM failed: {e}"),
+            Problem::Emulated { mode, iterations_per_second } => write!(
+                f,
+                "guests run by emulation, not hardware virtualization (mode {mode}; a tiny guest's loop ran {:.1} M iterations/s): stock kernels run about 1000x slower",
+                iterations_per_second / 1e6
+            ),
+            Problem::Probe(e) => write!(f, "the tiny-guest probe failed: {e}"),
+            Problem::NoCgroup2Mount => write!(f, "no cgroup v2 hierarchy is mounted"),
+            Problem::NotCgroup2 { root } => write!(f, "{} is not a cgroup v2 directory", root.display()),
+            Problem::CgroupRoot { root, error } => write!(f, "{}: {error}", root.display()),
+            Problem::MissingController { controller, root } => write!(f, "cgroup v2 controller {controller} is not available in {}", root.display()),
+            Problem::NotDelegated { root } => write!(f, "{} is not writable by this user: not a delegated hierarchy", root.display()),
+            Problem::NoCgroupKill => write!(f, "cgroup.kill is not available (needs Linux 5.14 or later)"),
+        }
+    }
+}
+
+impl std::error::Error for Problem {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Problem::KvmOpen { error, .. } | Problem::CreateVm(error) => Some(error),
+            Problem::Probe(e) => Some(e),
+            Problem::CgroupRoot { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Why the tiny-guest probe could not measure anything.
+#[derive(Debug)]
+pub enum ProbeError {
+    Scratch { path: PathBuf, source: io::Error },
+    Vm(VmError),
+    /// The guest did not reach its reset within the bound; how the VM stopped instead.
+    DidNotFinish(StopReason),
+}
+
+impl fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeError::Scratch { path, source } => write!(f, "{}: {source}", path.display()),
+            ProbeError::Vm(e) => write!(f, "{e}"),
+            ProbeError::DidNotFinish(reason) => write!(f, "the probe guest did not finish within 10 s ({reason:?})"),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProbeError::Scratch { source, .. } => Some(source),
+            ProbeError::Vm(e) => Some(e),
+            ProbeError::DidNotFinish(_) => None,
+        }
+    }
+}
+
+/// Why KVM cannot run the tiny test guests here: the problems its report found.
+#[derive(Debug)]
+pub struct KvmUnusable(pub Vec<Problem>);
+
+impl fmt::Display for KvmUnusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for KvmUnusable {}
+
 /// How guests execute on this host.
 pub fn virtualization() -> Value {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -74,7 +177,7 @@ pub fn virtualization() -> Value {
     json!({ "mode": mode, "native_speed": mode == "hardware", "cpu_flags": flags, "modules": modules })
 }
 
-fn kvm_report(path: &Path, problems: &mut Vec<String>) -> Value {
+fn kvm_report(path: &Path, problems: &mut Vec<Problem>) -> Value {
     let mut report = Map::new();
     report.insert("device".into(), json!(path));
     let opened = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
@@ -82,10 +185,10 @@ fn kvm_report(path: &Path, problems: &mut Vec<String>) -> Value {
         .and_then(|c| Kvm::open_with_cloexec_at(c, true));
     let fd = match opened {
         Ok(fd) => fd,
-        Err(e) => {
-            problems.push(format!("{}: cannot open: {e}", path.display()));
+        Err(error) => {
+            problems.push(Problem::KvmOpen { device: path.to_owned(), error });
             report.insert("accessible".into(), json!(false));
-            report.insert("error".into(), json!(e.to_string()));
+            report.insert("error".into(), json!(error.to_string()));
             return Value::Object(report);
         }
     };
@@ -95,14 +198,14 @@ fn kvm_report(path: &Path, problems: &mut Vec<String>) -> Value {
     let version = kvm.get_api_version();
     report.insert("api_version".into(), json!(version));
     if version != KVM_API_VERSION {
-        problems.push(format!("KVM API version is {version}, expected {KVM_API_VERSION}"));
+        problems.push(Problem::KvmApiVersion(version));
     }
     let mut caps = Map::new();
     for (name, cap) in REQUIRED_CAPS {
         let present = kvm.check_extension(*cap);
         caps.insert((*name).into(), json!(present));
         if !present {
-            problems.push(format!("KVM lacks the required capability KVM_CAP_{name}"));
+            problems.push(Problem::MissingCapability(name));
         }
     }
     let mut optional = Map::new();
@@ -115,7 +218,7 @@ fn kvm_report(path: &Path, problems: &mut Vec<String>) -> Value {
     match kvm.create_vm() {
         Ok(_) => report.insert("create_vm".into(), json!(true)),
         Err(e) => {
-            problems.push(format!("KVM_CREATE_VM failed: {e}"));
+            problems.push(Problem::CreateVm(e));
             report.insert("create_vm".into(), json!(false))
         }
     };
@@ -126,14 +229,14 @@ fn words(path: &Path) -> Option<Vec<String>> {
     fs::read_to_string(path).ok().map(|s| s.split_whitespace().map(str::to_owned).collect())
 }
 
-fn cgroup_report(root: Option<&Path>, problems: &mut Vec<String>) -> Value {
+fn cgroup_report(root: Option<&Path>, problems: &mut Vec<Problem>) -> Value {
     let explicit = root.is_some();
     let root = match root {
         Some(r) => r.to_path_buf(),
         None => match cgroup::cgroup2_mounts().ok().and_then(|m| m.into_iter().next()) {
             Some(m) => m.mount_point,
             None => {
-                problems.push("no cgroup v2 hierarchy is mounted".into());
+                problems.push(Problem::NoCgroup2Mount);
                 return json!({ "cgroup2": false });
             }
         },
@@ -144,12 +247,12 @@ fn cgroup_report(root: Option<&Path>, problems: &mut Vec<String>) -> Value {
     match magic {
         Ok(CGROUP2_SUPER_MAGIC) => {}
         Ok(_) => {
-            problems.push(format!("{} is not a cgroup v2 directory", root.display()));
+            problems.push(Problem::NotCgroup2 { root });
             report.insert("cgroup2".into(), json!(false));
             return Value::Object(report);
         }
-        Err(e) => {
-            problems.push(format!("{}: {e}", root.display()));
+        Err(error) => {
+            problems.push(Problem::CgroupRoot { root, error });
             report.insert("cgroup2".into(), json!(false));
             return Value::Object(report);
         }
@@ -158,8 +261,8 @@ fn cgroup_report(root: Option<&Path>, problems: &mut Vec<String>) -> Value {
     let available = words(&root.join("cgroup.controllers")).unwrap_or_default();
     let delegated = words(&root.join("cgroup.subtree_control")).unwrap_or_default();
     let missing: Vec<&str> = REQUIRED_CONTROLLERS.iter().copied().filter(|c| !available.iter().any(|a| a == c)).collect();
-    for c in &missing {
-        problems.push(format!("cgroup v2 controller {c} is not available in {}", root.display()));
+    for &controller in &missing {
+        problems.push(Problem::MissingController { controller, root: root.clone() });
     }
     report.insert("controllers".into(), json!(available));
     report.insert("subtree_control".into(), json!(delegated));
@@ -170,7 +273,7 @@ fn cgroup_report(root: Option<&Path>, problems: &mut Vec<String>) -> Value {
         .unwrap_or(false);
     report.insert("writable".into(), json!(writable));
     if !writable {
-        problems.push(format!("{} is not writable by this user: not a delegated hierarchy", root.display()));
+        problems.push(Problem::NotDelegated { root: root.clone() });
     }
     // cgroup.kill exists only in non-root groups, so an explicitly named (delegated) root is
     // probed with a throw-away child; the system root is never written to.
@@ -184,7 +287,7 @@ fn cgroup_report(root: Option<&Path>, problems: &mut Vec<String>) -> Value {
     };
     report.insert("kill".into(), json!(kill));
     if !kill {
-        problems.push("cgroup.kill is not available (needs Linux 5.14 or later)".into());
+        problems.push(Problem::NoCgroupKill);
     }
     Value::Object(report)
 }
@@ -233,14 +336,12 @@ pub fn probe_elf(iterations: u32) -> Vec<u8> {
 
 /// Times a tiny guest's loop: measured, not inferred from module names, whether this host runs
 /// guests natively or by emulation.
-fn emulation_probe() -> Result<Value, String> {
-    use crate::devices::StopReason;
-    use crate::vm::{Vm, VmSpec};
+fn emulation_probe() -> Result<Value, ProbeError> {
     let dir = std::env::temp_dir().join(format!("sandbox-vmm-probe-{}", std::process::id()));
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fs::create_dir_all(&dir).map_err(|source| ProbeError::Scratch { path: dir.clone(), source })?;
     let result = (|| {
         let kernel = dir.join("probe.elf");
-        fs::write(&kernel, probe_elf(PROBE_ITERATIONS)).map_err(|e| e.to_string())?;
+        fs::write(&kernel, probe_elf(PROBE_ITERATIONS)).map_err(|source| ProbeError::Scratch { path: kernel.clone(), source })?;
         let spec = VmSpec {
             kernel,
             initrd: None,
@@ -250,9 +351,9 @@ fn emulation_probe() -> Result<Value, String> {
             serial_log: dir.join("serial.log"),
             serial_log_max: 0,
         };
-        let mut vm = Vm::create(&spec).map_err(|e| e.to_string())?;
+        let mut vm = Vm::create(&spec).map_err(ProbeError::Vm)?;
         let started = std::time::Instant::now();
-        vm.start().map_err(|e| e.to_string())?;
+        vm.start().map_err(ProbeError::Vm)?;
         let deadline = started + std::time::Duration::from_secs(10);
         while vm.stop_signal().reason().is_none() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_micros(100));
@@ -260,7 +361,7 @@ fn emulation_probe() -> Result<Value, String> {
         let elapsed = started.elapsed().as_secs_f64();
         match vm.halt(StopReason::Terminated) {
             StopReason::Reset => {}
-            other => return Err(format!("the probe guest did not finish within 10 s ({other:?})")),
+            other => return Err(ProbeError::DidNotFinish(other)),
         }
         let rate = PROBE_ITERATIONS as f64 / elapsed;
         Ok(json!({ "loop_iterations_per_second": rate.round(), "native": rate >= NATIVE_ITERATIONS_PER_SECOND }))
@@ -278,30 +379,30 @@ pub fn run(options: &Options) -> Value {
         match emulation_probe() {
             Ok(probe) => {
                 if probe["native"] == json!(false) {
-                    problems.push(format!(
-                        "guests run by emulation, not hardware virtualization (mode {}; a tiny guest's loop ran {:.1} M iterations/s): stock kernels run about 1000x slower",
-                        virt["mode"].as_str().unwrap_or("?"),
-                        probe["loop_iterations_per_second"].as_f64().unwrap_or(0.0) / 1e6
-                    ));
+                    problems.push(Problem::Emulated {
+                        mode: virt["mode"].as_str().unwrap_or("?").to_owned(),
+                        iterations_per_second: probe["loop_iterations_per_second"].as_f64().unwrap_or(0.0),
+                    });
                 }
                 virt["native_speed"] = probe["native"].clone();
                 virt["probe"] = probe;
             }
-            Err(e) => problems.push(format!("the tiny-guest probe failed: {e}")),
+            Err(e) => problems.push(Problem::Probe(e)),
         }
     }
     let cgroup = cgroup_report(options.cgroup_root.as_deref(), &mut problems);
+    let problems: Vec<String> = problems.iter().map(Problem::to_string).collect();
     json!({ "ok": problems.is_empty(), "kvm": kvm, "virtualization": virt, "cgroup": cgroup, "problems": problems })
 }
 
 /// Whether KVM can run the tiny test guests here; the reason when it cannot.
-pub fn kvm_usable(path: &Path) -> Result<(), String> {
+pub fn kvm_usable(path: &Path) -> Result<(), KvmUnusable> {
     let mut problems = Vec::new();
     let report = kvm_report(path, &mut problems);
     if report["accessible"] == json!(true) && problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("; "))
+        Err(KvmUnusable(problems))
     }
 }
 
@@ -317,9 +418,9 @@ mod tests {
         let path = dir.join("probe.elf");
         fs::write(&path, probe_elf(7)).unwrap();
         let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 16 << 20)]).unwrap();
-        let (_, entry) = crate::boot::load_kernel(&mem, &path).unwrap();
+        let (_, entry) = crate::arch::x86_64::boot::load_kernel(&mem, &path).unwrap();
         fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(entry.mode, crate::boot::EntryMode::Linux64);
+        assert_eq!(entry.mode, crate::arch::x86_64::boot::EntryMode::Linux64);
         assert_eq!(entry.rip, 0x20_0000 + 120);
         let mut code = [0u8; 16];
         mem.read_slice(&mut code, GuestAddress(entry.rip)).unwrap();

@@ -1,6 +1,8 @@
 //! One virtual machine: KVM VM, guest memory, irqchip + PIT, legacy devices, boot state and
 //! vCPU threads, with confirmed pause, resume and terminate.
 
+use std::fmt;
+use std::io;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -8,14 +10,21 @@ use std::time::{Duration, Instant};
 
 use kvm_bindings::{kvm_pit_config, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY};
 use kvm_ioctls::{Kvm, VmFd};
+use vm_memory::mmap::FromRangesError;
 use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::acpi;
-use crate::boot::{self, EntryMode};
-use crate::devices::{CappedLog, PortBus, StopReason, StopSignal};
-use crate::layout::{self, COM1_GSI, KVM_TSS_ADDRESS, RSDP_START};
-use crate::vcpu::{VcpuCmd, VcpuEvent, VcpuHandle};
+use super::stop::{StopReason, StopSignal};
+use super::vcpu::{VcpuCmd, VcpuEvent, VcpuHandle};
+use crate::arch::x86_64::acpi::{self, AcpiError};
+use crate::arch::x86_64::boot::{self, BootError, EntryMode};
+use crate::arch::x86_64::layout::{self, COM1_GSI, KVM_TSS_ADDRESS, RSDP_START};
+use crate::arch::x86_64::msr::{self, MsrError};
+use crate::arch::x86_64::regs::{self, RegsError};
+use crate::arch::x86_64::{cpuid, interrupts};
+use crate::devices::bus::PortBus;
+use crate::devices::legacy::serial::CappedLog;
+use crate::error_code::ErrorCode;
 
 pub struct VmSpec {
     pub kernel: PathBuf,
@@ -47,27 +56,129 @@ impl VmState {
     }
 }
 
+/// Why a vCPU's initial state could not be set.
 #[derive(Debug)]
-pub struct VmError {
-    /// Stable code for the control protocol: `kvm_unavailable`, `invalid_config`,
-    /// `vm_setup`, `not_running`, `timeout`.
-    pub code: &'static str,
-    /// The start-configuration field at fault, when there is one.
-    pub field: Option<&'static str>,
-    pub message: String,
+pub enum VcpuSetupError {
+    Msrs(MsrError),
+    Fpu(kvm_ioctls::Error),
+    Lapic(kvm_ioctls::Error),
+    SegmentRegisters(RegsError),
+    Registers(kvm_ioctls::Error),
 }
 
-impl std::fmt::Display for VmError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.field {
-            Some(field) => write!(f, "{field}: {}", self.message),
-            None => write!(f, "{}", self.message),
+impl fmt::Display for VcpuSetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VcpuSetupError::Msrs(e) => write!(f, "MSRs: {e}"),
+            VcpuSetupError::Fpu(e) => write!(f, "FPU: {e}"),
+            VcpuSetupError::Lapic(e) => write!(f, "LAPIC: {e}"),
+            VcpuSetupError::SegmentRegisters(e) => write!(f, "segment registers: {e}"),
+            VcpuSetupError::Registers(e) => write!(f, "registers: {e}"),
         }
     }
 }
 
-fn setup_err(what: &str) -> impl Fn(kvm_ioctls::Error) -> VmError + '_ {
-    move |e| VmError { code: "vm_setup", field: None, message: format!("{what}: {e}") }
+impl std::error::Error for VcpuSetupError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VcpuSetupError::Msrs(e) => Some(e),
+            VcpuSetupError::Fpu(e) | VcpuSetupError::Lapic(e) | VcpuSetupError::Registers(e) => Some(e),
+            VcpuSetupError::SegmentRegisters(e) => Some(e),
+        }
+    }
+}
+
+/// Why the VM could not be built, started, paused or resumed.
+#[derive(Debug)]
+pub enum VmError {
+    /// /dev/kvm cannot be opened (`op` is `/dev/kvm`) or cannot create a VM.
+    KvmUnavailable { op: &'static str, source: kvm_ioctls::Error },
+    /// A KVM ioctl of the set-up failed; `op` names it.
+    Kvm { op: &'static str, source: kvm_ioctls::Error },
+    GuestMemory { mib: u64, source: FromRangesError },
+    EventFd(io::Error),
+    SerialLog { path: PathBuf, source: io::Error },
+    Boot(BootError),
+    Acpi(AcpiError),
+    Vcpu { id: u8, source: VcpuSetupError },
+    VcpuThread { id: usize, source: io::Error },
+    /// The request needs a running or paused VM.
+    NotRunning(VmState),
+    /// Every vCPU exited while the request waited for them.
+    Stopped,
+    /// The vCPUs listed did not acknowledge within `timeout`.
+    Timeout { missing: Vec<usize>, timeout: Duration },
+}
+
+impl VmError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            VmError::KvmUnavailable { .. } => ErrorCode::KvmUnavailable,
+            VmError::Boot(e) => e.code(),
+            VmError::NotRunning(_) | VmError::Stopped => ErrorCode::NotRunning,
+            VmError::Timeout { .. } => ErrorCode::Timeout,
+            VmError::Kvm { .. }
+            | VmError::GuestMemory { .. }
+            | VmError::EventFd(_)
+            | VmError::SerialLog { .. }
+            | VmError::Acpi(_)
+            | VmError::Vcpu { .. }
+            | VmError::VcpuThread { .. } => ErrorCode::VmSetup,
+        }
+    }
+
+    /// The start-configuration field at fault, when there is one.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            VmError::Boot(e) => Some(e.field()),
+            VmError::GuestMemory { .. } => Some("memory_mib"),
+            VmError::SerialLog { .. } => Some("state_dir"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for VmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // Its Display names its field already.
+            VmError::Boot(e) => write!(f, "{e}"),
+            VmError::KvmUnavailable { op, source } | VmError::Kvm { op, source } => write!(f, "{op}: {source}"),
+            VmError::GuestMemory { mib, source } => write!(f, "memory_mib: cannot map {mib} MiB of guest memory: {source}"),
+            VmError::EventFd(e) => write!(f, "eventfd: {e}"),
+            VmError::SerialLog { path, source } => write!(f, "state_dir: {}: {source}", path.display()),
+            VmError::Acpi(e) => write!(f, "ACPI: {e}"),
+            VmError::Vcpu { id, source } => write!(f, "vcpu{id} {source}"),
+            VmError::VcpuThread { id, source } => write!(f, "vcpu{id} thread: {source}"),
+            VmError::NotRunning(state) => write!(f, "the VM is {}", state.name()),
+            VmError::Stopped => write!(f, "the VM stopped"),
+            VmError::Timeout { missing, timeout } => write!(f, "vCPUs {missing:?} did not acknowledge within {timeout:?}"),
+        }
+    }
+}
+
+impl std::error::Error for VmError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VmError::KvmUnavailable { source, .. } | VmError::Kvm { source, .. } => Some(source),
+            VmError::GuestMemory { source, .. } => Some(source),
+            VmError::EventFd(source) | VmError::SerialLog { source, .. } | VmError::VcpuThread { source, .. } => Some(source),
+            VmError::Boot(e) => Some(e),
+            VmError::Acpi(e) => Some(e),
+            VmError::Vcpu { source, .. } => Some(source),
+            VmError::NotRunning(_) | VmError::Stopped | VmError::Timeout { .. } => None,
+        }
+    }
+}
+
+impl From<BootError> for VmError {
+    fn from(e: BootError) -> Self {
+        VmError::Boot(e)
+    }
+}
+
+fn setup_err(op: &'static str) -> impl Fn(kvm_ioctls::Error) -> VmError {
+    move |source| VmError::Kvm { op, source }
 }
 
 pub struct Vm {
@@ -91,17 +202,13 @@ pub struct Vm {
 impl Vm {
     /// Builds the whole machine; the vCPUs start with [`Vm::start`].
     pub fn create(spec: &VmSpec) -> Result<Vm, VmError> {
-        let kvm = Kvm::new().map_err(|e| VmError { code: "kvm_unavailable", field: None, message: format!("/dev/kvm: {e}") })?;
-        let vm_fd = kvm.create_vm().map_err(|e| VmError { code: "kvm_unavailable", field: None, message: format!("KVM_CREATE_VM: {e}") })?;
+        let kvm = Kvm::new().map_err(|source| VmError::KvmUnavailable { op: "/dev/kvm", source })?;
+        let vm_fd = kvm.create_vm().map_err(|source| VmError::KvmUnavailable { op: "KVM_CREATE_VM", source })?;
 
         let mem_bytes = spec.memory_mib << 20;
         let ranges: Vec<(GuestAddress, usize)> =
             layout::ram_regions(mem_bytes).into_iter().map(|(a, l)| (GuestAddress(a), l as usize)).collect();
-        let mem = GuestMemoryMmap::from_ranges(&ranges).map_err(|e| VmError {
-            code: "vm_setup",
-            field: Some("memory_mib"),
-            message: format!("cannot map {} MiB of guest memory: {e}", spec.memory_mib),
-        })?;
+        let mem = GuestMemoryMmap::from_ranges(&ranges).map_err(|source| VmError::GuestMemory { mib: spec.memory_mib, source })?;
         for (slot, region) in mem.iter().enumerate() {
             let host = mem.get_host_address(region.start_addr()).expect("a region's start is inside it") as u64;
             let region = kvm_userspace_memory_region {
@@ -123,16 +230,12 @@ impl Vm {
             .create_pit2(kvm_pit_config { flags: KVM_PIT_SPEAKER_DUMMY, ..Default::default() })
             .map_err(setup_err("KVM_CREATE_PIT2"))?;
 
-        let stop = StopSignal::new().map_err(|e| VmError { code: "vm_setup", field: None, message: format!("eventfd: {e}") })?;
-        let serial_irq = EventFd::new(libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)
-            .map_err(|e| VmError { code: "vm_setup", field: None, message: format!("eventfd: {e}") })?;
+        let stop = StopSignal::new().map_err(VmError::EventFd)?;
+        let serial_irq = EventFd::new(libc::EFD_NONBLOCK | libc::EFD_CLOEXEC).map_err(VmError::EventFd)?;
         vm_fd.register_irqfd(&serial_irq, COM1_GSI).map_err(setup_err("KVM_IRQFD (COM1)"))?;
-        let log = CappedLog::create(&spec.serial_log, spec.serial_log_max).map_err(|e| VmError {
-            code: "vm_setup",
-            field: Some("state_dir"),
-            message: format!("{}: {e}", spec.serial_log.display()),
-        })?;
-        let irq_for_serial = serial_irq.try_clone().map_err(|e| VmError { code: "vm_setup", field: None, message: format!("eventfd: {e}") })?;
+        let log = CappedLog::create(&spec.serial_log, spec.serial_log_max)
+            .map_err(|source| VmError::SerialLog { path: spec.serial_log.clone(), source })?;
+        let irq_for_serial = serial_irq.try_clone().map_err(VmError::EventFd)?;
         let bus = Arc::new(PortBus::new(irq_for_serial, log, stop.clone()));
 
         let entry = load_guest(&mem, spec)?;
@@ -143,15 +246,15 @@ impl Vm {
         let mut pending_fds = Vec::new();
         for id in 0..spec.vcpus {
             let fd = vm_fd.create_vcpu(id as u64).map_err(setup_err("KVM_CREATE_VCPU"))?;
-            fd.set_cpuid2(&boot::vcpu_cpuid(&supported, id, spec.vcpus)).map_err(setup_err("KVM_SET_CPUID2"))?;
-            let io = |what: &'static str| move |e: std::io::Error| VmError { code: "vm_setup", field: None, message: format!("vcpu{id} {what}: {e}") };
-            boot::setup_msrs(&fd).map_err(io("MSRs"))?;
-            boot::setup_fpu(&fd).map_err(io("FPU"))?;
-            boot::setup_lapic(&fd).map_err(io("LAPIC"))?;
+            fd.set_cpuid2(&cpuid::vcpu_cpuid(&supported, id, spec.vcpus)).map_err(setup_err("KVM_SET_CPUID2"))?;
+            let vcpu_err = |source| VmError::Vcpu { id, source };
+            msr::setup_msrs(&fd).map_err(|e| vcpu_err(VcpuSetupError::Msrs(e)))?;
+            regs::setup_fpu(&fd).map_err(|e| vcpu_err(VcpuSetupError::Fpu(e)))?;
+            interrupts::setup_lapic(&fd).map_err(|e| vcpu_err(VcpuSetupError::Lapic(e)))?;
             // Application processors wait in the in-kernel LAPIC for INIT/SIPI from the boot CPU.
             if id == 0 {
-                boot::setup_sregs(&mem, &fd, entry.mode).map_err(io("segment registers"))?;
-                boot::setup_regs(&fd, entry).map_err(io("registers"))?;
+                regs::setup_sregs(&mem, &fd, entry.mode).map_err(|e| vcpu_err(VcpuSetupError::SegmentRegisters(e)))?;
+                regs::setup_regs(&fd, entry).map_err(|e| vcpu_err(VcpuSetupError::Registers(e)))?;
             }
             pending_fds.push(fd);
         }
@@ -177,7 +280,7 @@ impl Vm {
     pub fn start(&mut self) -> Result<(), VmError> {
         for (id, fd) in self.pending_fds.drain(..).enumerate() {
             let handle = VcpuHandle::spawn(id, fd, self.bus.clone(), self.stop.clone(), self.events_tx.clone())
-                .map_err(|e| VmError { code: "vm_setup", field: None, message: format!("vcpu{id} thread: {e}") })?;
+                .map_err(|source| VmError::VcpuThread { id, source })?;
             self.vcpus.push(handle);
             self.exited.push(false);
         }
@@ -224,7 +327,7 @@ impl Vm {
         loop {
             if acked.iter().zip(&self.exited).all(|(a, e)| *a || *e) {
                 if self.exited.iter().all(|e| *e) {
-                    return Err(VmError { code: "not_running", field: None, message: "the VM stopped".into() });
+                    return Err(VmError::Stopped);
                 }
                 return Ok(());
             }
@@ -238,7 +341,7 @@ impl Vm {
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     let missing: Vec<usize> = (0..acked.len()).filter(|i| !acked[*i] && !self.exited[*i]).collect();
-                    return Err(VmError { code: "timeout", field: None, message: format!("vCPUs {missing:?} did not acknowledge within {timeout:?}") });
+                    return Err(VmError::Timeout { missing, timeout });
                 }
                 Err(RecvTimeoutError::Disconnected) => unreachable!("the Vm holds a sender"),
             }
@@ -262,9 +365,7 @@ impl Vm {
     fn command_all(&mut self, cmd: VcpuCmd, target: VmState, timeout: Duration) -> Result<VmState, VmError> {
         match self.state {
             VmState::Running | VmState::Paused => {}
-            other => {
-                return Err(VmError { code: "not_running", field: None, message: format!("the VM is {}", other.name()) });
-            }
+            other => return Err(VmError::NotRunning(other)),
         }
         self.drain_stale_events();
         self.broadcast(cmd);
@@ -310,26 +411,21 @@ impl Drop for Vm {
 
 /// Loads kernel, command line, initrd, ACPI tables and the boot protocol's parameter block.
 fn load_guest(mem: &GuestMemoryMmap, spec: &VmSpec) -> Result<boot::Entry, VmError> {
-    let boot_err = |e: boot::BootError| VmError {
-        code: if e.field == "boot" { "vm_setup" } else { "invalid_config" },
-        field: Some(e.field),
-        message: e.message,
-    };
-    let (kernel, entry) = boot::load_kernel(mem, &spec.kernel).map_err(boot_err)?;
-    boot::write_cmdline(mem, &spec.cmdline).map_err(boot_err)?;
+    let (kernel, entry) = boot::load_kernel(mem, &spec.kernel)?;
+    boot::write_cmdline(mem, &spec.cmdline)?;
     let initrd = match &spec.initrd {
         Some(path) => Some(
-            boot::load_initrd(mem, path, kernel.kernel_end, boot::initrd_addr_max(kernel.setup_header.as_ref())).map_err(boot_err)?,
+            boot::load_initrd(mem, path, kernel.kernel_end, boot::initrd_addr_max(kernel.setup_header.as_ref()))?,
         ),
         None => None,
     };
-    acpi::write_tables(mem, spec.vcpus, &[]).map_err(|e| VmError { code: "vm_setup", field: None, message: format!("ACPI: {e}") })?;
+    acpi::write_tables(mem, spec.vcpus, &[]).map_err(VmError::Acpi)?;
     match entry.mode {
         EntryMode::Linux64 => {
-            let params = boot::build_boot_params(mem, kernel.setup_header, spec.cmdline.len(), initrd, Some(RSDP_START)).map_err(boot_err)?;
-            boot::write_boot_params(mem, &params).map_err(boot_err)?;
+            let params = boot::build_boot_params(mem, kernel.setup_header, spec.cmdline.len(), initrd, Some(RSDP_START))?;
+            boot::write_boot_params(mem, &params)?;
         }
-        EntryMode::Pvh => boot::write_pvh_info(mem, initrd, Some(RSDP_START)).map_err(boot_err)?,
+        EntryMode::Pvh => boot::write_pvh_info(mem, initrd, Some(RSDP_START))?,
     }
     Ok(entry)
 }
