@@ -2,7 +2,8 @@
  * trajstore's engine: the one module the command line (and anything else outside `pipelines/`)
  * imports. Constants and types are exported as they are; each operation loads its implementation
  * on first use, so that loading the tool (for --help, or another command) costs nothing of the
- * operations it does not run.
+ * operations it does not run. The operations load in three groups: pins (pins/manage.ts), reading
+ * (reading.ts: list, stats, find, query) and writing (writing.ts: import, export, drop).
  *
  * Operations take typed arguments and return results (rows, summaries, documents); they never
  * parse flags or render. A DATASET argument is a path, a pin (`@name[/sub]`) or undefined for the
@@ -81,51 +82,51 @@ export async function showPin(rc: ResolveContext, name: string): Promise<PinDeta
 
 /** The run sources of a dataset, or of a place holding source files (read as import would read them). */
 export async function listSources(rc: ResolveContext, dataset: string | undefined, io: ListIO): Promise<SourceListing> {
-  return (await import('./list/index.js')).listSources(rc, dataset, io);
+  return (await import('./reading.js')).listSources(rc, dataset, io);
 }
 
 /** Kind, snapshot, index state and per-relation counts of a dataset (rebuilding a missing or stale index). */
 export async function datasetHealth(rc: ResolveContext, dataset: string | undefined, progress?: ProgressFactory): Promise<DatasetHealth> {
-  return (await import('./stats/index.js')).datasetHealth(rc, dataset, progress);
+  return (await import('./reading.js')).datasetHealth(rc, dataset, progress);
 }
 
 /** One of the built-in reports (REPORTS) of a Storyline dataset. */
 export async function statsReport(rc: ResolveContext, dataset: string | undefined, name: ReportName, progress?: ProgressFactory): Promise<ReportRow[]> {
-  return (await import('./stats/index.js')).statsReport(rc, dataset, name, progress);
+  return (await import('./reading.js')).statsReport(rc, dataset, name, progress);
 }
 
 /** Runs and steps matching `--match` expressions or an identity. */
 export async function find(rc: ResolveContext, request: FindRequest): Promise<FindDocument> {
-  return (await import('./search/find.js')).findInDataset(rc, request);
+  return (await import('./reading.js')).findInDataset(rc, request);
 }
 
 /** One read-only SQL statement over mounted datasets; rows are handed to the request's callbacks. */
 export async function query(rc: ResolveContext, request: QueryRequest): Promise<QueryOutcome> {
-  return (await import('./search/query.js')).runQuery(rc, request);
+  return (await import('./reading.js')).runQuery(rc, request);
 }
 
 // ---- writing ----
 
 /** Resolves and checks an import: what it reads, where it writes, whether it replaces a dataset. */
 export async function planImport(rc: ResolveContext, request: ImportRequest): Promise<ImportPlan> {
-  return (await import('./import/plan.js')).planImport(rc, request);
+  return (await import('./writing.js')).planImport(rc, request);
 }
 
 /** Runs a planned import on its own thread. */
 export async function runImport(plan: ImportPlan, io: ImportIO): Promise<ImportSummary> {
-  return (await import('./import/plan.js')).runImportPlan(plan, io);
+  return (await import('./writing.js')).runImportPlan(plan, io);
 }
 
 export async function exportDataset(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
-  return (await import('./export/export.js')).runExport(rc, options);
+  return (await import('./writing.js')).runExport(rc, options);
 }
 
 /** Checks that a DATASET argument names a dataset that may be dropped (never a root, home, or a directory with strangers). */
 export async function checkDrop(rc: ResolveContext, dataset: string): Promise<DropTarget> {
-  return (await import('./drop/index.js')).checkDropTarget(rc, dataset);
+  return (await import('./writing.js')).checkDropTarget(rc, dataset);
 }
 
 /** Removes a checked dataset. */
 export async function drop(target: DropTarget): Promise<void> {
-  (await import('./drop/index.js')).dropDataset(target);
+  (await import('./writing.js')).dropDataset(target);
 }

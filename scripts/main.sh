@@ -6,7 +6,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 bash "$REPO_ROOT/scripts/setup.sh"
-trajstore() { node "$REPO_ROOT/dist/cli/trajstore.js" "$@"; }
+trajstore() { node "$REPO_ROOT/dist/bin/trajstore.js" "$@"; }
 
 echo "== bundled samples ($REPO_ROOT/testdata/samples) -> the default dataset"
 trajstore import -f "$REPO_ROOT/testdata/samples" --mode replace --yes

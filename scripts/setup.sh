@@ -50,6 +50,7 @@ build_typescript() {
   # tsc writes the JavaScript even when it reports type errors; the test runner reports those.
   tsc -p tsconfig.json || [ "${SETUP_ALLOW_TYPE_ERRORS:-}" = 1 ]
   bash scripts/build-native.sh
+  node dist/scripts/bundle.js
 }
 
 install_cargo() {
@@ -109,7 +110,7 @@ build_guest_firmware() {
   RUSTFLAGS="-C target-feature=+crt-static" cargo build --quiet --locked --release --manifest-path vmm-rs/Cargo.toml \
     -p sandbox-guest --target x86_64-unknown-linux-gnu --target-dir vmm-rs/target/static
   [ -n "$deb" ] && [ -s "$kernel/vmlinux" ] || { say "no guest kernel package; the guest firmware is not built"; return; }
-  node dist/cli/sandboxd.js firmware build --kernel-deb "$deb" --vmlinux "$kernel/vmlinux" \
+  node dist/bin/sandboxd.js firmware build --kernel-deb "$deb" --vmlinux "$kernel/vmlinux" \
     --guest-binary vmm-rs/target/static/x86_64-unknown-linux-gnu/release/sandbox-guest --out vmm-rs/target/firmware >&2
 }
 

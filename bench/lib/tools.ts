@@ -7,5 +7,5 @@ export const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** The script of a tool (`trajstore`, `actorctl`, `sandboxd`) to run with `node`. */
 export function toolScript(tool: string): string {
-  return join(DIST, 'cli', `${tool}.js`);
+  return join(DIST, 'bin', `${tool}.js`);
 }

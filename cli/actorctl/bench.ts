@@ -14,7 +14,7 @@ import { parseDuration, type ParsedArgs } from '../kit/flags.js';
 import { writeFileDurably } from '../../lib/durable.js';
 import type { Logger } from '../../lib/log.js';
 import { defineCommand } from '../kit/program.js';
-import { productVersion } from '../kit/version.js';
+import { installation } from '../../lib/install.js';
 
 const KINDS: readonly BenchKind[] = ['throughput', 'sweep', 'csweep', 'rate'];
 const ARRIVALS: readonly Arrival[] = ['poisson', 'constant'];
@@ -170,7 +170,7 @@ export const benchCommand = defineCommand({
   async run(ctx, { config, format, output }) {
     if (output !== undefined) await checkWritable(output);
     const loadgen = await loadModule(process.env, ctx.log);
-    const report = await loadgen.runBenchmark(config, { stderr: ctx.stderr, log: ctx.log, signal: ctx.signal, toolVersion: productVersion() });
+    const report = await loadgen.runBenchmark(config, { stderr: ctx.stderr, log: ctx.log, signal: ctx.signal, toolVersion: installation().version });
     if (output !== undefined) writeReport(output, report);
     ctx.stdout.write(format === 'json' ? `${JSON.stringify(report, null, 2)}\n` : loadgen.renderReportTable(report));
     if (ctx.signal.aborted) throw ctx.signal.reason;

@@ -6,13 +6,14 @@
  * joined into one argument before cac sees them.
  */
 import { cac, type CAC } from 'cac';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { configEnvVar, locateConfig, type ConfigLocation } from '../../lib/config.js';
 import { ToolError, ExitCode, InvalidInputError, exitCodeOf } from '../../lib/errors.js';
 import { LOG_LEVELS, Logger, parseLogLevel } from '../../lib/log.js';
 import { ParsedArgs, camelCase, flagsOf, type OptionSpec } from './flags.js';
 import { closest } from './suggest.js';
-import { productVersion } from './version.js';
+import { installation } from '../../lib/install.js';
+import { stderr, stdout, type Output } from '../../lib/stdio.js';
 
 export type { OptionSpec } from './flags.js';
 
@@ -21,8 +22,10 @@ export interface CommandContext {
   log: Logger;
   config: ConfigLocation;
   stdin: Readable;
-  stdout: Writable;
-  stderr: Writable;
+  /** Results and exported content; `.stream` where a Node stream is needed (piping with backpressure). */
+  stdout: Output;
+  /** Diagnostics, progress and prompts; `.stream` for a prompt. */
+  stderr: Output;
   env: NodeJS.ProcessEnv;
   /** Aborted on the first SIGINT/SIGTERM; commands stop cleanly and leave nothing half-written. */
   signal: AbortSignal;
@@ -56,8 +59,8 @@ export function defineCommand<Flags>(spec: CommandSpec<Flags>): CommandSpec {
 
 export interface ToolIO {
   stdin: Readable;
-  stdout: Writable;
-  stderr: Writable;
+  stdout: Output;
+  stderr: Output;
   env: NodeJS.ProcessEnv;
 }
 
@@ -105,7 +108,11 @@ class Tool {
     let log = new Logger('warn', this.io.stderr);
     try {
       const joined = this.joinCommandWords(this.attachDashValues(argv));
-      const cli = this.buildCac();
+      // Only the command asked for is given to cac (all of them for the tool's help or an unknown
+      // command): cac parses the arguments once per command it knows.
+      const first = joined[firstPositional(joined)];
+      const matched = first === undefined ? undefined : this.names.get(first);
+      const cli = this.buildCac(matched ? [matched] : this.spec.commands);
       cli.parse(['node', this.spec.name, ...joined], { run: false });
       const options = cli.options as Record<string, unknown>;
       this.restoreLiteralValues(joined, options);
@@ -202,11 +209,11 @@ class Tool {
   /** The context handed to the command action that cac is about to call. */
   private pending: CommandContext | undefined;
 
-  private buildCac(): CAC {
+  private buildCac(commands: readonly CommandSpec[]): CAC {
     const cli = cac(this.spec.name);
     cli.option('-c, --config <file>', `configuration file (or $${configEnvVar(this.spec.name)})`);
     cli.option('--log-level <level>', `stderr diagnostics: ${LOG_LEVELS.join('|')} (default: warn)`);
-    for (const spec of this.spec.commands) {
+    for (const spec of commands) {
       const command = cli.command(spec.name, spec.description);
       for (const alias of spec.aliases ?? []) command.alias(alias);
       for (const option of spec.options ?? []) {
@@ -225,7 +232,7 @@ class Tool {
     }
     cli.usage('<command> [options]');
     cli.help((sections) => [{ body: this.spec.description }, ...sections]);
-    cli.version(productVersion(), '-V, --version');
+    cli.version(installation().version, '-V, --version');
     return cli;
   }
 
@@ -309,17 +316,12 @@ export function runTool(spec: ToolSpec, argv: string[], io: ToolIO): Promise<num
 
 /** Entry point of an executable: runs with the process's arguments and sets its exit code. */
 export async function main(spec: ToolSpec): Promise<void> {
-  // A reader that went away (`| head`) is not an error of ours.
-  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-    throw error;
-  });
   const io: ToolIO = {
     get stdin() {
       return process.stdin;
     },
-    stdout: process.stdout,
-    stderr: process.stderr,
+    stdout,
+    stderr,
     env: process.env,
   };
   process.exitCode = await runTool(spec, process.argv.slice(2), io);

@@ -24,8 +24,7 @@ export function rowView(args: ParsedArgs): RowView {
 
 /** The width a table may take on the command's stdout: a terminal's width unless --wide. */
 function tableWidth(ctx: CommandContext, view: RowView): number | undefined {
-  const out = ctx.stdout as { isTTY?: boolean; columns?: number };
-  return !view.wide && out.isTTY === true && out.columns ? out.columns : undefined;
+  return !view.wide && ctx.stdout.isTTY ? ctx.stdout.columns : undefined;
 }
 
 /** A streaming writer of rows to stdout in the chosen format. */

@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ExitCode } from '../../lib/errors.js';
-import { productVersion } from '../kit/version.js';
+import { installation } from '../../lib/install.js';
 import { runTool } from '../../lib/testing/run-tool.js';
 
 const demo = (args: string[], env?: NodeJS.ProcessEnv) => runTool('cli/test/fixtures/kit-demo.js', args, env ? { env } : {});
@@ -104,7 +104,7 @@ test('two-word commands run, and a bad group member gets a hint', async () => {
 test('--version prints the product version', async () => {
   const r = await demo(['--version']);
   assert.is(r.code, 0);
-  assert.match(r.stdout, productVersion());
+  assert.match(r.stdout, installation().version);
 });
 
 test('-c, then the tool environment variable, then XDG locate the configuration', async () => {
@@ -123,7 +123,7 @@ for (const tool of ['trajstore', 'actorctl', 'sandboxd']) {
     assert.match(help.stdout, `${tool}:`);
     const version = await runTool(tool, ['--version']);
     assert.is(version.code, 0);
-    assert.match(version.stdout, productVersion());
+    assert.match(version.stdout, installation().version);
     const unknown = await runTool(tool, ['no-such-command']);
     assert.is(unknown.code, 2);
     assert.match(unknown.stderr, 'unknown command `no-such-command`');

@@ -29,12 +29,15 @@ const LIGHT_MODULES = [
 const LIGHT_PACKAGES = ['cac'];
 
 const scratch = mkdtempSync(join(tmpdir(), 'cli-startup-'));
+/** esbuild names inputs relative to the directory it ran in: the repository. */
+const REPO_ROOT = join(DIST_ROOT, '..');
 const recorder = pathToFileURL(join(DIST_ROOT, 'lib', 'testing', 'record-modules.js')).href;
 
 /** Runs a tool and returns what it printed and the modules it loaded (paths under dist/, or `node_modules/<package>`). */
 async function runRecorded(tool: string, args: string[]): Promise<{ result: ToolResult; modules: string[] }> {
   const file = join(scratch, `${tool}-${args.join('_').replace(/\W/g, '')}.txt`);
-  const result = await runTool(tool, args, { env: { NODE_OPTIONS: `--import=${recorder}`, RECORD_MODULES_TO: file } });
+  // The compiled entry module, not the start-up bundle: here the modules it loads are still told apart.
+  const result = await runTool(`cli/${tool}.js`, args, { env: { NODE_OPTIONS: `--import=${recorder}`, RECORD_MODULES_TO: file } });
   const modules = readFileSync(file, 'utf8')
     .split('\n')
     .filter((url) => url.startsWith('file:'))
@@ -86,6 +89,19 @@ test('help states the defaults and choices of the pipelines it does not load', a
   const top = await help([]);
   assert.match(top, `\`stats ${REPORTS.join('|')}\` for reports`);
   for (const report of REPORTS) assert.match(top, `stats ${report} [dataset]`);
+});
+
+test('the start-up bundles hold the command line and the engines\' entry modules, and none of their work', () => {
+  const meta = JSON.parse(readFileSync(join(DIST_ROOT, 'bin', 'meta.json'), 'utf8')) as { startup: { outputs: Record<string, { entryPoint?: string; inputs: Record<string, unknown> }> } };
+  const bundles = Object.values(meta.startup.outputs).filter((o) => o.entryPoint !== undefined);
+  assert.is(bundles.length, 3, 'one start-up bundle per tool');
+  for (const bundle of bundles) {
+    const inputs = Object.keys(bundle.inputs)
+      .filter((path) => !path.startsWith('builtin:'))
+      .map((path) => relative(DIST_ROOT, join(REPO_ROOT, path)).replace(/^\.\.\/node_modules\/((?:@[^/]+\/)?[^/]+).*$/, 'node_modules/$1'));
+    assert.ok(inputs.includes(relative(DIST_ROOT, join(DIST_ROOT, bundle.entryPoint as string))) || inputs.some((i) => i.startsWith('cli/')), `${bundle.entryPoint}: the bundle holds its command line`);
+    assert.equal(heavy([...new Set(inputs)]), [], `${bundle.entryPoint} bundles no engine work`);
+  }
 });
 
 test.after(() => rmSync(scratch, { recursive: true, force: true }));

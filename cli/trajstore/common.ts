@@ -13,7 +13,7 @@ export function resolveContext(ctx: CommandContext): ResolveContext {
 
 /** Progress of the engine's long work, drawn on stderr when it is a terminal. */
 export function progressOn(ctx: CommandContext): ProgressFactory {
-  return (task) => new Progress({ ...task, stream: ctx.stderr as NodeJS.WriteStream });
+  return (task) => new Progress({ ...task, stream: ctx.stderr });
 }
 
 export const DATASET_HELP = 'DATASET: a path, a pin (@name), or omitted for the default dataset';

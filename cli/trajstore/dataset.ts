@@ -90,7 +90,7 @@ const pin = defineCommand({
       skStdin: f.skStdin,
       env: ctx.env,
       stdin: ctx.stdin,
-      stderr: ctx.stderr,
+      stderr: ctx.stderr.stream,
       required: kind === 'catalog',
       applicable: kind !== 'local',
       warn: (message) => ctx.log.warn(message),

@@ -32,7 +32,7 @@ export const exportCommand = defineCommand({
   examples: ['trajstore export -f ./my-dataset -t - -o atif', 'trajstore export -f ./my-dataset -t out/ -o storyline'],
   flags,
   async run(ctx, { from, to, outputFormat, overwrite }) {
-    const summary = await exportDataset(resolveContext(ctx), { from, to, outputFormat, overwrite, stdout: ctx.stdout, log: ctx.log, signal: ctx.signal, progress: progressOn(ctx) });
+    const summary = await exportDataset(resolveContext(ctx), { from, to, outputFormat, overwrite, stdout: ctx.stdout.stream, log: ctx.log, signal: ctx.signal, progress: progressOn(ctx) });
     const line = `exported ${summary.documents} document(s) as ${summary.format} from snapshot ${summary.snapshot_id} to ${to === '-' ? 'stdout' : to}${summary.path === 'raw' ? ' (stored source bytes)' : ''}`;
     // With -t -, stdout is the export itself: the summary is a diagnostic.
     if (to === '-') ctx.log.info(line);

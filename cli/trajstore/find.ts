@@ -128,7 +128,7 @@ export const findCommand = defineCommand({
     if (!doc.search.fts_available && doc.search.mode !== 'json' && doc.search.mode !== 'identity') {
       ctx.log.warn(`the full-text index of ${doc.dataset_uri} is not available; text terms were matched by a full scan (LIKE)`);
     }
-    const format = f.format === 'auto' ? ((ctx.stdout as { isTTY?: boolean }).isTTY ? 'table' : 'json') : f.format;
+    const format = f.format === 'auto' ? (ctx.stdout.isTTY ? 'table' : 'json') : f.format;
     if (format === 'json') ctx.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
     else printMatches(ctx, { format, wide: f.wide }, doc);
   },

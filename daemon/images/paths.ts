@@ -1,9 +1,8 @@
 /** Where set-up leaves the guest firmware (gitignored build output, never committed). */
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { installation } from '../../lib/install.js';
 
-/** The repository root: this file runs from dist/daemon/images/. */
-const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const REPO_ROOT = installation().root;
 
 /** The firmware library directory `scripts/setup.sh` builds: the default `library_dir`. */
 export const DEFAULT_FIRMWARE_DIR = join(REPO_ROOT, 'vmm-rs', 'target', 'firmware');

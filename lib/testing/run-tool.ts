@@ -20,9 +20,14 @@ export interface RunOptions {
   timeoutMs?: number;
 }
 
+/** The executable of a built tool (`trajstore`, `actorctl`, `sandboxd`), as a user runs it. */
+export function toolScript(tool: string): string {
+  return join(DIST_ROOT, 'bin', `${tool}.js`);
+}
+
 /** `tool` is `trajstore`, `actorctl`, `sandboxd`, or a path to a script relative to dist/. */
 export function runTool(tool: string, args: string[], options: RunOptions = {}): Promise<ToolResult> {
-  const script = tool.includes('/') ? join(DIST_ROOT, tool) : join(DIST_ROOT, 'cli', `${tool}.js`);
+  const script = tool.includes('/') ? join(DIST_ROOT, tool) : toolScript(tool);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script, ...args], {
       cwd: options.cwd,

@@ -3,7 +3,7 @@
  * the format this build reads, and whether its full-text index is there. Kept apart from sqlite-index.ts, which builds indexes from the
  * Parquet parts and is loaded only to build one.
  */
-import { Database, type SqliteDatabase } from './sqlite.js';
+import { openDatabase, type SqliteDatabase } from './sqlite.js';
 
 /**
  * The format of the derived index itself (its tables and tokenizer). An index of another format
@@ -24,7 +24,7 @@ export function snapshotIdOf(db: SqliteDatabase): string | undefined {
 export function indexSnapshotId(path: string): string | undefined {
   let db: SqliteDatabase | undefined;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true });
+    db = openDatabase(path, { readonly: true, fileMustExist: true });
     return snapshotIdOf(db);
   } catch {
     return undefined;

@@ -4,7 +4,7 @@
  * manifest's, or it is of an older index format) is rebuilt from the Parquet parts first; when the dataset directory is not writable
  * the rebuilt index goes to `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite`.
  */
-import { Database, type SqliteDatabase } from './sqlite.js';
+import { openDatabase, type SqliteDatabase } from './sqlite.js';
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -39,7 +39,7 @@ function cacheIndexPath(env: NodeJS.ProcessEnv, snapshotId: string): string {
 function openCurrentIndex(path: string, snapshotId: string): SqliteDatabase | undefined {
   let db: SqliteDatabase | undefined;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true });
+    db = openDatabase(path, { readonly: true, fileMustExist: true });
     if (snapshotIdOf(db) === snapshotId) {
       db.pragma('query_only = 1');
       return db;

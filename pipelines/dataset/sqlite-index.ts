@@ -9,7 +9,7 @@
  * half-built one; `index_meta.snapshot_id` says which snapshot it describes, and a mismatch with the
  * manifest means stale (rebuilt from the parts by open.ts).
  */
-import { Database, type SqliteDatabase, type SqliteStatement } from './sqlite.js';
+import { openDatabase, type SqliteDatabase, type SqliteStatement } from './sqlite.js';
 import { copyFileSync, rmSync } from 'node:fs';
 import { FTS_TOKENIZE, TOKENIZER_NAME, ftsText, hasCjk } from './fts-text.js';
 import { INDEX_FORMAT } from './index-meta.js';
@@ -82,7 +82,7 @@ export class IndexBuilder {
     fresh: boolean,
   ) {
     const columns = sqlColumns(relationColumns);
-    this.db = new Database(tempPath);
+    this.db = openDatabase(tempPath);
     // A temporary file that is fsynced before its rename needs no journal of its own. better-sqlite3
     // opens connections in SQLite's defensive mode, which silently keeps the journal on (every batch
     // then wrote, and deleted, a rollback journal of the pages it touched), so it is lifted for this pragma.

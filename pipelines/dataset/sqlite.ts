@@ -1,11 +1,38 @@
 /**
- * better-sqlite3, loaded through `require`: it is CommonJS, and importing it as ESM makes Node
- * parse each of its files for named exports, which every read command paid for at start-up.
+ * better-sqlite3, opened the quick way: given the path of its native addon, because left to find
+ * it, it reads /proc/self/maps to tell glibc from musl, which every read command paid for at
+ * start-up. Should that addon not load (a musl system), its own lookup runs. (Imported statically
+ * so that the tools' bundles hold its JavaScript: loading its fifteen files one by one cost more.)
  */
+import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import type BetterSqlite3 from 'better-sqlite3';
+import { dirname, join } from 'node:path';
 
-export type SqliteDatabase = BetterSqlite3.Database;
-export type SqliteStatement = BetterSqlite3.Statement;
+export type SqliteDatabase = Database.Database;
+export type SqliteStatement = Database.Statement;
 
-export const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+const require = createRequire(import.meta.url);
+
+/** The addon a build or the prebuilt package of this platform provides; undefined leaves it to better-sqlite3. */
+function addonPath(): string | undefined {
+  const root = dirname(require.resolve('better-sqlite3/package.json'));
+  for (const path of [join(root, 'build', 'Release', 'better_sqlite3.node'), join(root, 'prebuilds', `${process.platform}-${process.arch}.node`)]) {
+    if (existsSync(path)) return path;
+  }
+  return undefined;
+}
+
+let addon: string | undefined | null = null;
+
+export function openDatabase(path: string, options: Database.Options = {}): SqliteDatabase {
+  if (addon === null) addon = addonPath();
+  if (addon === undefined) return new Database(path, options);
+  try {
+    return new Database(path, { ...options, nativeBinding: addon });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ERR_DLOPEN_FAILED') throw error;
+    addon = undefined;
+    return new Database(path, options);
+  }
+}

@@ -18,7 +18,7 @@ import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/error
 import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
-import { Database } from './sqlite.js';
+import { openDatabase } from './sqlite.js';
 import { StorageThread } from './storage/client.js';
 import { indexSnapshotId } from './index-meta.js';
 import { rebuildIndex, relationColumns, type RelationColumns } from './sqlite-index.js';
@@ -141,7 +141,7 @@ export class DatasetWriter {
     const ids = new Set<string>();
     if (!this.previous || this.options.kind !== 'storyline') return ids;
     // The published index describes the previous snapshot (begin() rebuilt it if it was stale).
-    const db = new Database(join(this.buildPath, INDEX_FILE), { readonly: true, fileMustExist: true });
+    const db = openDatabase(join(this.buildPath, INDEX_FILE), { readonly: true, fileMustExist: true });
     try {
       for (const row of db.prepare('SELECT document_id FROM runs').iterate() as Iterable<{ document_id: string }>) ids.add(row.document_id);
     } finally {

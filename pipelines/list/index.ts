@@ -11,7 +11,7 @@ import type { Readable } from 'node:stream';
 import { MANIFEST_KEY } from '../dataset/layout.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
-import { listRawSources, type SourceRow } from './raw.js';
+import type { SourceRow } from './raw.js';
 
 export interface SourceListing {
   /** `files`: the place is not a dataset; its files were read as an import would read them. */
@@ -32,6 +32,8 @@ export async function listSources(rc: ResolveContext, arg: string | undefined, i
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
   const path = localPathOf(location);
   if (existsSync(path) && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {
+    // Loaded only here: reading source files takes every format's decoder.
+    const { listRawSources } = await import('./raw.js');
     return { kind: 'files', ...(await listRawSources(path, io)) };
   }
   const dataset = await openDataset(location, rc.env, io.progress ? { progress: io.progress } : {});

@@ -4,7 +4,7 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT, runTool, type ToolResult } from '../../lib/testing/run-tool.js';
+import { toolScript, runTool, type ToolResult } from '../../lib/testing/run-tool.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 
 const SECRET = 'Zq8-secret-never-printed-7781';
@@ -217,7 +217,7 @@ const HAVE_SCRIPT = spawnSync('script', ['--version']).status === 0;
 test('on a terminal, missing keys are prompted for and the secret is not echoed', async () => {
   if (!HAVE_SCRIPT) return;
   const s = sandbox();
-  const command = `${process.execPath} ${join(DIST_ROOT, 'cli', 'trajstore.js')} dataset pin team catalog://127.0.0.1:7070`;
+  const command = `${process.execPath} ${toolScript('trajstore')} dataset pin team catalog://127.0.0.1:7070`;
   const child = spawn('script', ['-q', '-c', command, '/dev/null'], { env: { ...process.env, ...s.env }, stdio: ['pipe', 'pipe', 'pipe'] });
   let screen = '';
   const typed: string[] = [];

@@ -11,7 +11,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readParquet } from 'parquet-wasm/node';
 import { tableFromIPC } from 'apache-arrow';
-import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
+import { toolScript, runTool } from '../../lib/testing/run-tool.js';
 import { openDataset } from '../dataset/open.js';
 import { STORYLINE_RELATIONS, RECORDS, type ColumnDef } from '../dataset/relations.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
@@ -190,7 +190,7 @@ test('kill -9 in the middle of an append leaves the previous snapshot intact and
   const lines: string[] = [];
   for (let i = 0; i < 20_000; i++) lines.push(JSON.stringify({ ...base, trajectory: `big-${i}` }));
   writeFileSync(s.path('big.jsonl'), `${lines.join('\n')}\n`);
-  const child = spawn(process.execPath, [join(DIST_ROOT, 'cli', 'trajstore.js'), 'import', '-f', s.path('big.jsonl'), '-t', s.path('ds'), '--mode', 'append'], { env: { ...process.env, ...s.env }, stdio: 'ignore' });
+  const child = spawn(process.execPath, [toolScript('trajstore'), 'import', '-f', s.path('big.jsonl'), '-t', s.path('ds'), '--mode', 'append'], { env: { ...process.env, ...s.env }, stdio: 'ignore' });
   const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
   // Kill once the append has started writing (a temporary part or index copy exists).
   const started = Date.now();

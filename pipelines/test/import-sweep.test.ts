@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT } from '../../lib/testing/run-tool.js';
+import { DIST_ROOT, toolScript } from '../../lib/testing/run-tool.js';
 import { openDataset } from '../dataset/open.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { filesUnder, sandbox } from './helpers/sandbox.js';
@@ -34,7 +34,7 @@ test('a create killed with kill -9 leaves a hidden build directory that the next
   for (let i = 0; i < 20_000; i++) lines.push(JSON.stringify({ ...base, trajectory: `big-${i}` }));
   writeFileSync(s.path('big.jsonl'), `${lines.join('\n')}\n`);
   const builds = (): string[] => readdirSync(s.home).filter((n) => n.startsWith('.ds.tmp-'));
-  await killWhen([join(DIST_ROOT, 'cli', 'trajstore.js'), 'import', '-f', s.path('big.jsonl'), '-t', s.path('ds')], s.env, () => builds().length > 0);
+  await killWhen([toolScript('trajstore'), 'import', '-f', s.path('big.jsonl'), '-t', s.path('ds')], s.env, () => builds().length > 0);
   assert.is(builds().length, 1, 'the killed create left its build directory');
   assert.not.ok(existsSync(s.path('ds')));
   // Another dataset's build directory is not this import's business.

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
-import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
+import { toolScript, runTool } from '../../lib/testing/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { SAMPLE_RUNS, writeSampleDataset } from './helpers/search-dataset.js';
 
@@ -177,7 +177,7 @@ test('a runaway statement is stopped at --timeout and exits 6', async () => {
 
 test('SIGINT stops a runaway statement at once, and --output leaves no file behind', async () => {
   const output = join(home, 'interrupted.csv');
-  const child = spawn(process.execPath, [join(DIST_ROOT, 'cli', 'trajstore.js'), 'query', sample, '--format', 'csv', '--output', output, '--timeout', '60s', '--sql', RUNAWAY], {
+  const child = spawn(process.execPath, [toolScript('trajstore'), 'query', sample, '--format', 'csv', '--output', output, '--timeout', '60s', '--sql', RUNAWAY], {
     env: { ...process.env, ...env },
     cwd: home,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -9,12 +9,13 @@
  * oldest one beyond it, so a slow disk or index slows the import (backpressure) and memory stays bounded.
  */
 import { Worker } from 'node:worker_threads';
+import { distPath } from '../../../lib/install.js';
 import type { PartRef } from '../layout.js';
 import { flatCells, type Row } from '../parquet.js';
 import type { Relation } from '../relations.js';
 import { STORAGE_THREAD_ROLE, type StorageBody, type StorageReply, type StorageSetup, type StorageThreadData } from './protocol.js';
 
-const WORKER = new URL('./worker.js', import.meta.url);
+const WORKER = distPath('pipelines', 'dataset', 'storage', 'worker.js');
 /**
  * Batches queued for the thread before `write` waits: enough to keep it busy while the next one is
  * decoded; more only raised the peak RSS of a 1 GB import (measured).

@@ -13,12 +13,13 @@ import { setFlagsFromString } from 'node:v8';
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import { ResourceLimitError, ToolError } from '../../../lib/errors.js';
+import { distPath } from '../../../lib/install.js';
 import type { Logger } from '../../../lib/log.js';
 import type { ProgressFactory } from '../../../lib/progress.js';
 import type { ImportSummary } from '../import.js';
 import { IMPORT_THREAD_ROLE, type FromImportThread, type ImportJob, type ImportThreadData, type ToImportThread } from './protocol.js';
 
-const WORKER = new URL('./worker.js', import.meta.url);
+const WORKER = distPath('pipelines', 'import', 'thread', 'worker.js');
 const BASE_HEAP_MB = 128;
 const MAX_HEAP_MB = 4096;
 const INITIAL_OLD_SPACE_MB = 96;

@@ -4,14 +4,14 @@
  * watchdog extension (watchdog.c) loaded so that the statement can be stopped. Memory-mapped
  * reads make the large FTS doclists of a phrase query cheaper to walk.
  */
-import { Database, type SqliteDatabase } from '../../dataset/sqlite.js';
+import { openDatabase, type SqliteDatabase } from '../../dataset/sqlite.js';
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { ToolError, ExitCode } from '../../../lib/errors.js';
+import { distPath } from '../../../lib/install.js';
 
 const MMAP_BYTES = 1024 * 1024 * 1024;
-/** Built by scripts/setup.sh (`npm run build:native`) next to this module's JavaScript. */
-const WATCHDOG = fileURLToPath(new URL('./watchdog.so', import.meta.url));
+/** Built by scripts/build-native.sh next to this module's JavaScript. */
+const WATCHDOG = distPath('pipelines', 'search', 'sql', 'watchdog.so');
 
 /** An index file attached under a schema name. The first mount is also the connection's `main`. */
 export interface SqlMount {
@@ -29,7 +29,7 @@ export function openReadOnly(mounts: readonly SqlMount[]): SqliteDatabase {
   if (!existsSync(WATCHDOG)) {
     throw new ToolError(ExitCode.Internal, `the SQL watchdog extension is missing (${WATCHDOG})`, { hint: 'build it with `npm run build` (scripts/setup.sh does)' });
   }
-  const db = new Database(first.path, { readonly: true, fileMustExist: true });
+  const db = openDatabase(first.path, { readonly: true, fileMustExist: true });
   try {
     db.loadExtension(WATCHDOG);
     db.pragma(`mmap_size = ${MMAP_BYTES}`);

@@ -4,8 +4,7 @@
  * printed on stdout and stderr arrives together, as on a terminal.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { join } from 'node:path';
-import { DIST_ROOT } from '../../../lib/testing/run-tool.js';
+import { toolScript } from '../../../lib/testing/run-tool.js';
 
 export const hasScript = spawnSync('script', ['--version']).status === 0;
 
@@ -13,7 +12,7 @@ const quote = (arg: string) => `'${arg.replaceAll("'", `'\\''`)}'`;
 
 /** `columns`: the terminal's width (`stty cols`), for output that fits it. */
 export function trajstoreOnTerminal(args: string[], answer: string, env: NodeJS.ProcessEnv, columns?: number): Promise<{ code: number | null; output: string }> {
-  const tool = [process.execPath, join(DIST_ROOT, 'cli', 'trajstore.js'), ...args].map(quote).join(' ');
+  const tool = [process.execPath, toolScript('trajstore'), ...args].map(quote).join(' ');
   const command = columns === undefined ? tool : `stty cols ${columns} rows 50; ${tool}`;
   return new Promise((resolve, reject) => {
     const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
