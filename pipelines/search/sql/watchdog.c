@@ -30,6 +30,8 @@ SQLITE_EXTENSION_INIT1
 
 #define WAKE_SIGNAL 'S'
 #define WAKE_QUIT 'Q'
+/* How often a stopping statement is interrupted again. */
+#define REPEAT_MS 10
 
 typedef struct Watchdog {
   sqlite3 *db;
@@ -75,24 +77,26 @@ static void on_signal(int sig, siginfo_t *info, void *context) {
   errno = saved_errno;
 }
 
-/* Waits for the deadline, a signal or the quit byte; interrupts the statement on the first two. */
+/*
+ * Waits for the deadline, a signal or the quit byte. From the deadline or the signal on, it
+ * interrupts the connection again every REPEAT_MS until it is told to quit: SQLite forgets an
+ * interrupt that arrives while no statement runs (between two statements, or while one is being
+ * prepared), and the statement to stop may start after it.
+ */
 static void *watch(void *arg) {
   Watchdog *w = (Watchdog *)arg;
-  int interrupted = 0;
+  int stopping = 0;
   for (;;) {
     long long left = w->deadline_ms - now_ms();
-    int timeout = interrupted ? -1 : (left <= 0 ? 0 : (left > 0x7fffffff ? 0x7fffffff : (int)left));
+    int timeout = stopping ? REPEAT_MS : (left <= 0 ? 0 : (left > 0x7fffffff ? 0x7fffffff : (int)left));
     struct pollfd pfd = {w->pipe_read, POLLIN, 0};
     int ready = poll(&pfd, 1, timeout);
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      sqlite3_interrupt(w->db);
-      interrupted = 1;
-      continue;
+    if (ready > 0) {
+      char wake;
+      if (read(w->pipe_read, &wake, 1) == 1 && wake == WAKE_QUIT) return NULL;
     }
-    char wake;
-    if (read(w->pipe_read, &wake, 1) != 1) continue;
-    if (wake == WAKE_QUIT) return NULL;
+    stopping = 1;
     sqlite3_interrupt(w->db);
   }
 }
