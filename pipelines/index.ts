@@ -21,7 +21,7 @@ import type { Pin } from './pins/pins.js';
 import type { ResolveContext } from './pins/resolve.js';
 import type { FindDocument, FindRequest } from './search/find.js';
 import type { QueryOutcome, QueryRequest } from './search/query.js';
-import type { DatasetHealth, ReportRow } from './stats/index.js';
+import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
 
 export { INPUT_FORMATS, OUTPUT_FORMATS, type InputFormat, type OutputFormat } from './formats/registry.js';
@@ -31,7 +31,7 @@ export { FIND_DEFAULTS } from './search/limits.js';
 export { QUERY_DEFAULTS, DEFAULT_MOUNT } from './search/limits.js';
 export { REPORTS, type ReportName } from './stats/reports.js';
 export type { ResolveContext } from './pins/resolve.js';
-export type { DatasetHealth, RelationHealth, ReportRow } from './stats/index.js';
+export type { DatasetHealth, RelationHealth, Report, ReportRow } from './stats/index.js';
 export type { DropTarget } from './drop/index.js';
 export type { ExportOptions, ExportSummary } from './export/export.js';
 export type { FindDocument, FindMatch, FindRequest } from './search/find.js';
@@ -91,7 +91,7 @@ export async function datasetHealth(rc: ResolveContext, dataset: string | undefi
 }
 
 /** One of the built-in reports (REPORTS) of a Storyline dataset. */
-export async function statsReport(rc: ResolveContext, dataset: string | undefined, name: ReportName, progress?: ProgressFactory): Promise<ReportRow[]> {
+export async function statsReport(rc: ResolveContext, dataset: string | undefined, name: ReportName, progress?: ProgressFactory): Promise<Report> {
   return (await import('./reading.js')).statsReport(rc, dataset, name, progress);
 }
 

@@ -54,8 +54,11 @@ function reportCommand(name: ReportName): CommandSpec {
       return { dataset: args.positional(0), view: rowView(args) };
     },
     async run(ctx, { dataset, view }) {
-      const rows = await statsReport(resolveContext(ctx), dataset, name, progressOn(ctx));
+      const { rows, unpriced } = await statsReport(resolveContext(ctx), dataset, name, progressOn(ctx));
       printRows(ctx, view, columnsOf(rows), rows, 'no rows');
+      if (unpriced.length > 0) {
+        ctx.log.warn(`no price for ${unpriced.join(', ')}: their steps have no cost and cost_usd leaves them out; add [prices."<model>"] to ${ctx.config.path} and import again`);
+      }
     },
   });
 }

@@ -18,13 +18,14 @@ export const MANIFEST_KEY = 'trajstore.json';
  * without its turns) plus `steps.turn_json`.
  * 3: an observation result's content that is its call's `tool_calls.result_json` is stored there only
  * (`steps.observation_json` holds a marker in its place, import/rows.ts).
- * A version 2 dataset reads as it is (it has no markers), and an append to it is written at version 3.
- * Compact record stores did not change, so they open at any version; a version 1 Storyline dataset is
- * refused with a hint to import it again.
+ * 4: `steps.cache_write_tokens`, `steps.response_id` and `runs.cache_write_tokens` (usage accounting).
+ * Datasets of versions 2 and 3 read as they are (their parts lack the new columns: NULL), and an
+ * append to them is written at the current version. Compact record stores did not change, so they
+ * open at any version; a version 1 Storyline dataset is refused with a hint to import it again.
  */
-export const LAYOUT_VERSION = 3;
+export const LAYOUT_VERSION = 4;
 /** The layout versions this build reads, by kind. */
-const READABLE_VERSIONS: Record<DatasetKind, readonly number[]> = { storyline: [2, 3], compact: [1, 2, 3] };
+const READABLE_VERSIONS: Record<DatasetKind, readonly number[]> = { storyline: [2, 3, 4], compact: [1, 2, 3, 4] };
 export const INDEX_FILE = 'index.sqlite';
 export type DatasetKind = 'storyline' | 'compact';
 

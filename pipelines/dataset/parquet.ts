@@ -227,13 +227,16 @@ export async function openPart(store: ObjectStore, key: string): Promise<PartRea
   if (size === undefined) throw new Error(`${store.uri}: part ${key} is missing`);
   const file = asyncBufferOf(store, key, size);
   const metadata = await parquetMetadataAsync(file);
+  // A part written by an earlier layout may lack columns added since: rows come back without them.
+  const present = new Set(metadata.schema.map((element) => element.name));
   return {
     metadata,
     async *rowGroups(columns?: string[]): AsyncGenerator<Row[]> {
+      const wanted = columns?.filter((name) => present.has(name));
       let start = 0;
       for (const group of metadata.row_groups) {
         const end = start + Number(group.num_rows);
-        const rows = await parquetReadObjects({ file, metadata, rowStart: start, rowEnd: end, utf8: false, compressors: { SNAPPY: snappy }, ...(columns ? { columns } : {}) });
+        const rows = await parquetReadObjects({ file, metadata, rowStart: start, rowEnd: end, utf8: false, compressors: { SNAPPY: snappy }, ...(wanted ? { columns: wanted } : {}) });
         yield rows as Row[];
         start = end;
       }

@@ -15,6 +15,7 @@
  */
 import type { Row } from './parquet.js';
 import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
+import type { PriceList } from '../pricing/cost.js';
 
 /**
  * Key in `steps.turn_json` listing the tool calls whose `result` is their observation result's
@@ -156,7 +157,23 @@ function callResult(call: ToolCall, observed: ObservationResult | undefined): un
   return call.result !== undefined ? call.result : observed?.content;
 }
 
-export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRows {
+/** A count from a turn's `metrics.extra`, where formats keep the detail of their usage. */
+function extraCount(turn: Turn, key: string): number | null {
+  const value = turn.metrics?.extra?.[key];
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
+}
+
+/** The identity of the API response a turn's usage comes from (`metrics.extra.response_id`, set by decoders that know it). */
+function responseIdOf(turn: Turn): string | null {
+  const value = turn.metrics?.extra?.response_id;
+  return typeof value === 'string' && value !== '' ? value : null;
+}
+
+/**
+ * `prices`: what prices the turns whose source reports no cost; without it (listing sources) costs
+ * are the reported ones only.
+ */
+export function storylineRows(doc: Storyline, place: RunPlacement, prices?: PriceList): StorylineRows {
   const contents = new ContentJson();
   const results = new Map<string, ObservationResult>();
   for (const turn of doc.turns) {
@@ -174,8 +191,13 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
   const base = { document_id: place.documentId, session_id: doc.session };
   const steps: Row[] = [];
   const toolCalls: Row[] = [];
+  const costs: Array<number | null> = [];
   doc.turns.forEach((turn: Turn, ordinal) => {
     const calls = turn.tool_calls ?? [];
+    const cacheWrite = extraCount(turn, 'cache_creation_input_tokens');
+    const usage = { prompt: turn.metrics?.prompt_tokens ?? null, completion: turn.metrics?.completion_tokens ?? null, cached: turn.metrics?.cached_tokens ?? null, cacheWrite };
+    const cost = turn.metrics?.cost_usd ?? prices?.cost(turn.model ?? doc.agent.model, usage) ?? null;
+    costs.push(cost);
     steps.push({
       ...base,
       step_id: String(turn.id),
@@ -194,7 +216,9 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
       prompt_tokens: turn.metrics?.prompt_tokens ?? null,
       completion_tokens: turn.metrics?.completion_tokens ?? null,
       cached_tokens: turn.metrics?.cached_tokens ?? null,
-      cost_usd: turn.metrics?.cost_usd ?? null,
+      cache_write_tokens: cacheWrite,
+      cost_usd: cost,
+      response_id: responseIdOf(turn),
       llm_call_count: turn.nllm ?? null,
       is_copied_context: turn.copied ?? null,
       latency_ms: turn.latency_ms ?? null,
@@ -248,7 +272,8 @@ export function storylineRows(doc: Storyline, place: RunPlacement): StorylineRow
     prompt_tokens: sum(doc.turns.map((t) => t.metrics?.prompt_tokens)),
     completion_tokens: sum(doc.turns.map((t) => t.metrics?.completion_tokens)),
     cached_tokens: sum(doc.turns.map((t) => t.metrics?.cached_tokens)),
-    cost_usd: sum(doc.turns.map((t) => t.metrics?.cost_usd)),
+    cache_write_tokens: sum(doc.turns.map((t) => extraCount(t, 'cache_creation_input_tokens'))),
+    cost_usd: sum(costs),
     notes: doc.notes ?? null,
     final_metrics_json: json(doc.final_metrics),
     task_json: json(doc.task),

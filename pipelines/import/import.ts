@@ -20,6 +20,8 @@ import { detectFormat } from './detect.js';
 import { documentIdOf, storylineRows } from '../dataset/rows.js';
 import { listSources, type ImportFile } from './sources.js';
 import { InvalidInputError } from '../../lib/errors.js';
+import { PriceList } from '../pricing/cost.js';
+import type { Price } from '../pricing/prices.js';
 
 export type DuplicatePolicy = 'suffix' | 'skip';
 
@@ -31,6 +33,8 @@ export interface ImportOptions {
   outputFormat: 'preserve' | 'storyline';
   mode: WriteMode;
   onDuplicate: DuplicatePolicy;
+  /** The configuration's `[prices."<model>"]`, over the built-in price table. */
+  prices: Record<string, Price>;
   stdin: Readable;
   log: Logger;
   signal: AbortSignal;
@@ -93,6 +97,7 @@ function counted(file: ImportFile, progress: ProgressSink | undefined, onBytes: 
 export async function runImport(options: ImportOptions): Promise<ImportSummary> {
   // The named format, or every format for detection.
   const formats = options.inputFormat === 'auto' ? await loadFormats() : [await loadFormat(options.inputFormat)];
+  const prices = new PriceList(options.prices);
   const extensions = [...new Set(formats.flatMap((f) => f.extensions))];
   const files = listSources(options.from, options.stdin, extensions);
   if (files.length === 0) throw new InvalidInputError(`-f ${options.from}: no ${extensions.join('/')} files to import`);
@@ -197,7 +202,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
       }
       seen.add(documentId);
       source_row.run_count = Number(source_row.run_count) + 1;
-      const rows = storylineRows(doc, { documentId, sourcePath: file.relPath, sourceFormat: format.name, sourceDocument: decoded.sourceDocument });
+      const rows = storylineRows(doc, { documentId, sourcePath: file.relPath, sourceFormat: format.name, sourceDocument: decoded.sourceDocument }, prices);
       await writer.add('runs', [rows.run]);
       await writer.add('steps', rows.steps);
       await writer.add('tool_calls', rows.toolCalls);

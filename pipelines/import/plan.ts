@@ -9,6 +9,7 @@ import { InvalidInputError } from '../../lib/errors.js';
 import type { WriteMode } from '../dataset/writer.js';
 import { parseColumnFlags } from '../dataset/compact/paths.js';
 import type { InputFormat } from '../formats/registry.js';
+import { loadConfig } from '../pins/config.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import type { DuplicatePolicy, ImportSummary } from './import.js';
 import { statSource } from './sources.js';
@@ -55,9 +56,10 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
   }
   // A source that is not there fails now, before anything is asked or written.
   if (from !== '-') statSource(from);
+  const { prices } = await loadConfig(rc.config, { env: rc.env });
   const job: ImportJob = compact
     ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns) } }
-    : { kind: 'storyline', options: { from, to: target, inputFormat: inputFormat as InputFormat | 'auto', outputFormat: outputFormat as 'preserve' | 'storyline', mode, onDuplicate: request.onDuplicate } };
+    : { kind: 'storyline', options: { from, to: target, inputFormat: inputFormat as InputFormat | 'auto', outputFormat: outputFormat as 'preserve' | 'storyline', mode, onDuplicate: request.onDuplicate, prices } };
   return { job, target, replaces: mode === 'replace' && existsSync(target) };
 }
 

@@ -1,6 +1,7 @@
 /**
- * The user configuration file (TOML): `[pins.<name>]` tables and nothing else. Where it is comes
- * from the CLI kit (`-c`, `TRAJSTORE_CONFIG`, else `$XDG_CONFIG_HOME/trajstore/config.toml`).
+ * The user configuration file (TOML): `[pins.<name>]` tables and `[prices."<model>"]` tables, and
+ * nothing else. Where it is comes from the CLI kit (`-c`, `TRAJSTORE_CONFIG`, else
+ * `$XDG_CONFIG_HOME/trajstore/config.toml`).
  *
  * Reading rejects every key it does not know, legacy ones (`default_warehouse`, `aliases`,
  * `[[datasets]]`) with a pointer to the pin table layout, naming the file, key and line.
@@ -15,7 +16,11 @@ import { parse, stringify, TomlError } from 'smol-toml';
 import type { ConfigLocation } from '../../lib/config.js';
 import { writeFileDurably } from '../../lib/durable.js';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import type { Price } from '../pricing/prices.js';
 import { PIN_KEYS, PinError, pinNameProblem, toPin, DEFAULT_PIN, type Pin, type PinEntry, type PinKey } from './pins.js';
+
+/** The keys of a `[prices."<model>"]` table: dollars per million tokens. */
+const PRICE_KEYS = { input: 'input', output: 'output', cache_write: 'cacheWrite', cache_read: 'cacheRead' } as const;
 
 /** Keys earlier configuration layouts used; each gets its own explanation. */
 const LEGACY_KEYS: Record<string, string> = {
@@ -34,6 +39,8 @@ export interface LoadedConfig {
   entries: Map<string, PinEntry>;
   /** The same pins understood (absolute paths, default region). */
   pins: Map<string, Pin>;
+  /** `[prices."<model>"]`: the user's model prices, over the built-in table. */
+  prices: Record<string, Price>;
   /** Non-fatal findings, e.g. credentials in a file others can read. */
   warnings: string[];
 }
@@ -56,7 +63,7 @@ export async function loadConfig(location: ConfigLocation, options: LoadOptions)
       const via = location.source === 'flag' ? '-c/--config' : 'TRAJSTORE_CONFIG';
       throw new NotFoundError(`configuration file ${location.path} (from ${via}) does not exist`);
     }
-    return { location, exists: false, entries: new Map(), pins: new Map(), warnings: [] };
+    return { location, exists: false, entries: new Map(), pins: new Map(), prices: {}, warnings: [] };
   }
   const config = parseConfig(text, location, options.env);
   const holdsSecrets = [...config.entries.values()].some((e) => e.secret_key !== undefined);
@@ -83,15 +90,16 @@ export function parseConfig(text: string, location: ConfigLocation, env: NodeJS.
   }
   const lines = new KeyLines(text);
   for (const key of Object.keys(doc)) {
-    if (key === 'pins') continue;
+    if (key === 'pins' || key === 'prices') continue;
     const legacy = LEGACY_KEYS[key];
     if (legacy) fail(`legacy key \`${key}\` is not accepted: ${legacy}`, lines.find([], key), 'see `trajstore dataset pin --help`');
-    fail(`unknown key \`${key}\`: the configuration holds only [pins.<name>] tables`, lines.find([], key));
+    fail(`unknown key \`${key}\`: the configuration holds only [pins.<name>] and [prices."<model>"] tables`, lines.find([], key));
   }
   const entries = new Map<string, PinEntry>();
   const pins = new Map<string, Pin>();
+  const prices = parsePrices(doc.prices, lines, fail);
   const table = doc.pins;
-  if (table === undefined) return { location, exists: true, entries, pins, warnings: [] };
+  if (table === undefined) return { location, exists: true, entries, pins, prices, warnings: [] };
   if (!isPlainTable(table)) return fail('`pins` must be a table of [pins.<name>] tables', lines.find([], 'pins'));
   const base = dirname(path);
   for (const [name, value] of Object.entries(table)) {
@@ -119,7 +127,30 @@ export function parseConfig(text: string, location: ConfigLocation, env: NodeJS.
     }
     entries.set(name, entry);
   }
-  return { location, exists: true, entries, pins, warnings: [] };
+  return { location, exists: true, entries, pins, prices, warnings: [] };
+}
+
+/** `[prices."<model>"]` tables: `input` and `output` required, `cache_write` and `cache_read` optional, all dollars per million tokens. */
+function parsePrices(table: unknown, lines: KeyLines, fail: (message: string, line?: number, hint?: string) => never): Record<string, Price> {
+  const prices: Record<string, Price> = {};
+  if (table === undefined) return prices;
+  if (!isPlainTable(table)) return fail('`prices` must be a table of [prices."<model>"] tables', lines.find([], 'prices'));
+  const hint = 'a price takes input, output, cache_write and cache_read: dollars per million tokens';
+  for (const [model, value] of Object.entries(table)) {
+    const where = lines.find(['prices'], model);
+    if (!isPlainTable(value)) fail(`prices.${JSON.stringify(model)} must be a table ([prices."${model}"] with input and output)`, where, hint);
+    const price: Price = { input: NaN, output: NaN, cacheWrite: null, cacheRead: null };
+    for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
+      const at = lines.find(['prices', model], key) ?? where;
+      const field = PRICE_KEYS[key as keyof typeof PRICE_KEYS];
+      if (field === undefined) fail(`unknown key \`prices.${JSON.stringify(model)}.${key}\``, at, hint);
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) fail(`\`prices.${JSON.stringify(model)}.${key}\` must be a number of dollars per million tokens, at least 0`, at);
+      price[field] = v as number;
+    }
+    if (Number.isNaN(price.input) || Number.isNaN(price.output)) fail(`prices.${JSON.stringify(model)} needs input and output`, where, hint);
+    prices[model] = price;
+  }
+  return prices;
 }
 
 function isPlainTable(value: unknown): value is Record<string, unknown> {
@@ -196,8 +227,16 @@ export async function saveConfig(config: LoadedConfig, entries: Map<string, PinE
     for (const key of PIN_KEYS) if (entry[key] !== undefined) table[key] = entry[key] as string;
     pins[name] = table;
   }
-  const body = entries.size === 0 ? '' : `${stringify({ pins })}\n`;
-  const text = `# trajstore configuration: [pins.<name>] tables (see \`trajstore dataset --help\`).\n${body}`;
+  // Prices are kept as they were: pin commands change pins only.
+  const prices: Record<string, Record<string, number>> = {};
+  for (const [model, price] of Object.entries(config.prices)) {
+    const table: Record<string, number> = {};
+    for (const [key, field] of Object.entries(PRICE_KEYS)) if (price[field] !== null) table[key] = price[field];
+    prices[model] = table;
+  }
+  const document = { ...(entries.size > 0 ? { pins } : {}), ...(Object.keys(prices).length > 0 ? { prices } : {}) };
+  const body = Object.keys(document).length === 0 ? '' : `${stringify(document)}\n`;
+  const text = `# trajstore configuration: [pins.<name>] and [prices."<model>"] tables (see the README, Pins and configuration).\n${body}`;
 
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   writeFileDurably(path, text, { mode });

@@ -134,16 +134,43 @@ function groupMedians(dataset: OpenDataset, sql: string): Map<string, number | n
   return medians;
 }
 
+/**
+ * Usage counts each API response once across the whole dataset: resumed and forked sessions and
+ * subagent files repeat earlier responses (same `response_id`), and only the first copy counts.
+ * Steps without a response identity count each. Per run, `runs` keeps every step's own sums.
+ *
+ * `input_tokens` are the prompt tokens neither read from nor written to the cache.
+ */
+const USAGE = `
+  WITH counted AS (
+    SELECT s.*, coalesce(s.model_name, r.agent_model_name, '(unknown)') AS model, coalesce(r.agent_name, r.agent_id, '(unknown)') AS agent
+    FROM steps s JOIN runs r ON r.document_id = s.document_id
+    WHERE s.response_id IS NULL OR s.rowid IN (SELECT min(rowid) FROM steps WHERE response_id IS NOT NULL GROUP BY response_id)
+  )`;
+const USAGE_COLUMNS = `
+  count(DISTINCT response_id) AS responses,
+  sum(max(coalesce(prompt_tokens, 0) - coalesce(cached_tokens, 0) - coalesce(cache_write_tokens, 0), 0)) AS input_tokens,
+  sum(completion_tokens) AS output_tokens, sum(cache_write_tokens) AS cache_write_tokens, sum(cached_tokens) AS cache_read_tokens,
+  sum(cost_usd) AS cost_usd`;
+
+/** Models whose counted steps have tokens but no cost (no price is known for them). */
+function unpriced(dataset: OpenDataset): string[] {
+  return dataset.db
+    .prepare(`${USAGE} SELECT DISTINCT model FROM counted WHERE cost_usd IS NULL AND (prompt_tokens > 0 OR completion_tokens > 0) ORDER BY 1`)
+    .pluck()
+    .all() as string[];
+}
+
 function overview(dataset: OpenDataset): Row[] {
   const runs = dataset.db
     .prepare(
       `SELECT count(*) AS runs, coalesce(sum(step_count), 0) AS steps, coalesce(sum(tool_call_count), 0) AS tool_calls,
-         sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, sum(cached_tokens) AS cached_tokens,
-         sum(cost_usd) AS cost_usd, avg(${DURATION_MS}) AS mean_duration_ms, avg(step_count) AS mean_steps_per_run,
+         avg(${DURATION_MS}) AS mean_duration_ms, avg(step_count) AS mean_steps_per_run,
          max(step_count) AS max_steps_per_run, min(started_at) AS first_started_at, max(finished_at) AS last_finished_at
        FROM runs`,
     )
     .get() as Record<string, number | string | null>;
+  const usage = dataset.db.prepare(`${USAGE} SELECT ${USAGE_COLUMNS} FROM counted`).get() as Row;
   const durations = (dataset.db.prepare(`SELECT ${DURATION_MS} AS d FROM runs WHERE started_at IS NOT NULL AND finished_at IS NOT NULL ORDER BY d`).pluck().all() as number[]).map(Number);
   const steps = (dataset.db.prepare('SELECT step_count FROM runs ORDER BY step_count').pluck().all() as number[]).map(Number);
   return [
@@ -151,10 +178,7 @@ function overview(dataset: OpenDataset): Row[] {
       runs: runs.runs,
       steps: runs.steps,
       tool_calls: runs.tool_calls,
-      prompt_tokens: runs.prompt_tokens,
-      completion_tokens: runs.completion_tokens,
-      cached_tokens: runs.cached_tokens,
-      cost_usd: runs.cost_usd,
+      ...usage,
       mean_duration_ms: round(runs.mean_duration_ms as number | null),
       median_duration_ms: round(median(durations)),
       mean_steps_per_run: round(runs.mean_steps_per_run as number | null),
@@ -166,27 +190,27 @@ function overview(dataset: OpenDataset): Row[] {
   ];
 }
 
-function perRunGroup(dataset: OpenDataset, keyExpr: string, keyName: string): Row[] {
+function agents(dataset: OpenDataset): Row[] {
+  const usage = new Map((dataset.db.prepare(`${USAGE} SELECT agent, ${USAGE_COLUMNS} FROM counted GROUP BY agent`).all() as Row[]).map((row) => [row.agent, row]));
   const rows = dataset.db
     .prepare(
-      `SELECT ${keyExpr} AS ${keyName}, count(*) AS runs, coalesce(sum(step_count), 0) AS steps, coalesce(sum(tool_call_count), 0) AS tool_calls,
-         sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, sum(cached_tokens) AS cached_tokens,
-         sum(cost_usd) AS cost_usd, avg(${DURATION_MS}) AS mean_duration_ms, avg(step_count) AS mean_steps_per_run
+      `SELECT coalesce(agent_name, agent_id, '(unknown)') AS agent, count(*) AS runs, coalesce(sum(step_count), 0) AS steps, coalesce(sum(tool_call_count), 0) AS tool_calls,
+         avg(${DURATION_MS}) AS mean_duration_ms, avg(step_count) AS mean_steps_per_run
        FROM runs GROUP BY 1 ORDER BY runs DESC, 1`,
     )
     .all() as Row[];
-  return rows.map((r) => ({ ...r, mean_duration_ms: round(r.mean_duration_ms as number | null), mean_steps_per_run: round(r.mean_steps_per_run as number | null) }));
+  return rows.map(({ mean_duration_ms, mean_steps_per_run, ...r }) => {
+    const { agent: _agent, ...counted } = usage.get(r.agent) ?? {};
+    return { ...r, ...counted, mean_duration_ms: round(mean_duration_ms as number | null), mean_steps_per_run: round(mean_steps_per_run as number | null) };
+  });
 }
 
 function models(dataset: OpenDataset): Row[] {
-  // A turn without its own model ran on the agent's model.
+  // Agent steps only; a turn without its own model ran on the agent's model.
   return dataset.db
     .prepare(
-      `SELECT coalesce(s.model_name, r.agent_model_name, '(unknown)') AS model, count(DISTINCT s.document_id) AS runs, count(*) AS steps,
-         sum(s.prompt_tokens) AS prompt_tokens, sum(s.completion_tokens) AS completion_tokens, sum(s.cached_tokens) AS cached_tokens,
-         sum(s.cost_usd) AS cost_usd, sum(s.tool_call_count) AS tool_calls
-       FROM steps s JOIN runs r ON r.document_id = s.document_id
-       WHERE s.source = 'agent'
+      `${USAGE} SELECT model, count(DISTINCT document_id) AS runs, count(*) AS steps, ${USAGE_COLUMNS}, sum(tool_call_count) AS tool_calls
+       FROM counted WHERE source = 'agent'
        GROUP BY 1 ORDER BY steps DESC, 1`,
     )
     .all() as Row[];
@@ -203,11 +227,18 @@ function tools(dataset: OpenDataset): Row[] {
   return rows.map((r) => ({ ...r, error_rate: round(r.errors / r.calls, 4), median_result_bytes: medians.get(r.tool) ?? null }));
 }
 
+export interface Report {
+  rows: ReportRow[];
+  /** Models whose steps have tokens but no cost: no price is known for them. */
+  unpriced: string[];
+}
+
 /** One of the built-in reports of a Storyline dataset. */
-export async function statsReport(rc: ResolveContext, arg: string | undefined, name: ReportName, progress?: ProgressFactory): Promise<ReportRow[]> {
+export async function statsReport(rc: ResolveContext, arg: string | undefined, name: ReportName, progress?: ProgressFactory): Promise<Report> {
   const dataset = await openDatasetArg(rc, arg, progress ? { progress } : {});
   try {
-    return report(dataset, name);
+    const rows = report(dataset, name);
+    return { rows, unpriced: name === 'tools' ? [] : unpriced(dataset) };
   } finally {
     dataset.close();
   }
@@ -223,7 +254,7 @@ function report(dataset: OpenDataset, name: ReportName): Row[] {
     case 'overview':
       return overview(dataset);
     case 'agents':
-      return perRunGroup(dataset, "coalesce(agent_name, agent_id, '(unknown)')", 'agent');
+      return agents(dataset);
     case 'models':
       return models(dataset);
     case 'tools':

@@ -5,15 +5,18 @@
  * does, compared with what `export -o storyline` gives back); plus the index's columns, a version 2
  * dataset read as it is and the refusal of a version 1 Storyline dataset.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Logger } from '../../lib/log.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
-import { relationRowGroups, type Row } from '../dataset/parquet.js';
+import { LAYOUT_VERSION, readSnapshot } from '../dataset/layout.js';
+import { PartWriter, flatCells, openPart, relationRowGroups, type Row } from '../dataset/parquet.js';
+import { LocalObjectStore } from '../dataset/store.js';
 import { STORYLINE_RELATIONS, type Relation } from '../dataset/relations.js';
+import { relationColumns } from '../dataset/sqlite-index.js';
 import { loadFormats } from '../formats/registry.js';
 import { detectFormat } from '../import/detect.js';
 import { listSources } from '../import/sources.js';
@@ -116,11 +119,11 @@ test('a layout version 1 Storyline dataset is refused with exit 4 and a hint; --
   assert.match(refused.stderr, 'import its sources again');
   const replaced = await s.run(['import', '-f', source, '-t', s.path('ds'), '--mode', 'replace', '--yes']);
   assert.is(replaced.code, 0, replaced.stderr);
-  assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, 3);
+  assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, LAYOUT_VERSION);
   assert.is((await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline'])).code, 0);
 });
 
-test('a layout version 2 Storyline dataset is read as it is, and an append writes version 3', async () => {
+test('a layout version 2 Storyline dataset is read as it is, and an append writes the current version', async () => {
   const s = sandbox('dataset-layout');
   assert.is((await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/storyline'), '-t', s.path('ds')])).code, 0);
   const before = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
@@ -131,7 +134,37 @@ test('a layout version 2 Storyline dataset is read as it is, and an append write
   assert.is(read.stdout, before.stdout);
   const appended = await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/claude-code'), '-t', s.path('ds'), '--mode', 'append']);
   assert.is(appended.code, 0, appended.stderr);
-  assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, 3);
+  assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, LAYOUT_VERSION);
+});
+
+test('parts written before the usage columns (layout 3) are read with those columns NULL', async () => {
+  const s = sandbox('dataset-layout');
+  assert.is((await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/claude-code'), '-t', s.path('ds')])).code, 0);
+  // Rewrite every part without the columns layout 4 added, as a layout 3 writer wrote them.
+  const added = new Set(['cache_write_tokens', 'response_id']);
+  const store = new LocalObjectStore(s.path('ds'));
+  const manifestPath = s.path('ds', 'trajstore.json');
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { snapshot_id: string };
+  const snapshot = await readSnapshot(store, manifest.snapshot_id);
+  for (const relation of ['runs', 'steps'] as const) {
+    const columns = (relationColumns('storyline')[relation] ?? []).filter((c) => !added.has(c.name));
+    for (const part of snapshot.relations[relation] ?? []) {
+      const groups: Row[][] = [];
+      for await (const rows of (await openPart(store, part.key)).rowGroups()) groups.push(rows);
+      const writer = new PartWriter(store, part.key, columns, [{ key: 'trajstore.relation', value: relation }]);
+      for (const rows of groups) await writer.writeCells(flatCells(columns, rows));
+      await writer.close();
+    }
+  }
+  writeFileSync(manifestPath, JSON.stringify({ ...manifest, layout_version: 3 }));
+  rmSync(s.path('ds', 'index.sqlite'));
+  const steps = await s.run(['query', s.path('ds'), '--format', 'json', '--sql', 'SELECT count(*) AS n, count(response_id) AS ids, count(cache_write_tokens) AS writes FROM steps']);
+  assert.is(steps.code, 0, steps.stderr);
+  const [counts] = JSON.parse(steps.stdout) as Array<{ n: number; ids: number; writes: number }>;
+  assert.ok((counts?.n ?? 0) > 0);
+  assert.equal({ ids: counts?.ids, writes: counts?.writes }, { ids: 0, writes: 0 });
+  const exported = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
+  assert.is(exported.code, 0, exported.stderr);
 });
 
 test.run();

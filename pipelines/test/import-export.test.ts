@@ -16,6 +16,8 @@ import { openDataset } from '../dataset/open.js';
 import { STORYLINE_RELATIONS, RECORDS, type ColumnDef } from '../dataset/relations.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { filesUnder, sandbox } from './helpers/sandbox.js';
+import { INDEX_FORMAT } from '../dataset/index-meta.js';
+import { LAYOUT_VERSION } from '../dataset/layout.js';
 
 const SYNTHETIC = join(SHARED_FIXTURES, 'synthetic');
 const STORYLINES = join(SYNTHETIC, 'storyline');
@@ -42,7 +44,7 @@ test('a Storyline import makes a dataset whose index and parts hold the document
     assert.equal(runs.map((x) => x.document_id), ['incident-triage-0007/sub-1', 'traj-incident-0007']);
     assert.match(String(runs[1]?.started_at), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     const meta = Object.fromEntries((ds.db.prepare('SELECT key, value FROM index_meta').all() as Array<{ key: string; value: string }>).map((m) => [m.key, m.value]));
-    assert.equal({ ...meta, built_at: 'x' }, { snapshot_id: ds.snapshotId, index_format: '3', layout_version: '3', kind: 'storyline', fts_available: '1', tokenizer: 'unicode61+cjk-chars', built_at: 'x' });
+    assert.equal({ ...meta, built_at: 'x' }, { snapshot_id: ds.snapshotId, index_format: INDEX_FORMAT, layout_version: String(LAYOUT_VERSION), kind: 'storyline', fts_available: '1', tokenizer: 'unicode61+cjk-chars', built_at: 'x' });
     const text = ds.db.prepare('SELECT message_text FROM steps WHERE rowid = 1').get() as { message_text: string };
     const term = text.message_text.split(/\s+/).slice(0, 2).join(' ');
     const hit = ds.db.prepare('SELECT count(*) AS n FROM steps_fts WHERE steps_fts MATCH ?').get(`"${term.replaceAll('"', '""')}"`) as { n: number };

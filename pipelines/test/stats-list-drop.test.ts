@@ -111,8 +111,11 @@ test('stats overview: runs, steps, tool calls, tokens, durations and steps per r
   assert.is(row?.runs, docs.length);
   assert.is(row?.steps, allSteps.length);
   assert.is(row?.tool_calls, sum(allSteps.map((s) => s.tool_calls?.length)));
-  assert.is(row?.prompt_tokens, sum(allSteps.map((s) => s.metrics?.prompt_tokens)));
-  assert.is(row?.completion_tokens, sum(allSteps.map((s) => s.metrics?.completion_tokens)));
+  // The prompt is split into what was neither read from nor written to the cache, and what was.
+  const prompt = (r: Record<string, unknown> | undefined) => Number(r?.input_tokens ?? 0) + Number(r?.cache_read_tokens ?? 0) + Number(r?.cache_write_tokens ?? 0);
+  assert.is(prompt(row), sum(allSteps.map((s) => s.metrics?.prompt_tokens)));
+  assert.is(row?.cache_read_tokens ?? 0, sum(allSteps.map((s) => s.metrics?.cached_tokens)));
+  assert.is(row?.output_tokens, sum(allSteps.map((s) => s.metrics?.completion_tokens)));
   const durations = docs.map((d) => {
     const times = d.steps.map((s) => Date.parse(s.timestamp ?? '')).filter((t) => !Number.isNaN(t));
     return Math.max(...times) - Math.min(...times);
@@ -139,7 +142,8 @@ test('stats agents, models and tools', async () => {
     }
   }
   assert.equal(new Map(models.map((m) => [m.model as string, m.steps as number])), expectedModels);
-  assert.is(sum(models.map((m) => m.prompt_tokens as number)), sum(allSteps.filter((s) => s.source === 'agent').map((s) => s.metrics?.prompt_tokens)));
+  const agentPrompt = sum(allSteps.filter((s) => s.source === 'agent').map((s) => s.metrics?.prompt_tokens));
+  assert.is(sum(models.map((m) => Number(m.input_tokens ?? 0) + Number(m.cache_read_tokens ?? 0) + Number(m.cache_write_tokens ?? 0))), agentPrompt);
 
   const tools = (await json(['stats', 'tools', atif])) as Array<Record<string, unknown>>;
   const expectedCalls = new Map<string, number>();

@@ -92,7 +92,17 @@ function readOutput(output: unknown): Output {
   return { content: output === undefined || output === null ? null : JSON.stringify(output), result: output ?? null };
 }
 
-function metricsOf(usage: JsonObject): Metrics {
+/**
+ * The identity of the model call a `token_count` event reports: its time and the session's running
+ * total. A forked session's file copies its parent's events as they were, so a copy has the same
+ * identity, and counting each identity once counts each call once across files.
+ */
+function responseIdOf(info: JsonObject, ts: string | undefined): string | undefined {
+  const total = isObject(info.total_token_usage) ? count(info.total_token_usage, 'total_tokens') : undefined;
+  return ts !== undefined && total !== undefined ? `codex:${ts}:${total}` : undefined;
+}
+
+function metricsOf(usage: JsonObject, responseId: string | undefined): Metrics {
   const metrics: Metrics = {};
   const input = count(usage, 'input_tokens');
   const cached = count(usage, 'cached_input_tokens');
@@ -100,7 +110,7 @@ function metricsOf(usage: JsonObject): Metrics {
   if (input !== undefined) metrics.prompt_tokens = input;
   if (output !== undefined) metrics.completion_tokens = output;
   if (cached !== undefined) metrics.cached_tokens = cached;
-  const extra = defined({ reasoning_output_tokens: count(usage, 'reasoning_output_tokens'), total_tokens: count(usage, 'total_tokens') });
+  const extra = defined({ reasoning_output_tokens: count(usage, 'reasoning_output_tokens'), total_tokens: count(usage, 'total_tokens'), response_id: responseId });
   if (Object.keys(extra).length > 0) metrics.extra = extra;
   return metrics;
 }
@@ -237,12 +247,12 @@ class Rollout {
     this.open = undefined;
   }
 
-  tokens(info: unknown, number: number): void {
+  tokens(info: unknown, ts: string | undefined, number: number): void {
     if (!isObject(info) || !isObject(info.last_token_usage)) return; // the first token_count of a turn has info null
     const totals = JSON.stringify(info.total_token_usage ?? null);
     if (totals !== 'null' && totals === this.lastTotals) return; // repeated event: same running total
     this.lastTotals = totals;
-    const metrics = metricsOf(info.last_token_usage);
+    const metrics = metricsOf(info.last_token_usage, responseIdOf(info, ts));
     const target = this.open ?? this.sinceUser.at(-1);
     if (target && !target.metrics) target.metrics = metrics;
     else if (target) {
@@ -304,7 +314,7 @@ function eventMsg(r: Rollout, event: JsonObject, ts: string | undefined, number:
       if (typeof event.text === 'string') r.reasoning(event.text, ts);
       return;
     case 'token_count':
-      r.tokens(event.info, number);
+      r.tokens(event.info, ts, number);
       return;
     default:
       r.skipped.note(`event_msg/${String(event.type)}`, number);

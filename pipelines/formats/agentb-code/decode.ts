@@ -111,7 +111,7 @@ function resultContent(content: unknown): Content | null {
   return content === undefined || content === null ? null : JSON.stringify(content);
 }
 
-function metricsOf(usage: JsonObject): Metrics {
+function metricsOf(usage: JsonObject, responseId: string | undefined): Metrics {
   const input = count(usage, 'input_tokens') ?? 0;
   const creation = count(usage, 'cache_creation_input_tokens') ?? 0;
   const read = count(usage, 'cache_read_input_tokens') ?? 0;
@@ -120,7 +120,7 @@ function metricsOf(usage: JsonObject): Metrics {
     prompt_tokens: input + creation + read,
     completion_tokens: output,
     cached_tokens: read,
-    extra: { input_tokens: input, cache_creation_input_tokens: creation, cache_read_input_tokens: read, output_tokens: output },
+    extra: defined({ input_tokens: input, cache_creation_input_tokens: creation, cache_read_input_tokens: read, output_tokens: output, response_id: responseId }),
   };
 }
 
@@ -314,11 +314,22 @@ function assistantLine(thread: Thread, line: JsonObject, ctx: DecodeContext, num
   settleAgentTurn(turn, merged);
 }
 
+/**
+ * The identity of an API response, as tools that audit Claude Code usage count it once across all
+ * files: `message.id` and `requestId` (resumed and forked sessions and subagent files repeat both).
+ */
+function responseIdOf(turn: Turn): string | undefined {
+  const messageId = turn.extra?.message_id;
+  const requestId = turn.extra?.request_id;
+  if (typeof messageId !== 'string') return undefined;
+  return typeof requestId === 'string' ? `${messageId}:${requestId}` : messageId;
+}
+
 /** Writes the merged blocks and usage of an agent turn into its Storyline fields. */
 function settleAgentTurn(turn: Turn, merged: { parts: JsonObject[]; reasons: string[]; usage?: JsonObject }): void {
   turn.msg = merged.parts.every((p) => p.type === 'text') ? merged.parts.map((p) => p.text as string).join('\n\n') : [...merged.parts];
   if (merged.reasons.length > 0) turn.reason = merged.reasons.join('\n\n');
-  if (merged.usage) turn.metrics = metricsOf(merged.usage);
+  if (merged.usage) turn.metrics = metricsOf(merged.usage, responseIdOf(turn));
 }
 
 function userLine(thread: Thread, line: JsonObject, ctx: DecodeContext, number: number, dropped: SkipTally): void {
