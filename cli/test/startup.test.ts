@@ -39,7 +39,8 @@ async function runRecorded(tool: string, args: string[]): Promise<{ result: Tool
     .split('\n')
     .filter((url) => url.startsWith('file:'))
     .map((url) => relative(DIST_ROOT, fileURLToPath(url)))
-    .map((path) => path.replace(/^\.\.\/node_modules\/((?:@[^/]+\/)?[^/]+).*$/, 'node_modules/$1'));
+    // A package is named by its folder under any node_modules (a checkout may link node_modules elsewhere).
+    .map((path) => path.replace(/^(?:.*\/)?node_modules\/((?:@[^/]+\/)?[^/]+).*$/, 'node_modules/$1'));
   return { result, modules: [...new Set(modules)] };
 }
 
