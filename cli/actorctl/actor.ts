@@ -1,8 +1,8 @@
 /** `actorctl actor <class path>`: starts one actor in an actor system node and runs until signalled. */
 import { defineCommand, type OptionSpec } from '../kit/program.js';
 import { InvalidInputError } from '../../lib/errors.js';
-// membership.js is a leaf module of constants and types; the rest of the framework is loaded by `run`.
-import { TIMER_SETTING_KEYS as TIMER_KEYS, type MembershipTimers } from '../../framework/core/membership.js';
+// members.js is a leaf module of constants and types; the rest of the framework is loaded by `run`.
+import { TIMER_SETTING_KEYS as TIMER_KEYS, type MembershipTimers } from '../../framework/core/members.js';
 import type { ActorSystem } from '../../framework/core/system.js';
 
 const OPTIONS: OptionSpec[] = [
@@ -60,7 +60,7 @@ export const actorCommand = defineCommand({
   async run(ctx, args) {
     const { finishParams, loadActorClass, LoadError, ParamError, parseParamJson, parseParamWords } = await import('../../framework/core/loader.js');
     const { ActorSystem } = await import('../../framework/core/system.js');
-    const { parseAddr } = await import('../../framework/core/transport.js');
+    const { parseAddr } = await import('../../framework/core/address.js');
     const classPath = args.requiredPositional(0, 'CLASS_PATH');
     let loaded;
     try {

@@ -23,7 +23,7 @@ const LIGHT_MODULES = [
   'pipelines/stats/reports.js',
   'daemon/index.js',
   'daemon/images/paths.js',
-  'framework/core/membership.js',
+  'framework/core/members.js',
 ];
 /** The argument parser is the one package a tool needs before a command runs. */
 const LIGHT_PACKAGES = ['cac'];

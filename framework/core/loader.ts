@@ -7,7 +7,8 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TObject, TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { actorMeta, type ActorClass, type ActorMeta } from './actor.js';
+import { actorMeta, type ActorMeta } from './actor.js';
+import type { ActorClass } from './context.js';
 
 /** dist/ of this build: module paths of this repository resolve under it. */
 const DIST_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http2 from 'node:http2';
 import { join } from 'node:path';
 import { DIST_ROOT } from '../../../lib/testing/run-tool.js';
-import { TIMER_SETTING_KEYS, type MembershipTimers } from '../../core/membership.js';
+import { TIMER_SETTING_KEYS, type MembershipTimers } from '../../core/members.js';
 
 /** Short membership timers so that failure detection takes about a second in tests (an in-process `ActorSystem`, a test's client). */
 export const FAST_CLIENT_TIMERS: Partial<MembershipTimers> = {
