@@ -23,7 +23,11 @@ const LIGHT_MODULES = [
   'pipelines/stats/reports.js',
   'daemon/index.js',
   'daemon/images/paths.js',
+  'framework/index.js',
+  'framework/core/address.js',
+  'framework/core/errors.js',
   'framework/core/members.js',
+  'framework/node/inspect-types.js',
 ];
 /** The argument parser is the one package a tool needs before a command runs. */
 const LIGHT_PACKAGES = ['cac'];

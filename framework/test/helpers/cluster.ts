@@ -122,15 +122,13 @@ export async function memberStatuses(addr: string): Promise<Map<string, string>>
   return new Map((await clusterMembers(addr)).map((m) => [m.addr, m.status]));
 }
 
-/**
- * Member statuses by address from `actorctl inspect cluster` output: the table lists Alive members,
- * the indented lines below it the others with their status.
- */
+/** The arguments of `actorctl inspect cluster` whose output `parseInspectStatuses` reads. */
+export const INSPECT_CLUSTER = ['inspect', 'cluster', '--format', 'json'];
+
+/** Member statuses by address from `actorctl inspect cluster --format json` output. */
 export function parseInspectStatuses(stdout: string): Map<string, string> {
-  const statuses = new Map<string, string>();
-  for (const m of stdout.matchAll(/^([0-9a-f]{32})\s+(\S+)\s+(Alive)$/gm)) statuses.set(m[2]!, m[3]!);
-  for (const m of stdout.matchAll(/^ {2}([0-9a-f]{32}) \((\S+)\) - (\w+)$/gm)) statuses.set(m[2]!, m[3]!);
-  return statuses;
+  const members = JSON.parse(stdout) as Array<{ addr: string; status: string }>;
+  return new Map(members.map((m) => [m.addr, m.status]));
 }
 
 /** Polls `probe` until it returns a truthy value or `timeoutMs` passes. */
