@@ -2,20 +2,24 @@
  * The framework's engine: the one module the command line (and anything else outside framework/)
  * imports. Constants and types are exported as they are; each operation loads its implementation
  * on first use, so that loading the tool (for --help, or another command) costs nothing of the
- * inspect client.
+ * inspect client or the load generator.
  *
- * Operations take typed arguments and return results (what inspect found); they never parse flags
- * or render.
+ * Operations take typed arguments and return results (what inspect found, a benchmark report);
+ * they never parse flags or render.
  */
+import { UnavailableError } from '../lib/errors.js';
 import type { ActorsOptions, ClusterActors, ClusterMetrics, ClusterView, InspectOptions, WatchOptions, WatchRound } from './node/inspect-types.js';
 import type { ActorEntry } from './node/observed.js';
+import type { BenchConfig, BenchIO, BenchReport } from './loadgen/types.js';
 
 // Address checks are pure functions of a leaf module: the command line checks --addr and --seeds with them.
 export { DEFAULT_NODE_PORT, normalizeAddr, parseAddr } from './core/address.js';
 export { DEFAULT_TIMERS, STATUSES, TIMER_SETTING_KEYS, type MemberRecord, type MemberStatus, type MembershipTimers } from './core/members.js';
 export { ALIVE_NODES, WATCH_KINDS, type WatchKind } from './node/inspect-types.js';
+export { ARRIVALS, BENCH_KINDS, TOKENIZERS, type Arrival, type BenchKind, type TokenizerName } from './loadgen/types.js';
 export type { ActorPlacement, ActorsOptions, ClusterActors, ClusterMetrics, ClusterView, InspectOptions, MetricSample, NodeFailure, NodeMetricsView, WatchChange, WatchOptions, WatchRound } from './node/inspect-types.js';
 export type { ActorEntry, MemberEntry } from './node/observed.js';
+export type { BenchConfig, BenchIO, BenchReport, LatencySummary, PhaseReport, Slo, TokenTarget } from './loadgen/types.js';
 
 // ---- inspect ----
 
@@ -42,4 +46,23 @@ export async function inspectMetrics(options: InspectOptions & { keyOnly: boolea
 /** Polls the cluster and hands each round, with what changed, to `onRound`. */
 export async function watchCluster(options: WatchOptions, onRound: (round: WatchRound) => void): Promise<void> {
   return (await import('./node/inspect.js')).watchCluster(options, onRound);
+}
+
+// ---- bench ----
+
+/** Runs a load test against a chat-completions endpoint and returns its report. */
+export async function runBenchmark(config: BenchConfig, io: BenchIO): Promise<BenchReport> {
+  return (await loadgen()).runBenchmark(config, io);
+}
+
+/** The load generator needs a package no other command does (hdr-histogram-js): an install without it says so. */
+async function loadgen(): Promise<typeof import('./loadgen/run.js')> {
+  try {
+    return await import('./loadgen/run.js');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
+    throw new UnavailableError(`the load generator (framework/loadgen) cannot load: ${(error as Error).message.split('\n')[0]}`, {
+      hint: 'install the dependencies: `npm install` in the agent-infra checkout',
+    });
+  }
 }

@@ -28,6 +28,7 @@ const LIGHT_MODULES = [
   'framework/core/errors.js',
   'framework/core/members.js',
   'framework/node/inspect-types.js',
+  'framework/loadgen/types.js',
 ];
 /** The argument parser is the one package a tool needs before a command runs. */
 const LIGHT_PACKAGES = ['cac'];
