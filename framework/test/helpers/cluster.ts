@@ -54,7 +54,8 @@ export interface NodeOptions {
 }
 
 export async function startNode(options: NodeOptions = {}): Promise<NodeProcess> {
-  const args = [join(DIST_ROOT, 'cli', 'actorctl.js'), 'actor', options.classPath ?? 'framework.examples.Echo', '--addr', options.addr ?? '127.0.0.1:0', '--name', options.name ?? 'echo'];
+  // At info level the node says what it loaded, how membership changes and how it stops (tests read output()).
+  const args = [join(DIST_ROOT, 'cli', 'actorctl.js'), '--log-level', 'info', 'actor', options.classPath ?? 'framework.examples.Echo', '--addr', options.addr ?? '127.0.0.1:0', '--name', options.name ?? 'echo'];
   if (options.seeds?.length) args.push('--seeds', options.seeds.join(','));
   for (const [k, v] of Object.entries(options.timers ?? FAST_TIMERS)) args.push('-D', `cluster.${k}=${v}`);
   if (options.params) args.push('--', ...options.params);
