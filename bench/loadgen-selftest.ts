@@ -19,10 +19,11 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { runBenchmark, type BenchConfig, type BenchReport } from './loadgen/index.js';
-import type { SyntheticConfig } from './test/synthetic-server.js';
+import { runBenchmark, type BenchConfig, type BenchReport } from '../framework/index.js';
+import type { SyntheticConfig } from '../framework/test/helpers/synthetic-server.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
+/** The synthetic server, built from the load generator's test helpers. */
+const SYNTHETIC_SERVER = join(dirname(fileURLToPath(import.meta.url)), '..', 'framework', 'test', 'helpers', 'synthetic-server.js');
 const { values } = parseArgs({
   options: {
     users: { type: 'string', default: '2000' },
@@ -35,7 +36,7 @@ const seconds = Number(values.seconds);
 const connections = Number(values.connections);
 
 async function startServer(config: SyntheticConfig): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [join(here, 'test', 'synthetic-server.js'), JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [SYNTHETIC_SERVER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout?.on('data', (chunk: Buffer) => {

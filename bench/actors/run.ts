@@ -15,8 +15,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ActorSystem } from '../../framework/core/system.js';
-import { Echo } from '../../framework/examples/index.js';
+import { loadActorClass, startSystem } from '../../framework/index.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, trials: { type: 'string', default: '3' }, nodes: { type: 'string', default: '10' } } });
@@ -144,12 +143,13 @@ async function until(check: () => Promise<boolean>, timeoutMs: number, everyMs =
   throw new Error(`condition not reached within ${timeoutMs} ms`);
 }
 
+const { cls: Echo } = await loadActorClass('framework.examples.Echo');
 const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const report: Record<string, unknown> = {};
 
 // ---- local ----
 {
-  const system = await ActorSystem.start({ log: () => {} });
+  const system = await startSystem({ log: () => {} });
   const ref = await system.spawn(Echo);
   const plain = new (Echo as unknown as new (p: object) => { echo(v: unknown): Promise<unknown> })({ prefix: '', start: 0, delay_ms: 0, upper: false, fail_on: '' });
   await load(64, () => ref.ask('echo', [1]), 0.5); // warm-up
@@ -168,7 +168,7 @@ const report: Record<string, unknown> = {};
 {
   const node = await startNode([]);
   const bare = await startChild(['--input-type=module', '-e', BARE_SERVER]);
-  const client = await ActorSystem.start({ seeds: [node.addr], log: () => {} });
+  const client = await startSystem({ seeds: [node.addr], log: () => {} });
   await until(async () => client.instances('echo').length === 1, 10_000);
   const echo = client.resolve('echo');
   const session = http2.connect(`http://${bare.line[1]}`);

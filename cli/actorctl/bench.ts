@@ -1,28 +1,20 @@
 /**
- * `actorctl bench <model> --url <base URL>`: parses and checks the options, then hands the run
- * to the optional load-generator module (bench/loadgen/), which it loads only now so that
- * actorctl works, and says what is missing, when the module is not installed.
+ * `actorctl bench <model> --url <base URL>`: reads and checks the options, runs the engine's load
+ * generator, and prints its report: the phase rows (`--format table|jsonl|csv`) or the whole
+ * report (`--format json`, and `--output FILE`).
  */
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import type * as Loadgen from '../../bench/loadgen/index.js';
-import type { Arrival, BenchConfig, BenchKind, BenchReport, Slo, TokenizerName } from '../../bench/loadgen/index.js';
-import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
-import { parseDuration, type ParsedArgs } from '../kit/flags.js';
 import { writeFileDurably } from '../../lib/durable.js';
-import type { Logger } from '../../lib/log.js';
-import { defineCommand } from '../kit/program.js';
+import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
 import { installation } from '../../lib/install.js';
+import type { Column, Row } from '../../lib/output.js';
+import { ARRIVALS, BENCH_KINDS, TOKENIZERS, runBenchmark, type BenchConfig, type BenchReport, type LatencySummary, type Slo } from '../../framework/index.js';
+import { parseDuration, type ParsedArgs } from '../kit/flags.js';
+import { defineCommand, type CommandContext } from '../kit/program.js';
+import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
 
-const KINDS: readonly BenchKind[] = ['throughput', 'sweep', 'csweep', 'rate'];
-const ARRIVALS: readonly Arrival[] = ['poisson', 'constant'];
-const TOKENIZERS: readonly TokenizerName[] = ['o200k_base', 'cl100k_base', 'p50k_base', 'r50k_base', 'usage'];
-const FORMATS = ['table', 'json'] as const;
-
-/** Where the module is by default, next to this file in the build; the variable points elsewhere (tests, packagers). */
-const MODULE_ENV = 'ACTORCTL_BENCH_MODULE';
 const API_KEY_ENV = 'OPENAI_API_KEY';
 
 /** `ttft=200ms,tpot=50ms,e2e=5s`. */
@@ -43,7 +35,7 @@ function slo(value: string | undefined): Slo {
 
 interface BenchFlags {
   config: BenchConfig;
-  format: (typeof FORMATS)[number];
+  view: RowView;
   output: string | undefined;
 }
 
@@ -59,7 +51,7 @@ function benchFlags(args: ParsedArgs): BenchFlags {
   // Credentials in a URL would sit in argv and in the report; the key has its own way in.
   if (url.username || url.password) throw new InvalidInputError('--url must not contain credentials', { hint: `pass the key in $${API_KEY_ENV}` });
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`invalid --url ${JSON.stringify(text)}: use http:// or https://`);
-  const kind = args.choice('--kind', KINDS);
+  const kind = args.choice('--kind', BENCH_KINDS);
   const rates = args.numbers('--rate', { min: 0, exclusive: true });
   if (kind === 'rate' && rates.length === 0) throw new InvalidInputError('--kind rate needs --rate R[,R...]');
   if ((kind === 'csweep' || kind === 'sweep') && rates.length > 0) throw new InvalidInputError(`--rate is not used by --kind ${kind}`, { hint: 'use --kind rate or throughput' });
@@ -91,29 +83,7 @@ function benchFlags(args: ParsedArgs): BenchFlags {
     slo: slo(args.text('--slo')),
     seed: args.number('--seed', 1, { integer: true }),
   };
-  return { config, format: args.choice('--format', FORMATS), output: args.text('--output') };
-}
-
-async function loadModule(env: NodeJS.ProcessEnv, log: Logger): Promise<typeof Loadgen> {
-  const override = env[MODULE_ENV];
-  const location = override ? pathToFileURL(resolve(override)) : new URL('../../bench/loadgen/index.js', import.meta.url);
-  try {
-    return (await import(location.href)) as typeof Loadgen;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
-    const message = (error as Error).message;
-    log.debug(message);
-    const path = fileURLToPath(location);
-    if (!message.startsWith(`Cannot find module '${path}'`)) {
-      // The module is there but something it imports is not (a package left out of node_modules).
-      throw new UnavailableError(`module 'bench/loadgen' cannot load: ${message.split('\n')[0]}`, {
-        hint: 'install the dependencies: `npm install` in the agent-infra checkout',
-      });
-    }
-    throw new UnavailableError(`module 'bench/loadgen' not found: the load generator is optional and not installed here (looked for ${path})`, {
-      hint: 'install it with the default build: `npm run build` (tsc -p .) in the agent-infra checkout writes dist/bench/loadgen/',
-    });
-  }
+  return { config, view: rowView(args), output: args.text('--output') };
 }
 
 /** Checked before the run, so that a typo in --output does not cost a whole benchmark. */
@@ -133,17 +103,78 @@ function writeReport(path: string, report: BenchReport): void {
   }
 }
 
+/** Phase rows: tables show rounded figures (`-` for what was not measured), the other formats the numbers. */
+const PHASE_COLUMNS: Column[] = [
+  { key: 'phase' },
+  { key: 'ok' },
+  { key: 'err' },
+  { key: 'requests_per_s', title: 'req/s' },
+  { key: 'ttft_p50_ms', title: 'ttft p50' },
+  { key: 'ttft_p99_ms', title: 'ttft p99' },
+  { key: 'tpot_mean_ms', title: 'tpot mean' },
+  { key: 'itl_p50_ms', title: 'itl p50' },
+  { key: 'e2e_p50_ms', title: 'e2e p50' },
+  { key: 'e2e_p99_ms', title: 'e2e p99' },
+  { key: 'output_tokens_per_s', title: 'out tok/s' },
+  { key: 'total_tokens_per_s', title: 'total tok/s' },
+];
+const GOODPUT_COLUMN: Column = { key: 'goodput_per_s', title: 'goodput/s' };
+/** Tables say the errors below the rows; the other formats carry them in each row. */
+const ERRORS_COLUMN: Column = { key: 'errors' };
+
+function phaseRows(report: BenchReport, table: boolean): Row[] {
+  const figure = (value: number | undefined, digits = 1): Row[string] => {
+    if (!table) return value ?? null;
+    return value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(digits);
+  };
+  const ms = (summary: LatencySummary | null, stat: 'p50' | 'p99' | 'mean'): Row[string] => figure(summary?.[stat]);
+  return report.phases.map((p) => ({
+    phase: p.name,
+    ok: p.requests.succeeded,
+    err: p.requests.failed,
+    requests_per_s: figure(p.throughput.requests_per_s, 2),
+    ttft_p50_ms: ms(p.latency_ms.ttft, 'p50'),
+    ttft_p99_ms: ms(p.latency_ms.ttft, 'p99'),
+    tpot_mean_ms: ms(p.latency_ms.tpot, 'mean'),
+    itl_p50_ms: ms(p.latency_ms.itl, 'p50'),
+    e2e_p50_ms: ms(p.latency_ms.e2e, 'p50'),
+    e2e_p99_ms: ms(p.latency_ms.e2e, 'p99'),
+    output_tokens_per_s: figure(p.throughput.output_tokens_per_s),
+    total_tokens_per_s: figure(p.throughput.total_tokens_per_s),
+    goodput_per_s: figure(p.goodput?.requests_per_s, 2),
+    errors: p.errors,
+  }));
+}
+
+function printReport(ctx: CommandContext, view: RowView, report: BenchReport): void {
+  if (view.format === 'json') {
+    ctx.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    return;
+  }
+  const table = view.format === 'table';
+  const goodput = report.phases.some((p) => p.goodput !== null) ? [GOODPUT_COLUMN] : [];
+  printRows(ctx, view, [...PHASE_COLUMNS, ...goodput, ...(table ? [] : [ERRORS_COLUMN])], phaseRows(report, table), 'no phase measured');
+  if (!table) return;
+  let notes = '(latencies in ms)\n';
+  for (const p of report.phases) {
+    const kinds = Object.entries(p.errors);
+    if (kinds.length) notes += `errors in ${p.name}: ${kinds.map(([k, n]) => `${k} ${n}`).join(', ')}\n`;
+  }
+  const c = report.client;
+  ctx.stdout.write(`${notes}total ${report.duration_s}s · ${c.requests} requests · client CPU ${c.cpu_ms_per_request} ms/request\n`);
+}
+
 export const benchCommand = defineCommand({
   name: 'bench <model>',
-  description: 'load-test a chat-completions endpoint (optional module bench/loadgen)',
+  description: 'load-test a chat-completions endpoint',
   options: [
     { flags: '--url <base URL>', description: 'server base URL; requests go to <url>/v1/chat/completions' },
     { flags: '--api-key <key>', description: `bearer token (prefer $${API_KEY_ENV}, which keeps it out of the process list)` },
-    { flags: '--kind <kind>', description: 'throughput | sweep | csweep | rate', default: 'throughput' },
+    { flags: '--kind <kind>', description: BENCH_KINDS.join(' | '), default: 'throughput' },
     { flags: '--concurrency <n>', description: 'closed-loop virtual users (csweep: the largest level)', default: 16 },
     { flags: '--concurrency-levels <list>', description: 'csweep levels, e.g. 1,8,64 (default 1,2,4,... up to --concurrency)' },
     { flags: '--rate <req/s>', description: 'open-loop arrival rate; --kind rate takes a list 1,2,4' },
-    { flags: '--arrival <process>', description: 'open-loop arrivals: poisson | constant', default: 'poisson' },
+    { flags: '--arrival <process>', description: `open-loop arrivals: ${ARRIVALS.join(' | ')}`, default: 'poisson' },
     { flags: '--num-rates <n>', description: 'sweep: rate phases after the throughput discovery', default: 10 },
     { flags: '--duration <time>', description: 'per phase, e.g. 30s, 2m (default 60s unless --num-requests)' },
     { flags: '--warmup <time>', description: 'unmeasured load before the first phase', default: '0s' },
@@ -156,23 +187,23 @@ export const benchCommand = defineCommand({
     { flags: '--output-tokens <n>', description: 'max_tokens per request, mean', default: 128 },
     { flags: '--output-spread <n>', description: 'max_tokens per request, standard deviation', default: 0 },
     { flags: '--prompts <file>', description: 'JSONL ({prompt} or {messages}) or ShareGPT prompts instead of synthetic ones' },
-    { flags: '--tokenizer <name>', description: 'o200k_base | cl100k_base | p50k_base | r50k_base | usage (server counts)', default: 'o200k_base' },
+    { flags: '--tokenizer <name>', description: `${TOKENIZERS.join(' | ')} (usage: the server's counts)`, default: 'o200k_base' },
     { flags: '--slo <limits>', description: 'goodput limits, e.g. ttft=500ms,tpot=50ms,e2e=10s' },
     { flags: '--seed <n>', description: 'seed of prompts and Poisson arrivals', default: 1 },
     { flags: '--output <file>', description: 'write the JSON report here' },
-    { flags: '--format <format>', description: 'stdout: table | json (the report)', default: 'table' },
+    { ...FORMAT_OPTIONS[0]!, description: 'table | jsonl | csv: one row per phase; json: the whole report' },
+    ...FORMAT_OPTIONS.slice(1),
   ],
   examples: [
     'actorctl bench my-model --url http://localhost:8000 --concurrency 32 --duration 60s',
     'actorctl bench my-model --url http://localhost:8000 --kind rate --rate 1,2,4,8 --duration 30s --output report.json',
   ],
   flags: benchFlags,
-  async run(ctx, { config, format, output }) {
+  async run(ctx, { config, view, output }) {
     if (output !== undefined) await checkWritable(output);
-    const loadgen = await loadModule(process.env, ctx.log);
-    const report = await loadgen.runBenchmark(config, { stderr: ctx.stderr, log: ctx.log, signal: ctx.signal, toolVersion: installation().version });
+    const report = await runBenchmark(config, { stderr: ctx.stderr, log: ctx.log, signal: ctx.signal, toolVersion: installation().version });
     if (output !== undefined) writeReport(output, report);
-    ctx.stdout.write(format === 'json' ? `${JSON.stringify(report, null, 2)}\n` : loadgen.renderReportTable(report));
+    printReport(ctx, view, report);
     if (ctx.signal.aborted) throw ctx.signal.reason;
     const phases = report.phases;
     if (phases.length > 0 && phases.every((p) => p.requests.succeeded === 0)) {

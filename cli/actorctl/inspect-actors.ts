@@ -1,37 +1,92 @@
-/** `actorctl inspect actors`: named actors across the cluster, or on one node. */
-import { defineCommand } from '../kit/program.js';
+/** `actorctl inspect actors`: named actors across the cluster, or the actors of one node. */
 import { InvalidInputError } from '../../lib/errors.js';
-import { COMMON_OPTIONS, SEEDS_OPTION, inspectOptions, runInspection } from './inspect-common.js';
+import { columnsOf, type Column, type Row } from '../../lib/output.js';
+import { inspectActors, inspectNodeActors, type ActorPlacement, type ActorsOptions } from '../../framework/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
+import { defineCommand, type CommandContext } from '../kit/program.js';
+import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
+import { INSPECT_OPTIONS, SEEDS_OPTION, inspectOptions, nodeAddress, warnFailures } from './common.js';
+
+interface ActorsFlags {
+  /** One node to list instead of the cluster. */
+  endpoint: string | undefined;
+  query: ActorsOptions;
+  view: RowView;
+}
+
+function flags(args: ParsedArgs): ActorsFlags {
+  const endpoint = nodeAddress(args, '--endpoint', { lenient: true });
+  if (endpoint !== undefined && args.given('--seeds')) throw new InvalidInputError('--endpoint and --seeds exclude each other', { hint: 'give one node with --endpoint, or the cluster with --seeds' });
+  if (endpoint === undefined && !args.given('--seeds')) throw new InvalidInputError('inspect actors needs --seeds or --endpoint');
+  const top = args.number('--top', undefined, { integer: true, min: 1 });
+  const filter = args.text('--filter');
+  return {
+    endpoint,
+    query: {
+      ...inspectOptions(args, endpoint === undefined),
+      all: args.bool('--all_actors', false),
+      ...(filter === undefined ? {} : { filter }),
+      ...(top === undefined ? {} : { top }),
+    },
+    view: rowView(args),
+  };
+}
+
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** What a table shows of one node's actors; the other formats get these fields and then whatever else the actors report. */
+const NODE_TABLE: Column[] = [{ key: 'name' }, { key: 'type' }, { key: 'actor_id' }, { key: 'class' }, { key: 'module' }];
+const NODE_FIELDS: Column[] = [{ key: 'name' }, { key: 'type' }, { key: 'actor_id' }, { key: 'class' }, { key: 'status' }];
+
+async function printNode(ctx: CommandContext, endpoint: string, { query, view }: ActorsFlags): Promise<void> {
+  const actors = await inspectNodeActors(endpoint, query);
+  const table = view.format === 'table';
+  const rows: Row[] = actors.map((a) => (table ? { ...a, module: a.module ?? '' } : { ...a }));
+  const extra = columnsOf(rows).filter((c) => !NODE_FIELDS.some((f) => f.key === c.key));
+  printRows(ctx, view, table ? NODE_TABLE : [...NODE_FIELDS, ...extra], rows, 'no actors found');
+  if (table && rows.length) ctx.stdout.write(`(${plural(rows.length, 'actor')} on ${endpoint})\n`);
+}
+
+/** Tables shorten ids (`<node>:<actor>`, 8 characters each) and lists; the other formats give them whole. */
+function placementRow(actor: ActorPlacement, table: boolean): Row {
+  const { name, instances } = actor;
+  if (!table) return { name, instances: instances.length, nodes: instances.map((i) => i.node_id), actor_ids: instances.map((i) => i.actor_id) };
+  const [first] = instances;
+  const id = first ? `${first.node_id.slice(0, 8)}:${first.actor_id.slice(0, 8)}` : '';
+  const nodes = instances.slice(0, 5).map((i) => i.node_id.slice(0, 8)).join(', ');
+  return {
+    name,
+    actor_id: instances.length > 1 ? `${id} (+${instances.length - 1} more)` : id,
+    instances: instances.length,
+    nodes: instances.length > 5 ? `${nodes} ... (+${instances.length - 5} more)` : nodes,
+  };
+}
+
+async function printCluster(ctx: CommandContext, { query, view }: ActorsFlags): Promise<void> {
+  const { nodes, actors, failures } = await inspectActors(query);
+  warnFailures(ctx, failures);
+  const table = view.format === 'table';
+  const columns: Column[] = table
+    ? [{ key: 'name' }, { key: 'actor_id', title: 'actor id (node:local)' }, { key: 'instances' }, { key: 'nodes' }]
+    : [{ key: 'name' }, { key: 'instances' }, { key: 'nodes' }, { key: 'actor_ids' }];
+  printRows(ctx, view, columns, actors.map((a) => placementRow(a, table)), 'no actors found');
+  const instances = actors.reduce((n, a) => n + a.instances.length, 0);
+  if (table && actors.length) ctx.stdout.write(`(${plural(actors.length, 'actor')}, ${plural(instances, 'instance')} on ${plural(nodes, 'node')})\n`);
+}
 
 export const inspectActorsCommand = defineCommand({
   name: 'inspect actors',
-  description: 'show named actors and their instances across the cluster (--seeds) or on one node (--endpoint)',
+  description: 'show named actors and their instances across the cluster (--seeds) or the actors of one node (--endpoint)',
   options: [
     SEEDS_OPTION,
     { flags: '--endpoint <addr>', description: 'one node to list the actors of, instead of --seeds' },
     { flags: '--top <n>', description: 'show the N actors with the most instances' },
     { flags: '--filter <str>', description: 'keep actor names containing this (case-insensitive)' },
     { flags: '--all_actors <bool>', description: 'True: include system and unnamed actors', default: 'False' },
-    ...COMMON_OPTIONS,
+    ...INSPECT_OPTIONS,
+    ...FORMAT_OPTIONS,
   ],
-  examples: ['actorctl inspect actors --seeds 127.0.0.1:8000 --top 10', 'actorctl inspect actors --endpoint 127.0.0.1:8000 --all_actors True'],
-  flags: (args) => args,
-  async run(ctx, args) {
-    const { inspectActors, normalizeAddr } = await import('../../framework/core/inspect.js');
-    const endpoint = args.text('--endpoint');
-    if (endpoint !== undefined && args.given('--seeds')) throw new InvalidInputError('--endpoint and --seeds exclude each other', { hint: 'give one node with --endpoint, or the cluster with --seeds' });
-    if (endpoint === undefined && !args.given('--seeds')) throw new InvalidInputError('inspect actors needs --seeds or --endpoint');
-    const common = await inspectOptions(ctx, args, endpoint === undefined);
-    const top = args.number('--top', undefined, { integer: true, min: 1 });
-    const filter = args.text('--filter');
-    return runInspection(ctx, () =>
-      inspectActors({
-        ...common,
-        ...(endpoint === undefined ? {} : { endpoint: normalizeAddr(endpoint) }),
-        ...(top === undefined ? {} : { top }),
-        ...(filter === undefined ? {} : { filter }),
-        all: args.bool('--all_actors', false),
-      }),
-    );
-  },
+  examples: ['actorctl inspect actors --seeds 127.0.0.1:8000 --top 10', 'actorctl inspect actors --endpoint 127.0.0.1:8000 --all_actors True --format json'],
+  flags,
+  run: (ctx, f) => (f.endpoint === undefined ? printCluster(ctx, f) : printNode(ctx, f.endpoint, f)),
 });

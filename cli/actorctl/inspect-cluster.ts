@@ -1,16 +1,36 @@
-/** `actorctl inspect cluster`: members of a cluster and their status. */
+/** `actorctl inspect cluster`: the members of a cluster and their status. */
+import type { Column } from '../../lib/output.js';
+import { inspectCluster, type InspectOptions } from '../../framework/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
-import { COMMON_OPTIONS, SEEDS_OPTION, inspectOptions, runInspection } from './inspect-common.js';
+import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
+import { INSPECT_OPTIONS, SEEDS_OPTION, inspectOptions } from './common.js';
+
+interface ClusterFlags {
+  inspect: InspectOptions;
+  view: RowView;
+}
+
+function flags(args: ParsedArgs): ClusterFlags {
+  return { inspect: inspectOptions(args), view: rowView(args) };
+}
+
+const COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'addr' }, { key: 'status' }];
 
 export const inspectClusterCommand = defineCommand({
   name: 'inspect cluster',
-  description: 'show the members of a cluster: totals, a status summary and the member list',
-  options: [SEEDS_OPTION, ...COMMON_OPTIONS],
-  examples: ['actorctl inspect cluster --seeds 127.0.0.1:8000'],
-  flags: (args) => args,
-  async run(ctx, args) {
-    const { inspectCluster } = await import('../../framework/core/inspect.js');
-    const common = await inspectOptions(ctx, args);
-    return runInspection(ctx, () => inspectCluster(common));
+  description: 'show the members of a cluster with their status (Alive first), and the totals by status',
+  options: [SEEDS_OPTION, ...INSPECT_OPTIONS, ...FORMAT_OPTIONS],
+  examples: ['actorctl inspect cluster --seeds 127.0.0.1:8000', 'actorctl inspect cluster --seeds 127.0.0.1:8000 --format json'],
+  flags,
+  async run(ctx, { inspect, view }) {
+    ctx.log.info(`connecting to the cluster via seeds ${inspect.seeds.join(', ')}`);
+    const { seed, members } = await inspectCluster(inspect);
+    printRows(ctx, view, COLUMNS, members.map((m) => ({ ...m })));
+    if (view.format !== 'table') return;
+    const counts = new Map<string, number>();
+    for (const m of members) counts.set(m.status, (counts.get(m.status) ?? 0) + 1);
+    const byStatus = [...counts].sort(([a], [b]) => a.localeCompare(b)).map(([status, n]) => `${status} ${n}`);
+    ctx.stdout.write(`(${members.length} members, ${counts.get('Alive') ?? 0} alive; ${byStatus.join(', ')}; as ${seed} sees them)\n`);
   },
 });

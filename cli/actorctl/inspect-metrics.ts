@@ -1,16 +1,48 @@
-/** `actorctl inspect metrics`: each Alive node's Prometheus metrics, raw or summarised. */
+/** `actorctl inspect metrics`: each Alive node's Prometheus metrics, raw or the key series. */
+import type { Column } from '../../lib/output.js';
+import { inspectMetrics, type InspectOptions } from '../../framework/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
-import { COMMON_OPTIONS, SEEDS_OPTION, inspectOptions, runInspection } from './inspect-common.js';
+import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
+import { INSPECT_OPTIONS, SEEDS_OPTION, inspectOptions, warnFailures } from './common.js';
+
+interface MetricsFlags {
+  inspect: InspectOptions;
+  /** Every series (as each node's text, in a table), or only the key series. */
+  raw: boolean;
+  view: RowView;
+}
+
+function flags(args: ParsedArgs): MetricsFlags {
+  return { inspect: inspectOptions(args), raw: args.bool('--raw', true), view: rowView(args) };
+}
+
+/** A table needs no address beside the node id; the other formats carry both. */
+const TABLE_COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'series' }, { key: 'value' }];
+const ROW_COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'addr' }, { key: 'series' }, { key: 'value' }];
 
 export const inspectMetricsCommand = defineCommand({
   name: 'inspect metrics',
   description: "show each Alive node's metrics (--raw False: only the key series)",
-  options: [SEEDS_OPTION, { flags: '--raw <bool>', description: 'True: full Prometheus text; False: key metrics only', default: 'True' }, ...COMMON_OPTIONS],
-  examples: ['actorctl inspect metrics --seeds 127.0.0.1:8000 --raw False'],
-  flags: (args) => args,
-  async run(ctx, args) {
-    const { inspectMetrics } = await import('../../framework/core/inspect.js');
-    const common = await inspectOptions(ctx, args);
-    return runInspection(ctx, () => inspectMetrics({ ...common, raw: args.bool('--raw', true) }));
+  options: [
+    SEEDS_OPTION,
+    { flags: '--raw <bool>', description: 'True: every series (a table shows each node\'s Prometheus text); False: the key series', default: 'True' },
+    ...INSPECT_OPTIONS,
+    ...FORMAT_OPTIONS,
+  ],
+  examples: ['actorctl inspect metrics --seeds 127.0.0.1:8000 --raw False', 'actorctl inspect metrics --seeds 127.0.0.1:8000 --format jsonl'],
+  flags,
+  async run(ctx, { inspect, raw, view }) {
+    const { nodes, failures } = await inspectMetrics({ ...inspect, keyOnly: !raw });
+    warnFailures(ctx, failures);
+    const table = view.format === 'table';
+    // For people, every series is best read as the text format itself, which tools such as promtool also read.
+    if (raw && table) {
+      for (const node of nodes) ctx.stdout.write(`# node ${node.node_id} (${node.addr})\n${node.text.trimEnd()}\n`);
+      return;
+    }
+    const rows = nodes.flatMap((node) => node.samples.map((s) => ({ node_id: node.node_id, addr: node.addr, series: s.series, value: s.value })));
+    printRows(ctx, view, table ? TABLE_COLUMNS : ROW_COLUMNS, rows, 'no key metrics found');
+    if (table) ctx.stdout.write('(key series only; --raw True shows every series)\n');
   },
 });

@@ -41,6 +41,12 @@ export interface CommandSpec<Flags = unknown> {
   examples?: string[];
   /** For commands that pass options through (e.g. `-- --key value`); off by default. */
   allowUnknownOptions?: boolean;
+  /**
+   * Options that --help lists beyond `options`, which depend on the command's arguments (`actor
+   * CLASS --help` lists the class's constructor parameters). Called only when this command's help
+   * is asked for, with the arguments after the command words (up to `--`).
+   */
+  helpOptions?(words: readonly string[]): Promise<OptionSpec[]>;
   /** Reads the command's options into one typed object; every check of a flag value happens here. */
   flags(args: ParsedArgs): Flags;
   run(ctx: CommandContext, flags: Flags): Promise<void> | void;
@@ -112,7 +118,7 @@ class Tool {
       // command): cac parses the arguments once per command it knows.
       const first = joined[firstPositional(joined)];
       const matched = first === undefined ? undefined : this.names.get(first);
-      const cli = this.buildCac(matched ? [matched] : this.spec.commands);
+      const cli = this.buildCac(matched ? [matched] : this.spec.commands, await this.helpOptions(joined));
       cli.parse(['node', this.spec.name, ...joined], { run: false });
       const options = cli.options as Record<string, unknown>;
       this.restoreLiteralValues(joined, options);
@@ -209,14 +215,24 @@ class Tool {
   /** The context handed to the command action that cac is about to call. */
   private pending: CommandContext | undefined;
 
-  private buildCac(commands: readonly CommandSpec[]): CAC {
+  /** What a command adds to its --help from its arguments, when its help is asked for. */
+  private async helpOptions(argv: readonly string[]): Promise<Map<CommandSpec, OptionSpec[]>> {
+    const end = argv.indexOf('--');
+    const words = end < 0 ? argv : argv.slice(0, end);
+    const at = firstPositional(words);
+    const spec = at < 0 ? undefined : this.names.get(words[at] ?? '');
+    if (!spec?.helpOptions || !words.some((w) => HELP_FLAGS.has(w))) return new Map();
+    return new Map([[spec, await spec.helpOptions(words.slice(at + 1))]]);
+  }
+
+  private buildCac(commands: readonly CommandSpec[], helpOptions: ReadonlyMap<CommandSpec, OptionSpec[]>): CAC {
     const cli = cac(this.spec.name);
     cli.option('-c, --config <file>', `configuration file (or $${configEnvVar(this.spec.name)})`);
     cli.option('--log-level <level>', `stderr diagnostics: ${LOG_LEVELS.join('|')} (default: warn)`);
     for (const spec of commands) {
       const command = cli.command(spec.name, spec.description);
       for (const alias of spec.aliases ?? []) command.alias(alias);
-      for (const option of spec.options ?? []) {
+      for (const option of [...(spec.options ?? []), ...(helpOptions.get(spec) ?? [])]) {
         command.option(option.flags, option.description, option.default === undefined ? undefined : { default: option.default });
       }
       for (const example of spec.examples ?? []) command.example(example);

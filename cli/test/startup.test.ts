@@ -23,7 +23,12 @@ const LIGHT_MODULES = [
   'pipelines/stats/reports.js',
   'daemon/index.js',
   'daemon/images/paths.js',
-  'framework/core/membership.js',
+  'framework/index.js',
+  'framework/core/address.js',
+  'framework/core/errors.js',
+  'framework/core/members.js',
+  'framework/node/inspect-types.js',
+  'framework/loadgen/types.js',
 ];
 /** The argument parser is the one package a tool needs before a command runs. */
 const LIGHT_PACKAGES = ['cac'];
@@ -42,7 +47,8 @@ async function runRecorded(tool: string, args: string[]): Promise<{ result: Tool
     .split('\n')
     .filter((url) => url.startsWith('file:'))
     .map((url) => relative(DIST_ROOT, fileURLToPath(url)))
-    .map((path) => path.replace(/^\.\.\/node_modules\/((?:@[^/]+\/)?[^/]+).*$/, 'node_modules/$1'));
+    // A package is named by its folder under any node_modules (a checkout may link node_modules elsewhere).
+    .map((path) => path.replace(/^(?:.*\/)?node_modules\/((?:@[^/]+\/)?[^/]+).*$/, 'node_modules/$1'));
   return { result, modules: [...new Set(modules)] };
 }
 

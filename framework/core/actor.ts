@@ -3,7 +3,7 @@
  * (constructor parameter schema, restart policy) that the system and `actorctl actor` read.
  */
 import { type TObject, Type } from '@sinclair/typebox';
-import type { ActorSystem } from './system.js';
+import type { ActorClass, ActorContext } from './context.js';
 
 /** How a failing actor is treated. `never`: a method's error goes to its caller and the instance keeps
  * running. `on-failure`: the error goes to the caller and the instance is rebuilt after a backoff. */
@@ -39,18 +39,6 @@ export const DEFAULT_OPTIONS: Omit<ActorMeta, 'params' | 'className'> = {
   mailboxCapacity: 256,
 };
 
-/** What a running actor knows about itself. */
-export interface ActorContext {
-  system: ActorSystem;
-  actorId: string;
-  name: string | undefined;
-  /**
-   * The signal of the call being handled: aborted when its caller cancels it or gives up (an abort,
-   * a timeout, or a CANCEL over the call channel). Outside a call it never aborts.
-   */
-  readonly signal: AbortSignal;
-}
-
 /** Base class for actors: override the hooks you need; every public method is callable by name. */
 export abstract class Actor {
   /** Set before `onStart`. */
@@ -62,9 +50,6 @@ export abstract class Actor {
     return {};
   }
 }
-
-/** The shape of any class the system can instantiate. */
-export type ActorClass<P = Record<string, unknown>> = new (params: P) => object;
 
 /** Marks a plain class (or an Actor subclass) as an actor class and records its options. */
 export function remote<C extends ActorClass<never>>(cls: C, options: ActorOptions = {}): C {

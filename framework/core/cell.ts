@@ -2,7 +2,8 @@
  * One running actor: its instance, its bounded mailbox (one message at a time, in order) and its
  * supervision (restart with exponential backoff, or stop after too many restarts).
  */
-import { callableMethods, type ActorContext, type ActorMeta } from './actor.js';
+import { callableMethods, type ActorMeta } from './actor.js';
+import type { ActorContext } from './context.js';
 import { ActorError } from './errors.js';
 
 export type CallMode = 'ask' | 'tell' | 'stream';

@@ -1,24 +1,24 @@
 /**
  * Finds an actor class from a class path `module.path.ClassName` and turns command-line words into
- * typed constructor parameters using the class's TypeBox schema.
+ * typed constructor parameters using the class's TypeBox schema. What the user gave wrong is an
+ * InvalidInputError naming it (and, for a class path, every place that was tried).
  */
 import { existsSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { TObject, TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { actorMeta, type ActorClass, type ActorMeta } from './actor.js';
+import { InvalidInputError } from '../../lib/errors.js';
+import { distPath } from '../../lib/install.js';
+import { actorMeta, type ActorMeta } from './actor.js';
+import type { ActorClass } from './context.js';
 
-/** dist/ of this build: module paths of this repository resolve under it. */
-const DIST_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** dist/ of this build: module paths of this repository resolve under it (also from the bundles in dist/bin/). */
+const DIST_ROOT = distPath();
 
-export class LoadError extends Error {
-  constructor(
-    message: string,
-    readonly tried: string[],
-  ) {
-    super(message);
-  }
+/** A class path that leads to no actor class: the hint lists every place tried. */
+function loadError(message: string, tried: string[]): InvalidInputError {
+  return new InvalidInputError(message, { hint: tried.length ? `tried: ${tried.join('; ')}` : 'example: framework.examples.Echo' });
 }
 
 export interface LoadedActorClass {
@@ -31,7 +31,7 @@ export interface LoadedActorClass {
 export async function loadActorClass(classPath: string): Promise<LoadedActorClass> {
   const parts = classPath.split('.');
   if (parts.length < 2 || parts.some((p) => !/^[A-Za-z_$@][\w$-]*$/.test(p))) {
-    throw new LoadError(`class path '${classPath}' must look like module.path.ClassName`, []);
+    throw loadError(`class path '${classPath}' must look like module.path.ClassName`, []);
   }
   const className = parts.pop()!;
   const modulePath = parts.join('/');
@@ -51,7 +51,7 @@ export async function loadActorClass(classPath: string): Promise<LoadedActorClas
     mod = (await import(modulePath)) as Record<string, unknown>;
   } catch (error) {
     tried.push(`node module '${modulePath}': ${(error as Error).message.split('\n')[0]}`);
-    throw new LoadError(`cannot import a module for '${classPath}'`, tried);
+    throw loadError(`cannot import a module for '${classPath}'`, tried);
   }
   return pickExport(mod, className, `node module '${modulePath}'`, classPath, tried);
 }
@@ -61,7 +61,7 @@ async function importOrExplain(url: string, shown: string, tried: string[]): Pro
     return (await import(url)) as Record<string, unknown>;
   } catch (error) {
     tried.push(`${shown}: import failed: ${(error as Error).message.split('\n')[0]}`);
-    throw new LoadError(`module for class path could not be imported`, tried);
+    throw loadError(`module for class path could not be imported`, tried);
   }
 }
 
@@ -70,17 +70,15 @@ function pickExport(mod: Record<string, unknown>, className: string, shown: stri
   if (value === undefined) {
     const exports = Object.keys(mod).filter((k) => actorMeta(mod[k]));
     tried.push(`${shown}: no export '${className}' (actor classes exported: ${exports.join(', ') || 'none'})`);
-    throw new LoadError(`no actor class '${className}' for '${classPath}'`, tried);
+    throw loadError(`no actor class '${className}' for '${classPath}'`, tried);
   }
   const meta = actorMeta(value);
   if (!meta) {
     tried.push(`${shown}: export '${className}' is a ${typeof value}, not an Actor subclass or a remote() class`);
-    throw new LoadError(`'${classPath}' is not an actor class`, tried);
+    throw loadError(`'${classPath}' is not an actor class`, tried);
   }
   return { cls: value as ActorClass<never>, meta, className, module: shown };
 }
-
-export class ParamError extends Error {}
 
 export interface ParamInfo {
   name: string;
@@ -122,7 +120,7 @@ const FALSE = new Set(['false', '0', 'no', 'n', 'off']);
 function coerce(name: string, s: TSchema, raw: string): unknown {
   const type = typeName(s);
   const bad = (what: string): never => {
-    throw new ParamError(`--${name}: '${raw}' is not ${what}`);
+    throw new InvalidInputError(`--${name}: '${raw}' is not ${what}`);
   };
   switch (type) {
     case 'string':
@@ -150,15 +148,15 @@ function coerce(name: string, s: TSchema, raw: string): unknown {
  * `--key value` pairs after `--` -> parameters. A value may start with `-` (negative numbers); a
  * boolean key alone means true; `--key=value` works too; `-` in keys reads as `_`.
  */
-export function parseParamWords(words: string[], schema: TObject): Record<string, unknown> {
+function parseParamWords(words: readonly string[], schema: TObject): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (let i = 0; i < words.length; ) {
     const word = words[i]!;
-    if (!word.startsWith('--') || word === '--') throw new ParamError(`expected --key after '--', got '${word}' (accepted parameters: ${accepted(schema)})`);
+    if (!word.startsWith('--') || word === '--') throw new InvalidInputError(`expected --key after '--', got '${word}' (accepted parameters: ${accepted(schema)})`);
     const eq = word.indexOf('=');
     const name = (eq < 0 ? word.slice(2) : word.slice(2, eq)).replaceAll('-', '_');
     const s = schema.properties[name];
-    if (!s) throw new ParamError(`unknown constructor parameter --${name} (accepted parameters: ${accepted(schema)})`);
+    if (!s) throw new InvalidInputError(`unknown constructor parameter --${name} (accepted parameters: ${accepted(schema)})`);
     let raw: string;
     if (eq >= 0) {
       raw = word.slice(eq + 1);
@@ -174,7 +172,7 @@ export function parseParamWords(words: string[], schema: TObject): Record<string
       }
     } else {
       const next = words[i + 1];
-      if (next === undefined) throw new ParamError(`--${name} needs a value (${typeName(s)})`);
+      if (next === undefined) throw new InvalidInputError(`--${name} needs a value (${typeName(s)})`);
       raw = next;
       i += 2;
     }
@@ -184,30 +182,34 @@ export function parseParamWords(words: string[], schema: TObject): Record<string
 }
 
 /** A JSON object of parameters (`-D actor.extra_kwargs=...`): unknown keys are refused too. */
-export function parseParamJson(text: string, schema: TObject): Record<string, unknown> {
+function parseParamJson(text: string, schema: TObject): Record<string, unknown> {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new ParamError(`actor.extra_kwargs is not JSON: ${(error as Error).message}`);
+    throw new InvalidInputError(`actor.extra_kwargs is not JSON: ${(error as Error).message}`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ParamError('actor.extra_kwargs must be a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new InvalidInputError('actor.extra_kwargs must be a JSON object');
   const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(value)) {
     const name = key.replaceAll('-', '_');
     const s = schema.properties[name];
-    if (!s) throw new ParamError(`unknown constructor parameter '${key}' in actor.extra_kwargs (accepted parameters: ${accepted(schema)})`);
+    if (!s) throw new InvalidInputError(`unknown constructor parameter '${key}' in actor.extra_kwargs (accepted parameters: ${accepted(schema)})`);
     out[name] = typeof v === 'string' && typeName(s) !== 'string' ? coerce(name, s, v) : v;
   }
   return out;
 }
 
-/** Applies defaults and checks every parameter against the schema. */
-export function finishParams(params: Record<string, unknown>, schema: TObject): Record<string, unknown> {
-  const full = Value.Default(schema, structuredClone(params)) as Record<string, unknown>;
+/**
+ * The constructor parameters of a class: the JSON objects of `-D actor.extra_kwargs` in order, then
+ * the `--key value` words after `--` (which win), with the schema's defaults, checked.
+ */
+export function actorParams(schema: TObject, given: { json: readonly string[]; words: readonly string[] }): Record<string, unknown> {
+  const params = Object.assign({}, ...given.json.map((text) => parseParamJson(text, schema)), parseParamWords(given.words, schema)) as Record<string, unknown>;
+  const full = Value.Default(schema, params) as Record<string, unknown>;
   const errors = [...Value.Errors(schema, full)];
   if (errors.length) {
-    throw new ParamError(
+    throw new InvalidInputError(
       `invalid constructor parameters: ${errors
         .slice(0, 5)
         .map((e) => `${e.path ? `--${e.path.slice(1)}` : '(object)'}: ${e.message}`)

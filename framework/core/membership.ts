@@ -10,66 +10,13 @@
  * A member that hears it is suspected or failed answers with Alive at a higher incarnation.
  * A new member id at an address already known (a restarted process) replaces the older one.
  */
+import { STATUSES, type MemberRecord, type MemberStatus, type MembershipTimers } from './members.js';
 import type { Transport } from './transport.js';
-
-export type MemberStatus = 'Alive' | 'Suspect' | 'Failed' | 'Left';
-export const STATUSES: MemberStatus[] = ['Alive', 'Suspect', 'Failed', 'Left'];
-
-/** A member as it travels between nodes. */
-export interface MemberRecord {
-  id: string;
-  addr: string;
-  status: MemberStatus;
-  inc: number;
-  /** Process start time (ms): tells which of two ids at one address is the newer process. */
-  started: number;
-  /** Named actors with an instance on that node. */
-  actors: string[];
-}
 
 interface Member extends MemberRecord {
   /** When this node last changed the member's status (local clock). */
   since: number;
 }
-
-export interface MembershipTimers {
-  /** Period of the probe loop; each round probes one member. */
-  probeIntervalMs: number;
-  /** Wait for a direct ack. */
-  probeTimeoutMs: number;
-  /** Members asked to probe indirectly when the direct probe fails. */
-  indirectProbes: number;
-  /** Wait for an indirect ack. */
-  indirectTimeoutMs: number;
-  /** Suspect -> Failed when not refuted within this time. */
-  suspectTimeoutMs: number;
-  /** Failed or Left members are forgotten after this time. */
-  removeAfterMs: number;
-  /** Period of the full-table push-pull exchange. */
-  syncIntervalMs: number;
-  /** Retry period while no seed answers. */
-  joinRetryMs: number;
-  /** An update rides on this many times log2(n+1) messages. */
-  retransmitMult: number;
-}
-
-/** Defaults: a killed node is Suspect within about 1-2 s and Failed within about 10 s. */
-export const DEFAULT_TIMERS: MembershipTimers = {
-  probeIntervalMs: 500,
-  probeTimeoutMs: 300,
-  indirectProbes: 3,
-  indirectTimeoutMs: 600,
-  suspectTimeoutMs: 8000,
-  removeAfterMs: 60_000,
-  syncIntervalMs: 5000,
-  joinRetryMs: 1000,
-  retransmitMult: 4,
-};
-
-/** `-D cluster.<key>=<value>` settings by timer: `probeIntervalMs` is `cluster.probe_interval_ms`. */
-export const TIMER_SETTING_KEYS: ReadonlyMap<string, keyof MembershipTimers> = new Map(
-  (Object.keys(DEFAULT_TIMERS) as Array<keyof MembershipTimers>).map((k) => [`cluster.${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`, k]),
-);
 
 const MAX_PIGGYBACK = 12;
 export const SWIM_PATH = '/cluster/swim';

@@ -82,3 +82,20 @@ export class Histogram {
 export function gauge(name: string, help: string, samples: Array<[Labels, number]>): string {
   return [`# HELP ${name} ${help}`, `# TYPE ${name} gauge`, ...samples.map(([l, v]) => `${name}${labelText(l)} ${v}`)].join('\n');
 }
+
+/**
+ * The series every node counts (their names are an interface: dashboards and `actorctl inspect
+ * metrics` read them). Rendered in this order, after the gauges the observers compute.
+ */
+export function nodeMetrics() {
+  return {
+    messages: new Counter('actor_messages_total', 'Messages handled by actors of this node, by outcome'),
+    calls: new Counter('actor_calls_total', 'Calls sent by this node, by mode and locality'),
+    created: new Counter('actor_actors_created_total', 'Actors started on this node'),
+    stopped: new Counter('actor_actors_stopped_total', 'Actors stopped on this node'),
+    handling: new Histogram('actor_message_duration_seconds', 'Time an actor spent handling a message'),
+    latency: new Histogram('actor_ask_duration_seconds', 'Round trip of asks sent by this node, by locality'),
+    badRequests: new Counter('actor_bad_requests_total', 'Requests refused as malformed'),
+  };
+}
+export type NodeMetrics = ReturnType<typeof nodeMetrics>;

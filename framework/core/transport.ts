@@ -4,6 +4,7 @@
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { parseAddr } from './address.js';
 import { ActorError } from './errors.js';
 
 const { NGHTTP2_CANCEL } = http2.constants;
@@ -36,20 +37,6 @@ export interface RequestOptions {
  * default costs the bench nothing measurable.
  */
 const SESSION_WINDOW = 64 * 1024 * 1024;
-
-/** host:port -> [host, port]; IPv6 hosts in brackets. */
-export function parseAddr(addr: string): { host: string; port: number } {
-  const m = /^\[?([^\]]*?)\]?:(\d+)$/.exec(addr.trim());
-  const port = m ? Number(m[2]) : NaN;
-  if (!m || !m[1] || !Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new ActorError('bad-request', `address '${addr}' is not host:port`);
-  }
-  return { host: m[1], port };
-}
-
-export function formatAddr(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
 
 /** Reads a whole request/response body, refusing more than `limit` bytes. */
 export function readBody(stream: http2.Http2Stream, limit = MAX_BODY_BYTES): Promise<Buffer> {

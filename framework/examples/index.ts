@@ -3,7 +3,8 @@
  *   actorctl actor framework.examples.Echo --name echo -- --prefix "re: "
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { remote, type ActorContext } from '../core/actor.js';
+import { remote } from '../core/actor.js';
+import type { ActorContext } from '../core/context.js';
 
 const EchoParams = Type.Object({
   prefix: Type.String({ default: '', description: 'prepended to string arguments of echo' }),

@@ -3,11 +3,11 @@ import * as assert from 'uvu/assert';
 import { ActorSystem } from '../core/system.js';
 import { runTool } from '../../lib/testing/run-tool.js';
 import http2 from 'node:http2';
-import { FAST_CLIENT_TIMERS, clusterMembers, killAll, memberStatuses, parseInspectStatuses, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
+import { FAST_CLIENT_TIMERS, INSPECT_CLUSTER, clusterMembers, killAll, memberStatuses, parseInspectStatuses, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 
 /** Status of each member address as `actorctl inspect cluster` prints it. */
 async function inspectStatuses(seed: string): Promise<Map<string, string>> {
-  const r = await runTool('actorctl', ['inspect', 'cluster', '--seeds', seed, '--timeout', '2']);
+  const r = await runTool('actorctl', [...INSPECT_CLUSTER, '--seeds', seed, '--timeout', '2']);
   if (r.code !== 0) throw new Error(`inspect cluster exited ${r.code}: ${r.stderr}`);
   return parseInspectStatuses(r.stdout);
 }
@@ -126,10 +126,11 @@ test('inspect: exit 6 when no seed answers; best effort lists failing nodes', as
     assert.match(strict.stderr, '--best_effort True');
     const loose = await runTool('actorctl', ['inspect', 'actors', '--seeds', x.addr, '--timeout', '0.5', '--best_effort', 'True']);
     assert.is(loose.code, 0);
-    assert.match(loose.stdout, `Warning: Failed to query 1 node(s):`);
-    assert.match(loose.stdout, y.addr);
+    // The failing node is a diagnostic (stderr); the actors of the others are the result (stdout).
+    assert.match(loose.stderr, 'warn: failed to query 1 node(s): ');
+    assert.match(loose.stderr, y.addr);
     assert.match(loose.stdout, /^x\s/m);
-    assert.match(loose.stdout, 'Total: 1 unique actors, 1 instances');
+    assert.match(loose.stdout, '(1 actor, 1 instance on 1 node)');
   } finally {
     y.proc.kill('SIGKILL');
     x.proc.kill('SIGKILL');
@@ -144,19 +145,36 @@ test('inspect: exit 6 when no seed answers; best effort lists failing nodes', as
   assert.match(unknown.stderr, 'inspect');
 });
 
-test('inspect metrics, actors and watch show the cluster', async () => {
+test('inspect cluster, metrics, actors and watch show the cluster, as tables or rows for programs', async () => {
   const [a] = nodes as [NodeProcess];
+  const cluster = await runTool('actorctl', ['--log-level', 'info', 'inspect', 'cluster', '--seeds', a.addr]);
+  assert.is(cluster.code, 0, cluster.stderr);
+  assert.match(cluster.stdout, /^NODE_ID\s+ADDR\s+STATUS\n[0-9a-f]{32}\s+\S+\s+Alive\n/);
+  assert.match(cluster.stdout, new RegExp(`^\\(\\d+ members, \\d+ alive; Alive \\d+.*; as ${a.addr} sees them\\)$`, 'm'));
+  assert.match(cluster.stderr, `info: connecting to the cluster via seeds ${a.addr}`);
   const summary = await runTool('actorctl', ['inspect', 'metrics', '--seeds', a.addr, '--raw', 'False']);
   assert.is(summary.code, 0);
-  assert.match(summary.stdout, /actor_cluster_members\{node_id="[0-9a-f]{32}",status="Alive"\} \d/);
-  assert.match(summary.stdout, '(Use --raw True to see full metrics)');
+  assert.match(summary.stdout, /^[0-9a-f]{32}\s+actor_cluster_members\{node_id="[0-9a-f]{32}",status="Alive"\}\s+\d+$/m);
+  assert.match(summary.stdout, '(key series only; --raw True shows every series)');
   const raw = await runTool('actorctl', ['inspect', 'metrics', '--seeds', a.addr]);
+  assert.match(raw.stdout, new RegExp(`^# node [0-9a-f]{32} \\(${a.addr}\\)$`, 'm'));
   assert.match(raw.stdout, '# TYPE actor_message_duration_seconds histogram');
+  const rows = await runTool('actorctl', ['inspect', 'metrics', '--seeds', a.addr, '--format', 'jsonl']);
+  const samples = rows.stdout.trim().split('\n').map((line) => JSON.parse(line) as { node_id: string; addr: string; series: string; value: number });
+  assert.ok(samples.some((r) => r.addr === a.addr && r.series.startsWith('actor_message_duration_seconds_bucket{') && typeof r.value === 'number'), '--format jsonl has every sample');
   const endpoint = await runTool('actorctl', ['inspect', 'actors', '--endpoint', a.addr, '--all_actors', 'True']);
   assert.is(endpoint.code, 0);
   assert.match(endpoint.stdout, /^echo\s+user\s+[0-9a-f]{32}\s+Echo\s/m);
+  const placed = await runTool('actorctl', ['inspect', 'actors', '--seeds', a.addr, '--format', 'json']);
+  const echo = (JSON.parse(placed.stdout) as Array<{ name: string; instances: number; nodes: string[]; actor_ids: string[] }>).find((r) => r.name === 'echo');
+  assert.is(echo?.instances, echo?.nodes.length);
+  assert.is(echo?.actor_ids.length, echo?.instances);
   const filtered = await runTool('actorctl', ['inspect', 'actors', '--seeds', a.addr, '--filter', 'nothing-like-this']);
-  assert.match(filtered.stdout, 'No actors found.');
+  assert.match(filtered.stdout, '(no actors found)');
+  const once = await runTool('actorctl', ['inspect', 'watch', '--seeds', a.addr, '--kind', 'cluster', '--max_rounds', '1', '--format', 'jsonl']);
+  const changes = once.stdout.trim().split('\n').map((line) => JSON.parse(line) as { round: number; kind: string; subject: string; before: unknown; after: unknown });
+  assert.ok(changes.length > 1 && changes.every((c) => c.round === 1 && c.kind === 'cluster' && c.before === null), 'the first round lists everything as new');
+  assert.ok(changes.some((c) => c.subject === `${a.nodeId} (${a.addr})` && c.after === 'Alive'));
   const watch = runTool('actorctl', ['inspect', 'watch', '--seeds', a.addr, '--interval', '0.3', '--max_rounds', '8', '--kind', 'all']);
   await new Promise((r) => setTimeout(r, 700));
   const extra = await startNode({ name: 'extra', seeds: [a.addr] });

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DIST_ROOT } from '../../lib/testing/run-tool.js';
-import { FAST_TIMERS, killAll, parseInspectStatuses, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
+import { FAST_TIMERS, INSPECT_CLUSTER, killAll, parseInspectStatuses, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 
 const run = promisify(execFile);
 const PREFIX = `ai5-${process.pid}`;
@@ -60,7 +60,7 @@ function setup(): boolean {
 
 /** Member statuses by address, as `actorctl inspect cluster` prints them from inside namespace `x`. */
 async function view(x: string): Promise<Map<string, string>> {
-  const { stdout } = await run('ip', ['netns', 'exec', ns(x), process.execPath, join(DIST_ROOT, 'cli', 'actorctl.js'), 'inspect', 'cluster', '--seeds', `${ip(x)}:7000`, '--timeout', '2']);
+  const { stdout } = await run('ip', ['netns', 'exec', ns(x), process.execPath, join(DIST_ROOT, 'cli', 'actorctl.js'), ...INSPECT_CLUSTER, '--seeds', `${ip(x)}:7000`, '--timeout', '2']);
   return parseInspectStatuses(stdout);
 }
 

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http2 from 'node:http2';
 import { join } from 'node:path';
 import { DIST_ROOT } from '../../../lib/testing/run-tool.js';
-import { TIMER_SETTING_KEYS, type MembershipTimers } from '../../core/membership.js';
+import { TIMER_SETTING_KEYS, type MembershipTimers } from '../../core/members.js';
 
 /** Short membership timers so that failure detection takes about a second in tests (an in-process `ActorSystem`, a test's client). */
 export const FAST_CLIENT_TIMERS: Partial<MembershipTimers> = {
@@ -54,7 +54,8 @@ export interface NodeOptions {
 }
 
 export async function startNode(options: NodeOptions = {}): Promise<NodeProcess> {
-  const args = [join(DIST_ROOT, 'cli', 'actorctl.js'), 'actor', options.classPath ?? 'framework.examples.Echo', '--addr', options.addr ?? '127.0.0.1:0', '--name', options.name ?? 'echo'];
+  // At info level the node says what it loaded, how membership changes and how it stops (tests read output()).
+  const args = [join(DIST_ROOT, 'cli', 'actorctl.js'), '--log-level', 'info', 'actor', options.classPath ?? 'framework.examples.Echo', '--addr', options.addr ?? '127.0.0.1:0', '--name', options.name ?? 'echo'];
   if (options.seeds?.length) args.push('--seeds', options.seeds.join(','));
   for (const [k, v] of Object.entries(options.timers ?? FAST_TIMERS)) args.push('-D', `cluster.${k}=${v}`);
   if (options.params) args.push('--', ...options.params);
@@ -122,15 +123,13 @@ export async function memberStatuses(addr: string): Promise<Map<string, string>>
   return new Map((await clusterMembers(addr)).map((m) => [m.addr, m.status]));
 }
 
-/**
- * Member statuses by address from `actorctl inspect cluster` output: the table lists Alive members,
- * the indented lines below it the others with their status.
- */
+/** The arguments of `actorctl inspect cluster` whose output `parseInspectStatuses` reads. */
+export const INSPECT_CLUSTER = ['inspect', 'cluster', '--format', 'json'];
+
+/** Member statuses by address from `actorctl inspect cluster --format json` output. */
 export function parseInspectStatuses(stdout: string): Map<string, string> {
-  const statuses = new Map<string, string>();
-  for (const m of stdout.matchAll(/^([0-9a-f]{32})\s+(\S+)\s+(Alive)$/gm)) statuses.set(m[2]!, m[3]!);
-  for (const m of stdout.matchAll(/^ {2}([0-9a-f]{32}) \((\S+)\) - (\w+)$/gm)) statuses.set(m[2]!, m[3]!);
-  return statuses;
+  const members = JSON.parse(stdout) as Array<{ addr: string; status: string }>;
+  return new Map(members.map((m) => [m.addr, m.status]));
 }
 
 /** Polls `probe` until it returns a truthy value or `timeoutMs` passes. */

@@ -3,7 +3,8 @@
  * up or its call's signal (`context.signal`) aborts, and `counts` says how many of each happened.
  * Loaded by node processes as `framework.test.helpers.sleeper.Sleeper`.
  */
-import { remote, type ActorContext } from '../../core/actor.js';
+import { remote } from '../../core/actor.js';
+import type { ActorContext } from '../../core/context.js';
 
 class SleeperActor {
   context?: ActorContext;

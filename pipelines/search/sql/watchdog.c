@@ -39,7 +39,7 @@ typedef struct Watchdog {
   int pipe_write;
   int armed;
   pthread_t thread;
-  long long deadline_ms; /* CLOCK_MONOTONIC */
+  long long deadline_ns; /* CLOCK_MONOTONIC, the clock of Node's process.hrtime */
   struct sigaction previous_int;
   struct sigaction previous_term;
 } Watchdog;
@@ -47,10 +47,10 @@ typedef struct Watchdog {
 /* The armed watchdog, for the signal handler. */
 static Watchdog *volatile armed_watchdog;
 
-static long long now_ms(void) {
+static long long now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static void chain(const struct sigaction *previous, int sig, siginfo_t *info, void *context) {
@@ -87,7 +87,8 @@ static void *watch(void *arg) {
   Watchdog *w = (Watchdog *)arg;
   int stopping = 0;
   for (;;) {
-    long long left = w->deadline_ms - now_ms();
+    /* Rounded up: woken early, the caller would take the interrupt for a signal's. */
+    long long left = (w->deadline_ns - now_ns() + 999999) / 1000000;
     int timeout = stopping ? REPEAT_MS : (left <= 0 ? 0 : (left > 0x7fffffff ? 0x7fffffff : (int)left));
     struct pollfd pfd = {w->pipe_read, POLLIN, 0};
     int ready = poll(&pfd, 1, timeout);
@@ -95,6 +96,8 @@ static void *watch(void *arg) {
     if (ready > 0) {
       char wake;
       if (read(w->pipe_read, &wake, 1) == 1 && wake == WAKE_QUIT) return NULL;
+    } else if (!stopping && now_ns() < w->deadline_ns) {
+      continue; /* woken before the deadline */
     }
     stopping = 1;
     sqlite3_interrupt(w->db);
@@ -123,7 +126,7 @@ static void arm(sqlite3_context *context, int argc, sqlite3_value **argv) {
   }
   w->pipe_read = fds[0];
   w->pipe_write = fds[1];
-  w->deadline_ms = now_ms() + ms;
+  w->deadline_ns = now_ns() + ms * 1000000LL;
   if (pthread_create(&w->thread, NULL, watch, w) != 0) {
     close(fds[0]);
     close(fds[1]);

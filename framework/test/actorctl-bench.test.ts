@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { BenchReport, LatencySummary, PhaseReport } from '../loadgen/index.js';
+import type { BenchReport, LatencySummary, PhaseReport } from '../loadgen/types.js';
 import { DIST_ROOT, runTool, type ToolResult } from '../../lib/testing/run-tool.js';
-import { startSyntheticServer, type SyntheticConfig, type SyntheticServer } from './synthetic-server.js';
+import { startSyntheticServer, type SyntheticConfig, type SyntheticServer } from './helpers/synthetic-server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bench-cli-'));
 let reports = 0;
@@ -247,11 +247,17 @@ test('a stalled server is reported as timeouts, not waited on', async () => {
 test('kinds: csweep and rate run one phase per level, sweep discovers then sweeps rates', async () => {
   await withServer({ ttftMs: 20, itlMs: 2 }, async (server) => {
     const common = ['--output-tokens', '2', '--num-requests', '6'];
-    const csweep = await bench(server, ['--kind', 'csweep', '--concurrency-levels', '1,3', ...common]);
+    const csweep = await bench(server, ['--kind', 'csweep', '--concurrency-levels', '1,3', '--format', 'jsonl', ...common]);
     assert.is(csweep.code, 0, csweep.stderr);
     assert.equal(csweep.report?.phases.map((p) => [p.name, p.concurrency, p.requests.succeeded]), [['concurrency 1', 1, 6], ['concurrency 3', 3, 6]]);
-    const rate = await bench(server, ['--kind', 'rate', '--rate', '20,40', '--arrival', 'constant', ...common]);
+    // --format jsonl: one row per phase, with numbers.
+    const rows = csweep.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.equal(rows.map((r) => [r.phase, r.ok, r.err]), [['concurrency 1', 6, 0], ['concurrency 3', 6, 0]]);
+    assert.equal(rows.map((r) => r.requests_per_s), csweep.report?.phases.map((p) => p.throughput.requests_per_s));
+    const rate = await bench(server, ['--kind', 'rate', '--rate', '20,40', '--arrival', 'constant', '--format', 'csv', ...common]);
     assert.is(rate.code, 0, rate.stderr);
+    assert.match(rate.stdout, /^phase,ok,err,req\/s,ttft p50,/);
+    assert.is(rate.stdout.trim().split('\n').length, 3, 'a header and a line per phase');
     assert.equal(rate.report?.phases.map((p) => [p.mode, p.target_rate, p.requests.sent]), [['open', 20, 6], ['open', 40, 6]]);
     const sweep = await bench(server, ['--kind', 'sweep', '--concurrency', '2', '--num-rates', '2', ...common]);
     assert.is(sweep.code, 0, sweep.stderr);
@@ -352,7 +358,7 @@ test('bad input exits 2 naming the flag', async () => {
     [['--duration', '10 minutes'], 'invalid --duration "10 minutes"'],
     [['--slo', 'latency=1s'], 'invalid --slo "latency=1s"'],
     [['--tokenizer', 'llama'], 'invalid --tokenizer "llama"'],
-    [['--format', 'csv'], 'invalid --format "csv"'],
+    [['--format', 'xml'], 'invalid --format "xml"'],
   ];
   for (const [args, message] of cases) {
     const run = await bench('http://127.0.0.1:9', args);
@@ -382,23 +388,6 @@ test('an unreachable URL exits 6 before sending any load', async () => {
   assert.is(run.code, 6);
   assert.match(run.stderr, `cannot reach --url ${url}`);
   assert.is(run.report, undefined);
-});
-
-test('without the load-generator module, bench says so, how to install it, and exits 6', async () => {
-  const run = await bench('http://127.0.0.1:9', ['--num-requests', '1'], { ACTORCTL_BENCH_MODULE: join(dir, 'missing', 'index.js') });
-  assert.is(run.code, 6);
-  assert.match(run.stderr, "module 'bench/loadgen' not found");
-  assert.match(run.stderr, join(dir, 'missing', 'index.js'));
-  assert.match(run.stderr, 'hint: install it with the default build: `npm run build`');
-});
-
-test('a load-generator module whose own dependency is missing says which, and exits 6', async () => {
-  const broken = join(dir, 'broken-loadgen.mjs');
-  writeFileSync(broken, "import 'no-such-package-for-bench';\n");
-  const run = await bench('http://127.0.0.1:9', ['--num-requests', '1'], { ACTORCTL_BENCH_MODULE: broken });
-  assert.is(run.code, 6);
-  assert.match(run.stderr, "module 'bench/loadgen' cannot load: Cannot find package 'no-such-package-for-bench'");
-  assert.match(run.stderr, 'hint: install the dependencies: `npm install`');
 });
 
 test.after(() => rmSync(dir, { recursive: true, force: true }));

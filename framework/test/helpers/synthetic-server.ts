@@ -5,7 +5,7 @@
  * number so that tests know exactly how many of each error to expect.
  *
  * In-process: `startSyntheticServer(config)`. As a process (for benchmarks, so that its CPU is
- * not the client's): `node dist/bench/test/synthetic-server.js '<config JSON>'` prints
+ * not the client's): `node dist/framework/test/helpers/synthetic-server.js '<config JSON>'` prints
  * `listening <port>` and serves until killed; `GET /stats` then returns how many replies it
  * completed and the sums of their actual first- and last-token times.
  */

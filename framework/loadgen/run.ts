@@ -6,7 +6,6 @@ import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
-import { renderRows, type Row } from '../../lib/output.js';
 import { chatEndpoint, createPool, type Endpoint } from './client.js';
 import { PhaseStats, type PhaseLoad } from './metrics.js';
 import { filePrompts, loadTokenizer, syntheticPrompts, type Tokenizer } from './prompts.js';
@@ -203,34 +202,4 @@ function firstLoad(config: BenchConfig): PhaseLoad {
   if (rate !== undefined && (config.kind === 'throughput' || config.kind === 'rate')) return { name: `rate ${rate} req/s`, mode: 'open', rate, arrival: config.arrival };
   const c = config.kind === 'csweep' && config.concurrencyLevels.length ? (config.concurrencyLevels[0] as number) : config.concurrency;
   return { name: config.kind === 'sweep' ? `max throughput (${c} users)` : `concurrency ${c}`, mode: 'closed', concurrency: c };
-}
-
-/** The final table: one row per phase. */
-export function renderReportTable(report: BenchReport): string {
-  const ms = (v: number | undefined): string => (v === undefined ? '-' : fmt(v));
-  const rows: Row[] = report.phases.map((p) => ({
-    phase: p.name,
-    ok: p.requests.succeeded,
-    err: p.requests.failed,
-    'req/s': fmt(p.throughput.requests_per_s, 2),
-    'ttft p50': ms(p.latency_ms.ttft?.p50),
-    'ttft p99': ms(p.latency_ms.ttft?.p99),
-    'tpot mean': ms(p.latency_ms.tpot?.mean),
-    'itl p50': ms(p.latency_ms.itl?.p50),
-    'e2e p50': ms(p.latency_ms.e2e?.p50),
-    'e2e p99': ms(p.latency_ms.e2e?.p99),
-    'out tok/s': fmt(p.throughput.output_tokens_per_s),
-    'total tok/s': fmt(p.throughput.total_tokens_per_s),
-    ...(p.goodput ? { 'goodput/s': fmt(p.goodput.requests_per_s, 2) } : {}),
-  }));
-  const columns = Object.keys(rows[0] ?? { phase: '' }).map((key) => ({ key }));
-  let out = renderRows(rows, columns, 'table');
-  out += '(latencies in ms)\n';
-  for (const p of report.phases) {
-    const kinds = Object.entries(p.errors);
-    if (kinds.length) out += `errors in ${p.name}: ${kinds.map(([k, n]) => `${k} ${n}`).join(', ')}\n`;
-  }
-  const c = report.client;
-  out += `total ${report.duration_s}s · ${c.requests} requests · client CPU ${c.cpu_ms_per_request} ms/request\n`;
-  return out;
 }

@@ -1,15 +1,17 @@
 /**
- * The contract between `actorctl bench` (which parses the command line) and the optional load
- * generator module. Types only: the CLI imports them statically (erased at build time) and
- * still runs, and can say "module not found", when the module itself is absent.
+ * What the load generator behind `actorctl bench` takes and returns, and the choices of its
+ * options: types and constants only, so that the command line's --help loads nothing of it.
  */
 
-export type BenchKind = 'throughput' | 'sweep' | 'csweep' | 'rate';
+export const BENCH_KINDS = ['throughput', 'sweep', 'csweep', 'rate'] as const;
+export type BenchKind = (typeof BENCH_KINDS)[number];
 
-export type Arrival = 'poisson' | 'constant';
+export const ARRIVALS = ['poisson', 'constant'] as const;
+export type Arrival = (typeof ARRIVALS)[number];
 
 /** gpt-tokenizer encodings, or `usage` to take counts from the server's `usage` object only. */
-export type TokenizerName = 'o200k_base' | 'cl100k_base' | 'p50k_base' | 'r50k_base' | 'usage';
+export const TOKENIZERS = ['o200k_base', 'cl100k_base', 'p50k_base', 'r50k_base', 'usage'] as const;
+export type TokenizerName = (typeof TOKENIZERS)[number];
 
 /** A normal distribution of token counts, clamped to at least 1. */
 export interface TokenTarget {

@@ -1,0 +1,54 @@
+/**
+ * What the actorctl commands share: node addresses given on the command line (`--addr`, `--seeds`,
+ * `--endpoint`), and the options of the inspect commands with what they report on stderr.
+ */
+import { InvalidInputError } from '../../lib/errors.js';
+import { DEFAULT_NODE_PORT, normalizeAddr, parseAddr, type InspectOptions, type NodeFailure } from '../../framework/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
+import type { CommandContext, OptionSpec } from '../kit/program.js';
+
+/** One address of a node, `host:port`; inspect also takes a bare host (port 8000) or an http:// URL (`lenient`). */
+export function nodeAddress(args: ParsedArgs, long: string, { lenient = false } = {}): string | undefined {
+  const text = args.text(long);
+  return text === undefined ? undefined : checkedAddress(args, long, text, lenient);
+}
+
+/** A comma-separated list of node addresses (`--seeds`), each checked like `nodeAddress`. */
+export function nodeAddresses(args: ParsedArgs, long: string, { lenient = false } = {}): string[] {
+  const words = (args.text(long) ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return words.map((word) => checkedAddress(args, long, word, lenient));
+}
+
+function checkedAddress(args: ParsedArgs, long: string, word: string, lenient: boolean): string {
+  const addr = lenient ? normalizeAddr(word) : word;
+  try {
+    parseAddr(addr);
+  } catch {
+    throw new InvalidInputError(`${args.display(long)}: '${word}' is not host:port`);
+  }
+  return addr;
+}
+
+export const SEEDS_OPTION: OptionSpec = { flags: '--seeds <addrs>', description: `comma-separated node addresses (host:port; port ${DEFAULT_NODE_PORT} when omitted)` };
+
+export const INSPECT_OPTIONS: OptionSpec[] = [
+  { flags: '--timeout <seconds>', description: 'request timeout', default: '10.0' },
+  { flags: '--best_effort <bool>', description: 'True: list failing nodes and show the rest', default: 'False' },
+];
+
+/** `--seeds` (required unless `seedsRequired` is false), `--timeout` and `--best_effort`. */
+export function inspectOptions(args: ParsedArgs, seedsRequired = true): InspectOptions {
+  const seeds = nodeAddresses(args, '--seeds', { lenient: true });
+  if (seedsRequired && seeds.length === 0) throw new InvalidInputError('--seeds needs at least one address (host:port)');
+  return {
+    seeds,
+    timeoutMs: args.number('--timeout', 10, { min: 0.001 }) * 1000,
+    bestEffort: args.bool('--best_effort', false),
+  };
+}
+
+/** With --best_effort, the members that did not answer are named on stderr and the rest is shown. */
+export function warnFailures(ctx: CommandContext, failures: readonly NodeFailure[]): void {
+  if (failures.length === 0) return;
+  ctx.log.warn(`failed to query ${failures.length} node(s): ${failures.map((f) => `${f.node_id} (${f.addr}): ${f.error}`).join('; ')}`);
+}

@@ -1,0 +1,85 @@
+/**
+ * The framework's engine: the one module the command line (and anything else outside framework/)
+ * imports. Constants and types are exported as they are; each operation loads its implementation
+ * on first use, so that loading the tool (for --help, or another command) costs nothing of the
+ * actor system, the inspect client or the load generator.
+ *
+ * Operations take typed arguments and return results (a running system, what inspect found, a
+ * benchmark report); they never parse flags or render.
+ */
+import type { TObject } from '@sinclair/typebox';
+import type { LoadedActorClass, ParamInfo } from './core/loader.js';
+import type { ActorSystem, SystemOptions } from './core/system.js';
+import type { ActorsOptions, ClusterActors, ClusterMetrics, ClusterView, InspectOptions, WatchOptions, WatchRound } from './node/inspect-types.js';
+import type { ActorEntry } from './node/observed.js';
+import type { BenchConfig, BenchIO, BenchReport } from './loadgen/types.js';
+
+// Address checks are pure functions of a leaf module: the command line checks --addr and --seeds with them.
+export { DEFAULT_NODE_PORT, normalizeAddr, parseAddr } from './core/address.js';
+export { DEFAULT_TIMERS, STATUSES, TIMER_SETTING_KEYS, type MemberRecord, type MemberStatus, type MembershipTimers } from './core/members.js';
+export { ALIVE_NODES, WATCH_KINDS, type WatchKind } from './node/inspect-types.js';
+export { ARRIVALS, BENCH_KINDS, TOKENIZERS, type Arrival, type BenchKind, type TokenizerName } from './loadgen/types.js';
+export type { ActorClass, ActorContext, ActorHandle, CallOptions, ResolveOptions, ResolvePolicy, SpawnOptions } from './core/context.js';
+export type { LoadedActorClass, ParamInfo } from './core/loader.js';
+export type { ActorSystem, SystemOptions } from './core/system.js';
+export type { ActorPlacement, ActorsOptions, ClusterActors, ClusterMetrics, ClusterView, InspectOptions, MetricSample, NodeFailure, NodeMetricsView, WatchChange, WatchOptions, WatchRound } from './node/inspect-types.js';
+export type { ActorEntry, MemberEntry } from './node/observed.js';
+export type { BenchConfig, BenchIO, BenchReport, LatencySummary, PhaseReport, Slo, TokenTarget } from './loadgen/types.js';
+
+// ---- actors ----
+
+/** The actor class a class path (`module.path.ClassName`) names; invalid input lists every place tried. */
+export async function loadActorClass(classPath: string): Promise<LoadedActorClass> {
+  return (await import('./core/loader.js')).loadActorClass(classPath);
+}
+
+/** The constructor parameters of the class a class path names, for help. */
+export async function describeActorClass(classPath: string): Promise<{ className: string; params: ParamInfo[] }> {
+  const loader = await import('./core/loader.js');
+  const loaded = await loader.loadActorClass(classPath);
+  return { className: loaded.className, params: loader.describeParams(loaded.meta.params) };
+}
+
+/** Constructor parameters from JSON objects and `--key value` words (which win), typed and checked by the class's schema. */
+export async function actorParams(schema: TObject, given: { json: readonly string[]; words: readonly string[] }): Promise<Record<string, unknown>> {
+  return (await import('./core/loader.js')).actorParams(schema, given);
+}
+
+/** Starts an actor system node: binds its h2c listener and joins the cluster through its seeds. */
+export async function startSystem(options: SystemOptions): Promise<ActorSystem> {
+  return (await import('./core/system.js')).ActorSystem.start(options);
+}
+
+// ---- inspect ----
+
+/** The members of a cluster, as the first seed that answers knows them. */
+export async function inspectCluster(options: InspectOptions): Promise<ClusterView> {
+  return (await import('./node/inspect.js')).inspectCluster(options);
+}
+
+/** Named actors across the cluster's Alive members and where their instances run. */
+export async function inspectActors(options: ActorsOptions): Promise<ClusterActors> {
+  return (await import('./node/inspect.js')).inspectActors(options);
+}
+
+/** The actors of one node. */
+export async function inspectNodeActors(endpoint: string, options: Omit<ActorsOptions, 'seeds' | 'bestEffort'>): Promise<ActorEntry[]> {
+  return (await import('./node/inspect.js')).inspectNodeActors(endpoint, options);
+}
+
+/** Each Alive member's metrics, all samples or the key series. */
+export async function inspectMetrics(options: InspectOptions & { keyOnly: boolean }): Promise<ClusterMetrics> {
+  return (await import('./node/inspect.js')).inspectMetrics(options);
+}
+
+/** Polls the cluster and hands each round, with what changed, to `onRound`. */
+export async function watchCluster(options: WatchOptions, onRound: (round: WatchRound) => void): Promise<void> {
+  return (await import('./node/inspect.js')).watchCluster(options, onRound);
+}
+
+// ---- bench ----
+
+/** Runs a load test against a chat-completions endpoint and returns its report. */
+export async function runBenchmark(config: BenchConfig, io: BenchIO): Promise<BenchReport> {
+  return (await import('./loadgen/run.js')).runBenchmark(config, io);
+}

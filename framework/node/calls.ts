@@ -1,0 +1,162 @@
+/**
+ * Serving calls. A call arrives one of two ways: as a record on a call channel (`POST /_channel`,
+ * asks and tells between nodes), or as an HTTP/2 stream of its own (`POST /named/<name>` or
+ * `/actors/<id>`, for external clients and streamed replies). Both become one `ServedCall` and take
+ * one path: the body is checked, the target found, the call delivered to its cell, and the outcome
+ * answered as a status and JSON body (`{result}` or `{error: {code, message}}`).
+ */
+import type http2 from 'node:http2';
+import { errorMessage, type ActorCell, type CallMode } from '../core/cell.js';
+import { ServerChannel } from '../core/channel.js';
+import { END_FRAME, errorFrame, jsonFrame, parseCallBody } from '../core/codec.js';
+import { ActorError, STATUS_OF, type ActorErrorCode } from '../core/errors.js';
+import type { NodeMetrics } from '../core/metrics.js';
+import type { LocalActors } from '../core/registry.js';
+import { readBody } from '../core/transport.js';
+import { respondJson } from './route-table.js';
+
+/** One call to serve, whichever way it came. */
+interface ServedCall {
+  mode: CallMode;
+  /** The path of the actor: `/named/<name>` or `/actors/<id>`. */
+  target: string;
+  body: Buffer;
+  /** Answers the call; a call its caller gave up on is answered by nobody. */
+  reply(status: number, json: string): void;
+  /** Set while the call runs: the caller's cancel (a CANCEL record, a reset stream) reaches it here. */
+  onCancel?: (() => void) | undefined;
+}
+
+export interface CallServerOptions {
+  nodeId: string;
+  actors: LocalActors;
+  metrics: NodeMetrics;
+  log(message: string): void;
+}
+
+export class CallServer {
+  private readonly channels = new Set<ServerChannel>();
+
+  constructor(private readonly options: CallServerOptions) {}
+
+  /** `POST /_channel`: the callee's end of a peer's call channel. */
+  openChannel(stream: http2.ServerHttp2Stream): void {
+    const channel = new ServerChannel(
+      stream,
+      (call) => this.serve(call),
+      (problem) => {
+        this.options.metrics.badRequests.inc({ path: 'channel' });
+        this.options.log(`call channel reset: ${problem}`);
+      },
+      (c) => this.channels.delete(c),
+    );
+    this.channels.add(channel);
+  }
+
+  /** `POST /named/...` or `/actors/...`: one call on a stream of its own; the mode comes in `x-message-mode`. */
+  async serveStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, path: string): Promise<void> {
+    const mode = headers['x-message-mode'] ?? 'ask';
+    if (mode !== 'ask' && mode !== 'tell' && mode !== 'stream') {
+      return this.refuse((status, json) => respondJson(stream, status, json), `header x-message-mode must be ask, tell or stream, not '${String(mode)}'`);
+    }
+    let body: Buffer;
+    try {
+      body = await readBody(stream);
+    } catch (error) {
+      return this.refuse((status, json) => respondJson(stream, status, json), errorMessage(error));
+    }
+    const call: ServedCall = { mode, target: path, body, reply: (status, json) => respondJson(stream, status, json) };
+    // A caller that resets its stream cancels a call still waiting in the mailbox.
+    stream.once('close', () => call.onCancel?.());
+    this.serve(call, (value) => pump(stream, value));
+  }
+
+  /** The one way every call is served; `streamReply` writes the reply of a `stream` call. */
+  private serve(call: ServedCall, streamReply?: (iterable: AsyncIterable<unknown>) => Promise<void>): void {
+    let body;
+    try {
+      body = parseCallBody(call.body);
+    } catch (error) {
+      return this.refuse(call.reply, errorMessage(error));
+    }
+    const cell = this.cellAt(call.target);
+    if (cell instanceof ActorError) return fail(call.reply, cell.code, cell.message);
+    const delivery = cell.deliver(body.method, body.args, call.mode);
+    if (call.mode === 'tell') {
+      delivery.result.catch((e) => this.options.log(`tell ${cell.label}.${body.method} failed: ${errorMessage(e)}`));
+      return call.reply(202, '{}');
+    }
+    // The caller's cancel drops the call if still queued and aborts its signal if running.
+    call.onCancel = () => delivery.cancel();
+    delivery.result.then(
+      (value) => {
+        call.onCancel = undefined;
+        if (call.mode === 'stream' && streamReply) void streamReply(value as AsyncIterable<unknown>);
+        else call.reply(200, JSON.stringify({ result: value ?? null }));
+      },
+      (error) => {
+        call.onCancel = undefined;
+        const e = error instanceof ActorError ? error : new ActorError('failed', errorMessage(error));
+        fail(call.reply, e.code, e.message);
+      },
+    );
+  }
+
+  /** A malformed call: counted, and answered 400. */
+  private refuse(reply: ServedCall['reply'], message: string): void {
+    this.options.metrics.badRequests.inc({ path: 'call' });
+    fail(reply, 'bad-request', message);
+  }
+
+  /** The local actor a call path (`/named/<name>` or `/actors/<id>`) names, or why there is none. */
+  private cellAt(path: string): ActorCell | ActorError {
+    let key: string;
+    try {
+      key = decodeURIComponent(path.slice(path.indexOf('/', 1) + 1));
+    } catch {
+      return new ActorError('bad-request', `path ${path} is not valid percent-encoding`);
+    }
+    const named = path.startsWith('/named/');
+    if (!named && !path.startsWith('/actors/')) return new ActorError('bad-request', `call target ${path} is neither /named/<name> nor /actors/<id>`);
+    const cell = named ? this.options.actors.named(key) : this.options.actors.withId(key);
+    return cell ?? new ActorError('not-found', `no actor ${named ? `named '${key}'` : `with id ${key}`} on node ${this.options.nodeId}`);
+  }
+
+  /** Ends the channels (node shutdown); callers' pending calls fail and they reopen on their next call. */
+  close(): void {
+    for (const channel of this.channels) channel.end();
+  }
+}
+
+function fail(reply: ServedCall['reply'], code: ActorErrorCode, message: string): void {
+  reply(STATUS_OF[code], JSON.stringify({ error: { code, message } }));
+}
+
+/** Writes a streamed reply as frames, honouring HTTP/2 flow control; a reset stream stops the producer. */
+async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unknown>): Promise<void> {
+  const iterator = iterable[Symbol.asyncIterator]();
+  let closed = stream.closed;
+  const onClose = (): void => {
+    closed = true;
+    void iterator.return?.();
+  };
+  stream.once('close', onClose);
+  if (closed) return void iterator.return?.();
+  stream.respond({ ':status': 200, 'content-type': 'application/octet-stream', 'x-response-type': 'stream' });
+  try {
+    for (;;) {
+      const next = await iterator.next();
+      if (closed) return;
+      if (next.done) break;
+      if (!stream.write(jsonFrame(next.value))) await new Promise<void>((resolve) => {
+        stream.once('drain', resolve);
+        stream.once('close', resolve);
+      });
+    }
+    stream.end(END_FRAME);
+  } catch (error) {
+    if (!closed) stream.end(errorFrame(errorMessage(error)));
+  } finally {
+    stream.off('close', onClose);
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * How a node answers the streams arriving on its h2c listener: a table from method and path to
+ * handler. A path not in the table answers 404, a method the path does not take 405.
+ */
+import type http2 from 'node:http2';
+
+export interface Request {
+  stream: http2.ServerHttp2Stream;
+  headers: http2.IncomingHttpHeaders;
+  /** The path without its query. */
+  path: string;
+  /** Only for routes reached after the URL was parsed (exact routes whose request carried a query). */
+  query: URLSearchParams | undefined;
+}
+
+export type Handler = (request: Request) => void;
+
+/** Handlers of one path by method. */
+type Methods = Map<string, Handler>;
+
+export class RouteTable {
+  private readonly exact = new Map<string, Methods>();
+  private readonly prefixes: Array<[string, Methods]> = [];
+
+  /** `path` exactly, for each of `methods`. */
+  on(methods: readonly string[], path: string, handler: Handler): this {
+    const entry = this.exact.get(path) ?? new Map<string, Handler>();
+    for (const method of methods) entry.set(method, handler);
+    this.exact.set(path, entry);
+    return this;
+  }
+
+  /** Every path under `prefix` (which ends with `/`), for each of `methods`. */
+  under(methods: readonly string[], prefix: string, handler: Handler): this {
+    this.prefixes.push([prefix, new Map(methods.map((m) => [m, handler]))]);
+    return this;
+  }
+
+  /** The listener's stream handler. */
+  readonly dispatch = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void => {
+    const method = headers[':method'] ?? 'GET';
+    const raw = headers[':path'] ?? '/';
+    // Calls are the hot path: their paths carry no query, so they are matched on the raw path and skip URL parsing.
+    let path = raw;
+    let query: URLSearchParams | undefined;
+    let methods = this.exact.get(raw) ?? this.prefixes.find(([prefix]) => raw.startsWith(prefix))?.[1];
+    if (!methods) {
+      const url = new URL(raw, 'http://node');
+      path = url.pathname;
+      query = url.searchParams;
+      methods = this.exact.get(path);
+    }
+    if (!methods) return respond(stream, 404, { error: { code: 'not-found', message: `no route ${path}` } });
+    const handler = methods.get(method);
+    if (!handler) return respond(stream, 405, { error: { code: 'bad-request', message: `${method} not allowed on ${path}; use ${[...methods.keys()][0]}` } });
+    handler({ stream, headers, path, query });
+  };
+}
+
+/** A JSON reply, unless the stream is already answered or gone. */
+export function respond(stream: http2.ServerHttp2Stream, status: number, body: unknown): void {
+  respondJson(stream, status, JSON.stringify(body));
+}
+
+/** A reply whose JSON is already encoded. */
+export function respondJson(stream: http2.ServerHttp2Stream, status: number, json: string): void {
+  if (stream.destroyed || stream.closed || stream.headersSent) return;
+  stream.respond({ ':status': status, 'content-type': 'application/json' });
+  stream.end(json);
+}
