@@ -97,7 +97,11 @@ const common: BuildOptions = {
 };
 
 const launcher = (tool: string): string => `#!/usr/bin/env node
-// ${tool}: turns on Node's compile cache, then runs the start-up bundle (scripts/bundle.ts).
+// ${tool}: checks the Node.js version, turns on Node's compile cache, then runs the start-up bundle (scripts/bundle.ts).
+if (Number(process.versions.node.split('.')[0]) < 22) {
+  process.stderr.write(\`${tool}: error: needs Node.js 22 or newer; this is Node.js \${process.versions.node} (\${process.execPath})\\n\`);
+  process.exit(2);
+}
 if (!process.env.NODE_COMPILE_CACHE && !process.env.NODE_DISABLE_COMPILE_CACHE) {
   // Beside the bundles: only who may change them may change their code cache (in a directory
   // others can write, it would run what they put there), and users' homes stay as they were.
