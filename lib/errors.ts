@@ -11,6 +11,9 @@ export const ExitCode = {
   Conflict: 4,
   ResourceLimit: 5,
   Unavailable: 6,
+  /** 128 + the signal's number, as a shell reports a process that a signal ended. */
+  Interrupted: 130,
+  Terminated: 143,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -62,6 +65,15 @@ export class ResourceLimitError extends ToolError {
 export class UnavailableError extends ToolError {
   constructor(message: string, options?: ToolErrorOptions) {
     super(ExitCode.Unavailable, message, options);
+  }
+}
+
+export type StopSignal = 'SIGINT' | 'SIGTERM';
+
+/** Stopped by SIGINT (Ctrl-C) or SIGTERM after a clean abort: nothing was left half-written. */
+export class InterruptedError extends ToolError {
+  constructor(readonly signal: StopSignal = 'SIGINT') {
+    super(signal === 'SIGTERM' ? ExitCode.Terminated : ExitCode.Interrupted, signal === 'SIGTERM' ? 'terminated (SIGTERM)' : 'interrupted');
   }
 }
 

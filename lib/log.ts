@@ -3,6 +3,7 @@
  * stdout belongs to results and exported content.
  */
 import { InvalidInputError } from './errors.js';
+import { redactUserInfo } from './redact.js';
 
 export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -47,6 +48,6 @@ export class Logger {
   }
 
   private emit(level: LogLevel, message: string): void {
-    if (this.enabled(level)) this.sink.write(`${level}: ${message}\n`);
+    if (this.enabled(level)) this.sink.write(`${level}: ${redactUserInfo(message)}\n`);
   }
 }

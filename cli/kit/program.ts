@@ -8,12 +8,13 @@
 import { cac, type CAC } from 'cac';
 import type { Readable } from 'node:stream';
 import { configEnvVar, locateConfig, type ConfigLocation } from '../../lib/config.js';
-import { ToolError, ExitCode, InvalidInputError, exitCodeOf } from '../../lib/errors.js';
+import { ToolError, ExitCode, InterruptedError, InvalidInputError, exitCodeOf, type StopSignal } from '../../lib/errors.js';
 import { LOG_LEVELS, Logger, parseLogLevel } from '../../lib/log.js';
 import { ParsedArgs, camelCase, flagsOf, type OptionSpec } from './flags.js';
 import { closest } from './suggest.js';
 import { installation } from '../../lib/install.js';
 import { stderr, stdout, type Output } from '../../lib/stdio.js';
+import { redactUserInfo } from '../../lib/redact.js';
 
 export type { OptionSpec } from './flags.js';
 
@@ -141,11 +142,14 @@ class Tool {
         env: this.io.env,
         signal: controller.signal,
       };
-      const stopOnSignal = (): void => controller.abort(new ToolError(ExitCode.Unavailable, 'interrupted'));
+      // The first signal asks the command to stop cleanly; a second one finds no handler and ends the process.
+      const stopOnSignal = (signal: StopSignal): void => controller.abort(new InterruptedError(signal));
       process.once('SIGINT', stopOnSignal).once('SIGTERM', stopOnSignal);
       try {
         this.pending = ctx;
         await cli.runMatchedCommand();
+      } catch (error) {
+        throw await this.interruption(controller.signal, error);
       } finally {
         process.off('SIGINT', stopOnSignal).off('SIGTERM', stopOnSignal);
       }
@@ -153,6 +157,17 @@ class Tool {
     } catch (error) {
       return this.report(this.translate(error), log);
     }
+  }
+
+  /**
+   * A command that fails while a signal stops it failed because of the signal (an interrupted SQL
+   * statement, a worker told to stop), so it exits 130 or 143. The signal may still be on its way:
+   * a statement interrupted by the watchdog returns before Node's own handler has run, so one turn
+   * of the event loop lets it arrive.
+   */
+  private async interruption(signal: AbortSignal, error: unknown): Promise<unknown> {
+    if (!signal.aborted) await new Promise((resolve) => setImmediate(resolve));
+    return signal.aborted && signal.reason instanceof InterruptedError ? signal.reason : error;
   }
 
   /** Long and short flags of every option that takes a value (`<x>` or `[x]`), by cac's camel-cased name. */
@@ -311,14 +326,14 @@ class Tool {
     if (error instanceof HelpShown) return ExitCode.Ok;
     const name = this.spec.name;
     if (error instanceof ToolError) {
-      this.io.stderr.write(`${name}: error: ${error.message}\n`);
-      if (error.hint) this.io.stderr.write(`${name}: hint: ${error.hint}\n`);
+      this.io.stderr.write(`${name}: error: ${redactUserInfo(error.message)}\n`);
+      if (error.hint) this.io.stderr.write(`${name}: hint: ${redactUserInfo(error.hint)}\n`);
     } else {
       const message = error instanceof Error ? error.message : String(error);
-      this.io.stderr.write(`${name}: internal error: ${message}\n`);
+      this.io.stderr.write(`${name}: internal error: ${redactUserInfo(message)}\n`);
       if (!log.enabled('debug')) this.io.stderr.write(`${name}: hint: run with --log-level debug for a stack trace\n`);
     }
-    if (log.enabled('debug') && error instanceof Error && error.stack) this.io.stderr.write(`${error.stack}\n`);
+    if (log.enabled('debug') && error instanceof Error && error.stack) this.io.stderr.write(`${redactUserInfo(error.stack)}\n`);
     return exitCodeOf(error);
   }
 }

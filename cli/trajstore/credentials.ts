@@ -8,7 +8,7 @@
  *    (directory-service pins) or only half of it was given.
  */
 import type { Readable, Writable } from 'node:stream';
-import { ToolError, ExitCode, InvalidInputError } from '../../lib/errors.js';
+import { InterruptedError, InvalidInputError } from '../../lib/errors.js';
 import { readBounded } from '../../lib/streams.js';
 
 /** Two keys, one line each: anything longer on stdin is not what --ak-stdin/--sk-stdin expect. */
@@ -129,7 +129,7 @@ function ask(questions: Question[], input: TtyInput, output: Writable): Promise<
           if (!next) return finish();
           output.write(next.text);
         } else if (ch === '\u0003' || ch === '\u0004') {
-          return finish(new ToolError(ExitCode.Unavailable, 'interrupted'));
+          return finish(new InterruptedError('SIGINT'));
         } else if (ch === '\u007f' || ch === '\b') {
           if (current.length > 0) {
             current = current.slice(0, -1);

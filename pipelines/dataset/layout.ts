@@ -8,7 +8,7 @@
  * A snapshot id is the first 20 hex digits of the SHA-256 of the descriptor's canonical JSON
  * (without the id): it never changes once written and names exactly one set of parts.
  */
-import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import type { Relation } from './relations.js';
 import type { ObjectStore } from './store.js';
 
@@ -96,15 +96,19 @@ export async function readManifest(store: ObjectStore): Promise<Manifest | undef
     throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest`);
   }
   if (manifest.layout_version === 1 && manifest.kind === 'storyline') {
-    throw new ConflictError(`${store.uri}: a Storyline dataset of layout version 1 (written by an older trajstore) is not supported (this build reads ${LAYOUT_VERSION})`, {
+    throw new UnsupportedLayoutError(`${store.uri}: a Storyline dataset of layout version 1 (written by an older trajstore) is not supported (this build reads ${LAYOUT_VERSION})`, {
       hint: 'import its sources again into a new dataset (--mode replace rewrites it in place)',
     });
   }
   if (!READABLE_VERSIONS[manifest.kind].includes(manifest.layout_version)) {
-    throw new ConflictError(`${store.uri}: dataset layout version ${manifest.layout_version} is not supported (this build reads ${LAYOUT_VERSION})`);
+    const newer = typeof manifest.layout_version === 'number' && manifest.layout_version > LAYOUT_VERSION;
+    throw new UnsupportedLayoutError(`${store.uri}: dataset layout version ${manifest.layout_version} is not supported (this build reads ${LAYOUT_VERSION})`, newer ? { hint: 'a newer trajstore wrote it; read it with that version' } : {});
   }
   return manifest;
 }
+
+/** A dataset this build cannot read: of a layout version older or newer than it knows. `--mode replace` may still rewrite it. */
+export class UnsupportedLayoutError extends InvalidInputError {}
 
 export async function requireManifest(store: ObjectStore): Promise<Manifest> {
   const manifest = await readManifest(store);

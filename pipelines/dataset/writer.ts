@@ -15,7 +15,7 @@ import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
-import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
+import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
 import { openDatabase } from './sqlite.js';
@@ -121,7 +121,7 @@ export class DatasetWriter {
       // A dataset of an unsupported layout version is still a dataset: replace is how it is rewritten.
       const isDataset = await readManifest(new LocalObjectStore(path)).then(
         (manifest) => manifest !== undefined,
-        (error: unknown) => error instanceof ConflictError,
+        (error: unknown) => error instanceof UnsupportedLayoutError,
       );
       const entries = statSync(path).isDirectory() ? readdirSync(path) : ['(a file)'];
       if (!isDataset && entries.length > 0) {

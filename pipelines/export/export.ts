@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import { Checkpoint } from '../../lib/checkpoint.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
@@ -178,10 +179,11 @@ const asBuffer = (value: unknown): Buffer => (value instanceof Uint8Array ? Buff
 async function writeRaw(rows: AsyncIterable<Row[]>, pathColumn: string, target: Target, signal: AbortSignal, progress: ProgressSink | undefined): Promise<number> {
   let count = 0;
   let current: { path: string; writer: ObjectWriter } | undefined;
+  const checkpoint = new Checkpoint(signal);
   try {
     for await (const group of rows) {
-      if (signal.aborted) throw signal.reason;
       for (const row of group) {
+        await checkpoint.check();
         const bytes = asBuffer(row.raw);
         count += 1;
         progress?.add(1, bytes.length);
@@ -304,8 +306,9 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
       documents = await writeRaw(relationRowGroups(store, snapshot, 'sources', ['source_path', 'raw']), 'source_path', target, options.signal, progress);
     } else {
       const used = new Set<string>();
+      const checkpoint = new Checkpoint(options.signal);
       for await (const encoded of format!.encode!(storylines(store, snapshot, options.signal))) {
-        if (options.signal.aborted) throw options.signal.reason;
+        await checkpoint.check();
         documents += 1;
         if (target.isDirectory) {
           const text = `${JSON.stringify(encoded.value, null, 2)}\n`;

@@ -5,6 +5,7 @@
  * for byte. `id` and `timestamp` come from JSON paths; a missing or invalid (non-scalar) value is
  * replaced by `<source_filename>#<line_number>` (spec/trajstore.md, "Compact record").
  */
+import { Checkpoint } from '../../lib/checkpoint.js';
 import type { Logger } from '../../lib/log.js';
 import { InvalidInputError } from '../../lib/errors.js';
 import { parseJson, readLines, readAll, decodeUtf8 } from '../formats/lines.js';
@@ -79,10 +80,11 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
   let records = 0;
   let bytes = 0;
   let fallbacks = 0;
+  const checkpoint = new Checkpoint(options.signal);
   try {
     for (const file of files) {
       for await (const record of recordsOf(file)) {
-        if (options.signal.aborted) throw options.signal.reason;
+        await checkpoint.check();
         const value = parseJson(record.text, file.relPath, record.line);
         const fallback = `${file.relPath}#${record.line}`;
         const id = scalarText(evaluatePath(value, idPath));
@@ -102,6 +104,7 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
         options.progress?.add(1, record.raw.length);
       }
     }
+    if (options.signal.aborted) throw options.signal.reason;
     const snapshot = await writer.commit();
     const totals = { files: files.length, runs: records, steps: 0, tool_calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 };
     return {

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { PassThrough, type Readable } from 'node:stream';
+import { Checkpoint } from '../../lib/checkpoint.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressSink } from '../../lib/progress.js';
 import { SourceError } from '../formats/errors.js';
@@ -114,6 +115,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   let diagnostics = 0;
   let bytes = 0;
   const importedAt = new Date().toISOString();
+  const checkpoint = new Checkpoint(options.signal);
   try {
     for (const source of files) {
       if (options.signal.aborted) throw options.signal.reason;
@@ -123,6 +125,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
         throw withLine(error, source);
       }
     }
+    await checkpoint.check(); // decoders end early when the signal aborts, which is not the end of the input
     const snapshot = await writer.commit();
     const total = emptyTotals();
     for (const t of byFormat.values()) for (const key of Object.keys(total) as Array<keyof typeof total>) total[key] += t[key];
@@ -166,7 +169,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     };
     let documents = 0;
     for await (const decoded of format.decode(file, ctx)) {
-      if (options.signal.aborted) throw options.signal.reason;
+      await checkpoint.check();
       const doc = decoded.storyline;
       const line = doc.origin?.line;
       const [problem] = storylineProblems(doc, 1);

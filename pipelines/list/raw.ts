@@ -4,6 +4,7 @@
  * decoded as `import` would, without writing anything, and counted. A file that cannot be read is
  * reported on stderr and left out, so one bad log does not hide the others.
  */
+import { Checkpoint } from '../../lib/checkpoint.js';
 import type { Logger } from '../../lib/log.js';
 import type { Readable } from 'node:stream';
 import { loadFormats } from '../formats/registry.js';
@@ -29,8 +30,8 @@ export async function listRawSources(path: string, io: { stdin: Readable; log: L
   const extensions = [...new Set(formats.flatMap((f) => f.extensions))];
   const rows: SourceRow[] = [];
   let unreadable = 0;
+  const checkpoint = new Checkpoint(io.signal);
   for (const file of listSources(path, io.stdin, extensions)) {
-    if (io.signal.aborted) throw io.signal.reason;
     try {
       const { format } = await detectFormat(file, formats);
       let runs = 0;
@@ -39,6 +40,7 @@ export async function listRawSources(path: string, io: { stdin: Readable; log: L
       let last: string | null = null;
       const ctx = { log: io.log, keepRaw: false, signal: io.signal, diagnostic: () => {} };
       for await (const decoded of format.decode(file, ctx)) {
+        await checkpoint.check();
         const doc = decoded.storyline;
         const { run } = storylineRows(doc, { documentId: documentIdOf(doc), sourcePath: file.relPath, sourceFormat: format.name, sourceDocument: decoded.sourceDocument });
         runs += 1;
@@ -50,10 +52,12 @@ export async function listRawSources(path: string, io: { stdin: Readable; log: L
       }
       rows.push({ source_path: file.relPath, format: format.name, runs, steps, first_timestamp: first, last_timestamp: last });
     } catch (error) {
+      if (io.signal.aborted) throw io.signal.reason;
       unreadable += 1;
       const message = (error as Error).message;
       io.log.warn(`not listed: ${message.startsWith(file.relPath) ? message : `${file.relPath}: ${message}`}`);
     }
   }
+  await checkpoint.check(); // a decoder that saw the abort ends early, which is not the end of the input
   return { rows, unreadable };
 }

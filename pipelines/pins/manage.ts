@@ -4,6 +4,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { redactUserInfo } from '../../lib/redact.js';
 import type { ResolveContext } from './resolve.js';
 import { checkEntry, loadConfig, saveConfig, type LoadedConfig } from './config.js';
 import { withConfigLock } from './lock.js';
@@ -34,7 +35,7 @@ export function uriKind(uri: string, env: NodeJS.ProcessEnv): Pin['kind'] {
   try {
     return parseUri(uri, process.cwd(), env).kind;
   } catch (error) {
-    if (error instanceof PinError) throw new InvalidInputError(`URI ${JSON.stringify(uri)}: ${error.message}`);
+    if (error instanceof PinError) throw new InvalidInputError(`URI ${JSON.stringify(redactUserInfo(uri))}: ${error.message}`);
     throw error;
   }
 }

@@ -136,7 +136,7 @@ export function parseUri(uri: string, base: string, env: NodeJS.ProcessEnv): Par
   const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\//.exec(uri)?.[1]?.toLowerCase();
   if ((scheme === 's3' || scheme === 'catalog') && uri.slice(scheme.length + 3).split('/')[0]!.includes('@')) {
     // Never echo it: `user:secret@` would put a credential into the message.
-    throw new PinError({ key: 'uri', message: `a ${scheme}:// uri must not carry a user name or password; use --ak/--sk` });
+    throw new PinError({ key: 'uri', message: `${scheme === 's3' ? 'an' : 'a'} ${scheme}:// uri must not carry a user name or password; use --ak/--sk` });
   }
   if (scheme === 's3') {
     const rest = uri.slice('s3://'.length);

@@ -7,7 +7,8 @@
 import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { ConfigLocation } from '../../lib/config.js';
-import { InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { redactUserInfo } from '../../lib/redact.js';
 import {
   BUILTIN_PINS,
   DEFAULT_PIN,
@@ -32,7 +33,7 @@ export type DatasetRef = string | { kind: 'local'; path: string; display?: strin
 export function localPathOf(ref: DatasetRef): string {
   if (typeof ref === 'string') return resolve(ref);
   if (ref.kind === 'local') return resolve(ref.path);
-  throw new UnavailableError(`${ref.display ?? ref.uri}: object-store datasets are not supported by this build yet`);
+  throw new InvalidInputError(`${ref.display ?? ref.uri}: object-store datasets are not supported by this build yet`);
 }
 
 /** What resolving a DATASET argument needs: where the configuration (with the pins) is, and the environment. */
@@ -95,7 +96,7 @@ export async function resolveDataset(arg: string | undefined, opts: ResolveOptio
   try {
     parsed = parseUri(arg, cwd, opts.env);
   } catch (error) {
-    if (error instanceof PinError) throw new InvalidInputError(`dataset ${JSON.stringify(arg)}: ${error.message}`);
+    if (error instanceof PinError) throw new InvalidInputError(`dataset ${JSON.stringify(redactUserInfo(arg))}: ${error.message}`);
     throw error;
   }
   switch (parsed.kind) {

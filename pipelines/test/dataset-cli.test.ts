@@ -129,6 +129,32 @@ test('credentials from the environment or stdin keep them out of argv', async ()
   s.noSecretPrinted();
 });
 
+test('a credential typed into a URI is never echoed: the user info is shown as ***', async () => {
+  const s = sandbox();
+  const withCredentials = (scheme: string, rest: string) => `${scheme}://${ACCESS}:${SECRET}@${rest}`;
+  const cases: string[][] = [
+    ['dataset', 'pin', 'lake', withCredentials('s3', 'bucket-a/x')],
+    ['dataset', 'pin', 'team', withCredentials('catalog', '127.0.0.1:7070')],
+    ['stats', withCredentials('s3', 'bucket-a/x')],
+    ['stats', withCredentials('catalog', '127.0.0.1:7070')],
+    ['list', withCredentials('s3', 'bucket-a/x')],
+    ['import', '-f', withCredentials('s3', 'bucket-a/x'), '-t', join(s.home, 'ds')],
+    ['import', '-f', join(s.home, 'nothing'), '-t', withCredentials('s3', 'bucket-a/x')],
+    ['export', '-f', withCredentials('s3', 'bucket-a/x'), '-t', '-', '-o', 'storyline'],
+    ['query', withCredentials('s3', 'bucket-a/x'), '--sql', 'SELECT 1'],
+    ['find', withCredentials('s3', 'bucket-a/x'), '--match', 'x'],
+    ['drop', withCredentials('s3', 'bucket-a/x'), '--yes'],
+    // A raw "@" in the password still counts as user info up to the last "@" before the host.
+    ['stats', `s3://${ACCESS}:${SECRET}@x@bucket-a/x`],
+  ];
+  for (const args of cases) {
+    const r = await s.run(args);
+    assert.ok(r.code === 2 || r.code === 3, `${args.join(' ')}: exit ${r.code}: ${r.stderr}`);
+    assert.match(r.stderr, '***@', args.join(' '));
+  }
+  s.noSecretPrinted();
+});
+
 test('flag misuse exits 2 (or 3/4) with a clear message and writes nothing', async () => {
   const s = sandbox();
   assert.is((await s.run(['dataset', 'pin', 'work', '/data/work'])).code, 0);

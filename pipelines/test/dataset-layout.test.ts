@@ -106,7 +106,7 @@ test('the index holds the columns made for reading, not those only export reads'
   }
 });
 
-test('a layout version 1 Storyline dataset is refused with exit 4 and a hint; --mode replace rewrites it', async () => {
+test('a layout version 1 Storyline dataset is refused as unsupported (exit 2) with a hint; --mode replace rewrites it', async () => {
   const s = sandbox('dataset-layout');
   const source = join(SHARED_FIXTURES, 'synthetic/storyline');
   assert.is((await s.run(['import', '-f', source, '-t', s.path('ds')])).code, 0);
@@ -114,13 +114,20 @@ test('a layout version 1 Storyline dataset is refused with exit 4 and a hint; --
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
   writeFileSync(manifestPath, JSON.stringify({ ...manifest, layout_version: 1 }));
   const refused = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
-  assert.is(refused.code, 4);
+  assert.is(refused.code, 2);
   assert.match(refused.stderr, 'layout version 1');
   assert.match(refused.stderr, 'import its sources again');
   const replaced = await s.run(['import', '-f', source, '-t', s.path('ds'), '--mode', 'replace', '--yes']);
   assert.is(replaced.code, 0, replaced.stderr);
   assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, LAYOUT_VERSION);
   assert.is((await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline'])).code, 0);
+
+  // A layout from a newer trajstore is unsupported too, and says so.
+  writeFileSync(manifestPath, JSON.stringify({ ...JSON.parse(readFileSync(manifestPath, 'utf8')), layout_version: LAYOUT_VERSION + 1 }));
+  const newer = await s.run(['stats', s.path('ds')]);
+  assert.is(newer.code, 2, newer.stderr);
+  assert.match(newer.stderr, `layout version ${LAYOUT_VERSION + 1} is not supported`);
+  assert.match(newer.stderr, 'a newer trajstore wrote it');
 });
 
 test('a layout version 2 Storyline dataset is read as it is, and an append writes the current version', async () => {

@@ -175,24 +175,29 @@ test('a runaway statement is stopped at --timeout and exits 6', async () => {
   assert.ok(elapsed < 15_000, `took ${elapsed} ms`);
 });
 
-test('SIGINT stops a runaway statement at once, and --output leaves no file behind', async () => {
-  const output = join(home, 'interrupted.csv');
-  const child = spawn(process.execPath, [toolScript('trajstore'), 'query', sample, '--format', 'csv', '--output', output, '--timeout', '60s', '--sql', RUNAWAY], {
-    env: { ...process.env, ...env },
-    cwd: home,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  await new Promise((resolve) => setTimeout(resolve, 1500));
-  const sent = Date.now();
-  child.kill('SIGINT');
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  assert.is(code, 6, stderr);
-  assert.match(stderr, 'interrupted');
-  assert.ok(Date.now() - sent < 5000, `took ${Date.now() - sent} ms to stop`);
-  assert.not.ok(existsSync(output), 'no output file');
-  assert.equal(readdirSync(home).filter((f) => f.includes('interrupted.csv')), [], 'no temporary file either');
+test('SIGINT and SIGTERM stop a runaway statement at once: exit 130 and 143, and --output leaves no file behind', async () => {
+  for (const [signal, exit, message] of [
+    ['SIGINT', 130, 'interrupted'],
+    ['SIGTERM', 143, 'terminated'],
+  ] as const) {
+    const output = join(home, `interrupted-${signal}.csv`);
+    const child = spawn(process.execPath, [toolScript('trajstore'), 'query', sample, '--format', 'csv', '--output', output, '--timeout', '60s', '--sql', RUNAWAY], {
+      env: { ...process.env, ...env },
+      cwd: home,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const sent = Date.now();
+    child.kill(signal);
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    assert.is(code, exit, stderr);
+    assert.match(stderr, message);
+    assert.ok(Date.now() - sent < 5000, `took ${Date.now() - sent} ms to stop`);
+    assert.not.ok(existsSync(output), 'no output file');
+    assert.equal(readdirSync(home).filter((f) => f.includes(`interrupted-${signal}.csv`)), [], 'no temporary file either');
+  }
 });
 
 test('the watchdog cannot be moved and extensions cannot be loaded by the statement', async () => {

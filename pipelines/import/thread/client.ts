@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
-import { ResourceLimitError, ToolError } from '../../../lib/errors.js';
+import { InterruptedError, ResourceLimitError, ToolError } from '../../../lib/errors.js';
 import { distPath } from '../../../lib/install.js';
 import type { Logger } from '../../../lib/log.js';
 import type { ProgressFactory } from '../../../lib/progress.js';
@@ -63,7 +63,7 @@ export function runOnImportThread(job: ImportJob, io: ImportIO): Promise<ImportS
     resourceLimits: { maxOldGenerationSizeMb: heapMb, maxYoungGenerationSizeMb: 16 },
   });
   if (usesStdin && worker.stdin) io.stdin.pipe(worker.stdin);
-  const stop = (): void => worker.postMessage({ type: 'abort' } satisfies ToImportThread);
+  const stop = (): void => worker.postMessage({ type: 'abort', signal: io.signal.reason instanceof InterruptedError ? io.signal.reason.signal : 'SIGINT' } satisfies ToImportThread);
   const progress = io.progress?.({ label: 'import', unit: job.kind === 'compact' ? 'records' : 'runs' });
   io.signal.addEventListener('abort', stop, { once: true });
   return new Promise<ImportSummary>((resolve, reject) => {

@@ -1,5 +1,5 @@
 /** Messages between an import and the thread it runs on (client.ts, worker.ts). */
-import type { ExitCode } from '../../../lib/errors.js';
+import type { ExitCode, StopSignal } from '../../../lib/errors.js';
 import type { LogLevel } from '../../../lib/log.js';
 import type { CompactImportOptions } from '../compact.js';
 import type { ImportOptions, ImportSummary } from '../import.js';
@@ -17,7 +17,7 @@ export type ImportJob =
   | { kind: 'storyline'; options: Omit<ImportOptions, 'stdin' | 'log' | 'signal' | 'progress'> }
   | { kind: 'compact'; options: Omit<CompactImportOptions, 'log' | 'signal' | 'progress'> };
 
-export type ToImportThread = { type: 'abort' };
+export type ToImportThread = { type: 'abort'; signal: StopSignal };
 
 export type FromImportThread =
   | { type: 'log'; level: LogLevel; message: string }

@@ -3,7 +3,7 @@
  * progress and abort bridged to the command's thread (client.ts).
  */
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { ExitCode, ToolError } from '../../../lib/errors.js';
+import { InterruptedError, ToolError } from '../../../lib/errors.js';
 import { Logger, LOG_LEVELS } from '../../../lib/log.js';
 import type { ProgressSink } from '../../../lib/progress.js';
 import { runCompactImport } from '../compact.js';
@@ -23,7 +23,7 @@ async function work(port: MessagePort, data: ImportThreadData): Promise<void> {
   }
   const controller = new AbortController();
   port.on('message', (message: ToImportThread) => {
-    if (message.type === 'abort') controller.abort(new ToolError(ExitCode.Unavailable, 'interrupted'));
+    if (message.type === 'abort') controller.abort(new InterruptedError(message.signal));
   });
   let records = 0;
   let bytes = 0;

@@ -11,7 +11,7 @@
  * pragma assignments (reference/dependencies.md).
  */
 import { type SqliteDatabase, type SqliteStatement } from '../../dataset/sqlite.js';
-import { InvalidInputError, UnavailableError } from '../../../lib/errors.js';
+import { InterruptedError, InvalidInputError, UnavailableError } from '../../../lib/errors.js';
 import { openReadOnly, type SqlMount } from './connection.js';
 
 export interface SqlRequest {
@@ -107,7 +107,7 @@ export function runReadOnlySql(request: SqlRequest): SqlOutcome {
   } catch (error) {
     if ((error as { code?: string }).code === 'SQLITE_INTERRUPT') {
       if (process.hrtime.bigint() >= deadline) throw new SqlTimeoutError(request.timeoutMs, delivered);
-      throw new UnavailableError('interrupted');
+      throw new InterruptedError(); // the watchdog stops a statement early only for SIGINT or SIGTERM; the program says which
     }
     if (error instanceof InvalidInputError) throw error;
     // Errors while stepping (a bad argument to a function, say) are the statement's fault, like prepare errors.

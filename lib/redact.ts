@@ -1,0 +1,13 @@
+/**
+ * Credentials typed into URIs never reach a message: `s3://user:secret@bucket` is shown as
+ * `s3://***@bucket`. Applied where a message quotes a URI, and once more where messages leave the
+ * process (the error report, the logger), for any quoting a module forgot.
+ */
+
+// The authority's user info runs from `scheme://` to the last `@` before the host; a password typed
+// raw may itself hold `@` or `:`, so the match is greedy up to the path, query, fragment or a quote.
+const USER_INFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#"'`<>@]*(?:@[^\s/?#"'`<>@]*)*@/gi;
+
+export function redactUserInfo(text: string): string {
+  return text.includes('@') ? text.replace(USER_INFO, '$1***@') : text;
+}
