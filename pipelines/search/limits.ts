@@ -7,6 +7,13 @@ export const FIND_DEFAULTS = {
   timeoutMs: 30_000,
 } as const;
 
+/**
+ * How far a `find --match` expression may nest (parentheses and NOTs) and how many search terms it
+ * may hold. Both keep the parser's recursion and the SQL the expression becomes (SQLite refuses
+ * expression trees deeper than 1000) well inside their bounds, and are far beyond what people type.
+ */
+export const EXPRESSION_LIMITS = { maxDepth: 64, maxTerms: 256 } as const;
+
 export const QUERY_DEFAULTS = {
   maxOutputRows: 10_000,
   maxOutputBytes: 64 * 1024 * 1024,

@@ -322,6 +322,12 @@ test('bad input exits 2 and names it: grammar errors with a caret, options, mode
     assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message);
   }
+  // Expressions built to exhaust the parser or SQLite are refused as input, not crashes.
+  for (const expression of [`${'('.repeat(3000)}x${')'.repeat(3000)}`, `${'NOT '.repeat(20_000)}x`, Array.from({ length: 5000 }, (_, i) => `w${i}`).join(' OR ')]) {
+    const r = await trajstore(['find', atifDataset, '--match', expression]);
+    assert.is(r.code, 2, r.stderr.slice(0, 300));
+    assert.match(r.stderr, /nests deeper than 64 levels|more than 256 search terms/);
+  }
   const missing = await trajstore(['find', join(home, 'no-such-dataset'), '--match', 'x']);
   assert.is(missing.code, 3);
 });

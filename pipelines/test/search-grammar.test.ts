@@ -4,6 +4,7 @@ import { ExitCode } from '../../lib/errors.js';
 import type { Expr } from '../search/grammar/ast.js';
 import { ExpressionError } from '../search/grammar/errors.js';
 import { parseExpression } from '../search/grammar/parser.js';
+import { EXPRESSION_LIMITS } from '../search/limits.js';
 
 /** A compact, unambiguous rendering of a tree: `(AND a (NOT b))`, `user:"x"`, `extra|$.a>=1`. */
 function show(expr: Expr): string {
@@ -170,4 +171,39 @@ test('an error from the second of several --match names it', () => {
     assert.match(numbered.message, /^invalid --match #2 expression at column 4: unexpected end of expression/);
   }
 });
+test('nesting and size limits: 64 levels and 256 terms parse, one more is refused with a caret near the spot', () => {
+  const { maxDepth, maxTerms } = EXPRESSION_LIMITS;
+  const parens = (n: number) => `${'('.repeat(n)}x${')'.repeat(n)}`;
+  const nots = (n: number) => `${'NOT '.repeat(n)}x`;
+  const terms = (n: number) => Array.from({ length: n }, (_, i) => `w${i}`).join(' OR ');
+  assert.is(show(parseExpression(parens(maxDepth))), 'content:"x"');
+  assert.is(show(parseExpression(nots(maxDepth))), `${'(NOT '.repeat(maxDepth)}content:"x"${')'.repeat(maxDepth)}`);
+  assert.is((parseExpression(terms(maxTerms)) as { operands: unknown[] }).operands.length, maxTerms);
+  // Mixed: each NOT and each parenthesis is a level.
+  assert.ok(parseExpression(`${'(NOT '.repeat(maxDepth / 2)}x${')'.repeat(maxDepth / 2)}`));
+  const refused: Array<[string, RegExp]> = [
+    [parens(maxDepth + 1), /nests deeper than 64 levels/],
+    [parens(3000), /nests deeper than 64 levels/],
+    [nots(maxDepth + 1), /nests deeper than 64 levels/],
+    [nots(20_000), /nests deeper than 64 levels/],
+    [`${'(NOT '.repeat(maxDepth / 2 + 1)}x${')'.repeat(maxDepth / 2 + 1)}`, /nests deeper than 64 levels/],
+    [terms(maxTerms + 1), /more than 256 search terms/],
+    [Array.from({ length: 5000 }, (_, i) => `$.a${i}=1`).join(' '), /more than 256 search terms/],
+  ];
+  for (const [expression, reason] of refused) {
+    try {
+      parseExpression(expression);
+      assert.unreachable(expression.slice(0, 40));
+    } catch (error) {
+      assert.instance(error, ExpressionError);
+      assert.is((error as ExpressionError).exitCode, ExitCode.InvalidInput);
+      assert.match((error as Error).message, reason);
+      // The excerpt is cut around the spot, so the caret stays on screen.
+      const [, shown, caret] = (error as Error).message.split('\n');
+      assert.ok((shown as string).length <= 2 + 1 + 60 + 60 + 1, `excerpt of ${(shown as string).length} characters`);
+      assert.ok((caret as string).length <= 2 + 1 + 60 + 1);
+    }
+  }
+});
+
 test.run();

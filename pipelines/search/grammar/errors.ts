@@ -10,11 +10,20 @@ export function columnAt(text: string, offset: number): number {
   return [...text.slice(0, offset)].length + 1;
 }
 
-/** The expression on one line and a caret under `offset`; wide (CJK) characters count double. */
+/** Characters of context shown on each side of the caret in a long expression. */
+const CONTEXT = 60;
+
+/**
+ * The expression on one line and a caret under `offset`; wide (CJK) characters count double. A long
+ * expression is cut to the stretch around the offset, with `…` where text was left out.
+ */
 export function caretLines(text: string, offset: number): string {
   const shown = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
-  const pad = ' '.repeat(displayWidth(shown.slice(0, offset)));
-  return `  ${shown}\n  ${pad}^`;
+  const chars = [...shown.slice(0, offset)];
+  const before = chars.length > CONTEXT ? `…${chars.slice(-CONTEXT).join('')}` : chars.join('');
+  const rest = [...shown.slice(offset)];
+  const after = rest.length > CONTEXT ? `${rest.slice(0, CONTEXT).join('')}…` : rest.join('');
+  return `  ${before}${after}\n  ${' '.repeat(displayWidth(before))}^`;
 }
 
 export class ExpressionError extends InvalidInputError {

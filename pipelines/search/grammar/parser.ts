@@ -28,9 +28,11 @@ import {
   type TextField,
 } from './ast.js';
 import { ExpressionError } from './errors.js';
+import { EXPRESSION_LIMITS } from '../limits.js';
 import { readString, tokenize, type Token } from './tokens.js';
 
 const KEYWORDS = new Set(['AND', 'OR', 'NOT']);
+
 const NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 const PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -41,6 +43,8 @@ export function parseExpression(source: string): Expr {
 class Parser {
   private readonly tokens: Token[];
   private pos = 0;
+  private depth = 0;
+  private terms = 0;
 
   constructor(private readonly source: string) {
     this.tokens = tokenize(source);
@@ -84,18 +88,38 @@ class Parser {
     const token = this.peek();
     if (token && this.isKeyword(token, 'NOT')) {
       this.pos++;
-      const operand = this.parseNot();
+      const operand = this.nested(token, () => this.parseNot());
       return { type: 'not', operand, span: { start: token.start, end: operand.span.end } };
     }
     return this.parsePrimary();
   }
 
+  /** Parses one level deeper, refusing to go past the depth limit. */
+  private nested(at: Token, parse: () => Expr): Expr {
+    if (++this.depth > EXPRESSION_LIMITS.maxDepth) {
+      throw this.error(at.start, `the expression nests deeper than ${EXPRESSION_LIMITS.maxDepth} levels of parentheses and NOT`, 'flatten it: adjacent terms are ANDed, and NOT NOT x is x');
+    }
+    try {
+      return parse();
+    } finally {
+      this.depth--;
+    }
+  }
+
+  /** Counts a search term, refusing more than the limit. */
+  private term(at: Token): void {
+    if (++this.terms > EXPRESSION_LIMITS.maxTerms) {
+      throw this.error(at.start, `the expression has more than ${EXPRESSION_LIMITS.maxTerms} search terms`, 'split the search into several runs of find');
+    }
+  }
+
   private parsePrimary(): Expr {
     const token = this.next('a search term');
+    if (token.kind !== 'lparen' && token.kind !== 'rparen' && token.kind !== 'op') this.term(token);
     switch (token.kind) {
       case 'lparen': {
         if (this.peek()?.kind === 'rparen') throw this.error(token.start, 'empty parentheses');
-        const inner = this.parseOr();
+        const inner = this.nested(token, () => this.parseOr());
         const close = this.peek();
         if (close?.kind !== 'rparen') {
           throw close ? this.error(close.start, `expected \`)\`, found \`${this.shown(close)}\``) : this.error(token.start, 'unclosed `(`');
