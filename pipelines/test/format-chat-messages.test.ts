@@ -3,12 +3,13 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { SourceError } from '../formats/errors.js';
+import { probeOf } from '../formats/probe.js';
 import { atif } from '../formats/atif/index.js';
 import { chatMessages } from '../formats/chat-messages/index.js';
 import { loadFormat } from '../formats/registry.js';
 import type { Storyline } from '../storyline/schema.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
-import { assertSamplesDecode, bytesSource, chatCanonical as canonical, decodeAll, encodeAll, fileSource, probeOf, problemsOf, thrown, tokenTotals, toolCallCount } from './helpers/format-harness.js';
+import { assertSamplesDecode, bytesSource, chatCanonical as canonical, decodeAll, encodeAll, fileSource, probeOf as probeFile, problemsOf, thrown, tokenTotals, toolCallCount } from './helpers/format-harness.js';
 
 type Row = Record<string, unknown>;
 const fixture = (path: string) => fileSource(join(SHARED_FIXTURES, path), path);
@@ -26,12 +27,12 @@ const FIXTURES = [
 
 test('the chat-messages module is registered and detects each shape', async () => {
   assert.is(await loadFormat('chat-messages'), chatMessages);
-  for (const { path } of FIXTURES) assert.ok((chatMessages.detect(probeOf(join(SHARED_FIXTURES, path), path))?.confidence ?? 0) >= 0.8, path);
-  // A first line longer than the probe's head is judged by its keys.
+  for (const { path } of FIXTURES) assert.ok((chatMessages.detect(probeFile(join(SHARED_FIXTURES, path), path))?.confidence ?? 0) >= 0.8, path);
+  // A first line of any length is judged by its keys.
   const long = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(70_000) }] });
-  assert.is(chatMessages.detect({ relPath: 'long.jsonl', head: Buffer.from(long).subarray(0, 65_536) })?.confidence, 0.5);
+  assert.is(chatMessages.detect(probeOf('long.jsonl', [Buffer.from(`${long}\n${long}\n`)]))?.confidence, 0.8);
   for (const other of ['synthetic/bad/wrong-shape.json', 'persisting/atif/dialogue_10.json', 'synthetic/actf/csv-dedupe-two-attempts.actf.json']) {
-    assert.is(chatMessages.detect(probeOf(join(SHARED_FIXTURES, other), other)), undefined, other);
+    assert.is(chatMessages.detect(probeFile(join(SHARED_FIXTURES, other), other)), undefined, other);
   }
 });
 

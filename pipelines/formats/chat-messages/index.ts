@@ -4,14 +4,14 @@
  */
 import { SourceError } from '../errors.js';
 import type { DecodeContext, DecodedDocument, DetectProbe, Detection, FormatModule, SourceFile } from '../types.js';
-import { probeValue, sourceDocuments, withRawOnce } from '../common/documents.js';
+import { sourceDocuments, withRawOnce } from '../common/documents.js';
 import { isObject, type JsonObject } from '../common/unknown.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { decodeConversationRow, decodeSessionRows, isConversationRow, isSessionRow } from './decode.js';
 import { encodeChatMessages } from './encode.js';
 
 function detect(probe: DetectProbe): Detection | undefined {
-  const value = probeValue(probe);
+  const value = probe.value;
   if (isObject(value) && Array.isArray(value.session_steps)) return { confidence: 0.9, reason: 'a "session_steps" array (one row per LLM call)' };
   const first = Array.isArray(value) ? value[0] : value;
   if (isSessionRow(first)) return { confidence: 0.85, reason: 'rows with session_id, step_id and messages/response (one row per LLM call)' };
@@ -21,13 +21,6 @@ function detect(probe: DetectProbe): Detection | undefined {
   if (isConversationRow(first)) {
     const messages = typeof first.messages === 'string' ? first.messages : JSON.stringify(first.messages);
     if (/"role"\s*:/.test(messages)) return { confidence: 0.8, reason: 'rows with a "messages" array of role/content messages' };
-  }
-  if (value === undefined) {
-    // The first line or document is longer than the head: look at its keys.
-    const head = probe.head.toString('utf8');
-    if (/"session_steps"\s*:\s*\[/.test(head)) return { confidence: 0.6, reason: 'a "session_steps" array near the start' };
-    if (/^\s*[[{][^\n]*"conversations"\s*:\s*\[\s*\{\s*"from"/.test(head)) return { confidence: 0.5, reason: 'ShareGPT "conversations" near the start' };
-    if (/^\s*[[{][^\n]*"messages"\s*:\s*\[\s*\{\s*"role"/.test(head)) return { confidence: 0.5, reason: 'a "messages" array of role/content messages near the start' };
   }
   return undefined;
 }

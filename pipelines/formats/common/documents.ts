@@ -7,7 +7,7 @@
 import { Readable } from 'node:stream';
 import type { Storyline } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
-import type { DecodeContext, DecodedDocument, DetectProbe, SourceFile } from '../types.js';
+import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import { decodeUtf8, parseJson, readAll, readLines } from '../lines.js';
 import type { Fail } from './elements.js';
 import { isJsonText } from './values.js';
@@ -152,9 +152,4 @@ export function* withRawOnce(storylines: Iterable<Storyline>, sourceDocument: nu
     yield raw ? { storyline, sourceDocument, raw } : { storyline, sourceDocument };
     raw = undefined;
   }
-}
-
-/** The first JSON value a probe offers: the whole document, else the first line. */
-export function probeValue(probe: DetectProbe): unknown {
-  return probe.document !== undefined ? probe.document : probe.firstLine;
 }
