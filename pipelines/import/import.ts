@@ -5,7 +5,6 @@
  * batch plus the largest single source document, whatever the input size.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressSink } from '../../lib/progress.js';
@@ -15,7 +14,6 @@ import type { DecodeContext, FormatModule } from '../formats/types.js';
 import type { Row } from '../dataset/parquet.js';
 import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
 import { storylineProblems } from '../storyline/validate.js';
-import { locatePointer } from '../formats/storyline/locate.js';
 import { detectFormat } from './detect.js';
 import { documentIdOf, storylineRows } from '../dataset/rows.js';
 import { listSources, type ImportFile } from './sources.js';
@@ -112,11 +110,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   try {
     for (const source of files) {
       if (options.signal.aborted) throw options.signal.reason;
-      try {
-        await importFile(source);
-      } catch (error) {
-        throw withLine(error, source);
-      }
+      await importFile(source);
     }
     const snapshot = await writer.commit();
     const total = emptyTotals();
@@ -214,25 +208,5 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
       diagnostics += 1;
       options.log.warn(`${file.relPath}: no ${format.name} documents in this file`);
     }
-  }
-}
-
-/** Files up to this size are read again to put a line on a problem that has only a JSON Pointer. */
-const LOCATE_MAX_BYTES = 64 * 1024 * 1024;
-
-/**
- * A decoder's problem located by JSON Pointer only (a whole-file `.json` document) gets the line and
- * column of the pointer's value, so every refusal names file, line and reason.
- */
-function withLine(error: unknown, file: ImportFile): unknown {
-  if (!(error instanceof SourceError) || error.location.line !== undefined || error.location.pointer === undefined) return error;
-  if (file.path === '-' || file.size === undefined || file.size > LOCATE_MAX_BYTES) return error;
-  try {
-    const text = readFileSync(file.path, 'utf8');
-    JSON.parse(text);
-    const { line, column } = locatePointer(text, error.location.pointer);
-    return new SourceError({ ...error.location, line, column }, error.reason, { hint: error.hint, cause: error });
-  } catch {
-    return error;
   }
 }

@@ -157,9 +157,9 @@ test('encode groups adjacent Storylines of one run and folds other formats into 
 test('bad ACTF documents name the file and pointer', async () => {
   const noAttempts = await thrown(() => decodeAll(actf, bytesSource('{"task_id":"t","attempts":{}}', 'x.actf.json')));
   assert.instance(noAttempts, SourceError);
-  assert.is(noAttempts.message, 'x.actf.json at /attempts: an ACTF document needs a non-empty "attempts" object');
+  assert.is(noAttempts.message, 'x.actf.json:1:27 at /attempts: an ACTF document needs a non-empty "attempts" object');
   const shape = await thrown(() => decodeAll(actf, fileSource(join(SHARED_FIXTURES, 'synthetic/bad/wrong-shape.json'), 'wrong-shape.json')));
-  assert.is(shape.message, 'wrong-shape.json at /0: an ACTF document must be a JSON object');
+  assert.is(shape.message, 'wrong-shape.json:1:2 at /0: an ACTF document must be a JSON object');
   const truncated = await thrown(() => decodeAll(actf, bytesSource('{"task_id": "t",\n  "attempts": {', 'cut.actf.json')));
   assert.match(truncated.message, /^cut\.actf\.json:2:\d+: invalid JSON/);
 });

@@ -7,9 +7,8 @@ import { SourceError } from '../errors.js';
 import type { DecodedDocument, DetectProbe, Detection, EncodedDocument, FormatModule, SourceFile, DecodeContext } from '../types.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { storylineProblems } from '../../storyline/validate.js';
-import { sourceDocuments } from '../common/documents.js';
+import { locatedIn, sourceDocuments } from '../common/documents.js';
 import { isObject } from '../common/unknown.js';
-import { locatePointer } from './locate.js';
 
 function detect(probe: DetectProbe): Detection | undefined {
   const version = isObject(probe.value) ? probe.value.schema_version : undefined;
@@ -23,13 +22,7 @@ async function* decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<Dec
   for await (const doc of sourceDocuments(file)) {
     if (ctx.signal.aborted) return;
     const [problem] = storylineProblems(doc.value, 1);
-    if (problem) {
-      // The raw bytes may start with blank lines that belong to this document; the text starts there.
-      const text = doc.raw.toString('utf8');
-      const leading = (text.match(/^\s*/)?.[0] ?? '').split('\n').length - 1;
-      const { line, column } = locatePointer(text, problem.pointer, doc.line - leading);
-      throw new SourceError({ relPath: file.relPath, line, column, pointer: problem.pointer }, problem.message);
-    }
+    if (problem) throw locatedIn(new SourceError({ relPath: file.relPath, pointer: problem.pointer }, problem.message), doc);
     yield { storyline: doc.value as Storyline, sourceDocument: ordinal++, ...(ctx.keepRaw ? { raw: doc.raw } : {}) };
   }
 }
