@@ -62,7 +62,9 @@ test('conversation rows: roles, parallel calls, malformed arguments, content par
   assert.is(swe.turns[2]!.reason, 'Find parse_offset first.');
   assert.equal(swe.turns[2]!.tool_calls![0]!.args, { query: 'def parse_offset', path: 'tzparse' });
   assert.equal(swe.turns[3]!.observation!.results.map((r) => [r.source_call_id, r.content]), [['call_1b', 'ok'], ['call_1c', '7 passed in 0.05s']]);
-  assert.is(swe.extra?.instance_id, 'acme__tzparse-311');
+  // Row metadata: all of it in meta.row (runs.meta_json); the outcome also in task.result.
+  assert.is((swe.meta?.row as Row).instance_id, 'acme__tzparse-311');
+  assert.equal(swe.task?.result, { resolved: true });
   assert.is(swe.agent.model, 'gpt-x-mini');
 
   assert.equal((image.turns[1]!.msg as Row[]).map((p) => p.type), ['text', 'image_url']);
@@ -153,11 +155,11 @@ test('ShareGPT spellings, several responses and free text around calls survive a
 test('bad chat inputs name the file, line and pointer', async () => {
   const shape = await thrown(() => decodeAll(chatMessages, fixture('synthetic/bad/wrong-shape.json')));
   assert.instance(shape, SourceError);
-  assert.is(shape.message, 'synthetic/bad/wrong-shape.json at /0: not a chat-messages row: expected "messages", "conversations", or per-call rows with "session_id" and "step_id"');
+  assert.is(shape.message, 'synthetic/bad/wrong-shape.json:1:2 at /0: not a chat-messages row: expected "messages", "conversations", or per-call rows with "session_id" and "step_id"');
   const message = await thrown(() => decodeAll(chatMessages, bytesSource('{"messages":[{"role":"user","content":"a"}]}\n{"messages":["oops"]}\n', 'm.jsonl')));
-  assert.is(message.message, 'm.jsonl:2 at /messages/0: a chat message must be a JSON object');
+  assert.is(message.message, 'm.jsonl:2:14 at /messages/0: a chat message must be a JSON object');
   const step = await thrown(() => decodeAll(chatMessages, bytesSource('[{"session_id":"s","step_id":0,"messages":[]}]', 's.json')));
-  assert.is(step.message, 's.json at /0/step_id: step_id must be an integer > 0, not 0');
+  assert.is(step.message, 's.json:1:30 at /0/step_id: step_id must be an integer > 0, not 0');
   const broken = await thrown(() => decodeAll(chatMessages, bytesSource('{"messages":[}\n', 'b.jsonl')));
   assert.match(broken.message, /^b\.jsonl:1:14: invalid JSON/);
 });
