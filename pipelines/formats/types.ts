@@ -73,6 +73,8 @@ export interface EncodedDocument {
 export interface FormatModule {
   /** Its entry in the registry (registry.ts). */
   name: string;
+  /** What a document of this format looks like, for the refusal of an input that holds none. */
+  expects: string;
   /** File name suffixes this format is usually found in (`.json`, `.jsonl`, ...), for directory walks. */
   extensions: readonly string[];
   detect(probe: DetectProbe): Detection | undefined;

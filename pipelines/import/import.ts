@@ -106,11 +106,20 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   let skipped = 0;
   let diagnostics = 0;
   let bytes = 0;
+  /** Documents decoded, and the formats the files were read as (for the refusal of an input that holds none). */
+  let decodedDocuments = 0;
+  const formatsRead = new Set<FormatModule>();
   const importedAt = new Date().toISOString();
   try {
     for (const source of files) {
       if (options.signal.aborted) throw options.signal.reason;
       await importFile(source);
+    }
+    if (decodedDocuments === 0) {
+      // An input that holds no document of its format is not what was asked for: nothing is written.
+      const where = files.length === 1 ? (files[0] as ImportFile).relPath : `-f ${options.from} (${files.length} files)`;
+      const read = [...formatsRead];
+      throw new InvalidInputError(`${where}: no ${read.map((f) => f.name).join(' or ')} document; expected ${read.map((f) => f.expects).join(', or ')}`);
     }
     const snapshot = await writer.commit();
     const total = emptyTotals();
@@ -134,6 +143,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
 
   async function importFile(source: ImportFile): Promise<void> {
     const format = await formatOf(source, formats, options);
+    formatsRead.add(format);
     const file = counted(source, options.progress, (n) => (bytes += n));
     let totals = byFormat.get(format.name);
     if (!totals) byFormat.set(format.name, (totals = { format: format.name, ...emptyTotals() }));
@@ -204,6 +214,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
       options.progress?.add(1);
     }
     await flushSource();
+    decodedDocuments += documents;
     if (documents === 0) {
       diagnostics += 1;
       options.log.warn(`${file.relPath}: no ${format.name} documents in this file`);

@@ -20,6 +20,7 @@ function decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<DecodedDoc
 
 export const actf: FormatModule = {
   name: 'actf',
+  expects: 'ACTF task documents (JSON objects with "task_id", "k", "attempts_tried" and "attempts")',
   extensions: ['.actf.json', '.json', '.jsonl', '.ndjson'],
   detect,
   decode,

@@ -30,6 +30,7 @@ function detect(probe: DetectProbe): Detection | undefined {
 
 export const agenta: FormatModule = {
   name: 'agenta',
+  expects: 'Codex CLI rollout lines ({"timestamp", "type": "session_meta"|"response_item"|..., "payload"}) with at least one message',
   extensions: ['.jsonl'],
   detect,
   decode: decodeCodex,

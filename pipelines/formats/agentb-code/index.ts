@@ -35,6 +35,7 @@ function detect(probe: DetectProbe): Detection | undefined {
 
 export const agentbCode: FormatModule = {
   name: 'agentb-code',
+  expects: 'Claude Code session lines ({"type": "user"|"assistant", "sessionId", "message"}) with at least one message',
   extensions: ['.jsonl'],
   detect,
   decode: decodeClaudeCode,

@@ -27,6 +27,7 @@ function decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<DecodedDoc
 
 export const atif: FormatModule = {
   name: 'atif',
+  expects: 'ATIF trajectories (JSON objects with "schema_version": "ATIF-v1.x", "agent" and "steps")',
   extensions: ['.json', '.jsonl', '.ndjson'],
   detect,
   decode,

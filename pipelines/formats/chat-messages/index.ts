@@ -99,6 +99,7 @@ function locate(rows: unknown[], pointer: string, line: number | undefined, fail
 
 export const chatMessages: FormatModule = {
   name: 'chat-messages',
+  expects: 'chat rows (objects with a "messages" or "conversations" list, or per-call rows with "session_id", "step_id" and "messages")',
   extensions: ['.jsonl', '.ndjson', '.json'],
   detect,
   decode,

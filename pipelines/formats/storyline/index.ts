@@ -39,6 +39,7 @@ async function* encode(docs: AsyncIterable<Storyline>): AsyncGenerator<EncodedDo
 
 export const storyline: FormatModule = {
   name: 'storyline',
+  expects: 'Storyline documents (JSON objects with "schema_version": "storyline/v1", "session", "agent" and "turns")',
   extensions: ['.json', '.jsonl', '.ndjson'],
   detect,
   decode,
