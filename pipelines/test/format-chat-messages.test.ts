@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -9,6 +9,7 @@ import { chatMessages } from '../formats/chat-messages/index.js';
 import { loadFormat } from '../formats/registry.js';
 import type { Storyline } from '../storyline/schema.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
+import { sandbox } from './helpers/sandbox.js';
 import { assertSamplesDecode, bytesSource, chatCanonical as canonical, decodeAll, encodeAll, fileSource, probeOf as probeFile, problemsOf, thrown, tokenTotals, toolCallCount } from './helpers/format-harness.js';
 
 type Row = Record<string, unknown>;
@@ -150,6 +151,50 @@ test('ShareGPT spellings, several responses and free text around calls survive a
   assert.is(doc.turns[2]!.msg, '4 and 6. <tool_call>not json</tool_call>');
   const [encoded] = await encodeAll(chatMessages, storylines);
   assert.equal(encoded!.value, row);
+});
+
+const EVAL_ROW = {
+  run_id: 'eval-2026-06-01',
+  task: 'swe-lite/astropy-1234',
+  agent: 'coder-v3',
+  model: 'model-y',
+  result: 'pass',
+  score: 0.75,
+  epoch: 2,
+  conversations: [
+    { role: 'system', content: 'You fix bugs.' },
+    { role: 'user', content: [{ type: 'text', text: 'Fix the off-by-one.' }, { type: 'image_url', image_url: { url: 'data:,' } }] },
+    { role: 'assistant', content: null, tool_calls: [{ id: 't1', type: 'function', function: { name: 'edit', arguments: '{"line": 3}' } }] },
+    { role: 'tool', tool_call_id: 't1', content: 'edited' },
+    { role: 'assistant', content: 'Fixed.' },
+  ],
+};
+
+test('conversations of {role, content} with row metadata: Storyline fields, meta.row, and the same row back', async () => {
+  assert.is(chatMessages.detect(probeOf('eval.jsonl', [Buffer.from(`${JSON.stringify(EVAL_ROW)}\n`)]))?.reason, 'rows with "conversations" of role/content messages');
+  const { storylines } = await decodeAll(chatMessages, bytesSource(`${JSON.stringify(EVAL_ROW)}\n`, 'eval.jsonl'));
+  const doc = storylines[0]!;
+  assert.equal(problemsOf(storylines), []);
+  assert.is(doc.origin?.schema_version, 'conversations');
+  assert.equal(doc.turns.map((t) => t.src), ['system', 'user', 'agent', 'agent']);
+  assert.equal(doc.turns[2]!.observation!.results, [{ source_call_id: 't1', content: 'edited' }]);
+  assert.equal([doc.agent.id, doc.agent.name, doc.agent.model, doc.run], ['coder-v3', 'coder-v3', 'model-y', 'eval-2026-06-01']);
+  assert.equal(doc.task?.result, { result: 'pass', score: 0.75 });
+  const { conversations: _c, ...metadata } = EVAL_ROW;
+  assert.equal(doc.meta?.row, metadata);
+  const [encoded] = await encodeAll(chatMessages, storylines);
+  assert.equal(canonical([encoded!.value]), canonical([EVAL_ROW]));
+});
+
+test('row metadata is queryable from runs.meta_json through the command', async () => {
+  const s = sandbox('format-chat');
+  writeFileSync(s.path('eval.jsonl'), `${JSON.stringify(EVAL_ROW)}\n`);
+  const imported = await s.run(['import', '-f', s.path('eval.jsonl'), '-t', s.path('ds')]);
+  assert.is(imported.code, 0, imported.stderr);
+  const sql = "select json_extract(meta_json, '$.row.task') as task, json_extract(meta_json, '$.row.epoch') as epoch, run_id, agent_name from dataset.runs";
+  const rows = await s.run(['query', s.path('ds'), '--sql', sql, '--format', 'json']);
+  assert.is(rows.code, 0, rows.stderr);
+  assert.equal(JSON.parse(rows.stdout), [{ task: 'swe-lite/astropy-1234', epoch: 2, run_id: 'eval-2026-06-01', agent_name: 'coder-v3' }]);
 });
 
 test('bad chat inputs name the file, line and pointer', async () => {
