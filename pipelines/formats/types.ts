@@ -17,15 +17,16 @@ export interface SourceFile {
   open(): Readable;
 }
 
-/** What detection sees of a file: its name and first bytes. */
+/** What detection sees of a file (probe.ts): its name and a skeleton of its first JSON value. */
 export interface DetectProbe {
   relPath: string;
-  /** The first bytes of the file (up to 64 KiB). */
-  head: Buffer;
-  /** The first non-blank line parsed as JSON, when it parses. */
-  firstLine?: unknown;
-  /** The whole file parsed as JSON, when the head is the whole file and it parses. */
-  document?: unknown;
+  /**
+   * The file's first JSON value (the document of a `.json` file, the first line of a JSONL file) with
+   * every root key, but only the first element of arrays, the first members of deeper objects, empty
+   * containers below a few levels and the first bytes of strings. What was read up to a syntax error
+   * or the end of the input when the value is cut; absent when nothing parses.
+   */
+  value?: unknown;
 }
 
 export interface Detection {
@@ -72,6 +73,8 @@ export interface EncodedDocument {
 export interface FormatModule {
   /** Its entry in the registry (registry.ts). */
   name: string;
+  /** What a document of this format looks like, for the refusal of an input that holds none. */
+  expects: string;
   /** File name suffixes this format is usually found in (`.json`, `.jsonl`, ...), for directory walks. */
   extensions: readonly string[];
   detect(probe: DetectProbe): Detection | undefined;

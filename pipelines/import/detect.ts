@@ -1,13 +1,15 @@
 /**
- * Per-file format detection for `-i auto`: every registered format looks at the probe and the most
- * confident one wins (ties go to the earlier entry of the registry). A file nobody recognises is
- * refused with the most precise reason available: empty, invalid UTF-8, a JSON syntax error with
- * its line and column, or an unrecognised shape.
+ * Per-file format detection for `-i auto`: every registered format looks at the probe (the skeleton
+ * of the file's first JSON value, formats/probe.ts) and the most confident one wins (ties go to the
+ * earlier entry of the registry). A file nobody recognises is refused with the most precise reason
+ * available: empty, invalid UTF-8, a JSON syntax error with its line and column, or an unrecognised
+ * shape.
  */
 import { SourceError } from '../formats/errors.js';
 import { parseJson } from '../formats/lines.js';
+import { probeOf } from '../formats/probe.js';
 import type { FormatModule } from '../formats/types.js';
-import { probeOf, type ImportFile } from './sources.js';
+import type { ImportFile } from './sources.js';
 
 export interface Detected {
   format: FormatModule;
@@ -44,7 +46,7 @@ export async function detectFormat(file: ImportFile, formats: readonly FormatMod
   const complete = file.size !== undefined ? head.length >= file.size : head.length < 64 * 1024;
   if (head.length === 0) throw new SourceError({ relPath: file.relPath }, 'empty file: no records');
   checkUtf8(file.relPath, head, complete);
-  const probe = probeOf(file.relPath, head, complete);
+  const probe = probeOf(file.relPath, file.peek());
   let best: Detected | undefined;
   let bestConfidence = 0;
   for (const format of formats) {
@@ -56,8 +58,8 @@ export async function detectFormat(file: ImportFile, formats: readonly FormatMod
   }
   if (best) return best;
   const text = head.toString('utf8');
-  if (complete && probe.document === undefined && probe.firstLine === undefined) parseJson(text, file.relPath, 1); // throws the located syntax error
-  const shape = Array.isArray(probe.document ?? probe.firstLine) ? 'a JSON array' : 'JSON';
+  if (complete && probe.value === undefined) parseJson(text, file.relPath, 1); // throws the located syntax error
+  const shape = Array.isArray(probe.value) ? 'a JSON array' : 'JSON';
   throw new SourceError({ relPath: file.relPath, line: 1 }, `${shape} that no trajectory format recognises (tried: ${formats.map((f) => f.name).join(', ')})`, {
     hint: 'name the format with -i/--input-format if detection is wrong',
   });

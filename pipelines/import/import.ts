@@ -5,7 +5,6 @@
  * batch plus the largest single source document, whatever the input size.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { PassThrough, type Readable } from 'node:stream';
 import { Checkpoint } from '../../lib/checkpoint.js';
 import type { Logger } from '../../lib/log.js';
@@ -16,7 +15,6 @@ import type { DecodeContext, FormatModule } from '../formats/types.js';
 import type { Row } from '../dataset/parquet.js';
 import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
 import { storylineProblems } from '../storyline/validate.js';
-import { locatePointer } from '../formats/storyline/locate.js';
 import { detectFormat } from './detect.js';
 import { documentIdOf, storylineRows } from '../dataset/rows.js';
 import { listSources, type ImportFile } from './sources.js';
@@ -114,16 +112,21 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   let skipped = 0;
   let diagnostics = 0;
   let bytes = 0;
+  /** Documents decoded, and the formats the files were read as (for the refusal of an input that holds none). */
+  let decodedDocuments = 0;
+  const formatsRead = new Set<FormatModule>();
   const importedAt = new Date().toISOString();
   const checkpoint = new Checkpoint(options.signal);
   try {
     for (const source of files) {
       if (options.signal.aborted) throw options.signal.reason;
-      try {
-        await importFile(source);
-      } catch (error) {
-        throw withLine(error, source);
-      }
+      await importFile(source);
+    }
+    if (decodedDocuments === 0) {
+      // An input that holds no document of its format is not what was asked for: nothing is written.
+      const where = files.length === 1 ? (files[0] as ImportFile).relPath : `-f ${options.from} (${files.length} files)`;
+      const read = [...formatsRead];
+      throw new InvalidInputError(`${where}: no ${read.map((f) => f.name).join(' or ')} document; expected ${read.map((f) => f.expects).join(', or ')}`);
     }
     await checkpoint.check(); // decoders end early when the signal aborts, which is not the end of the input
     const snapshot = await writer.commit();
@@ -148,6 +151,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
 
   async function importFile(source: ImportFile): Promise<void> {
     const format = await formatOf(source, formats, options);
+    formatsRead.add(format);
     const file = counted(source, options.progress, (n) => (bytes += n));
     let totals = byFormat.get(format.name);
     if (!totals) byFormat.set(format.name, (totals = { format: format.name, ...emptyTotals() }));
@@ -218,29 +222,10 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
       options.progress?.add(1);
     }
     await flushSource();
+    decodedDocuments += documents;
     if (documents === 0) {
       diagnostics += 1;
       options.log.warn(`${file.relPath}: no ${format.name} documents in this file`);
     }
-  }
-}
-
-/** Files up to this size are read again to put a line on a problem that has only a JSON Pointer. */
-const LOCATE_MAX_BYTES = 64 * 1024 * 1024;
-
-/**
- * A decoder's problem located by JSON Pointer only (a whole-file `.json` document) gets the line and
- * column of the pointer's value, so every refusal names file, line and reason.
- */
-function withLine(error: unknown, file: ImportFile): unknown {
-  if (!(error instanceof SourceError) || error.location.line !== undefined || error.location.pointer === undefined) return error;
-  if (file.path === '-' || file.size === undefined || file.size > LOCATE_MAX_BYTES) return error;
-  try {
-    const text = readFileSync(file.path, 'utf8');
-    JSON.parse(text);
-    const { line, column } = locatePointer(text, error.location.pointer);
-    return new SourceError({ ...error.location, line, column }, error.reason, { hint: error.hint, cause: error });
-  } catch {
-    return error;
   }
 }

@@ -1,21 +1,28 @@
 /**
  * The files of an import source: one file, a directory walked recursively (paths in byte order,
- * symbolic links not followed), or `-` for stdin. Detection probes a file's first bytes; stdin's
- * head is read once and replayed in front of the rest, so it too is read a single time.
+ * symbolic links not followed), or `-` for stdin. Detection reads a local file up to the end of its
+ * first JSON value (formats/probe.ts); stdin's head is read once for detection and replayed in front
+ * of the rest, so stdin too is read a single time.
  */
 import { lstatSync, openSync, readSync, closeSync, readdirSync, statSync, type Stats } from 'node:fs';
 import { basename, join, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
-import type { DetectProbe, SourceFile } from '../formats/types.js';
+import type { SourceFile } from '../formats/types.js';
 
 export const PROBE_BYTES = 64 * 1024;
 
 export interface ImportFile extends SourceFile {
   /** Size in bytes when known (not for stdin). */
   size: number | undefined;
-  /** The first bytes, for detection. */
+  /** The first bytes (up to PROBE_BYTES), for detection. */
   head(): Promise<Buffer>;
+  /**
+   * The bytes detection may read, from the start, to find the end of the first JSON value: the
+   * whole file for a local file (read lazily), the head for stdin (which cannot be read twice).
+   * Call after `head()`.
+   */
+  peek(): Iterable<Buffer>;
 }
 
 const byteOrder = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
@@ -50,6 +57,7 @@ function localFile(path: string, relPath: string, size: number): ImportFile {
     relPath,
     size,
     open: () => Readable.from(chunksOf(path, size), { objectMode: false }),
+    peek: () => chunksOf(path, size),
     head: async () => {
       const fd = openSync(path, 'r');
       try {
@@ -86,6 +94,7 @@ function stdinFile(stdin: Readable): ImportFile {
     relPath: '-',
     size: undefined,
     head: async () => (await readHead()).subarray(0, PROBE_BYTES),
+    peek: () => (head ? [head] : []),
     open: () => {
       if (opened) throw new Error('stdin can be read once only');
       opened = true;
@@ -132,27 +141,4 @@ export function listSources(from: string, stdin: Readable, extensions: readonly 
   };
   walk(from);
   return files.sort((a, b) => byteOrder(a.relPath, b.relPath));
-}
-
-/** What detection sees: the head, its first non-blank line as JSON, and the whole file as JSON when the head is all of it. */
-export function probeOf(relPath: string, head: Buffer, complete: boolean): DetectProbe {
-  const probe: DetectProbe = { relPath, head };
-  const text = head.toString('utf8');
-  const firstLine = text.split('\n').find((line) => line.trim() !== '');
-  const lineComplete = firstLine !== undefined && (complete || text.indexOf('\n', text.indexOf(firstLine)) !== -1);
-  if (firstLine !== undefined && lineComplete) {
-    try {
-      probe.firstLine = JSON.parse(firstLine);
-    } catch {
-      // not JSONL, or a broken first line: the decoder reports it with its line
-    }
-  }
-  if (complete) {
-    try {
-      probe.document = JSON.parse(text);
-    } catch {
-      // not one JSON document
-    }
-  }
-  return probe;
 }

@@ -18,7 +18,7 @@ const formats = await loadFormats();
 import { agenta } from '../formats/agenta/index.js';
 import { agentbCode } from '../formats/agentb-code/index.js';
 import type { DecodedDocument, FormatModule, SourceFile } from '../formats/types.js';
-import { probeOf } from '../import/sources.js';
+import { probeOf } from '../formats/probe.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
 
 const CC = join(SHARED_FIXTURES, 'synthetic', 'claude-code', 'projects');
@@ -69,8 +69,7 @@ const sum = (s: Storyline, key: 'prompt_tokens' | 'completion_tokens' | 'cached_
 const text = (s: Storyline) => JSON.stringify(s.turns.map((t) => [t.msg, t.reason]));
 
 function detected(path: string): string | undefined {
-  const head = readFileSync(path).subarray(0, 64 * 1024);
-  const probe = probeOf(relative(SHARED_FIXTURES, path), head, head.length < 64 * 1024);
+  const probe = probeOf(relative(SHARED_FIXTURES, path), [readFileSync(path)]);
   let best: { name: string; confidence: number } | undefined;
   for (const format of formats) {
     const d = format.detect(probe);

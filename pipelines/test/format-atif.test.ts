@@ -147,7 +147,7 @@ test('.jsonl with one trajectory per line: lines, raws with blank lines, errors 
   const bad = `${one}\n${JSON.stringify({ ...V14, schema_version: 'ATIF-v2.0' })}\n`;
   const error = await thrown(() => decodeAll(atif, bytesSource(bad, 'two.jsonl')));
   assert.instance(error, SourceError);
-  assert.is(error.message, 'two.jsonl:2 at /schema_version: unsupported ATIF schema_version "ATIF-v2.0" (this build reads ATIF-v1.0 to ATIF-v1.7)');
+  assert.is(error.message, 'two.jsonl:2:19 at /schema_version: unsupported ATIF schema_version "ATIF-v2.0" (this build reads ATIF-v1.0 to ATIF-v1.7)');
 });
 
 test('stdin (no file name): JSONL or one pretty-printed document, told apart by the first line', async () => {
@@ -175,7 +175,7 @@ test('bad inputs: unknown version, truncated JSON, wrong shape -> SourceError (e
   const version = await thrown(() => decodeAll(atif, fixture('synthetic/bad/wrong-schema-version.atif.json')));
   assert.instance(version, SourceError);
   assert.is((version as SourceError).exitCode, 2);
-  assert.match(version.message, /^synthetic\/bad\/wrong-schema-version\.atif\.json at \/schema_version: unsupported ATIF schema_version "ATIF-v9\.0"/);
+  assert.match(version.message, /^synthetic\/bad\/wrong-schema-version\.atif\.json:2:21 at \/schema_version: unsupported ATIF schema_version "ATIF-v9\.0"/);
 
   const truncated = await thrown(() => decodeAll(atif, fixture('synthetic/bad/truncated.atif.json')));
   assert.instance(truncated, SourceError);
@@ -185,7 +185,7 @@ test('bad inputs: unknown version, truncated JSON, wrong shape -> SourceError (e
 
   const shape = await thrown(() => decodeAll(atif, fixture('synthetic/bad/wrong-shape.json')));
   assert.instance(shape, SourceError);
-  assert.is(shape.message, 'synthetic/bad/wrong-shape.json at /0: an ATIF trajectory must be a JSON object');
+  assert.is(shape.message, 'synthetic/bad/wrong-shape.json:1:2 at /0: an ATIF trajectory must be a JSON object');
 });
 
 test("the writer follows Harbor's rules for Storylines from other formats", async () => {

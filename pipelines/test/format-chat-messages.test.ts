@@ -1,14 +1,16 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { SourceError } from '../formats/errors.js';
+import { probeOf } from '../formats/probe.js';
 import { atif } from '../formats/atif/index.js';
 import { chatMessages } from '../formats/chat-messages/index.js';
 import { loadFormat } from '../formats/registry.js';
 import type { Storyline } from '../storyline/schema.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
-import { assertSamplesDecode, bytesSource, chatCanonical as canonical, decodeAll, encodeAll, fileSource, probeOf, problemsOf, thrown, tokenTotals, toolCallCount } from './helpers/format-harness.js';
+import { sandbox } from './helpers/sandbox.js';
+import { assertSamplesDecode, bytesSource, chatCanonical as canonical, decodeAll, encodeAll, fileSource, probeOf as probeFile, problemsOf, thrown, tokenTotals, toolCallCount } from './helpers/format-harness.js';
 
 type Row = Record<string, unknown>;
 const fixture = (path: string) => fileSource(join(SHARED_FIXTURES, path), path);
@@ -26,12 +28,12 @@ const FIXTURES = [
 
 test('the chat-messages module is registered and detects each shape', async () => {
   assert.is(await loadFormat('chat-messages'), chatMessages);
-  for (const { path } of FIXTURES) assert.ok((chatMessages.detect(probeOf(join(SHARED_FIXTURES, path), path))?.confidence ?? 0) >= 0.8, path);
-  // A first line longer than the probe's head is judged by its keys.
+  for (const { path } of FIXTURES) assert.ok((chatMessages.detect(probeFile(join(SHARED_FIXTURES, path), path))?.confidence ?? 0) >= 0.8, path);
+  // A first line of any length is judged by its keys.
   const long = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(70_000) }] });
-  assert.is(chatMessages.detect({ relPath: 'long.jsonl', head: Buffer.from(long).subarray(0, 65_536) })?.confidence, 0.5);
+  assert.is(chatMessages.detect(probeOf('long.jsonl', [Buffer.from(`${long}\n${long}\n`)]))?.confidence, 0.8);
   for (const other of ['synthetic/bad/wrong-shape.json', 'persisting/atif/dialogue_10.json', 'synthetic/actf/csv-dedupe-two-attempts.actf.json']) {
-    assert.is(chatMessages.detect(probeOf(join(SHARED_FIXTURES, other), other)), undefined, other);
+    assert.is(chatMessages.detect(probeFile(join(SHARED_FIXTURES, other), other)), undefined, other);
   }
 });
 
@@ -61,7 +63,9 @@ test('conversation rows: roles, parallel calls, malformed arguments, content par
   assert.is(swe.turns[2]!.reason, 'Find parse_offset first.');
   assert.equal(swe.turns[2]!.tool_calls![0]!.args, { query: 'def parse_offset', path: 'tzparse' });
   assert.equal(swe.turns[3]!.observation!.results.map((r) => [r.source_call_id, r.content]), [['call_1b', 'ok'], ['call_1c', '7 passed in 0.05s']]);
-  assert.is(swe.extra?.instance_id, 'acme__tzparse-311');
+  // Row metadata: all of it in meta.row (runs.meta_json); the outcome also in task.result.
+  assert.is((swe.meta?.row as Row).instance_id, 'acme__tzparse-311');
+  assert.equal(swe.task?.result, { resolved: true });
   assert.is(swe.agent.model, 'gpt-x-mini');
 
   assert.equal((image.turns[1]!.msg as Row[]).map((p) => p.type), ['text', 'image_url']);
@@ -149,14 +153,58 @@ test('ShareGPT spellings, several responses and free text around calls survive a
   assert.equal(encoded!.value, row);
 });
 
+const EVAL_ROW = {
+  run_id: 'eval-2026-06-01',
+  task: 'swe-lite/astropy-1234',
+  agent: 'coder-v3',
+  model: 'model-y',
+  result: 'pass',
+  score: 0.75,
+  epoch: 2,
+  conversations: [
+    { role: 'system', content: 'You fix bugs.' },
+    { role: 'user', content: [{ type: 'text', text: 'Fix the off-by-one.' }, { type: 'image_url', image_url: { url: 'data:,' } }] },
+    { role: 'assistant', content: null, tool_calls: [{ id: 't1', type: 'function', function: { name: 'edit', arguments: '{"line": 3}' } }] },
+    { role: 'tool', tool_call_id: 't1', content: 'edited' },
+    { role: 'assistant', content: 'Fixed.' },
+  ],
+};
+
+test('conversations of {role, content} with row metadata: Storyline fields, meta.row, and the same row back', async () => {
+  assert.is(chatMessages.detect(probeOf('eval.jsonl', [Buffer.from(`${JSON.stringify(EVAL_ROW)}\n`)]))?.reason, 'rows with "conversations" of role/content messages');
+  const { storylines } = await decodeAll(chatMessages, bytesSource(`${JSON.stringify(EVAL_ROW)}\n`, 'eval.jsonl'));
+  const doc = storylines[0]!;
+  assert.equal(problemsOf(storylines), []);
+  assert.is(doc.origin?.schema_version, 'conversations');
+  assert.equal(doc.turns.map((t) => t.src), ['system', 'user', 'agent', 'agent']);
+  assert.equal(doc.turns[2]!.observation!.results, [{ source_call_id: 't1', content: 'edited' }]);
+  assert.equal([doc.agent.id, doc.agent.name, doc.agent.model, doc.run], ['coder-v3', 'coder-v3', 'model-y', 'eval-2026-06-01']);
+  assert.equal(doc.task?.result, { result: 'pass', score: 0.75 });
+  const { conversations: _c, ...metadata } = EVAL_ROW;
+  assert.equal(doc.meta?.row, metadata);
+  const [encoded] = await encodeAll(chatMessages, storylines);
+  assert.equal(canonical([encoded!.value]), canonical([EVAL_ROW]));
+});
+
+test('row metadata is queryable from runs.meta_json through the command', async () => {
+  const s = sandbox('format-chat');
+  writeFileSync(s.path('eval.jsonl'), `${JSON.stringify(EVAL_ROW)}\n`);
+  const imported = await s.run(['import', '-f', s.path('eval.jsonl'), '-t', s.path('ds')]);
+  assert.is(imported.code, 0, imported.stderr);
+  const sql = "select json_extract(meta_json, '$.row.task') as task, json_extract(meta_json, '$.row.epoch') as epoch, run_id, agent_name from dataset.runs";
+  const rows = await s.run(['query', s.path('ds'), '--sql', sql, '--format', 'json']);
+  assert.is(rows.code, 0, rows.stderr);
+  assert.equal(JSON.parse(rows.stdout), [{ task: 'swe-lite/astropy-1234', epoch: 2, run_id: 'eval-2026-06-01', agent_name: 'coder-v3' }]);
+});
+
 test('bad chat inputs name the file, line and pointer', async () => {
   const shape = await thrown(() => decodeAll(chatMessages, fixture('synthetic/bad/wrong-shape.json')));
   assert.instance(shape, SourceError);
-  assert.is(shape.message, 'synthetic/bad/wrong-shape.json at /0: not a chat-messages row: expected "messages", "conversations", or per-call rows with "session_id" and "step_id"');
+  assert.is(shape.message, 'synthetic/bad/wrong-shape.json:1:2 at /0: not a chat-messages row: expected "messages", "conversations", or per-call rows with "session_id" and "step_id"');
   const message = await thrown(() => decodeAll(chatMessages, bytesSource('{"messages":[{"role":"user","content":"a"}]}\n{"messages":["oops"]}\n', 'm.jsonl')));
-  assert.is(message.message, 'm.jsonl:2 at /messages/0: a chat message must be a JSON object');
+  assert.is(message.message, 'm.jsonl:2:14 at /messages/0: a chat message must be a JSON object');
   const step = await thrown(() => decodeAll(chatMessages, bytesSource('[{"session_id":"s","step_id":0,"messages":[]}]', 's.json')));
-  assert.is(step.message, 's.json at /0/step_id: step_id must be an integer > 0, not 0');
+  assert.is(step.message, 's.json:1:30 at /0/step_id: step_id must be an integer > 0, not 0');
   const broken = await thrown(() => decodeAll(chatMessages, bytesSource('{"messages":[}\n', 'b.jsonl')));
   assert.match(broken.message, /^b\.jsonl:1:14: invalid JSON/);
 });

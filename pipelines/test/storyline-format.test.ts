@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { storyline } from '../formats/storyline/index.js';
-import { locatePointer } from '../formats/storyline/locate.js';
+import { locatePointer } from '../formats/common/locate.js';
 import { SourceError } from '../formats/errors.js';
 import { loadFormat } from '../formats/registry.js';
 import { bytesSource, decodeAll, encodeAll, fileSource, probeOf } from './helpers/format-harness.js';

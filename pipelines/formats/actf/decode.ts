@@ -4,6 +4,21 @@
  * go to `task.extra` (shared by the attempts), the attempt's keys other than `trajectory` to
  * `task.result`, tool keys without a Storyline field to the tool call's `extra`, observation keys
  * without one to the result's `extra`; other unknown keys to `unknown_fields.sources.actf`.
+ *
+ * Refused (exit 2, at the JSON Pointer of the problem), as the reference's rules say: a missing
+ * `task_id`; `k` that is not an integer > 0; `attempts_tried` that is not the number of attempts or
+ * is more than `k`; no attempts, or an attempt with an empty key; an attempt trajectory object
+ * whose `schema_version` is not `ACTF_v1.0` or that has no `steps` array; a `step_id` that is not
+ * an integer > 0 greater than the step before; `assistant_content`, `tools`, `tool_calls` or
+ * `observation` of the wrong shape; `tools` and `assistant_content.tool_calls` that differ when
+ * both are non-empty; a tool id used twice in one step; an observation whose `tool_use_id`/`id`
+ * names no tool of its own step.
+ *
+ * Kept leniently, as pChronicle (the upstream) does: a failed attempt's trajectory given as a raw
+ * event array, `null` or `{}` (no turns; kept as given); the outcome keys (`category`, `correct`,
+ * `solved_at`, an attempt's `status`, `score`...), which carry no structure and which dumps of
+ * failed runs are known to bend (upstream coerces them); timestamps and metric values of an
+ * unexpected type; unknown keys.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
@@ -16,6 +31,7 @@ import {
   LenientReader,
   isArray,
   isContent,
+  isCount,
   isCountOrNull,
   isDurationOrNull,
   isNonEmptyString,
@@ -48,6 +64,12 @@ export function decodeActfDocument(value: unknown, where: MemberLocation, ctx: D
   const attempts = doc.attempts as JsonObject;
   const { task_id: _t, attempts: _a, k, ...documentKeys } = doc;
   const keys = Object.keys(attempts);
+  if (!isCount(k) || k === 0) fail('/k', `k must be an integer > 0, not ${JSON.stringify(k)}`);
+  const tried = doc.attempts_tried;
+  if (!isCount(tried)) fail('/attempts_tried', `attempts_tried must be an integer >= 0, not ${JSON.stringify(tried)}`);
+  if (tried !== keys.length) fail('/attempts_tried', `attempts_tried is ${tried as number}, but the document has ${keys.length} attempt${keys.length === 1 ? '' : 's'}`);
+  if ((tried as number) > (k as number)) fail('/attempts_tried', `attempts_tried ${tried as number} is more than k ${k as number}`);
+  if (Object.hasOwn(attempts, '')) fail('/attempts/', 'an attempt key must not be empty');
   return keys.map((key) => {
     const pointer = childPointer('/attempts', key);
     const attempt = attempts[key];
@@ -71,13 +93,14 @@ export function decodeActfDocument(value: unknown, where: MemberLocation, ctx: D
     const report = (at: string, message: string, code = 'actf_value_kept') => ctx.diagnostic(code, `at ${where.base}${at}: ${message}`, where.line);
     const read = new LenientReader(unknown, report);
     const trajectoryPointer = childPointer(pointer, 'trajectory');
-    if (Array.isArray(trajectory) || !isObject(trajectory)) {
-      // Failed attempts may carry the agent's raw event array instead of ACTF steps: keep it as is.
+    if (isObject(trajectory) && Object.keys(trajectory).length > 0) {
+      decodeTrajectory(trajectory, trajectoryPointer, storyline, unknown, read, report, fail);
+    } else if (Array.isArray(trajectory) || trajectory === null || trajectory === undefined || isObject(trajectory)) {
+      // Failed attempts may carry the agent's raw event array, or nothing, instead of ACTF steps: keep it as is.
       if (Object.hasOwn(attempt as JsonObject, 'trajectory')) unknown.set(trajectoryPointer, trajectory);
       report(trajectoryPointer, Array.isArray(trajectory) ? `raw event array (${trajectory.length} events) kept as given; no turns` : 'no ACTF trajectory; no turns', 'actf_raw_trajectory');
-      markSynthesized(storyline, '/origin/schema_version');
     } else {
-      decodeTrajectory(trajectory, trajectoryPointer, storyline, unknown, read, report, fail);
+      fail(trajectoryPointer, 'an attempt trajectory must be an ACTF trajectory object, an event array or null');
     }
     unknown.attach(storyline, FORMAT);
     return storyline;
@@ -88,14 +111,16 @@ type Report = (pointer: string, message: string, code?: string) => void;
 
 function decodeTrajectory(trajectory: JsonObject, pointer: string, storyline: Storyline, unknown: UnknownFields, read: LenientReader, report: Report, fail: Fail): void {
   unknown.collect(trajectory, TRAJECTORY_KEYS, pointer);
-  const version = read.pick(trajectory, 'schema_version', isString, pointer);
-  if (version !== undefined) storyline.origin!.schema_version = version;
-  else markSynthesized(storyline, '/origin/schema_version');
+  if (trajectory.schema_version !== ACTF_VERSION) {
+    const seen = trajectory.schema_version === undefined ? 'missing' : JSON.stringify(trajectory.schema_version);
+    fail(childPointer(pointer, 'schema_version'), `unsupported ACTF schema_version ${seen} (this build reads ${ACTF_VERSION})`);
+  }
   assignDefined(storyline, {
     started_at: read.pick(trajectory, 'started_at', isTimestampOrNull, pointer),
     finished_at: read.pick(trajectory, 'finished_at', isTimestampOrNull, pointer),
   });
-  const steps = read.pick(trajectory, 'steps', isArray, pointer) ?? [];
+  const steps = trajectory.steps;
+  if (!Array.isArray(steps)) return fail(childPointer(pointer, 'steps'), 'an ACTF trajectory needs a "steps" array');
   const callIds = new Set<string>();
   decodeObjects(
     steps,
@@ -120,14 +145,14 @@ function decodeStep(
 ): Turn {
   unknown.collect(step, STEP_KEYS, pointer);
   const stepId = step.step_id;
-  const id = Number.isInteger(stepId) && !storyline.turns.some((t) => t.id === stepId) ? (stepId as number) : index + 1;
-  if (id !== stepId) {
-    unknown.set(childPointer(pointer, 'step_id'), stepId);
-    report(childPointer(pointer, 'step_id'), `step_id ${JSON.stringify(stepId)} is not a new integer; turn numbered ${id}`);
+  const previous = storyline.turns[storyline.turns.length - 1]?.id as number | undefined;
+  if (!isCount(stepId) || stepId === 0 || (previous !== undefined && (stepId as number) <= previous)) {
+    fail(childPointer(pointer, 'step_id'), `step_id must be an integer > 0${previous === undefined ? '' : `, greater than the previous step's ${previous}`}; not ${JSON.stringify(stepId)}`);
   }
+  const id = stepId as number;
 
   const assistantPointer = childPointer(pointer, 'assistant_content');
-  const assistant = read.pick(step, 'assistant_content', isObjectValue, pointer) ?? {};
+  const assistant = read.structure(step, 'assistant_content', isObjectValue, pointer, fail, 'an object') ?? {};
   unknown.collect(assistant, ASSISTANT_KEYS, assistantPointer);
   const content = assistant.content;
   let msg: Turn['msg'] = '';
@@ -172,17 +197,14 @@ function decodeStep(
   }
 
   // Tools: `tools` and `assistant_content.tool_calls` must be equal when both are non-empty.
-  const tools = Array.isArray(step.tools) ? step.tools : [];
-  const calls = Array.isArray(assistant.tool_calls) ? assistant.tool_calls : [];
+  const tools = read.structure(step, 'tools', isArray, pointer, fail, 'an array of tool calls') ?? [];
+  const calls = read.structure(assistant, 'tool_calls', isArray, assistantPointer, fail, 'an array of tool calls') ?? [];
   const toolsPointer = childPointer(pointer, 'tools');
   const callsPointer = childPointer(assistantPointer, 'tool_calls');
-  if (Object.hasOwn(step, 'tools') && !Array.isArray(step.tools)) unknown.set(toolsPointer, step.tools);
-  if (Object.hasOwn(assistant, 'tool_calls') && !Array.isArray(assistant.tool_calls)) unknown.set(callsPointer, assistant.tool_calls);
   let primary = tools;
   let primaryPointer = toolsPointer;
   if (tools.length > 0 && calls.length > 0 && !isDeepStrictEqual(tools, calls)) {
-    report(callsPointer, 'assistant_content.tool_calls differs from tools; tools used, tool_calls kept as given', 'actf_tool_lists_differ');
-    unknown.set(callsPointer, calls);
+    fail(callsPointer, 'assistant_content.tool_calls differs from tools (ACTF: they must be equal when both are non-empty)');
   } else if (tools.length === 0 && calls.length > 0) {
     primary = calls;
     primaryPointer = callsPointer;
@@ -190,19 +212,20 @@ function decodeStep(
   } else if (tools.length > 0 && Array.isArray(assistant.tool_calls) && calls.length === 0) {
     unknown.set(callsPointer, assistant.tool_calls);
   }
-  const renamed = new Map<string, string>();
+  // This step's tool ids (given or synthesised) and the tcid each became.
+  const stepTools = new Map<string, string>();
   const turnIndex = storyline.turns.length;
   if (primary.length > 0) {
     turn.tool_calls = decodeObjects(primary, primaryPointer, 'an ACTF tool call', fail, (tool, toolPointer, j) =>
-      decodeTool(tool, j, id, toolPointer, turnIndex, storyline, callIds, renamed, report),
+      decodeTool(tool, j, id, toolPointer, turnIndex, storyline, callIds, stepTools, report, fail),
     );
   }
 
-  const observations = read.pick(step, 'observation', isArray, pointer);
+  const observations = read.structure(step, 'observation', isArray, pointer, fail, 'an array of observations');
   if (observations !== undefined && observations.length > 0) {
     turn.observation = {
       results: decodeObjects(observations, childPointer(pointer, 'observation'), 'an ACTF observation', fail, (observation, resultPointer) =>
-        decodeObservation(observation, resultPointer, turn, callIds, renamed, unknown, report),
+        decodeObservation(observation, resultPointer, stepTools, unknown, fail),
       ),
     };
   }
@@ -217,8 +240,9 @@ function decodeTool(
   turnIndex: number,
   storyline: Storyline,
   callIds: Set<string>,
-  renamed: Map<string, string>,
+  stepTools: Map<string, string>,
   report: Report,
+  fail: Fail,
 ): ToolCall {
   const extra: JsonObject = {};
   for (const [key, value] of Object.entries(tool)) if (!TOOL_KEYS.has(key)) extra[key] = value;
@@ -231,14 +255,16 @@ function decodeTool(
     report(pointer, `tool call without id; using ${tcid}`, 'actf_tool_id_synthesized');
     if (Object.hasOwn(tool, 'id')) extra.id = tool.id;
   }
+  const original = tcid;
+  if (stepTools.has(original)) fail(childPointer(pointer, 'id'), `tool id ${JSON.stringify(original)} is used by an earlier tool of this step`);
   if (callIds.has(tcid)) {
-    const fresh = renumberedId(tcid, callIds);
-    report(pointer, `tool call id ${JSON.stringify(tcid)} was used by an earlier step; renamed ${JSON.stringify(fresh)}`, 'duplicate_tool_call_id');
-    renamed.set(tcid, fresh);
-    extra.id = tcid;
-    tcid = fresh;
+    // Storyline call ids are unique per document; ACTF's only per step.
+    tcid = renumberedId(original, callIds);
+    report(pointer, `tool call id ${JSON.stringify(original)} was used by an earlier step; renamed ${JSON.stringify(tcid)}`, 'duplicate_tool_call_id');
+    extra.id = original;
   }
   callIds.add(tcid);
+  stepTools.set(original, tcid);
 
   const fn = isObject(tool.function) ? tool.function : undefined;
   let name = isString(tool.name) ? tool.name : undefined;
@@ -280,15 +306,7 @@ function decodeTool(
   return call;
 }
 
-function decodeObservation(
-  observation: JsonObject,
-  pointer: string,
-  turn: Turn,
-  callIds: Set<string>,
-  renamed: Map<string, string>,
-  unknown: UnknownFields,
-  report: Report,
-): ObservationResult {
+function decodeObservation(observation: JsonObject, pointer: string, stepTools: Map<string, string>, unknown: UnknownFields, fail: Fail): ObservationResult {
   const linkKey = Object.hasOwn(observation, 'tool_use_id') ? 'tool_use_id' : Object.hasOwn(observation, 'id') ? 'id' : undefined;
   const contentKey = Object.hasOwn(observation, 'content') ? 'content' : Object.hasOwn(observation, 'aggregated_output') ? 'aggregated_output' : undefined;
   const result: ObservationResult = {};
@@ -298,14 +316,15 @@ function decodeObservation(
   }
   if (linkKey !== undefined) {
     const id = observation[linkKey];
-    const target = typeof id === 'string' ? (renamed.get(id) ?? id) : undefined;
-    const ownCall = target !== undefined && (turn.tool_calls ?? []).some((c) => c.tcid === target);
-    if (ownCall) {
+    if (typeof id === 'string') {
+      // ACTF: an observation answers a tool of its own step.
+      const target = stepTools.get(id);
+      if (target === undefined) fail(childPointer(pointer, linkKey), `${linkKey} ${JSON.stringify(id)} names no tool of this step`);
+      // A tool renamed for uniqueness in the document: the link follows it; the original goes back on export.
+      if (target !== id) unknown.set(childPointer(pointer, linkKey), id);
       result.source_call_id = target as string;
     } else {
-      // ACTF: an observation must answer a call of the same step. Keep the link as given.
-      report(childPointer(pointer, linkKey), `${linkKey} ${JSON.stringify(id)} matches no tool call of this step; kept as given`, 'orphan_tool_result');
-      result.source_call_id = target !== undefined && callIds.has(target) ? target : null;
+      // A link that is not a string (null) links nothing; kept as given.
       unknown.set(childPointer(pointer, linkKey), id);
     }
   }

@@ -56,9 +56,7 @@ function encodeAttempt(doc: Storyline): JsonObject {
   const synthesized = synthesizedSet(doc);
   const outcome = doc.task?.result ?? {};
   const attempt: JsonObject = fromActf ? { ...outcome } : { correct: outcome.correct === true, ...outcome };
-  const trajectory: JsonObject = {
-    schema_version: fromActf && !synthesized.has('/origin/schema_version') ? (doc.origin?.schema_version ?? ACTF_VERSION) : ACTF_VERSION,
-  };
+  const trajectory: JsonObject = { schema_version: ACTF_VERSION };
   Object.assign(trajectory, defined({ started_at: doc.started_at, finished_at: doc.finished_at }));
   trajectory.steps = fromActf ? actfSteps(doc, synthesized) : foldedSteps(doc);
   attempt.trajectory = trajectory;

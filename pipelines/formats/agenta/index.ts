@@ -12,7 +12,7 @@ import { decodeCodex, ITEM_TYPES } from './decode.js';
 const LINE_TYPES = new Set(['session_meta', 'turn_context', 'response_item', 'event_msg', 'compacted']);
 
 function detect(probe: DetectProbe): Detection | undefined {
-  const line = probe.firstLine;
+  const line = probe.value;
   if (!isObject(line)) return undefined;
   const rolloutName = /^rollout-.*\.jsonl$/i.test(basename(probe.relPath));
   if (typeof line.type === 'string' && LINE_TYPES.has(line.type) && isObject(line.payload) && 'timestamp' in line) {
@@ -30,6 +30,7 @@ function detect(probe: DetectProbe): Detection | undefined {
 
 export const agenta: FormatModule = {
   name: 'agenta',
+  expects: 'Codex CLI rollout lines ({"timestamp", "type": "session_meta"|"response_item"|..., "payload"}) with at least one message',
   extensions: ['.jsonl'],
   detect,
   decode: decodeCodex,

@@ -21,7 +21,7 @@ const OTHER_TYPES = new Set([
 ]);
 
 function detect(probe: DetectProbe): Detection | undefined {
-  const line = probe.firstLine;
+  const line = probe.value;
   if (!isObject(line) || typeof line.type !== 'string') return undefined;
   const ids = ['sessionId', 'uuid', 'leafUuid', 'messageId'].filter((k) => typeof line[k] === 'string');
   if (CONVERSATION_TYPES.has(line.type) && isObject(line.message) && ids.length > 0) {
@@ -35,6 +35,7 @@ function detect(probe: DetectProbe): Detection | undefined {
 
 export const agentbCode: FormatModule = {
   name: 'agentb-code',
+  expects: 'Claude Code session lines ({"type": "user"|"assistant", "sessionId", "message"}) with at least one message',
   extensions: ['.jsonl'],
   detect,
   decode: decodeClaudeCode,

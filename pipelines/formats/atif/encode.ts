@@ -59,10 +59,8 @@ export function encodeTrajectory(doc: Storyline, embedded: boolean): JsonObject 
   const out: JsonObject = { schema_version: WRITTEN_VERSION };
   if (!(fromAtif && synthesized.has('/session'))) out.session_id = doc.session;
   if (doc.trajectory !== undefined) out.trajectory_id = doc.trajectory;
-  const agent: JsonObject = {};
-  if (!(fromAtif && synthesized.has('/agent/id'))) agent.name = doc.agent.name ?? doc.agent.id;
-  if (doc.agent.ver !== undefined) agent.version = doc.agent.ver;
-  else if (!fromAtif) agent.version = 'unknown';
+  // Harbor requires both; a Storyline from another format may have neither a name nor a version.
+  const agent: JsonObject = { name: doc.agent.name ?? doc.agent.id, version: doc.agent.ver ?? 'unknown' };
   Object.assign(agent, defined({ model_name: doc.agent.model, tool_definitions: doc.agent.tools, extra: doc.agent.extra }));
   out.agent = agent;
   out.steps = encodeSteps(doc.turns, fromAtif);

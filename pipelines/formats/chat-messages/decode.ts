@@ -1,23 +1,34 @@
 /**
- * chat-messages rows to Storyline. Three shapes, told apart by their keys and recorded in
+ * chat-messages rows to Storyline. The shapes, told apart by their keys and recorded in
  * `origin.schema_version` so that export writes the same shape back:
  * - `messages`: one conversation per row (`messages` array, or the array as a JSON string);
+ * - `conversations`: the same, in a `conversations` list of `{role, content}` messages (as
+ *   evaluation frameworks export traces for training);
  * - `sharegpt`: one conversation per row in `conversations` (`from`/`value`);
  * - `session_steps` (`{"session_steps": [rows], ...}`), `session_steps_array` (a JSON array of rows) and
  *   `session_steps_lines` (one row per JSONL line): one row per LLM call, grouped by `session_id`
  *   and ordered by `step_id` (reference/trajectory-formats.md §3).
- * Row keys of a conversation row go to the Storyline's `extra`; row keys of a per-call row that the
- * Storyline does not model go to its agent turn's `extra.row`.
+ *
+ * The keys of a conversation row besides its messages are its metadata: kept as given in the
+ * Storyline's `meta.row` (runs.meta_json, for `query`; export writes them back from there), and
+ * mapped to the Storyline field that means the same where there is one (ROW_FIELDS). Row keys of a
+ * per-call row that the Storyline does not model go to its agent turn's `extra.row`.
+ *
+ * Refused (exit 2, at the pointer): a row that is none of these; messages that are not an array of
+ * objects with a `role` string; per-call rows without a `session_id` string or a `step_id` > 0, a
+ * `step_id` repeated within a session, or two `run_id`s in one session. Unknown roles and message
+ * keys are kept.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { Storyline, Turn } from '../../storyline/schema.js';
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
-import { childPointer, defined, isObject, markSynthesized, UnknownFields, type JsonObject } from '../common/unknown.js';
+import { assignDefined, childPointer, defined, isObject, markSynthesized, UnknownFields, type JsonObject } from '../common/unknown.js';
 import { isCount, parseArguments } from '../common/values.js';
 import { appendMessage, appendMessages, FORMAT, newMessageContext, type MessageContext } from './messages.js';
 import { appendConversation } from './sharegpt.js';
 
-export type ChatShape = 'messages' | 'sharegpt' | 'session_steps' | 'session_steps_array' | 'session_steps_lines';
+export type ChatShape = 'messages' | 'conversations' | 'sharegpt' | 'session_steps' | 'session_steps_array' | 'session_steps_lines';
 
 export interface RowLocation {
   relPath: string;
@@ -31,6 +42,22 @@ export const isSessionRow = (value: unknown): value is JsonObject =>
   isObject(value) && typeof value.session_id === 'string' && Object.hasOwn(value, 'step_id') && (Object.hasOwn(value, 'messages') || Object.hasOwn(value, 'response'));
 export const isConversationRow = (value: unknown): value is JsonObject =>
   isObject(value) && (Array.isArray(value.conversations) || Array.isArray(value.messages) || (typeof value.messages === 'string' && value.messages.trimStart().startsWith('[')));
+/** ShareGPT (`from`/`value`) rather than `{role, content}` messages under `conversations`. */
+export const isShareGpt = (conversations: unknown[]): boolean => conversations.some((m) => isObject(m) && Object.hasOwn(m, 'from'));
+
+/** Row metadata keys that a Storyline field means (the first present of each list wins). */
+const ROW_FIELDS = {
+  session: ['traj_id', 'id', 'session_id', 'conversation_id', 'instance_id'],
+  agentId: ['agent_id', 'agent', 'agent_name', 'model', 'model_name'],
+  agentName: ['agent_name', 'agent'],
+  agentVersion: ['agent_version'],
+  model: ['model', 'model_name'],
+  run: ['run_id', 'run id', 'run'],
+} as const;
+/** Row metadata keys that are the outcome of the conversation: `task.result`. */
+const RESULT_KEYS = ['result', 'score', 'resolved', 'reward', 'correct', 'success', 'passed', 'exit_status'];
+const firstString = (row: JsonObject, keys: readonly string[]): string | undefined =>
+  keys.map((k) => row[k]).find((v): v is string => typeof v === 'string' && v !== '');
 
 function newStoryline(session: string, shape: ChatShape, where: RowLocation): Storyline {
   return {
@@ -44,23 +71,20 @@ function newStoryline(session: string, shape: ChatShape, where: RowLocation): St
 
 /** One conversation row (`messages` or `conversations`). */
 export function decodeConversationRow(row: JsonObject, where: RowLocation, ordinal: number, report: Report): Storyline {
-  const sharegpt = Array.isArray(row.conversations);
-  const idKey = ['traj_id', 'id', 'session_id', 'conversation_id', 'instance_id'].find((k) => typeof row[k] === 'string' && row[k] !== '');
-  const session = idKey ? (row[idKey] as string) : `${where.relPath}#${where.line ?? ordinal + 1}`;
-  const storyline = newStoryline(session, sharegpt ? 'sharegpt' : 'messages', where);
-  if (!idKey) markSynthesized(storyline, '/session');
-  const agentId = typeof row.agent_id === 'string' ? row.agent_id : typeof row.model === 'string' ? row.model : undefined;
-  if (agentId) storyline.agent.id = agentId;
-  if (typeof row.model === 'string') storyline.agent.model = row.model;
-  const tools = typeof row.tools === 'string' ? parseArguments(row.tools).value : row.tools;
-  if (Array.isArray(tools) && tools.length > 0) storyline.agent.tools = tools;
-  const { messages, conversations, ...rest } = row;
-  if (Object.keys(rest).length > 0) storyline.extra = rest;
+  const conversations = Array.isArray(row.conversations) ? row.conversations : undefined;
+  const shape: ChatShape = conversations === undefined ? 'messages' : isShareGpt(conversations) ? 'sharegpt' : 'conversations';
+  const session = firstString(row, ROW_FIELDS.session);
+  const storyline = newStoryline(session ?? `${where.relPath}#${where.line ?? ordinal + 1}`, shape, where);
+  if (session === undefined) markSynthesized(storyline, '/session');
+  const { messages, conversations: _c, ...metadata } = row;
+  mapRowMetadata(storyline, metadata);
 
   const unknown = new UnknownFields();
   const ctx = newMessageContext(storyline, unknown, where.relPath, where.line, (code, message) => report(code, message, where.line));
-  if (sharegpt) {
+  if (shape === 'sharegpt') {
     appendConversation(ctx, conversations as unknown[], `${where.pointer}/conversations`);
+  } else if (shape === 'conversations') {
+    appendMessages(ctx, conversations as unknown[], `${where.pointer}/conversations`);
   } else {
     let list = messages;
     if (typeof messages === 'string') {
@@ -69,10 +93,28 @@ export function decodeConversationRow(row: JsonObject, where: RowLocation, ordin
       if (!Array.isArray(list)) throw new SourceError({ relPath: where.relPath, line: where.line, pointer: `${where.pointer}/messages` }, 'messages is a string that is not a JSON array');
       (storyline.meta ??= {}).messages_as_json_string = true;
     }
-    appendMessages(ctx, list as unknown[], '/messages');
+    appendMessages(ctx, list as unknown[], `${where.pointer}/messages`);
   }
   unknown.attach(storyline, FORMAT);
   return storyline;
+}
+
+/** A conversation row's metadata: all of it in `meta.row`, and what has a Storyline field there too. */
+function mapRowMetadata(storyline: Storyline, metadata: JsonObject): void {
+  if (Object.keys(metadata).length === 0) return;
+  (storyline.meta ??= {}).row = metadata;
+  const agent = storyline.agent;
+  agent.id = firstString(metadata, ROW_FIELDS.agentId) ?? agent.id;
+  assignDefined(agent, {
+    name: firstString(metadata, ROW_FIELDS.agentName),
+    ver: firstString(metadata, ROW_FIELDS.agentVersion),
+    model: firstString(metadata, ROW_FIELDS.model),
+  });
+  const tools = typeof metadata.tools === 'string' ? parseArguments(metadata.tools).value : metadata.tools;
+  if (Array.isArray(tools) && tools.length > 0) agent.tools = tools;
+  assignDefined(storyline, { run: firstString(metadata, ROW_FIELDS.run) });
+  const result = defined(Object.fromEntries(RESULT_KEYS.map((k) => [k, metadata[k]])));
+  if (Object.keys(result).length > 0) storyline.task = { result };
 }
 
 /** Row keys with a Storyline field (besides the document-level `agent_id`, `agent_model`, `run_id`). */
@@ -93,6 +135,10 @@ export function decodeSessionRows(rows: LocatedRow[], relPath: string, shape: Ch
     if (!isCount(row.step_id) || row.step_id === 0) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id must be an integer > 0, not ${JSON.stringify(row.step_id)}`);
     const list = sessions.get(row.session_id) ?? [];
     if (list.some((r) => r.row.step_id === row.step_id)) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id ${row.step_id} appears twice in session ${JSON.stringify(row.session_id)}`);
+    const run = list.find((r) => r.row.run_id !== undefined)?.row.run_id;
+    if (run !== undefined && row.run_id !== undefined && !isDeepStrictEqual(run, row.run_id)) {
+      throw new SourceError({ relPath, line, pointer: `${pointer}/run_id` }, `session ${JSON.stringify(row.session_id)} has two run_ids, ${JSON.stringify(run)} and ${JSON.stringify(row.run_id)} (one run per session)`);
+    }
     list.push(located);
     sessions.set(row.session_id, list);
   }

@@ -1,8 +1,10 @@
 /**
  * Storyline to chat-messages, in the shape recorded in `origin.schema_version` by the decoder
- * (`messages`, `sharegpt`, `session_steps`, `session_steps_array`, `session_steps_lines`); other
- * Storylines become per-conversation `messages` rows. Adjacent Storylines decoded from the same
- * per-call file are written back as one document (the envelope or the array).
+ * (`messages`, `conversations`, `sharegpt`, `session_steps`, `session_steps_array`,
+ * `session_steps_lines`), with a conversation row's metadata back from `meta.row`; other Storylines
+ * become per-conversation `messages` rows whose metadata says the session, agent, model, run and
+ * outcome. Adjacent Storylines decoded from the same per-call file are written back as one document
+ * (the envelope or the array).
  */
 import type { ObservationResult, Storyline, Turn } from '../../storyline/schema.js';
 import type { EncodedDocument } from '../types.js';
@@ -15,7 +17,7 @@ import { conversationOf } from './sharegpt.js';
 
 const shapeOf = (doc: Storyline): ChatShape => {
   const version = doc.origin?.format === FORMAT ? doc.origin.schema_version : undefined;
-  return version === 'sharegpt' || version === 'session_steps' || version === 'session_steps_array' || version === 'session_steps_lines' ? version : 'messages';
+  return version === 'conversations' || version === 'sharegpt' || version === 'session_steps' || version === 'session_steps_array' || version === 'session_steps_lines' ? version : 'messages';
 };
 const perCall = (shape: ChatShape) => shape.startsWith('session_steps');
 
@@ -42,12 +44,15 @@ export async function* encodeChatMessages(docs: AsyncIterable<Storyline>): Async
 function conversationRow(doc: Storyline, shape: ChatShape): JsonObject {
   const fromChat = doc.origin?.format === FORMAT;
   const results = resultsByCallingTurn(doc.turns);
-  const row: JsonObject = fromChat ? { ...(doc.extra ?? {}) } : defined({ id: doc.session, model: doc.agent.model, tools: doc.agent.tools });
+  const metadata = isObject(doc.meta?.row) ? doc.meta.row : {};
+  const row: JsonObject = fromChat
+    ? { ...metadata }
+    : defined({ id: doc.session, agent: doc.agent.name, model: doc.agent.model, run_id: doc.run, tools: doc.agent.tools, ...(doc.task?.result ?? {}) });
   if (shape === 'sharegpt') {
     row.conversations = conversationOf(doc.turns, results);
   } else {
     const messages = doc.turns.flatMap((turn, t) => turnMessages(turn, results[t] as ObservationResult[]));
-    row.messages = messages;
+    row[shape === 'conversations' ? 'conversations' : 'messages'] = messages;
   }
   if (fromChat) {
     restoreUnknown(row, unknownFieldsOf(doc, FORMAT));

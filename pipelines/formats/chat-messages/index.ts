@@ -1,33 +1,27 @@
 /**
- * The `chat-messages` format: OpenAI-style chat message rows (per conversation, ShareGPT, or one row
- * per LLM call) in `.jsonl`/`.ndjson` (a row per line) or `.json` (an array, an envelope or one row).
+ * The `chat-messages` format: OpenAI-style chat message rows (per conversation under `messages` or
+ * `conversations`, ShareGPT, or one row per LLM call) in `.jsonl`/`.ndjson` (a row per line) or
+ * `.json` (an array, an envelope or one row). decode.ts lists the shapes and what is refused.
  */
 import { SourceError } from '../errors.js';
 import type { DecodeContext, DecodedDocument, DetectProbe, Detection, FormatModule, SourceFile } from '../types.js';
-import { probeValue, sourceDocuments, withRawOnce } from '../common/documents.js';
+import { locatedIn, sourceDocuments, withRawOnce, type SourceJson } from '../common/documents.js';
 import { isObject, type JsonObject } from '../common/unknown.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { decodeConversationRow, decodeSessionRows, isConversationRow, isSessionRow } from './decode.js';
 import { encodeChatMessages } from './encode.js';
 
 function detect(probe: DetectProbe): Detection | undefined {
-  const value = probeValue(probe);
+  const value = probe.value;
   if (isObject(value) && Array.isArray(value.session_steps)) return { confidence: 0.9, reason: 'a "session_steps" array (one row per LLM call)' };
   const first = Array.isArray(value) ? value[0] : value;
   if (isSessionRow(first)) return { confidence: 0.85, reason: 'rows with session_id, step_id and messages/response (one row per LLM call)' };
-  if (isObject(first) && Array.isArray(first.conversations) && first.conversations.some((m) => isObject(m) && 'from' in m && 'value' in m)) {
-    return { confidence: 0.85, reason: 'ShareGPT "conversations" with from/value' };
-  }
+  const entry = isObject(first) && Array.isArray(first.conversations) ? first.conversations[0] : undefined;
+  if (isObject(entry) && 'from' in entry && 'value' in entry) return { confidence: 0.85, reason: 'ShareGPT "conversations" with from/value' };
+  if (isObject(entry) && typeof entry.role === 'string') return { confidence: 0.8, reason: 'rows with "conversations" of role/content messages' };
   if (isConversationRow(first)) {
     const messages = typeof first.messages === 'string' ? first.messages : JSON.stringify(first.messages);
     if (/"role"\s*:/.test(messages)) return { confidence: 0.8, reason: 'rows with a "messages" array of role/content messages' };
-  }
-  if (value === undefined) {
-    // The first line or document is longer than the head: look at its keys.
-    const head = probe.head.toString('utf8');
-    if (/"session_steps"\s*:\s*\[/.test(head)) return { confidence: 0.6, reason: 'a "session_steps" array near the start' };
-    if (/^\s*[[{][^\n]*"conversations"\s*:\s*\[\s*\{\s*"from"/.test(head)) return { confidence: 0.5, reason: 'ShareGPT "conversations" near the start' };
-    if (/^\s*[[{][^\n]*"messages"\s*:\s*\[\s*\{\s*"role"/.test(head)) return { confidence: 0.5, reason: 'a "messages" array of role/content messages near the start' };
   }
   return undefined;
 }
@@ -41,41 +35,58 @@ async function* decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<Dec
   };
   // Per-call rows on separate lines belong together: collected and decoded at the end of the file.
   const lineRows: Array<{ row: JsonObject; pointer: string; line: number | undefined }> = [];
-  const lineRaws: Buffer[] = [];
+  const lineSources: SourceJson[] = [];
   let ordinal = 0;
   let conversationLines = 0;
+  /** The Storylines of one source document (any but a per-call row on a line of its own). */
+  const storylinesOf = (source: SourceJson): Storyline[] => {
+    const line = source.perLine ? source.line : undefined;
+    const value = source.value;
+    if (isObject(value) && Array.isArray(value.session_steps)) {
+      const { session_steps: rows, ...rootExtra } = value;
+      return decodeSessionRows(locate(rows as unknown[], '/session_steps', line, fail), file.relPath, 'session_steps', rootExtra, report);
+    }
+    if (Array.isArray(value) && value.length > 0 && isSessionRow(value[0])) {
+      return decodeSessionRows(locate(value, '', line, fail), file.relPath, source.perLine ? 'session_steps_lines' : 'session_steps_array', undefined, report);
+    }
+    const rows: Array<[unknown, string]> = Array.isArray(value) ? value.map((row, i) => [row, `/${i}`]) : [[value, '']];
+    if (rows.length === 0) fail(line, '', 'an empty JSON array holds no chat rows');
+    if (source.perLine) conversationLines += 1;
+    return rows.map(([row, pointer], i) => {
+      if (!isConversationRow(row)) fail(line, pointer, 'not a chat-messages row: expected "messages", "conversations", or per-call rows with "session_id" and "step_id"');
+      return decodeConversationRow(row as JsonObject, { relPath: file.relPath, line, pointer }, i, report);
+    });
+  };
   for await (const source of sourceDocuments(file)) {
     const line = source.perLine ? source.line : undefined;
     const value = source.value;
-    let storylines: Storyline[];
     if (source.perLine && isSessionRow(value)) {
       if (conversationLines > 0) fail(line, '', 'a per-call row (session_id, step_id) among conversation rows; one file holds one kind of row');
       lineRows.push({ row: value, pointer: '', line });
-      lineRaws.push(source.raw);
+      lineSources.push(source);
       continue;
     }
     if (lineRows.length > 0) fail(line, '', 'a conversation row among per-call rows (session_id, step_id); one file holds one kind of row');
-    if (isObject(value) && Array.isArray(value.session_steps)) {
-      const { session_steps: rows, ...rootExtra } = value;
-      storylines = decodeSessionRows(locate(rows as unknown[], '/session_steps', line, fail), file.relPath, 'session_steps', rootExtra, report);
-    } else if (Array.isArray(value) && value.length > 0 && isSessionRow(value[0])) {
-      storylines = decodeSessionRows(locate(value, '', line, fail), file.relPath, source.perLine ? 'session_steps_lines' : 'session_steps_array', undefined, report);
-    } else {
-      const rows: Array<[unknown, string]> = Array.isArray(value) ? value.map((row, i) => [row, `/${i}`]) : [[value, '']];
-      if (rows.length === 0) fail(line, '', 'an empty JSON array holds no chat rows');
-      storylines = rows.map(([row, pointer], i) => {
-        if (!isConversationRow(row)) fail(line, pointer, 'not a chat-messages row: expected "messages", "conversations", or per-call rows with "session_id" and "step_id"');
-        return decodeConversationRow(row as JsonObject, { relPath: file.relPath, line, pointer }, i, report);
-      });
-      if (source.perLine) conversationLines += 1;
+    let storylines: Storyline[];
+    try {
+      storylines = storylinesOf(source);
+    } catch (error) {
+      throw locatedIn(error, source);
     }
     yield* withRawOnce(storylines, ordinal, ctx.keepRaw ? source.raw : undefined);
     ordinal += 1;
   }
   if (lineRows.length > 0) {
-    const storylines = decodeSessionRows(lineRows, file.relPath, 'session_steps_lines', undefined, report);
+    let storylines: Storyline[];
+    try {
+      storylines = decodeSessionRows(lineRows, file.relPath, 'session_steps_lines', undefined, report);
+    } catch (error) {
+      // A problem is about one row: its line is the source document to place the pointer in.
+      const source = error instanceof SourceError ? lineSources.find((s) => s.line === error.location.line) : undefined;
+      throw source ? locatedIn(error, source) : error;
+    }
     // Sessions interleave across lines, so the file is one source document.
-    yield* withRawOnce(storylines, 0, ctx.keepRaw ? Buffer.concat(lineRaws) : undefined);
+    yield* withRawOnce(storylines, 0, ctx.keepRaw ? Buffer.concat(lineSources.map((s) => s.raw)) : undefined);
   }
 }
 
@@ -88,6 +99,7 @@ function locate(rows: unknown[], pointer: string, line: number | undefined, fail
 
 export const chatMessages: FormatModule = {
   name: 'chat-messages',
+  expects: 'chat rows (objects with a "messages" or "conversations" list, or per-call rows with "session_id", "step_id" and "messages")',
   extensions: ['.jsonl', '.ndjson', '.json'],
   detect,
   decode,

@@ -44,14 +44,15 @@ export function appendMessages(ctx: MessageContext, messages: unknown[], pointer
 
 export function appendMessage(ctx: MessageContext, message: unknown, pointer: string, options: { copied?: boolean } = {}): Turn | undefined {
   if (!isObject(message)) throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer }, 'a chat message must be a JSON object');
-  const role = typeof message.role === 'string' ? message.role : undefined;
+  const role = message.role;
+  if (typeof role !== 'string') throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer: childPointer(pointer, 'role') }, 'a chat message needs a "role" string');
   if (role === 'tool' || role === 'function') {
     attachToolResult(ctx, message, pointer);
     return undefined;
   }
   const extra: JsonObject = {};
   for (const [key, value] of Object.entries(message)) if (!MESSAGE_KEYS.has(key)) extra[key] = value;
-  if (role === undefined || !ROLES.has(role)) ctx.unknown.set(childPointer(pointer, 'role'), message.role);
+  if (!ROLES.has(role)) ctx.unknown.set(childPointer(pointer, 'role'), role);
   const src: Turn['src'] = role === 'assistant' ? 'agent' : role === 'system' || role === 'developer' ? 'system' : 'user';
   const turn: Turn = { id: nextId(ctx), src, msg: '' };
   if (role === 'developer') turn.kind = 'developer';

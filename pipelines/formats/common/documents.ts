@@ -7,9 +7,10 @@
 import { Readable } from 'node:stream';
 import type { Storyline } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
-import type { DecodeContext, DecodedDocument, DetectProbe, SourceFile } from '../types.js';
+import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import { decodeUtf8, parseJson, readAll, readLines } from '../lines.js';
 import type { Fail } from './elements.js';
+import { locatePointer } from './locate.js';
 import { isJsonText } from './values.js';
 
 /** Whole-file documents are read into memory; larger files should be JSONL. */
@@ -112,6 +113,24 @@ export interface MemberLocation {
   base: string;
 }
 
+/** Documents up to this size are scanned again to put a line and column on a problem's JSON Pointer. */
+const LOCATE_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A decoder's problem at a JSON Pointer inside `source` gets the line and column where the pointer's
+ * value starts (or its nearest existing parent, for a missing member), so every refusal reads
+ * `file:line:column at /pointer: reason`. Other errors are returned as they are.
+ */
+export function locatedIn(error: unknown, source: SourceJson): unknown {
+  if (!(error instanceof SourceError) || error.location.pointer === undefined || error.location.column !== undefined) return error;
+  if (source.raw.length > LOCATE_MAX_BYTES) return error;
+  const text = source.raw.toString('utf8');
+  // The raw bytes may start with blank lines that belong to this document; the text starts there.
+  const leading = (text.match(/^\s*/)?.[0] ?? '').split('\n').length - 1;
+  const { line, column } = locatePointer(text, error.location.pointer, source.line - leading);
+  return new SourceError({ ...error.location, line, column }, error.reason, { hint: error.hint, cause: error });
+}
+
 /** Fails the document at a pointer relative to the member's `base`, naming its file and line. */
 export function failAt(where: MemberLocation): Fail {
   return (pointer, reason) => {
@@ -138,7 +157,11 @@ export async function* decodeJsonMembers(
     const storylines = (function* () {
       for (const [value, base] of members) yield* decodeMember(value, { relPath: file.relPath, line, base }, ctx);
     })();
-    yield* withRawOnce(storylines, ordinal, ctx.keepRaw ? source.raw : undefined);
+    try {
+      yield* withRawOnce(storylines, ordinal, ctx.keepRaw ? source.raw : undefined);
+    } catch (error) {
+      throw locatedIn(error, source);
+    }
     ordinal += 1;
   }
 }
@@ -152,9 +175,4 @@ export function* withRawOnce(storylines: Iterable<Storyline>, sourceDocument: nu
     yield raw ? { storyline, sourceDocument, raw } : { storyline, sourceDocument };
     raw = undefined;
   }
-}
-
-/** The first JSON value a probe offers: the whole document, else the first line. */
-export function probeValue(probe: DetectProbe): unknown {
-  return probe.document !== undefined ? probe.document : probe.firstLine;
 }

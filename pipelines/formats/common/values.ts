@@ -1,8 +1,11 @@
 /**
- * Lenient typed reads from a source object: a value of the expected type is returned; a value of
- * another type is kept as an unknown field at its pointer (so an encoder to the same format puts it
- * back) and reported as a diagnostic, instead of failing the import or breaking the closed Storyline.
+ * Typed reads from a source object. Fields that hold a value are read leniently: a value of the
+ * expected type is returned; a value of another type is kept as an unknown field at its pointer (so
+ * an encoder to the same format puts it back) and reported as a diagnostic, instead of failing the
+ * import or breaking the closed Storyline. Optional fields that give the document its structure
+ * (tool calls, observations) are strict: a value of the wrong shape fails the document.
  */
+import type { Fail } from './elements.js';
 import { childPointer, isObject, type JsonObject, type UnknownFields } from './unknown.js';
 
 export type Guard<T> = (value: unknown) => value is T;
@@ -41,6 +44,22 @@ export class LenientReader {
     this.unknown.set(at, value);
     this.report(at, `unexpected ${value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value} value; kept as an unknown field`);
     return undefined;
+  }
+
+  /**
+   * An optional field that carries structure: absent or `null` (kept as an unknown field, so it is
+   * written back) gives undefined; a value that passes `guard` is returned; anything else fails the
+   * document at the field with "<key> must be <expected>".
+   */
+  structure<T>(source: JsonObject, key: string, guard: Guard<T>, pointer: string, fail: Fail, expected: string): T | undefined {
+    if (!Object.hasOwn(source, key)) return undefined;
+    const value = source[key];
+    if (value === null) {
+      this.unknown.set(childPointer(pointer, key), null);
+      return undefined;
+    }
+    if (guard(value)) return value;
+    return fail(childPointer(pointer, key), `${key} must be ${expected}`);
   }
 }
 

@@ -7,18 +7,13 @@ import { SourceError } from '../errors.js';
 import type { DecodedDocument, DetectProbe, Detection, EncodedDocument, FormatModule, SourceFile, DecodeContext } from '../types.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { storylineProblems } from '../../storyline/validate.js';
-import { sourceDocuments } from '../common/documents.js';
-import { locatePointer } from './locate.js';
-
-const HEAD_MARK = /"schema_version"\s*:\s*"storyline\//;
+import { locatedIn, sourceDocuments } from '../common/documents.js';
+import { isObject } from '../common/unknown.js';
 
 function detect(probe: DetectProbe): Detection | undefined {
-  const value = (probe.document ?? probe.firstLine) as { schema_version?: unknown } | undefined;
-  if (value !== null && typeof value === 'object' && !Array.isArray(value) && typeof value.schema_version === 'string') {
-    if (value.schema_version.startsWith('storyline/')) return { confidence: 1, reason: `schema_version "${value.schema_version}"` };
-    return undefined;
-  }
-  if (HEAD_MARK.test(probe.head.subarray(0, 4096).toString('utf8'))) return { confidence: 0.6, reason: 'schema_version "storyline/…" in the first bytes' };
+  const version = isObject(probe.value) ? probe.value.schema_version : undefined;
+  // Any storyline/ version: the decoder refuses the ones this build does not read, naming the version.
+  if (typeof version === 'string' && version.startsWith('storyline/')) return { confidence: 1, reason: `root schema_version ${JSON.stringify(version)}` };
   return undefined;
 }
 
@@ -27,13 +22,7 @@ async function* decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<Dec
   for await (const doc of sourceDocuments(file)) {
     if (ctx.signal.aborted) return;
     const [problem] = storylineProblems(doc.value, 1);
-    if (problem) {
-      // The raw bytes may start with blank lines that belong to this document; the text starts there.
-      const text = doc.raw.toString('utf8');
-      const leading = (text.match(/^\s*/)?.[0] ?? '').split('\n').length - 1;
-      const { line, column } = locatePointer(text, problem.pointer, doc.line - leading);
-      throw new SourceError({ relPath: file.relPath, line, column, pointer: problem.pointer }, problem.message);
-    }
+    if (problem) throw locatedIn(new SourceError({ relPath: file.relPath, pointer: problem.pointer }, problem.message), doc);
     yield { storyline: doc.value as Storyline, sourceDocument: ordinal++, ...(ctx.keepRaw ? { raw: doc.raw } : {}) };
   }
 }
@@ -50,6 +39,7 @@ async function* encode(docs: AsyncIterable<Storyline>): AsyncGenerator<EncodedDo
 
 export const storyline: FormatModule = {
   name: 'storyline',
+  expects: 'Storyline documents (JSON objects with "schema_version": "storyline/v1", "session", "agent" and "turns")',
   extensions: ['.json', '.jsonl', '.ndjson'],
   detect,
   decode,

@@ -6,6 +6,7 @@ import * as assert from 'uvu/assert';
 import { Logger } from '../../../lib/log.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { storylineProblems } from '../../storyline/validate.js';
+import { probeOf as probeBytes } from '../../formats/probe.js';
 import type { DecodedDocument, DetectProbe, EncodedDocument, FormatModule, SourceFile } from '../../formats/types.js';
 import { PROJECT_TESTDATA } from './fixtures.js';
 
@@ -64,26 +65,9 @@ export async function assertSamplesDecode(format: FormatModule, names: string[])
   }
 }
 
-/** The probe the import pipeline builds for detection. */
+/** The probe the import pipeline builds for detection, from a file's bytes. */
 export function probeOf(path: string, relPath: string): DetectProbe {
-  const bytes = readFileSync(path);
-  const head = bytes.subarray(0, 64 * 1024);
-  const probe: DetectProbe = { relPath, head };
-  const text = head.toString('utf8');
-  const firstLine = text.split('\n').find((l) => l.trim() !== '');
-  try {
-    if (firstLine !== undefined) probe.firstLine = JSON.parse(firstLine);
-  } catch {
-    /* not JSON */
-  }
-  if (bytes.length <= head.length) {
-    try {
-      probe.document = JSON.parse(text);
-    } catch {
-      /* not one document */
-    }
-  }
-  return probe;
+  return probeBytes(relPath, [readFileSync(path)]);
 }
 
 /** A deep copy with object keys sorted, so that deep equality ignores key order. */
