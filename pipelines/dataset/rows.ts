@@ -13,6 +13,7 @@
  * its call's `tool_calls.result_json` (tool output, most of a document): `observation_json` holds
  * `OBSERVATION_CONTENT_FROM_CALL` in its place and export puts the call's result back.
  */
+import { InvalidInputError } from '../../lib/errors.js';
 import type { Row } from './parquet.js';
 import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
 import type { PriceList } from '../pricing/cost.js';
@@ -77,6 +78,15 @@ const json = (value: unknown): string | null => (value === undefined || value ==
 function sum(values: Array<number | null | undefined>): number | null {
   let total: number | null = null;
   for (const v of values) if (typeof v === 'number') total = (total ?? 0) + v;
+  return total;
+}
+
+/** A run's total of a token count: an int64 column, so it must stay an exact integer. */
+function countSum(documentId: string, column: string, values: Array<number | null | undefined>): number | null {
+  const total = sum(values);
+  if (total !== null && !Number.isSafeInteger(total)) {
+    throw new InvalidInputError(`document ${JSON.stringify(documentId)}: ${column} summed over its turns is ${total}, beyond ±${Number.MAX_SAFE_INTEGER}, which cannot be stored exactly`);
+  }
   return total;
 }
 
@@ -269,10 +279,10 @@ export function storylineRows(doc: Storyline, place: RunPlacement, prices?: Pric
     finished_at: normaliseTimestamp(doc.finished_at ?? last?.ts),
     step_count: doc.turns.length,
     tool_call_count: toolCalls.length,
-    prompt_tokens: sum(doc.turns.map((t) => t.metrics?.prompt_tokens)),
-    completion_tokens: sum(doc.turns.map((t) => t.metrics?.completion_tokens)),
-    cached_tokens: sum(doc.turns.map((t) => t.metrics?.cached_tokens)),
-    cache_write_tokens: sum(doc.turns.map((t) => extraCount(t, 'cache_creation_input_tokens'))),
+    prompt_tokens: countSum(place.documentId, 'prompt_tokens', doc.turns.map((t) => t.metrics?.prompt_tokens)),
+    completion_tokens: countSum(place.documentId, 'completion_tokens', doc.turns.map((t) => t.metrics?.completion_tokens)),
+    cached_tokens: countSum(place.documentId, 'cached_tokens', doc.turns.map((t) => t.metrics?.cached_tokens)),
+    cache_write_tokens: countSum(place.documentId, 'cache_write_tokens', doc.turns.map((t) => extraCount(t, 'cache_creation_input_tokens'))),
     cost_usd: sum(costs),
     notes: doc.notes ?? null,
     final_metrics_json: json(doc.final_metrics),

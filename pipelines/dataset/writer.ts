@@ -40,6 +40,8 @@ export interface DatasetWriterOptions {
   batchBytes?: number;
   /** A part is closed and a new one started past this size. */
   partBytes?: number;
+  /** The heap cap of the storage thread, sized for the largest row it may receive (import/memory.ts). */
+  storageHeapMb?: number;
 }
 
 const DEFAULT_BATCH_ROWS = 5_000;
@@ -93,7 +95,7 @@ export class DatasetWriter {
       partStamp: `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`,
       partMetadata: options.compact ? [{ key: 'trajstore.compact', value: JSON.stringify(options.compact) }] : [],
       partBytes: options.partBytes ?? DEFAULT_PART_BYTES,
-    });
+    }, options.storageHeapMb);
   }
 
   /** The dataset writer for a mode, after checking the destination (exit 4 on create over an existing path). */
@@ -153,14 +155,15 @@ export class DatasetWriter {
   /** Queues rows; writes a batch when the bounds are reached (await it: that is the backpressure). */
   async add(relation: Relation, rows: readonly Row[]): Promise<void> {
     if (!this.columns[relation]) throw new Error(`a ${this.options.kind} dataset has no relation ${relation}`);
-    let batch = this.pending.get(relation);
-    if (!batch) this.pending.set(relation, (batch = { rows: [], bytes: 0 }));
+    const maxRows = this.options.batchRows ?? DEFAULT_BATCH_ROWS;
+    const maxBytes = this.options.batchBytes ?? DEFAULT_BATCH_BYTES;
+    // Batches are bounded however many rows one call brings (a document of 400,000 steps, say).
     for (const row of rows) {
+      let batch = this.pending.get(relation);
+      if (!batch) this.pending.set(relation, (batch = { rows: [], bytes: 0 }));
       batch.rows.push(row);
       batch.bytes += rowBytes(row);
-    }
-    if (batch.rows.length >= (this.options.batchRows ?? DEFAULT_BATCH_ROWS) || batch.bytes >= (this.options.batchBytes ?? DEFAULT_BATCH_BYTES)) {
-      await this.write(relation);
+      if (batch.rows.length >= maxRows || batch.bytes >= maxBytes) await this.write(relation);
     }
   }
 

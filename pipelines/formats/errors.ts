@@ -1,5 +1,5 @@
-/** Errors about an input file, with the place in it: `file:line:column: reason` (exit 2). */
-import { InvalidInputError } from '../../lib/errors.js';
+/** Errors about an input file, with the place in it: `file:line:column: reason` (exit 2, or 5 for a limit). */
+import { InvalidInputError, ResourceLimitError } from '../../lib/errors.js';
 
 export interface SourceLocation {
   relPath: string;
@@ -18,6 +18,17 @@ export function formatLocation({ relPath, line, column, pointer }: SourceLocatio
 }
 
 export class SourceError extends InvalidInputError {
+  constructor(
+    readonly location: SourceLocation,
+    readonly reason: string,
+    options?: { hint?: string; cause?: unknown },
+  ) {
+    super(`${formatLocation(location)}: ${reason}`, options);
+  }
+}
+
+/** An input file holds something larger than trajstore takes (exit 5), with the place in it. */
+export class SourceLimitError extends ResourceLimitError {
   constructor(
     readonly location: SourceLocation,
     readonly reason: string,

@@ -3,8 +3,10 @@
  * JSON parsing whose errors point at file:line:column. Memory is bounded by the longest line.
  */
 import type { Readable } from 'node:stream';
-import { SourceError } from './errors.js';
+import { getHeapStatistics } from 'node:v8';
+import { SourceError, SourceLimitError } from './errors.js';
 import { readBounded } from '../../lib/streams.js';
+import { firstInexactInteger, locatePointer } from './common/locate.js';
 
 export interface Line {
   /** 1-based line number. */
@@ -15,12 +17,18 @@ export interface Line {
   bytes: Buffer;
 }
 
-export const DEFAULT_MAX_LINE_BYTES = 256 * 1024 * 1024;
+/**
+ * The largest JSON document trajstore takes: a `.json` file, or one line of JSONL. A document is
+ * decoded whole, and the import's heaps are sized for the largest one a source may hold
+ * (import/memory.ts); beyond this a document is refused (exit 5) before it is read.
+ */
+export const MAX_DOCUMENT_BYTES = 256 * 1024 * 1024;
+const SPLIT_HINT = 'split it into several documents (one JSON document per line of a .jsonl file)';
 const NEWLINE = 0x0a;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Lines of a stream; rejects invalid UTF-8 and lines longer than `maxLineBytes` with their line number. */
-export async function* readLines(stream: Readable, relPath: string, maxLineBytes = DEFAULT_MAX_LINE_BYTES): AsyncGenerator<Line> {
+export async function* readLines(stream: Readable, relPath: string, maxLineBytes = MAX_DOCUMENT_BYTES): AsyncGenerator<Line> {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let number = 0;
@@ -57,30 +65,132 @@ export async function* readLines(stream: Readable, relPath: string, maxLineBytes
   if (pendingBytes > 0) yield lineOf(Buffer.concat(pending));
 }
 
-function tooLong(relPath: string, line: number, max: number): SourceError {
-  return new SourceError({ relPath, line }, `line is longer than ${max} bytes`);
+function tooLong(relPath: string, line: number, max: number): SourceLimitError {
+  return new SourceLimitError({ relPath, line }, `line is longer than ${mebibytes(max)}, the largest document trajstore takes`, { hint: SPLIT_HINT });
 }
+
+const mebibytes = (bytes: number): string => `${bytes / (1024 * 1024)} MiB`;
 
 /** Whole-stream bytes, bounded: for formats whose unit is one JSON document per file. */
 export async function readAll(stream: Readable, relPath: string, maxBytes: number): Promise<Buffer> {
   const bytes = await readBounded(stream, maxBytes);
-  if (bytes === undefined) throw new SourceError({ relPath }, `document is larger than ${maxBytes} bytes`);
+  if (bytes === undefined) throw new SourceLimitError({ relPath }, `document is larger than ${mebibytes(maxBytes)}, the largest document trajstore takes`, { hint: SPLIT_HINT });
   return bytes;
 }
 
+/** Documents from this size on are measured before they are parsed. */
+const MEASURED_FROM_CHARS = 1024 * 1024;
+const MB = 1024 * 1024;
+/** What the thread needs besides the document (code, buffers, the batch being written). */
+const THREAD_BASE_BYTES = 128 * MB;
+
+/**
+ * JSON.parse runs to its end inside V8, where running out of heap aborts the whole process rather
+ * than failing the thread; a text of N bytes may become anything from N to 13 N bytes of heap (an
+ * array of empty arrays). So a large document is measured first: its text (up to two bytes a
+ * character), about 40 bytes per array or object and 8 per other value, an upper bound found by
+ * measuring parsed documents of each shape. With room for as much again for decoding it (the
+ * Storyline, its rows and their JSON text), it must fit the thread's heap, else it is refused (exit 5).
+ */
+function checkMemory(text: string, relPath: string, firstLine: number): void {
+  let containers = 0;
+  let scalars = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      scalars++;
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x7b || c === 0x5b) containers++;
+    else if (c === 0x2c) scalars++; // a separator: at most one more value than there are commas
+  }
+  const needed = 2 * (2 * text.length + 40 * containers + 8 * scalars);
+  const available = getHeapStatistics().heap_size_limit - THREAD_BASE_BYTES;
+  if (needed > available) {
+    throw new SourceLimitError(
+      { relPath, line: firstLine },
+      `decoding this document needs about ${Math.ceil(needed / MB)} MB of memory (${containers} arrays and objects), more than the ${Math.floor(available / MB)} MB this import has for one document`,
+      { hint: SPLIT_HINT },
+    );
+  }
+}
+
+/**
+ * How deeply a document's arrays and objects may nest (the document itself is level 1). Everything
+ * imported must export again and stay readable by SQLite's JSON functions (which stop at 1000
+ * levels), and the recursive code on the way (JSON.stringify among it) must never run out of stack.
+ */
+export const MAX_JSON_DEPTH = 512;
+
 /**
  * JSON.parse with a located error. `firstLine` is the line number of the text's first line, so
- * multi-line documents report the line and column of the syntax error.
+ * multi-line documents report the line and column of the syntax error. A document nested deeper
+ * than MAX_JSON_DEPTH is refused at the first value too deep, with its pointer.
  */
 export function parseJson(text: string, relPath: string, firstLine = 1): unknown {
+  if (text.length >= MEASURED_FROM_CHARS) checkMemory(text, relPath, firstLine);
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (error) {
     // V8 does not always say where (e.g. "Unexpected token"), so find the offset ourselves.
     const { offset, reason } = jsonSyntaxError(text);
     const { line, column } = positionOf(text, offset, firstLine);
     throw new SourceError({ relPath, line, column }, `invalid JSON: ${reason}`, { cause: error });
   }
+  const pointer = tooDeep(value);
+  if (pointer !== undefined) {
+    // The pointer has hundreds of tokens; its start says where the nesting begins.
+    const shown = `${pointer.split('/').slice(0, 9).join('/')}/…`;
+    throw new SourceError({ relPath, ...locatePointer(text, pointer, firstLine), pointer: shown }, `nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`, {
+      hint: 'trajstore keeps documents it can export again; flatten the value or store it as a JSON string',
+    });
+  }
+  // Rare: only a number beyond ±(2^53 - 1) makes it look at how the source wrote its numbers.
+  const inexact = sawLargeNumber ? firstInexactInteger(text) : undefined;
+  if (inexact !== undefined) {
+    throw new SourceError({ relPath, ...locatePointer(text, inexact, firstLine), pointer: inexact }, `integer out of range: beyond ±${Number.MAX_SAFE_INTEGER} it cannot be stored exactly`, {
+      hint: 'write it as a string if it is an id, or as a float (with an exponent) if it is a measure',
+    });
+  }
+  return value;
+}
+
+/** Whether a parsed value nests no deeper than MAX_JSON_DEPTH levels. */
+export const withinDepth = (value: unknown): boolean => firstTooDeep(value, 1) === undefined;
+
+/** Set by the last walk when it met a number beyond ±(2^53 - 1) (which may be a rounded integer). */
+let sawLargeNumber = false;
+
+/** The JSON Pointer of the first container nested deeper than MAX_JSON_DEPTH, or undefined. */
+function tooDeep(value: unknown): string | undefined {
+  sawLargeNumber = false;
+  const tokens = firstTooDeep(value, 1);
+  return tokens && `/${tokens.reverse().map((t) => t.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`;
+}
+
+/** The path (leaf first) to the first container deeper than the limit; allocates only when there is one. */
+function firstTooDeep(value: unknown, depth: number): string[] | undefined {
+  if (typeof value !== 'object' || value === null) {
+    if (typeof value === 'number' && (value > Number.MAX_SAFE_INTEGER || value < -Number.MAX_SAFE_INTEGER)) sawLargeNumber = true;
+    return undefined;
+  }
+  if (depth > MAX_JSON_DEPTH) return [];
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const path = firstTooDeep(value[i], depth + 1);
+      if (path) return (path.push(String(i)), path);
+    }
+    return undefined;
+  }
+  for (const key in value) {
+    const path = firstTooDeep((value as Record<string, unknown>)[key], depth + 1);
+    if (path) return (path.push(key), path);
+  }
+  return undefined;
 }
 
 function positionOf(text: string, offset: number, firstLine: number): { line: number; column: number } {

@@ -6,16 +6,16 @@
  * replaced by `<source_filename>#<line_number>` (spec/trajstore.md, "Compact record").
  */
 import { Checkpoint } from '../../lib/checkpoint.js';
+import { storageHeapMb } from './memory.js';
 import type { Logger } from '../../lib/log.js';
 import { InvalidInputError } from '../../lib/errors.js';
-import { parseJson, readLines, readAll, decodeUtf8 } from '../formats/lines.js';
+import { parseJson, readLines, readAll, decodeUtf8, MAX_DOCUMENT_BYTES } from '../formats/lines.js';
 import { listSources } from './sources.js';
 import type { ImportSummary } from './import.js';
 import type { ProgressSink } from '../../lib/progress.js';
 import type { Row } from '../dataset/parquet.js';
 import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
 import { evaluatePath, parseJsonPath, type CompactSpec } from '../dataset/compact/paths.js';
-import { MAX_DOCUMENT_BYTES } from '../formats/common/documents.js';
 import type { SourceFile } from '../formats/types.js';
 
 export const COMPACT_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
@@ -25,6 +25,8 @@ export interface CompactImportOptions {
   to: string;
   mode: WriteMode;
   columns: CompactSpec;
+  /** The largest document the source may hold (memory.ts): the storage thread's heap is sized for it. */
+  largestDocumentBytes: number;
   log: Logger;
   signal: AbortSignal;
   progress?: ProgressSink;
@@ -76,7 +78,7 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
   const idPath = parseJsonPath(spec.id_path);
   const timestampPath = parseJsonPath(spec.timestamp_path);
   const userPaths = spec.columns.map((c) => ({ name: c.name, steps: parseJsonPath(c.path) }));
-  const writer = await DatasetWriter.begin({ path: options.to, mode: options.mode, kind: 'compact', compact: spec });
+  const writer = await DatasetWriter.begin({ path: options.to, mode: options.mode, kind: 'compact', compact: spec, storageHeapMb: storageHeapMb(options.largestDocumentBytes) });
   let records = 0;
   let bytes = 0;
   let fallbacks = 0;

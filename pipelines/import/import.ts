@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import { Checkpoint } from '../../lib/checkpoint.js';
+import { storageHeapMb } from './memory.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressSink } from '../../lib/progress.js';
 import { SourceError } from '../formats/errors.js';
@@ -34,6 +35,8 @@ export interface ImportOptions {
   onDuplicate: DuplicatePolicy;
   /** The configuration's `[prices."<model>"]`, over the built-in price table. */
   prices: Record<string, Price>;
+  /** The largest document the source may hold (memory.ts): the storage thread's heap is sized for it. */
+  largestDocumentBytes: number;
   stdin: Readable;
   log: Logger;
   signal: AbortSignal;
@@ -104,6 +107,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     path: options.to,
     mode: options.mode,
     kind: 'storyline',
+    storageHeapMb: storageHeapMb(options.largestDocumentBytes),
     ...(options.batchRows ? { batchRows: options.batchRows } : {}),
     ...(options.batchBytes ? { batchBytes: options.batchBytes } : {}),
   });

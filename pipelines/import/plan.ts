@@ -12,6 +12,7 @@ import type { InputFormat } from '../formats/registry.js';
 import { loadConfig } from '../pins/config.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import type { DuplicatePolicy, ImportSummary } from './import.js';
+import { largestDocumentBytes } from './memory.js';
 import { statSource } from './sources.js';
 import { runOnImportThread, type ImportIO } from './thread/client.js';
 import type { ImportJob } from './thread/protocol.js';
@@ -58,8 +59,20 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
   if (from !== '-') statSource(from);
   const { prices } = await loadConfig(rc.config, { env: rc.env });
   const job: ImportJob = compact
-    ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns) } }
-    : { kind: 'storyline', options: { from, to: target, inputFormat: inputFormat as InputFormat | 'auto', outputFormat: outputFormat as 'preserve' | 'storyline', mode, onDuplicate: request.onDuplicate, prices } };
+    ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns), largestDocumentBytes: largestDocumentBytes(from) } }
+    : {
+        kind: 'storyline',
+        options: {
+          from,
+          to: target,
+          inputFormat: inputFormat as InputFormat | 'auto',
+          outputFormat: outputFormat as 'preserve' | 'storyline',
+          mode,
+          onDuplicate: request.onDuplicate,
+          prices,
+          largestDocumentBytes: largestDocumentBytes(from),
+        },
+      };
   return { job, target, replaces: mode === 'replace' && existsSync(target) };
 }
 

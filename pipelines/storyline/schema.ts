@@ -25,11 +25,15 @@ export const Timestamp = Type.Union([Type.String({ minLength: 1 }), Type.Number(
 /** Message content: a string (possibly empty) or an array of content parts (text, image, ...). */
 export const Content = Type.Union([Type.String(), Type.Array(JsonObject)]);
 
+/** Counts are stored as int64 and computed with as JavaScript numbers, so they are exact integers. */
+const Count = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+const ExactInteger = Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER });
+
 /** Per-turn usage. `prompt_tokens` includes cached tokens; `completion_tokens` includes reasoning. */
 export const Metrics = closed({
-  prompt_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
-  completion_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
-  cached_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
+  prompt_tokens: Type.Optional(Type.Union([Count, Type.Null()])),
+  completion_tokens: Type.Optional(Type.Union([Count, Type.Null()])),
+  cached_tokens: Type.Optional(Type.Union([Count, Type.Null()])),
   cost_usd: Type.Optional(Type.Union([Type.Number(), Type.Null()])),
   prompt_token_ids: Type.Optional(Type.Array(Type.Integer())),
   completion_token_ids: Type.Optional(Type.Array(Type.Integer())),
@@ -38,17 +42,17 @@ export const Metrics = closed({
 });
 
 export const FinalMetrics = closed({
-  total_prompt_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
-  total_completion_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
-  total_cached_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
+  total_prompt_tokens: Type.Optional(Type.Union([Count, Type.Null()])),
+  total_completion_tokens: Type.Optional(Type.Union([Count, Type.Null()])),
+  total_cached_tokens: Type.Optional(Type.Union([Count, Type.Null()])),
   total_cost_usd: Type.Optional(Type.Union([Type.Number(), Type.Null()])),
-  total_steps: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
+  total_steps: Type.Optional(Type.Union([Count, Type.Null()])),
   extra: Type.Optional(JsonObject),
 });
 
 export const ToolResponse = closed({
   status: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  exit_code: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+  exit_code: Type.Optional(Type.Union([ExactInteger, Type.Null()])),
 });
 
 export const ToolCall = closed({
@@ -100,7 +104,7 @@ export const Turn = closed({
   observation: Type.Optional(Observation),
   metrics: Type.Optional(Metrics),
   /** LLM calls behind this turn; 0 on an agent turn means no LLM was involved. */
-  nllm: Type.Optional(Type.Integer({ minimum: 0 })),
+  nllm: Type.Optional(Count),
   /** Copied prior context (not produced in this run); excluded from training data. */
   copied: Type.Optional(Type.Boolean()),
   /** A finer kind than `src`, e.g. `compaction`, `subagent_prompt`, `summary`. */

@@ -9,6 +9,7 @@
  * oldest one beyond it, so a slow disk or index slows the import (backpressure) and memory stays bounded.
  */
 import { Worker } from 'node:worker_threads';
+import { ResourceLimitError } from '../../../lib/errors.js';
 import { distPath } from '../../../lib/install.js';
 import type { PartRef } from '../layout.js';
 import { flatCells, type Row } from '../parquet.js';
@@ -21,6 +22,7 @@ const WORKER = distPath('pipelines', 'dataset', 'storage', 'worker.js');
  * decoded; more only raised the peak RSS of a 1 GB import (measured).
  */
 const MAX_IN_FLIGHT = 3;
+const DEFAULT_HEAP_MB = 64;
 
 export class StorageThread {
   private readonly worker: Worker;
@@ -31,13 +33,20 @@ export class StorageThread {
   /** Parts the thread has finished, by relation, in the order written. */
   readonly written: Partial<Record<Relation, PartRef[]>> = {};
 
-  constructor(private readonly setup: StorageSetup) {
-    // A small heap: queued batches wait serialized in the port and the thread decodes one at a time;
-    // a tight limit keeps its garbage collected (Parquet pages and SQLite pages live outside it).
+  /**
+   * A small heap by default: queued batches wait serialized in the port and the thread decodes one at
+   * a time; a tight limit keeps its garbage collected (Parquet pages and SQLite pages live outside
+   * it). An import of big documents asks for room for its largest row.
+   */
+  constructor(
+    private readonly setup: StorageSetup,
+    heapMb = DEFAULT_HEAP_MB,
+  ) {
     const data: StorageThreadData = { role: STORAGE_THREAD_ROLE, setup };
+    const limitMb = Math.max(heapMb, DEFAULT_HEAP_MB);
     this.worker = new Worker(WORKER, {
       workerData: data,
-      resourceLimits: { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 8 },
+      resourceLimits: { maxOldGenerationSizeMb: limitMb, maxYoungGenerationSizeMb: 8 },
     });
     this.worker.on('message', (reply: StorageReply) => {
       for (const { relation, ref } of reply.closed ?? []) (this.written[relation] ??= []).push(ref);
@@ -51,7 +60,9 @@ export class StorageThread {
       for (const waiter of this.waiting.values()) waiter.reject(error);
       this.waiting.clear();
     };
-    this.worker.on('error', fail);
+    this.worker.on('error', (error: Error & { code?: string }) =>
+      fail(error.code === 'ERR_WORKER_OUT_OF_MEMORY' ? new ResourceLimitError(`the storage thread ran out of memory (heap limit ${limitMb} MB)`, { hint: 'a single row is too large; split the document' }) : error),
+    );
     this.worker.on('exit', (code) => {
       if (this.waiting.size > 0) fail(new Error(`storage thread exited (${code})`));
     });

@@ -298,7 +298,7 @@ function decodeTool(
   if (Object.hasOwn(tool, 'aggregated_output')) call.result = tool.aggregated_output;
   const response = defined({
     status: isStringOrNull(tool.status) ? tool.status : undefined,
-    exit_code: tool.exit_code === null || Number.isInteger(tool.exit_code) ? (tool.exit_code as number | null) : undefined,
+    exit_code: tool.exit_code === null || Number.isSafeInteger(tool.exit_code) ? (tool.exit_code as number | null) : undefined,
   });
   for (const key of ['status', 'exit_code'] as const) if (Object.hasOwn(tool, key) && !Object.hasOwn(response, key)) extra[key] = tool[key];
   if (Object.keys(response).length > 0) call.response = response;

@@ -73,7 +73,7 @@ function readOutput(output: unknown): Output {
         return defined({
           content: value.output,
           result: value.output,
-          exitCode: typeof exit === 'number' && Number.isInteger(exit) ? exit : undefined,
+          exitCode: typeof exit === 'number' && Number.isSafeInteger(exit) ? exit : undefined,
           durationMs: typeof seconds === 'number' && seconds >= 0 ? Math.round(seconds * 1000) : undefined,
         });
       }

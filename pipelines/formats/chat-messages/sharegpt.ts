@@ -7,7 +7,7 @@
 import type { ObservationResult, Turn } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
 import { childPointer, isObject, markSynthesized, type JsonObject } from '../common/unknown.js';
-import { contentText, isJsonText } from '../common/values.js';
+import { contentText, isJsonText, parseArguments } from '../common/values.js';
 import { TOOL_RESULTS_KIND, type MessageContext } from './messages.js';
 
 const FROM_SRC: Record<string, Turn['src']> = { system: 'system', human: 'user', user: 'user', gpt: 'agent', assistant: 'agent' };
@@ -47,11 +47,9 @@ function parseCalls(ctx: MessageContext, turn: Turn, value: string, pointer: str
   const turnIndex = ctx.storyline.turns.length;
   turn.tool_calls = [];
   for (const match of calls) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(match[1] as string);
-    } catch {
-      ctx.report('tool_call_markup_invalid', `at ${pointer}/value: a <tool_call> block is not JSON; left in the text`);
+    const { value: parsed, parsed: isJson } = parseArguments(match[1] as string);
+    if (!isJson) {
+      ctx.report('tool_call_markup_invalid', `at ${pointer}/value: a <tool_call> block is not JSON (or nests too deeply); left in the text`);
       continue;
     }
     const call = isObject(parsed) ? parsed : {};

@@ -8,13 +8,11 @@ import { Readable } from 'node:stream';
 import type { Storyline } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
 import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
-import { decodeUtf8, parseJson, readAll, readLines } from '../lines.js';
+import { decodeUtf8, MAX_DOCUMENT_BYTES, parseJson, readAll, readLines } from '../lines.js';
 import type { Fail } from './elements.js';
 import { locatePointer } from './locate.js';
 import { isJsonText } from './values.js';
 
-/** Whole-file documents are read into memory; larger files should be JSONL. */
-export const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
 
 export interface SourceJson {
   value: unknown;

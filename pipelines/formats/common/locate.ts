@@ -9,9 +9,12 @@ const STOP = Symbol('found');
 const WHITESPACE = new Set([' ', '\t', '\n', '\r']);
 const VALUE_END = new Set([',', ']', '}', ' ', '\t', '\n', '\r']);
 
-function offsetOf(text: string, pointer: string): number | undefined {
+/**
+ * Visits the values of a valid JSON text in document order with their JSON Pointer and offset; the
+ * walk ends when `visit` returns true. Recursive: callers walk only texts whose nesting is bounded.
+ */
+function walk(text: string, visit: (pointer: string, offset: number) => boolean): void {
   let i = 0;
-  let found: number | undefined;
   const ws = (): void => {
     while (i < text.length && WHITESPACE.has(text[i] as string)) i++;
   };
@@ -24,11 +27,7 @@ function offsetOf(text: string, pointer: string): number | undefined {
   };
   const value = (path: string): void => {
     ws();
-    if (path === pointer) {
-      found = i;
-      throw STOP;
-    }
-    // Members outside the pointer's branch are skipped by the same scan; only the branch matters.
+    if (visit(path, i)) throw STOP;
     const ch = text[i];
     if (ch === '{' || ch === '[') {
       const close = ch === '{' ? '}' : ']';
@@ -67,6 +66,36 @@ function offsetOf(text: string, pointer: string): number | undefined {
   } catch (error) {
     if (error !== STOP) throw error;
   }
+}
+
+function offsetOf(text: string, pointer: string): number | undefined {
+  let found: number | undefined;
+  walk(text, (path, offset) => {
+    if (path !== pointer) return false;
+    found = offset;
+    return true;
+  });
+  return found;
+}
+
+const NUMBER_LITERAL = /-?\d+(\.\d+)?([eE][+-]?\d+)?/y;
+
+/**
+ * The pointer of the first number written as an integer (no fraction, no exponent) that a JavaScript
+ * number cannot hold exactly (beyond ±(2^53 - 1)): JSON.parse rounds it without a word, so
+ * keeping it would store a different number than the source wrote.
+ */
+export function firstInexactInteger(text: string): string | undefined {
+  let found: string | undefined;
+  walk(text, (path, offset) => {
+    const ch = text[offset] as string;
+    if (ch !== '-' && (ch < '0' || ch > '9')) return false;
+    NUMBER_LITERAL.lastIndex = offset;
+    const literal = NUMBER_LITERAL.exec(text);
+    if (!literal || literal[1] !== undefined || literal[2] !== undefined || Number.isSafeInteger(Number(literal[0]))) return false;
+    found = path;
+    return true;
+  });
   return found;
 }
 

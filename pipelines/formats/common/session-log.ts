@@ -99,7 +99,7 @@ export function str(value: JsonObject | undefined, key: string): string | undefi
 /** A non-negative integer field, or undefined. */
 export function count(value: JsonObject | undefined, key: string): number | undefined {
   const v = value?.[key];
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined;
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined;
 }
 
 /** A tool call and the turn that made it, until the call's output line is seen. */

@@ -7,6 +7,7 @@
  */
 import type { Fail } from './elements.js';
 import { childPointer, isObject, type JsonObject, type UnknownFields } from './unknown.js';
+import { withinDepth } from '../lines.js';
 
 export type Guard<T> = (value: unknown) => value is T;
 
@@ -14,7 +15,8 @@ export const isString: Guard<string> = (v): v is string => typeof v === 'string'
 export const isNonEmptyString: Guard<string> = (v): v is string => typeof v === 'string' && v !== '';
 export const isStringOrNull: Guard<string | null> = (v): v is string | null => v === null || typeof v === 'string';
 export const isBoolean: Guard<boolean> = (v): v is boolean => typeof v === 'boolean';
-export const isCount: Guard<number> = (v): v is number => Number.isInteger(v) && (v as number) >= 0;
+/** A count is stored as int64 and computed with as a JavaScript number: an exact integer from 0. */
+export const isCount: Guard<number> = (v): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 export const isCountOrNull: Guard<number | null> = (v): v is number | null => v === null || isCount(v);
 export const isNumberOrNull: Guard<number | null> = (v): v is number | null => v === null || (typeof v === 'number' && Number.isFinite(v));
 export const isDurationOrNull: Guard<number | null> = (v): v is number | null => v === null || (typeof v === 'number' && v >= 0);
@@ -73,13 +75,18 @@ export function contentText(content: unknown): string {
     .join('\n');
 }
 
-/** Parses JSON text that should be an object or array; the text itself when it is not valid JSON. */
+/**
+ * Parses JSON text that should be an object or array; the text itself when it is not valid JSON, or
+ * nests deeper than a document may (kept as text, it still exports as it came).
+ */
 export function parseArguments(text: string): { value: unknown; parsed: boolean } {
+  let value: unknown;
   try {
-    return { value: JSON.parse(text), parsed: true };
+    value = JSON.parse(text);
   } catch {
     return { value: text, parsed: false };
   }
+  return withinDepth(value) ? { value, parsed: true } : { value: text, parsed: false };
 }
 
 /** True when `text` is one valid JSON value. */

@@ -2,13 +2,11 @@
  * Runs an import on a worker thread (worker.ts) whose V8 heap is capped. An import allocates quickly and keeps
  * little, and V8 lets an uncapped heap grow lazily towards gigabytes before collecting; with the cap
  * the peak RSS of a 1 GB import stays under 300 MB (issue 3). The cap leaves room for the largest
- * whole-file document of the source (a `.json` file is parsed in one piece).
+ * document of the source (memory.ts).
  *
  * The worker reads stdin through `worker.stdin` (piped from the command's stdin), sends its log
  * lines and progress to this thread, and is told to stop when the command's signal aborts.
  */
-import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
@@ -17,11 +15,10 @@ import { distPath } from '../../../lib/install.js';
 import type { Logger } from '../../../lib/log.js';
 import type { ProgressFactory } from '../../../lib/progress.js';
 import type { ImportSummary } from '../import.js';
+import { importHeapMb } from '../memory.js';
 import { IMPORT_THREAD_ROLE, type FromImportThread, type ImportJob, type ImportThreadData, type ToImportThread } from './protocol.js';
 
 const WORKER = distPath('pipelines', 'import', 'thread', 'worker.js');
-const BASE_HEAP_MB = 128;
-const MAX_HEAP_MB = 4096;
 const INITIAL_OLD_SPACE_MB = 96;
 
 export interface ImportIO {
@@ -31,24 +28,8 @@ export interface ImportIO {
   progress?: ProgressFactory;
 }
 
-/** The heap cap: the base, plus room for the largest whole-file (`.json`) document of the source. */
-function heapMbFor(from: string): number {
-  // A parsed JSON document takes several times its text; stdin gets room for one of about 40 MB
-  // (JSONL is read line by line and needs only the base).
-  if (from === '-') return BASE_HEAP_MB + 256;
-  const stat = statSync(from, { throwIfNoEntry: false });
-  const paths = stat?.isDirectory() ? (readdirSync(from, { recursive: true }) as string[]).map((p) => join(from, p)) : [from];
-  let largest = 0;
-  for (const path of paths) {
-    if (!/\.json$/i.test(path)) continue;
-    const size = statSync(path, { throwIfNoEntry: false })?.size ?? 0;
-    largest = Math.max(largest, size);
-  }
-  return Math.min(MAX_HEAP_MB, BASE_HEAP_MB + Math.ceil((largest * 6) / (1024 * 1024)));
-}
-
 export function runOnImportThread(job: ImportJob, io: ImportIO): Promise<ImportSummary> {
-  const heapMb = heapMbFor(job.options.from);
+  const heapMb = importHeapMb(job.options.largestDocumentBytes);
   const usesStdin = job.options.from === '-';
   // V8 sizes a new heap's first collection limit from what survives, and an import keeps little, so
   // with the default the import thread ran a full collection for nearly every batch (about 200 per
