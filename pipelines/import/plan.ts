@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { InvalidInputError } from '../../lib/errors.js';
 import type { WriteMode } from '../dataset/writer.js';
 import { parseColumnFlags } from '../dataset/compact/paths.js';
+import { readableRoot } from '../dataset/recover.js';
 import type { InputFormat } from '../formats/registry.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import type { DuplicatePolicy, ImportSummary } from './import.js';
@@ -27,6 +28,8 @@ export interface ImportRequest {
   onDuplicate: DuplicatePolicy;
   /** `NAME=JSON_PATH` columns of a compact record store. */
   columns: string[];
+  /** How long to wait for another writer of the destination (`--lock-timeout`). */
+  lockTimeoutMs: number;
 }
 
 export interface ImportPlan {
@@ -55,10 +58,12 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
   }
   // A source that is not there fails now, before anything is asked or written.
   if (from !== '-') statSource(from);
+  const { lockTimeoutMs } = request;
   const job: ImportJob = compact
-    ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns) } }
-    : { kind: 'storyline', options: { from, to: target, inputFormat: inputFormat as InputFormat | 'auto', outputFormat: outputFormat as 'preserve' | 'storyline', mode, onDuplicate: request.onDuplicate } };
-  return { job, target, replaces: mode === 'replace' && existsSync(target) };
+    ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns), lockTimeoutMs } }
+    : { kind: 'storyline', options: { from, to: target, inputFormat: inputFormat as InputFormat | 'auto', outputFormat: outputFormat as 'preserve' | 'storyline', mode, onDuplicate: request.onDuplicate, lockTimeoutMs } };
+  // A replace killed part-way may have left the old dataset aside: it is what this one replaces, so asked about.
+  return { job, target, replaces: mode === 'replace' && existsSync(readableRoot(target)) };
 }
 
 export function runImportPlan(plan: ImportPlan, io: ImportIO): Promise<ImportSummary> {
