@@ -45,6 +45,11 @@ export interface DatasetWriterOptions extends LockWait {
   batchBytes?: number;
   /** A part is closed and a new one started past this size. */
   partBytes?: number;
+  /**
+   * Also stops the commit: an aborted writer never commits (its caller may have stopped feeding it
+   * part-way); it throws the signal's reason and is aborted by its caller.
+   */
+  signal?: AbortSignal;
   /** What the lock's holder is doing, for the messages of writers that wait for it (default: `import --mode <mode>`). */
   purpose?: string;
 }
@@ -208,6 +213,7 @@ export class DatasetWriter {
   async commit(): Promise<Snapshot> {
     for (const relation of [...this.pending.keys()]) await this.write(relation);
     await this.storage.closeParts();
+    this.options.signal?.throwIfAborted();
     const relations: Partial<Record<Relation, PartRef[]>> = {};
     const rows: Partial<Record<Relation, number>> = {};
     for (const relation of Object.keys(this.columns) as Relation[]) {
@@ -228,7 +234,10 @@ export class DatasetWriter {
     if (this.buildPath === this.path) this.committed = true;
     await this.storage.finishIndex(snapshot.id);
     await this.storage.publishIndex();
-    if (this.buildPath !== this.path) this.moveIntoPlace();
+    if (this.buildPath !== this.path) {
+      this.options.signal?.throwIfAborted();
+      this.moveIntoPlace();
+    }
     this.committed = true;
     this.lock.release();
     return snapshot;

@@ -1,8 +1,8 @@
 /**
  * The dataset writer lock (dataset/lock.ts) through real processes: concurrent appends all land,
  * a killed holder blocks nobody, a live one is waited for up to --lock-timeout (then exit 4 naming
- * it), a takeover of a dead holder's lock admits one writer, and readers never wait (they read the
- * old copy of a replace at work).
+ * it), a takeover of a dead holder's lock admits one writer, a stopped writer releases the lock and
+ * leaves nothing, and readers never wait (they read the old copy of a replace at work).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -194,6 +194,37 @@ test('writers racing to take over a dead holder\'s lock hold it one at a time', 
   assert.equal(await Promise.all(exits), Array(8).fill(0));
   assert.is(readFileSync(counter, 'utf8'), '8');
   assert.equal(hiddenSiblings(path), []);
+});
+
+test('a writer stopped by SIGTERM, holding the lock or waiting for it, releases it and leaves nothing', async () => {
+  const s = await withDataset();
+  const snapshot = (): string => JSON.parse(readFileSync(s.path('ds', 'trajstore.json'), 'utf8')).snapshot_id;
+  const before = snapshot();
+  const big = bigSource(s);
+  for (const [mode, target] of [['append', 'ds'], ['create', 'new-ds']] as const) {
+    const writer = start(s, ['import', '-f', big, '-t', s.path(target), '--mode', mode]);
+    await until(`the ${mode} holds the lock`, () => existsSync(lockPathOf(s.path(target))));
+    await new Promise((r) => setTimeout(r, 300)); // writing by now
+    writer.child.kill('SIGTERM');
+    const { code, signal } = await writer.exit;
+    assert.is(signal, null, `${mode}: ended by itself`);
+    assert.ok(code === 6 || code === 143, `${mode}: exit ${code}: ${writer.stderr()}`);
+    assert.equal(hiddenSiblings(s.path(target)), [], mode);
+  }
+  assert.not.ok(existsSync(s.path('new-ds')));
+  assert.is(snapshot(), before);
+  assert.equal(leftovers(s.path('ds')), []);
+  const lock = await holdLock(s);
+  const waiting = start(s, ['drop', s.path('ds'), '--yes']);
+  await until('the drop waits', () => waiting.stderr().includes('waiting for'));
+  waiting.child.kill('SIGTERM');
+  const { code, signal } = await waiting.exit;
+  assert.is(signal, null);
+  assert.ok(code === 6 || code === 143, `exit ${code}: ${waiting.stderr()}`);
+  // Its lock candidate is gone; the dataset and the test's lock are as they were.
+  assert.equal(hiddenSiblings(s.path('ds')), ['.ds.lock']);
+  lock.release();
+  assert.is(snapshot(), before);
 });
 
 test('readers never wait for a writer: a stale index is rebuilt in the cache meanwhile, in the dataset once it is free', async () => {
