@@ -11,11 +11,16 @@ import { basename, dirname, join } from 'node:path';
 export const TEMP_MARKER = '.tmp-';
 
 /**
- * 48 random bits as hex. Not node:crypto: this module is on every command's start-up path, and a
- * temporary name needs no secrecy (files are opened exclusively, so a collision fails, never clobbers).
+ * 48 random bits as 12 hex digits. Not node:crypto: this module is on every command's start-up path,
+ * and a temporary name needs no secrecy (files are opened exclusively, so a collision fails, never clobbers).
  */
-function randomSuffix(): string {
+export function randomSuffix(): string {
   return Math.floor(Math.random() * 2 ** 48).toString(16).padStart(12, '0');
+}
+
+/** Whether `text` is what `randomSuffix` makes, for sweeps that must not take another name for a temporary. */
+export function isRandomSuffix(text: string): boolean {
+  return /^[0-9a-f]{12}$/.test(text);
 }
 
 /** A temporary sibling name for `path`, unique to this call. */
@@ -128,13 +133,14 @@ export function writeFileDurably(path: string, data: Uint8Array | string, option
 }
 
 /**
- * Publishes a directory built beside `target`: the old one (if any) is renamed aside, the new one
- * renamed in, the parent fsynced, and only then is the old one removed. A crash leaves the old
- * directory, or the new one (with the old one aside under a TEMP_MARKER name), never a mix.
+ * Publishes a directory built beside `target`: the old one (if any) is renamed to `aside`, the new
+ * one renamed in, the parent fsynced, and only then is the old one removed. A crash leaves the old
+ * directory, or the new one, never a mix; between the two renames nothing is at `target` and the
+ * old directory is at `aside`, so a caller that must always find a directory there names the
+ * aside (and holds a lock: the name is then its own) and puts it back after a crash.
  */
-export function replaceDirectory(built: string, target: string): void {
+export function replaceDirectory(built: string, target: string, aside = hiddenTempSiblingOf(target)): void {
   fsyncPath(built);
-  const aside = hiddenTempSiblingOf(target);
   let hadOld = true;
   try {
     renameSync(target, aside);

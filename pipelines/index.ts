@@ -10,7 +10,7 @@
  * default dataset, resolved against a ResolveContext (the configuration file and the environment).
  */
 import type { ProgressFactory } from '../lib/progress.js';
-import type { DropTarget } from './drop/index.js';
+import type { DropOptions, DropTarget } from './drop/index.js';
 import type { ExportOptions, ExportSummary } from './export/export.js';
 import type { ImportSummary } from './import/import.js';
 import type { ImportPlan, ImportRequest } from './import/plan.js';
@@ -29,10 +29,11 @@ export { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, type Pin, type PinKind } from './pin
 export { EXPORT_FORMATS, type ExportFormat } from './export/formats.js';
 export { FIND_DEFAULTS } from './search/limits.js';
 export { QUERY_DEFAULTS, DEFAULT_MOUNT } from './search/limits.js';
+export { WRITE_DEFAULTS } from './dataset/defaults.js';
 export { REPORTS, type ReportName } from './stats/reports.js';
 export type { ResolveContext } from './pins/resolve.js';
 export type { DatasetHealth, RelationHealth, Report, ReportRow } from './stats/index.js';
-export type { DropTarget } from './drop/index.js';
+export type { DropOptions, DropTarget } from './drop/index.js';
 export type { ExportOptions, ExportSummary } from './export/export.js';
 export type { FindDocument, FindMatch, FindRequest } from './search/find.js';
 export type { Identity } from './search/planner.js';
@@ -126,7 +127,7 @@ export async function checkDrop(rc: ResolveContext, dataset: string): Promise<Dr
   return (await import('./writing.js')).checkDropTarget(rc, dataset);
 }
 
-/** Removes a checked dataset. */
-export async function drop(target: DropTarget): Promise<void> {
-  (await import('./writing.js')).dropDataset(target);
+/** Removes a checked dataset, holding its writer lock (checked again under it). */
+export async function drop(target: DropTarget, options: DropOptions): Promise<void> {
+  return (await import('./writing.js')).dropDataset(target, options);
 }

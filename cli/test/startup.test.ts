@@ -20,6 +20,7 @@ const LIGHT_MODULES = [
   'pipelines/pins/pins.js',
   'pipelines/export/formats.js',
   'pipelines/search/limits.js',
+  'pipelines/dataset/defaults.js',
   'pipelines/stats/reports.js',
   'daemon/index.js',
   'daemon/images/paths.js',

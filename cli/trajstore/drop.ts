@@ -2,21 +2,22 @@
 import { InvalidInputError } from '../../lib/errors.js';
 import { checkDrop, drop } from '../../pipelines/index.js';
 import { defineCommand } from '../kit/program.js';
-import { resolveContext } from './common.js';
+import { LOCK_TIMEOUT_OPTION, lockTimeoutOf, resolveContext } from './common.js';
 import { canAsk, confirm } from './confirm.js';
 
 interface DropFlags {
   dataset: string;
   yes: boolean;
+  lockTimeoutMs: number;
 }
 
 export const dropCommand = defineCommand({
   name: 'drop <dataset>',
   description: 'permanently remove a local dataset directory (asks first on a terminal; else needs --yes)',
-  options: [{ flags: '--yes', description: 'do not ask; required when not on a terminal' }],
+  options: [{ flags: '--yes', description: 'do not ask; required when not on a terminal' }, LOCK_TIMEOUT_OPTION],
   examples: ['trajstore drop ./old-ds --yes'],
-  flags: (args): DropFlags => ({ dataset: args.requiredPositional(0, 'DATASET'), yes: args.has('--yes') }),
-  async run(ctx, { dataset, yes }) {
+  flags: (args): DropFlags => ({ dataset: args.requiredPositional(0, 'DATASET'), yes: args.has('--yes'), lockTimeoutMs: lockTimeoutOf(args) }),
+  async run(ctx, { dataset, yes, lockTimeoutMs }) {
     const target = await checkDrop(resolveContext(ctx), dataset);
     if (!yes) {
       if (!canAsk(ctx)) throw new InvalidInputError(`drop ${dataset}: refusing to delete without confirmation`, { hint: 'pass --yes to confirm when not on a terminal' });
@@ -24,7 +25,7 @@ export const dropCommand = defineCommand({
       // Declining is the same rejection as giving no confirmation at all (as for import --mode replace).
       if (!(await confirm(ctx, question))) throw new InvalidInputError(`drop ${dataset}: not confirmed; nothing deleted`);
     }
-    await drop(target);
+    await drop(target, { lockTimeoutMs, signal: ctx.signal, log: ctx.log });
     ctx.stdout.write(`dropped ${target.path}\n`);
   },
 });

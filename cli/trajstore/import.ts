@@ -4,7 +4,7 @@ import { INPUT_FORMATS, planImport, runImport, type DuplicatePolicy, type Import
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
-import { progressOn, resolveContext } from './common.js';
+import { LOCK_TIMEOUT_OPTION, lockTimeoutOf, progressOn, resolveContext } from './common.js';
 import { confirm } from './confirm.js';
 
 const IMPORT_INPUTS = ['auto', ...INPUT_FORMATS, 'compact-jsonl'] as const;
@@ -30,6 +30,7 @@ function flags(args: ParsedArgs): ImportFlags {
       mode: args.choice('--mode', MODES, 'create'),
       onDuplicate: args.choice('--on-duplicate', DUPLICATES, 'suffix'),
       columns: args.list('--column'),
+      lockTimeoutMs: lockTimeoutOf(args),
     },
     yes: args.has('--yes'),
     view: rowView(args),
@@ -67,6 +68,7 @@ export const importCommand = defineCommand({
     { flags: '--on-duplicate <policy>', description: 'a document id already present: suffix (#2, #3...) or skip', default: 'suffix' },
     { flags: '--yes', description: 'confirm --mode replace without asking' },
     { flags: '--column <name=path>', description: 'compact-jsonl: a JSON column NAME from JSON_PATH ($, $.a.b, $.a[0]); repeatable' },
+    LOCK_TIMEOUT_OPTION,
     ...FORMAT_OPTIONS.map((o) => (o.flags.startsWith('--format') ? { ...o, description: `summary: ${o.description} (json: the whole summary; the others: one row per format)` } : o)),
   ],
   examples: ['trajstore import -f testdata/samples -t ./my-dataset', 'trajstore import -f session.jsonl -t ./my-dataset --mode append -i agentb-code'],

@@ -1,8 +1,10 @@
 /**
  * Opening a dataset for reading: the manifest's current snapshot and a read-only SQLite index of
  * exactly that snapshot. A missing or stale index (its `index_meta.snapshot_id` differs from the
- * manifest's, or it is of an older index format) is rebuilt from the Parquet parts first; when the dataset directory is not writable
- * the rebuilt index goes to `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite`.
+ * manifest's, or it is of an older index format) is rebuilt from the Parquet parts first: in the
+ * dataset when this reader can take the dataset's writer lock at once (lock.ts), else (a writer is
+ * at work, or the directory is not writable) in `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite`.
+ * A dataset that an interrupted replace left aside is read as recover.ts `readableRoot` says.
  */
 import { openDatabase, type SqliteDatabase } from './sqlite.js';
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
@@ -13,6 +15,8 @@ import type { ProgressFactory } from '../../lib/progress.js';
 import { localPathOf, resolveDataset, type DatasetRef, type ResolveContext } from '../pins/resolve.js';
 import { INDEX_FILE, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
 import { snapshotIdOf } from './index-meta.js';
+import { tryWriterLock } from './lock.js';
+import { canonicalPath, readableRoot } from './recover.js';
 import { LocalObjectStore, type ObjectStore } from './store.js';
 
 export interface OpenDataset {
@@ -72,29 +76,44 @@ export async function openDatasetArg(rc: ResolveContext, arg: string | undefined
 }
 
 export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, options: OpenOptions = {}): Promise<OpenDataset> {
-  const root = localPathOf(ref);
-  if (!existsSync(root) || !statSync(root).isDirectory()) throw new NotFoundError(`${root}: no such dataset`);
+  const shown = localPathOf(ref);
+  const root = readableRoot(shown);
+  if (!existsSync(root) || !statSync(root).isDirectory()) throw new NotFoundError(`${shown}: no such dataset`);
   const store = new LocalObjectStore(root);
-  const manifest = await requireManifest(store);
-  const snapshot = await readSnapshot(store, manifest.snapshot_id);
+  let manifest = await requireManifest(store);
+  let snapshot = await readSnapshot(store, manifest.snapshot_id);
   let indexPath = join(root, INDEX_FILE);
   let indexState: OpenDataset['indexState'] = 'present';
   let db = openCurrentIndex(indexPath, snapshot.id);
-  if (!db && !writable(root)) {
-    indexPath = cacheIndexPath(env, snapshot.id);
-    db = openCurrentIndex(indexPath, snapshot.id);
-  }
   if (!db) {
-    // Loaded only here: building reads the Parquet parts, which costs start-up time an open index never needs.
-    const { rebuildIndex } = await import('./sqlite-index.js');
-    await rebuildIndex(store, snapshot, indexPath, options.progress);
-    indexState = 'rebuilt';
-    db = openCurrentIndex(indexPath, snapshot.id);
-    if (!db) throw new UnavailableError(`${indexPath}: the index was rebuilt but cannot be opened`);
+    // Rebuilt in the dataset only by a reader holding its writer lock, had at once; while a writer is
+    // at work (or where this reader may not write) it goes to the cache, as readers never wait.
+    const lock = root === canonicalPath(shown) && writable(root) ? tryWriterLock(root, 'rebuilding the index') : undefined;
+    try {
+      if (lock) {
+        // A writer may have committed since the manifest was read: this is the index of what is current now.
+        manifest = await requireManifest(store);
+        snapshot = await readSnapshot(store, manifest.snapshot_id);
+        db = openCurrentIndex(indexPath, snapshot.id);
+      } else {
+        indexPath = cacheIndexPath(env, snapshot.id);
+        db = openCurrentIndex(indexPath, snapshot.id);
+      }
+      if (!db) {
+        // Loaded only here: building reads the Parquet parts, which costs start-up time an open index never needs.
+        const { rebuildIndex } = await import('./sqlite-index.js');
+        await rebuildIndex(store, snapshot, indexPath, options.progress);
+        indexState = 'rebuilt';
+        db = openCurrentIndex(indexPath, snapshot.id);
+        if (!db) throw new UnavailableError(`${indexPath}: the index was rebuilt but cannot be opened`);
+      }
+    } finally {
+      lock?.release();
+    }
   }
   const index = db;
   return {
-    uri: root,
+    uri: shown,
     kind: manifest.kind,
     snapshotId: snapshot.id,
     manifest,

@@ -8,12 +8,16 @@
  * - append:  new parts go into the existing dataset under fresh names; the new snapshot lists old and
  *            new parts and the manifest swap is the commit point. Until then readers (and a crash, even
  *            `kill -9`) see the previous snapshot; the index is extended in a copy renamed in afterwards;
- * - replace: built beside like create; then the old dataset is moved aside, the new one renamed in and
- *            the old one removed (spec/trajstore.md, "States and transitions").
+ * - replace: built beside like create; then the old dataset is moved aside, the new one renamed in
+ *            (the commit point) and the old one removed (spec/trajstore.md, "States and transitions").
+ *
+ * A writer holds the dataset's writer lock (lock.ts) from `begin` until `commit` or `abort`, and
+ * before anything else reclaims what killed writers left (recover.ts), so that a crash at any point
+ * ends with the old or the new dataset at the path and nothing else once the next writer has run.
  */
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
@@ -23,12 +27,13 @@ import { StorageThread } from './storage/client.js';
 import { indexSnapshotId } from './index-meta.js';
 import { rebuildIndex, relationColumns, type RelationColumns } from './sqlite-index.js';
 import { LocalObjectStore } from './store.js';
-import { TEMP_MARKER, fsyncPath, renameDurably, replaceDirectory } from '../../lib/durable.js';
-import { processAlive } from '../../lib/process.js';
+import { fsyncPath, renameDurably, replaceDirectory } from '../../lib/durable.js';
+import { acquireWriterLock, lockOptions, type LockWait, type WriterLock } from './lock.js';
+import { asidePathOf, scratchPathOf, canonicalPath, reclaimInside, recoverBeside } from './recover.js';
 
 export type WriteMode = 'create' | 'append' | 'replace';
 
-export interface DatasetWriterOptions {
+export interface DatasetWriterOptions extends LockWait {
   /** Local directory of the dataset. */
   path: string;
   mode: WriteMode;
@@ -42,6 +47,13 @@ export interface DatasetWriterOptions {
   partBytes?: number;
   /** The heap cap of the storage thread, sized for the largest row it may receive (import/memory.ts). */
   storageHeapMb?: number;
+  /**
+   * Also stops the commit: an aborted writer never commits (its caller may have stopped feeding it
+   * part-way); it throws the signal's reason and is aborted by its caller.
+   */
+  signal?: AbortSignal;
+  /** What the lock's holder is doing, for the messages of writers that wait for it (default: `import --mode <mode>`). */
+  purpose?: string;
 }
 
 const DEFAULT_BATCH_ROWS = 5_000;
@@ -75,13 +87,17 @@ export class DatasetWriter {
   private readonly pending = new Map<Relation, { rows: Row[]; bytes: number }>();
   private readonly storage: StorageThread;
   private readonly rowCounts: Partial<Record<Relation, number>> = {};
-  private finished = false;
+  /** The dataset holds what this writer wrote (an append's manifest swap, a create's or replace's rename): abort undoes nothing. */
+  private committed = false;
 
   private constructor(
     private readonly options: DatasetWriterOptions,
-    /** Where the dataset is being built: the final path (append) or a temporary sibling (create/replace). */
+    /** The dataset's canonical path (recover.ts). */
+    private readonly path: string,
+    /** Where the dataset is being built: `path` (append) or a temporary sibling (create/replace). */
     private readonly buildPath: string,
     private readonly previous: Snapshot | undefined,
+    private readonly lock: WriterLock,
   ) {
     this.store = new LocalObjectStore(buildPath);
     this.columns = relationColumns(options.kind, options.compact?.columns.map((c) => c.name));
@@ -98,44 +114,64 @@ export class DatasetWriter {
     }, options.storageHeapMb);
   }
 
-  /** The dataset writer for a mode, after checking the destination (exit 4 on create over an existing path). */
+  /**
+   * The dataset writer for a mode: takes the dataset's lock (waiting for another writer), reclaims
+   * what killed writers left, and checks the destination (exit 4 on create over an existing path).
+   */
   static async begin(options: DatasetWriterOptions): Promise<DatasetWriter> {
-    const path = resolve(options.path);
-    if (options.mode === 'append') {
-      if (!existsSync(path)) throw new NotFoundError(`${path}: no dataset to append to`, { hint: 'use --mode create for a new dataset' });
-      const store = new LocalObjectStore(path);
-      const manifest = await readManifest(store);
-      if (!manifest) throw new InvalidInputError(`${path}: not a trajstore dataset (no trajstore.json); --mode append needs an existing Storyline dataset`);
-      if (manifest.kind !== options.kind) {
-        throw new InvalidInputError(`${path}: is a ${manifest.kind} dataset; --mode append needs a ${options.kind} dataset`);
+    // The parent holds the lock and, for create and replace, the build.
+    const parent = dirname(resolve(options.path));
+    if (options.mode !== 'append') mkdirSync(parent, { recursive: true });
+    else if (!existsSync(parent)) throw DatasetWriter.nothingToAppendTo(resolve(options.path));
+    const path = canonicalPath(options.path);
+    const lock = await acquireWriterLock(path, lockOptions(options.purpose ?? `import --mode ${options.mode}`, options));
+    try {
+      for (const note of recoverBeside(path)) options.log?.info(note);
+      if (options.mode === 'append') {
+        const previous = await DatasetWriter.appendable(path, options);
+        return new DatasetWriter(options, path, path, previous, lock);
       }
-      const previous = await readSnapshot(store, manifest.snapshot_id);
-      sweepTemporaries(path);
-      await sweepUnreferencedParts(store, Date.now());
-      const indexPath = join(path, INDEX_FILE);
-      if (indexSnapshotId(indexPath) !== previous.id) await rebuildIndex(store, previous, indexPath);
-      return new DatasetWriter(options, path, previous);
+      await DatasetWriter.checkReplaceable(path, options.mode);
+      const buildPath = scratchPathOf(path);
+      mkdirSync(buildPath);
+      return new DatasetWriter(options, path, buildPath, undefined, lock);
+    } catch (error) {
+      lock.release();
+      throw error;
     }
-    if (options.mode === 'create' && existsSync(path)) {
-      throw new ConflictError(`${path}: already exists`, { hint: 'choose a new destination, or use --mode append or --mode replace' });
+  }
+
+  /** The current snapshot of the dataset an append adds to, with its leftovers reclaimed and its index current. */
+  private static async appendable(path: string, options: DatasetWriterOptions): Promise<Snapshot> {
+    if (!existsSync(path)) throw DatasetWriter.nothingToAppendTo(path);
+    const store = new LocalObjectStore(path);
+    const manifest = await readManifest(store);
+    if (!manifest) throw new InvalidInputError(`${path}: not a trajstore dataset (no trajstore.json); --mode append needs an existing Storyline dataset`);
+    if (manifest.kind !== options.kind) {
+      throw new InvalidInputError(`${path}: is a ${manifest.kind} dataset; --mode append needs a ${options.kind} dataset`);
     }
-    if (options.mode === 'replace' && existsSync(path)) {
-      // A dataset of an unsupported layout version is still a dataset: replace is how it is rewritten.
-      const isDataset = await readManifest(new LocalObjectStore(path)).then(
-        (manifest) => manifest !== undefined,
-        (error: unknown) => error instanceof UnsupportedLayoutError,
-      );
-      const entries = statSync(path).isDirectory() ? readdirSync(path) : ['(a file)'];
-      if (!isDataset && entries.length > 0) {
-        throw new ConflictError(`${path}: exists and is not a trajstore dataset; refusing to replace it`);
-      }
-    }
-    mkdirSync(dirname(path), { recursive: true });
-    sweepDeadBuilds(path);
-    // The builder's pid in the name lets a later import tell a dead build (kill -9) from a running one.
-    const buildPath = join(dirname(path), `${buildPrefix(path)}${process.pid}-${randomBytes(6).toString('hex')}`);
-    mkdirSync(buildPath);
-    return new DatasetWriter(options, buildPath, undefined);
+    const previous = await readSnapshot(store, manifest.snapshot_id);
+    for (const note of await reclaimInside(store, previous)) options.log?.info(note);
+    const indexPath = join(path, INDEX_FILE);
+    if (indexSnapshotId(indexPath) !== previous.id) await rebuildIndex(store, previous, indexPath);
+    return previous;
+  }
+
+  private static nothingToAppendTo(path: string): NotFoundError {
+    return new NotFoundError(`${path}: no dataset to append to`, { hint: 'use --mode create for a new dataset' });
+  }
+
+  /** A create needs a new destination; a replace, a dataset or an empty directory (or nothing) to replace. */
+  private static async checkReplaceable(path: string, mode: WriteMode): Promise<void> {
+    if (!existsSync(path)) return;
+    if (mode === 'create') throw new ConflictError(`${path}: already exists`, { hint: 'choose a new destination, or use --mode append or --mode replace' });
+    // A dataset of an unsupported layout version is still a dataset: replace is how it is rewritten.
+    const isDataset = await readManifest(new LocalObjectStore(path)).then(
+      (manifest) => manifest !== undefined,
+      (error: unknown) => error instanceof UnsupportedLayoutError,
+    );
+    const entries = statSync(path).isDirectory() ? readdirSync(path) : ['(a file)'];
+    if (!isDataset && entries.length > 0) throw new ConflictError(`${path}: exists and is not a trajstore dataset; refusing to replace it`);
   }
 
   /** Document ids already in the dataset (append), for duplicate handling. */
@@ -176,10 +212,11 @@ export class DatasetWriter {
     this.rowCounts[relation] = (this.rowCounts[relation] ?? 0) + batch.rows.length;
   }
 
-  /** Writes what is left, publishes the snapshot and puts the dataset in place. */
+  /** Writes what is left, publishes the snapshot, puts the dataset in place and releases the lock. */
   async commit(): Promise<Snapshot> {
     for (const relation of [...this.pending.keys()]) await this.write(relation);
     await this.storage.closeParts();
+    this.options.signal?.throwIfAborted();
     const relations: Partial<Record<Relation, PartRef[]>> = {};
     const rows: Partial<Record<Relation, number>> = {};
     for (const relation of Object.keys(this.columns) as Relation[]) {
@@ -195,81 +232,43 @@ export class DatasetWriter {
       rows,
       ...(this.options.compact ? { compact: this.options.compact } : {}),
     });
-    // From here the new snapshot is the dataset's truth; the index follows (a crash now only makes it stale).
+    // An append has committed with its manifest swap: the new snapshot is the dataset's truth and
+    // nothing may be undone; the index follows (a failure or a crash now only leaves it stale).
+    if (this.buildPath === this.path) this.committed = true;
     await this.storage.finishIndex(snapshot.id);
     await this.storage.publishIndex();
-    this.finished = true;
-    if (this.buildPath !== resolve(this.options.path)) this.moveIntoPlace();
+    if (this.buildPath !== this.path) {
+      this.options.signal?.throwIfAborted();
+      this.moveIntoPlace();
+    }
+    this.committed = true;
+    this.lock.release();
     return snapshot;
   }
 
   private moveIntoPlace(): void {
-    const target = resolve(this.options.path);
     if (this.options.mode === 'create') {
-      if (existsSync(target)) {
+      if (existsSync(this.path)) {
         rmSync(this.buildPath, { recursive: true, force: true });
-        throw new ConflictError(`${target}: appeared while importing; nothing was written`);
+        throw new ConflictError(`${this.path}: appeared while importing; nothing was written`);
       }
       fsyncPath(this.buildPath);
-      renameDurably(this.buildPath, target);
+      renameDurably(this.buildPath, this.path);
       return;
     }
-    replaceDirectory(this.buildPath, target);
+    // The aside has a fixed name, so that the next command finds it after a crash between the renames.
+    replaceDirectory(this.buildPath, this.path, asidePathOf(this.path));
   }
 
-  /** Removes everything this writer made; the destination is as it was. */
+  /** Removes everything this writer made unless it has committed, and releases the lock; the destination is as it was. */
   async abort(): Promise<void> {
-    if (this.finished) return;
-    this.finished = true;
-    await this.storage.abort();
-    if (this.buildPath !== resolve(this.options.path)) {
-      rmSync(this.buildPath, { recursive: true, force: true });
-      return;
+    try {
+      await this.storage.abort();
+      if (this.committed) return;
+      if (this.buildPath !== this.path) rmSync(this.buildPath, { recursive: true, force: true });
+      else for (const refs of Object.values(this.storage.written)) for (const ref of refs ?? []) await this.store.delete(ref.key);
+    } finally {
+      this.lock.release();
     }
-    for (const refs of Object.values(this.storage.written)) for (const ref of refs ?? []) await this.store.delete(ref.key);
-  }
-}
-
-/** Removes temporary files (parts, index copies) that a crashed writer left inside a dataset. */
-function sweepTemporaries(root: string): void {
-  const walk = (dir: string): void => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name);
-      if (entry.isDirectory()) walk(path);
-      else if (entry.name.includes(TEMP_MARKER)) rmSync(path, { force: true });
-    }
-  };
-  walk(root);
-}
-
-/**
- * Removes Parquet parts that no snapshot lists and that are older than this import: parts a killed
- * append had finished before its manifest swap. Parts of every snapshot stay (older snapshots remain
- * readable); a part newer than `startedAt` may belong to another writer and stays too.
- */
-async function sweepUnreferencedParts(store: LocalObjectStore, startedAt: number): Promise<void> {
-  const referenced = new Set<string>();
-  for (const key of await store.list('snapshots/')) {
-    if (!key.endsWith('.json') || key.includes(TEMP_MARKER)) continue;
-    const snapshot = await readSnapshot(store, key.slice('snapshots/'.length, -'.json'.length));
-    for (const parts of Object.values(snapshot.relations)) for (const part of parts ?? []) referenced.add(part.key);
-  }
-  for (const key of await store.list('parts/')) {
-    if (!key.endsWith('.parquet') || referenced.has(key)) continue;
-    const path = join(store.root, ...key.split('/'));
-    if (statSync(path).mtimeMs < startedAt) rmSync(path, { force: true });
-  }
-}
-
-/** Hidden sibling directories in which a create or replace of `path` builds the dataset. */
-const buildPrefix = (path: string): string => `.${basename(path)}${TEMP_MARKER}`;
-
-/** Removes the build directories of creates and replaces of `path` whose process is gone (killed mid-import). */
-function sweepDeadBuilds(path: string): void {
-  const prefix = buildPrefix(path);
-  for (const entry of readdirSync(dirname(path), { withFileTypes: true })) {
-    if (!entry.isDirectory() || !entry.name.startsWith(prefix)) continue;
-    const owner = /^(\d+)-[0-9a-f]+$/.exec(entry.name.slice(prefix.length));
-    if (owner && !processAlive(Number(owner[1]))) rmSync(join(dirname(path), entry.name), { recursive: true, force: true });
   }
 }

@@ -1,17 +1,22 @@
 /**
  * `drop`: permanently removes a local dataset directory. Before anything is touched the target must
  * be a directory holding a trajstore manifest and nothing but dataset files, and must not be a
- * filesystem root or the home directory. Removal first renames the directory to a hidden sibling,
- * so an interrupted drop never leaves a half-deleted dataset that still looks like one.
+ * filesystem root or the home directory. Removal holds the dataset's writer lock (checking the
+ * target again under it: it may have changed since it was confirmed) and first renames the
+ * directory to a hidden sibling, the commit point, so an interrupted drop never leaves a
+ * half-deleted dataset that still looks like one; the next writer of the path removes what an
+ * interrupted deletion left (dataset/recover.ts).
  */
-import { lstatSync, readdirSync, realpathSync, renameSync, rmSync } from 'node:fs';
+import { lstatSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { parse, resolve } from 'node:path';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { INDEX_FILE, MANIFEST_KEY, readManifest, type Manifest } from '../dataset/layout.js';
+import { lockOptions, withWriterLock, type LockWait } from '../dataset/lock.js';
+import { scratchPathOf, readableRoot, recoverBeside } from '../dataset/recover.js';
 import { LocalObjectStore } from '../dataset/store.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
-import { TEMP_MARKER, hiddenTempSiblingOf } from '../../lib/durable.js';
+import { TEMP_MARKER, renameDurably } from '../../lib/durable.js';
 
 /** Top-level entries a dataset directory may hold (the layout of layout.ts, plus the index's own files and temporaries). */
 const DATASET_ENTRIES = new Set([MANIFEST_KEY, 'snapshots', 'parts', INDEX_FILE]);
@@ -26,13 +31,9 @@ export interface DropTarget {
 export async function checkDropTarget(rc: ResolveContext, arg: string): Promise<DropTarget> {
   const env = rc.env;
   const target = localPathOf(await resolveDataset(arg, { ...rc, purpose: 'write' }));
-  let stat;
-  try {
-    stat = lstatSync(target);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError(`${target}: no such dataset`);
-    throw error;
-  }
+  // A replace killed part-way may have left the dataset aside: put back, it is what is dropped.
+  readableRoot(target);
+  const stat = statOf(target);
   if (stat.isSymbolicLink()) throw new InvalidInputError(`${target}: is a symbolic link; refusing to drop through it`, { hint: 'name the dataset directory itself' });
   if (!stat.isDirectory()) throw new InvalidInputError(`${target}: is not a directory, so not a dataset; refusing to drop it`);
   const real = realpathSync(target);
@@ -45,23 +46,44 @@ export async function checkDropTarget(rc: ResolveContext, arg: string): Promise<
     }
   });
   if (homes.includes(real)) throw new InvalidInputError(`${target}: is the home directory; refusing to drop it`);
+  return { path: real, manifest: await checkContents(target, real) };
+}
+
+function statOf(path: string) {
+  try {
+    return lstatSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError(`${path}: no such dataset`);
+    throw error;
+  }
+}
+
+/** The dataset's manifest, after checking that the directory holds a dataset and nothing else. */
+async function checkContents(shown: string, real: string): Promise<Manifest> {
   const manifest = await readManifest(new LocalObjectStore(real)).catch((error: unknown) => {
-    throw new InvalidInputError(`${target}: is not a trajstore dataset (${(error as Error).message}); refusing to drop it`);
+    throw new InvalidInputError(`${shown}: is not a trajstore dataset (${(error as Error).message}); refusing to drop it`);
   });
-  if (!manifest) throw new InvalidInputError(`${target}: is not a trajstore dataset (no ${MANIFEST_KEY}); refusing to drop it`);
+  if (!manifest) throw new InvalidInputError(`${shown}: is not a trajstore dataset (no ${MANIFEST_KEY}); refusing to drop it`);
   const strangers = readdirSync(real).filter((name) => !isDatasetEntry(name));
   if (strangers.length > 0) {
-    const shown = strangers.slice(0, 5).join(', ') + (strangers.length > 5 ? `, ... (${strangers.length} in all)` : '');
-    throw new InvalidInputError(`${target}: holds files that are not part of a dataset (${shown}); refusing to drop it`, {
+    const shownNames = strangers.slice(0, 5).join(', ') + (strangers.length > 5 ? `, ... (${strangers.length} in all)` : '');
+    throw new InvalidInputError(`${shown}: holds files that are not part of a dataset (${shownNames}); refusing to drop it`, {
       hint: 'move them out first, or remove the directory yourself',
     });
   }
-  return { path: real, manifest };
+  return manifest;
 }
 
-/** Removes a checked dataset: renamed aside first (one atomic step), then deleted. */
-export function dropDataset(target: DropTarget): void {
-  const aside = hiddenTempSiblingOf(target.path);
-  renameSync(target.path, aside);
-  rmSync(aside, { recursive: true, force: true });
+export type DropOptions = LockWait;
+
+/** Removes a checked dataset under its writer lock: renamed aside (the commit point), then deleted. */
+export async function dropDataset(target: DropTarget, options: DropOptions = {}): Promise<void> {
+  await withWriterLock(target.path, lockOptions('drop', options), async () => {
+    for (const note of recoverBeside(target.path)) options.log?.info(note);
+    if (!statOf(target.path).isDirectory()) throw new InvalidInputError(`${target.path}: is no longer a directory; refusing to drop it`);
+    await checkContents(target.path, target.path);
+    const aside = scratchPathOf(target.path);
+    renameDurably(target.path, aside);
+    rmSync(aside, { recursive: true, force: true });
+  });
 }

@@ -17,6 +17,7 @@ import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { readableRoot } from '../dataset/recover.js';
 import { relationRowGroups, type Row } from '../dataset/parquet.js';
 import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../dataset/store.js';
 import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
@@ -281,17 +282,18 @@ function uniqueName(name: string, used: Set<string>): string {
 }
 
 export async function runExport(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
-  const root = localPathOf(await resolveDataset(options.from, { ...rc, purpose: 'read' }));
-  if (!existsSync(root)) throw new NotFoundError(`-f ${root}: no such dataset`);
+  const shown = localPathOf(await resolveDataset(options.from, { ...rc, purpose: 'read' }));
+  const root = readableRoot(shown);
+  if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);
   const store = new LocalObjectStore(root);
   const manifest = await requireManifest(store);
   const snapshot = await readSnapshot(store, manifest.snapshot_id);
   let path: ExportSummary['path'] = 'encoded';
   if (manifest.kind === 'compact' && options.outputFormat !== 'compact-jsonl') {
-    throw new InvalidInputError(`-o ${options.outputFormat}: ${root} is a compact record store; it exports only as compact-jsonl`);
+    throw new InvalidInputError(`-o ${options.outputFormat}: ${shown} is a compact record store; it exports only as compact-jsonl`);
   }
   if (manifest.kind === 'storyline' && options.outputFormat === 'compact-jsonl') {
-    throw new InvalidInputError(`-o compact-jsonl: ${root} is a Storyline dataset; compact-jsonl exports compact record stores only`, { hint: `use one of: ${OUTPUT_FORMATS.join(', ')}` });
+    throw new InvalidInputError(`-o compact-jsonl: ${shown} is a Storyline dataset; compact-jsonl exports compact record stores only`, { hint: `use one of: ${OUTPUT_FORMATS.join(', ')}` });
   }
   const format = options.outputFormat === 'compact-jsonl' ? undefined : await loadFormat(options.outputFormat);
   const target = openTarget(options);
@@ -328,5 +330,5 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
   } finally {
     progress?.done();
   }
-  return { dataset: root, snapshot_id: snapshot.id, target: options.to, format: options.outputFormat, documents, bytes: target.written, path };
+  return { dataset: shown, snapshot_id: snapshot.id, target: options.to, format: options.outputFormat, documents, bytes: target.written, path };
 }

@@ -69,7 +69,7 @@ function tooLong(relPath: string, line: number, max: number): SourceLimitError {
   return new SourceLimitError({ relPath, line }, `line is longer than ${mebibytes(max)}, the largest document trajstore takes`, { hint: SPLIT_HINT });
 }
 
-const mebibytes = (bytes: number): string => `${bytes / (1024 * 1024)} MiB`;
+const mebibytes = (bytes: number): string => (bytes % MB === 0 ? `${bytes / MB} MiB` : `${bytes} bytes`);
 
 /** Whole-stream bytes, bounded: for formats whose unit is one JSON document per file. */
 export async function readAll(stream: Readable, relPath: string, maxBytes: number): Promise<Buffer> {

@@ -30,6 +30,8 @@ export interface CompactImportOptions {
   log: Logger;
   signal: AbortSignal;
   progress?: ProgressSink;
+  /** How long to wait for another writer of the dataset (`--lock-timeout`; default WRITE_DEFAULTS.lockTimeoutMs). */
+  lockTimeoutMs?: number;
 }
 
 function scalarText(value: unknown): string | undefined {
@@ -78,7 +80,16 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
   const idPath = parseJsonPath(spec.id_path);
   const timestampPath = parseJsonPath(spec.timestamp_path);
   const userPaths = spec.columns.map((c) => ({ name: c.name, steps: parseJsonPath(c.path) }));
-  const writer = await DatasetWriter.begin({ path: options.to, mode: options.mode, kind: 'compact', compact: spec, storageHeapMb: storageHeapMb(options.largestDocumentBytes) });
+  const writer = await DatasetWriter.begin({
+    path: options.to,
+    mode: options.mode,
+    kind: 'compact',
+    compact: spec,
+    signal: options.signal,
+    ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}),
+    log: options.log,
+    storageHeapMb: storageHeapMb(options.largestDocumentBytes),
+  });
   let records = 0;
   let bytes = 0;
   let fallbacks = 0;

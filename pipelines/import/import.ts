@@ -43,6 +43,8 @@ export interface ImportOptions {
   progress?: ProgressSink;
   batchRows?: number;
   batchBytes?: number;
+  /** How long to wait for another writer of the dataset (`--lock-timeout`; default WRITE_DEFAULTS.lockTimeoutMs). */
+  lockTimeoutMs?: number;
 }
 
 export interface FormatTotals {
@@ -110,8 +112,11 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     storageHeapMb: storageHeapMb(options.largestDocumentBytes),
     ...(options.batchRows ? { batchRows: options.batchRows } : {}),
     ...(options.batchBytes ? { batchBytes: options.batchBytes } : {}),
+    signal: options.signal,
+    ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}),
+    log: options.log,
   });
-  const seen = writer.existingDocumentIds();
+  let seen = new Set<string>();
   const byFormat = new Map<string, FormatTotals>();
   let skipped = 0;
   let diagnostics = 0;
@@ -122,6 +127,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   const importedAt = new Date().toISOString();
   const checkpoint = new Checkpoint(options.signal);
   try {
+    seen = writer.existingDocumentIds();
     for (const source of files) {
       if (options.signal.aborted) throw options.signal.reason;
       await importFile(source);

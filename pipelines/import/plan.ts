@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { InvalidInputError } from '../../lib/errors.js';
 import type { WriteMode } from '../dataset/writer.js';
 import { parseColumnFlags } from '../dataset/compact/paths.js';
+import { readableRoot } from '../dataset/recover.js';
 import type { InputFormat } from '../formats/registry.js';
 import { loadConfig } from '../pins/config.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
@@ -29,6 +30,8 @@ export interface ImportRequest {
   onDuplicate: DuplicatePolicy;
   /** `NAME=JSON_PATH` columns of a compact record store. */
   columns: string[];
+  /** How long to wait for another writer of the destination (`--lock-timeout`). */
+  lockTimeoutMs: number;
 }
 
 export interface ImportPlan {
@@ -58,8 +61,10 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
   // A source that is not there fails now, before anything is asked or written.
   if (from !== '-') statSource(from);
   const { prices } = await loadConfig(rc.config, { env: rc.env });
+  const { lockTimeoutMs } = request;
+  const largest = largestDocumentBytes(from);
   const job: ImportJob = compact
-    ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns), largestDocumentBytes: largestDocumentBytes(from) } }
+    ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns), lockTimeoutMs, largestDocumentBytes: largest } }
     : {
         kind: 'storyline',
         options: {
@@ -70,10 +75,12 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
           mode,
           onDuplicate: request.onDuplicate,
           prices,
-          largestDocumentBytes: largestDocumentBytes(from),
+          lockTimeoutMs,
+          largestDocumentBytes: largest,
         },
       };
-  return { job, target, replaces: mode === 'replace' && existsSync(target) };
+  // A replace killed part-way may have left the old dataset aside: it is what this one replaces, so asked about.
+  return { job, target, replaces: mode === 'replace' && existsSync(readableRoot(target)) };
 }
 
 export function runImportPlan(plan: ImportPlan, io: ImportIO): Promise<ImportSummary> {

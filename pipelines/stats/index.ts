@@ -11,6 +11,7 @@ import type { Row } from '../../lib/output.js';
 import type { ReportName } from './reports.js';
 import { INDEX_FILE, readManifest } from '../dataset/layout.js';
 import { openDataset, openDatasetArg, type OpenDataset } from '../dataset/open.js';
+import { readableRoot } from '../dataset/recover.js';
 import type { ProgressFactory } from '../../lib/progress.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import { ftsInfo, indexSnapshotId } from '../dataset/index-meta.js';
@@ -59,7 +60,7 @@ async function indexStateOf(path: string): Promise<IndexState> {
 export async function datasetHealth(rc: ResolveContext, arg: string | undefined, progress?: ProgressFactory): Promise<DatasetHealth> {
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
   // Looked at before opening, because opening rebuilds a stale or missing index.
-  const before = await indexStateOf(localPathOf(location));
+  const before = await indexStateOf(readableRoot(localPathOf(location)));
   const dataset = await openDataset(location, rc.env, progress ? { progress } : {});
   try {
     return healthOf(dataset, before);

@@ -1,7 +1,8 @@
 /**
- * What a killed import leaves behind is cleaned up by the next import: the hidden build directory of a
- * `kill -9`ed create (its process is gone), and Parquet parts a `kill -9`ed append had finished but
- * no snapshot lists. Each leftover is made by killing a real writer process with SIGKILL.
+ * What a killed import leaves behind is cleaned up by the next import of that dataset: the hidden build
+ * directory of a `kill -9`ed create, and Parquet parts a `kill -9`ed append had finished but no
+ * snapshot lists. Each leftover is made by killing a real writer process with SIGKILL at a moment it is
+ * busy writing; kill-points.test.ts stops writers after each of their steps instead.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { SourceError } from '../formats/errors.js';
+import { ExitCode, type ToolError } from '../../lib/errors.js';
 import { parseJson, readLines } from '../formats/lines.js';
 
 /** A stream that delivers the bytes in chunks of `size`, to cross line boundaries. */
@@ -43,7 +44,8 @@ test('an over-long line is refused before it is buffered whole', async () => {
     for await (const _ of lines) assert.unreachable('no line fits');
     assert.unreachable('should throw');
   } catch (error) {
-    assert.is((error as Error).message, 'big.jsonl:1: line is longer than 32 bytes');
+    assert.is((error as Error).message, 'big.jsonl:1: line is longer than 32 bytes, the largest document trajstore takes');
+    assert.is((error as ToolError).exitCode, ExitCode.ResourceLimit);
   }
 });
 

@@ -30,6 +30,7 @@ export class StorageThread {
   private readonly waiting = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
   private readonly inFlight: Array<Promise<void>> = [];
   private failure: Error | undefined;
+  private ended = false;
   /** Parts the thread has finished, by relation, in the order written. */
   readonly written: Partial<Record<Relation, PartRef[]>> = {};
 
@@ -100,11 +101,14 @@ export class StorageThread {
   /** Renames the finished index into place and ends the thread. */
   async publishIndex(): Promise<void> {
     await this.send({ op: 'publishIndex' });
+    this.ended = true;
     await this.worker.terminate();
   }
 
-  /** Removes the open parts and the index being built, and ends the thread; finished parts are the caller's. */
+  /** Removes the open parts and the index being built, and ends the thread; finished parts are the caller's. Does nothing once the thread has ended. */
   async abort(): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
     if (!this.failure) await this.send({ op: 'abort' }).catch(() => {});
     await this.worker.terminate();
   }

@@ -1,0 +1,128 @@
+/*
+ * Kill points for crash tests: an LD_PRELOAD shim that counts the calls a process makes to the
+ * functions a crash-safe writer depends on (rename and fsync, and the unlink and rmdir of its
+ * clean-up) and sends the process SIGKILL right after the Nth one has returned, so a test can stop
+ * a writer after each of its steps in turn instead of at random moments.
+ *
+ *   KILLPOINT_AT=N      SIGKILL right after the Nth counted call (unset or 0: never)
+ *   KILLPOINT_LOG=FILE  append one line per counted call: "<n> <call> <path> [<path>]" (a
+ *                       descriptor is shown as the path it names), for a test to count the kill
+ *                       points of a clean run and to name the one it stopped at
+ *
+ * Calls from every thread count (a writer works on worker threads and libuv's pool), in the order
+ * they return. Built by scripts/build-native.sh into dist/lib/testing/killpoint.so.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static atomic_long calls;
+static long kill_at;
+static int log_fd = -1;
+
+__attribute__((constructor)) static void killpoint_init(void) {
+    const char *at = getenv("KILLPOINT_AT");
+    kill_at = at ? strtol(at, NULL, 10) : 0;
+    const char *log = getenv("KILLPOINT_LOG");
+    if (log && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+/* The path behind a descriptor, for the log. */
+static const char *fd_path(int fd, char *buf, size_t size) {
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, buf, size - 1);
+    buf[n < 0 ? 0 : n] = '\0';
+    return buf;
+}
+
+/* Counts a call that has returned; logs it; dies if it is the chosen one. errno is kept. */
+static void counted(const char *call, const char *a, const char *b) {
+    int saved = errno;
+    long n = atomic_fetch_add(&calls, 1) + 1;
+    if (log_fd >= 0) {
+        char line[2 * PATH_MAX + 64];
+        int len = snprintf(line, sizeof line, "%ld %s %s%s%s\n", n, call, a ? a : "", b ? " " : "", b ? b : "");
+        if (len > (int)sizeof line - 1) len = (int)sizeof line - 1;
+        if (write(log_fd, line, (size_t)len) < 0) { /* the log is best effort */ }
+    }
+    if (n == kill_at) kill(getpid(), SIGKILL);
+    errno = saved;
+}
+
+#define REAL(name) ((__typeof__(&name))dlsym(RTLD_NEXT, #name))
+
+static const char *at_path(int dirfd, const char *path, char *buf, size_t size) {
+    if (dirfd == AT_FDCWD || path[0] == '/') return path;
+    char dir[PATH_MAX];
+    snprintf(buf, size, "%s/%s", fd_path(dirfd, dir, sizeof dir), path);
+    return buf;
+}
+
+int rename(const char *from, const char *to) {
+    int r = REAL(rename)(from, to);
+    counted("rename", from, to);
+    return r;
+}
+
+int renameat(int fromfd, const char *from, int tofd, const char *to) {
+    int r = REAL(renameat)(fromfd, from, tofd, to);
+    char a[PATH_MAX + 1], b[PATH_MAX + 1];
+    counted("rename", at_path(fromfd, from, a, sizeof a), at_path(tofd, to, b, sizeof b));
+    return r;
+}
+
+int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned int flags) {
+    int r = REAL(renameat2)(fromfd, from, tofd, to, flags);
+    char a[PATH_MAX + 1], b[PATH_MAX + 1];
+    counted("rename", at_path(fromfd, from, a, sizeof a), at_path(tofd, to, b, sizeof b));
+    return r;
+}
+
+int fsync(int fd) {
+    int r = REAL(fsync)(fd);
+    char path[PATH_MAX];
+    counted("fsync", log_fd >= 0 ? fd_path(fd, path, sizeof path) : NULL, NULL);
+    return r;
+}
+
+int fdatasync(int fd) {
+    int r = REAL(fdatasync)(fd);
+    char path[PATH_MAX];
+    counted("fdatasync", log_fd >= 0 ? fd_path(fd, path, sizeof path) : NULL, NULL);
+    return r;
+}
+
+int unlink(const char *path) {
+    int r = REAL(unlink)(path);
+    counted("unlink", path, NULL);
+    return r;
+}
+
+int unlinkat(int dirfd, const char *path, int flags) {
+    int r = REAL(unlinkat)(dirfd, path, flags);
+    char full[PATH_MAX + 1];
+    counted(flags & AT_REMOVEDIR ? "rmdir" : "unlink", at_path(dirfd, path, full, sizeof full), NULL);
+    return r;
+}
+
+int rmdir(const char *path) {
+    int r = REAL(rmdir)(path);
+    counted("rmdir", path, NULL);
+    return r;
+}
+
+/* libstdc++'s std::filesystem (Node's recursive rm) removes through remove(3), whose own unlink and rmdir are not interposable. */
+int remove(const char *path) {
+    int r = REAL(remove)(path);
+    counted("remove", path, NULL);
+    return r;
+}
