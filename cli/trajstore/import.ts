@@ -1,6 +1,6 @@
 /** `trajstore import`: trajectories (a file, a directory, stdin or a pin) into a dataset. */
 import { InvalidInputError } from '../../lib/errors.js';
-import { INPUT_FORMATS, planImport, runImport, type DuplicatePolicy, type ImportRequest, type ImportSummary, type WriteMode } from '../../pipelines/index.js';
+import { INPUT_FORMATS, planImport, runImport, type DuplicatePolicy, type ErrorPolicy, type ImportRequest, type ImportSummary, type WriteMode } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
@@ -11,6 +11,7 @@ const IMPORT_INPUTS = ['auto', ...INPUT_FORMATS, 'compact-jsonl'] as const;
 const IMPORT_OUTPUTS = ['preserve', 'storyline', 'compact-jsonl'] as const;
 const MODES: readonly WriteMode[] = ['create', 'append', 'replace'];
 const DUPLICATES: readonly DuplicatePolicy[] = ['suffix', 'skip'];
+const ERROR_POLICIES: readonly ErrorPolicy[] = ['fail', 'skip'];
 const TOTAL_COLUMNS = ['files', 'runs', 'steps', 'tool_calls', 'prompt_tokens', 'completion_tokens', 'cached_tokens'] as const;
 
 interface ImportFlags {
@@ -29,6 +30,7 @@ function flags(args: ParsedArgs): ImportFlags {
       outputFormat: outputFormat === undefined ? undefined : args.choice('--output-format', IMPORT_OUTPUTS),
       mode: args.choice('--mode', MODES, 'create'),
       onDuplicate: args.choice('--on-duplicate', DUPLICATES, 'suffix'),
+      onError: args.choice('--on-error', ERROR_POLICIES, 'fail'),
       columns: args.list('--column'),
       lockTimeoutMs: lockTimeoutOf(args),
     },
@@ -39,6 +41,8 @@ function flags(args: ParsedArgs): ImportFlags {
 
 /** The summary: a line saying what happened, then per format what came in (json: the whole summary). */
 function printSummary(ctx: CommandContext, view: RowView, summary: ImportSummary): void {
+  // Each skipped file was named on stderr as it was left out; the count closes the list there.
+  if (summary.skipped_files.length > 0) ctx.log.warn(`skipped ${summary.skipped_files.length} of ${summary.files + summary.skipped_files.length} file(s) that could not be imported (listed above)`);
   if (view.format === 'json') {
     ctx.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
     return;
@@ -66,6 +70,7 @@ export const importCommand = defineCommand({
     { flags: '-o, --output-format <format>', description: `${IMPORT_OUTPUTS.join('|')} (default storyline, or compact-jsonl with -i compact-jsonl; preserve keeps the source bytes for byte-exact export)` },
     { flags: '--mode <mode>', description: 'create (new dataset), append (existing Storyline dataset) or replace', default: 'create' },
     { flags: '--on-duplicate <policy>', description: 'a document id already present: suffix (#2, #3...) or skip', default: 'suffix' },
+    { flags: '--on-error <policy>', description: 'a file that cannot be imported: fail (import nothing) or skip (leave it out, listing it and why; exit 0 if any file imported)', default: 'fail' },
     { flags: '--yes', description: 'confirm --mode replace without asking' },
     { flags: '--column <name=path>', description: 'compact-jsonl: a JSON column NAME from JSON_PATH ($, $.a.b, $.a[0]); repeatable' },
     LOCK_TIMEOUT_OPTION,

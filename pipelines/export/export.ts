@@ -13,6 +13,7 @@ import { basename, dirname, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
+import { contentName } from '../formats/common/documents.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
@@ -192,7 +193,8 @@ async function writeRaw(rows: AsyncIterable<Row[]>, pathColumn: string, target: 
           await target.append(bytes);
           continue;
         }
-        const path = String(row[pathColumn]);
+        // A compressed source was stored as its content, so it is written under its content's name.
+        const path = contentName(String(row[pathColumn]));
         if (current?.path !== path) {
           await current?.writer.commit();
           current = { path, writer: target.openFile(path) };

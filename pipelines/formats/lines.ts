@@ -15,6 +15,8 @@ export interface Line {
   text: string;
   /** The line's exact bytes including its terminator (the last line may have none). */
   bytes: Buffer;
+  /** False for a last line without a newline: in a log still being written, a partial line. */
+  terminated: boolean;
 }
 
 /**
@@ -43,7 +45,7 @@ export async function* readLines(stream: Readable, relPath: string, maxLineBytes
     } catch {
       throw new SourceError({ relPath, line: number }, 'invalid UTF-8');
     }
-    return { number, text, bytes };
+    return { number, text, bytes, terminated: bytes[bytes.length - 1] === NEWLINE };
   };
   for await (const chunk of stream as AsyncIterable<Buffer>) {
     let start = 0;

@@ -10,8 +10,10 @@ import { storageHeapMb } from './memory.js';
 import type { Logger } from '../../lib/log.js';
 import { InvalidInputError } from '../../lib/errors.js';
 import { parseJson, readLines, readAll, decodeUtf8, MAX_DOCUMENT_BYTES } from '../formats/lines.js';
+import { contentName } from '../formats/common/documents.js';
 import { listSources } from './sources.js';
-import type { ImportSummary } from './import.js';
+import type { ErrorPolicy, ImportSummary } from './import.js';
+import { allOrNothing, isFileError, nothingImported, skippedFile, type RowSink, type SkippedFile } from './skip.js';
 import type { ProgressSink } from '../../lib/progress.js';
 import type { Row } from '../dataset/parquet.js';
 import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
@@ -25,6 +27,8 @@ export interface CompactImportOptions {
   to: string;
   mode: WriteMode;
   columns: CompactSpec;
+  /** A file that fails: `fail` stops the import, `skip` leaves the file out (skip.ts). */
+  onError: ErrorPolicy;
   /** The largest document the source may hold (memory.ts): the storage thread's heap is sized for it. */
   largestDocumentBytes: number;
   log: Logger;
@@ -49,7 +53,7 @@ interface RawRecord {
 /** The records of one file with their exact bytes; blank lines travel with the next record (the last one at the end). */
 async function* recordsOf(file: SourceFile): AsyncGenerator<RawRecord> {
   const stream = file.open();
-  if (/\.json$/i.test(file.relPath)) {
+  if (/\.json$/i.test(contentName(file.relPath))) {
     const raw = await readAll(stream, file.relPath, MAX_DOCUMENT_BYTES);
     yield { line: 1, text: decodeUtf8(raw, file.relPath), raw };
     return;
@@ -93,41 +97,68 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
   let records = 0;
   let bytes = 0;
   let fallbacks = 0;
+  const skipped: SkippedFile[] = [];
   const checkpoint = new Checkpoint(options.signal);
+  const direct: RowSink = { add: (relation, rows) => writer.add(relation, rows) };
+  // Leaving out the only file leaves nothing: a single source fails as it would without skip.
+  const skipping = options.onError === 'skip' && files.length > 1;
+
+  /** The records of one file into `sink`; `counting` is false for a pass that only checks the file. */
+  async function importFile(file: SourceFile, sink: RowSink, counting: boolean): Promise<{ records: number; bytes: number; fallbacks: number }> {
+    const seen = { records: 0, bytes: 0, fallbacks: 0 };
+    for await (const record of recordsOf(file)) {
+      await checkpoint.check();
+      const value = parseJson(record.text, file.relPath, record.line);
+      const fallback = `${file.relPath}#${record.line}`;
+      const id = scalarText(evaluatePath(value, idPath));
+      const timestamp = scalarText(evaluatePath(value, timestampPath));
+      if (id === undefined || timestamp === undefined) {
+        seen.fallbacks += 1;
+        if (counting) options.log.info(`${file.relPath}:${record.line}: ${id === undefined ? 'id' : 'timestamp'} missing or not a scalar; using ${fallback}`);
+      }
+      const row: Row = { id: id ?? fallback, timestamp: timestamp ?? fallback, filename: file.relPath, line: record.line, data_json: record.text, raw: record.raw };
+      for (const column of userPaths) {
+        const v = evaluatePath(value, column.steps);
+        row[column.name] = v === undefined ? null : JSON.stringify(v);
+      }
+      await sink.add('records', [row]);
+      seen.records += 1;
+      seen.bytes += record.raw.length;
+      if (counting) options.progress?.add(1, record.raw.length);
+    }
+    return seen;
+  }
+
   try {
     for (const file of files) {
-      for await (const record of recordsOf(file)) {
-        await checkpoint.check();
-        const value = parseJson(record.text, file.relPath, record.line);
-        const fallback = `${file.relPath}#${record.line}`;
-        const id = scalarText(evaluatePath(value, idPath));
-        const timestamp = scalarText(evaluatePath(value, timestampPath));
-        if (id === undefined || timestamp === undefined) {
-          fallbacks += 1;
-          options.log.info(`${file.relPath}:${record.line}: ${id === undefined ? 'id' : 'timestamp'} missing or not a scalar; using ${fallback}`);
-        }
-        const row: Row = { id: id ?? fallback, timestamp: timestamp ?? fallback, filename: file.relPath, line: record.line, data_json: record.text, raw: record.raw };
-        for (const column of userPaths) {
-          const v = evaluatePath(value, column.steps);
-          row[column.name] = v === undefined ? null : JSON.stringify(v);
-        }
-        await writer.add('records', [row]);
-        records += 1;
-        bytes += record.raw.length;
-        options.progress?.add(1, record.raw.length);
+      let result;
+      try {
+        result = skipping
+          ? await allOrNothing((sink, counting) => importFile(file, sink, counting), direct, () => options.log.debug(`${file.relPath}: too big to hold until it is through; checking it first`))
+          : await importFile(file, direct, true);
+      } catch (error) {
+        if (!skipping || !isFileError(error)) throw error;
+        skipped.push(skippedFile(file.relPath, error, options.log));
+        continue;
       }
+      records += result.records;
+      bytes += result.bytes;
+      fallbacks += result.fallbacks;
     }
-    if (options.signal.aborted) throw options.signal.reason;
+    if (skipped.length === files.length) throw nothingImported(skipped);
+    await checkpoint.check();
     const snapshot = await writer.commit();
-    const totals = { files: files.length, runs: records, steps: 0, tool_calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 };
+    const imported = files.length - skipped.length;
+    const totals = { files: imported, runs: records, steps: 0, tool_calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 };
     return {
       dataset: options.to,
       snapshot_id: snapshot.id,
       mode: options.mode,
       kind: 'compact',
-      files: files.length,
+      files: imported,
       bytes,
       skipped_duplicates: 0,
+      skipped_files: skipped,
       diagnostics: fallbacks,
       by_format: [{ format: 'compact-jsonl', ...totals }],
       total: totals,

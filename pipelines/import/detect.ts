@@ -7,6 +7,8 @@
  */
 import { SourceError } from '../formats/errors.js';
 import { parseJson } from '../formats/lines.js';
+import { contentName, isJsonlPath } from '../formats/common/documents.js';
+import { isJsonText } from '../formats/common/values.js';
 import { probeOf } from '../formats/probe.js';
 import type { FormatModule } from '../formats/types.js';
 import type { ImportFile } from './sources.js';
@@ -41,12 +43,17 @@ function checkUtf8(relPath: string, head: Buffer, complete: boolean): void {
   }
 }
 
-export async function detectFormat(file: ImportFile, formats: readonly FormatModule[]): Promise<Detected> {
+/**
+ * The format of a file, or undefined for a JSONL file that holds nothing yet but the start of its
+ * first line (a session log the agent has just begun to write): there is nothing to import yet.
+ */
+export async function detectFormat(file: ImportFile, formats: readonly FormatModule[]): Promise<Detected | undefined> {
   const head = await file.head();
   const complete = file.size !== undefined ? head.length >= file.size : head.length < 64 * 1024;
   if (head.length === 0) throw new SourceError({ relPath: file.relPath }, 'empty file: no records');
+  if (complete && isJsonlPath(file.relPath) && !head.includes(0x0a) && !isJsonText(head.toString('utf8'))) return undefined;
   checkUtf8(file.relPath, head, complete);
-  const probe = probeOf(file.relPath, file.peek());
+  const probe = probeOf(contentName(file.relPath), file.peek());
   let best: Detected | undefined;
   let bestConfidence = 0;
   for (const format of formats) {

@@ -20,10 +20,12 @@ import { detectFormat } from './detect.js';
 import { documentIdOf, storylineRows } from '../dataset/rows.js';
 import { listSources, type ImportFile } from './sources.js';
 import { InvalidInputError } from '../../lib/errors.js';
+import { allOrNothing, isFileError, nothingImported, skippedFile, type RowSink, type SkippedFile } from './skip.js';
 import { PriceList } from '../pricing/cost.js';
 import type { Price } from '../pricing/prices.js';
 
 export type DuplicatePolicy = 'suffix' | 'skip';
+export type ErrorPolicy = 'fail' | 'skip';
 
 export interface ImportOptions {
   from: string;
@@ -43,6 +45,8 @@ export interface ImportOptions {
   progress?: ProgressSink;
   batchRows?: number;
   batchBytes?: number;
+  /** A file that fails: `fail` stops the import (nothing is written), `skip` leaves the file out and goes on. */
+  onError: ErrorPolicy;
   /** How long to wait for another writer of the dataset (`--lock-timeout`; default WRITE_DEFAULTS.lockTimeoutMs). */
   lockTimeoutMs?: number;
 }
@@ -66,6 +70,8 @@ export interface ImportSummary {
   files: number;
   bytes: number;
   skipped_duplicates: number;
+  /** Files left out by `--on-error skip`, with the reason. */
+  skipped_files: SkippedFile[];
   diagnostics: number;
   by_format: FormatTotals[];
   total: Omit<FormatTotals, 'format'>;
@@ -73,12 +79,15 @@ export interface ImportSummary {
 
 const emptyTotals = (): Omit<FormatTotals, 'format'> => ({ files: 0, runs: 0, steps: 0, tool_calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 });
 
-/** The format of a file: the named one, or the most confident detection (logged at info). */
-async function formatOf(file: ImportFile, formats: readonly FormatModule[], options: ImportOptions): Promise<FormatModule> {
+/**
+ * The format of a file: the named one, or the most confident detection (logged at info); undefined
+ * for a log that holds nothing yet but the start of its first line.
+ */
+async function formatOf(file: ImportFile, formats: readonly FormatModule[], options: ImportOptions): Promise<FormatModule | undefined> {
   if (options.inputFormat !== 'auto') return formats[0] as FormatModule;
   const detected = await detectFormat(file, formats);
-  options.log.info(`${file.relPath}: detected ${detected.format.name} (${detected.reason})`);
-  return detected.format;
+  if (detected) options.log.info(`${file.relPath}: detected ${detected.format.name} (${detected.reason})`);
+  return detected?.format;
 }
 
 /** The file's bytes, counted into the progress display as they are read. */
@@ -98,6 +107,17 @@ function counted(file: ImportFile, progress: ProgressSink | undefined, onBytes: 
   };
 }
 
+/** What one file adds to the import; merged into the totals only once the file is through. */
+interface FileResult {
+  /** Undefined for a log with nothing but a partial first line. */
+  format: FormatModule | undefined;
+  totals: Omit<FormatTotals, 'format'>;
+  documents: number;
+  skippedDuplicates: number;
+  /** Document ids this file took. */
+  ids: Set<string>;
+}
+
 export async function runImport(options: ImportOptions): Promise<ImportSummary> {
   // The named format, or every format for detection.
   const formats = options.inputFormat === 'auto' ? await loadFormats() : [await loadFormat(options.inputFormat)];
@@ -105,6 +125,8 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   const extensions = [...new Set(formats.flatMap((f) => f.extensions))];
   const files = listSources(options.from, options.stdin, extensions);
   if (files.length === 0) throw new InvalidInputError(`-f ${options.from}: no ${extensions.join('/')} files to import`);
+  // Leaving out the only file leaves nothing: a single source fails as it would without skip.
+  const skipping = options.onError === 'skip' && files.length > 1;
   const writer = await DatasetWriter.begin({
     path: options.to,
     mode: options.mode,
@@ -116,9 +138,11 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}),
     log: options.log,
   });
+  const direct: RowSink = { add: (relation, rows) => writer.add(relation, rows) };
   let seen = new Set<string>();
   const byFormat = new Map<string, FormatTotals>();
-  let skipped = 0;
+  const skippedFiles: SkippedFile[] = [];
+  let skippedDuplicates = 0;
   let diagnostics = 0;
   let bytes = 0;
   /** Documents decoded, and the formats the files were read as (for the refusal of an input that holds none). */
@@ -129,9 +153,19 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   try {
     seen = writer.existingDocumentIds();
     for (const source of files) {
-      if (options.signal.aborted) throw options.signal.reason;
-      await importFile(source);
+      await checkpoint.check();
+      if (!skipping) {
+        merge(await importFile(source, direct));
+        continue;
+      }
+      try {
+        merge(await importWhole(source));
+      } catch (error) {
+        if (!isFileError(error)) throw error;
+        skippedFiles.push(skippedFile(source.relPath, error, options.log));
+      }
     }
+    if (skippedFiles.length === files.length) throw nothingImported(skippedFiles);
     if (decodedDocuments === 0) {
       // An input that holds no document of its format is not what was asked for: nothing is written.
       const where = files.length === 1 ? (files[0] as ImportFile).relPath : `-f ${options.from} (${files.length} files)`;
@@ -147,9 +181,10 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
       snapshot_id: snapshot.id,
       mode: options.mode,
       kind: 'storyline',
-      files: files.length,
+      files: files.length - skippedFiles.length,
       bytes,
-      skipped_duplicates: skipped,
+      skipped_duplicates: skippedDuplicates,
+      skipped_files: skippedFiles,
       diagnostics,
       by_format: [...byFormat.values()],
       total,
@@ -159,18 +194,42 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     throw error;
   }
 
-  async function importFile(source: ImportFile): Promise<void> {
+  /** Adds a file that went through to the import's totals. */
+  function merge(result: FileResult): void {
+    if (!result.format) return;
+    formatsRead.add(result.format);
+    let totals = byFormat.get(result.format.name);
+    if (!totals) byFormat.set(result.format.name, (totals = { format: result.format.name, ...emptyTotals() }));
+    for (const key of Object.keys(result.totals) as Array<keyof FileResult['totals']>) totals[key] += result.totals[key];
+    for (const id of result.ids) seen.add(id);
+    skippedDuplicates += result.skippedDuplicates;
+    decodedDocuments += result.documents;
+  }
+
+  /** A file all or nothing (skip.ts). */
+  function importWhole(source: ImportFile): Promise<FileResult> {
+    return allOrNothing((sink, counting) => importFile(source, sink, counting), direct, () => options.log.debug(`${source.relPath}: too big to hold until it is through; checking it first`));
+  }
+
+  /** Decodes one file into `sink`; `counting` is false for a pass that only checks the file. */
+  async function importFile(source: ImportFile, sink: RowSink, counting = true): Promise<FileResult> {
     const format = await formatOf(source, formats, options);
-    formatsRead.add(format);
-    const file = counted(source, options.progress, (n) => (bytes += n));
-    let totals = byFormat.get(format.name);
-    if (!totals) byFormat.set(format.name, (totals = { format: format.name, ...emptyTotals() }));
-    totals.files += 1;
+    const result: FileResult = { format, totals: { ...emptyTotals(), files: 1 }, documents: 0, skippedDuplicates: 0, ids: new Set() };
+    if (!format) {
+      if (counting) {
+        diagnostics += 1;
+        options.log.info(`${source.relPath}:1: partial_line: the file holds only the start of its first line (the agent may still be writing it): nothing to import yet`);
+      }
+      return result;
+    }
+    const file = counting ? counted(source, options.progress, (n) => (bytes += n)) : source;
+    const totals = result.totals;
     const ctx: DecodeContext = {
       log: options.log,
       keepRaw: options.outputFormat === 'preserve',
       signal: options.signal,
       diagnostic: (code, message, line) => {
+        if (!counting) return;
         diagnostics += 1;
         options.log.info(`${file.relPath}${line === undefined ? '' : `:${line}`}: ${code}: ${message}`);
       },
@@ -178,10 +237,10 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     // One `sources` row per source document; the Storylines decoded from it are adjacent.
     let source_row: Row | undefined;
     const flushSource = async (): Promise<void> => {
-      if (source_row) await writer.add('sources', [source_row]);
+      if (source_row) await sink.add('sources', [source_row]);
       source_row = undefined;
     };
-    let documents = 0;
+    const taken = (id: string): boolean => seen.has(id) || result.ids.has(id);
     for await (const decoded of format.decode(file, ctx)) {
       await checkpoint.check();
       const doc = decoded.storyline;
@@ -205,37 +264,37 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
           imported_at: importedAt,
         };
       }
-      documents += 1;
+      result.documents += 1;
       let documentId = documentIdOf(doc);
-      if (seen.has(documentId)) {
+      if (taken(documentId)) {
         if (options.onDuplicate === 'skip') {
-          skipped += 1;
-          options.log.info(`${file.relPath}: skipped duplicate document ${JSON.stringify(documentId)}`);
+          result.skippedDuplicates += 1;
+          if (counting) options.log.info(`${file.relPath}: skipped duplicate document ${JSON.stringify(documentId)}`);
           continue;
         }
         let n = 2;
-        while (seen.has(`${documentId}#${n}`)) n += 1;
+        while (taken(`${documentId}#${n}`)) n += 1;
         documentId = `${documentId}#${n}`;
       }
-      seen.add(documentId);
+      result.ids.add(documentId);
       source_row.run_count = Number(source_row.run_count) + 1;
       const rows = storylineRows(doc, { documentId, sourcePath: file.relPath, sourceFormat: format.name, sourceDocument: decoded.sourceDocument }, prices);
-      await writer.add('runs', [rows.run]);
-      await writer.add('steps', rows.steps);
-      await writer.add('tool_calls', rows.toolCalls);
+      await sink.add('runs', [rows.run]);
+      await sink.add('steps', rows.steps);
+      await sink.add('tool_calls', rows.toolCalls);
       totals.runs += 1;
       totals.steps += rows.steps.length;
       totals.tool_calls += rows.toolCalls.length;
       totals.prompt_tokens += Number(rows.run.prompt_tokens ?? 0);
       totals.completion_tokens += Number(rows.run.completion_tokens ?? 0);
       totals.cached_tokens += Number(rows.run.cached_tokens ?? 0);
-      options.progress?.add(1);
+      if (counting) options.progress?.add(1);
     }
     await flushSource();
-    decodedDocuments += documents;
-    if (documents === 0) {
+    if (result.documents === 0 && counting) {
       diagnostics += 1;
       options.log.warn(`${file.relPath}: no ${format.name} documents in this file`);
     }
+    return result;
   }
 }

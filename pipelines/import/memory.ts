@@ -10,6 +10,7 @@
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { contentName } from '../formats/common/documents.js';
 import { MAX_DOCUMENT_BYTES } from '../formats/lines.js';
 
 const MB = 1024 * 1024;
@@ -24,10 +25,12 @@ export function largestDocumentBytes(from: string): number {
   if (from === '-') return MAX_DOCUMENT_BYTES;
   const stat = statSync(from, { throwIfNoEntry: false });
   if (!stat) return 0;
-  let largest = stat.isDirectory() ? 0 : stat.size;
+  // A compressed file's content can be any size: room for the largest document.
+  const sizeOf = (path: string, bytes: number): number => (contentName(path) !== path ? MAX_DOCUMENT_BYTES : bytes);
+  let largest = stat.isDirectory() ? 0 : sizeOf(from, stat.size);
   if (stat.isDirectory()) {
     for (const path of readdirSync(from, { recursive: true, encoding: 'utf8' })) {
-      largest = Math.max(largest, statSync(join(from, path), { throwIfNoEntry: false })?.size ?? 0);
+      largest = Math.max(largest, sizeOf(path, statSync(join(from, path), { throwIfNoEntry: false })?.size ?? 0));
       if (largest >= MAX_DOCUMENT_BYTES) break;
     }
   }

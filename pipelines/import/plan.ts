@@ -12,7 +12,7 @@ import { readableRoot } from '../dataset/recover.js';
 import type { InputFormat } from '../formats/registry.js';
 import { loadConfig } from '../pins/config.js';
 import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
-import type { DuplicatePolicy, ImportSummary } from './import.js';
+import type { DuplicatePolicy, ErrorPolicy, ImportSummary } from './import.js';
 import { largestDocumentBytes } from './memory.js';
 import { statSource } from './sources.js';
 import { runOnImportThread, type ImportIO } from './thread/client.js';
@@ -32,6 +32,8 @@ export interface ImportRequest {
   columns: string[];
   /** How long to wait for another writer of the destination (`--lock-timeout`). */
   lockTimeoutMs: number;
+  /** `--on-error`: stop at the first bad file, or leave bad files out. */
+  onError: ErrorPolicy;
 }
 
 export interface ImportPlan {
@@ -61,10 +63,10 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
   // A source that is not there fails now, before anything is asked or written.
   if (from !== '-') statSource(from);
   const { prices } = await loadConfig(rc.config, { env: rc.env });
-  const { lockTimeoutMs } = request;
+  const { lockTimeoutMs, onError } = request;
   const largest = largestDocumentBytes(from);
   const job: ImportJob = compact
-    ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns), lockTimeoutMs, largestDocumentBytes: largest } }
+    ? { kind: 'compact', options: { from, to: target, mode, columns: parseColumnFlags(request.columns), lockTimeoutMs, onError, largestDocumentBytes: largest } }
     : {
         kind: 'storyline',
         options: {
@@ -74,6 +76,7 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
           outputFormat: outputFormat as 'preserve' | 'storyline',
           mode,
           onDuplicate: request.onDuplicate,
+          onError,
           prices,
           lockTimeoutMs,
           largestDocumentBytes: largest,

@@ -1,6 +1,7 @@
 /**
  * The files of an import source: one file, a directory walked recursively (paths in byte order,
- * symbolic links not followed), or `-` for stdin. Detection reads a local file up to the end of its
+ * symbolic links not followed), or `-` for stdin. Files compressed with gzip or zstd are read
+ * through their decompressor (compression.ts); `.gz`/`.zst` names join the walk. Detection reads a local file up to the end of its
  * first JSON value (formats/probe.ts); stdin's head is read once for detection and replayed in front
  * of the rest, so stdin too is read a single time.
  */
@@ -9,6 +10,8 @@ import { basename, join, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import type { SourceFile } from '../formats/types.js';
+import { contentName } from '../formats/common/documents.js';
+import { compressionOf, decompressed, type Compression } from './compression.js';
 
 export const PROBE_BYTES = 64 * 1024;
 
@@ -51,22 +54,54 @@ function* chunksOf(path: string, size: number): Generator<Buffer> {
   }
 }
 
+/** `first`, then the rest of `chunks`. */
+function* prepend(first: Buffer, chunks: Iterator<Buffer>): Generator<Buffer> {
+  yield first;
+  for (let next = chunks.next(); !next.done; next = chunks.next()) yield next.value;
+}
+
+/**
+ * A file of the walk. A compressed file (gzip or zstd, by its magic bytes) is read through its
+ * decompressor and, like stdin, detected from the head of its content; its size is then unknown.
+ */
 function localFile(path: string, relPath: string, size: number): ImportFile {
+  let compression: Compression | undefined;
+  let head: Buffer | undefined;
   return {
     path,
     relPath,
-    size,
-    open: () => Readable.from(chunksOf(path, size), { objectMode: false }),
-    peek: () => chunksOf(path, size),
+    get size() {
+      return compression ? undefined : size;
+    },
+    open: () => {
+      const chunks = chunksOf(path, size);
+      const first = chunks.next();
+      if (first.done) return Readable.from([], { objectMode: false });
+      const all = prepend(first.value, chunks);
+      compression = compressionOf(first.value);
+      return Readable.from(compression ? decompressed(compression, all, relPath) : all, { objectMode: false });
+    },
+    peek: () => (compression ? (head ? [head] : []) : chunksOf(path, size)),
     head: async () => {
       const fd = openSync(path, 'r');
+      let raw: Buffer;
       try {
         const buffer = Buffer.alloc(Math.min(PROBE_BYTES, size));
-        const n = readSync(fd, buffer, 0, buffer.length, 0);
-        return buffer.subarray(0, n);
+        raw = buffer.subarray(0, readSync(fd, buffer, 0, buffer.length, 0));
       } finally {
         closeSync(fd);
       }
+      compression = compressionOf(raw);
+      if (!compression) return raw;
+      const parts: Buffer[] = [];
+      let total = 0;
+      for await (const chunk of decompressed(compression, chunksOf(path, size), relPath)) {
+        parts.push(chunk);
+        total += chunk.length;
+        if (total >= PROBE_BYTES) break;
+      }
+      head = Buffer.concat(parts).subarray(0, PROBE_BYTES);
+      return head;
     },
   };
 }
@@ -134,7 +169,7 @@ export function listSources(from: string, stdin: Readable, extensions: readonly 
       const path = join(dir, name);
       const entry = lstatSync(path);
       if (entry.isDirectory()) walk(path);
-      else if (entry.isFile() && extensions.some((ext) => name.toLowerCase().endsWith(ext))) {
+      else if (entry.isFile() && extensions.some((ext) => contentName(name.toLowerCase()).endsWith(ext))) {
         files.push(localFile(path, relative(from, path).split(sep).join('/'), entry.size));
       }
     }

@@ -33,7 +33,8 @@ export async function listRawSources(path: string, io: { stdin: Readable; log: L
   const checkpoint = new Checkpoint(io.signal);
   for (const file of listSources(path, io.stdin, extensions)) {
     try {
-      const { format } = await detectFormat(file, formats);
+      const format = (await detectFormat(file, formats))?.format;
+      if (!format) continue; // a log with nothing but a partial first line: no runs yet
       let runs = 0;
       let steps = 0;
       let first: string | null = null;

@@ -32,8 +32,8 @@ async function decodedStorylines(dir: string): Promise<Storyline[]> {
   const docs: Storyline[] = [];
   const ctx = { log: new Logger('error', new PassThrough()), keepRaw: false, signal: new AbortController().signal, diagnostic: () => {} };
   for (const file of listSources(dir, new PassThrough(), extensions)) {
-    const { format } = await detectFormat(file, formats);
-    for await (const decoded of format.decode(file, ctx)) docs.push(decoded.storyline);
+    const detected = await detectFormat(file, formats);
+    for await (const decoded of detected?.format.decode(file, ctx) ?? []) docs.push(decoded.storyline);
   }
   return docs;
 }

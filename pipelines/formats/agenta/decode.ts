@@ -18,6 +18,7 @@ import { basename } from 'node:path';
 import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import type { Content, Metrics, ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import { defined, isObject, type JsonObject } from '../common/unknown.js';
+import { contentName } from '../common/documents.js';
 import { contentText, parseArguments } from '../common/values.js';
 import { addMetrics, count, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
 
@@ -325,7 +326,7 @@ export async function* decodeCodex(file: SourceFile, ctx: DecodeContext): AsyncG
   const raw = new RawCollector(ctx.keepRaw);
   const r = new Rollout(ctx);
   let first = true;
-  for await (const { value: line, number } of objectLines(file, raw)) {
+  for await (const { value: line, number } of objectLines(file, raw, ctx)) {
     if (ctx.signal.aborted) return;
     const envelope = typeof line.type === 'string' && ENVELOPE_TYPES.has(line.type) && isObject(line.payload);
     const ts = envelope ? str(line, 'timestamp') : undefined;
@@ -397,7 +398,7 @@ export async function* decodeCodex(file: SourceFile, ctx: DecodeContext): AsyncG
 function sessionOf(r: Rollout, relPath: string): string {
   const id = str(r.meta, 'id');
   if (id) return id;
-  const name = basename(relPath).replace(/\.jsonl?$/i, '');
+  const name = basename(contentName(relPath)).replace(/\.jsonl?$/i, '');
   return /([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i.exec(name)?.[1] ?? name;
 }
 

@@ -22,6 +22,7 @@ import { readLines } from '../lines.js';
 import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import type { Content, Metrics, ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import { defined, isObject, type JsonObject } from '../common/unknown.js';
+import { contentName } from '../common/documents.js';
 import { count, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
 
 export const FORMAT = 'agentb-code';
@@ -139,7 +140,7 @@ export async function* decodeClaudeCode(file: SourceFile, ctx: DecodeContext): A
     return thread;
   };
 
-  for await (const { value: line, number } of objectLines(file, raw)) {
+  for await (const { value: line, number } of objectLines(file, raw, ctx)) {
     if (ctx.signal.aborted) return;
     const type = str(line, 'type');
     state.sessionId ??= str(line, 'sessionId');
@@ -179,7 +180,7 @@ export async function* decodeClaudeCode(file: SourceFile, ctx: DecodeContext): A
   skipped.report(ctx, 'record_type_skipped');
   dropped.report(ctx, 'noise_record_dropped');
 
-  const fileSession = state.sessionId ?? basename(file.relPath).replace(/\.jsonl?$/i, '');
+  const fileSession = state.sessionId ?? basename(contentName(file.relPath)).replace(/\.jsonl?$/i, '');
   const docs: Storyline[] = [];
   const subagentFile = main.turns.length === 0 && sidechains.size > 0;
   if (!subagentFile) {

@@ -24,7 +24,13 @@ export interface SourceJson {
   raw: Buffer;
 }
 
-export const isJsonlPath = (relPath: string): boolean => /\.(jsonl|ndjson)$/i.test(relPath);
+/** Suffixes of compressed sources (`x.jsonl.gz`); the content is recognised by its magic bytes. */
+export const COMPRESSED_SUFFIXES = ['.gz', '.zst'] as const;
+
+/** The name of a file's content: without a compression suffix (`a/x.jsonl.gz` holds `a/x.jsonl`). */
+export const contentName = (relPath: string): string => relPath.replace(/\.(gz|zst)$/i, '');
+
+export const isJsonlPath = (relPath: string): boolean => /\.(jsonl|ndjson)$/i.test(contentName(relPath));
 
 /**
  * The documents of a file. `.jsonl`/`.ndjson` are read line by line (bounded memory), `.json` as one
@@ -37,7 +43,7 @@ export async function* sourceDocuments(file: SourceFile): AsyncGenerator<SourceJ
     return;
   }
   let stream = file.open();
-  if (!/\.json$/i.test(file.relPath)) {
+  if (!/\.json$/i.test(contentName(file.relPath))) {
     const { head, rest } = await firstLine(stream);
     stream = rest;
     if (head !== undefined && isJsonText(head)) {

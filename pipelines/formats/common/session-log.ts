@@ -28,10 +28,19 @@ export class RawCollector {
   }
 }
 
-/** The JSON object of every non-blank line, in order; a file without any is invalid input. */
-export async function* objectLines(file: SourceFile, raw: RawCollector): AsyncGenerator<ObjectLine> {
+/**
+ * The JSON object of every non-blank line, in order; a file without any is invalid input. A last
+ * line without a newline is a line the agent is still writing: it is left out (with its bytes) and
+ * said as a diagnostic, so a live session imports up to its last complete line.
+ */
+export async function* objectLines(file: SourceFile, raw: RawCollector, ctx: Pick<DecodeContext, 'diagnostic'>): AsyncGenerator<ObjectLine> {
   let any = false;
   for await (const line of readLines(file.open(), file.relPath)) {
+    if (!line.terminated && line.text.trim() !== '') {
+      ctx.diagnostic('partial_line', `the last line has no newline yet (${line.bytes.length} bytes; the agent may still be writing it): left out`, line.number);
+      any = true;
+      continue;
+    }
     raw.add(line.bytes);
     if (line.text.trim() === '') continue;
     any = true;
