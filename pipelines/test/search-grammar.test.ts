@@ -206,4 +206,25 @@ test('nesting and size limits: 64 levels and 256 terms parse, one more is refuse
   }
 });
 
+test('fuzz: 3000 random expressions (fixed seed) parse or fail with ExpressionError, never anything else', () => {
+  let seed = 20261125;
+  const rand = (): number => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed / 0x7fffffff;
+  };
+  const vocabulary = ['a', '"a b"', 'AND', 'OR', 'NOT', '(', ')', '#user(', '#json(', '#json.metrics(', '"$.x"', '$.x', '$.a[0]', '=', '!=', '>=', '1', 'true', 'null', '"', '\\', '#', '日志', '$', '[', ']', '.', ',', '\u0000'];
+  let parsed = 0;
+  for (let i = 0; i < 3000; i++) {
+    const length = 1 + Math.floor(rand() * 12);
+    const expression = Array.from({ length }, () => vocabulary[Math.floor(rand() * vocabulary.length)]).join(rand() < 0.5 ? ' ' : '');
+    try {
+      parseExpression(expression);
+      parsed++;
+    } catch (error) {
+      if (!(error instanceof ExpressionError)) assert.unreachable(`${JSON.stringify(expression)}: ${(error as Error).stack}`);
+    }
+  }
+  assert.ok(parsed > 100 && parsed < 2900, `${parsed} of 3000 parsed: the vocabulary should make both kinds`);
+});
+
 test.run();

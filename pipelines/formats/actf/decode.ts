@@ -25,7 +25,7 @@ import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyli
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
 import type { DecodeContext } from '../types.js';
 import { failAt, type MemberLocation } from '../common/documents.js';
-import { assignDefined, childPointer, defined, isObject, markSynthesized, renumberedId, UnknownFields, type JsonObject } from '../common/unknown.js';
+import { assignDefined, childPointer, defined, isObject, markSynthesized, renumberedId, shown, UnknownFields, type JsonObject } from '../common/unknown.js';
 import { decodeObjects, type Fail } from '../common/elements.js';
 import {
   LenientReader,
@@ -64,9 +64,9 @@ export function decodeActfDocument(value: unknown, where: MemberLocation, ctx: D
   const attempts = doc.attempts as JsonObject;
   const { task_id: _t, attempts: _a, k, ...documentKeys } = doc;
   const keys = Object.keys(attempts);
-  if (!isCount(k) || k === 0) fail('/k', `k must be an integer > 0, not ${JSON.stringify(k)}`);
+  if (!isCount(k) || k === 0) fail('/k', `k must be an integer > 0, not ${shown(k)}`);
   const tried = doc.attempts_tried;
-  if (!isCount(tried)) fail('/attempts_tried', `attempts_tried must be an integer >= 0, not ${JSON.stringify(tried)}`);
+  if (!isCount(tried)) fail('/attempts_tried', `attempts_tried must be an integer >= 0, not ${shown(tried)}`);
   if (tried !== keys.length) fail('/attempts_tried', `attempts_tried is ${tried as number}, but the document has ${keys.length} attempt${keys.length === 1 ? '' : 's'}`);
   if ((tried as number) > (k as number)) fail('/attempts_tried', `attempts_tried ${tried as number} is more than k ${k as number}`);
   if (Object.hasOwn(attempts, '')) fail('/attempts/', 'an attempt key must not be empty');
@@ -112,7 +112,7 @@ type Report = (pointer: string, message: string, code?: string) => void;
 function decodeTrajectory(trajectory: JsonObject, pointer: string, storyline: Storyline, unknown: UnknownFields, read: LenientReader, report: Report, fail: Fail): void {
   unknown.collect(trajectory, TRAJECTORY_KEYS, pointer);
   if (trajectory.schema_version !== ACTF_VERSION) {
-    const seen = trajectory.schema_version === undefined ? 'missing' : JSON.stringify(trajectory.schema_version);
+    const seen = trajectory.schema_version === undefined ? 'missing' : shown(trajectory.schema_version);
     fail(childPointer(pointer, 'schema_version'), `unsupported ACTF schema_version ${seen} (this build reads ${ACTF_VERSION})`);
   }
   assignDefined(storyline, {
@@ -147,7 +147,7 @@ function decodeStep(
   const stepId = step.step_id;
   const previous = storyline.turns[storyline.turns.length - 1]?.id as number | undefined;
   if (!isCount(stepId) || stepId === 0 || (previous !== undefined && (stepId as number) <= previous)) {
-    fail(childPointer(pointer, 'step_id'), `step_id must be an integer > 0${previous === undefined ? '' : `, greater than the previous step's ${previous}`}; not ${JSON.stringify(stepId)}`);
+    fail(childPointer(pointer, 'step_id'), `step_id must be an integer > 0${previous === undefined ? '' : `, greater than the previous step's ${previous}`}; not ${shown(stepId)}`);
   }
   const id = stepId as number;
 
@@ -256,7 +256,7 @@ function decodeTool(
     if (Object.hasOwn(tool, 'id')) extra.id = tool.id;
   }
   const original = tcid;
-  if (stepTools.has(original)) fail(childPointer(pointer, 'id'), `tool id ${JSON.stringify(original)} is used by an earlier tool of this step`);
+  if (stepTools.has(original)) fail(childPointer(pointer, 'id'), `tool id ${shown(original)} is used by an earlier tool of this step`);
   if (callIds.has(tcid)) {
     // Storyline call ids are unique per document; ACTF's only per step.
     tcid = renumberedId(original, callIds);
@@ -319,7 +319,7 @@ function decodeObservation(observation: JsonObject, pointer: string, stepTools: 
     if (typeof id === 'string') {
       // ACTF: an observation answers a tool of its own step.
       const target = stepTools.get(id);
-      if (target === undefined) fail(childPointer(pointer, linkKey), `${linkKey} ${JSON.stringify(id)} names no tool of this step`);
+      if (target === undefined) fail(childPointer(pointer, linkKey), `${linkKey} ${shown(id)} names no tool of this step`);
       // A tool renamed for uniqueness in the document: the link follows it; the original goes back on export.
       if (target !== id) unknown.set(childPointer(pointer, linkKey), id);
       result.source_call_id = target as string;

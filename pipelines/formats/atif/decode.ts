@@ -26,7 +26,7 @@ import type { ObservationResult, Storyline, Turn, ToolCall, Metrics, FinalMetric
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
 import type { DecodeContext } from '../types.js';
 import { failAt, type MemberLocation } from '../common/documents.js';
-import { assignDefined, childPointer, defined, isObject, markSynthesized, renumberedId, UnknownFields, type JsonObject } from '../common/unknown.js';
+import { assignDefined, childPointer, defined, isObject, markSynthesized, renumberedId, shown, UnknownFields, type JsonObject } from '../common/unknown.js';
 import { decodeObjects, type Fail } from '../common/elements.js';
 import {
   LenientReader,
@@ -91,7 +91,7 @@ function decodeInto(value: unknown, where: MemberLocation, ctx: DecodeContext, p
   const doc = value as JsonObject;
   const minor = VERSION.exec(typeof doc.schema_version === 'string' ? doc.schema_version : '')?.[1];
   if (minor === undefined) {
-    const seen = doc.schema_version === undefined ? 'missing' : JSON.stringify(doc.schema_version);
+    const seen = doc.schema_version === undefined ? 'missing' : shown(doc.schema_version);
     fail('/schema_version', `unsupported ATIF schema_version ${seen} (this build reads ATIF-v1.0 to ATIF-v1.7)`);
   }
   if (!isObject(doc.agent)) fail('/agent', 'an ATIF trajectory needs an "agent" object');
@@ -108,7 +108,7 @@ function decodeInto(value: unknown, where: MemberLocation, ctx: DecodeContext, p
   const trajectory = read.pick(doc, 'trajectory_id', isNonEmptyString, '');
   if (trajectory === undefined && parentSession !== undefined) fail('/trajectory_id', 'an embedded subagent trajectory needs a "trajectory_id" string');
   if (trajectory !== undefined) {
-    if (trajectoryIds.has(trajectory)) fail('/trajectory_id', `trajectory_id ${JSON.stringify(trajectory)} is used by another trajectory of this document`);
+    if (trajectoryIds.has(trajectory)) fail('/trajectory_id', `trajectory_id ${shown(trajectory)} is used by another trajectory of this document`);
     trajectoryIds.add(trajectory);
   }
   const agent = decodeAgent(doc.agent as JsonObject, r);
@@ -177,9 +177,9 @@ function decodeFinalMetrics(source: JsonObject, read: LenientReader, unknown: Un
 function decodeStep(step: JsonObject, index: number, pointer: string, callIds: Set<string>, r: Reading): Turn {
   const { read, unknown, report, fail } = r;
   const source = step.source;
-  if (typeof source !== 'string' || !SOURCES.has(source)) fail(childPointer(pointer, 'source'), `step source must be "system", "user" or "agent", not ${JSON.stringify(source)}`);
+  if (typeof source !== 'string' || !SOURCES.has(source)) fail(childPointer(pointer, 'source'), `step source must be "system", "user" or "agent", not ${shown(source)}`);
   const src = source as Turn['src'];
-  if (step.step_id !== index + 1) fail(childPointer(pointer, 'step_id'), `step_id must be ${index + 1} (steps are numbered 1, 2, 3... in order), not ${JSON.stringify(step.step_id)}`);
+  if (step.step_id !== index + 1) fail(childPointer(pointer, 'step_id'), `step_id must be ${index + 1} (steps are numbered 1, 2, 3... in order), not ${shown(step.step_id)}`);
   const id = index + 1;
   if (!isContent(step.message)) {
     fail(childPointer(pointer, 'message'), Object.hasOwn(step, 'message') ? 'message must be a string or an array of content parts' : 'a step needs a "message": a string (may be "") or an array of content parts');
@@ -241,7 +241,7 @@ function decodeCall(call: JsonObject, pointer: string, callIds: Set<string>, ste
   const idPointer = childPointer(pointer, 'tool_call_id');
   const original = call.tool_call_id;
   if (!isNonEmptyString(original)) return fail(idPointer, 'a tool call needs a "tool_call_id" string');
-  if (stepCalls.has(original)) fail(idPointer, `tool_call_id ${JSON.stringify(original)} is used by an earlier call of this step`);
+  if (stepCalls.has(original)) fail(idPointer, `tool_call_id ${shown(original)} is used by an earlier call of this step`);
   if (!isString(call.function_name)) return fail(childPointer(pointer, 'function_name'), 'a tool call needs a "function_name" string');
   if (!Object.hasOwn(call, 'arguments')) fail(childPointer(pointer, 'arguments'), 'a tool call needs "arguments" (an object, {} when there are none)');
   let tcid = original;
@@ -289,7 +289,7 @@ function decodeResult(result: JsonObject, pointer: string, stepCalls: Map<string
     const at = childPointer(pointer, 'source_call_id');
     if (scid !== null && typeof scid !== 'string') fail(at, 'source_call_id must be a string or null');
     const target = scid === null ? null : stepCalls.get(scid as string);
-    if (target === undefined) fail(at, `source_call_id ${JSON.stringify(scid)} names no tool call of this step`);
+    if (target === undefined) fail(at, `source_call_id ${shown(scid)} names no tool call of this step`);
     // A call renamed for uniqueness in the document: the result links to the new id; the original goes back on export.
     if (target !== scid) unknown.set(at, scid);
     out.source_call_id = target as string | null;

@@ -23,7 +23,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Storyline, Turn } from '../../storyline/schema.js';
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
-import { assignDefined, childPointer, defined, isObject, markSynthesized, UnknownFields, type JsonObject } from '../common/unknown.js';
+import { assignDefined, childPointer, defined, isObject, markSynthesized, shown, UnknownFields, type JsonObject } from '../common/unknown.js';
 import { isCount, parseArguments } from '../common/values.js';
 import { appendMessage, appendMessages, FORMAT, newMessageContext, type MessageContext } from './messages.js';
 import { appendConversation } from './sharegpt.js';
@@ -132,12 +132,12 @@ export function decodeSessionRows(rows: LocatedRow[], relPath: string, shape: Ch
   for (const located of rows) {
     const { row, pointer, line } = located;
     if (typeof row.session_id !== 'string' || row.session_id === '') throw new SourceError({ relPath, line, pointer: `${pointer}/session_id` }, 'a per-call row needs a "session_id" string');
-    if (!isCount(row.step_id) || row.step_id === 0) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id must be an integer > 0, not ${JSON.stringify(row.step_id)}`);
+    if (!isCount(row.step_id) || row.step_id === 0) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id must be an integer > 0, not ${shown(row.step_id)}`);
     const list = sessions.get(row.session_id) ?? [];
-    if (list.some((r) => r.row.step_id === row.step_id)) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id ${row.step_id} appears twice in session ${JSON.stringify(row.session_id)}`);
+    if (list.some((r) => r.row.step_id === row.step_id)) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id ${row.step_id} appears twice in session ${shown(row.session_id)}`);
     const run = list.find((r) => r.row.run_id !== undefined)?.row.run_id;
     if (run !== undefined && row.run_id !== undefined && !isDeepStrictEqual(run, row.run_id)) {
-      throw new SourceError({ relPath, line, pointer: `${pointer}/run_id` }, `session ${JSON.stringify(row.session_id)} has two run_ids, ${JSON.stringify(run)} and ${JSON.stringify(row.run_id)} (one run per session)`);
+      throw new SourceError({ relPath, line, pointer: `${pointer}/run_id` }, `session ${shown(row.session_id)} has two run_ids, ${shown(run)} and ${shown(row.run_id)} (one run per session)`);
     }
     list.push(located);
     sessions.set(row.session_id, list);

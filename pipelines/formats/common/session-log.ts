@@ -8,7 +8,7 @@ import type { FinalMetrics, Metrics, ToolCall, Turn } from '../../storyline/sche
 import { SourceError } from '../errors.js';
 import { parseJson, readLines } from '../lines.js';
 import type { DecodeContext, SourceFile } from '../types.js';
-import { defined, isObject, type JsonObject } from './unknown.js';
+import { defined, isObject, shown, type JsonObject } from './unknown.js';
 
 export interface ObjectLine {
   value: JsonObject;
@@ -46,7 +46,7 @@ export async function* objectLines(file: SourceFile, raw: RawCollector, ctx: Pic
     any = true;
     const value = parseJson(line.text, file.relPath, line.number);
     if (!isObject(value)) {
-      throw new SourceError({ relPath: file.relPath, line: line.number, column: 1 }, `expected a JSON object, found ${Array.isArray(value) ? 'an array' : JSON.stringify(value)}`);
+      throw new SourceError({ relPath: file.relPath, line: line.number, column: 1 }, `expected a JSON object, found ${Array.isArray(value) ? 'an array' : shown(value)}`);
     }
     yield { value, number: line.number };
   }

@@ -130,3 +130,17 @@ export function defined<T extends JsonObject>(source: T): T {
 export function assignDefined<T extends object>(target: T, values: Partial<T>): void {
   for (const [key, value] of Object.entries(values)) if (value !== undefined) (target as JsonObject)[key] = value;
 }
+
+/**
+ * A value of the source as a message shows it: JSON, cut to `max` characters with `…`, so a
+ * 100 KB string or a structure nested 500 deep never makes a 100 KB error line.
+ */
+export function shown(value: unknown, max = 80): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = Array.isArray(value) ? 'an array' : typeof value;
+  }
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
