@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import type { BenchConfig, TokenTarget, TokenizerName } from './types.js';
+import { seededRandom } from '../../lib/random.js';
 
 export interface Tokenizer {
   count(text: string): number;
@@ -26,17 +27,6 @@ export interface Prompt {
   maxTokens: number;
 }
 
-/** mulberry32: small, fast and seedable, so a run's prompts and arrivals can be repeated. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function sampleTokens(target: TokenTarget, random: () => number): number {
   if (target.spread === 0) return Math.max(1, Math.round(target.mean));

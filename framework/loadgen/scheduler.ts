@@ -7,7 +7,8 @@
 import { performance } from 'node:perf_hooks';
 import { sendChatRequest, type Endpoint, type InFlight } from './client.js';
 import type { PhaseStats } from './metrics.js';
-import { seededRandom, type Prompt } from './prompts.js';
+import { seededRandom } from '../../lib/random.js';
+import type { Prompt } from './prompts.js';
 
 export interface PhaseLimits {
   /** Stop sending after this long; in-flight requests still finish (bounded by the request timeout). */

@@ -1,5 +1,5 @@
 /** Errors about an input file, with the place in it: `file:line:column: reason` (exit 2, or 5 for a limit). */
-import { InvalidInputError, ResourceLimitError } from '../../lib/errors.js';
+import { ExitCode, ToolError } from '../../lib/errors.js';
 
 export interface SourceLocation {
   relPath: string;
@@ -17,23 +17,19 @@ export function formatLocation({ relPath, line, column, pointer }: SourceLocatio
   return where;
 }
 
-export class SourceError extends InvalidInputError {
-  constructor(
-    readonly location: SourceLocation,
-    readonly reason: string,
-    options?: { hint?: string; cause?: unknown },
-  ) {
-    super(`${formatLocation(location)}: ${reason}`, options);
-  }
+export interface SourceErrorOptions {
+  hint?: string;
+  cause?: unknown;
+  /** Invalid input (2, the default), or a document past one of trajstore's limits (5). */
+  exitCode?: typeof ExitCode.InvalidInput | typeof ExitCode.ResourceLimit;
 }
 
-/** An input file holds something larger than trajstore takes (exit 5), with the place in it. */
-export class SourceLimitError extends ResourceLimitError {
+export class SourceError extends ToolError {
   constructor(
     readonly location: SourceLocation,
     readonly reason: string,
-    options?: { hint?: string; cause?: unknown },
+    options: SourceErrorOptions = {},
   ) {
-    super(`${formatLocation(location)}: ${reason}`, options);
+    super(options.exitCode ?? ExitCode.InvalidInput, `${formatLocation(location)}: ${reason}`, options);
   }
 }

@@ -4,7 +4,8 @@
  */
 import type { Readable } from 'node:stream';
 import { getHeapStatistics } from 'node:v8';
-import { SourceError, SourceLimitError } from './errors.js';
+import { SourceError } from './errors.js';
+import { ExitCode } from '../../lib/errors.js';
 import { readBounded } from '../../lib/streams.js';
 import { firstInexactInteger, locatePointer } from './common/locate.js';
 
@@ -67,8 +68,8 @@ export async function* readLines(stream: Readable, relPath: string, maxLineBytes
   if (pendingBytes > 0) yield lineOf(Buffer.concat(pending));
 }
 
-function tooLong(relPath: string, line: number, max: number): SourceLimitError {
-  return new SourceLimitError({ relPath, line }, `line is longer than ${mebibytes(max)}, the largest document trajstore takes`, { hint: SPLIT_HINT });
+function tooLong(relPath: string, line: number, max: number): SourceError {
+  return new SourceError({ relPath, line }, `line is longer than ${mebibytes(max)}, the largest document trajstore takes`, { hint: SPLIT_HINT, exitCode: ExitCode.ResourceLimit });
 }
 
 const mebibytes = (bytes: number): string => (bytes % MB === 0 ? `${bytes / MB} MiB` : `${bytes} bytes`);
@@ -76,7 +77,7 @@ const mebibytes = (bytes: number): string => (bytes % MB === 0 ? `${bytes / MB} 
 /** Whole-stream bytes, bounded: for formats whose unit is one JSON document per file. */
 export async function readAll(stream: Readable, relPath: string, maxBytes: number): Promise<Buffer> {
   const bytes = await readBounded(stream, maxBytes);
-  if (bytes === undefined) throw new SourceLimitError({ relPath }, `document is larger than ${mebibytes(maxBytes)}, the largest document trajstore takes`, { hint: SPLIT_HINT });
+  if (bytes === undefined) throw new SourceError({ relPath }, `document is larger than ${mebibytes(maxBytes)}, the largest document trajstore takes`, { hint: SPLIT_HINT, exitCode: ExitCode.ResourceLimit });
   return bytes;
 }
 
@@ -112,10 +113,10 @@ function checkMemory(text: string, relPath: string, firstLine: number): void {
   const needed = 2 * (2 * text.length + 40 * containers + 8 * scalars);
   const available = getHeapStatistics().heap_size_limit - THREAD_BASE_BYTES;
   if (needed > available) {
-    throw new SourceLimitError(
+    throw new SourceError(
       { relPath, line: firstLine },
       `decoding this document needs about ${Math.ceil(needed / MB)} MB of memory (${containers} arrays and objects), more than the ${Math.floor(available / MB)} MB this import has for one document`,
-      { hint: SPLIT_HINT },
+      { hint: SPLIT_HINT, exitCode: ExitCode.ResourceLimit },
     );
   }
 }

@@ -11,6 +11,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join, relative } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { seededRandom } from '../../lib/random.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
 import { filesUnder, sandbox } from './helpers/sandbox.js';
 
@@ -21,18 +22,7 @@ const ALONE = 24;
 
 const s = sandbox('fuzz');
 
-/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const rand = random(SEED);
+const rand = seededRandom(SEED);
 const below = (n: number): number => Math.floor(rand() * n);
 const pick = <T>(items: readonly T[]): T => items[below(items.length)] as T;
 

@@ -95,21 +95,10 @@ function claudeTreeWithRepeats(): string {
     ...original.map((l) => (l.sessionId === undefined ? l : { ...l, sessionId: resumedId })),
     { ...template(last, 'user'), sessionId: resumedId, parentUuid: last.uuid, uuid: 'a1000000-0000-4000-8000-000000000001', timestamp: '2026-05-12T10:02:00.000Z', message: { role: 'user', content: 'Also add a test for JPY, which has no minor unit.' } },
     {
-      ...template(last, 'assistant'),
+      ...assistantReply(last, 'a1000000-0000-4000-8000-000000000001', 'RESUMED', 'claude-sonnet-4-6', 'Added test_rounding_jpy; it passes.', { input_tokens: 2, cache_creation_input_tokens: 530, cache_read_input_tokens: 19120, output_tokens: 44 }),
       sessionId: resumedId,
-      parentUuid: 'a1000000-0000-4000-8000-000000000001',
       uuid: 'a1000000-0000-4000-8000-000000000002',
       timestamp: '2026-05-12T10:02:09.000Z',
-      requestId: 'req_011RESUMEDxxxxxxxxxxxxxxxxx',
-      message: {
-        model: 'claude-sonnet-4-6',
-        id: 'msg_01RESUMEDxxxxxxxxxxxxxxxxx',
-        type: 'message',
-        role: 'assistant',
-        content: [{ type: 'text', text: 'Added test_rounding_jpy; it passes.' }],
-        stop_reason: 'end_turn',
-        usage: { input_tokens: 2, cache_creation_input_tokens: 530, cache_read_input_tokens: 19120, output_tokens: 44 },
-      },
     },
   ];
   writeLines(join(ledger, `${resumedId}.jsonl`), resumed);
@@ -120,24 +109,23 @@ function claudeTreeWithRepeats(): string {
   const copied: Line[] = first.slice(0, first.findIndex((l) => l.type === 'assistant') + 1).map((l) => ({ ...l, agentId }));
   const prompt = copied[copied.length - 1] as Line;
   copied.push({
-    ...template(prompt, 'assistant'),
+    ...assistantReply(prompt, prompt.uuid as string, 'SUBAGENT', 'claude-haiku-4-5-20251001', 'No broken anchors under docs/guides.', { input_tokens: 4, cache_creation_input_tokens: 880, cache_read_input_tokens: 2212, output_tokens: 27 }),
     agentId,
-    parentUuid: prompt.uuid,
     uuid: 'b2000000-0000-4000-8000-000000000001',
     timestamp: '2026-05-13T15:05:00.000Z',
-    requestId: 'req_011SUBAGENTxxxxxxxxxxxxxxxx',
-    message: {
-      model: 'claude-haiku-4-5-20251001',
-      id: 'msg_01SUBAGENTxxxxxxxxxxxxxxxx',
-      type: 'message',
-      role: 'assistant',
-      content: [{ type: 'text', text: 'No broken anchors under docs/guides.' }],
-      stop_reason: 'end_turn',
-      usage: { input_tokens: 4, cache_creation_input_tokens: 880, cache_read_input_tokens: 2212, output_tokens: 27 },
-    },
   });
   writeLines(join(subagents, `agent-${agentId}.jsonl`), copied);
   return tree;
+}
+
+/** A new API response of the session of `like`, answering `parentUuid`; `tag` makes its message and request ids. */
+function assistantReply(like: Line, parentUuid: string, tag: string, model: string, text: string, usage: Record<string, number>): Line {
+  return {
+    ...template(like, 'assistant'),
+    parentUuid,
+    requestId: `req_011${tag}`.padEnd(31, 'x'),
+    message: { model, id: `msg_01${tag}`.padEnd(29, 'x'), type: 'message', role: 'assistant', content: [{ type: 'text', text }], stop_reason: 'end_turn', usage },
+  };
 }
 
 /** The envelope fields of a log line (cwd, version, branch...), for writing a new line of the same session. */
