@@ -195,14 +195,3 @@ export function commitOf(scenario: Scenario, calls: readonly Call[]): number {
   return commit.n;
 }
 
-/**
- * The kill points of the default tier: taking the lock (the first call), the calls just before and
- * at the commit, the first call of the clean-up after it (replace and drop delete the old dataset,
- * every writer releases the lock), and the last call (the lock released).
- */
-export function representative(calls: readonly Call[], commit: number): Call[] {
-  const deleting = (call: Call | undefined): boolean => ['unlink', 'rmdir', 'remove'].includes(call?.fn ?? '');
-  const cleanup = calls.find((call) => call.n > commit && deleting(call) && !deleting(calls[call.n - 2]));
-  const chosen = new Set([1, commit - 1, commit, cleanup?.n ?? 0, calls.length]);
-  return calls.filter((call) => chosen.has(call.n));
-}
