@@ -1,15 +1,16 @@
 /**
  * Import/export benchmark:
  *
- *   node dist/bench/import-export/run.js [--size-mb N] [--reps N] [--keep]
+ *   node dist/bench/import-export/run.js [--size-mb N] [--reps N] [--kind agentb-code|agenta] [--keep]
  *
- * Generates N MB (default 200) of Claude Code style session JSONL (Storyline JSONL when no Claude
- * Code decoder is registered), then measures, in the same run, --reps times (default 3), each
+ * Generates N MB (default 200) of Claude Code style session JSONL (`--kind agenta`: Codex CLI
+ * rollouts), then measures, in the same run, --reps times (default 3), each
  * command right after its baseline, and reports the median of each figure (the speed of these
  * machines drifts within a minute, so a ratio is taken from a baseline measured next to it):
  * - baseline: read the same files and JSON.parse every line (MB/s of input);
  * - import: `trajstore import` as a child process (MB/s of input, ratio to the baseline, peak RSS,
- *   CPU seconds of all its threads);
+ *   CPU seconds of all its threads), and the dataset it made: its size against the input's, and
+ *   how much of it is Parquet parts and how much the SQLite index (issue 17: at most 1.0x);
  * - export baseline: read the files, JSON.parse and JSON.stringify every line and write it (MB/s of output);
  * - export: `trajstore export` to a JSONL file as a child process (MB/s of output, ratio, peak RSS).
  * Targets (issue 3): import ratio >= 0.3, export ratio >= 0.5, peak RSS < 300 MB for a 1 GB input.
@@ -88,17 +89,28 @@ interface Rep {
   exportRatio: number;
   exportRss: number;
   exportCpu: number;
+  datasetBytes: number;
+  partsBytes: number;
+  indexBytes: number;
+}
+
+/** A dataset's bytes on disk: all of it, its Parquet parts, its SQLite index. */
+function datasetSize(dir: string): { total: number; parts: number; index: number } {
+  const total = filesOf(dir).reduce((n, file) => n + statSync(file).size, 0);
+  const parts = filesOf(join(dir, 'parts')).reduce((n, file) => n + statSync(file).size, 0);
+  return { total, parts, index: statSync(join(dir, 'index.sqlite')).size };
 }
 
 async function main(): Promise<void> {
   const sizeMb = Number(option('--size-mb') ?? 200);
   if (!Number.isFinite(sizeMb) || sizeMb <= 0) throw new Error('--size-mb must be a positive number');
   const keep = process.argv.includes('--keep');
-  const kind: CorpusKind = 'agentb-code';
+  const kind = (option('--kind') ?? 'agentb-code') as CorpusKind;
+  if (kind !== 'agentb-code' && kind !== 'agenta') throw new Error('--kind must be agentb-code or agenta');
   const exportFormat = 'atif';
   const work = mkdtempSync(join(tmpdir(), 'bench-import-export-'));
   try {
-    process.stdout.write(`generating ${sizeMb} MB of Claude Code style session JSONL...\n`);
+    process.stdout.write(`generating ${sizeMb} MB of ${kind === 'agenta' ? 'Codex rollout' : 'Claude Code style session'} JSONL...\n`);
     const corpus = generateCorpus(join(work, 'corpus'), sizeMb * MB, kind);
     const files = filesOf(corpus.dir);
     process.stdout.write(`corpus: ${fmt(corpus.bytes / MB)} MB, ${corpus.files} files, ${corpus.lines} lines\n\n`);
@@ -118,6 +130,7 @@ async function main(): Promise<void> {
       rmSync(dataset, { recursive: true, force: true });
       const imported = await timed(() => runCli(['import', '-f', corpus.dir, '-t', dataset, '-i', kind], join(work, 'import.rss')));
       const importRate = corpus.bytes / MB / imported.seconds;
+      const size = datasetSize(dataset);
 
       const baselineOut = join(work, 'baseline-out.jsonl');
       const exportBaseline = await timed(async () => {
@@ -142,6 +155,9 @@ async function main(): Promise<void> {
         importRatio: importRate / baselineRate,
         importRss: imported.value.rssMb,
         importCpu: imported.value.cpuSeconds,
+        datasetBytes: size.total,
+        partsBytes: size.parts,
+        indexBytes: size.index,
         exportBaseline: exportBaselineRate,
         exportSeconds: exported.seconds,
         export: exportRate,
@@ -158,6 +174,12 @@ async function main(): Promise<void> {
     const rows = [
       ['baseline: read + JSON.parse every line', `${fmt(median('baseline'))} MB/s`, '', '', `CPU ${fmt(median('baselineCpu'))} s`],
       [`import -i ${kind} (${fmt(median('importSeconds'))} s)`, `${fmt(median('import'))} MB/s`, `ratio ${fmt(median('importRatio'), 2)} (target >= 0.3)`, `peak RSS ${fmt(peak('importRss'), 0)} MB`, `CPU ${fmt(median('importCpu'))} s`],
+      [
+        `dataset: ${fmt(median('datasetBytes') / MB)} MB (parts ${fmt(median('partsBytes') / MB)} MB, index ${fmt(median('indexBytes') / MB)} MB)`,
+        '',
+        `size ${fmt(median('datasetBytes') / corpus.bytes, 2)}x the input (target <= 1.0)`,
+        '',
+      ],
       ['baseline: read + parse + stringify + write', `${fmt(median('exportBaseline'))} MB/s`, '', ''],
       [`export -o ${exportFormat} to JSONL (${fmt(median('exportSeconds'))} s, ${fmt(exportBytes / MB)} MB)`, `${fmt(median('export'))} MB/s`, `ratio ${fmt(median('exportRatio'), 2)} (target >= 0.5)`, `peak RSS ${fmt(peak('exportRss'), 0)} MB`, `CPU ${fmt(median('exportCpu'))} s`],
     ];
