@@ -28,6 +28,7 @@ export function columnTables(): string {
     steps: 'one row per turn.',
     tool_calls: 'one row per tool call.',
     sources: 'one row per source document (a file, or a line of a JSONL file).',
+    contents: 'the content store: each string of 512 characters or more, once, under its hash (see Dataset layout).',
   };
   const tables = Object.entries(STORYLINE_RELATIONS).map(([name, columns]) => table(name, intros[name] ?? '', columns));
   tables.push(table('records', 'compact record stores, one row per JSON document; each `--column NAME=JSON_PATH` adds a nullable JSON column `NAME` after these.', RECORDS));

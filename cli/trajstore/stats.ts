@@ -30,7 +30,7 @@ function printHealth(ctx: CommandContext, view: RowView, health: DatasetHealth):
   const lines = Object.entries(facts).map(([key, value]) => ({ key, value: value === null ? '-' : String(value) }));
   printRows(ctx, view, [{ key: 'key', title: 'dataset' }, { key: 'value', title: '' }], lines);
   ctx.stdout.write('\n');
-  printRows(ctx, view, [{ key: 'relation' }, { key: 'rows' }, { key: 'parts' }, { key: 'bytes' }, { key: 'index_rows' }], relations.map((r) => ({ ...r })));
+  printRows(ctx, view, [{ key: 'relation' }, { key: 'rows' }, { key: 'parts' }, { key: 'bytes', title: 'part bytes' }, { key: 'index_rows' }, { key: 'index_bytes' }], relations.map((r) => ({ ...r })));
 }
 
 const healthCommand = defineCommand({

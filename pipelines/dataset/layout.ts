@@ -19,13 +19,15 @@ export const MANIFEST_KEY = 'trajstore.json';
  * 3: an observation result's content that is its call's `tool_calls.result_json` is stored there only
  * (`steps.observation_json` holds a marker in its place, import/rows.ts).
  * 4: `steps.cache_write_tokens`, `steps.response_id` and `runs.cache_write_tokens` (usage accounting).
- * Datasets of versions 2 and 3 read as they are (their parts lack the new columns: NULL), and an
- * append to them is written at the current version. Compact record stores did not change, so they
+ * 5: the content store: strings of 512 characters and more kept once in `contents` and referred to
+ * (contents.ts); parts compressed with zstd. Each part says whether it refers to the store.
+ * Datasets of versions 2 to 4 read as they are (their parts lack the new columns: NULL; their
+ * values are whole), and an append to them is written at the current version. Compact record stores did not change, so they
  * open at any version; a version 1 Storyline dataset is refused with a hint to import it again.
  */
-export const LAYOUT_VERSION = 4;
+export const LAYOUT_VERSION = 5;
 /** The layout versions this build reads, by kind. */
-const READABLE_VERSIONS: Record<DatasetKind, readonly number[]> = { storyline: [2, 3, 4], compact: [1, 2, 3, 4] };
+const READABLE_VERSIONS: Record<DatasetKind, readonly number[]> = { storyline: [2, 3, 4, 5], compact: [1, 2, 3, 4, 5] };
 export const INDEX_FILE = 'index.sqlite';
 export type DatasetKind = 'storyline' | 'compact';
 

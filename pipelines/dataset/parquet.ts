@@ -5,11 +5,15 @@
  *
  * Types: string and json -> BYTE_ARRAY UTF8 (JSON as text, so every reader sees a string), int64 ->
  * INT64 (written from BigInt), double -> DOUBLE, bool -> BOOLEAN, binary -> BYTE_ARRAY. Non-nullable
- * columns are REQUIRED. Compression SNAPPY: Node 22 has no zstd in zlib, and every reader has snappy;
- * it runs in WebAssembly (hysnappy), several times faster than the writer's built-in JavaScript codec.
+ * columns are REQUIRED. Compression: ZSTD for the text, JSON and binary columns, which hold nearly
+ * all the bytes; SNAPPY for the small typed and dictionary-encoded columns, whose pages are a few
+ * hundred bytes, where Node's zstd spends more setting up each call (about 20 µs, measured) than it
+ * saves (those columns are under a twentieth of a part). Every engine that reads Parquet reads both;
+ * parts of earlier layouts are all SNAPPY.
  */
 import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { snappyCompressor, snappyUncompressor } from 'hysnappy';
+import { constants as zlib, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { parquetMetadataAsync, parquetReadObjects, type AsyncBuffer, type FileMetaData, type SchemaElement } from 'hyparquet';
 import type { Snapshot } from './layout.js';
 import type { ColumnDef, Relation } from './relations.js';
@@ -103,8 +107,15 @@ function utf8Cells(cells: unknown[]): unknown[] {
 }
 
 const FLUSH_BYTES = 1 << 20;
-/** One WebAssembly instance for every part of the process: its memory grows to the largest page only once. */
-const compressSnappy = snappyCompressor();
+/**
+ * zstd level 3, zstd's default: on the benchmark corpora (bench/import-export) level 1 made parts 3%
+ * larger for no time saved, level 6 saved under 1% more and cost a tenth more CPU (measured).
+ */
+const ZSTD_LEVEL = 3;
+const compressZstd = (bytes: Uint8Array): Uint8Array => zstdCompressSync(bytes, { params: { [zlib.ZSTD_c_compressionLevel]: ZSTD_LEVEL } });
+/** One WebAssembly instance for every part of the process, made on first use: its memory grows to the largest page only once. */
+let snappyWriter: ((bytes: Uint8Array) => Uint8Array) | undefined;
+const compressSnappy = (bytes: Uint8Array): Uint8Array => (snappyWriter ??= snappyCompressor())(bytes);
 
 /** hyparquet-writer's ByteWriter, draining to a store writer whenever its buffer passes 1 MiB. */
 class DrainingWriter extends ByteWriter {
@@ -147,8 +158,8 @@ export class PartWriter {
     this.parquet = new ParquetWriter({
       writer: this.bytes,
       schema: parquetSchemaOf(columns),
-      codec: 'SNAPPY',
-      compressors: { SNAPPY: compressSnappy },
+      codec: 'ZSTD',
+      compressors: { ZSTD: compressZstd, SNAPPY: compressSnappy },
       kvMetadata,
       createdBy: 'trajstore',
     });
@@ -185,7 +196,12 @@ export class PartWriter {
         throw new Error(`${this.key}: ${(error as Error).message}`);
       }
       // Only plain columns: dictionary keys and statistics need the cells as strings.
-      return { name: column.name, statistics, data: plain && column.type !== 'binary' ? utf8Cells(data) : data, ...(plain ? { encoding: 'PLAIN' as const } : {}) };
+      return {
+        name: column.name,
+        statistics,
+        data: plain && column.type !== 'binary' ? utf8Cells(data) : data,
+        ...(plain ? { encoding: 'PLAIN' as const } : { codec: 'SNAPPY' as const }),
+      };
     });
     await this.parquet.write({ columnData, rowGroupSize: rows });
     this.rowCount += rows;
@@ -216,11 +232,21 @@ function asyncBufferOf(store: ObjectStore, key: string, byteLength: number): Asy
 
 export interface PartReader {
   metadata: FileMetaData;
+  /** Written with references to the content store (layout 5 on; contents.ts), not whole values. */
+  refersToContents: boolean;
   /** Row groups in order, each as row objects; INT64 values come back as BigInt, binary as Uint8Array. */
   rowGroups(columns?: string[]): AsyncGenerator<Row[]>;
 }
 
-const snappy = snappyUncompressor();
+/** Key-value metadata of every part written with references to the content store. */
+export const CONTENT_REFS_METADATA = { key: 'trajstore.contents', value: 'refs' } as const;
+
+/** Decompressors of the parts' codecs: ZSTD from layout 5 on, SNAPPY before (one WebAssembly instance, created on first use). */
+let snappy: ((input: Uint8Array, outputLength: number) => Uint8Array) | undefined;
+const decompressors = {
+  ZSTD: (input: Uint8Array): Uint8Array => zstdDecompressSync(input),
+  SNAPPY: (input: Uint8Array, outputLength: number): Uint8Array => (snappy ??= snappyUncompressor())(input, outputLength),
+};
 
 export async function openPart(store: ObjectStore, key: string): Promise<PartReader> {
   const size = await store.size(key);
@@ -231,12 +257,13 @@ export async function openPart(store: ObjectStore, key: string): Promise<PartRea
   const present = new Set(metadata.schema.map((element) => element.name));
   return {
     metadata,
+    refersToContents: (metadata.key_value_metadata ?? []).some((kv) => kv.key === CONTENT_REFS_METADATA.key && kv.value === CONTENT_REFS_METADATA.value),
     async *rowGroups(columns?: string[]): AsyncGenerator<Row[]> {
       const wanted = columns?.filter((name) => present.has(name));
       let start = 0;
       for (const group of metadata.row_groups) {
         const end = start + Number(group.num_rows);
-        const rows = await parquetReadObjects({ file, metadata, rowStart: start, rowEnd: end, utf8: false, compressors: { SNAPPY: snappy }, ...(wanted ? { columns: wanted } : {}) });
+        const rows = await parquetReadObjects({ file, metadata, rowStart: start, rowEnd: end, utf8: false, compressors: decompressors, ...(wanted ? { columns: wanted } : {}) });
         yield rows as Row[];
         start = end;
       }
@@ -244,10 +271,12 @@ export async function openPart(store: ObjectStore, key: string): Promise<PartRea
   };
 }
 
+/** The parts of a relation in a snapshot, in order, opened. */
+export async function* relationParts(store: ObjectStore, snapshot: Snapshot, relation: Relation): AsyncGenerator<PartReader> {
+  for (const part of snapshot.relations[relation] ?? []) yield openPart(store, part.key);
+}
+
 /** The row groups of every part of a relation in a snapshot, in order (only `columns` when given). */
 export async function* relationRowGroups(store: ObjectStore, snapshot: Snapshot, relation: Relation, columns?: string[]): AsyncGenerator<Row[]> {
-  for (const part of snapshot.relations[relation] ?? []) {
-    const reader = await openPart(store, part.key);
-    yield* reader.rowGroups(columns);
-  }
+  for await (const reader of relationParts(store, snapshot, relation)) yield* reader.rowGroups(columns);
 }

@@ -12,6 +12,10 @@
  * the index already in the columns made for reading (the observation as `observation_text` and the
  * calls' `result_json`, a source's bytes as the rows decoded from them), and copying them again made
  * the index about a quarter larger and slower to build.
+ *
+ * Large strings of the Storyline relations' JSON columns and of their text columns marked `content`
+ * are kept once in the `contents` relation and referred to (contents.ts); the index shows these
+ * relations as views that put the values back, over tables named `<relation>_stored`.
  */
 export type ColumnType = 'string' | 'int64' | 'double' | 'bool' | 'json' | 'binary';
 
@@ -22,11 +26,15 @@ export interface ColumnDef {
   description: string;
   /** In the SQLite index too (visible to SQL), not only in the Parquet parts. */
   sql: boolean;
+  /** A text column whose large values go to the content store (JSON columns of the Storyline relations all do). */
+  content?: boolean;
 }
 
 const col = (name: string, type: ColumnType, description: string, nullable = true): ColumnDef => ({ name, type, nullable, description, sql: true });
 /** A column only export reads (from the Parquet parts): not copied into the SQLite index. */
 const parquetOnly = (column: ColumnDef): ColumnDef => ({ ...column, sql: false });
+/** A text column whose large values go to the content store. */
+const content = (column: ColumnDef): ColumnDef => ({ ...column, content: true });
 
 /** One row per Storyline document. */
 export const RUNS: readonly ColumnDef[] = [
@@ -75,10 +83,10 @@ export const STEPS: readonly ColumnDef[] = [
   col('timestamp', 'string', 'turn time'),
   col('model_name', 'string', 'model of the turn'),
   col('reasoning_effort', 'string', 'reasoning effort'),
-  col('message_text', 'string', 'message as plain text (text parts joined)', false),
+  content(col('message_text', 'string', 'message as plain text (text parts joined)', false)),
   col('message_json', 'json', 'message as in the Storyline (string or content parts)', false),
-  col('reasoning_content', 'string', 'reasoning text'),
-  col('observation_text', 'string', 'observation results as plain text'),
+  content(col('reasoning_content', 'string', 'reasoning text')),
+  content(col('observation_text', 'string', 'observation results as plain text')),
   parquetOnly(col('observation_json', 'json', 'observation as in the Storyline; a result content equal to its call `result_json` is `"@content_from_call": true` instead of repeated')),
   col('prompt_tokens', 'int64', 'prompt tokens (cached included)'),
   col('completion_tokens', 'int64', 'completion tokens'),
@@ -137,6 +145,21 @@ export const RECORDS: readonly ColumnDef[] = [
   parquetOnly(col('raw', 'binary', 'the record exact bytes including its line ending', false)),
 ];
 
-export const STORYLINE_RELATIONS = { runs: RUNS, steps: STEPS, tool_calls: TOOL_CALLS, sources: SOURCES } as const;
+/** The content store of a Storyline dataset: each large string once, under its hash (contents.ts). */
+export const CONTENTS: readonly ColumnDef[] = [
+  col('hash', 'string', 'SHA-256 of the value (base64url); cells refer to it as U+0001 followed by the hash', false),
+  col('value', 'string', 'the string', false),
+];
+
+export const STORYLINE_RELATIONS = { runs: RUNS, steps: STEPS, tool_calls: TOOL_CALLS, sources: SOURCES, contents: CONTENTS } as const;
 export type StorylineRelation = keyof typeof STORYLINE_RELATIONS;
+
+/** The relations whose cells may refer to the content store. */
+export const REFERRING_RELATIONS: ReadonlySet<Relation> = new Set(['runs', 'steps', 'tool_calls']);
+
+/** The index table of a relation's rows: `<relation>_stored` under the view of a relation that refers to the content store. */
+export const storedTable = (relation: Relation): string => (REFERRING_RELATIONS.has(relation) ? `${relation}_stored` : relation);
+
+/** Whether a column of a referring relation may hold references: its JSON columns and `content` text columns. */
+export const holdsContent = (column: ColumnDef): boolean => column.type === 'json' || column.content === true;
 export type Relation = StorylineRelation | 'records';

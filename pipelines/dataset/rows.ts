@@ -12,11 +12,24 @@
  * export puts the observation content back. Nor is an observation result's content that is already
  * its call's `tool_calls.result_json` (tool output, most of a document): `observation_json` holds
  * `OBSERVATION_CONTENT_FROM_CALL` in its place and export puts the call's result back.
+ *
+ * Text and JSON cells are written through a `CellStore`: as they are, or (contents.ts) with their
+ * large strings kept once in the content store and referred to.
  */
 import { InvalidInputError } from '../../lib/errors.js';
 import type { Row } from './parquet.js';
 import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
 import type { PriceList } from '../pricing/cost.js';
+import type { ContentRefs } from './contents.js';
+
+/** How text and JSON cells are written: plainly, or with large strings in the content store (ContentRefs). */
+export type CellStore = Pick<ContentRefs, 'text' | 'json'>;
+
+/** Cells as they are: for rows that are looked at, not stored (listing sources). */
+export const PLAIN_CELLS: CellStore = {
+  text: (value) => value ?? null,
+  json: (value) => (value === undefined || value === null ? null : JSON.stringify(value)),
+};
 
 /**
  * Key in `steps.turn_json` listing the tool calls whose `result` is their observation result's
@@ -73,8 +86,6 @@ function resultText(value: unknown): string {
   return JSON.stringify(value);
 }
 
-const json = (value: unknown): string | null => (value === undefined || value === null ? null : JSON.stringify(value));
-
 function sum(values: Array<number | null | undefined>): number | null {
   let total: number | null = null;
   for (const v of values) if (typeof v === 'number') total = (total ?? 0) + v;
@@ -100,7 +111,7 @@ export function documentIdOf(doc: Storyline): string {
  * (observation_json) and a string `reason` (reasoning_content; a null one stays here, so absent and
  * null stay apart). `observed` holds each call's observation result, to leave out results it repeats.
  */
-function turnJson(turn: Turn, observed: Map<string, ObservationResult>): string {
+function turnJson(turn: Turn, observed: Map<string, ObservationResult>, cells: CellStore): string {
   const rest: Record<string, unknown> = {};
   for (const key in turn) {
     if (key === 'msg' || key === 'observation' || (key === 'reason' && typeof turn.reason === 'string')) continue;
@@ -119,22 +130,23 @@ function turnJson(turn: Turn, observed: Map<string, ObservationResult>): string 
     });
     if (fromObservation.length > 0) rest[TURN_RESULTS_FROM_OBSERVATION] = fromObservation;
   }
-  return JSON.stringify(rest);
+  return cells.json(rest) as string;
 }
 
 /** The Storyline document without its turns (they are the `steps` rows). */
-function documentJson(doc: Storyline): string {
+function documentJson(doc: Storyline, cells: CellStore): string {
   const rest: Record<string, unknown> = {};
   for (const key in doc) if (key !== 'turns') rest[key] = doc[key as keyof Storyline];
-  return JSON.stringify(rest);
+  return cells.json(rest) as string;
 }
 
 /** JSON text of observation result contents, each serialised once (a content is also its call's result). */
 class ContentJson {
   private readonly cache = new Map<unknown, string>();
+  constructor(private readonly cells: CellStore) {}
   of(content: unknown): string {
     let text = this.cache.get(content);
-    if (text === undefined) this.cache.set(content, (text = JSON.stringify(content)));
+    if (text === undefined) this.cache.set(content, (text = this.cells.json(content) ?? 'null'));
     return text;
   }
   /**
@@ -149,7 +161,7 @@ class ContentJson {
         const value = result[key as keyof ObservationResult];
         if (value === undefined) continue;
         if (key !== 'content') {
-          members.push(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
+          members.push(`${JSON.stringify(key)}:${this.cells.json(value)}`);
           continue;
         }
         const text = this.of(value);
@@ -181,10 +193,11 @@ function responseIdOf(turn: Turn): string | null {
 
 /**
  * `prices`: what prices the turns whose source reports no cost; without it (listing sources) costs
- * are the reported ones only.
+ * are the reported ones only. `cells`: how text and JSON cells are written.
  */
-export function storylineRows(doc: Storyline, place: RunPlacement, prices?: PriceList): StorylineRows {
-  const contents = new ContentJson();
+export function storylineRows(doc: Storyline, place: RunPlacement, prices?: PriceList, cells: CellStore = PLAIN_CELLS): StorylineRows {
+  const json = (value: unknown): string | null => cells.json(value);
+  const contents = new ContentJson(cells);
   const results = new Map<string, ObservationResult>();
   for (const turn of doc.turns) {
     for (const result of turn.observation?.results ?? []) if (typeof result.source_call_id === 'string') results.set(result.source_call_id, result);
@@ -217,11 +230,11 @@ export function storylineRows(doc: Storyline, place: RunPlacement, prices?: Pric
       timestamp: normaliseTimestamp(turn.ts),
       model_name: turn.model ?? null,
       reasoning_effort: turn.effort === undefined || turn.effort === null ? null : String(turn.effort),
-      message_text: contentText(turn.msg),
-      message_json: JSON.stringify(turn.msg),
-      turn_json: turnJson(turn, results),
-      reasoning_content: turn.reason ?? null,
-      observation_text: turn.observation ? turn.observation.results.map((r) => contentText(r.content)).filter((t) => t !== '').join('\n') : null,
+      message_text: cells.text(contentText(turn.msg)),
+      message_json: json(turn.msg),
+      turn_json: turnJson(turn, results, cells),
+      reasoning_content: cells.text(turn.reason),
+      observation_text: turn.observation ? cells.text(turn.observation.results.map((r) => contentText(r.content)).filter((t) => t !== '').join('\n')) : null,
       observation_json: contents.observation(turn.observation, callResults),
       prompt_tokens: turn.metrics?.prompt_tokens ?? null,
       completion_tokens: turn.metrics?.completion_tokens ?? null,
@@ -247,7 +260,7 @@ export function storylineRows(doc: Storyline, place: RunPlacement, prices?: Pric
         tool_call_id: call.tcid,
         function_name: call.fn,
         kind: call.kind ?? null,
-        arguments_json: JSON.stringify(call.args ?? null),
+        arguments_json: json(call.args ?? null) ?? 'null',
         result_json: result === undefined || result === null ? null : contents.of(result),
         result_bytes: result === undefined || result === null ? null : Buffer.byteLength(resultText(result), 'utf8'),
         is_error: observed?.is_error ?? null,
@@ -292,7 +305,7 @@ export function storylineRows(doc: Storyline, place: RunPlacement, prices?: Pric
     extra_json: json(doc.extra),
     meta_json: json(doc.meta),
     unknown_fields_json: json(doc.unknown_fields),
-    document_json: documentJson(doc),
+    document_json: documentJson(doc, cells),
   };
   return { run, steps, toolCalls };
 }

@@ -1,9 +1,11 @@
 /**
- * The derived SQLite index of a dataset: one table per relation, named like the relation, with the
- * columns of relations.ts (TEXT for string/json, INTEGER for int64/bool, REAL for double, BLOB for
- * binary), an FTS5 index over step text (`steps_fts`, external content on `steps`; tokens as
- * fts-text.ts cuts them), and `index_meta` (snapshot_id, index_format, layout_version, kind,
- * fts_available, tokenizer, built_at).
+ * The derived SQLite index of a dataset: one table per relation with the columns of relations.ts
+ * (TEXT for string/json, INTEGER for int64/bool, REAL for double, BLOB for binary), an FTS5 index
+ * over step text (`steps_fts`, external content on `steps`; tokens as fts-text.ts cuts them), and
+ * `index_meta` (snapshot_id, index_format, layout_version, kind, fts_available, tokenizer, built_at).
+ * The relations whose cells refer to the content store (`runs`, `steps`, `tool_calls`) are stored
+ * in `<relation>_stored` with those references, and read through a view named like the relation
+ * that puts the values back from `contents` (contents.ts): what SQL sees is what the source had.
  *
  * An index is always built in a temporary file and renamed into place, so a reader never opens a
  * half-built one; `index_meta.snapshot_id` says which snapshot it describes, and a mismatch with the
@@ -11,11 +13,12 @@
  */
 import { openDatabase, type SqliteDatabase, type SqliteStatement } from './sqlite.js';
 import { copyFileSync, rmSync } from 'node:fs';
-import { FTS_TOKENIZE, TOKENIZER_NAME, ftsText, hasCjk } from './fts-text.js';
+import { FTS_TOKENIZE, TOKENIZER_NAME, ftsText } from './fts-text.js';
 import { INDEX_FORMAT } from './index-meta.js';
 import { LAYOUT_VERSION, type DatasetKind, type Snapshot } from './layout.js';
-import { flatCells, relationRowGroups, type Row } from './parquet.js';
-import { RECORDS, STORYLINE_RELATIONS, type ColumnDef, type Relation } from './relations.js';
+import { flatCells, relationParts, type Row } from './parquet.js';
+import { RECORDS, REFERRING_RELATIONS, STORYLINE_RELATIONS, holdsContent, storedTable, type ColumnDef, type Relation } from './relations.js';
+import { ContentRefs } from './contents.js';
 import type { ObjectStore } from './store.js';
 import { fsyncPath, renameDurably, tempSiblingOf } from '../../lib/durable.js';
 import type { ProgressFactory } from '../../lib/progress.js';
@@ -42,6 +45,25 @@ export function sqlColumns(columns: RelationColumns): RelationColumns {
 
 const quote = (name: string): string => `"${name.replaceAll('"', '""')}"`;
 
+
+/**
+ * A column of a relation's view: what the stored cell refers to put back. A text cell in SQL; a
+ * JSON cell (only one that holds a reference or an escape, found by the marker JSON writes as
+ * `"\u0001`) with trajstore_json and the values SQL fetches for it (sqlite.ts).
+ */
+function viewColumn(column: ColumnDef): string {
+  const c = quote(column.name);
+  if (column.type === 'json') {
+    const values = `(SELECT json_group_object(hash, value) FROM contents WHERE hash IN (SELECT value FROM json_each(trajstore_refs(${c}))))`;
+    return `CASE WHEN instr(${c}, '"\\u0001') = 0 THEN ${c} ELSE trajstore_json(${c}, ${values}) END AS ${c}`;
+  }
+  if (column.content) {
+    const rest = `substr(${c}, 2)`;
+    return `CASE WHEN unicode(${c}) = 1 THEN CASE WHEN unicode(${rest}) = 1 THEN ${rest} ELSE (SELECT value FROM contents WHERE hash = ${rest}) END ELSE ${c} END AS ${c}`;
+  }
+  return c;
+}
+
 function sqlValue(column: ColumnDef, value: unknown): unknown {
   if (value === undefined || value === null) return null;
   switch (column.type) {
@@ -61,6 +83,13 @@ function sqlValue(column: ColumnDef, value: unknown): unknown {
 }
 
 const FTS_COLUMNS = ['message_text', 'reasoning_content', 'observation_text'];
+/**
+ * A GLOB that every text with a Chinese, Japanese or Korean character matches (fts-text.ts says
+ * which): the Hangul Jamo, the blocks from CJK Radicals to Hangul Syllables, the compatibility
+ * ideographs, the half- and full-width forms, and the supplementary blocks of these scripts. It
+ * matches some other scripts too (Yi, say), which then only pass through fts-text.ts unchanged.
+ */
+const CJK_GLOB = '*[\u1100-\u11FF\u2E80-\uD7FF\uF900-\uFAFF\uFF00-\uFFEF\u{16FE0}-\u{1BFFF}\u{1F200}-\u{1F2FF}\u{20000}-\u{3FFFF}]*';
 const PAGE_SIZE = 16384;
 const CACHE_KIB = 2048;
 const FTS_AUTOMERGE = 16;
@@ -70,7 +99,8 @@ export class IndexBuilder {
   readonly db: IndexDb;
   /** Per relation: its columns as rows arrive (all of relations.ts), where the `sql` ones sit among them, and their insert. */
   private readonly inserts = new Map<Relation, { all: readonly ColumnDef[]; sql: readonly ColumnDef[]; positions: readonly number[]; stmt: SqliteStatement }>();
-  private readonly fts: { fromTable: SqliteStatement; fromValues: SqliteStatement; cells: readonly number[] } | undefined;
+  /** Indexes the steps rows from a rowid on. */
+  private readonly fts: SqliteStatement | undefined;
   readonly ftsAvailable: boolean;
   private closed = false;
 
@@ -99,14 +129,21 @@ export class IndexBuilder {
       // bigger pages mean fewer of them to allocate and link (a few percent of index time, measured).
       this.db.pragma(`page_size = ${PAGE_SIZE}`);
       for (const [relation, cols] of Object.entries(columns) as Array<[Relation, readonly ColumnDef[]]>) {
-        this.db.exec(`CREATE TABLE ${quote(relation)} (${cols.map((c) => `${quote(c.name)} ${SQL_TYPE[c.type]}`).join(', ')})`);
+        if (relation === 'contents') {
+          this.db.exec('CREATE TABLE contents (hash TEXT PRIMARY KEY, value TEXT NOT NULL)');
+          continue;
+        }
+        this.db.exec(`CREATE TABLE ${quote(storedTable(relation))} (${cols.map((c) => `${quote(c.name)} ${SQL_TYPE[c.type]}`).join(', ')})`);
+        if (REFERRING_RELATIONS.has(relation)) {
+          this.db.exec(`CREATE VIEW ${quote(relation)} AS SELECT rowid AS rowid, ${cols.map(viewColumn).join(', ')} FROM ${quote(storedTable(relation))}`);
+        }
       }
       this.db.exec('CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT)');
       if (kind === 'storyline') {
-        this.db.exec('CREATE INDEX runs_document ON runs(document_id)');
-        this.db.exec('CREATE INDEX runs_session ON runs(session_id)');
-        this.db.exec('CREATE INDEX steps_document ON steps(document_id, turn_ordinal)');
-        this.db.exec('CREATE INDEX tool_calls_document ON tool_calls(document_id, turn_ordinal)');
+        this.db.exec('CREATE INDEX runs_document ON runs_stored(document_id)');
+        this.db.exec('CREATE INDEX runs_session ON runs_stored(session_id)');
+        this.db.exec('CREATE INDEX steps_document ON steps_stored(document_id, turn_ordinal)');
+        this.db.exec('CREATE INDEX tool_calls_document ON tool_calls_stored(document_id, turn_ordinal)');
         try {
           this.db.exec(`CREATE VIRTUAL TABLE steps_fts USING fts5(${FTS_COLUMNS.join(', ')}, content='steps', content_rowid='rowid', tokenize='${FTS_TOKENIZE}')`);
           // Merge segments less eagerly than the default (4): each batch is its own transaction and
@@ -123,20 +160,20 @@ export class IndexBuilder {
     this.ftsAvailable = (this.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'steps_fts'").get() as { n: number }).n > 0;
     for (const [relation, all] of Object.entries(relationColumns) as Array<[Relation, readonly ColumnDef[]]>) {
       const sql = columns[relation] ?? [];
-      const stmt = this.db.prepare(`INSERT INTO ${quote(relation)} (${sql.map((c) => quote(c.name)).join(', ')}) VALUES (${sql.map(() => '?').join(', ')})`);
+      // A value the store holds already (an earlier file or import) is not stored again.
+      const verb = relation === 'contents' ? 'INSERT OR IGNORE' : 'INSERT';
+      const stmt = this.db.prepare(`${verb} INTO ${quote(storedTable(relation))} (${sql.map((c) => quote(c.name)).join(', ')}) VALUES (${sql.map(() => '?').join(', ')})`);
       this.inserts.set(relation, { all, sql, positions: sql.map((c) => all.indexOf(c)), stmt });
     }
-    // A batch's steps rows are indexed from the table, in SQLite, so their text is not converted from
-    // JavaScript strings a second time; only a batch with Chinese, Japanese or Korean text, which the
-    // index must receive spaced out (fts-text.ts), is indexed from JavaScript values. (So `steps_fts`
-    // must never be rebuilt from its content table by FTS5's 'rebuild': that would index it unspaced.)
-    const stepColumns = (relationColumns.steps ?? []).map((c) => c.name);
+    // A batch's steps rows are indexed from the view, in SQLite, so their text (put back from the
+    // content store there) is not converted to and from JavaScript strings; only a text that may
+    // hold Chinese, Japanese or Korean, which the index must receive spaced out (fts-text.ts), goes
+    // through JavaScript. (So `steps_fts` must never be rebuilt from its content by FTS5's
+    // 'rebuild': that would index it unspaced.)
+    this.db.function('trajstore_fts', { deterministic: true }, (text: unknown) => (typeof text === 'string' ? ftsText(text) : text));
+    const spaced = (c: string): string => `CASE WHEN ${quote(c)} GLOB '${CJK_GLOB}' THEN trajstore_fts(${quote(c)}) ELSE ${quote(c)} END`;
     this.fts = this.ftsAvailable
-      ? {
-          fromTable: this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) SELECT rowid, ${FTS_COLUMNS.join(', ')} FROM steps WHERE rowid >= ?`),
-          fromValues: this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) VALUES (?, ${FTS_COLUMNS.map(() => '?').join(', ')})`),
-          cells: FTS_COLUMNS.map((name) => stepColumns.indexOf(name)),
-        }
+      ? this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) SELECT rowid, ${FTS_COLUMNS.map(spaced).join(', ')} FROM steps WHERE rowid >= ?`)
       : undefined;
   }
 
@@ -157,8 +194,12 @@ export class IndexBuilder {
     this.insertCells(relation, flatCells(target.all, rows));
   }
 
-  /** Inserts rows given as `flatCells` (row after row, each with every column of the relation in order), in one transaction. */
-  insertCells(relation: Relation, cells: readonly unknown[]): void {
+  /**
+   * Inserts rows given as `flatCells` (row after row, each with every column of the relation in
+   * order), in one transaction. Returns the cells of the rows it stored: all of them, except that a
+   * `contents` row whose hash the store holds already is left out (so it goes to no part either).
+   */
+  insertCells(relation: Relation, cells: readonly unknown[]): readonly unknown[] {
     const target = this.inserts.get(relation);
     if (!target) throw new Error(`index has no relation ${relation}`);
     const { sql, positions, stmt } = target;
@@ -166,30 +207,19 @@ export class IndexBuilder {
     if (cells.length % width !== 0) throw new Error(`index: ${relation} cells do not make whole rows`);
     const fts = relation === 'steps' ? this.fts : undefined;
     const args: unknown[] = new Array(sql.length);
+    const kept: unknown[] = [];
     this.db.transaction(() => {
       let first: number | bigint | undefined;
       for (let start = 0; start < cells.length; start += width) {
         for (let j = 0; j < sql.length; j++) args[j] = sqlValue(sql[j] as ColumnDef, cells[start + (positions[j] as number)]);
         const info = stmt.run(args);
         first ??= info.lastInsertRowid;
+        if (relation === 'contents' && info.changes > 0) for (let j = 0; j < width; j++) kept.push(cells[start + j]);
       }
-      if (fts && first !== undefined) this.indexText(fts, cells, width, BigInt(first));
+      // Rows are only ever appended, so their rowids grow: this batch is every rowid from its first.
+      if (fts && first !== undefined) fts.run(first);
     })();
-  }
-
-  /** Adds a batch of steps rows, the rows from `first` on, to the full-text index. */
-  private indexText(fts: NonNullable<IndexBuilder['fts']>, cells: readonly unknown[], width: number, first: bigint): void {
-    const texts = (start: number) => fts.cells.map((c) => cells[start + c]);
-    let spaced = false;
-    for (let start = 0; start < cells.length && !spaced; start += width) spaced = texts(start).some((t) => typeof t === 'string' && hasCjk(t));
-    // Rows are only ever appended, so their rowids grow: this batch is every rowid from its first.
-    if (!spaced) {
-      fts.fromTable.run(first);
-      return;
-    }
-    for (let start = 0, rowid = first; start < cells.length; start += width, rowid++) {
-      fts.fromValues.run(rowid, ...texts(start).map((t) => (typeof t === 'string' ? ftsText(t) : (t ?? null))));
-    }
+    return relation === 'contents' ? kept : cells;
   }
 
   /** Records which snapshot this index describes, closes it and fsyncs the file (still under its temporary name). */
@@ -232,11 +262,25 @@ export async function rebuildIndex(store: ObjectStore, snapshot: Snapshot, path:
   const task = progress?.({ label: `rebuilding the index of snapshot ${snapshot.id}`, unit: 'rows', totalRecords });
   try {
     const inIndex = sqlColumns(columns);
-    for (const relation of Object.keys(columns) as Relation[]) {
-      const names = (inIndex[relation] ?? []).map((c) => c.name);
-      for await (const rows of relationRowGroups(store, snapshot, relation, names)) {
-        builder.insert(relation, rows);
-        task?.add(rows.length);
+    // The content store first: the views and the full-text index read it while the other relations go in.
+    const relations = (Object.keys(columns) as Relation[]).sort((a, b) => Number(b === 'contents') - Number(a === 'contents'));
+    // Parts written before the content store (layout 4 and earlier) hold whole values: they are
+    // stored in the index as a layout 5 import would store them.
+    const refs = new ContentRefs();
+    for (const relation of relations) {
+      const sql = inIndex[relation] ?? [];
+      const names = sql.map((c) => c.name);
+      const referring = REFERRING_RELATIONS.has(relation) ? sql.filter(holdsContent) : [];
+      for await (const part of relationParts(store, snapshot, relation)) {
+        const legacy = referring.length > 0 && !part.refersToContents;
+        for await (const rows of part.rowGroups(names)) {
+          if (legacy) {
+            for (const row of rows) for (const column of referring) row[column.name] = column.type === 'json' ? refs.jsonText(row[column.name] as string | null) : refs.text(row[column.name] as string | null);
+            builder.insert('contents', refs.take());
+          }
+          builder.insert(relation, rows);
+          task?.add(rows.length);
+        }
       }
     }
     builder.finish(snapshot.id);

@@ -86,7 +86,6 @@ export class DatasetWriter {
    */
   private readonly pending = new Map<Relation, { rows: Row[]; bytes: number }>();
   private readonly storage: StorageThread;
-  private readonly rowCounts: Partial<Record<Relation, number>> = {};
   /** The dataset holds what this writer wrote (an append's manifest swap, a create's or replace's rename): abort undoes nothing. */
   private committed = false;
 
@@ -205,11 +204,12 @@ export class DatasetWriter {
 
   /** Sends a relation's queued rows to the storage thread: one row group, and the same rows into the index. */
   private async write(relation: Relation): Promise<void> {
+    // Content values go first: the index reads them back while it indexes the rows that refer to them.
+    if (relation !== 'contents') await this.write('contents');
     const batch = this.pending.get(relation);
     this.pending.delete(relation);
     if (!batch || batch.rows.length === 0) return;
     await this.storage.write(relation, batch.rows);
-    this.rowCounts[relation] = (this.rowCounts[relation] ?? 0) + batch.rows.length;
   }
 
   /** Writes what is left, publishes the snapshot, puts the dataset in place and releases the lock. */
@@ -221,7 +221,8 @@ export class DatasetWriter {
     const rows: Partial<Record<Relation, number>> = {};
     for (const relation of Object.keys(this.columns) as Relation[]) {
       relations[relation] = [...(this.previous?.relations[relation] ?? []), ...(this.storage.written[relation] ?? [])];
-      rows[relation] = (this.previous?.rows[relation] ?? 0) + (this.rowCounts[relation] ?? 0);
+      // What the parts hold: a content value the dataset held already was sent but not stored again.
+      rows[relation] = (this.previous?.rows[relation] ?? 0) + (this.storage.written[relation] ?? []).reduce((n, part) => n + part.rows, 0);
     }
     const snapshot = await publishSnapshot(this.store, {
       kind: this.options.kind,

@@ -25,6 +25,9 @@ import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
 import type { ExportFormat } from './formats.js';
 import type { Storyline } from '../storyline/schema.js';
 import { storylineFromRows, type StoredCall, type StoredTurn } from '../dataset/rows.js';
+import { openDataset, type OpenDataset } from '../dataset/open.js';
+import { RUNS, STEPS, TOOL_CALLS, type ColumnDef } from '../dataset/relations.js';
+import { indexLookup, resolvedRowGroups } from '../dataset/resolve.js';
 
 
 export interface ExportOptions {
@@ -224,20 +227,26 @@ async function* rowsOf(groups: AsyncIterable<Row[]>): AsyncGenerator<Row> {
   for await (const group of groups) yield* group;
 }
 
-const TURN_COLUMNS = ['document_id', 'message_json', 'reasoning_content', 'observation_json', 'turn_json'];
+const columns = (relation: readonly ColumnDef[], names: readonly string[]): ColumnDef[] => relation.filter((c) => names.includes(c.name));
+const TURN_COLUMNS = columns(STEPS, ['document_id', 'message_json', 'reasoning_content', 'observation_json', 'turn_json']);
+const CALL_COLUMNS = columns(TOOL_CALLS, ['document_id', 'tool_call_id', 'result_json', 'extra_json']);
+const RUN_COLUMNS = columns(RUNS, ['document_id', 'step_count', 'tool_call_count', 'document_json']);
 
 /**
  * Storyline documents rebuilt from `runs`, `steps` and `tool_calls`, read side by side: the three
  * relations hold a document's rows in the same order (one runs row, its `step_count` steps rows,
- * its `tool_call_count` tool_calls rows), so one row group of each is in memory at a time.
+ * its `tool_call_count` tool_calls rows), so one row group of each is in memory at a time. Values
+ * in the content store come back through `lookup`.
  */
-async function* storylines(store: ObjectStore, snapshot: Snapshot, signal: AbortSignal): AsyncGenerator<Storyline> {
-  const steps = rowsOf(relationRowGroups(store, snapshot, 'steps', TURN_COLUMNS));
-  const calls = rowsOf(relationRowGroups(store, snapshot, 'tool_calls', ['document_id', 'tool_call_id', 'result_json', 'extra_json']));
+async function* storylines(dataset: OpenDataset, signal: AbortSignal): AsyncGenerator<Storyline> {
+  const { store, snapshot } = dataset;
+  const lookup = indexLookup(dataset.db, dataset.uri);
+  const steps = rowsOf(resolvedRowGroups(store, snapshot, 'steps', TURN_COLUMNS, lookup));
+  const calls = rowsOf(resolvedRowGroups(store, snapshot, 'tool_calls', CALL_COLUMNS, lookup));
   const broken = (documentId: unknown, relation: string): Error =>
     new UnavailableError(`${store.uri}: snapshot ${snapshot.id}: the ${relation} rows of document ${JSON.stringify(documentId)} are missing or out of order`);
   try {
-    for await (const group of relationRowGroups(store, snapshot, 'runs', ['document_id', 'step_count', 'tool_call_count', 'document_json'])) {
+    for await (const group of resolvedRowGroups(store, snapshot, 'runs', RUN_COLUMNS, lookup)) {
       if (signal.aborted) throw signal.reason;
       for (const run of group) {
         const turns: StoredTurn[] = [];
@@ -284,7 +293,8 @@ function uniqueName(name: string, used: Set<string>): string {
 }
 
 export async function runExport(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
-  const shown = localPathOf(await resolveDataset(options.from, { ...rc, purpose: 'read' }));
+  const location = await resolveDataset(options.from, { ...rc, purpose: 'read' });
+  const shown = localPathOf(location);
   const root = readableRoot(shown);
   if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);
   const store = new LocalObjectStore(root);
@@ -301,6 +311,8 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
   const target = openTarget(options);
   const progress = options.progress?.({ label: 'export', unit: 'documents' });
   let documents = 0;
+  let dataset: OpenDataset | undefined;
+  let exported = snapshot;
   try {
     if (manifest.kind === 'compact') {
       path = 'raw';
@@ -311,7 +323,10 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
     } else {
       const used = new Set<string>();
       const checkpoint = new Checkpoint(options.signal);
-      for await (const encoded of format!.encode!(storylines(store, snapshot, options.signal))) {
+      // The documents come from the snapshot its index describes: the index holds the content store.
+      dataset = await openDataset(location, rc.env);
+      exported = dataset.snapshot;
+      for await (const encoded of format!.encode!(storylines(dataset, options.signal))) {
         await checkpoint.check();
         documents += 1;
         if (target.isDirectory) {
@@ -331,6 +346,7 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
     throw error;
   } finally {
     progress?.done();
+    dataset?.close();
   }
-  return { dataset: shown, snapshot_id: snapshot.id, target: options.to, format: options.outputFormat, documents, bytes: target.written, path };
+  return { dataset: shown, snapshot_id: exported.id, target: options.to, format: options.outputFormat, documents, bytes: target.written, path };
 }

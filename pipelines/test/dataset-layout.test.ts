@@ -13,9 +13,10 @@ import * as assert from 'uvu/assert';
 import { Logger } from '../../lib/log.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
 import { LAYOUT_VERSION, readSnapshot } from '../dataset/layout.js';
-import { PartWriter, flatCells, openPart, relationRowGroups, type Row } from '../dataset/parquet.js';
+import { PartWriter, flatCells, relationRowGroups, type Row } from '../dataset/parquet.js';
+import { indexLookup, resolvedRowGroups } from '../dataset/resolve.js';
 import { LocalObjectStore } from '../dataset/store.js';
-import { STORYLINE_RELATIONS, type Relation } from '../dataset/relations.js';
+import { REFERRING_RELATIONS, STORYLINE_RELATIONS, type Relation } from '../dataset/relations.js';
 import { relationColumns } from '../dataset/sqlite-index.js';
 import { loadFormats } from '../formats/registry.js';
 import { detectFormat } from '../import/detect.js';
@@ -95,7 +96,9 @@ test('the index holds the columns made for reading, not those only export reads'
   try {
     for (const [relation, columns] of Object.entries(STORYLINE_RELATIONS)) {
       const inIndex = (ds.db.prepare(`SELECT name FROM pragma_table_info('${relation}')`).all() as Array<{ name: string }>).map((c) => c.name);
-      assert.equal(inIndex, columns.filter((c) => c.sql).map((c) => c.name), relation);
+      // The relations that refer to the content store are views, which name their rowid.
+      const rowid = REFERRING_RELATIONS.has(relation as Relation) ? ['rowid'] : [];
+      assert.equal(inIndex, [...rowid, ...columns.filter((c) => c.sql).map((c) => c.name)], relation);
     }
     const readable = ds.db.prepare("SELECT count(*) AS n FROM steps WHERE observation_text <> ''").get() as { n: number };
     assert.ok(readable.n > 0, 'observations are readable in SQL as observation_text');
@@ -153,16 +156,25 @@ test('parts written before the usage columns (layout 3) are read with those colu
   const manifestPath = s.path('ds', 'trajstore.json');
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { snapshot_id: string };
   const snapshot = await readSnapshot(store, manifest.snapshot_id);
-  for (const relation of ['runs', 'steps'] as const) {
-    const columns = (relationColumns('storyline')[relation] ?? []).filter((c) => !added.has(c.name));
-    for (const part of snapshot.relations[relation] ?? []) {
-      const groups: Row[][] = [];
-      for await (const rows of (await openPart(store, part.key)).rowGroups()) groups.push(rows);
-      const writer = new PartWriter(store, part.key, columns, [{ key: 'trajstore.relation', value: relation }]);
-      for (const rows of groups) await writer.writeCells(flatCells(columns, rows));
-      await writer.close();
-    }
+  // Layout 3 knew no content store either: its parts hold whole values.
+  const ds = await openDataset(s.path('ds'));
+  const lookup = indexLookup(ds.db, s.path('ds'));
+  for (const relation of ['runs', 'steps', 'tool_calls'] as const) {
+    const all = relationColumns('storyline')[relation] ?? [];
+    const columns = relation === 'tool_calls' ? all : all.filter((c) => !added.has(c.name));
+    const groups: Row[][] = [];
+    for await (const rows of resolvedRowGroups(store, snapshot, relation, all, lookup)) groups.push(rows);
+    for (const part of snapshot.relations[relation] ?? []) rmSync(s.path('ds', ...part.key.split('/')));
+    const writer = new PartWriter(store, snapshot.relations[relation]?.[0]?.key as string, columns, [{ key: 'trajstore.relation', value: relation }]);
+    for (const rows of groups) await writer.writeCells(flatCells(columns, rows));
+    const written = await writer.close();
+    snapshot.relations[relation] = [written];
   }
+  ds.close();
+  for (const part of snapshot.relations.contents ?? []) rmSync(s.path('ds', ...part.key.split('/')));
+  const { contents: _none, ...older } = snapshot.relations;
+  const { contents: _rows, ...olderRows } = snapshot.rows;
+  writeFileSync(s.path('ds', 'snapshots', `${snapshot.id}.json`), JSON.stringify({ ...snapshot, layout_version: 3, relations: older, rows: olderRows }));
   writeFileSync(manifestPath, JSON.stringify({ ...manifest, layout_version: 3 }));
   rmSync(s.path('ds', 'index.sqlite'));
   const steps = await s.run(['query', s.path('ds'), '--format', 'json', '--sql', 'SELECT count(*) AS n, count(response_id) AS ids, count(cache_write_tokens) AS writes FROM steps']);

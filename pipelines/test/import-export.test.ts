@@ -78,6 +78,11 @@ test('Parquet parts read back by parquet-wasm + apache-arrow have the documented
   const expectedRows: Record<string, number> = { runs: 2, steps: 6, tool_calls: 1, sources: 2 };
   for (const [relation, columns] of Object.entries(STORYLINE_RELATIONS)) {
     const parts = snapshot.relations[relation] as Array<{ key: string; rows: number }>;
+    // These documents have no string long enough for the content store (content-store.test.ts reads its parts).
+    if (relation === 'contents') {
+      assert.equal(parts, []);
+      continue;
+    }
     assert.is(parts.length, 1, relation);
     const { rows, fields, table } = arrowSchemaOf(s.path('ds', ...parts[0]!.key.split('/')));
     assert.is(rows, expectedRows[relation], relation);

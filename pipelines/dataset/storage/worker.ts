@@ -5,7 +5,7 @@
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { tempSiblingOf } from '../../../lib/durable.js';
-import { PartWriter } from '../parquet.js';
+import { CONTENT_REFS_METADATA, PartWriter } from '../parquet.js';
 import type { Relation } from '../relations.js';
 import { IndexBuilder } from '../sqlite-index.js';
 import { LocalObjectStore } from '../store.js';
@@ -67,10 +67,12 @@ class Storage {
   }
 
   async write(relation: Relation, cells: unknown[]): Promise<StorageReply['closed']> {
-    const part = this.partFor(relation);
-    await part.writeCells(cells);
-    this.index.insertCells(relation, cells);
+    // The index first: it says which content values are new, and only those go to a part.
+    const stored = this.index.insertCells(relation, cells);
     this.writeback.afterBatch();
+    if (stored.length === 0) return undefined;
+    const part = this.partFor(relation);
+    await part.writeCells(stored);
     if (part.size < this.setup.partBytes && part.rowGroups < MAX_ROW_GROUPS_PER_PART) return undefined;
     this.open.delete(relation);
     return [{ relation, ref: await part.close() }];
@@ -80,7 +82,7 @@ class Storage {
     let part = this.open.get(relation);
     if (!part) {
       const name = `${this.setup.partStamp}-${String(this.sequence++).padStart(4, '0')}`;
-      const metadata = [{ key: 'trajstore.relation', value: relation }, ...this.setup.partMetadata];
+      const metadata = [{ key: 'trajstore.relation', value: relation }, CONTENT_REFS_METADATA, ...this.setup.partMetadata];
       part = new PartWriter(this.store, `parts/${relation}/${name}.parquet`, this.setup.columns[relation] ?? [], metadata);
       this.open.set(relation, part);
     }
