@@ -13,7 +13,7 @@
  * Readers put the values back (`resolveText`, `resolveJson`; the index's views do it in SQL), so no
  * column changes meaning. Parts written before layout 5 hold no references (and no escapes).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Row } from './parquet.js';
 
 /** Strings at least this long are kept in the content store (documented in the README). */
@@ -23,7 +23,7 @@ const MARK = 1;
 /** The marker as JSON.stringify writes it at the start of a string: `"\u0001`. */
 const JSON_MARK = '"\\u0001';
 
-export const contentHash = (value: string): string => createHash('sha256').update(value, 'utf8').digest('base64url');
+export const contentHash = (value: string): string => hash('sha256', value, 'base64url');
 
 /** The `contents` rows of values first seen by a ContentRefs, to store before the rows that refer to them. */
 export type ContentRow = { hash: string; value: string };
@@ -36,18 +36,24 @@ export type ContentRow = { hash: string; value: string };
 export class ContentRefs {
   private fresh: ContentRow[] = [];
   private readonly own = new Set<string>();
+  /** References made since the last `take()`: one document holds a tool's output in three cells, hashed once. */
+  private readonly recent = new Map<string, string>();
 
   constructor(private readonly known: ReadonlySet<string> = new Set()) {}
 
   /** A string as stored: a reference when it is large, escaped when it begins with the marker. */
   private string = (value: string): string => {
     if (value.length >= CONTENT_MIN_CHARS) {
-      const hash = contentHash(value);
-      if (!this.known.has(hash) && !this.own.has(hash)) {
-        this.own.add(hash);
-        this.fresh.push({ hash, value });
+      let reference = this.recent.get(value);
+      if (reference === undefined) {
+        const hash = contentHash(value);
+        if (!this.known.has(hash) && !this.own.has(hash)) {
+          this.own.add(hash);
+          this.fresh.push({ hash, value });
+        }
+        this.recent.set(value, (reference = CONTENT_MARK + hash));
       }
-      return CONTENT_MARK + hash;
+      return reference;
     }
     return value.charCodeAt(0) === MARK ? CONTENT_MARK + value : value;
   };
@@ -59,12 +65,7 @@ export class ContentRefs {
 
   /** A JSON cell as stored: the value's JSON text, its large strings referred to. */
   json(value: unknown): string | null {
-    if (value === undefined || value === null) return null;
-    const text = JSON.stringify(value);
-    // No string inside is longer than the whole text, and none begins with the marker: the common case.
-    if (text.length < CONTENT_MIN_CHARS && !text.includes(JSON_MARK)) return text;
-    const stored = this.substituted(value);
-    return stored === value ? text : JSON.stringify(stored);
+    return value === undefined || value === null ? null : JSON.stringify(this.substituted(value));
   }
 
   /**
@@ -103,10 +104,11 @@ export class ContentRefs {
     return this.own;
   }
 
-  /** The values first seen since the last call, as `contents` rows. */
+  /** The values first seen since the last call, as `contents` rows (call once per document). */
   take(): Row[] {
     const rows = this.fresh;
     this.fresh = [];
+    this.recent.clear();
     return rows;
   }
 }
@@ -123,7 +125,19 @@ export function resolveText(stored: unknown, lookup: ContentLookup): unknown {
 /** A stored JSON cell back as the source had it. */
 export function resolveJson(stored: unknown, lookup: ContentLookup): unknown {
   if (typeof stored !== 'string' || !stored.includes(JSON_MARK)) return stored;
-  return JSON.stringify(JSON.parse(stored, (_key, member: unknown) => (typeof member === 'string' ? resolveText(member, lookup) : member)));
+  return JSON.stringify(resolveValue(JSON.parse(stored), lookup));
+}
+
+/** A parsed stored JSON value with its references put back (in place: the value is the caller's own). */
+export function resolveValue(value: unknown, lookup: ContentLookup): unknown {
+  if (typeof value === 'string') return resolveText(value, lookup);
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = resolveValue(value[i], lookup);
+  } else {
+    for (const key in value) (value as Record<string, unknown>)[key] = resolveValue((value as Record<string, unknown>)[key], lookup);
+  }
+  return value;
 }
 
 /** The hashes a stored JSON cell refers to (for the index's views, which fetch them in SQL). */

@@ -12,6 +12,9 @@
  * 5x the build time, 4.7x the size and 10x the lookup time (bench/find-query, 1M steps).
  */
 
+/** The `steps` columns of the full-text index `steps_fts`. */
+export const FTS_TEXT_COLUMNS = ['message_text', 'reasoning_content', 'observation_text'];
+
 /** The FTS5 `tokenize` argument of `steps_fts`. */
 export const FTS_TOKENIZE = 'unicode61 remove_diacritics 2';
 /** What `index_meta.tokenizer` (and so `find` and `stats`) reports. */

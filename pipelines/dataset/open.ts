@@ -44,6 +44,11 @@ function openCurrentIndex(path: string, snapshotId: string): SqliteDatabase | un
   let db: SqliteDatabase | undefined;
   try {
     db = openDatabase(path, { readonly: true, fileMustExist: true });
+    // Held from the first read to the close: otherwise every statement takes and drops a file lock
+    // and looks for a journal (three system calls; an export looks up a value from the content
+    // store tens of thousands of times). Nothing writes an index in place (writers build a new file
+    // and rename it), so holding it blocks no one.
+    db.pragma('locking_mode = EXCLUSIVE');
     if (snapshotIdOf(db) === snapshotId) {
       db.pragma('query_only = 1');
       return db;

@@ -21,6 +21,7 @@ import type { Row } from './parquet.js';
 import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
 import type { PriceList } from '../pricing/cost.js';
 import type { ContentRefs } from './contents.js';
+import { hasCjk } from './fts-text.js';
 
 /** How text and JSON cells are written: plainly, or with large strings in the content store (ContentRefs). */
 export type CellStore = Pick<ContentRefs, 'text' | 'json'>;
@@ -43,6 +44,13 @@ export const TURN_RESULTS_FROM_OBSERVATION = '@results_from_observation';
  * too, so no real field can have this name.
  */
 export const OBSERVATION_CONTENT_FROM_CALL = '@content_from_call';
+
+/**
+ * Set on a `steps` row whose text holds Chinese, Japanese or Korean: the full-text index must
+ * receive it spaced out (fts-text.ts), and only here, before text goes to the content store, is it
+ * whole to look at. Not a column: the writer reads it off the row.
+ */
+export const NEEDS_SPACING = Symbol('needs spacing for the full-text index');
 
 export interface RunPlacement {
   documentId: string;
@@ -221,8 +229,11 @@ export function storylineRows(doc: Storyline, place: RunPlacement, prices?: Pric
     const usage = { prompt: turn.metrics?.prompt_tokens ?? null, completion: turn.metrics?.completion_tokens ?? null, cached: turn.metrics?.cached_tokens ?? null, cacheWrite };
     const cost = turn.metrics?.cost_usd ?? prices?.cost(turn.model ?? doc.agent.model, usage) ?? null;
     costs.push(cost);
+    const messageText = contentText(turn.msg);
+    const observationText = turn.observation ? turn.observation.results.map((r) => contentText(r.content)).filter((t) => t !== '').join('\n') : null;
     steps.push({
       ...base,
+      ...(hasCjk(messageText) || (turn.reason !== undefined && turn.reason !== null && hasCjk(turn.reason)) || (observationText !== null && hasCjk(observationText)) ? { [NEEDS_SPACING]: true } : {}),
       step_id: String(turn.id),
       turn_ordinal: ordinal,
       source: turn.src,
@@ -230,11 +241,11 @@ export function storylineRows(doc: Storyline, place: RunPlacement, prices?: Pric
       timestamp: normaliseTimestamp(turn.ts),
       model_name: turn.model ?? null,
       reasoning_effort: turn.effort === undefined || turn.effort === null ? null : String(turn.effort),
-      message_text: cells.text(contentText(turn.msg)),
+      message_text: cells.text(messageText),
       message_json: json(turn.msg),
       turn_json: turnJson(turn, results, cells),
       reasoning_content: cells.text(turn.reason),
-      observation_text: turn.observation ? cells.text(turn.observation.results.map((r) => contentText(r.content)).filter((t) => t !== '').join('\n')) : null,
+      observation_text: cells.text(observationText),
       observation_json: contents.observation(turn.observation, callResults),
       prompt_tokens: turn.metrics?.prompt_tokens ?? null,
       completion_tokens: turn.metrics?.completion_tokens ?? null,
@@ -325,14 +336,17 @@ export interface StoredCall {
   extra_json: unknown;
 }
 
+/** Parses a stored JSON cell: JSON.parse, or one that also puts back what the content store holds (export). */
+export type CellParser = (text: string) => unknown;
+
 /** An observation result as stored, with the content it stands for back in its place. */
-function withContent(result: Record<string, unknown>, callResults: ReadonlyMap<unknown, unknown>): ObservationResult {
+function withContent(result: Record<string, unknown>, callResults: ReadonlyMap<unknown, unknown>, parse: CellParser): ObservationResult {
   if (!(OBSERVATION_CONTENT_FROM_CALL in result)) return result as ObservationResult;
   const stored = callResults.get(result.source_call_id);
   if (typeof stored !== 'string') throw new Error(`observation result of call ${JSON.stringify(result.source_call_id)}: its call has no result_json`);
   const restored: Record<string, unknown> = {};
   for (const key in result) {
-    if (key === OBSERVATION_CONTENT_FROM_CALL) restored.content = JSON.parse(stored);
+    if (key === OBSERVATION_CONTENT_FROM_CALL) restored.content = parse(stored);
     else restored[key] = result[key];
   }
   return restored as ObservationResult;
@@ -340,29 +354,30 @@ function withContent(result: Record<string, unknown>, callResults: ReadonlyMap<u
 
 /**
  * The Storyline document back from `runs.document_json`, its `steps` rows in turn order and its
- * `tool_calls` rows in call order (the inverse of `storylineRows`).
+ * `tool_calls` rows in call order (the inverse of `storylineRows`). JSON cells go through `parse`;
+ * a text cell (`reasoning_content`) must be given as the source had it.
  */
-export function storylineFromRows(documentJson: string, steps: readonly StoredTurn[], calls: readonly StoredCall[]): Storyline {
-  const doc = JSON.parse(documentJson) as Storyline;
+export function storylineFromRows(documentJson: string, steps: readonly StoredTurn[], calls: readonly StoredCall[], parse: CellParser = JSON.parse): Storyline {
+  const doc = parse(documentJson) as Storyline;
   const callResults = new Map<unknown, unknown>();
   for (const call of calls) if (!callResults.has(call.tool_call_id)) callResults.set(call.tool_call_id, call.result_json);
   const observed = new Map<string, ObservationResult>();
   const linked: ToolCall[] = [];
   let callIndex = 0;
   doc.turns = steps.map((step): Turn => {
-    const rest = JSON.parse(String(step.turn_json)) as Record<string, unknown>;
+    const rest = parse(String(step.turn_json)) as Record<string, unknown>;
     const fromObservation = rest[TURN_RESULTS_FROM_OBSERVATION] as number[] | undefined;
     delete rest[TURN_RESULTS_FROM_OBSERVATION];
-    const turn = { id: rest.id, src: rest.src, msg: JSON.parse(String(step.message_json)), ...rest } as Turn;
+    const turn = { id: rest.id, src: rest.src, msg: parse(String(step.message_json)), ...rest } as Turn;
     if (typeof step.reasoning_content === 'string') turn.reason = step.reasoning_content;
     if (step.observation_json !== null && step.observation_json !== undefined) {
-      const observation = JSON.parse(String(step.observation_json)) as { results: Array<Record<string, unknown>> };
-      turn.observation = { ...observation, results: observation.results.map((result) => withContent(result, callResults)) };
+      const observation = parse(String(step.observation_json)) as { results: Array<Record<string, unknown>> };
+      turn.observation = { ...observation, results: observation.results.map((result) => withContent(result, callResults, parse)) };
     }
     for (const result of turn.observation?.results ?? []) if (typeof result.source_call_id === 'string') observed.set(result.source_call_id, result);
     for (const call of turn.tool_calls ?? []) {
       const extra = calls[callIndex++]?.extra_json;
-      if (extra !== null && extra !== undefined) call.extra = JSON.parse(String(extra));
+      if (extra !== null && extra !== undefined) call.extra = parse(String(extra)) as ToolCall['extra'];
     }
     for (const index of fromObservation ?? []) {
       const call = turn.tool_calls?.[index];

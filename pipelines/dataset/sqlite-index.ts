@@ -13,7 +13,7 @@
  */
 import { openDatabase, type SqliteDatabase, type SqliteStatement } from './sqlite.js';
 import { copyFileSync, rmSync } from 'node:fs';
-import { FTS_TOKENIZE, TOKENIZER_NAME, ftsText } from './fts-text.js';
+import { FTS_TEXT_COLUMNS, FTS_TOKENIZE, TOKENIZER_NAME, ftsText } from './fts-text.js';
 import { INDEX_FORMAT } from './index-meta.js';
 import { LAYOUT_VERSION, type DatasetKind, type Snapshot } from './layout.js';
 import { flatCells, relationParts, type Row } from './parquet.js';
@@ -82,14 +82,7 @@ function sqlValue(column: ColumnDef, value: unknown): unknown {
   }
 }
 
-const FTS_COLUMNS = ['message_text', 'reasoning_content', 'observation_text'];
-/**
- * A GLOB that every text with a Chinese, Japanese or Korean character matches (fts-text.ts says
- * which): the Hangul Jamo, the blocks from CJK Radicals to Hangul Syllables, the compatibility
- * ideographs, the half- and full-width forms, and the supplementary blocks of these scripts. It
- * matches some other scripts too (Yi, say), which then only pass through fts-text.ts unchanged.
- */
-const CJK_GLOB = '*[\u1100-\u11FF\u2E80-\uD7FF\uF900-\uFAFF\uFF00-\uFFEF\u{16FE0}-\u{1BFFF}\u{1F200}-\u{1F2FF}\u{20000}-\u{3FFFF}]*';
+const FTS_COLUMNS = FTS_TEXT_COLUMNS;
 const PAGE_SIZE = 16384;
 const CACHE_KIB = 2048;
 const FTS_AUTOMERGE = 16;
@@ -99,8 +92,8 @@ export class IndexBuilder {
   readonly db: IndexDb;
   /** Per relation: its columns as rows arrive (all of relations.ts), where the `sql` ones sit among them, and their insert. */
   private readonly inserts = new Map<Relation, { all: readonly ColumnDef[]; sql: readonly ColumnDef[]; positions: readonly number[]; stmt: SqliteStatement }>();
-  /** Indexes the steps rows from a rowid on. */
-  private readonly fts: SqliteStatement | undefined;
+  /** Indexes the steps rows from a rowid on: as they are, or spaced through JavaScript. */
+  private readonly fts: { plain: SqliteStatement; spaced: SqliteStatement } | undefined;
   readonly ftsAvailable: boolean;
   private closed = false;
 
@@ -166,14 +159,15 @@ export class IndexBuilder {
       this.inserts.set(relation, { all, sql, positions: sql.map((c) => all.indexOf(c)), stmt });
     }
     // A batch's steps rows are indexed from the view, in SQLite, so their text (put back from the
-    // content store there) is not converted to and from JavaScript strings; only a text that may
-    // hold Chinese, Japanese or Korean, which the index must receive spaced out (fts-text.ts), goes
-    // through JavaScript. (So `steps_fts` must never be rebuilt from its content by FTS5's
+    // content store there) is not converted to and from JavaScript strings; only a batch with
+    // Chinese, Japanese or Korean text, which the index must receive spaced out (fts-text.ts), goes
+    // through JavaScript. Importers know which batches those are (rows.ts NEEDS_SPACING), where the
+    // text is still whole. (So `steps_fts` must never be rebuilt from its content by FTS5's
     // 'rebuild': that would index it unspaced.)
     this.db.function('trajstore_fts', { deterministic: true }, (text: unknown) => (typeof text === 'string' ? ftsText(text) : text));
-    const spaced = (c: string): string => `CASE WHEN ${quote(c)} GLOB '${CJK_GLOB}' THEN trajstore_fts(${quote(c)}) ELSE ${quote(c)} END`;
+    const insert = (select: string): SqliteStatement => this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) SELECT rowid, ${select} FROM steps WHERE rowid >= ?`);
     this.fts = this.ftsAvailable
-      ? this.db.prepare(`INSERT INTO steps_fts (rowid, ${FTS_COLUMNS.join(', ')}) SELECT rowid, ${FTS_COLUMNS.map(spaced).join(', ')} FROM steps WHERE rowid >= ?`)
+      ? { plain: insert(FTS_COLUMNS.join(', ')), spaced: insert(FTS_COLUMNS.map((c) => `trajstore_fts(${quote(c)})`).join(', ')) }
       : undefined;
   }
 
@@ -198,8 +192,10 @@ export class IndexBuilder {
    * Inserts rows given as `flatCells` (row after row, each with every column of the relation in
    * order), in one transaction. Returns the cells of the rows it stored: all of them, except that a
    * `contents` row whose hash the store holds already is left out (so it goes to no part either).
+   * `spaced`: the steps rows' text may hold Chinese, Japanese or Korean, which goes through
+   * fts-text.ts on its way to the full-text index (the default, for callers that cannot tell).
    */
-  insertCells(relation: Relation, cells: readonly unknown[]): readonly unknown[] {
+  insertCells(relation: Relation, cells: readonly unknown[], spaced = true): readonly unknown[] {
     const target = this.inserts.get(relation);
     if (!target) throw new Error(`index has no relation ${relation}`);
     const { sql, positions, stmt } = target;
@@ -217,7 +213,7 @@ export class IndexBuilder {
         if (relation === 'contents' && info.changes > 0) for (let j = 0; j < width; j++) kept.push(cells[start + j]);
       }
       // Rows are only ever appended, so their rowids grow: this batch is every rowid from its first.
-      if (fts && first !== undefined) fts.run(first);
+      if (fts && first !== undefined) (spaced ? fts.spaced : fts.plain).run(first);
     })();
     return relation === 'contents' ? kept : cells;
   }

@@ -22,6 +22,8 @@ import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/error
 import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
+import { NEEDS_SPACING } from './rows.js';
+import { FTS_TEXT_COLUMNS, hasCjk } from './fts-text.js';
 import { openDatabase } from './sqlite.js';
 import { StorageThread } from './storage/client.js';
 import { indexSnapshotId } from './index-meta.js';
@@ -64,6 +66,15 @@ const DEFAULT_BATCH_ROWS = 5_000;
 const DEFAULT_BATCH_BYTES = 1024 * 1024;
 const DEFAULT_PART_BYTES = 256 * 1024 * 1024;
 
+/**
+ * Whether a steps row's text must go to the full-text index spaced out (fts-text.ts): so flagged
+ * by whoever put its long text in the content store (rows.ts), or visible in its own text cells.
+ */
+function needsSpacing(row: Row): boolean {
+  if ((row as { [NEEDS_SPACING]?: true })[NEEDS_SPACING]) return true;
+  return FTS_TEXT_COLUMNS.some((name) => typeof row[name] === 'string' && hasCjk(row[name]));
+}
+
 /** Rough in-memory size of a row, for batch bounds. */
 function rowBytes(row: Row): number {
   let n = 16;
@@ -84,7 +95,7 @@ export class DatasetWriter {
    * `sources`) gets few large row groups rather than a sliver in every flush of `steps`: a part keeps
    * the metadata of its row groups in memory until it closes.
    */
-  private readonly pending = new Map<Relation, { rows: Row[]; bytes: number }>();
+  private readonly pending = new Map<Relation, { rows: Row[]; bytes: number; spaced: boolean }>();
   private readonly storage: StorageThread;
   /** The dataset holds what this writer wrote (an append's manifest swap, a create's or replace's rename): abort undoes nothing. */
   private committed = false;
@@ -195,9 +206,10 @@ export class DatasetWriter {
     // Batches are bounded however many rows one call brings (a document of 400,000 steps, say).
     for (const row of rows) {
       let batch = this.pending.get(relation);
-      if (!batch) this.pending.set(relation, (batch = { rows: [], bytes: 0 }));
+      if (!batch) this.pending.set(relation, (batch = { rows: [], bytes: 0, spaced: false }));
       batch.rows.push(row);
       batch.bytes += rowBytes(row);
+      if (!batch.spaced && relation === 'steps' && needsSpacing(row)) batch.spaced = true;
       if (batch.rows.length >= maxRows || batch.bytes >= maxBytes) await this.write(relation);
     }
   }
@@ -209,7 +221,7 @@ export class DatasetWriter {
     const batch = this.pending.get(relation);
     this.pending.delete(relation);
     if (!batch || batch.rows.length === 0) return;
-    await this.storage.write(relation, batch.rows);
+    await this.storage.write(relation, batch.rows, batch.spaced);
   }
 
   /** Writes what is left, publishes the snapshot, puts the dataset in place and releases the lock. */

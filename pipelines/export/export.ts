@@ -24,10 +24,10 @@ import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../datase
 import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
 import type { ExportFormat } from './formats.js';
 import type { Storyline } from '../storyline/schema.js';
-import { storylineFromRows, type StoredCall, type StoredTurn } from '../dataset/rows.js';
+import { storylineFromRows, type CellParser, type StoredCall, type StoredTurn } from '../dataset/rows.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
-import { RUNS, STEPS, TOOL_CALLS, type ColumnDef } from '../dataset/relations.js';
-import { indexLookup, resolvedRowGroups } from '../dataset/resolve.js';
+import { REFERS, indexLookup, storedRowGroups } from '../dataset/resolve.js';
+import { resolveText, resolveValue } from '../dataset/contents.js';
 
 
 export interface ExportOptions {
@@ -227,10 +227,9 @@ async function* rowsOf(groups: AsyncIterable<Row[]>): AsyncGenerator<Row> {
   for await (const group of groups) yield* group;
 }
 
-const columns = (relation: readonly ColumnDef[], names: readonly string[]): ColumnDef[] => relation.filter((c) => names.includes(c.name));
-const TURN_COLUMNS = columns(STEPS, ['document_id', 'message_json', 'reasoning_content', 'observation_json', 'turn_json']);
-const CALL_COLUMNS = columns(TOOL_CALLS, ['document_id', 'tool_call_id', 'result_json', 'extra_json']);
-const RUN_COLUMNS = columns(RUNS, ['document_id', 'step_count', 'tool_call_count', 'document_json']);
+const TURN_COLUMNS = ['document_id', 'message_json', 'reasoning_content', 'observation_json', 'turn_json'];
+const CALL_COLUMNS = ['document_id', 'tool_call_id', 'result_json', 'extra_json'];
+const RUN_COLUMNS = ['document_id', 'step_count', 'tool_call_count', 'document_json'];
 
 /**
  * Storyline documents rebuilt from `runs`, `steps` and `tool_calls`, read side by side: the three
@@ -241,12 +240,14 @@ const RUN_COLUMNS = columns(RUNS, ['document_id', 'step_count', 'tool_call_count
 async function* storylines(dataset: OpenDataset, signal: AbortSignal): AsyncGenerator<Storyline> {
   const { store, snapshot } = dataset;
   const lookup = indexLookup(dataset.db, dataset.uri);
-  const steps = rowsOf(resolvedRowGroups(store, snapshot, 'steps', TURN_COLUMNS, lookup));
-  const calls = rowsOf(resolvedRowGroups(store, snapshot, 'tool_calls', CALL_COLUMNS, lookup));
+  // A document's rows all come from one import, so its runs row says how all of them are stored.
+  const resolving: CellParser = (text) => resolveValue(JSON.parse(text), lookup);
+  const steps = rowsOf(storedRowGroups(store, snapshot, 'steps', TURN_COLUMNS));
+  const calls = rowsOf(storedRowGroups(store, snapshot, 'tool_calls', CALL_COLUMNS));
   const broken = (documentId: unknown, relation: string): Error =>
     new UnavailableError(`${store.uri}: snapshot ${snapshot.id}: the ${relation} rows of document ${JSON.stringify(documentId)} are missing or out of order`);
   try {
-    for await (const group of resolvedRowGroups(store, snapshot, 'runs', RUN_COLUMNS, lookup)) {
+    for await (const group of storedRowGroups(store, snapshot, 'runs', RUN_COLUMNS)) {
       if (signal.aborted) throw signal.reason;
       for (const run of group) {
         const turns: StoredTurn[] = [];
@@ -263,7 +264,9 @@ async function* storylines(dataset: OpenDataset, signal: AbortSignal): AsyncGene
         }
         let doc: Storyline;
         try {
-          doc = storylineFromRows(String(run.document_json), turns, toolCalls);
+          const refers = (run as { [REFERS]?: true })[REFERS] === true;
+          if (refers) for (const turn of turns) turn.reasoning_content = resolveText(turn.reasoning_content, lookup);
+          doc = storylineFromRows(String(run.document_json), turns, toolCalls, refers ? resolving : JSON.parse);
         } catch (error) {
           throw new UnavailableError(`${store.uri}: snapshot ${snapshot.id}: document ${JSON.stringify(run.document_id)} cannot be rebuilt: ${(error as Error).message}`);
         }

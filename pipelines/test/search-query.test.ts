@@ -90,11 +90,17 @@ test('JSON columns work with SQLite JSON functions; formats, --output, --file an
 
 /** Statements that must be refused, each with what the message says. */
 const REFUSED: Array<[string, string]> = [
-  ["INSERT INTO runs (document_id) VALUES ('x')", 'not a read-only query'],
-  ["INSERT INTO runs (document_id) VALUES ('x') RETURNING document_id", 'would modify a database'],
-  ['UPDATE runs SET notes = 1', 'not a read-only query'],
-  ['DELETE FROM steps', 'not a read-only query'],
-  ['DROP TABLE runs', 'not a read-only query'],
+  // runs, steps and tool_calls are views (over the tables that refer to the content store): SQLite refuses first.
+  ["INSERT INTO runs (document_id) VALUES ('x')", 'cannot modify runs because it is a view'],
+  ["INSERT INTO runs (document_id) VALUES ('x') RETURNING document_id", 'cannot modify runs because it is a view'],
+  ["INSERT INTO runs_stored (document_id) VALUES ('x')", 'not a read-only query'],
+  ["INSERT INTO runs_stored (document_id) VALUES ('x') RETURNING document_id", 'would modify a database'],
+  ['UPDATE runs SET notes = 1', 'cannot modify runs because it is a view'],
+  ['UPDATE runs_stored SET notes = 1', 'not a read-only query'],
+  ['DELETE FROM steps', 'cannot modify steps because it is a view'],
+  ['DELETE FROM contents', 'not a read-only query'],
+  ['DROP TABLE runs_stored', 'not a read-only query'],
+  ['DROP VIEW runs', 'not a read-only query'],
   ['CREATE TABLE t (a)', 'not a read-only query'],
   ['CREATE TEMP TABLE t (a)', 'not a read-only query'],
   ['CREATE TEMP VIEW v AS SELECT 1', 'not a read-only query'],

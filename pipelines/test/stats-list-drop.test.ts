@@ -73,10 +73,18 @@ test('stats: kind, snapshot, rows, parts and bytes per relation, index and full-
     const parts = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.parquet')) : [];
     assert.is(r?.parts, parts.length, relation);
     assert.is(r?.bytes, sum(parts.map((p) => statSync(join(dir, p)).size)), relation);
+    assert.ok((r?.index_bytes as number) > 0, `${relation} has bytes in the index`);
   }
+  // The bytes by component: every part on disk, the index file, and the content store and full-text index within.
+  const allParts = readdirSync(join(atif, 'parts'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.parquet'));
+  assert.is(health.parts_bytes, sum(allParts.map((p) => statSync(join(atif, 'parts', p)).size)));
+  assert.is(health.index_bytes, statSync(join(atif, 'index.sqlite')).size);
+  const contents = byName.get('contents');
+  assert.is(health.content_store_bytes, (contents?.bytes as number) + (contents?.index_bytes as number));
+  assert.ok((health.full_text_bytes as number) > 0 && (health.full_text_bytes as number) < (health.index_bytes as number));
   const table = await trajstore(['stats', atif]);
   assert.match(table.stdout, /snapshot_id\s+[0-9a-f]{20}\n/);
-  assert.match(table.stdout, /RELATION\s+ROWS\s+PARTS\s+BYTES\s+INDEX_ROWS\n/);
+  assert.match(table.stdout, /RELATION\s+ROWS\s+PARTS\s+PART BYTES\s+INDEX_ROWS\s+INDEX_BYTES\n/);
 });
 
 test('stats reports a missing or stale index, and answers from a rebuilt one', async () => {

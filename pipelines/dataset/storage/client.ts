@@ -77,11 +77,14 @@ export class StorageThread {
     return done;
   }
 
-  /** Queues rows of a relation as its next row group and index batch; waits when too many are in flight. */
-  async write(relation: Relation, rows: readonly Row[]): Promise<void> {
+  /**
+   * Queues rows of a relation as its next row group and index batch; waits when too many are in
+   * flight. `spaced`: some row's text needs spacing for the full-text index (rows.ts NEEDS_SPACING).
+   */
+  async write(relation: Relation, rows: readonly Row[], spaced: boolean): Promise<void> {
     const columns = this.setup.columns[relation];
     if (!columns) throw new Error(`a ${this.setup.kind} dataset has no relation ${relation}`);
-    const done = this.send({ op: 'write', relation, cells: flatCells(columns, rows) });
+    const done = this.send({ op: 'write', relation, cells: flatCells(columns, rows), spaced });
     done.catch(() => {}); // awaited below or by closeParts(); a failure surfaces there
     this.inFlight.push(done);
     while (this.inFlight.length > MAX_IN_FLIGHT) await this.inFlight.shift();

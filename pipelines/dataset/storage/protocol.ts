@@ -28,7 +28,7 @@ export interface StorageSetup {
 }
 
 export type StorageBody =
-  | { op: 'write'; relation: Relation; cells: unknown[] }
+  | { op: 'write'; relation: Relation; cells: unknown[]; spaced: boolean }
   | { op: 'closeParts' }
   | { op: 'finishIndex'; snapshotId: string }
   | { op: 'publishIndex' }

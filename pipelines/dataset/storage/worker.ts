@@ -66,9 +66,9 @@ class Storage {
     this.writeback = new Writeback(tempPath);
   }
 
-  async write(relation: Relation, cells: unknown[]): Promise<StorageReply['closed']> {
+  async write(relation: Relation, cells: unknown[], spaced: boolean): Promise<StorageReply['closed']> {
     // The index first: it says which content values are new, and only those go to a part.
-    const stored = this.index.insertCells(relation, cells);
+    const stored = this.index.insertCells(relation, cells, spaced);
     this.writeback.afterBatch();
     if (stored.length === 0) return undefined;
     const part = this.partFor(relation);
@@ -126,7 +126,7 @@ if (!isMainThread && (workerData as Partial<StorageThreadData> | undefined)?.rol
     if (!storage) throw new Error(setupError ?? 'storage not open');
     switch (request.op) {
       case 'write':
-        return storage.write(request.relation, request.cells);
+        return storage.write(request.relation, request.cells, request.spaced);
       case 'closeParts':
         return storage.closeParts();
       case 'finishIndex':
