@@ -1,36 +1,10 @@
-/**
- * Reading what refers to the content store (contents.ts): values looked up in an index's `contents`
- * table, and row groups of parts with their references put back.
- */
-import { UnavailableError } from '../../lib/errors.js';
+/** Reading parts that refer to the content store (contents.ts): row groups with their references put back. */
 import { resolveJson, resolveText, type ContentLookup } from './contents.js';
 import type { Snapshot } from './layout.js';
 import { relationParts, type Row } from './parquet.js';
 import { REFERRING_RELATIONS, holdsContent, type ColumnDef, type Relation } from './relations.js';
-import type { SqliteDatabase } from './sqlite.js';
 import type { ObjectStore } from './store.js';
 
-/**
- * Looks values up in an index's `contents` table. A document refers to one value from several
- * cells (a tool's output is the observation, the call's result and the source's record of the
- * call), so the last few are kept at hand.
- */
-export function indexLookup(db: SqliteDatabase, where: string): ContentLookup {
-  const select = db.prepare('SELECT value FROM contents WHERE hash = ?').pluck();
-  const recent = new Map<string, string>();
-  return (hash) => {
-    let value = recent.get(hash);
-    if (value === undefined) {
-      value = select.get(hash) as string | undefined;
-      if (value === undefined) throw new UnavailableError(`${where}: the content store has no value ${hash}; the dataset is damaged`);
-      if (recent.size >= RECENT_VALUES) recent.delete(recent.keys().next().value as string);
-      recent.set(hash, value);
-    }
-    return value;
-  };
-}
-
-const RECENT_VALUES = 64;
 
 /** Set on a row read by `storedRowGroups` from a part that refers to the content store. */
 export const REFERS = Symbol('refers to the content store');

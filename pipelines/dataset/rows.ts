@@ -20,7 +20,7 @@ import { InvalidInputError } from '../../lib/errors.js';
 import type { Row } from './parquet.js';
 import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
 import type { PriceList } from '../pricing/cost.js';
-import type { ContentRefs } from './contents.js';
+import type { ContentRefs } from './content-refs.js';
 import { hasCjk } from './fts-text.js';
 
 /** How text and JSON cells are written: plainly, or with large strings in the content store (ContentRefs). */

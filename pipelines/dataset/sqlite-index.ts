@@ -18,7 +18,7 @@ import { INDEX_FORMAT } from './index-meta.js';
 import { LAYOUT_VERSION, type DatasetKind, type Snapshot } from './layout.js';
 import { flatCells, relationParts, type Row } from './parquet.js';
 import { RECORDS, REFERRING_RELATIONS, STORYLINE_RELATIONS, holdsContent, storedTable, type ColumnDef, type Relation } from './relations.js';
-import { ContentRefs } from './contents.js';
+import { ContentRefs } from './content-refs.js';
 import type { ObjectStore } from './store.js';
 import { fsyncPath, renameDurably, tempSiblingOf } from '../../lib/durable.js';
 import type { ProgressFactory } from '../../lib/progress.js';

@@ -62,3 +62,4 @@ function contentFunctions(db: SqliteDatabase): void {
     }) as string | null;
   });
 }
+

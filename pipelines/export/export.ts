@@ -26,8 +26,9 @@ import type { ExportFormat } from './formats.js';
 import type { Storyline } from '../storyline/schema.js';
 import { storylineFromRows, type CellParser, type StoredCall, type StoredTurn } from '../dataset/rows.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
-import { REFERS, indexLookup, storedRowGroups } from '../dataset/resolve.js';
-import { resolveText, resolveValue } from '../dataset/contents.js';
+import { REFERS, storedRowGroups } from '../dataset/resolve.js';
+import { parseStoredJson, resolveText } from '../dataset/contents.js';
+import { readingOrderLookup } from '../dataset/content-lookup.js';
 
 
 export interface ExportOptions {
@@ -239,9 +240,9 @@ const RUN_COLUMNS = ['document_id', 'step_count', 'tool_call_count', 'document_j
  */
 async function* storylines(dataset: OpenDataset, signal: AbortSignal): AsyncGenerator<Storyline> {
   const { store, snapshot } = dataset;
-  const lookup = indexLookup(dataset.db, dataset.uri);
+  const lookup = readingOrderLookup(dataset.db, dataset.uri);
   // A document's rows all come from one import, so its runs row says how all of them are stored.
-  const resolving: CellParser = (text) => resolveValue(JSON.parse(text), lookup);
+  const resolving: CellParser = (text) => parseStoredJson(text, lookup);
   const steps = rowsOf(storedRowGroups(store, snapshot, 'steps', TURN_COLUMNS));
   const calls = rowsOf(storedRowGroups(store, snapshot, 'tool_calls', CALL_COLUMNS));
   const broken = (documentId: unknown, relation: string): Error =>

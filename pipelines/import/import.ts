@@ -18,7 +18,7 @@ import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
 import { storylineProblems } from '../storyline/validate.js';
 import { detectFormat } from './detect.js';
 import { documentIdOf, storylineRows } from '../dataset/rows.js';
-import { ContentRefs } from '../dataset/contents.js';
+import { ContentRefs } from '../dataset/content-refs.js';
 import { listSources, type ImportFile } from './sources.js';
 import { InvalidInputError } from '../../lib/errors.js';
 import { allOrNothing, isFileError, nothingImported, skippedFile, type RowSink, type SkippedFile } from './skip.js';
@@ -117,8 +117,6 @@ interface FileResult {
   skippedDuplicates: number;
   /** Document ids this file took. */
   ids: Set<string>;
-  /** Hashes of the content values this file stored first (contents.ts). */
-  contents: ReadonlySet<string>;
 }
 
 export async function runImport(options: ImportOptions): Promise<ImportSummary> {
@@ -143,8 +141,6 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   });
   const direct: RowSink = { add: (relation, rows) => writer.add(relation, rows) };
   let seen = new Set<string>();
-  /** Content values this import has stored, so that later files refer to them without storing them again. */
-  const storedContents = new Set<string>();
   const byFormat = new Map<string, FormatTotals>();
   const skippedFiles: SkippedFile[] = [];
   let skippedDuplicates = 0;
@@ -207,7 +203,6 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     if (!totals) byFormat.set(result.format.name, (totals = { format: result.format.name, ...emptyTotals() }));
     for (const key of Object.keys(result.totals) as Array<keyof FileResult['totals']>) totals[key] += result.totals[key];
     for (const id of result.ids) seen.add(id);
-    for (const hash of result.contents) storedContents.add(hash);
     skippedDuplicates += result.skippedDuplicates;
     decodedDocuments += result.documents;
   }
@@ -220,8 +215,10 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   /** Decodes one file into `sink`; `counting` is false for a pass that only checks the file. */
   async function importFile(source: ImportFile, sink: RowSink, counting = true): Promise<FileResult> {
     const format = await formatOf(source, formats, options);
-    const refs = new ContentRefs(storedContents);
-    const result: FileResult = { format, totals: { ...emptyTotals(), files: 1 }, documents: 0, skippedDuplicates: 0, ids: new Set(), contents: refs.hashes };
+    // One per file: a value an earlier file stored is sent again and left out by the index, which
+    // knows every value of the dataset (a set of every hash of a large import would grow with it).
+    const refs = new ContentRefs();
+    const result: FileResult = { format, totals: { ...emptyTotals(), files: 1 }, documents: 0, skippedDuplicates: 0, ids: new Set() };
     if (!format) {
       if (counting) {
         diagnostics += 1;

@@ -13,6 +13,8 @@ import { ExpressionError } from './grammar/errors.js';
 import { parseExpression } from './grammar/parser.js';
 import { MATCH_COLUMNS, planFind, type Identity, type SearchMode, type SearchScope } from './planner.js';
 import { buildPreview } from './preview.js';
+import { resolveText } from '../dataset/contents.js';
+import { indexLookup } from '../dataset/content-lookup.js';
 import { runReadOnlySql } from './sql/runner.js';
 
 export interface FindOptions {
@@ -102,6 +104,8 @@ export function runFind(dataset: OpenDataset, options: FindOptions): FindDocumen
     onRow: (row) => rows.push(row),
   });
   let truncated = rows.length > options.maxResults;
+  const lookup = indexLookup(dataset.db, dataset.uri);
+  const stored = (text: string): string => resolveText(text, lookup) as string;
   const matches: FindMatch[] = [];
   let total = 0;
   for (const values of rows.slice(0, options.maxResults)) {
@@ -116,7 +120,7 @@ export function runFind(dataset: OpenDataset, options: FindOptions): FindDocumen
       step_source: row.step_source,
       effective_kind: row.effective_kind,
       timestamp: row.timestamp,
-      preview: buildPreview(candidates, plan.highlight, options.maxPreviewBytes),
+      preview: buildPreview(candidates, plan.highlight, options.maxPreviewBytes, plan.scope === 'runs' ? undefined : stored),
     };
     total += Buffer.byteLength(JSON.stringify(match));
     if (total > options.maxTotalBytes) {

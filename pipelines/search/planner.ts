@@ -106,6 +106,11 @@ export function searchMode(expressions: readonly Expr[]): { mode: SearchMode; sc
 
 class SqlBuilder {
   readonly params: Param[] = [];
+  /**
+   * The step's rowid as the query reaches it: from the FTS index when a term drives the query, so
+   * that other terms' FTS tests run on the index's own rows, before the join to steps and runs.
+   */
+  stepRowid = 's.rowid';
   constructor(
     private readonly scope: SearchScope,
     private readonly ftsAvailable: boolean,
@@ -152,7 +157,7 @@ class SqlBuilder {
     const target = TEXT_TARGETS[node.field];
     const parts: string[] = [];
     const query = this.ftsQuery(node);
-    if (query !== null) parts.push(`s.rowid IN (SELECT rowid FROM steps_fts WHERE steps_fts MATCH ${this.bind(query)})`);
+    if (query !== null) parts.push(`${this.stepRowid} IN (SELECT rowid FROM steps_fts WHERE steps_fts MATCH ${this.bind(query)})`);
     else parts.push(this.like(target.columns.map((c) => `s.${c}`), node.text));
     if (target.model) parts.push(this.like([MODEL_EXPR], node.text));
     const matched = parts.length === 1 ? (parts[0] as string) : `(${parts.join(' OR ')})`;
@@ -202,9 +207,13 @@ class SqlBuilder {
   }
 }
 
+/**
+ * The text of a matched step is taken as stored (a long text is a reference to the content store):
+ * find puts back only what its preview shows, not three texts per match.
+ */
 const STEP_SELECT = `SELECT r.source_path, s.document_id, r.run_id, s.session_id, s.step_id, s.source AS step_source, s.effective_kind, s.timestamp,
-  s.message_text, s.reasoning_content, s.observation_text, NULL AS run_preview
-FROM steps s JOIN runs r ON r.document_id = s.document_id`;
+  st.message_text, st.reasoning_content, st.observation_text, NULL AS run_preview
+FROM steps s JOIN runs r ON r.document_id = s.document_id JOIN steps_stored st ON st.rowid = s.rowid`;
 
 const STEP_SELECT_FROM_FTS = STEP_SELECT.replace('FROM steps s', 'FROM steps_fts JOIN steps s ON s.rowid = steps_fts.rowid');
 
@@ -235,6 +244,7 @@ export function planFind(request: FindRequest): FindPlan {
   const conjuncts = request.expressions.flatMap((e) => (e.type === 'and' ? e.operands : [e]));
   const driver = scope === 'steps' ? conjuncts.find((c): c is TextNode => c.type === 'text' && !TEXT_TARGETS_WITH_MODEL.has(c.field) && b.ftsQuery(c) !== null) : undefined;
   if (driver) {
+    b.stepRowid = '+steps_fts.rowid';
     where.push(`steps_fts MATCH ${b.bind(b.ftsQuery(driver))}`);
     const source = b.sourceFilter(driver);
     if (source) where.push(source);

@@ -29,14 +29,25 @@ function flatten(text: string): string {
 
 /**
  * A preview of at most `maxBytes` from the first candidate text that contains one of `terms`
- * (case-insensitively), else from the first non-empty candidate.
+ * (case-insensitively), else from the first non-empty candidate. Candidates are looked at in
+ * order, each through `resolve` (find passes cells as stored and puts back only the text a preview
+ * needs from the content store).
  */
-export function buildPreview(candidates: ReadonlyArray<string | null | undefined>, terms: readonly string[], maxBytes: number): string {
-  const texts = candidates.filter((t): t is string => typeof t === 'string' && t.trim() !== '').map(flatten);
+export function buildPreview(
+  candidates: ReadonlyArray<string | null | undefined>,
+  terms: readonly string[],
+  maxBytes: number,
+  resolve: (text: string) => string = (text) => text,
+): string {
   const lowered = terms.map((t) => flatten(t).toLowerCase()).filter((t) => t !== '');
-  let chosen = texts[0] ?? '';
+  let first: string | undefined;
+  let chosen: string | undefined;
   let hit = -1;
-  for (const text of texts) {
+  for (const candidate of candidates) {
+    if (typeof candidate !== 'string') continue;
+    const text = flatten(resolve(candidate));
+    if (text === '') continue;
+    first ??= text;
     const lower = text.toLowerCase();
     const found = lowered.map((t) => lower.indexOf(t)).filter((i) => i >= 0);
     // toLowerCase keeps UTF-16 offsets for the texts we meet; clamp in case a character changed length.
@@ -46,6 +57,7 @@ export function buildPreview(candidates: ReadonlyArray<string | null | undefined
       break;
     }
   }
+  chosen ??= first ?? '';
   let start = 0;
   if (hit > 0) {
     const before = [...chosen.slice(0, hit)];

@@ -9,7 +9,9 @@ import { tableFromIPC } from 'apache-arrow';
 import { readParquet } from 'parquet-wasm';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { CONTENT_MARK, CONTENT_MIN_CHARS, contentHash } from '../dataset/contents.js';
+import { CONTENT_MARK, CONTENT_MIN_CHARS } from '../dataset/contents.js';
+import { contentHash } from '../dataset/content-refs.js';
+import { indexLookup, readingOrderLookup } from '../dataset/content-lookup.js';
 import { CONTENTS } from '../dataset/relations.js';
 import { sandbox } from './helpers/sandbox.js';
 
@@ -130,6 +132,46 @@ test('the index holds the content store once and its tables refer to it', async 
   } finally {
     db.close();
   }
+});
+
+test('lookups give every value whatever the order they are asked in, and name a missing one', async () => {
+  const { default: Database } = await import('better-sqlite3');
+  const db = new Database(':memory:');
+  try {
+    db.exec('CREATE TABLE contents (hash TEXT PRIMARY KEY, value TEXT NOT NULL)');
+    const values = Array.from({ length: 3000 }, (_, i) => `${i}:`.padEnd(CONTENT_MIN_CHARS + (i % 7) * 300, String.fromCharCode(97 + (i % 26))));
+    const insert = db.prepare('INSERT INTO contents VALUES (?, ?)');
+    for (const value of values) insert.run(contentHash(value), value);
+    // In order, twice over (as an export refers to a value from two cells), backwards, and shuffled:
+    // the reading-order lookup must fall back to searching by hash wherever the orders part.
+    let seed = 7;
+    const shuffled = [...values.keys()].sort(() => ((seed = (seed * 48271) % 2147483647) % 3) - 1);
+    const orders = [values.flatMap((_, i) => [i, i]), [...values.keys()].reverse(), shuffled];
+    for (const order of orders) {
+      for (const lookup of [readingOrderLookup(db, 'ds'), indexLookup(db, 'ds')]) {
+        for (const i of order) assert.is(lookup(contentHash(values[i] as string)), values[i]);
+      }
+    }
+    const missing = contentHash('never stored');
+    for (const lookup of [readingOrderLookup(db, 'ds'), indexLookup(db, 'ds')]) {
+      assert.throws(() => lookup(missing), (error: Error) => error.message === `ds: the content store has no value ${missing}; the dataset is damaged`);
+    }
+  } finally {
+    db.close();
+  }
+});
+
+test('export puts values back when an append refers to values stored before it', async () => {
+  const docs = ['p', 'q', 'r'].map((session) => trajectory(session) as { session_id: string; extra: Record<string, unknown> });
+  (docs[2] as { extra: Record<string, unknown> }).extra.own = 'z'.repeat(CONTENT_MIN_CHARS * 3);
+  writeFileSync(s.path('pq.jsonl'), `${JSON.stringify(docs[0])}\n${JSON.stringify(docs[1])}\n`);
+  writeFileSync(s.path('r.jsonl'), `${JSON.stringify(docs[2])}\n${JSON.stringify(docs[0])}\n`);
+  assert.is((await s.run(['import', '-f', s.path('pq.jsonl'), '-t', s.path('mixed')])).code, 0);
+  const appended = await s.run(['import', '-f', s.path('r.jsonl'), '-t', s.path('mixed'), '--mode', 'append', '--on-duplicate', 'skip']);
+  assert.is(appended.code, 0, appended.stderr);
+  const exported = await s.run(['export', '-f', s.path('mixed'), '-o', 'atif', '-t', '-']);
+  assert.is(exported.code, 0, exported.stderr);
+  assert.equal(exported.stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown), docs);
 });
 
 test.run();
