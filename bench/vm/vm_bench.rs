@@ -50,6 +50,7 @@ fn spec(kernel: &Path, vcpus: u8, memory_mib: u64, scratch: &Scratch) -> VmSpec 
         memory_mib,
         serial_log: scratch.0.join("serial.log"),
         serial_log_max: 16 << 20,
+        devices: Default::default(),
     }
 }
 

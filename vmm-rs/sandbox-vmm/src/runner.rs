@@ -1,5 +1,6 @@
 //! The `sandbox-vmm` process: start frame on stdin, answers on stdout, then control.sock.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read, Write};
@@ -11,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::config::{self, ConfigError, StartConfig};
 use crate::control::{bind_private, ControlServer};
+use crate::devices::manager::DeviceSpec;
 use crate::error_code::ErrorCode;
 use crate::host::cgroup::{self, CgroupError};
 use crate::vstate::stop::{self, Failure, StopReason};
@@ -59,15 +61,15 @@ impl StartError {
     }
 
     /// The start field at fault, when there is one.
-    pub fn field(&self) -> Option<&str> {
+    pub fn field(&self) -> Option<Cow<'_, str>> {
         match self {
-            StartError::NoStartFrame | StartError::BadStartFrame(_) => Some("(start frame)"),
-            StartError::Config(e) => Some(&e.field),
-            StartError::StateDir { .. } | StartError::StateDirNotADirectory { .. } | StartError::StateDirNotPrivate { .. } => Some("state_dir"),
-            StartError::Unsupported { field, .. } => Some(field),
-            StartError::Cgroup(_) => Some("cgroup.path"),
+            StartError::NoStartFrame | StartError::BadStartFrame(_) => Some("(start frame)".into()),
+            StartError::Config(e) => Some(e.field.as_str().into()),
+            StartError::StateDir { .. } | StartError::StateDirNotADirectory { .. } | StartError::StateDirNotPrivate { .. } => Some("state_dir".into()),
+            StartError::Unsupported { field, .. } => Some((*field).into()),
+            StartError::Cgroup(_) => Some("cgroup.path".into()),
             StartError::Vm(e) => e.field(),
-            StartError::ControlSocket { .. } => Some("state_dir"),
+            StartError::ControlSocket { .. } => Some("state_dir".into()),
         }
     }
 
@@ -156,9 +158,6 @@ fn check_state_dir(config: &StartConfig) -> Result<(), StartError> {
 /// Devices the start frame can name but this VMM does not provide yet are refused, never
 /// silently dropped: a sandbox without the disk or network it asked for is not that sandbox.
 fn refuse_unimplemented(config: &StartConfig) -> Result<(), StartError> {
-    if !config.disks.is_empty() {
-        return Err(StartError::Unsupported { field: "disks", device: "virtio-blk" });
-    }
     if config.net_socket.is_some() {
         return Err(StartError::Unsupported { field: "net_socket", device: "virtio-net" });
     }
@@ -181,6 +180,7 @@ fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
         memory_mib: config.memory_mib,
         serial_log: config.serial_log(),
         serial_log_max: config.serial_log_max_bytes,
+        devices: DeviceSpec { disks: config.disks.clone() },
     };
     let mut vm = Vm::create(&spec).map_err(StartError::Vm)?;
     let path = config.control_socket();

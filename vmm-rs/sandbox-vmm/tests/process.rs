@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use control_frame::{encode, write_frame, FrameReader, DEFAULT_MAX_FRAME};
 use serde_json::{json, Value};
 
-use common::{build_guest, kvm_and_scratch_cgroup, scratch_cgroup, StateDir};
-use sandbox_vmm::guests::{HELLO_ASM, SPIN_ASM};
+use common::{build_c_guest, build_guest, kvm_and_scratch_cgroup, scratch_cgroup, StateDir};
+use sandbox_vmm::guests::{BLOCK_C, HELLO_ASM, SPIN_ASM};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sandbox-vmm");
 
@@ -104,7 +104,7 @@ fn devices_not_implemented_yet_are_refused_not_dropped() {
     let state = StateDir::new();
     let plain = fs::metadata(&state.0).unwrap();
     let cgroup = json!({ "path": state.0, "device": plain.dev(), "inode": plain.ino() });
-    for (field, value) in [("disks", json!([{"path": "/img/root.ext4", "read_only": true}])), ("net_socket", json!("/s/passt.sock")), ("vsock_socket", json!("/s/v.sock"))] {
+    for (field, value) in [("net_socket", json!("/s/passt.sock")), ("vsock_socket", json!("/s/v.sock"))] {
         let mut cfg = config(Path::new("/k/vmlinux"), &state, cgroup.clone());
         cfg[field] = value;
         let mut vmm = Vmm::start(&cfg);
@@ -157,6 +157,31 @@ fn guest_reset_ends_the_process_cleanly() {
     assert_eq!(vmm.exit_code(), 0);
     assert_eq!(fs::read_to_string(state.0.join("serial.log")).unwrap(), "hello from long mode 1\n");
     assert!(!state.0.join("control.sock").exists(), "control.sock is removed on exit");
+}
+
+#[test]
+fn the_start_frame_s_disks_reach_the_guest_and_a_missing_one_is_named() {
+    let Some(cg) = kvm_and_scratch_cgroup("the_start_frame_s_disks_reach_the_guest_and_a_missing_one_is_named") else { return };
+    let state = StateDir::new();
+    let guest = build_c_guest("block", BLOCK_C);
+    let mut cfg = config(&guest, &state, cg.json());
+    cfg["disks"] = json!([{ "path": "/nonexistent/root.ext4", "read_only": true }]);
+    let mut vmm = Vmm::start(&cfg);
+    let frame = vmm.frame();
+    assert_eq!(error_of(&frame), ("invalid_config", "disks[0].path"), "{frame}");
+    assert_eq!(vmm.exit_code(), 2);
+
+    let disk = state.0.join("disk.img");
+    let mut image = vec![0u8; 4 * 512];
+    image[512..516].copy_from_slice(b"root");
+    fs::write(&disk, &image).unwrap();
+    cfg["disks"] = json!([{ "path": disk, "read_only": true }]);
+    let mut vmm = Vmm::start(&cfg);
+    assert_eq!(vmm.frame()["ok"], json!(true));
+    assert_eq!(vmm.frame(), json!({ "event": "stopped", "reason": "reset" }));
+    assert_eq!(vmm.exit_code(), 0);
+    let serial = fs::read_to_string(state.0.join("serial.log")).unwrap();
+    assert!(serial.starts_with("capacity 4\nread status 0: root....") && serial.ends_with("write status 1\nid disk0\n"), "{serial}");
 }
 
 fn serial_len(state: &StateDir) -> u64 {
