@@ -7,7 +7,7 @@ cd "$REPO_ROOT"
 
 NODE_VERSION=22.23.3
 # Debian packages the tools and tests need; extended by the issues that need more.
-APT_PACKAGES=(build-essential pkg-config python3 acpica-tools lz4)
+APT_PACKAGES=(build-essential pkg-config python3 acpica-tools lz4 passt)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 

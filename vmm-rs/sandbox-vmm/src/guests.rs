@@ -65,6 +65,8 @@ pub const VIRTIO_H: &str = include_str!("guests/virtio.h");
 /// Reads a known sector of the first virtio-blk disk, tries a write and GET_ID, and with
 /// `bench_mib=N` on its command line reads N MiB in 1 MiB requests.
 pub const BLOCK_C: &str = include_str!("guests/block.c");
+/// Asks the first virtio-net device for an address by DHCP, then resolves the router by ARP.
+pub const NET_C: &str = include_str!("guests/net.c");
 
 /// Compiles one of the C guests (`source` includes `virtio.h`) into an ELF64 linked at 2 MiB,
 /// entered in long mode like the assembled ones. Freestanding, no SSE (the boot CPU state does

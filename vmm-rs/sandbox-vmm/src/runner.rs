@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::config::{self, ConfigError, StartConfig};
 use crate::control::{bind_private, ControlServer};
-use crate::devices::manager::DeviceSpec;
+use crate::devices::manager::{DeviceSpec, NetSpec};
 use crate::error_code::ErrorCode;
 use crate::host::cgroup::{self, CgroupError};
 use crate::vstate::stop::{self, Failure, StopReason};
@@ -158,9 +158,6 @@ fn check_state_dir(config: &StartConfig) -> Result<(), StartError> {
 /// Devices the start frame can name but this VMM does not provide yet are refused, never
 /// silently dropped: a sandbox without the disk or network it asked for is not that sandbox.
 fn refuse_unimplemented(config: &StartConfig) -> Result<(), StartError> {
-    if config.net_socket.is_some() {
-        return Err(StartError::Unsupported { field: "net_socket", device: "virtio-net" });
-    }
     if config.vsock_socket.is_some() {
         return Err(StartError::Unsupported { field: "vsock_socket", device: "virtio-vsock" });
     }
@@ -180,7 +177,10 @@ fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
         memory_mib: config.memory_mib,
         serial_log: config.serial_log(),
         serial_log_max: config.serial_log_max_bytes,
-        devices: DeviceSpec { disks: config.disks.clone() },
+        devices: DeviceSpec {
+            disks: config.disks.clone(),
+            net: config.net.as_ref().map(|n| NetSpec { passt: n.passt.clone(), log: config.state_dir.join("passt.log") }),
+        },
     };
     let mut vm = Vm::create(&spec).map_err(StartError::Vm)?;
     let path = config.control_socket();

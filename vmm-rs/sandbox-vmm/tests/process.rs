@@ -104,7 +104,7 @@ fn devices_not_implemented_yet_are_refused_not_dropped() {
     let state = StateDir::new();
     let plain = fs::metadata(&state.0).unwrap();
     let cgroup = json!({ "path": state.0, "device": plain.dev(), "inode": plain.ino() });
-    for (field, value) in [("net_socket", json!("/s/passt.sock")), ("vsock_socket", json!("/s/v.sock"))] {
+    for (field, value) in [("vsock_socket", json!("/s/v.sock"))] {
         let mut cfg = config(Path::new("/k/vmlinux"), &state, cgroup.clone());
         cfg[field] = value;
         let mut vmm = Vmm::start(&cfg);
@@ -160,8 +160,8 @@ fn guest_reset_ends_the_process_cleanly() {
 }
 
 #[test]
-fn the_start_frame_s_disks_reach_the_guest_and_a_missing_one_is_named() {
-    let Some(cg) = kvm_and_scratch_cgroup("the_start_frame_s_disks_reach_the_guest_and_a_missing_one_is_named") else { return };
+fn the_start_frame_s_devices_reach_the_guest_and_a_missing_file_is_named() {
+    let Some(cg) = kvm_and_scratch_cgroup("the_start_frame_s_devices_reach_the_guest_and_a_missing_file_is_named") else { return };
     let state = StateDir::new();
     let guest = build_c_guest("block", BLOCK_C);
     let mut cfg = config(&guest, &state, cg.json());
@@ -169,6 +169,12 @@ fn the_start_frame_s_disks_reach_the_guest_and_a_missing_one_is_named() {
     let mut vmm = Vmm::start(&cfg);
     let frame = vmm.frame();
     assert_eq!(error_of(&frame), ("invalid_config", "disks[0].path"), "{frame}");
+    assert_eq!(vmm.exit_code(), 2);
+    let mut no_passt = config(&guest, &state, cg.json());
+    no_passt["net"] = json!({ "passt": "/nonexistent/passt" });
+    let mut vmm = Vmm::start(&no_passt);
+    let frame = vmm.frame();
+    assert_eq!(error_of(&frame), ("invalid_config", "net.passt"), "{frame}");
     assert_eq!(vmm.exit_code(), 2);
 
     let disk = state.0.join("disk.img");

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sandbox_vmm::config::Disk;
-use sandbox_vmm::devices::manager::DeviceSpec;
-use sandbox_vmm::guests::BLOCK_C;
+use sandbox_vmm::devices::manager::{DeviceSpec, NetSpec};
+use sandbox_vmm::guests::{BLOCK_C, NET_C};
 use sandbox_vmm::vstate::stop::StopReason;
 use sandbox_vmm::vstate::vm::{Vm, VmSpec};
 
@@ -52,10 +52,49 @@ fn a_guest_reads_a_known_block_from_a_read_only_disk() {
     image[512..512 + 32].copy_from_slice(b"the second sector of the disk ok");
     std::fs::write(&disk, &image).unwrap();
     let guest = build_c_guest("block", BLOCK_C);
-    let devices = DeviceSpec { disks: vec![Disk { path: disk.clone(), read_only: true }] };
+    let devices = DeviceSpec { disks: vec![Disk { path: disk.clone(), read_only: true }], ..Default::default() };
     let mut vm = Vm::create(&spec(&guest, "sector=1", &state, devices)).unwrap();
     vm.start().unwrap();
     let out = run_to_reset(&mut vm, &state, Duration::from_secs(60));
     assert_eq!(out, "capacity 8\nread status 0: the second sector of the disk ok\nwrite status 1\nid disk0\n");
     assert_eq!(std::fs::read(&disk).unwrap(), image, "the read-only disk changed");
+}
+
+/// passt from Debian, or why the test cannot use it.
+fn passt() -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from("/usr/bin/passt");
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err("passt is not installed (apt-get install passt)".into())
+    }
+}
+
+#[test]
+fn a_guest_gets_a_dhcp_offer_and_an_arp_reply_from_a_real_passt() {
+    require_kvm!("a_guest_gets_a_dhcp_offer_and_an_arp_reply_from_a_real_passt");
+    let passt = match passt() {
+        Ok(p) => p,
+        Err(reason) => return common::skip("a_guest_gets_a_dhcp_offer_and_an_arp_reply_from_a_real_passt", &reason),
+    };
+    let state = StateDir::new();
+    let guest = build_c_guest("net", NET_C);
+    let devices = DeviceSpec { net: Some(NetSpec { passt, log: state.0.join("passt.log") }), ..Default::default() };
+    let mut vm = Vm::create(&spec(&guest, "", &state, devices)).unwrap();
+    vm.start().unwrap();
+    let out = run_to_reset(&mut vm, &state, Duration::from_secs(60));
+    // passt offers the host's own address and routes through the host's gateway, which differ
+    // from host to host; the shape of the answers does not.
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let offer: Vec<&str> = lines[0].split(' ').collect();
+    assert_eq!((offer[0], offer[1], offer[3]), ("dhcp", "offer", "router"), "{out}");
+    for ip in [offer[2], offer[4]] {
+        assert!(ip.parse::<std::net::Ipv4Addr>().is_ok_and(|a| !a.is_unspecified()), "{out}");
+    }
+    assert!(lines[1].starts_with(&format!("arp {} is-at ", offer[4])), "{out}");
+    assert_eq!(lines[1].rsplit(' ').next().unwrap().len(), 17, "{out}");
+    drop(vm);
+    // passt was the VM's child and went with it.
+    assert!(!std::fs::read_to_string(state.0.join("passt.log")).unwrap_or_default().contains("rror"), "passt logged an error");
 }

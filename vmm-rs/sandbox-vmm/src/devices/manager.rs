@@ -2,9 +2,8 @@
 //! the next MMIO window with the next GSI, binds its queue notifications (ioeventfd) and its
 //! interrupt (irqfd) in KVM, and runs the device thread that serves them all.
 //!
-//! Windows are given in a fixed order (disks as listed, then the network, then vsock), so a
-//! guest sees the same device at the same address on every boot: the first disk is
-//! `/dev/vda`.
+//! Windows are given in a fixed order (disks as listed, then the network), so a guest sees the
+//! same device at the same address on every boot: the first disk is `/dev/vda`.
 
 use std::fmt;
 use std::io;
@@ -22,6 +21,7 @@ use vmm_sys_util::eventfd::EventFd;
 use super::bus::MmioBus;
 use super::virtio::block::Block;
 use super::virtio::mmio::MmioTransport;
+use super::virtio::net::{FramedStream, Net, Passt, PasstError};
 use super::virtio::{regs, Interrupt, VirtioDevice};
 use crate::arch::x86_64::acpi::MmioDevice;
 use crate::arch::x86_64::layout::{VIRTIO_GSI_START, VIRTIO_MMIO_SIZE, VIRTIO_MMIO_START};
@@ -35,12 +35,21 @@ pub const MAX_DEVICES: usize = 19;
 #[derive(Debug, Clone, Default)]
 pub struct DeviceSpec {
     pub disks: Vec<Disk>,
+    pub net: Option<NetSpec>,
+}
+
+/// The network device's passt: its executable and where its diagnostics go.
+#[derive(Debug, Clone)]
+pub struct NetSpec {
+    pub passt: PathBuf,
+    pub log: PathBuf,
 }
 
 /// Why the devices could not be built.
 #[derive(Debug)]
 pub enum DeviceError {
     Disk { index: usize, path: PathBuf, source: io::Error },
+    Net(PasstError),
     TooMany { count: usize },
     EventFd(io::Error),
     Kvm { op: &'static str, source: kvm_ioctls::Error },
@@ -51,7 +60,7 @@ pub enum DeviceError {
 impl DeviceError {
     pub fn code(&self) -> ErrorCode {
         match self {
-            DeviceError::Disk { .. } | DeviceError::TooMany { .. } => ErrorCode::InvalidConfig,
+            DeviceError::Disk { .. } | DeviceError::TooMany { .. } | DeviceError::Net(PasstError::Spawn(_)) => ErrorCode::InvalidConfig,
             _ => ErrorCode::VmSetup,
         }
     }
@@ -59,6 +68,7 @@ impl DeviceError {
     pub fn field(&self) -> Option<String> {
         match self {
             DeviceError::Disk { index, .. } => Some(format!("disks[{index}].path")),
+            DeviceError::Net(_) => Some("net.passt".into()),
             DeviceError::TooMany { .. } => Some("disks".into()),
             _ => None,
         }
@@ -69,6 +79,7 @@ impl fmt::Display for DeviceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceError::Disk { index, path, source } => write!(f, "disks[{index}].path: {}: {source}", path.display()),
+            DeviceError::Net(e) => write!(f, "net.passt: {e}"),
             DeviceError::TooMany { count } => write!(f, "{count} devices asked for; at most {MAX_DEVICES} fit"),
             DeviceError::EventFd(e) => write!(f, "eventfd: {e}"),
             DeviceError::Kvm { op, source } => write!(f, "{op}: {source}"),
@@ -105,6 +116,8 @@ pub struct Devices {
     stop: EventFd,
     stopped: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Dropped after the device thread stopped: kills and reaps passt.
+    _passt: Option<Passt>,
 }
 
 impl Devices {
@@ -115,6 +128,14 @@ impl Devices {
                 .map_err(|source| DeviceError::Disk { index, path: disk.path.clone(), source })?;
             let block = Arc::new(Mutex::new(block));
             devices.push((block.clone(), block));
+        }
+        let mut passt = None;
+        if let Some(net) = &spec.net {
+            let (child, stream) = Passt::spawn(&net.passt, &net.log).map_err(DeviceError::Net)?;
+            passt = Some(child);
+            let stream = FramedStream::new(stream).map_err(|e| DeviceError::Net(PasstError::Socket(e)))?;
+            let net = Arc::new(Mutex::new(Net::new(stream).map_err(DeviceError::EventFd)?));
+            devices.push((net.clone(), net));
         }
         if devices.len() > MAX_DEVICES {
             return Err(DeviceError::TooMany { count: devices.len() });
@@ -140,7 +161,7 @@ impl Devices {
         let stop = EventFd::new(libc::EFD_NONBLOCK | libc::EFD_CLOEXEC).map_err(DeviceError::EventFd)?;
         let stopper = Stopper { evt: stop.try_clone().map_err(DeviceError::EventFd)?, stopped: stopped.clone() };
         events.add_subscriber(Arc::new(Mutex::new(stopper)));
-        Ok(Devices { bus: Arc::new(bus), acpi, events: Some(events), stop, stopped, thread: None })
+        Ok(Devices { bus: Arc::new(bus), acpi, events: Some(events), stop, stopped, thread: None, _passt: passt })
     }
 
     /// The windows and interrupts the DSDT announces.

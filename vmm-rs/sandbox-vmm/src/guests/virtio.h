@@ -51,13 +51,13 @@ void *memcpy(void *d, const void *s, u64 n) {
 
 static inline void outb(u16 port, u8 v) { __asm__ volatile("outb %0, %1" ::"a"(v), "Nd"(port)); }
 
-static void put_char(char c) { outb(0x3f8, (u8)c); }
+static inline void put_char(char c) { outb(0x3f8, (u8)c); }
 
-static void put_str(const char *s) {
+static inline void put_str(const char *s) {
     while (*s) put_char(*s++);
 }
 
-static void put_u64(u64 v) {
+static inline void put_u64(u64 v) {
     char buf[21];
     int i = 20;
     buf[i] = 0;
@@ -69,12 +69,12 @@ static void put_u64(u64 v) {
 }
 
 /* Resets the machine through the i8042: the VMM stops the VM with reason "reset". */
-static void __attribute__((noreturn)) reset(void) {
+static inline void __attribute__((noreturn)) reset(void) {
     outb(0x64, 0xfe);
     for (;;) __asm__ volatile("hlt");
 }
 
-static void __attribute__((noreturn)) fail(const char *why) {
+static inline void __attribute__((noreturn)) fail(const char *why) {
     put_str("FAIL ");
     put_str(why);
     put_char('\n');
@@ -82,7 +82,7 @@ static void __attribute__((noreturn)) fail(const char *why) {
 }
 
 /* The value of `key=` on the kernel command line (the zero page's cmd_line_ptr), or `dflt`. */
-static u64 cmdline_u64(const u8 *zero_page, const char *key, u64 dflt) {
+static inline u64 cmdline_u64(const u8 *zero_page, const char *key, u64 dflt) {
     const char *line = (const char *)(u64)(*(const u32 *)(zero_page + 0x228));
     for (const char *p = line; *p; p++) {
         if (p != line && p[-1] != ' ') continue;
@@ -158,7 +158,7 @@ static u8 ring_pages[4][4096] __attribute__((aligned(4096)));
 static int ring_pages_taken;
 
 /* The window of the first device of `type`, or 0. */
-static u64 virtio_find(u32 type) {
+static inline u64 virtio_find(u32 type) {
     for (u64 i = 0; i < 19; i++) {
         u64 base = VIRTIO_MMIO_START + i * VIRTIO_MMIO_SIZE;
         if (mmio_read(base, REG_MAGIC) == 0x74726976 && mmio_read(base, REG_DEVICE_ID) == type) return base;
@@ -167,7 +167,7 @@ static u64 virtio_find(u32 type) {
 }
 
 /* Reset, ACKNOWLEDGE, DRIVER, then accept VERSION_1 and those of `want` the device offers. */
-static void virtio_negotiate(u64 base, u32 want) {
+static inline void virtio_negotiate(u64 base, u32 want) {
     mmio_write(base, REG_STATUS, 0);
     mmio_write(base, REG_STATUS, STATUS_ACK);
     mmio_write(base, REG_STATUS, STATUS_ACK | STATUS_DRIVER);
@@ -181,7 +181,7 @@ static void virtio_negotiate(u64 base, u32 want) {
     if (!(mmio_read(base, REG_STATUS) & STATUS_FEATURES_OK)) fail("features refused");
 }
 
-static void vq_init(struct vq *q, u64 base, u32 index) {
+static inline void vq_init(struct vq *q, u64 base, u32 index) {
     if (ring_pages_taken == 4) fail("out of ring pages");
     u8 *page = ring_pages[ring_pages_taken++];
     q->base = base;
@@ -203,12 +203,12 @@ static void vq_init(struct vq *q, u64 base, u32 index) {
     mmio_write(base, REG_QUEUE_READY, 1);
 }
 
-static void virtio_driver_ok(u64 base) {
+static inline void virtio_driver_ok(u64 base) {
     mmio_write(base, REG_STATUS, STATUS_ACK | STATUS_DRIVER | STATUS_FEATURES_OK | STATUS_DRIVER_OK);
     if (mmio_read(base, REG_STATUS) & STATUS_NEEDS_RESET) fail("device needs reset");
 }
 
-static void vq_set(struct vq *q, u16 i, const volatile void *addr, u32 len, u16 flags, u16 next) {
+static inline void vq_set(struct vq *q, u16 i, const volatile void *addr, u32 len, u16 flags, u16 next) {
     q->desc[i].addr = (u64)addr;
     q->desc[i].len = len;
     q->desc[i].flags = flags;
@@ -216,7 +216,7 @@ static void vq_set(struct vq *q, u16 i, const volatile void *addr, u32 len, u16 
 }
 
 /* Offers the chain starting at descriptor `head` (without telling the device). */
-static void vq_offer(struct vq *q, u16 head) {
+static inline void vq_offer(struct vq *q, u16 head) {
     q->avail[2 + q->avail_idx % QUEUE_SIZE] = head;
     barrier();
     q->avail_idx++;
@@ -224,10 +224,10 @@ static void vq_offer(struct vq *q, u16 head) {
     barrier();
 }
 
-static void vq_notify(struct vq *q) { mmio_write(q->base, REG_QUEUE_NOTIFY, q->index); }
+static inline void vq_notify(struct vq *q) { mmio_write(q->base, REG_QUEUE_NOTIFY, q->index); }
 
 /* The next used entry, if the device returned one. */
-static int vq_used(struct vq *q, struct used_elem *out) {
+static inline int vq_used(struct vq *q, struct used_elem *out) {
     if (q->used[1] == q->used_seen) return 0;
     barrier();
     volatile struct used_elem *ring = (volatile struct used_elem *)(q->used + 2);
@@ -238,7 +238,7 @@ static int vq_used(struct vq *q, struct used_elem *out) {
 }
 
 /* Waits for the next used entry; fails if the device breaks meanwhile. */
-static struct used_elem vq_wait(struct vq *q) {
+static inline struct used_elem vq_wait(struct vq *q) {
     struct used_elem e;
     /* The status read is a VM exit; the used index is plain memory. */
     for (u32 spins = 1; !vq_used(q, &e); spins++) {

@@ -101,6 +101,9 @@ pub enum ChainError {
     Loop,
     /// The buffers add up to more than 4 GiB.
     TooLong,
+    /// The buffers of the chain at `head` could not be used after the walk accepted them: the
+    /// driver changed the chain while the device was using it.
+    Changed { head: u16 },
 }
 
 impl fmt::Display for ChainError {
@@ -115,6 +118,7 @@ impl fmt::Display for ChainError {
             ChainError::ReadableAfterWritable { index } => write!(f, "descriptor {index} is readable after a writable one"),
             ChainError::Loop => write!(f, "the chain is longer than the queue (a loop)"),
             ChainError::TooLong => write!(f, "the buffers add up to more than 4 GiB"),
+            ChainError::Changed { head } => write!(f, "chain {head} changed while in use"),
         }
     }
 }
