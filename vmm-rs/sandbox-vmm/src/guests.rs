@@ -67,6 +67,8 @@ pub const VIRTIO_H: &str = include_str!("guests/virtio.h");
 pub const BLOCK_C: &str = include_str!("guests/block.c");
 /// Asks the first virtio-net device for an address by DHCP, then resolves the router by ARP.
 pub const NET_C: &str = include_str!("guests/net.c");
+/// Echoes vsock connections to `listen=PORT`, or connects out to host `connect=PORT`.
+pub const VSOCK_C: &str = include_str!("guests/vsock.c");
 
 /// Compiles one of the C guests (`source` includes `virtio.h`) into an ELF64 linked at 2 MiB,
 /// entered in long mode like the assembled ones. Freestanding, no SSE (the boot CPU state does

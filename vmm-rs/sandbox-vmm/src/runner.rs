@@ -37,8 +37,6 @@ pub enum StartError {
     StateDirNotADirectory { path: PathBuf },
     /// The state directory is not ours alone (`owner`, `mode`), so it cannot hold the sockets.
     StateDirNotPrivate { path: PathBuf, uid: u32, owner: u32, mode: u32 },
-    /// The start frame names a device this VMM does not provide yet, in `field`.
-    Unsupported { field: &'static str, device: &'static str },
     Cgroup(CgroupError),
     Vm(VmError),
     ControlSocket { path: PathBuf, source: io::Error },
@@ -53,7 +51,6 @@ impl StartError {
             | StartError::StateDir { .. }
             | StartError::StateDirNotADirectory { .. }
             | StartError::StateDirNotPrivate { .. } => ErrorCode::InvalidConfig,
-            StartError::Unsupported { .. } => ErrorCode::Unsupported,
             StartError::Cgroup(e) => e.code(),
             StartError::Vm(e) => e.code(),
             StartError::ControlSocket { .. } => ErrorCode::ControlSocket,
@@ -66,7 +63,6 @@ impl StartError {
             StartError::NoStartFrame | StartError::BadStartFrame(_) => Some("(start frame)".into()),
             StartError::Config(e) => Some(e.field.as_str().into()),
             StartError::StateDir { .. } | StartError::StateDirNotADirectory { .. } | StartError::StateDirNotPrivate { .. } => Some("state_dir".into()),
-            StartError::Unsupported { field, .. } => Some((*field).into()),
             StartError::Cgroup(_) => Some("cgroup.path".into()),
             StartError::Vm(e) => e.field(),
             StartError::ControlSocket { .. } => Some("state_dir".into()),
@@ -77,7 +73,7 @@ impl StartError {
     /// an unavailable dependency, or internal.
     pub fn exit_code(&self) -> i32 {
         match self.code() {
-            ErrorCode::InvalidConfig | ErrorCode::Unsupported => EXIT_INVALID,
+            ErrorCode::InvalidConfig => EXIT_INVALID,
             ErrorCode::CgroupIdentity => EXIT_CONFLICT,
             ErrorCode::CgroupJoin | ErrorCode::KvmUnavailable => EXIT_UNAVAILABLE,
             _ => EXIT_INTERNAL,
@@ -104,7 +100,6 @@ impl fmt::Display for StartError {
             StartError::StateDirNotPrivate { path, uid, owner, mode } => {
                 write!(f, "state_dir: {} must be owned by uid {uid} with mode 0700 (is uid {owner} mode {mode:o})", path.display())
             }
-            StartError::Unsupported { field, device } => write!(f, "{field}: {device} is not implemented by this sandbox-vmm yet"),
             StartError::Cgroup(e) => write!(f, "{e}"),
             StartError::Vm(e) => write!(f, "{e}"),
             StartError::ControlSocket { path, source } => write!(f, "{}: {source}", path.display()),
@@ -122,8 +117,7 @@ impl std::error::Error for StartError {
             StartError::Vm(e) => Some(e),
             StartError::NoStartFrame
             | StartError::StateDirNotADirectory { .. }
-            | StartError::StateDirNotPrivate { .. }
-            | StartError::Unsupported { .. } => None,
+            | StartError::StateDirNotPrivate { .. } => None,
         }
     }
 }
@@ -155,17 +149,7 @@ fn check_state_dir(config: &StartConfig) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Devices the start frame can name but this VMM does not provide yet are refused, never
-/// silently dropped: a sandbox without the disk or network it asked for is not that sandbox.
-fn refuse_unimplemented(config: &StartConfig) -> Result<(), StartError> {
-    if config.vsock_socket.is_some() {
-        return Err(StartError::Unsupported { field: "vsock_socket", device: "virtio-vsock" });
-    }
-    Ok(())
-}
-
 fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
-    refuse_unimplemented(config)?;
     // First of all: everything the VMM creates from here on is charged to the sandbox's cgroup.
     cgroup::join(&config.cgroup).map_err(StartError::Cgroup)?;
     check_state_dir(config)?;
@@ -180,6 +164,7 @@ fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
         devices: DeviceSpec {
             disks: config.disks.clone(),
             net: config.net.as_ref().map(|n| NetSpec { passt: n.passt.clone(), log: config.state_dir.join("passt.log") }),
+            vsock: config.vsock_socket.clone(),
         },
     };
     let mut vm = Vm::create(&spec).map_err(StartError::Vm)?;

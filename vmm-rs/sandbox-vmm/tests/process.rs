@@ -100,21 +100,6 @@ fn config_errors_are_answered_on_stdout_with_the_field() {
 }
 
 #[test]
-fn devices_not_implemented_yet_are_refused_not_dropped() {
-    let state = StateDir::new();
-    let plain = fs::metadata(&state.0).unwrap();
-    let cgroup = json!({ "path": state.0, "device": plain.dev(), "inode": plain.ino() });
-    for (field, value) in [("vsock_socket", json!("/s/v.sock"))] {
-        let mut cfg = config(Path::new("/k/vmlinux"), &state, cgroup.clone());
-        cfg[field] = value;
-        let mut vmm = Vmm::start(&cfg);
-        let frame = vmm.frame();
-        assert_eq!(error_of(&frame), ("unsupported", field), "{frame}");
-        assert_eq!(vmm.exit_code(), 2);
-    }
-}
-
-#[test]
 fn refuses_to_run_outside_its_cgroup_before_creating_anything() {
     let state = StateDir::new();
     let plain = fs::metadata(&state.0).unwrap();
@@ -169,6 +154,13 @@ fn the_start_frame_s_devices_reach_the_guest_and_a_missing_file_is_named() {
     let mut vmm = Vmm::start(&cfg);
     let frame = vmm.frame();
     assert_eq!(error_of(&frame), ("invalid_config", "disks[0].path"), "{frame}");
+    assert_eq!(vmm.exit_code(), 2);
+    let mut taken = config(&guest, &state, cg.json());
+    taken["vsock_socket"] = json!(state.0.join("serial.log"));
+    fs::write(state.0.join("serial.log"), "").unwrap();
+    let mut vmm = Vmm::start(&taken);
+    let frame = vmm.frame();
+    assert_eq!(error_of(&frame), ("invalid_config", "vsock_socket"), "{frame}");
     assert_eq!(vmm.exit_code(), 2);
     let mut no_passt = config(&guest, &state, cg.json());
     no_passt["net"] = json!({ "passt": "/nonexistent/passt" });

@@ -4,12 +4,14 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sandbox_vmm::config::Disk;
 use sandbox_vmm::devices::manager::{DeviceSpec, NetSpec};
-use sandbox_vmm::guests::{BLOCK_C, NET_C};
+use sandbox_vmm::guests::{BLOCK_C, NET_C, VSOCK_C};
 use sandbox_vmm::vstate::stop::StopReason;
 use sandbox_vmm::vstate::vm::{Vm, VmSpec};
 
@@ -97,4 +99,70 @@ fn a_guest_gets_a_dhcp_offer_and_an_arp_reply_from_a_real_passt() {
     drop(vm);
     // passt was the VM's child and went with it.
     assert!(!std::fs::read_to_string(state.0.join("passt.log")).unwrap_or_default().contains("rror"), "passt logged an error");
+}
+
+/// Opens a host connection to guest `port` through the hybrid socket: `CONNECT port` and the
+/// `OK <local port>` answer, or None when the guest refused (the socket closes instead).
+fn connect_guest(socket: &Path, port: u32) -> Option<(UnixStream, u32)> {
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    writeln!(stream, "CONNECT {port}").unwrap();
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line).ok()?;
+    let local = line.strip_prefix("OK ")?.trim_end().parse().ok()?;
+    Some((stream, local))
+}
+
+#[test]
+fn the_host_reaches_a_guest_echo_service_through_the_hybrid_socket() {
+    require_kvm!("the_host_reaches_a_guest_echo_service_through_the_hybrid_socket");
+    let state = StateDir::new();
+    let socket = state.0.join("v.sock");
+    let guest = build_c_guest("vsock", VSOCK_C);
+    let devices = DeviceSpec { vsock: Some(socket.clone()), ..Default::default() };
+    let mut vm = Vm::create(&spec(&guest, "listen=44772 conns=1", &state, devices)).unwrap();
+    vm.start().unwrap();
+    // A port nobody listens on: the guest's RST closes the socket without an OK.
+    assert!(connect_guest(&socket, 9999).is_none(), "port 9999 was accepted");
+    let (stream, local) = connect_guest(&socket, 44772).expect("the echo service accepts");
+    assert!(local >= 1 << 30, "local port {local}");
+    // More than the credit either side gives at once, so both directions wait for updates.
+    let payload: Vec<u8> = (0..400_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let writer = {
+        let (mut stream, payload) = (stream.try_clone().unwrap(), payload.clone());
+        std::thread::spawn(move || stream.write_all(&payload).unwrap())
+    };
+    let mut echoed = vec![0u8; payload.len()];
+    (&stream).read_exact(&mut echoed).unwrap();
+    writer.join().unwrap();
+    assert!(echoed == payload, "the echo differs");
+    drop(stream);
+    let out = run_to_reset(&mut vm, &state, Duration::from_secs(60));
+    assert_eq!(out, "echo done 1\n");
+    drop(vm);
+    assert!(!socket.exists(), "the hybrid socket is removed with the VM");
+}
+
+#[test]
+fn a_guest_connects_out_to_the_host_through_path_underscore_port() {
+    require_kvm!("a_guest_connects_out_to_the_host_through_path_underscore_port");
+    let state = StateDir::new();
+    let socket = state.0.join("v.sock");
+    let listener = UnixListener::bind(state.0.join("v.sock_5000")).unwrap();
+    let guest = build_c_guest("vsock", VSOCK_C);
+    let devices = DeviceSpec { vsock: Some(socket), ..Default::default() };
+    let mut vm = Vm::create(&spec(&guest, "connect=5000", &state, devices)).unwrap();
+    vm.start().unwrap();
+    let (mut conn, _) = listener.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut line = String::new();
+    BufReader::new(&conn).read_line(&mut line).unwrap();
+    assert_eq!(line, "hello from the guest\n");
+    conn.write_all(b"hello from the host\n").unwrap();
+    // The guest shuts the connection down: the host sees EOF.
+    let mut rest = Vec::new();
+    conn.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    let out = run_to_reset(&mut vm, &state, Duration::from_secs(60));
+    assert_eq!(out, "connected to host port 5000\nhost says: hello from the host\nclosed\n");
 }

@@ -2,8 +2,9 @@
 //! the next MMIO window with the next GSI, binds its queue notifications (ioeventfd) and its
 //! interrupt (irqfd) in KVM, and runs the device thread that serves them all.
 //!
-//! Windows are given in a fixed order (disks as listed, then the network), so a guest sees the
-//! same device at the same address on every boot: the first disk is `/dev/vda`.
+//! Windows are given in a fixed order (disks as listed, then the network, then vsock), so a
+//! guest sees the same device at the same address on every boot: the first disk is
+//! `/dev/vda`.
 
 use std::fmt;
 use std::io;
@@ -22,6 +23,8 @@ use super::bus::MmioBus;
 use super::virtio::block::Block;
 use super::virtio::mmio::MmioTransport;
 use super::virtio::net::{FramedStream, Net, Passt, PasstError};
+use super::virtio::vsock::muxer::{Muxer, MuxerError};
+use super::virtio::vsock::Vsock;
 use super::virtio::{regs, Interrupt, VirtioDevice};
 use crate::arch::x86_64::acpi::MmioDevice;
 use crate::arch::x86_64::layout::{VIRTIO_GSI_START, VIRTIO_MMIO_SIZE, VIRTIO_MMIO_START};
@@ -36,6 +39,8 @@ pub const MAX_DEVICES: usize = 19;
 pub struct DeviceSpec {
     pub disks: Vec<Disk>,
     pub net: Option<NetSpec>,
+    /// The hybrid vsock's Unix socket (Firecracker's `uds_path`).
+    pub vsock: Option<PathBuf>,
 }
 
 /// The network device's passt: its executable and where its diagnostics go.
@@ -50,6 +55,7 @@ pub struct NetSpec {
 pub enum DeviceError {
     Disk { index: usize, path: PathBuf, source: io::Error },
     Net(PasstError),
+    Vsock(MuxerError),
     TooMany { count: usize },
     EventFd(io::Error),
     Kvm { op: &'static str, source: kvm_ioctls::Error },
@@ -60,7 +66,8 @@ pub enum DeviceError {
 impl DeviceError {
     pub fn code(&self) -> ErrorCode {
         match self {
-            DeviceError::Disk { .. } | DeviceError::TooMany { .. } | DeviceError::Net(PasstError::Spawn(_)) => ErrorCode::InvalidConfig,
+            DeviceError::Disk { .. } | DeviceError::TooMany { .. } | DeviceError::Net(PasstError::Spawn(_))
+            | DeviceError::Vsock(MuxerError::Bind { .. }) => ErrorCode::InvalidConfig,
             _ => ErrorCode::VmSetup,
         }
     }
@@ -69,6 +76,7 @@ impl DeviceError {
         match self {
             DeviceError::Disk { index, .. } => Some(format!("disks[{index}].path")),
             DeviceError::Net(_) => Some("net.passt".into()),
+            DeviceError::Vsock(_) => Some("vsock_socket".into()),
             DeviceError::TooMany { .. } => Some("disks".into()),
             _ => None,
         }
@@ -80,6 +88,7 @@ impl fmt::Display for DeviceError {
         match self {
             DeviceError::Disk { index, path, source } => write!(f, "disks[{index}].path: {}: {source}", path.display()),
             DeviceError::Net(e) => write!(f, "net.passt: {e}"),
+            DeviceError::Vsock(e) => write!(f, "vsock_socket: {e}"),
             DeviceError::TooMany { count } => write!(f, "{count} devices asked for; at most {MAX_DEVICES} fit"),
             DeviceError::EventFd(e) => write!(f, "eventfd: {e}"),
             DeviceError::Kvm { op, source } => write!(f, "{op}: {source}"),
@@ -136,6 +145,11 @@ impl Devices {
             let stream = FramedStream::new(stream).map_err(|e| DeviceError::Net(PasstError::Socket(e)))?;
             let net = Arc::new(Mutex::new(Net::new(stream).map_err(DeviceError::EventFd)?));
             devices.push((net.clone(), net));
+        }
+        if let Some(path) = &spec.vsock {
+            let muxer = Muxer::new(path).map_err(DeviceError::Vsock)?;
+            let vsock = Arc::new(Mutex::new(Vsock::new(muxer).map_err(DeviceError::EventFd)?));
+            devices.push((vsock.clone(), vsock));
         }
         if devices.len() > MAX_DEVICES {
             return Err(DeviceError::TooMany { count: devices.len() });

@@ -8,7 +8,7 @@
 //!   device interrupts through an irqfd.
 //! - [`queue`]: the split virtqueue from the virtio-queue crate, with every chain walked and
 //!   bounds-checked before a device uses it.
-//! - one folder per device ([`block`], [`net`]), each a [`VirtioDevice`]: its
+//! - one folder per device, [`block`], [`net`] and [`vsock`], each a [`VirtioDevice`]: its
 //!   [`device_type`], features, config space, queues, activation and reset, and the events it
 //!   serves on the device thread. A device never knows its transport: it sees guest memory, its
 //!   queues and an [`Interrupt`], so it is unit-tested against simulated guest memory.
@@ -27,6 +27,7 @@ pub mod block;
 pub mod mmio;
 pub mod net;
 pub mod queue;
+pub mod vsock;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -21,7 +21,7 @@ const BACKEND: u32 = 2;
 /// num_buffers. Without offloads every field is 0 except num_buffers, which is 1.
 const HDR_LEN: usize = 12;
 /// The guest's MAC address: locally administered; passt learns it from the guest's frames.
-pub const GUEST_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
+const GUEST_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 
 pub struct Net {
     backend: FramedStream,

@@ -4,5 +4,5 @@
 mod device;
 mod passt;
 
-pub use device::{Net, GUEST_MAC};
-pub use passt::{FramedStream, Passt, PasstError, MTU};
+pub use device::Net;
+pub use passt::{FramedStream, Passt, PasstError};
