@@ -124,7 +124,14 @@ fn the_host_reaches_a_guest_echo_service_through_the_hybrid_socket() {
     vm.start().unwrap();
     // A port nobody listens on: the guest's RST closes the socket without an OK.
     assert!(connect_guest(&socket, 9999).is_none(), "port 9999 was accepted");
-    let (stream, local) = connect_guest(&socket, 44772).expect("the echo service accepts");
+    // The guest's driver may not be up yet: the VMM then closes the socket after 2 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (stream, local) = loop {
+        if let Some(accepted) = connect_guest(&socket, 44772) {
+            break accepted;
+        }
+        assert!(Instant::now() < deadline, "the echo service never accepted");
+    };
     assert!(local >= 1 << 30, "local port {local}");
     // More than the credit either side gives at once, so both directions wait for updates.
     let payload: Vec<u8> = (0..400_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
