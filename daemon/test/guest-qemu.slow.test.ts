@@ -89,8 +89,10 @@ test('the guest boots under QEMU TCG: modules, overlay root, services, workload,
     const library = JSON.parse(readFileSync(join(manifest.library_dir, FIRMWARE_FILES.manifest), 'utf8')) as { modules: Array<{ file: string }> };
     const listed = execFileSync('cpio', ['-it', '--quiet'], { input: readFileSync(initramfs), encoding: 'utf8' }).split('\n').filter(Boolean);
     assert.equal(listed, ['.', 'dev', 'lib', 'lib/modules', 'proc', 'sys', 'dev/console', 'init', ...library.modules.map((m) => m.file)]);
-    // The entrypoint ends with `--`; with no host on vsock here, the config and bridges flags go before it.
-    const argv = [...manifest.entrypoint.slice(0, -1), '--control', 'file:/etc/sandbox-config.json', '--listen', 'unix:/run/bridges', '--', ...manifest.cmd];
+    // The entrypoint ends with `--`; with no host on vsock here, the config and bridges flags go before it,
+    // and the config carries no tokens (the workload calls the services without one): a development set-up.
+    const argv = [...manifest.entrypoint.slice(0, -1), '--control', 'file:/etc/sandbox-config.json', '--listen', 'unix:/run/bridges',
+      '--dev-no-token', '--', ...manifest.cmd];
     const exec = Buffer.from(JSON.stringify(argv)).toString('base64url');
     const qemu = spawn(
       'qemu-system-x86_64',
