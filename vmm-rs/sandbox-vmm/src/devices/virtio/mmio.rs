@@ -235,7 +235,7 @@ impl MmioTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::virtio::queue::testing::{memory, Driver};
+    use crate::devices::virtio::testing::{memory, Driver};
     use crate::devices::virtio::read_config_bytes;
     use event_manager::{EventOps, Events, MutEventSubscriber};
     use vmm_sys_util::eventfd::EventFd;
@@ -440,7 +440,7 @@ mod tests {
         negotiate(&mut t);
         set_up_queue(&mut t, 0, &q0);
         let mut far = Driver::new(0x4000, 8);
-        far.used = crate::devices::virtio::queue::testing::MEM_SIZE;
+        far.used = crate::devices::virtio::testing::MEM_SIZE;
         set_up_queue(&mut t, 1, &far);
         write(&mut t, regs::STATUS, ALL);
         assert_ne!(read(&mut t, regs::STATUS) & status::DEVICE_NEEDS_RESET, 0);
@@ -473,7 +473,7 @@ mod tests {
 
     #[test]
     fn fuzz_random_register_writes_never_panic() {
-        let mut rng = crate::devices::virtio::queue::testing::Rng::from_env(0x5eed_0003);
+        let mut rng = crate::devices::virtio::testing::Rng::from_env(0x5eed_0003);
         for _ in 0..200 {
             let (mut t, _) = transport();
             for _ in 0..200 {

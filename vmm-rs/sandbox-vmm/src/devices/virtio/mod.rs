@@ -27,6 +27,8 @@ pub mod block;
 pub mod mmio;
 pub mod net;
 pub mod queue;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod vsock;
 
 use std::fmt;

@@ -128,7 +128,7 @@ impl MutEventSubscriber for Block {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::virtio::queue::testing::{memory, readable, writable, Driver, Rng};
+    use crate::devices::virtio::testing::{memory, readable, writable, Driver, Rng, Scratch};
     use crate::devices::virtio::Interrupt;
     use std::io::Write as _;
     use std::sync::Arc;
@@ -146,18 +146,13 @@ mod tests {
         driver: Driver,
         interrupt: Arc<Interrupt>,
         path: std::path::PathBuf,
-    }
-
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        _dir: Scratch,
     }
 
     /// A disk of `sectors` sectors whose sector n is filled with byte n.
     fn fixture(sectors: u64, read_only: bool) -> Fixture {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!("svmm-blk-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+        let dir = Scratch::new("blk");
+        let path = dir.0.join("disk.img");
         let mut f = File::create(&path).unwrap();
         for s in 0..sectors {
             f.write_all(&[s as u8; 512]).unwrap();
@@ -169,7 +164,7 @@ mod tests {
         let driver = Driver::new(RING, 16);
         let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
         block.activate(Activation { mem: mem.clone(), queues: vec![driver.queue(&mem)], features: block.features(), interrupt: interrupt.clone() }).unwrap();
-        Fixture { block, mem, driver, interrupt, path }
+        Fixture { block, mem, driver, interrupt, path, _dir: dir }
     }
 
     impl Fixture {
@@ -180,7 +175,7 @@ mod tests {
             self.mem.write_obj(0xffu8, GuestAddress(STATUS)).unwrap();
         }
 
-        fn run(&mut self, bufs: &[crate::devices::virtio::queue::testing::Buf]) -> Vec<(u16, u32)> {
+        fn run(&mut self, bufs: &[crate::devices::virtio::testing::Buf]) -> Vec<(u16, u32)> {
             self.driver.offer(&self.mem, bufs);
             self.block.process_queue();
             self.driver.take_used(&self.mem)
@@ -278,7 +273,7 @@ mod tests {
 
     #[test]
     fn malformed_requests_break_the_device_until_reset() {
-        let shapes: [&[crate::devices::virtio::queue::testing::Buf]; 4] = [
+        let shapes: [&[crate::devices::virtio::testing::Buf]; 4] = [
             &[readable(HDR, 16)],
             &[readable(HDR, 8), writable(STATUS, 1)],
             &[writable(STATUS, 1)],

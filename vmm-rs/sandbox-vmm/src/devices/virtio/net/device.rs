@@ -230,7 +230,7 @@ impl MutEventSubscriber for Net {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::virtio::queue::testing::{memory, readable, writable, Driver};
+    use crate::devices::virtio::testing::{memory, readable, writable, Driver};
     use crate::devices::virtio::Interrupt;
     use std::os::unix::net::UnixStream;
     use std::sync::Arc;

@@ -190,11 +190,10 @@ impl MutEventSubscriber for Vsock {
 mod tests {
     use super::super::packet::*;
     use super::*;
-    use crate::devices::virtio::queue::testing::{memory, readable, writable, Buf, Driver, Rng};
+    use crate::devices::virtio::testing::{memory, readable, writable, Buf, Driver, Rng, Scratch};
     use crate::devices::virtio::Interrupt;
     use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;
-    use std::path::PathBuf;
     use std::sync::Arc;
     use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
@@ -210,20 +209,12 @@ mod tests {
         rx: Driver,
         tx: Driver,
         interrupt: Arc<Interrupt>,
-        dir: PathBuf,
-    }
-
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        dir: Scratch,
     }
 
     fn fixture() -> Fixture {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!("svmm-vsockdev-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut vsock = Vsock::new(Muxer::new(&dir.join("v.sock")).unwrap()).unwrap();
+        let dir = Scratch::new("vsockdev");
+        let mut vsock = Vsock::new(Muxer::new(&dir.0.join("v.sock")).unwrap()).unwrap();
         let mem = memory();
         let (rx, tx, evt) = (Driver::new(RX_RING, 16), Driver::new(TX_RING, 16), Driver::new(EVT_RING, 16));
         let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
@@ -319,7 +310,7 @@ mod tests {
     fn a_connection_through_the_queues_with_header_and_data_split_or_in_one_descriptor() {
         for one_descriptor in [false, true] {
             let mut f = fixture();
-            let mut client = UnixStream::connect(f.dir.join("v.sock")).unwrap();
+            let mut client = UnixStream::connect(f.dir.0.join("v.sock")).unwrap();
             client.write_all(b"CONNECT 44772\n").unwrap();
             f.pump();
             // The REQUEST waits for a buffer.
@@ -362,7 +353,7 @@ mod tests {
         }
         // A receive buffer too small for a header.
         let mut f = fixture();
-        let client = UnixStream::connect(f.dir.join("v.sock")).unwrap();
+        let client = UnixStream::connect(f.dir.0.join("v.sock")).unwrap();
         (&client).write_all(b"CONNECT 1\n").unwrap();
         f.pump();
         f.rx.offer(&f.mem, &[writable(RX_BUF, 16)]);

@@ -446,24 +446,18 @@ impl Drop for Muxer {
 mod tests {
     use super::super::packet::testing::{from_guest, Buffers};
     use super::*;
+    use crate::devices::virtio::testing::Scratch;
     use std::io::Write;
 
+    /// A muxer whose hybrid socket is `v.sock` in a scratch directory (dropped after it).
     struct Fixture {
         muxer: Muxer,
-        dir: PathBuf,
-    }
-
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        dir: Scratch,
     }
 
     fn fixture() -> Fixture {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!("svmm-vsock-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
-        std::fs::create_dir_all(&dir).unwrap();
-        Fixture { muxer: Muxer::new(&dir.join("v.sock")).unwrap(), dir }
+        let dir = Scratch::new("vsock");
+        Fixture { muxer: Muxer::new(&dir.0.join("v.sock")).unwrap(), dir }
     }
 
     /// The next packet for the guest: (op, src port, dst port, flags, data).
@@ -510,7 +504,7 @@ mod tests {
     #[test]
     fn host_connects_through_the_handshake_and_data_follows_the_line() {
         let mut f = fixture();
-        let mut client = UnixStream::connect(f.dir.join("v.sock")).unwrap();
+        let mut client = UnixStream::connect(f.dir.0.join("v.sock")).unwrap();
         // Bytes after the line already belong to the connection.
         client.write_all(b"CONNECT 44772\nearly").unwrap();
         settle(&mut f.muxer);
@@ -538,11 +532,11 @@ mod tests {
     #[test]
     fn bad_or_missing_handshakes_are_closed() {
         let mut f = fixture();
-        let mut bad = UnixStream::connect(f.dir.join("v.sock")).unwrap();
+        let mut bad = UnixStream::connect(f.dir.0.join("v.sock")).unwrap();
         bad.write_all(b"HELLO\n").unwrap();
-        let mut long = UnixStream::connect(f.dir.join("v.sock")).unwrap();
+        let mut long = UnixStream::connect(f.dir.0.join("v.sock")).unwrap();
         long.write_all(&[b'9'; 40]).unwrap();
-        let silent = UnixStream::connect(f.dir.join("v.sock")).unwrap();
+        let silent = UnixStream::connect(f.dir.0.join("v.sock")).unwrap();
         settle(&mut f.muxer);
         for s in [&bad, &long] {
             s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -561,7 +555,7 @@ mod tests {
     #[test]
     fn a_request_the_guest_never_answers_times_out_with_an_rst() {
         let mut f = fixture();
-        let mut client = UnixStream::connect(f.dir.join("v.sock")).unwrap();
+        let mut client = UnixStream::connect(f.dir.0.join("v.sock")).unwrap();
         client.write_all(b"CONNECT 1234\n").unwrap();
         settle(&mut f.muxer);
         let (_, local, ..) = rx(&mut f.muxer).unwrap();
@@ -575,7 +569,7 @@ mod tests {
     #[test]
     fn the_guest_connects_out_to_path_underscore_port() {
         let mut f = fixture();
-        let listener = UnixListener::bind(f.dir.join("v.sock_5000")).unwrap();
+        let listener = UnixListener::bind(f.dir.0.join("v.sock_5000")).unwrap();
         guest(&mut f.muxer, 1025, 5000, OP_REQUEST, b"");
         let (mut server, _) = listener.accept().unwrap();
         assert_eq!(head(&mut f.muxer), (OP_RESPONSE, 5000, 1025));
@@ -619,7 +613,7 @@ mod tests {
     #[test]
     fn reset_forgets_every_connection() {
         let mut f = fixture();
-        let client = UnixStream::connect(f.dir.join("v.sock")).unwrap();
+        let client = UnixStream::connect(f.dir.0.join("v.sock")).unwrap();
         (&client).write_all(b"CONNECT 1\n").unwrap();
         settle(&mut f.muxer);
         f.muxer.reset();
@@ -631,7 +625,7 @@ mod tests {
     #[test]
     fn the_socket_file_goes_with_the_muxer() {
         let f = fixture();
-        let path = f.dir.join("v.sock");
+        let path = f.dir.0.join("v.sock");
         assert!(path.exists());
         assert!(matches!(Muxer::new(&path), Err(MuxerError::Bind { .. })), "an existing path is not taken over");
         drop(f);
