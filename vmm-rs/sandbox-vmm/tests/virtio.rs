@@ -59,6 +59,8 @@ fn a_guest_reads_a_known_block_from_a_read_only_disk() {
     vm.start().unwrap();
     let out = run_to_reset(&mut vm, &state, Duration::from_secs(60));
     assert_eq!(out, "capacity 8\nread status 0: the second sector of the disk ok\nwrite status 1\nid disk0\n");
+    // One sector read, the refused write counted as an error (GET_ID is neither).
+    assert_eq!(vm.disk_metrics()[0].snapshot(), (512, 1, 0, 1));
     assert_eq!(std::fs::read(&disk).unwrap(), image, "the read-only disk changed");
 }
 

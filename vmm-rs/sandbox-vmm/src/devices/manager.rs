@@ -20,7 +20,7 @@ use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::eventfd::EventFd;
 
 use super::bus::MmioBus;
-use super::virtio::block::Block;
+use super::virtio::block::{Block, BlockMetrics};
 use super::virtio::mmio::MmioTransport;
 use super::virtio::net::{FramedStream, Net, Passt, PasstError};
 use super::virtio::vsock::muxer::{Muxer, MuxerError};
@@ -125,6 +125,7 @@ pub struct Devices {
     stop: EventFd,
     stopped: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    disk_metrics: Vec<Arc<BlockMetrics>>,
     /// Dropped after the device thread stopped: kills and reaps passt.
     _passt: Option<Passt>,
 }
@@ -132,9 +133,11 @@ pub struct Devices {
 impl Devices {
     pub fn create(vm_fd: &VmFd, mem: &GuestMemoryMmap, spec: &DeviceSpec) -> Result<Devices, DeviceError> {
         let mut devices: Vec<(Arc<Mutex<dyn VirtioDevice>>, Subscriber)> = Vec::new();
+        let mut disk_metrics = Vec::new();
         for (index, disk) in spec.disks.iter().enumerate() {
             let block = Block::new(&disk.path, disk.read_only, &format!("disk{index}"))
                 .map_err(|source| DeviceError::Disk { index, path: disk.path.clone(), source })?;
+            disk_metrics.push(block.metrics());
             let block = Arc::new(Mutex::new(block));
             devices.push((block.clone(), block));
         }
@@ -175,7 +178,7 @@ impl Devices {
         let stop = EventFd::new(libc::EFD_NONBLOCK | libc::EFD_CLOEXEC).map_err(DeviceError::EventFd)?;
         let stopper = Stopper { evt: stop.try_clone().map_err(DeviceError::EventFd)?, stopped: stopped.clone() };
         events.add_subscriber(Arc::new(Mutex::new(stopper)));
-        Ok(Devices { bus: Arc::new(bus), acpi, events: Some(events), stop, stopped, thread: None, _passt: passt })
+        Ok(Devices { bus: Arc::new(bus), acpi, events: Some(events), stop, stopped, thread: None, disk_metrics, _passt: passt })
     }
 
     /// The windows and interrupts the DSDT announces.
@@ -186,6 +189,11 @@ impl Devices {
     /// What the vCPUs route their MMIO exits to.
     pub fn bus(&self) -> &Arc<MmioBus> {
         &self.bus
+    }
+
+    /// Each disk's counters, in the order of the start configuration's `disks`.
+    pub fn disk_metrics(&self) -> &[Arc<BlockMetrics>] {
+        &self.disk_metrics
     }
 
     /// Starts the device thread.

@@ -321,6 +321,11 @@ impl Vm {
         &self.stop
     }
 
+    /// Each disk's counters, in the order of the spec's disks.
+    pub fn disk_metrics(&self) -> &[std::sync::Arc<crate::devices::virtio::block::BlockMetrics>] {
+        self.devices.disk_metrics()
+    }
+
     pub fn serial_log_counts(&self) -> (u64, u64) {
         self.bus.serial_log_counts()
     }

@@ -4,13 +4,14 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use event_manager::{EventOps, Events, MutEventSubscriber};
 use virtio_bindings::bindings::virtio_blk::{VIRTIO_BLK_F_FLUSH, VIRTIO_BLK_F_RO, VIRTIO_BLK_ID_BYTES};
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::eventfd::EventFd;
 
-use super::request::{Disk, SECTOR_SIZE};
+use super::request::{BlockMetrics, Disk, SECTOR_SIZE};
 use crate::devices::virtio::queue::{self, MAX_QUEUE_SIZE};
 use crate::devices::virtio::{consume, device_type, read_config_bytes, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
 
@@ -30,10 +31,15 @@ impl Block {
         let n = id.len().min(id_bytes.len());
         id_bytes[..n].copy_from_slice(&id.as_bytes()[..n]);
         Ok(Block {
-            disk: Disk { file, read_only, sectors, id: id_bytes },
+            disk: Disk { file, read_only, sectors, id: id_bytes, metrics: Arc::default() },
             queue_evts: [EventFd::new(libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)?],
             active: None,
         })
+    }
+
+    /// The disk's counters, shared with whoever asks.
+    pub fn metrics(&self) -> Arc<BlockMetrics> {
+        self.disk.metrics.clone()
     }
 
     /// Serves every request the driver has queued; a chain that cannot be a request breaks the
@@ -219,6 +225,8 @@ mod tests {
         f.mem.read_slice(&mut tail, GuestAddress(STATUS - 224)).unwrap();
         assert_eq!(tail, [7u8; 224]);
         assert_eq!(f.interrupt.status() & crate::devices::virtio::interrupt::USED_BUFFER, 1);
+        // Both reads, counted as the device served them.
+        assert_eq!(f.block.metrics().snapshot(), (512 + 1024, 2, 0, 0));
     }
 
     #[test]
@@ -231,6 +239,8 @@ mod tests {
             assert_eq!(f.status(), VIRTIO_BLK_S_IOERR as u8, "sector {sector} len {len}");
         }
         assert!(!f.interrupt.is_broken());
+        // Failed reads are errors, not bytes read.
+        assert_eq!(f.block.metrics().snapshot(), (0, 0, 0, 4));
     }
 
     #[test]
@@ -242,6 +252,7 @@ mod tests {
         assert_eq!(used[0].1, 1);
         assert_eq!(f.status(), VIRTIO_BLK_S_IOERR as u8);
         assert_eq!(std::fs::read(&f.path).unwrap()[512..1024], [1u8; 512]);
+        assert_eq!(f.block.metrics().snapshot(), (0, 0, 0, 1));
 
         let mut f = fixture(4, false);
         f.mem.write_slice(&[0xab; 512], GuestAddress(DATA)).unwrap();
@@ -249,6 +260,7 @@ mod tests {
         f.run(&[readable(HDR, 16), readable(DATA, 512), writable(STATUS, 1)]);
         assert_eq!(f.status(), VIRTIO_BLK_S_OK as u8);
         assert_eq!(std::fs::read(&f.path).unwrap()[512..1024], [0xab; 512]);
+        assert_eq!(f.block.metrics().snapshot(), (0, 0, 512, 0));
         f.header(VIRTIO_BLK_T_FLUSH, 0);
         f.run(&[readable(HDR, 16), writable(STATUS, 1)]);
         assert_eq!(f.status(), VIRTIO_BLK_S_OK as u8);

@@ -6,4 +6,4 @@ mod device;
 mod request;
 
 pub use device::Block;
-pub use request::SECTOR_SIZE;
+pub use request::{BlockMetrics, SECTOR_SIZE};

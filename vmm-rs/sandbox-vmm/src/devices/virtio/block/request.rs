@@ -5,6 +5,8 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use virtio_bindings::bindings::virtio_blk::{
     VIRTIO_BLK_ID_BYTES, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_FLUSH, VIRTIO_BLK_T_GET_ID,
@@ -50,6 +52,28 @@ impl std::fmt::Display for Malformed {
     }
 }
 
+/// What a disk served: counters the device thread adds to and anyone may read (the benchmark
+/// checks with them that a guest's reads reached the device rather than its page cache).
+#[derive(Debug, Default)]
+pub struct BlockMetrics {
+    /// Bytes of successful IN requests.
+    pub read_bytes: AtomicU64,
+    /// Successful IN requests.
+    pub reads: AtomicU64,
+    /// Bytes of successful OUT requests.
+    pub write_bytes: AtomicU64,
+    /// Requests answered with IOERR or UNSUPP.
+    pub errors: AtomicU64,
+}
+
+impl BlockMetrics {
+    /// (read bytes, reads, write bytes, errors), each read on its own.
+    pub fn snapshot(&self) -> (u64, u64, u64, u64) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (get(&self.read_bytes), get(&self.reads), get(&self.write_bytes), get(&self.errors))
+    }
+}
+
 /// The disk a request runs against.
 pub struct Disk {
     pub file: File,
@@ -57,6 +81,7 @@ pub struct Disk {
     /// Size in sectors; a partial last sector of the file is not part of the disk.
     pub sectors: u64,
     pub id: [u8; VIRTIO_BLK_ID_BYTES as usize],
+    pub metrics: Arc<BlockMetrics>,
 }
 
 /// What an I/O failed on, for the status byte: a request the guest got wrong and one the host
@@ -85,7 +110,11 @@ impl Disk {
             VIRTIO_BLK_T_IN => {
                 let len = writer.available_bytes() as u64;
                 match self.range(sector, len).and_then(|offset| self.read_into(offset, len, &mut writer)) {
-                    Ok(()) => (VIRTIO_BLK_S_OK, len as u32),
+                    Ok(()) => {
+                        self.metrics.read_bytes.fetch_add(len, Ordering::Relaxed);
+                        self.metrics.reads.fetch_add(1, Ordering::Relaxed);
+                        (VIRTIO_BLK_S_OK, len as u32)
+                    }
                     Err(failure) => (self.ioerr(failure, "read", sector), writer.bytes_written() as u32),
                 }
             }
@@ -93,7 +122,10 @@ impl Disk {
             VIRTIO_BLK_T_OUT => {
                 let len = reader.available_bytes() as u64;
                 match self.range(sector, len).and_then(|offset| self.write_from(offset, len, &mut reader)) {
-                    Ok(()) => (VIRTIO_BLK_S_OK, 0),
+                    Ok(()) => {
+                        self.metrics.write_bytes.fetch_add(len, Ordering::Relaxed);
+                        (VIRTIO_BLK_S_OK, 0)
+                    }
                     Err(failure) => (self.ioerr(failure, "write", sector), 0),
                 }
             }
@@ -111,6 +143,9 @@ impl Disk {
             }
             _ => (VIRTIO_BLK_S_UNSUPP, 0),
         };
+        if status != VIRTIO_BLK_S_OK {
+            self.metrics.errors.fetch_add(1, Ordering::Relaxed);
+        }
         status_part.write_all(&[status as u8]).map_err(|_| Malformed::Memory)?;
         Ok(data_written + 1)
     }
