@@ -7,8 +7,10 @@
  *   node dist/bench/vm/run.js                       tiny guests; any host with a usable /dev/kvm
  *   node dist/bench/vm/run.js virtio [--vsock-mib N] [--blk-mib N]    only the device figures
  *   node dist/bench/vm/run.js boot --kernel PATH [--initrd PATH] [--cmdline TEXT] [--until TEXT]
- *       [--disk PATH] [--vsock-echo PORT]           a real guest's boot time, and its vsock echo
- *                                                   figures (hardware-virtualized hosts)
+ *       [--disk PATH] [--vsock-echo PORT] [--blk-start TEXT --blk-end TEXT]
+ *                                                   a real guest's boot time, its vsock echo figures
+ *                                                   and its disk reads between two console marks
+ *                                                   (hardware-virtualized hosts)
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';

@@ -2,7 +2,7 @@
  * virtio-blk test guest: prints the disk's capacity, reads sector `sector=` (default 1) and
  * prints its first 32 bytes, tries to write it back (a read-only disk answers IOERR), reads
  * the disk's ID; with `bench_mib=N` it then reads N MiB in 1 MiB requests, cycling over the
- * disk, and prints "bench done". Then it resets the machine.
+ * disk, and prints "bench done". Then it resets the machine, or with `hold=1` halts for good.
  */
 #include "virtio.h"
 
@@ -80,5 +80,7 @@ void guest_main(const u8 *zero_page) {
         }
         put_str("bench done\n");
     }
+    /* hold=1 keeps the machine up (halted) for a benchmark that goes on measuring it. */
+    if (cmdline_u64(zero_page, "hold", 0)) for (;;) __asm__ volatile("hlt");
     reset();
 }
