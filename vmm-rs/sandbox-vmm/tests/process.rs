@@ -180,6 +180,22 @@ fn the_start_frame_s_devices_reach_the_guest_and_a_missing_file_is_named() {
     assert_eq!(vmm.exit_code(), 0);
     let serial = fs::read_to_string(state.0.join("serial.log")).unwrap();
     assert!(serial.starts_with("capacity 4\nread status 0: root....") && serial.ends_with("write status 1\nid disk0\n"), "{serial}");
+
+    // A guest that stays up: inspect counts what its disk served (one sector read, the write
+    // refused).
+    cfg["cmdline"] = json!("sector=1 hold=1");
+    let mut vmm = Vmm::start(&cfg);
+    let ready = vmm.frame();
+    assert_eq!(ready["ok"], json!(true), "{ready}");
+    let sock = PathBuf::from(ready["control_socket"].as_str().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fs::read_to_string(state.0.join("serial.log")).unwrap_or_default().contains("id disk0") {
+        assert!(Instant::now() < deadline, "the guest did not get its disk's ID");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let inspect = control(&sock, json!({"op": "inspect"}));
+    assert_eq!(inspect["disks"], json!([{ "read_bytes": 512, "reads": 1, "write_bytes": 0, "errors": 1 }]), "{inspect}");
+    assert_eq!(control(&sock, json!({"op": "terminate"}))["ok"], json!(true));
 }
 
 fn serial_len(state: &StateDir) -> u64 {
