@@ -7,7 +7,7 @@ cd "$REPO_ROOT"
 
 NODE_VERSION=22.23.3
 # Debian packages the tools and tests need; extended by the issues that need more.
-APT_PACKAGES=(build-essential pkg-config python3 acpica-tools lz4)
+APT_PACKAGES=(build-essential pkg-config python3 acpica-tools lz4 passt e2fsprogs)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -119,7 +119,7 @@ build_guest_firmware() {
 install_slow_tier_packages() {
   [ "${SETUP_SLOW_TIER:-}" = 1 ] || return 0
   # A local array (bash's dynamic scope) is what install_apt_packages sees; `VAR=(...) cmd` would pass a string.
-  local APT_PACKAGES=(qemu-system-x86 busybox-static cpio e2fsprogs)
+  local APT_PACKAGES=(qemu-system-x86 busybox-static cpio)
   install_apt_packages
 }
 

@@ -49,7 +49,7 @@ function localFirstByteMs(): Promise<number> {
 
 async function main(): Promise<void> {
   const svc = await startGuestService('execd', { bin });
-  const sdk = execdClient(svc.addr);
+  const sdk = execdClient(svc.addr, svc.headers);
   const dir = mkdtempSync(join(tmpdir(), 'bench-guest-'));
   try {
     // Warm both paths once so neither pays first-use costs in the samples.

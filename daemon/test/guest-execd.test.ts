@@ -17,7 +17,7 @@ let work: string;
 
 test.before(async () => {
   svc = await startGuestService('execd', { args: ['--ping-interval-ms', '200'] });
-  sdk = execdClient(svc.addr);
+  sdk = execdClient(svc.addr, svc.headers);
   work = scratchDir('guest-execd');
 });
 
@@ -56,6 +56,7 @@ async function expectApiError(fn: () => Promise<unknown>, code: string, status?:
 
 test('ping, ready and metrics answer', async () => {
   assert.is(await sdk.health.ping(), true);
+  // Readiness answers without a token: the SDK's poll carries none.
   const ready = await fetch(`http://${svc.addr}/ready`);
   assert.equal(await ready.json(), { initialized: true });
   const m = await sdk.metrics.getMetrics();
@@ -124,6 +125,7 @@ test('a foreground command stops when its client goes away', async () => {
   const abort = new AbortController();
   const res = await fetch(`http://${svc.addr}/command`, {
     method: 'POST',
+    headers: svc.headers,
     body: JSON.stringify({ command: 'echo started; sleep 30' }),
     signal: abort.signal,
   });
@@ -142,7 +144,7 @@ test('a foreground command stops when its client goes away', async () => {
 });
 
 test('metrics/watch streams one snapshot event after another', async () => {
-  const res = await fetch(`http://${svc.addr}/metrics/watch`);
+  const res = await fetch(`http://${svc.addr}/metrics/watch`, { headers: svc.headers });
   assert.is(res.headers.get('content-type'), 'text/event-stream');
   const reader = res.body!.getReader();
   let text = '';
@@ -331,7 +333,7 @@ test('every error path answers {code, message}', async () => {
 
   // Requests the SDK would not send malformed are checked with plain fetch.
   const raw = async (path: string, init: RequestInit = {}): Promise<{ status: number; body: { code: string; message: string } }> => {
-    const res = await fetch(`http://${svc.addr}${path}`, init);
+    const res = await fetch(`http://${svc.addr}${path}`, { ...init, headers: svc.headers });
     return { status: res.status, body: (await res.json()) as { code: string; message: string } };
   };
   const cases: [string, RequestInit, number, string][] = [
@@ -360,7 +362,7 @@ test('every error path answers {code, message}', async () => {
   assert.is(orphan.body.code, 'INVALID_FILE_METADATA');
 });
 
-test('the access token is enforced when configured, and never needed for /ping', async () => {
+test('the access token is enforced, never needed for /ping, and gone from the environment it came in', async () => {
   const token = 'tok-' + 'x'.repeat(40);
   const guarded = await startGuestService('execd', { token });
   const anonymous = execdClient(guarded.addr);
@@ -376,9 +378,13 @@ test('the access token is enforced when configured, and never needed for /ping',
     assert.is(existsSync(join(work, 'denied.bin')), false);
     const ex = await right.commands.run('echo let-in');
     assert.is(ex.logs.stdout[0]?.text, 'let-in\n');
-    // The token travels in the environment variable named on the command line, not in argv.
+    // The token travels in the environment variable named on the command line, not in argv,
+    // and the service scrubs it from its environment once read: no command it runs inherits it.
     const cmdline = readFileSync(`/proc/${guarded.child.pid}/cmdline`, 'utf8');
     assert.not.ok(cmdline.includes(token));
+    assert.not.ok(readFileSync(`/proc/${guarded.child.pid}/environ`, 'utf8').includes(token));
+    const env = await right.commands.run('env');
+    assert.not.ok(env.logs.stdout.map((m) => m.text).join('').includes(token));
   } finally {
     await Promise.all([anonymous.close(), wrong.close(), right.close()]);
     await guarded.stop();

@@ -21,7 +21,7 @@ test('a 1 GiB file streams out with bounded service and client memory', async ()
   }
   closeSync(fd);
   const svc = await startGuestService('execd');
-  const sdk = execdClient(svc.addr);
+  const sdk = execdClient(svc.addr, svc.headers);
   try {
     const got = createHash('sha256');
     let total = 0;

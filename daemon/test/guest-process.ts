@@ -1,9 +1,12 @@
 /**
  * Starts the guest services (`vmm-rs/target/debug/sandbox-guest execd|egress`) as real host
  * processes on ephemeral loopback ports and points the official OpenSandbox SDK at them.
- * Shared by the guest-*.test.ts files and bench/guest.
+ * Shared by the guest-*.test.ts files and bench/guest. Every service gets an access token (the
+ * services refuse to start without one), handed over as the bootstrap never does and a
+ * developer might: in an environment variable named by --token-env.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,9 +33,15 @@ export function requireGuestBinary(): string {
   return GUEST_BIN;
 }
 
+/** The header each service reads its access token from. */
+export const TOKEN_HEADERS = { execd: 'X-EXECD-ACCESS-TOKEN', egress: 'OPENSANDBOX-EGRESS-AUTH' } as const;
+
 export interface GuestService {
   /** host:port the service listens on (the SDK's endpoint authority). */
   addr: string;
+  /** The access token, and the header carrying it on every request. */
+  token: string;
+  headers: Record<string, string>;
   child: ChildProcess;
   /** Everything the service wrote on stderr so far. */
   stderr: () => string;
@@ -42,7 +51,7 @@ export interface GuestService {
 }
 
 export interface StartOptions {
-  /** Access token, handed over through an environment variable named by --token-env. */
+  /** Access token (default: a fresh random one), handed over through an environment variable named by --token-env. */
   token?: string;
   args?: string[];
   /** Another build of the binary (benchmarks); the tests use GUEST_BIN. */
@@ -54,11 +63,9 @@ export async function startGuestService(kind: 'execd' | 'egress', options: Start
   const bin = options.bin ?? requireGuestBinary();
   if (!existsSync(bin)) throw new Error(`sandbox-guest binary not found at ${bin}`);
   const args = [kind, '--port', '0', '--announce', ...(options.args ?? [])];
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
-  if (options.token !== undefined) {
-    env.GUEST_TEST_TOKEN = options.token;
-    args.push('--token-env', 'GUEST_TEST_TOKEN');
-  }
+  const token = options.token ?? randomBytes(32).toString('hex');
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', GUEST_TEST_TOKEN: token };
+  args.push('--token-env', 'GUEST_TEST_TOKEN');
   const stateDir = kind === 'execd' ? mkdtempSync(join(tmpdir(), 'guest-execd-state-')) : undefined;
   if (stateDir) args.push('--state-dir', stateDir);
   const child = spawn(bin, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -88,6 +95,8 @@ export async function startGuestService(kind: 'execd' | 'egress', options: Start
   });
   return {
     addr,
+    token,
+    headers: { [TOKEN_HEADERS[kind]]: token },
     child,
     stderr: () => stderr,
     peakRssKiB: () => {

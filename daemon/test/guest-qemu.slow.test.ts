@@ -5,9 +5,12 @@
  * a private overlay, the bootstrap starts both services, the workload reaches them, and its
  * exit powers the guest off without touching the root image.
  *
+ * The root disk is the image the daemon's cache builds (daemon/images/disk.ts, mke2fs -d),
+ * attached read-only as the VMM attaches it.
+ *
  * Prerequisites (nothing is downloaded here): `scripts/test.sh --tier slow` installs the
- * Debian packages qemu-system-x86, busybox-static, cpio and e2fsprogs, and set-up builds the
- * firmware library (README, "Guest firmware and images").
+ * Debian packages qemu-system-x86, busybox-static and cpio (set-up installs e2fsprogs), and
+ * set-up builds the firmware library (README, "Guest firmware and images").
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -18,6 +21,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
 import { DEFAULT_FIRMWARE_DIR, FIRMWARE_FILES } from '../images/paths.js';
+import { rootfsDisk } from '../index.js';
 
 const BUSYBOX = '/bin/busybox';
 
@@ -33,7 +37,7 @@ function which(cmd: string): boolean {
 function prerequisites(): void {
   const missing: string[] = [];
   if (!which('qemu-system-x86_64')) missing.push('qemu-system-x86_64 (apt-get install qemu-system-x86)');
-  if (!which('mkfs.ext4')) missing.push('mkfs.ext4 (apt-get install e2fsprogs)');
+  if (!which('mke2fs')) missing.push('mke2fs (apt-get install e2fsprogs)');
   if (!existsSync(BUSYBOX)) missing.push(`${BUSYBOX} (apt-get install busybox-static)`);
   if (!which('cpio')) missing.push('cpio (apt-get install cpio)');
   if (!existsSync(join(DEFAULT_FIRMWARE_DIR, FIRMWARE_FILES.manifest))) {
@@ -79,8 +83,7 @@ test('the guest boots under QEMU TCG: modules, overlay root, services, workload,
     assert.is(manifest.library_dir, realpathSync(DEFAULT_FIRMWARE_DIR));
     // What the host sends over vsock at start (its env from the manifest), here as a file in the image.
     writeFileSync(join(manifest.rootfs, 'etc', 'sandbox-config.json'), JSON.stringify({ type: 'config', version: 1, env: manifest.env }));
-    const image = join(dir, 'root.img');
-    execFileSync('mkfs.ext4', ['-q', '-d', manifest.rootfs, image, '64M']);
+    const { path: image } = await rootfsDisk({ rootfs: manifest.rootfs, cacheDir: join(dir, 'disks') });
     const imageHash = createHash('sha256').update(readFileSync(image)).digest('hex');
     // The PVH vmlinux is what the VMM loads; QEMU boots it the same way (its PVH note).
     const kernel = join(manifest.library_dir, FIRMWARE_FILES.vmlinux);
@@ -89,14 +92,16 @@ test('the guest boots under QEMU TCG: modules, overlay root, services, workload,
     const library = JSON.parse(readFileSync(join(manifest.library_dir, FIRMWARE_FILES.manifest), 'utf8')) as { modules: Array<{ file: string }> };
     const listed = execFileSync('cpio', ['-it', '--quiet'], { input: readFileSync(initramfs), encoding: 'utf8' }).split('\n').filter(Boolean);
     assert.equal(listed, ['.', 'dev', 'lib', 'lib/modules', 'proc', 'sys', 'dev/console', 'init', ...library.modules.map((m) => m.file)]);
-    // The entrypoint ends with `--`; with no host on vsock here, the config and bridges flags go before it.
-    const argv = [...manifest.entrypoint.slice(0, -1), '--control', 'file:/etc/sandbox-config.json', '--listen', 'unix:/run/bridges', '--', ...manifest.cmd];
+    // The entrypoint ends with `--`; with no host on vsock here, the config and bridges flags go before it,
+    // and the config carries no tokens (the workload calls the services without one): a development set-up.
+    const argv = [...manifest.entrypoint.slice(0, -1), '--control', 'file:/etc/sandbox-config.json', '--listen', 'unix:/run/bridges',
+      '--dev-no-token', '--', ...manifest.cmd];
     const exec = Buffer.from(JSON.stringify(argv)).toString('base64url');
     const qemu = spawn(
       'qemu-system-x86_64',
       ['-accel', 'tcg', '-m', '512', '-smp', '1', '-nographic', '-no-reboot', '-kernel', kernel, '-initrd', initramfs,
         '-append', `console=ttyS0 quiet panic=-1 sandbox.root=/dev/vda sandbox.exec=${exec}`,
-        '-drive', `file=${image},if=virtio,format=raw`],
+        '-drive', `file=${image},if=virtio,format=raw,readonly=on`],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let serial = '';

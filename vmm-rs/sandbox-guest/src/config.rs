@@ -1,18 +1,46 @@
 //! Service configuration: flags, or a JSON config file named by `--config`, with flags winning.
+//!
 //! The access token is never a flag value: it comes from a file (`--token-file`) or from an
-//! environment variable whose *name* is given (`--token-env`), so it never shows in argv.
+//! environment variable whose *name* is given (`--token-env`), so it never shows in argv. A
+//! variable is scrubbed from the process as soon as it is read (from the environment children
+//! inherit and from the copy /proc/PID/environ shows), so no command the service runs can find
+//! it. A service refuses to start without a token unless `--dev-no-token` says it is a
+//! development set-up that accepts every request.
 
 use std::collections::BTreeMap;
+use std::ffi::CString;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
+
+/// How long a client may take and how many may be connected at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// From a connection's start, or the end of its previous response, to the end of the next
+    /// request's headers (and so also how long a kept-alive connection may sit idle).
+    pub header_timeout: Duration,
+    /// With no byte read or written on a connection for this long, it is closed (an upload
+    /// that stalls, a download nobody reads).
+    pub idle_timeout: Duration,
+    /// Connections served at once; more are closed as they arrive.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { header_timeout: Duration::from_secs(10), idle_timeout: Duration::from_secs(300), max_connections: 4096 }
+    }
+}
 
 /// Settings shared by the execution and egress services.
 #[derive(Clone)]
 pub struct ServiceConfig {
     pub addr: SocketAddr,
+    /// None only with `--dev-no-token`: every request is then accepted.
     pub token: Option<Vec<u8>>,
+    pub limits: Limits,
     /// Keep-alive `ping` interval of SSE streams (execution service).
     pub ping_interval_ms: u64,
     /// Where background command logs go (execution service).
@@ -27,6 +55,7 @@ impl std::fmt::Debug for ServiceConfig {
         f.debug_struct("ServiceConfig")
             .field("addr", &self.addr)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("limits", &self.limits)
             .field("ping_interval_ms", &self.ping_interval_ms)
             .field("state_dir", &self.state_dir)
             .field("announce", &self.announce)
@@ -43,6 +72,9 @@ struct FileConfig {
     token_env: Option<String>,
     ping_interval_ms: Option<u64>,
     state_dir: Option<PathBuf>,
+    header_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    max_connections: Option<usize>,
 }
 
 /// Splits `--flag value` / `--flag=value` / `--switch` arguments. `switches` take no value.
@@ -78,7 +110,10 @@ fn read_token(file: Option<PathBuf>, env: Option<String>) -> Result<Option<Vec<u
             trimmed.strip_suffix(b"\r").unwrap_or(trimmed).to_vec()
         }
         (None, Some(name)) => match std::env::var_os(&name) {
-            Some(v) => v.into_encoded_bytes(),
+            Some(v) => {
+                scrub_env(&name);
+                v.into_encoded_bytes()
+            }
             None => return Err(format!("--token-env {name}: environment variable is not set")),
         },
         (None, None) => return Ok(None),
@@ -89,9 +124,33 @@ fn read_token(file: Option<PathBuf>, env: Option<String>) -> Result<Option<Vec<u
     Ok(Some(token))
 }
 
+/// Removes the variable `name` from this process: from the environment children inherit, and
+/// from the initial environment block that /proc/PID/environ shows (which unsetenv leaves as it
+/// was), by overwriting its value there. Call it before any other thread exists.
+fn scrub_env(name: &str) {
+    let Ok(c_name) = CString::new(name) else { return };
+    // SAFETY: getenv returns null or a NUL-terminated string in the (writable) environment
+    // block or heap; overwriting its bytes in place keeps its length, and no other thread is
+    // reading the environment yet.
+    unsafe {
+        let value = libc::getenv(c_name.as_ptr());
+        if !value.is_null() {
+            std::ptr::write_bytes(value, 0, libc::strlen(value));
+        }
+    }
+    std::env::remove_var(name);
+}
+
+fn positive_ms(flags: &mut BTreeMap<String, String>, name: &str, file: Option<u64>, default: Duration) -> Result<Duration, String> {
+    match flags.remove(name) {
+        Some(v) => v.parse::<u64>().ok().filter(|v| *v > 0).map(Duration::from_millis).ok_or_else(|| format!("--{name}: '{v}' is not a positive integer")),
+        None => Ok(file.map(Duration::from_millis).unwrap_or(default)),
+    }
+}
+
 /// Builds the configuration of a service from its flags; `default_port` differs per service.
 pub fn service_config(args: &[String], default_port: u16) -> Result<ServiceConfig, String> {
-    let mut flags = parse_flags(args, &["announce"])?;
+    let mut flags = parse_flags(args, &["announce", "dev-no-token"])?;
     let file: FileConfig = match flags.remove("config") {
         Some(path) => {
             let text = std::fs::read_to_string(&path).map_err(|e| format!("--config {path}: {e}"))?;
@@ -108,6 +167,16 @@ pub fn service_config(args: &[String], default_port: u16) -> Result<ServiceConfi
     let token_file = flags.remove("token-file").map(PathBuf::from).or(file.token_file);
     let token_env = flags.remove("token-env").or(file.token_env);
     let token = read_token(token_file, token_env)?;
+    let dev_no_token = flags.remove("dev-no-token").is_some();
+    let defaults = Limits::default();
+    let limits = Limits {
+        header_timeout: positive_ms(&mut flags, "header-timeout-ms", file.header_timeout_ms, defaults.header_timeout)?,
+        idle_timeout: positive_ms(&mut flags, "idle-timeout-ms", file.idle_timeout_ms, defaults.idle_timeout)?,
+        max_connections: match flags.remove("max-connections") {
+            Some(v) => v.parse::<usize>().ok().filter(|v| *v > 0).ok_or_else(|| format!("--max-connections: '{v}' is not a positive integer"))?,
+            None => file.max_connections.unwrap_or(defaults.max_connections),
+        },
+    };
     let ping_interval_ms = match flags.remove("ping-interval-ms") {
         Some(v) => v.parse::<u64>().ok().filter(|v| *v > 0).ok_or_else(|| format!("--ping-interval-ms: '{v}' is not a positive integer"))?,
         None => file.ping_interval_ms.unwrap_or(10_000),
@@ -121,7 +190,14 @@ pub fn service_config(args: &[String], default_port: u16) -> Result<ServiceConfi
     if let Some(unknown) = flags.keys().next() {
         return Err(format!("unknown flag --{unknown}"));
     }
-    Ok(ServiceConfig { addr: SocketAddr::new(ip, port), token, ping_interval_ms, state_dir, announce })
+    match (&token, dev_no_token) {
+        (None, false) => {
+            return Err("no access token: give --token-file or --token-env (or --dev-no-token for a development set-up that accepts every request)".into())
+        }
+        (Some(_), true) => return Err("--dev-no-token and a token exclude one another".into()),
+        _ => {}
+    }
+    Ok(ServiceConfig { addr: SocketAddr::new(ip, port), token, limits, ping_interval_ms, state_dir, announce })
 }
 
 #[cfg(test)]
@@ -134,9 +210,29 @@ mod tests {
 
     #[test]
     fn defaults_to_loopback_and_default_port() {
-        let c = service_config(&[], 44772).unwrap();
+        let c = service_config(&args(&["--dev-no-token"]), 44772).unwrap();
         assert_eq!(c.addr.to_string(), "127.0.0.1:44772");
         assert!(c.token.is_none());
+        assert_eq!(c.limits, Limits::default());
+    }
+
+    #[test]
+    fn a_token_is_required_unless_the_development_flag_says_otherwise() {
+        let err = service_config(&[], 44772).unwrap_err();
+        assert!(err.contains("no access token") && err.contains("--dev-no-token"), "{err}");
+        std::env::set_var("SG_TEST_TOKEN_B", "t");
+        let err = service_config(&args(&["--token-env", "SG_TEST_TOKEN_B", "--dev-no-token"]), 1).unwrap_err();
+        assert!(err.contains("exclude"), "{err}");
+    }
+
+    #[test]
+    fn limits_from_flags_and_file() {
+        let dir = crate::scratch::Scratch::new("cfg3");
+        let path = dir.join("c.json");
+        std::fs::write(&path, r#"{"header_timeout_ms":500,"max_connections":7}"#).unwrap();
+        let c = service_config(&args(&["--dev-no-token", "--config", path.to_str().unwrap(), "--idle-timeout-ms", "900"]), 1).unwrap();
+        assert_eq!(c.limits, Limits { header_timeout: Duration::from_millis(500), idle_timeout: Duration::from_millis(900), max_connections: 7 });
+        assert!(service_config(&args(&["--dev-no-token", "--max-connections", "0"]), 1).unwrap_err().contains("--max-connections"));
     }
 
     #[test]
@@ -144,6 +240,8 @@ mod tests {
         std::env::set_var("SG_TEST_TOKEN_A", "s3cret");
         let c = service_config(&args(&["--token-env", "SG_TEST_TOKEN_A", "--port=0"]), 1).unwrap();
         assert_eq!(c.token.as_deref(), Some(&b"s3cret"[..]));
+        // Read once, then gone from the environment.
+        assert!(std::env::var_os("SG_TEST_TOKEN_A").is_none());
         let shown = format!("{c:?}");
         assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "{shown}");
         let dir = crate::scratch::Scratch::new("cfg");
@@ -157,16 +255,17 @@ mod tests {
         let dir = crate::scratch::Scratch::new("cfg2");
         let path = dir.join("c.json");
         std::fs::write(&path, r#"{"bind":"0.0.0.0","port":9000}"#).unwrap();
-        let c = service_config(&args(&["--config", path.to_str().unwrap(), "--port", "9001"]), 1).unwrap();
+        let c = service_config(&args(&["--dev-no-token", "--config", path.to_str().unwrap(), "--port", "9001"]), 1).unwrap();
         assert_eq!(c.addr.to_string(), "0.0.0.0:9001");
         std::fs::write(&path, r#"{"token":"inline"}"#).unwrap();
-        let err = service_config(&args(&["--config", path.to_str().unwrap()]), 1).unwrap_err();
+        let err = service_config(&args(&["--dev-no-token", "--config", path.to_str().unwrap()]), 1).unwrap_err();
         assert!(err.contains("unknown field"), "{err}");
     }
 
     #[test]
     fn bad_flags_name_the_flag() {
         assert!(service_config(&args(&["--port", "x"]), 1).unwrap_err().contains("--port"));
+        assert!(service_config(&args(&["--token", "x"]), 1).unwrap_err().contains("unknown flag --token"));
         assert!(service_config(&args(&["--bind", "nope"]), 1).unwrap_err().contains("--bind"));
         assert!(service_config(&args(&["--token-env", "SG_TEST_UNSET_VAR"]), 1).unwrap_err().contains("SG_TEST_UNSET_VAR"));
         assert!(service_config(&args(&["--token", "x"]), 1).unwrap_err().contains("--token"));

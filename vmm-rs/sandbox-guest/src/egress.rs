@@ -19,8 +19,9 @@ pub async fn run(config: ServiceConfig) -> Result<(), String> {
     if config.announce {
         println!("listening {bound}");
     }
+    let limits = config.limits;
     let config = Arc::new(config);
-    http::serve(listener, move |req, _| {
+    http::serve(listener, limits, move |req, _| {
         let config = config.clone();
         async move { handle(&config, req).unwrap_or_else(ApiError::into_response) }
     })

@@ -1,22 +1,29 @@
 //! HTTP plumbing shared by the execution and egress services: one body type, the `{code,
-//! message}` error envelope, query parsing, bounded request bodies, token checks and the
-//! accept loop.
+//! message}` error envelope, query parsing, bounded request bodies, token checks, the
+//! descriptor limit and the accept loop with its limits.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
-use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::config::Limits;
 
 pub type Body = BoxBody<Bytes, io::Error>;
 pub type Resp = Response<Body>;
@@ -174,13 +181,104 @@ pub fn token_matches(presented: &[u8], expected: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// Serves HTTP/1.1 connections from `listener` with `handler` until the process ends.
-pub async fn serve<H, F>(listener: TcpListener, handler: H) -> io::Result<()>
+/// Raises the soft limit on open descriptors to the hard limit, first raising the hard limit to
+/// `at_least` where this process may (root may). Each client holds a socket and each command
+/// pipes and log files: the usual soft limit of 1024 runs out long before memory does.
+pub fn raise_fd_limit(at_least: u64) {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit with a valid rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return;
+        }
+        if limit.rlim_max < at_least {
+            let raised = libc::rlimit { rlim_cur: at_least, rlim_max: at_least };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return;
+            }
+        }
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+}
+
+/// A connection's socket that notes when a byte last went either way, for the idle timeout.
+struct Tracked {
+    stream: TcpStream,
+    started: Instant,
+    /// Milliseconds from `started` to the last read or write.
+    last: Arc<AtomicU64>,
+}
+
+impl Tracked {
+    fn touch(&self) {
+        self.last.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if polled.is_ready() {
+            self.touch();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
+        if polled.is_ready() {
+            self.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        if polled.is_ready() {
+            self.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Resolves once nothing moved on the connection for `timeout`.
+async fn idle(started: Instant, last: Arc<AtomicU64>, timeout: Duration) {
+    loop {
+        let quiet = started.elapsed().saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
+        if quiet >= timeout {
+            return;
+        }
+        tokio::time::sleep(timeout - quiet).await;
+    }
+}
+
+/// Serves HTTP/1.1 connections from `listener` with `handler` until the process ends, within
+/// `limits`: a client that has not sent its request headers in time (which also bounds how
+/// long a kept-alive connection waits for the next request), or whose connection stays quiet
+/// too long, is disconnected, and connections beyond the cap are closed on arrival, so idle
+/// or half-sent connections cannot take every descriptor and starve the health checks.
+pub async fn serve<H, F>(listener: TcpListener, limits: Limits, handler: H) -> io::Result<()>
 where
     H: Fn(Request<Incoming>, SocketAddr) -> F + Send + Sync + 'static,
     F: Future<Output = Resp> + Send + 'static,
 {
     let handler = Arc::new(handler);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(pair) => pair,
@@ -191,17 +289,31 @@ where
                 continue;
             }
         };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            // At the cap: closing at once is cheaper for everyone than a queue.
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let service = hyper::service::service_fn(move |req| {
                 let handler = handler.clone();
                 async move { Ok::<_, Infallible>(handler(req, peer).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let started = Instant::now();
+            let last = Arc::new(AtomicU64::new(0));
+            let io = TokioIo::new(Tracked { stream, started, last: last.clone() });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+                .serve_connection(io, service);
+            // Dropping the connection closes its socket.
+            tokio::select! {
+                _ = connection => {}
+                _ = idle(started, last, limits.idle_timeout) => {}
+            }
         });
     }
 }

@@ -21,9 +21,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: sandbox-guest <execd|egress|bootstrap|init|initramfs|prepare-image> [flags]
-  execd     [--bind IP] [--port N (44772)] [--token-file PATH | --token-env NAME] [--config FILE.json]
-            [--state-dir DIR] [--ping-interval-ms N] [--announce]
-  egress    [--bind IP] [--port N (18080)] [--token-file PATH | --token-env NAME] [--config FILE.json] [--announce]
+  execd     [--bind IP] [--port N (44772)] (--token-file PATH | --token-env NAME | --dev-no-token) [--config FILE.json]
+            [--state-dir DIR] [--ping-interval-ms N] [--header-timeout-ms N (10000)] [--idle-timeout-ms N (300000)]
+            [--max-connections N (4096)] [--announce]
+  egress    [--bind IP] [--port N (18080)] (--token-file PATH | --token-env NAME | --dev-no-token) [--config FILE.json]
+            [--header-timeout-ms N] [--idle-timeout-ms N] [--max-connections N] [--announce]
   bootstrap [flags] -- WORKLOAD ARGV...   (see `sandbox-guest bootstrap --help`)
   init      (PID 1 of the initramfs; reads sandbox.* keys of /proc/cmdline) | init --print-plan 'CMDLINE'
   initramfs --modules-dir DIR --out FILE [--init-binary STATIC_BINARY] [--manifest FILE.json]
@@ -46,8 +48,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let result = match sub.as_str() {
-        "execd" => config::service_config(rest, 44772).and_then(|c| runtime().block_on(execd::run(c))),
-        "egress" => config::service_config(rest, 18080).and_then(|c| runtime().block_on(egress::run(c))),
+        "execd" => config::service_config(rest, 44772).and_then(|c| service_runtime().block_on(execd::run(c))),
+        "egress" => config::service_config(rest, 18080).and_then(|c| service_runtime().block_on(egress::run(c))),
         "bootstrap" => bootstrap::main(rest),
         "init" => init::main(rest),
         "initramfs" => initramfs::main(rest),
@@ -67,6 +69,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+/// The services' runtime, made after the configuration was read (a token variable is scrubbed
+/// while the process has one thread), with every descriptor the hard limit allows.
+fn service_runtime() -> tokio::runtime::Runtime {
+    http::raise_fd_limit(0);
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("cannot start the async runtime")
 }

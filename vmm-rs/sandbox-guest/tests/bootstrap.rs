@@ -55,6 +55,11 @@ fn read_frame(stream: &mut UnixStream) -> Value {
 }
 
 fn start(name: &str, workload: &[&str], env: Value) -> Guest {
+    start_with(name, workload, json!({"type": "config", "version": 1, "env": env, "execd_token": TOKEN, "egress_token": EGRESS_TOKEN}), &[])
+}
+
+/// Starts the bootstrap with `flags` and answers its hello with `config` (its cwd filled in).
+fn start_with(name: &str, workload: &[&str], mut config: Value, flags: &[&str]) -> Guest {
     let dir = scratch(name);
     let control_path = dir.join("control.sock");
     let listener = UnixListener::bind(&control_path).unwrap();
@@ -73,8 +78,9 @@ fn start(name: &str, workload: &[&str], env: Value) -> Guest {
         free_port().to_string(),
         "--runtime-dir".into(),
         runtime.display().to_string(),
-        "--".into(),
     ];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    args.push("--".into());
     args.extend(workload.iter().map(|s| s.to_string()));
     let namespaced = unshare_works();
     let mut cmd = if namespaced {
@@ -94,7 +100,7 @@ fn start(name: &str, workload: &[&str], env: Value) -> Guest {
     let hello = read_frame(&mut control);
     assert_eq!(hello["type"], "hello");
     assert_eq!(hello["version"], 1);
-    let config = json!({"type": "config", "version": 1, "env": env, "execd_token": TOKEN, "egress_token": EGRESS_TOKEN, "cwd": dir.display().to_string()});
+    config["cwd"] = json!(dir.display().to_string());
     control_frame::write_frame(&mut control, &config, control_frame::DEFAULT_MAX_FRAME).unwrap();
     let pid = if namespaced {
         let children = format!("/proc/{0}/task/{0}/children", child.id());
@@ -185,6 +191,13 @@ fn bootstrap_supervises_bridges_forwards_signals_and_reaps() {
     assert!(body.contains("GREETING=grüezi"), "{body}");
     assert!(!body.contains(TOKEN) && !body.contains(EGRESS_TOKEN), "a token leaked: {body}");
 
+    // The services may hold as many descriptors as the hard limit allows (the bootstrap raised
+    // it to 65536 where it may).
+    let (_, body) = run_command(&g, "grep 'Max open files' /proc/$PPID/limits");
+    let words: Vec<&str> = body.split("Max open files").nth(1).unwrap_or_default().split_whitespace().collect();
+    let (soft, hard) = (words[0].parse::<u64>().unwrap(), words[1].parse::<u64>().unwrap());
+    assert!(soft == hard && soft > 1024, "{body}");
+
     // The workload got exactly the given environment, and the configured cwd.
     let env = std::fs::read_to_string(g.runtime.parent().unwrap().join("workload.env")).unwrap();
     assert!(env.contains("GREETING=grüezi"), "{env}");
@@ -233,4 +246,19 @@ fn a_workload_that_cannot_start_is_reported() {
     assert!(frame["error"].as_str().unwrap().contains("/no/such/program"));
     let (code, _, _) = finish(g);
     assert_eq!(code, 127);
+}
+
+#[test]
+fn a_config_without_tokens_is_refused_unless_for_development() {
+    let mut g = start_with("notoken", &["/bin/true"], json!({"type": "config", "version": 1, "execd_token": TOKEN}), &[]);
+    let frame = read_frame(&mut g.control);
+    assert_eq!(frame["type"], "failed", "{frame}");
+    assert!(frame["message"].as_str().unwrap().contains("egress_token"), "{frame}");
+    let (code, _, err) = finish(g);
+    assert_eq!(code, 2, "{err}");
+
+    let mut g = start_with("devnotoken", &["/bin/sleep", "30"], json!({"type": "config", "version": 1}), &["--dev-no-token"]);
+    assert_eq!(read_frame(&mut g.control)["type"], "ready");
+    let (status, _) = request(&g.bridges, 44772, "POST", "/command", &[], r#"{"command":"true"}"#).unwrap();
+    assert_eq!(status, 200, "development services accept every request");
 }

@@ -30,6 +30,13 @@ pub struct Disk {
     pub read_only: bool,
 }
 
+/// The sandbox's network: a `passt` the VMM starts for it (see `devices::virtio::net`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetConfig {
+    /// The passt executable, a trusted absolute path like the kernel's.
+    pub passt: PathBuf,
+}
+
 /// The cgroup v2 directory the VMM must run in, identified by device and inode so that a
 /// directory removed and recreated under the same name is not mistaken for the original.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +54,7 @@ pub struct StartConfig {
     pub vcpus: u8,
     pub memory_mib: u64,
     pub disks: Vec<Disk>,
-    pub net_socket: Option<PathBuf>,
+    pub net: Option<NetConfig>,
     pub vsock_socket: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub cgroup: CgroupIdentity,
@@ -131,7 +138,7 @@ const TOP_FIELDS: &[&str] = &[
     "vcpus",
     "memory_mib",
     "disks",
-    "net_socket",
+    "net",
     "vsock_socket",
     "state_dir",
     "cgroup",
@@ -215,7 +222,14 @@ pub fn parse(frame: &Value) -> Result<StartConfig, ConfigError> {
         Some(_) => return Err(err("disks", Problem::NotAnArray)),
     };
 
-    let net_socket = optional_path(obj, "net_socket", UNIX_PATH_MAX)?;
+    let net = match obj.get("net") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(n)) => {
+            reject_unknown(n, &["passt"], "net.")?;
+            Some(NetConfig { passt: absolute_path(required(n, "passt", "net.")?, "net.passt", 4096)? })
+        }
+        Some(_) => return Err(err("net", Problem::NotAnObject)),
+    };
     let vsock_socket = optional_path(obj, "vsock_socket", UNIX_PATH_MAX)?;
     let state_dir = absolute_path(required(obj, "state_dir", "")?, "state_dir", 4096)?;
     let control_len = state_dir.join("control.sock").as_os_str().len();
@@ -243,7 +257,7 @@ pub fn parse(frame: &Value) -> Result<StartConfig, ConfigError> {
         vcpus,
         memory_mib,
         disks,
-        net_socket,
+        net,
         vsock_socket,
         state_dir,
         cgroup,
@@ -261,7 +275,7 @@ mod tests {
             "kernel": "/k/vmlinux", "initrd": "/k/initrd", "cmdline": "console=ttyS0",
             "vcpus": 2, "memory_mib": 256,
             "disks": [{"path": "/img/root.ext4", "read_only": true}],
-            "net_socket": "/s/passt.sock", "vsock_socket": "/s/v.sock", "state_dir": "/s",
+            "net": {"passt": "/usr/bin/passt"}, "vsock_socket": "/s/v.sock", "state_dir": "/s",
             "cgroup": {"path": "/sys/fs/cgroup/sb/1", "device": 30, "inode": 4242}
         })
     }
@@ -277,6 +291,7 @@ mod tests {
         assert_eq!(c.memory_mib, 256);
         assert_eq!(c.disks, vec![Disk { path: "/img/root.ext4".into(), read_only: true }]);
         assert_eq!(c.cgroup.inode, 4242);
+        assert_eq!(c.net, Some(NetConfig { passt: "/usr/bin/passt".into() }));
         assert_eq!(c.control_socket(), PathBuf::from("/s/control.sock"));
         assert_eq!(c.serial_log_max_bytes, DEFAULT_SERIAL_LOG_MAX);
     }
@@ -304,6 +319,12 @@ mod tests {
         let mut v = valid();
         v["cgroup"]["inode"] = json!(-1);
         assert_eq!(field_of(v), "cgroup.inode");
+        let mut v = valid();
+        v["net"]["passt"] = json!("passt");
+        assert_eq!(field_of(v), "net.passt");
+        let mut v = valid();
+        v["net"]["socket"] = json!("/s/passt.sock");
+        assert_eq!(field_of(v), "net.socket");
         let mut v = valid();
         v["surprise"] = json!(1);
         assert_eq!(field_of(v), "surprise");

@@ -274,6 +274,15 @@ impl ControlServer {
         obj.insert("uptime_ms".into(), json!(self.started.elapsed().as_millis() as u64));
         obj.insert("serial_log_bytes".into(), json!(written));
         obj.insert("serial_log_dropped".into(), json!(dropped));
+        let disks: Vec<Value> = vm
+            .disk_metrics()
+            .iter()
+            .map(|m| {
+                let (read_bytes, reads, write_bytes, errors) = m.snapshot();
+                json!({ "read_bytes": read_bytes, "reads": reads, "write_bytes": write_bytes, "errors": errors })
+            })
+            .collect();
+        obj.insert("disks".into(), Value::Array(disks));
         Value::Object(obj)
     }
 }

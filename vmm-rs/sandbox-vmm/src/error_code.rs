@@ -6,8 +6,6 @@
 pub enum ErrorCode {
     /// The start frame is malformed, or names a kernel, initrd or value that cannot be used.
     InvalidConfig,
-    /// The start frame asks for a device this VMM does not provide yet.
-    Unsupported,
     /// The cgroup directory is not the one the daemon recorded.
     CgroupIdentity,
     /// Joining the cgroup failed or could not be verified.
@@ -32,7 +30,6 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorCode::InvalidConfig => "invalid_config",
-            ErrorCode::Unsupported => "unsupported",
             ErrorCode::CgroupIdentity => "cgroup_identity",
             ErrorCode::CgroupJoin => "cgroup_join",
             ErrorCode::KvmUnavailable => "kvm_unavailable",

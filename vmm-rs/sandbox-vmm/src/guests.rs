@@ -1,9 +1,12 @@
 //! Tiny guest programs for the KVM integration tests and the benchmark (`bench/vm`), built
 //! into the library only with the `test-guests` feature.
 //!
-//! They are assembled when needed with GNU as and ld (Debian binutils), never shipped: each is
-//! a few instructions that exercise one VMM path with real KVM exits (port I/O to the 8250,
-//! the i8042 reset, a spinning counter in guest memory, the boot protocols' hand-over).
+//! They are built when needed, never shipped. Most are a few instructions assembled with GNU as
+//! and ld (Debian binutils), each exercising one VMM path with real KVM exits (port I/O to the
+//! 8250, the i8042 reset, a spinning counter in guest memory, the boot protocols' hand-over).
+//! The virtio guests drive real devices through their MMIO windows and queues, which is more
+//! than hand-written assembly should carry: they are freestanding C (`guests/*.c`) compiled
+//! with gcc.
 
 use std::fs;
 use std::io;
@@ -25,29 +28,71 @@ macro_rules! long_mode_guest {
 }
 const PRELUDE: &str = prelude!();
 
-/// Assembles `asm` (AT&T syntax) into `<dir>/<name>-<pid>-<n>.elf`, an ELF64 linked at 2 MiB.
-pub fn build(dir: &Path, name: &str, asm: &str) -> io::Result<PathBuf> {
+/// A fresh `<dir>/<name>-<pid>-<n>` path stem, so parallel tests never share a file.
+fn scratch_stem(dir: &Path, name: &str) -> io::Result<PathBuf> {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     fs::create_dir_all(dir)?;
-    let base = dir.join(format!("{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    Ok(dir.join(format!("{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))))
+}
+
+fn run(cmd: &mut Command, package: &str) -> io::Result<()> {
+    let out = cmd.output().map_err(|e| io::Error::new(e.kind(), format!("{cmd:?}: {e} (needs Debian {package})")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr))))
+    }
+}
+
+/// The linker flags every guest shares: a static ELF64 whose code starts at 2 MiB.
+const LINK_FLAGS: [&str; 7] = ["-nostdlib", "-static", "-e", "_start", "-Ttext=0x200000", "--build-id=none", "-zmax-page-size=0x1000"];
+
+/// Assembles `asm` (AT&T syntax) into `<dir>/<name>-<pid>-<n>.elf`, an ELF64 linked at 2 MiB.
+pub fn build(dir: &Path, name: &str, asm: &str) -> io::Result<PathBuf> {
+    let base = scratch_stem(dir, name)?;
     let (src, obj, elf) = (base.with_extension("S"), base.with_extension("o"), base.with_extension("elf"));
     fs::write(&src, format!("{asm}\n"))?;
-    let run = |cmd: &mut Command| -> io::Result<()> {
-        let out = cmd.output().map_err(|e| io::Error::new(e.kind(), format!("{cmd:?}: {e} (needs Debian binutils)")))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(format!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr))))
-        }
-    };
-    let result = run(Command::new("as").arg("--64").arg("-o").arg(&obj).arg(&src)).and_then(|_| {
-        run(Command::new("ld")
-            .args(["-nostdlib", "-static", "-e", "_start", "-Ttext=0x200000", "--build-id=none", "-z", "max-page-size=0x1000", "-o"])
-            .arg(&elf)
-            .arg(&obj))
-    });
+    let result = run(Command::new("as").arg("--64").arg("-o").arg(&obj).arg(&src), "binutils")
+        .and_then(|_| run(Command::new("ld").args(LINK_FLAGS).arg("-o").arg(&elf).arg(&obj), "binutils"));
     let _ = fs::remove_file(&src);
     let _ = fs::remove_file(&obj);
+    result.map(|_| elf)
+}
+
+/// The freestanding C of the virtio test guests: entry, serial output, the boot command line
+/// and a minimal virtio-mmio driver (`guests/virtio.h`).
+pub const VIRTIO_H: &str = include_str!("guests/virtio.h");
+/// Reads a known sector of the first virtio-blk disk, tries a write and GET_ID, and with
+/// `bench_mib=N` on its command line reads N MiB in 1 MiB requests.
+pub const BLOCK_C: &str = include_str!("guests/block.c");
+/// Asks the first virtio-net device for an address by DHCP, then resolves the router by ARP.
+pub const NET_C: &str = include_str!("guests/net.c");
+/// Echoes vsock connections to `listen=PORT`, or connects out to host `connect=PORT`.
+pub const VSOCK_C: &str = include_str!("guests/vsock.c");
+
+/// Compiles one of the C guests (`source` includes `virtio.h`) into an ELF64 linked at 2 MiB,
+/// entered in long mode like the assembled ones. Freestanding, no SSE (the boot CPU state does
+/// not enable it), no red zone (nothing here needs one, and interrupts stay off).
+pub fn build_c(dir: &Path, name: &str, source: &str) -> io::Result<PathBuf> {
+    // The source and its header go in a directory of their own, so `#include "virtio.h"`
+    // finds the header beside it.
+    let base = scratch_stem(dir, name)?;
+    let (src_dir, elf) = (base.with_extension("src"), base.with_extension("elf"));
+    fs::create_dir_all(&src_dir)?;
+    fs::write(src_dir.join("virtio.h"), VIRTIO_H)?;
+    fs::write(src_dir.join(format!("{name}.c")), source)?;
+    let link = LINK_FLAGS[2..].iter().map(|f| format!("-Wl,{f}"));
+    let result = run(
+        Command::new("gcc")
+            .args(["-O2", "-std=gnu11", "-Wall", "-Werror", "-ffreestanding", "-fno-builtin", "-fno-pic", "-no-pie", "-fno-stack-protector"])
+            .args(["-mgeneral-regs-only", "-mno-red-zone", "-nostdlib", "-static", "-fno-asynchronous-unwind-tables"])
+            .args(link)
+            .arg("-o")
+            .arg(&elf)
+            .arg(src_dir.join(format!("{name}.c"))),
+        "gcc (build-essential)",
+    );
+    let _ = fs::remove_dir_all(&src_dir);
     result.map(|_| elf)
 }
 

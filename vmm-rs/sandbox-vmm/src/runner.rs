@@ -1,5 +1,6 @@
 //! The `sandbox-vmm` process: start frame on stdin, answers on stdout, then control.sock.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read, Write};
@@ -11,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::config::{self, ConfigError, StartConfig};
 use crate::control::{bind_private, ControlServer};
+use crate::devices::manager::{DeviceSpec, NetSpec};
 use crate::error_code::ErrorCode;
 use crate::host::cgroup::{self, CgroupError};
 use crate::vstate::stop::{self, Failure, StopReason};
@@ -35,8 +37,6 @@ pub enum StartError {
     StateDirNotADirectory { path: PathBuf },
     /// The state directory is not ours alone (`owner`, `mode`), so it cannot hold the sockets.
     StateDirNotPrivate { path: PathBuf, uid: u32, owner: u32, mode: u32 },
-    /// The start frame names a device this VMM does not provide yet, in `field`.
-    Unsupported { field: &'static str, device: &'static str },
     Cgroup(CgroupError),
     Vm(VmError),
     ControlSocket { path: PathBuf, source: io::Error },
@@ -51,7 +51,6 @@ impl StartError {
             | StartError::StateDir { .. }
             | StartError::StateDirNotADirectory { .. }
             | StartError::StateDirNotPrivate { .. } => ErrorCode::InvalidConfig,
-            StartError::Unsupported { .. } => ErrorCode::Unsupported,
             StartError::Cgroup(e) => e.code(),
             StartError::Vm(e) => e.code(),
             StartError::ControlSocket { .. } => ErrorCode::ControlSocket,
@@ -59,15 +58,14 @@ impl StartError {
     }
 
     /// The start field at fault, when there is one.
-    pub fn field(&self) -> Option<&str> {
+    pub fn field(&self) -> Option<Cow<'_, str>> {
         match self {
-            StartError::NoStartFrame | StartError::BadStartFrame(_) => Some("(start frame)"),
-            StartError::Config(e) => Some(&e.field),
-            StartError::StateDir { .. } | StartError::StateDirNotADirectory { .. } | StartError::StateDirNotPrivate { .. } => Some("state_dir"),
-            StartError::Unsupported { field, .. } => Some(field),
-            StartError::Cgroup(_) => Some("cgroup.path"),
+            StartError::NoStartFrame | StartError::BadStartFrame(_) => Some("(start frame)".into()),
+            StartError::Config(e) => Some(e.field.as_str().into()),
+            StartError::StateDir { .. } | StartError::StateDirNotADirectory { .. } | StartError::StateDirNotPrivate { .. } => Some("state_dir".into()),
+            StartError::Cgroup(_) => Some("cgroup.path".into()),
             StartError::Vm(e) => e.field(),
-            StartError::ControlSocket { .. } => Some("state_dir"),
+            StartError::ControlSocket { .. } => Some("state_dir".into()),
         }
     }
 
@@ -75,7 +73,7 @@ impl StartError {
     /// an unavailable dependency, or internal.
     pub fn exit_code(&self) -> i32 {
         match self.code() {
-            ErrorCode::InvalidConfig | ErrorCode::Unsupported => EXIT_INVALID,
+            ErrorCode::InvalidConfig => EXIT_INVALID,
             ErrorCode::CgroupIdentity => EXIT_CONFLICT,
             ErrorCode::CgroupJoin | ErrorCode::KvmUnavailable => EXIT_UNAVAILABLE,
             _ => EXIT_INTERNAL,
@@ -102,7 +100,6 @@ impl fmt::Display for StartError {
             StartError::StateDirNotPrivate { path, uid, owner, mode } => {
                 write!(f, "state_dir: {} must be owned by uid {uid} with mode 0700 (is uid {owner} mode {mode:o})", path.display())
             }
-            StartError::Unsupported { field, device } => write!(f, "{field}: {device} is not implemented by this sandbox-vmm yet"),
             StartError::Cgroup(e) => write!(f, "{e}"),
             StartError::Vm(e) => write!(f, "{e}"),
             StartError::ControlSocket { path, source } => write!(f, "{}: {source}", path.display()),
@@ -120,8 +117,7 @@ impl std::error::Error for StartError {
             StartError::Vm(e) => Some(e),
             StartError::NoStartFrame
             | StartError::StateDirNotADirectory { .. }
-            | StartError::StateDirNotPrivate { .. }
-            | StartError::Unsupported { .. } => None,
+            | StartError::StateDirNotPrivate { .. } => None,
         }
     }
 }
@@ -153,23 +149,7 @@ fn check_state_dir(config: &StartConfig) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Devices the start frame can name but this VMM does not provide yet are refused, never
-/// silently dropped: a sandbox without the disk or network it asked for is not that sandbox.
-fn refuse_unimplemented(config: &StartConfig) -> Result<(), StartError> {
-    if !config.disks.is_empty() {
-        return Err(StartError::Unsupported { field: "disks", device: "virtio-blk" });
-    }
-    if config.net_socket.is_some() {
-        return Err(StartError::Unsupported { field: "net_socket", device: "virtio-net" });
-    }
-    if config.vsock_socket.is_some() {
-        return Err(StartError::Unsupported { field: "vsock_socket", device: "virtio-vsock" });
-    }
-    Ok(())
-}
-
 fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
-    refuse_unimplemented(config)?;
     // First of all: everything the VMM creates from here on is charged to the sandbox's cgroup.
     cgroup::join(&config.cgroup).map_err(StartError::Cgroup)?;
     check_state_dir(config)?;
@@ -181,6 +161,11 @@ fn start(config: &StartConfig) -> Result<(Vm, ControlServer), StartError> {
         memory_mib: config.memory_mib,
         serial_log: config.serial_log(),
         serial_log_max: config.serial_log_max_bytes,
+        devices: DeviceSpec {
+            disks: config.disks.clone(),
+            net: config.net.as_ref().map(|n| NetSpec { passt: n.passt.clone(), log: config.state_dir.join("passt.log") }),
+            vsock: config.vsock_socket.clone(),
+        },
     };
     let mut vm = Vm::create(&spec).map_err(StartError::Vm)?;
     let path = config.control_socket();

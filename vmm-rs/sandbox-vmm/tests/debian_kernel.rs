@@ -95,6 +95,7 @@ fn debian_vmlinux_boots_to_its_first_console_lines() {
         memory_mib: 256,
         serial_log: log.clone(),
         serial_log_max: 1 << 20,
+        devices: Default::default(),
     };
     let mut vm = Vm::create(&spec).unwrap();
     vm.start().unwrap();

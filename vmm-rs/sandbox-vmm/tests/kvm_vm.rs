@@ -23,6 +23,7 @@ fn spec(kernel: &Path, vcpus: u8, state: &StateDir) -> VmSpec {
         memory_mib: 32,
         serial_log: state.0.join("serial.log"),
         serial_log_max: 1 << 20,
+        devices: Default::default(),
     }
 }
 
@@ -159,7 +160,7 @@ fn a_kernel_that_is_neither_elf_nor_bzimage_is_refused_with_its_field() {
     let junk = state.0.join("junk");
     std::fs::write(&junk, vec![0x90u8; 8192]).unwrap();
     let err = Vm::create(&spec(&junk, 1, &state)).err().expect("junk must be refused");
-    assert_eq!((err.code(), err.field()), (ErrorCode::InvalidConfig, Some("kernel")));
+    assert_eq!((err.code(), err.field().as_deref()), (ErrorCode::InvalidConfig, Some("kernel")));
 }
 
 #[test]

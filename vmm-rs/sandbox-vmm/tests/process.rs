@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use control_frame::{encode, write_frame, FrameReader, DEFAULT_MAX_FRAME};
 use serde_json::{json, Value};
 
-use common::{build_guest, kvm_and_scratch_cgroup, scratch_cgroup, StateDir};
-use sandbox_vmm::guests::{HELLO_ASM, SPIN_ASM};
+use common::{build_c_guest, build_guest, kvm_and_scratch_cgroup, scratch_cgroup, StateDir};
+use sandbox_vmm::guests::{BLOCK_C, HELLO_ASM, SPIN_ASM};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sandbox-vmm");
 
@@ -100,21 +100,6 @@ fn config_errors_are_answered_on_stdout_with_the_field() {
 }
 
 #[test]
-fn devices_not_implemented_yet_are_refused_not_dropped() {
-    let state = StateDir::new();
-    let plain = fs::metadata(&state.0).unwrap();
-    let cgroup = json!({ "path": state.0, "device": plain.dev(), "inode": plain.ino() });
-    for (field, value) in [("disks", json!([{"path": "/img/root.ext4", "read_only": true}])), ("net_socket", json!("/s/passt.sock")), ("vsock_socket", json!("/s/v.sock"))] {
-        let mut cfg = config(Path::new("/k/vmlinux"), &state, cgroup.clone());
-        cfg[field] = value;
-        let mut vmm = Vmm::start(&cfg);
-        let frame = vmm.frame();
-        assert_eq!(error_of(&frame), ("unsupported", field), "{frame}");
-        assert_eq!(vmm.exit_code(), 2);
-    }
-}
-
-#[test]
 fn refuses_to_run_outside_its_cgroup_before_creating_anything() {
     let state = StateDir::new();
     let plain = fs::metadata(&state.0).unwrap();
@@ -157,6 +142,60 @@ fn guest_reset_ends_the_process_cleanly() {
     assert_eq!(vmm.exit_code(), 0);
     assert_eq!(fs::read_to_string(state.0.join("serial.log")).unwrap(), "hello from long mode 1\n");
     assert!(!state.0.join("control.sock").exists(), "control.sock is removed on exit");
+}
+
+#[test]
+fn the_start_frame_s_devices_reach_the_guest_and_a_missing_file_is_named() {
+    let Some(cg) = kvm_and_scratch_cgroup("the_start_frame_s_devices_reach_the_guest_and_a_missing_file_is_named") else { return };
+    let state = StateDir::new();
+    let guest = build_c_guest("block", BLOCK_C);
+    let mut cfg = config(&guest, &state, cg.json());
+    cfg["disks"] = json!([{ "path": "/nonexistent/root.ext4", "read_only": true }]);
+    let mut vmm = Vmm::start(&cfg);
+    let frame = vmm.frame();
+    assert_eq!(error_of(&frame), ("invalid_config", "disks[0].path"), "{frame}");
+    assert_eq!(vmm.exit_code(), 2);
+    let mut taken = config(&guest, &state, cg.json());
+    taken["vsock_socket"] = json!(state.0.join("serial.log"));
+    fs::write(state.0.join("serial.log"), "").unwrap();
+    let mut vmm = Vmm::start(&taken);
+    let frame = vmm.frame();
+    assert_eq!(error_of(&frame), ("invalid_config", "vsock_socket"), "{frame}");
+    assert_eq!(vmm.exit_code(), 2);
+    let mut no_passt = config(&guest, &state, cg.json());
+    no_passt["net"] = json!({ "passt": "/nonexistent/passt" });
+    let mut vmm = Vmm::start(&no_passt);
+    let frame = vmm.frame();
+    assert_eq!(error_of(&frame), ("invalid_config", "net.passt"), "{frame}");
+    assert_eq!(vmm.exit_code(), 2);
+
+    let disk = state.0.join("disk.img");
+    let mut image = vec![0u8; 4 * 512];
+    image[512..516].copy_from_slice(b"root");
+    fs::write(&disk, &image).unwrap();
+    cfg["disks"] = json!([{ "path": disk, "read_only": true }]);
+    let mut vmm = Vmm::start(&cfg);
+    assert_eq!(vmm.frame()["ok"], json!(true));
+    assert_eq!(vmm.frame(), json!({ "event": "stopped", "reason": "reset" }));
+    assert_eq!(vmm.exit_code(), 0);
+    let serial = fs::read_to_string(state.0.join("serial.log")).unwrap();
+    assert!(serial.starts_with("capacity 4\nread status 0: root....") && serial.ends_with("write status 1\nid disk0\n"), "{serial}");
+
+    // A guest that stays up: inspect counts what its disk served (one sector read, the write
+    // refused).
+    cfg["cmdline"] = json!("sector=1 hold=1");
+    let mut vmm = Vmm::start(&cfg);
+    let ready = vmm.frame();
+    assert_eq!(ready["ok"], json!(true), "{ready}");
+    let sock = PathBuf::from(ready["control_socket"].as_str().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fs::read_to_string(state.0.join("serial.log")).unwrap_or_default().contains("id disk0") {
+        assert!(Instant::now() < deadline, "the guest did not get its disk's ID");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let inspect = control(&sock, json!({"op": "inspect"}));
+    assert_eq!(inspect["disks"], json!([{ "read_bytes": 512, "reads": 1, "write_bytes": 0, "errors": 1 }]), "{inspect}");
+    assert_eq!(control(&sock, json!({"op": "terminate"}))["ok"], json!(true));
 }
 
 fn serial_len(state: &StateDir) -> u64 {

@@ -8,7 +8,11 @@
 //!    workload ends.
 //! 2. Starts the execution and egress services on guest loopback (restarted with back-off when
 //!    they die), the workload (argv after `--`, the given environment only, no shell), and
-//!    byte-for-byte bridges from AF_VSOCK ports 44772/18080 to the services.
+//!    byte-for-byte bridges from AF_VSOCK ports 44772/18080 to the services. The services'
+//!    tokens go to them in files of a private directory (never in the environment, which every
+//!    command would inherit); a config frame without both tokens is refused unless
+//!    `--dev-no-token` says this is a development set-up. The descriptor limit is raised first,
+//!    for the bootstrap and everything it starts.
 //! 3. Forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to the workload, reaps every child
 //!    (orphans included: it is PID 1 or a child subreaper) and exits with the workload's status.
 //!
@@ -52,7 +56,9 @@ const HELP: &str = "usage: sandbox-guest bootstrap [flags] -- WORKLOAD ARGV...
                                            DIR/18080.sock (stand-in where AF_VSOCK is unavailable)
   --execd-port N, --egress-port N          loopback ports of the services (44772, 18080)
   --runtime-dir DIR                        private directory for token files and service state (/run/sandbox-guest)
-  --ready-timeout-ms N                     give up reporting ready after this long (60000)";
+  --ready-timeout-ms N                     give up reporting ready after this long (60000)
+  --dev-no-token                           development only: run the services without tokens when the host
+                                           sends none (they then accept every request)";
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Control {
@@ -76,12 +82,13 @@ pub struct Options {
     pub egress_port: u16,
     pub runtime_dir: PathBuf,
     pub ready_timeout: Duration,
+    pub dev_no_token: bool,
     pub workload: Vec<String>,
 }
 
 pub fn parse_options(args: &[String]) -> Result<Options, String> {
     let split = args.iter().position(|a| a == "--").ok_or("the workload argv must follow `--` (it may be empty)")?;
-    let mut flags = parse_flags(&args[..split], &[])?;
+    let mut flags = parse_flags(&args[..split], &["dev-no-token"])?;
     let control = match flags.remove("control").as_deref() {
         None | Some("vsock") => Control::Vsock { cid: VMADDR_CID_HOST, port: CONTROL_PORT },
         Some(v) if v.starts_with("vsock:") => {
@@ -113,10 +120,11 @@ pub fn parse_options(args: &[String]) -> Result<Options, String> {
         Some(v) => Duration::from_millis(v.parse().map_err(|_| format!("--ready-timeout-ms: '{v}' is not a number"))?),
         None => Duration::from_secs(60),
     };
+    let dev_no_token = flags.remove("dev-no-token").is_some();
     if let Some(unknown) = flags.keys().next() {
         return Err(format!("unknown flag --{unknown}\n{HELP}"));
     }
-    Ok(Options { control, listen, execd_port, egress_port, runtime_dir, ready_timeout, workload: args[split + 1..].to_vec() })
+    Ok(Options { control, listen, execd_port, egress_port, runtime_dir, ready_timeout, dev_no_token, workload: args[split + 1..].to_vec() })
 }
 
 /// The kernel was started for a sandbox: our init's key is on its command line.
@@ -216,8 +224,11 @@ impl Plan {
         };
         cmd.args([name, "--bind", "127.0.0.1", "--port", &port.to_string()]);
         if token {
-            // A file, not an environment variable: commands run by execd inherit its environment.
+            // A file in a directory only root may enter, not an environment variable: commands
+            // run by execd inherit its environment.
             cmd.arg("--token-file").arg(self.runtime_dir.join(file));
+        } else {
+            cmd.arg("--dev-no-token");
         }
         if role == Role::Execd {
             cmd.arg("--state-dir").arg(self.runtime_dir.join("execd"));
@@ -242,6 +253,10 @@ fn exit_status_code(status: libc::c_int) -> i32 {
         -1
     }
 }
+
+/// The limit on open descriptors the bootstrap raises itself and its children to (where the
+/// hard limit allows; as the guest's root it does).
+const FD_LIMIT: u64 = 65536;
 
 /// Reaps every exited child; returns (pid, exit code) pairs.
 fn reap() -> Vec<(i32, i32)> {
@@ -268,8 +283,14 @@ pub fn main(args: &[String]) -> Result<(), String> {
     }
     // Orphans of the workload must come to us to be reaped when we are not PID 1 already.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    crate::http::raise_fd_limit(FD_LIMIT);
 
     let (config, control) = exchange_config(&opts.control)?;
+    if (config.execd_token.is_none() || config.egress_token.is_none()) && !opts.dev_no_token {
+        let message = "the host sent no execd_token or no egress_token; the services will not run without both (--dev-no-token allows it for development)";
+        send(&control, json!({"type": "failed", "message": message}));
+        return Err(message.into());
+    }
 
     std::fs::create_dir_all(&opts.runtime_dir).map_err(|e| format!("--runtime-dir {}: {e}", opts.runtime_dir.display()))?;
     std::fs::set_permissions(&opts.runtime_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).map_err(|e| e.to_string())?;

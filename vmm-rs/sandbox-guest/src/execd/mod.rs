@@ -34,13 +34,14 @@ pub async fn run(config: ServiceConfig) -> Result<(), String> {
     if config.announce {
         println!("listening {bound}");
     }
+    let limits = config.limits;
     let state = Arc::new(Execd {
         commands: command::Registry::new(config.state_dir.join("commands")),
         sessions: session::Sessions::default(),
         metrics: metrics::Sampler::start(),
         config,
     });
-    http::serve(listener, move |req, peer| handle(state.clone(), req, peer)).await.map_err(|e| e.to_string())
+    http::serve(listener, limits, move |req, peer| handle(state.clone(), req, peer)).await.map_err(|e| e.to_string())
 }
 
 async fn handle(state: Arc<Execd>, req: Request<Incoming>, _peer: SocketAddr) -> Resp {

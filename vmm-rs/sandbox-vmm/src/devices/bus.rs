@@ -1,6 +1,6 @@
-//! The port-I/O bus: routes the vCPUs' port reads and writes to the legacy devices. It is a
-//! match on port ranges rather than a generic device tree because these are the only two port
-//! devices and their ports are fixed.
+//! The buses the vCPUs route their exits to: the port-I/O bus of the legacy devices (a match on
+//! port ranges rather than a generic device tree, because these are the only two port devices
+//! and their ports are fixed) and the MMIO bus of the virtio-mmio windows.
 
 use std::fmt;
 use std::io;
@@ -13,7 +13,8 @@ use vmm_sys_util::eventfd::EventFd;
 use super::legacy::i8042::ResetTrigger;
 use super::legacy::serial::{CappedLog, ConsoleSerial};
 use super::legacy::IrqTrigger;
-use crate::arch::x86_64::layout::{COM1_PORT, I8042_PORT};
+use super::virtio::mmio::MmioTransport;
+use crate::arch::x86_64::layout::{COM1_PORT, I8042_PORT, VIRTIO_MMIO_SIZE};
 use crate::vstate::stop::{errno, StopSignal};
 
 /// Why a port write failed. Only the serial port can fail: the i8042's one action, the reset,
@@ -96,6 +97,39 @@ impl PortBus {
     pub fn serial_log_counts(&self) -> (u64, u64) {
         let serial = self.serial.lock().unwrap();
         (serial.writer().written(), serial.writer().dropped())
+    }
+}
+
+/// The virtio-mmio windows, each [`VIRTIO_MMIO_SIZE`] bytes, sorted by base address.
+#[derive(Default)]
+pub struct MmioBus {
+    windows: Vec<(u64, Mutex<MmioTransport>)>,
+}
+
+impl MmioBus {
+    pub fn insert(&mut self, base: u64, transport: MmioTransport) {
+        let at = self.windows.partition_point(|(b, _)| *b < base);
+        self.windows.insert(at, (base, Mutex::new(transport)));
+    }
+
+    fn find(&self, addr: u64) -> Option<(u64, &Mutex<MmioTransport>)> {
+        let at = self.windows.partition_point(|(b, _)| *b <= addr).checked_sub(1)?;
+        let (base, transport) = &self.windows[at];
+        (addr - base < VIRTIO_MMIO_SIZE).then_some((addr - base, transport))
+    }
+
+    pub fn read(&self, addr: u64, data: &mut [u8]) {
+        match self.find(addr) {
+            Some((offset, transport)) => transport.lock().unwrap().read(offset, data),
+            // Nothing decodes the address: the bus floats high.
+            None => data.fill(0xff),
+        }
+    }
+
+    pub fn write(&self, addr: u64, data: &[u8]) {
+        if let Some((offset, transport)) = self.find(addr) {
+            transport.lock().unwrap().write(offset, data);
+        }
     }
 }
 

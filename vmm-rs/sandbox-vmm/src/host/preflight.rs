@@ -350,6 +350,7 @@ fn emulation_probe() -> Result<Value, ProbeError> {
             memory_mib: 16,
             serial_log: dir.join("serial.log"),
             serial_log_max: 0,
+            devices: Default::default(),
         };
         let mut vm = Vm::create(&spec).map_err(ProbeError::Vm)?;
         let started = std::time::Instant::now();

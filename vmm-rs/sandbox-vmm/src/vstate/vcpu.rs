@@ -21,7 +21,7 @@ use kvm_ioctls::{VcpuExit, VcpuFd};
 use vmm_sys_util::signal::{register_signal_handler, SIGRTMIN};
 
 use super::stop::{Failure, Shutdown, StopReason, StopSignal};
-use crate::devices::bus::PortBus;
+use crate::devices::bus::{MmioBus, PortBus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VcpuCmd {
@@ -71,13 +71,13 @@ pub struct VcpuHandle {
 }
 
 impl VcpuHandle {
-    pub fn spawn(id: usize, fd: VcpuFd, bus: Arc<PortBus>, stop: Arc<StopSignal>, events: Sender<VcpuEvent>) -> io::Result<Self> {
+    pub fn spawn(id: usize, fd: VcpuFd, bus: Arc<PortBus>, mmio: Arc<MmioBus>, stop: Arc<StopSignal>, events: Sender<VcpuEvent>) -> io::Result<Self> {
         install_kick_handler()?;
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(format!("vcpu{id}"))
             .spawn(move || {
-                vcpu_thread(id, fd, &rx, &events, &bus, &stop);
+                vcpu_thread(id, fd, &rx, &events, &bus, &mmio, &stop);
                 let _ = events.send(VcpuEvent::Exited(id));
             })?;
         Ok(VcpuHandle { id, tx, thread: Some(thread) })
@@ -119,9 +119,9 @@ fn paused(id: usize, fd: &VcpuFd, rx: &Receiver<VcpuCmd>, events: &Sender<VcpuEv
     }
 }
 
-fn vcpu_thread(id: usize, mut fd: VcpuFd, rx: &Receiver<VcpuCmd>, events: &Sender<VcpuEvent>, bus: &PortBus, stop: &StopSignal) {
+fn vcpu_thread(id: usize, mut fd: VcpuFd, rx: &Receiver<VcpuCmd>, events: &Sender<VcpuEvent>, bus: &PortBus, mmio: &MmioBus, stop: &StopSignal) {
     KVM_RUN.with(|p| p.set(fd.get_kvm_run() as *mut kvm_run));
-    let outcome = run_loop(id, &mut fd, rx, events, bus);
+    let outcome = run_loop(id, &mut fd, rx, events, bus, mmio);
     KVM_RUN.with(|p| p.set(ptr::null_mut()));
     if let Some(reason) = outcome {
         stop.stop(reason);
@@ -129,7 +129,7 @@ fn vcpu_thread(id: usize, mut fd: VcpuFd, rx: &Receiver<VcpuCmd>, events: &Sende
 }
 
 /// Runs the vCPU until told to exit (None) or until the guest stops the machine.
-fn run_loop(id: usize, fd: &mut VcpuFd, rx: &Receiver<VcpuCmd>, events: &Sender<VcpuEvent>, bus: &PortBus) -> Option<StopReason> {
+fn run_loop(id: usize, fd: &mut VcpuFd, rx: &Receiver<VcpuCmd>, events: &Sender<VcpuEvent>, bus: &PortBus, mmio: &MmioBus) -> Option<StopReason> {
     loop {
         loop {
             match rx.try_recv() {
@@ -152,9 +152,9 @@ fn run_loop(id: usize, fd: &mut VcpuFd, rx: &Receiver<VcpuCmd>, events: &Sender<
                 }
             }
             Ok(VcpuExit::IoIn(port, data)) => bus.read(port, data),
-            // No MMIO device is claimed yet: reads float high, writes are dropped.
-            Ok(VcpuExit::MmioRead(_, data)) => data.fill(0xff),
-            Ok(VcpuExit::MmioWrite(..)) | Ok(VcpuExit::Intr) => {}
+            Ok(VcpuExit::MmioRead(addr, data)) => mmio.read(addr, data),
+            Ok(VcpuExit::MmioWrite(addr, data)) => mmio.write(addr, data),
+            Ok(VcpuExit::Intr) => {}
             Ok(VcpuExit::Hlt) => return Some(StopReason::Shutdown(Shutdown::Halted { vcpu: id })),
             Ok(VcpuExit::Shutdown) => return Some(StopReason::Shutdown(Shutdown::TripleFault { vcpu: id })),
             Ok(VcpuExit::SystemEvent(kind, _)) => {

@@ -1,6 +1,7 @@
-//! One virtual machine: KVM VM, guest memory, irqchip + PIT, legacy devices, boot state and
-//! vCPU threads, with confirmed pause, resume and terminate.
+//! One virtual machine: KVM VM, guest memory, irqchip + PIT, legacy and virtio devices, boot
+//! state and vCPU threads, with confirmed pause, resume and terminate.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -22,8 +23,10 @@ use crate::arch::x86_64::layout::{self, COM1_GSI, KVM_TSS_ADDRESS, RSDP_START};
 use crate::arch::x86_64::msr::{self, MsrError};
 use crate::arch::x86_64::regs::{self, RegsError};
 use crate::arch::x86_64::{cpuid, interrupts};
+use crate::arch::x86_64::acpi::MmioDevice;
 use crate::devices::bus::PortBus;
 use crate::devices::legacy::serial::CappedLog;
+use crate::devices::manager::{DeviceError, DeviceSpec, Devices};
 use crate::error_code::ErrorCode;
 
 pub struct VmSpec {
@@ -34,6 +37,7 @@ pub struct VmSpec {
     pub memory_mib: u64,
     pub serial_log: PathBuf,
     pub serial_log_max: u64,
+    pub devices: DeviceSpec,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +104,7 @@ pub enum VmError {
     SerialLog { path: PathBuf, source: io::Error },
     Boot(BootError),
     Acpi(AcpiError),
+    Devices(DeviceError),
     Vcpu { id: u8, source: VcpuSetupError },
     VcpuThread { id: usize, source: io::Error },
     /// The request needs a running or paused VM.
@@ -115,6 +120,7 @@ impl VmError {
         match self {
             VmError::KvmUnavailable { .. } => ErrorCode::KvmUnavailable,
             VmError::Boot(e) => e.code(),
+            VmError::Devices(e) => e.code(),
             VmError::NotRunning(_) | VmError::Stopped => ErrorCode::NotRunning,
             VmError::Timeout { .. } => ErrorCode::Timeout,
             VmError::Kvm { .. }
@@ -128,11 +134,12 @@ impl VmError {
     }
 
     /// The start-configuration field at fault, when there is one.
-    pub fn field(&self) -> Option<&'static str> {
+    pub fn field(&self) -> Option<Cow<'static, str>> {
         match self {
-            VmError::Boot(e) => Some(e.field()),
-            VmError::GuestMemory { .. } => Some("memory_mib"),
-            VmError::SerialLog { .. } => Some("state_dir"),
+            VmError::Boot(e) => Some(e.field().into()),
+            VmError::Devices(e) => e.field().map(Cow::Owned),
+            VmError::GuestMemory { .. } => Some("memory_mib".into()),
+            VmError::SerialLog { .. } => Some("state_dir".into()),
             _ => None,
         }
     }
@@ -148,6 +155,7 @@ impl fmt::Display for VmError {
             VmError::EventFd(e) => write!(f, "eventfd: {e}"),
             VmError::SerialLog { path, source } => write!(f, "state_dir: {}: {source}", path.display()),
             VmError::Acpi(e) => write!(f, "ACPI: {e}"),
+            VmError::Devices(e) => write!(f, "{e}"),
             VmError::Vcpu { id, source } => write!(f, "vcpu{id} {source}"),
             VmError::VcpuThread { id, source } => write!(f, "vcpu{id} thread: {source}"),
             VmError::NotRunning(state) => write!(f, "the VM is {}", state.name()),
@@ -165,6 +173,7 @@ impl std::error::Error for VmError {
             VmError::EventFd(source) | VmError::SerialLog { source, .. } | VmError::VcpuThread { source, .. } => Some(source),
             VmError::Boot(e) => Some(e),
             VmError::Acpi(e) => Some(e),
+            VmError::Devices(e) => Some(e),
             VmError::Vcpu { source, .. } => Some(source),
             VmError::NotRunning(_) | VmError::Stopped | VmError::Timeout { .. } => None,
         }
@@ -191,6 +200,7 @@ pub struct Vm {
     exited: Vec<bool>,
     state: VmState,
     bus: Arc<PortBus>,
+    devices: Devices,
     stop: Arc<StopSignal>,
     entry: boot::Entry,
     _serial_irq: EventFd,
@@ -238,7 +248,8 @@ impl Vm {
         let irq_for_serial = serial_irq.try_clone().map_err(VmError::EventFd)?;
         let bus = Arc::new(PortBus::new(irq_for_serial, log, stop.clone()));
 
-        let entry = load_guest(&mem, spec)?;
+        let devices = Devices::create(&vm_fd, &mem, &spec.devices).map_err(VmError::Devices)?;
+        let entry = load_guest(&mem, spec, devices.acpi())?;
 
         let supported = kvm
             .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
@@ -268,6 +279,7 @@ impl Vm {
             exited: Vec::new(),
             state: VmState::Created,
             bus,
+            devices,
             stop,
             entry,
             _serial_irq: serial_irq,
@@ -278,8 +290,9 @@ impl Vm {
     }
 
     pub fn start(&mut self) -> Result<(), VmError> {
+        self.devices.start().map_err(VmError::Devices)?;
         for (id, fd) in self.pending_fds.drain(..).enumerate() {
-            let handle = VcpuHandle::spawn(id, fd, self.bus.clone(), self.stop.clone(), self.events_tx.clone())
+            let handle = VcpuHandle::spawn(id, fd, self.bus.clone(), self.devices.bus().clone(), self.stop.clone(), self.events_tx.clone())
                 .map_err(|source| VmError::VcpuThread { id, source })?;
             self.vcpus.push(handle);
             self.exited.push(false);
@@ -306,6 +319,11 @@ impl Vm {
 
     pub fn stop_signal(&self) -> &Arc<StopSignal> {
         &self.stop
+    }
+
+    /// Each disk's counters, in the order of the spec's disks.
+    pub fn disk_metrics(&self) -> &[std::sync::Arc<crate::devices::virtio::block::BlockMetrics>] {
+        self.devices.disk_metrics()
     }
 
     pub fn serial_log_counts(&self) -> (u64, u64) {
@@ -395,6 +413,7 @@ impl Vm {
         for vcpu in &mut self.vcpus {
             vcpu.join();
         }
+        self.devices.stop();
         self.exited.iter_mut().for_each(|e| *e = true);
         self.state = VmState::Stopped;
         self.stop.reason().expect("set just above")
@@ -409,8 +428,9 @@ impl Drop for Vm {
     }
 }
 
-/// Loads kernel, command line, initrd, ACPI tables and the boot protocol's parameter block.
-fn load_guest(mem: &GuestMemoryMmap, spec: &VmSpec) -> Result<boot::Entry, VmError> {
+/// Loads kernel, command line, initrd, ACPI tables (with the virtio windows) and the boot
+/// protocol's parameter block.
+fn load_guest(mem: &GuestMemoryMmap, spec: &VmSpec, virtio: &[MmioDevice]) -> Result<boot::Entry, VmError> {
     let (kernel, entry) = boot::load_kernel(mem, &spec.kernel)?;
     boot::write_cmdline(mem, &spec.cmdline)?;
     let initrd = match &spec.initrd {
@@ -419,7 +439,7 @@ fn load_guest(mem: &GuestMemoryMmap, spec: &VmSpec) -> Result<boot::Entry, VmErr
         ),
         None => None,
     };
-    acpi::write_tables(mem, spec.vcpus, &[]).map_err(VmError::Acpi)?;
+    acpi::write_tables(mem, spec.vcpus, virtio).map_err(VmError::Acpi)?;
     match entry.mode {
         EntryMode::Linux64 => {
             let params = boot::build_boot_params(mem, kernel.setup_header, spec.cmdline.len(), initrd, Some(RSDP_START))?;

@@ -60,6 +60,11 @@ pub fn build_guest(name: &str, asm: &str) -> Guest {
     Guest(sandbox_vmm::guests::build(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("guests"), name, asm).unwrap())
 }
 
+/// Compiles one of the C guests of `sandbox_vmm::guests`.
+pub fn build_c_guest(name: &str, source: &str) -> Guest {
+    Guest(sandbox_vmm::guests::build_c(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("guests"), name, source).unwrap())
+}
+
 /// A private (0700) state directory with a short path (control.sock paths must stay < 104 bytes).
 pub struct StateDir(pub PathBuf);
 

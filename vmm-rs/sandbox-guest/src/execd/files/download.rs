@@ -12,7 +12,7 @@ use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::{checked_path, io_error};
+use super::{blocking, checked_path, io_error, open_regular};
 use crate::http::{self, ApiError, ApiResult};
 
 /// Chunk size of downloads: large enough for throughput, small enough to bound memory.
@@ -61,11 +61,9 @@ pub async fn download(req: Request<Incoming>) -> ApiResult {
     let range_header = req.headers().get(hyper::header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);
     let offset = http::query_one(&pairs, "offset");
     let limit = http::query_one(&pairs, "limit");
-    let mut file = tokio::fs::File::open(&path).await.map_err(|e| io_error(&path, e))?;
+    let opened = path.clone();
+    let mut file = tokio::fs::File::from_std(blocking(move || open_regular(&opened, false)).await?);
     let meta = file.metadata().await.map_err(|e| io_error(&path, e))?;
-    if meta.is_dir() {
-        return Err(ApiError::bad_request("INVALID_FILE", format!("{}: is a directory", path.display())));
-    }
     if offset.is_some() || limit.is_some() {
         if range_header.is_some() {
             return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "use either a Range header or offset/limit, not both"));

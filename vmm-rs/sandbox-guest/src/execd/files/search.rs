@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::{Read, Write};
 
 use hyper::body::Incoming;
 use hyper::Request;
@@ -10,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::info::file_info;
-use super::{blocking, checked_path, io_error};
+use super::{blocking, checked_path, io_error, open_regular};
 use crate::http::{self, ApiError, ApiResult};
 
 /// Shell-style glob: `*` and `?` stop at `/`, `**` crosses it, `[abc]`/`[a-z]`/`[!x]` classes.
@@ -120,11 +121,14 @@ pub async fn replace(req: Request<Incoming>) -> ApiResult {
             if item.old.is_empty() {
                 return Err(ApiError::bad_request("INVALID_REQUEST_BODY", format!("{raw}: field 'old' is empty")));
             }
-            let bytes = fs::read(&p).map_err(|e| io_error(&p, e))?;
+            let mut bytes = Vec::new();
+            open_regular(&p, false)?.read_to_end(&mut bytes).map_err(|e| io_error(&p, e))?;
             let text = String::from_utf8(bytes).map_err(|_| ApiError::bad_request("INVALID_FILE_CONTENT", format!("{raw}: not a UTF-8 text file")))?;
             let n = text.matches(&item.old).count();
             if n > 0 {
-                fs::write(&p, text.replace(&item.old, &item.new)).map_err(|e| io_error(&p, e))?;
+                // Opened again for writing, and checked again: the path may have changed.
+                let mut file = open_regular(&p, true)?;
+                file.set_len(0).and_then(|_| file.write_all(text.replace(&item.old, &item.new).as_bytes())).map_err(|e| io_error(&p, e))?;
             }
             counts.insert(raw, json!({"replacedCount": n}));
         }

@@ -1,27 +1,167 @@
-//! virtio devices and their MMIO transport. No device is here yet: virtio-blk (the root
-//! filesystem), virtio-net (to passt) and virtio-vsock (hybrid vsock to the guest services)
-//! come next. Until then this module holds what the virtio 1.2 specification fixes and all of
-//! them will share: the virtio-mmio register layout, the device status and interrupt bits, and
-//! the device type ids.
+//! virtio devices and their MMIO transport, laid out as Firecracker's `devices/virtio/`:
 //!
-//! How the pieces go in, as in Firecracker's `devices/virtio/`:
-//! - `mmio.rs`, the transport: one [`VIRTIO_MMIO_SIZE`]-byte window per device from
+//! - [`mmio`], the transport: one [`VIRTIO_MMIO_SIZE`]-byte window per device from
 //!   [`VIRTIO_MMIO_START`] with GSIs from [`VIRTIO_GSI_START`], announced to the guest by the
 //!   DSDT ([`MmioDevice`]). It owns the [`regs`], feature negotiation, the [`status`] state
-//!   machine, each queue's size and addresses, and the [`interrupt`] status; it turns a
-//!   QueueNotify (an ioeventfd per queue) into a call on the device and raises the device's
-//!   interrupt through an irqfd.
-//! - `queue.rs`: the split virtqueue, from the virtio-queue crate, as the transport sets it up
-//!   and the devices walk it.
-//! - one folder per device (`block/`, `net/`, `vsock/`), each implementing the one device trait
-//!   the transport drives: its [`device_type`], features, config space, queues and activation.
-//!   A device never knows its transport: it sees guest memory, its queues and a way to
-//!   interrupt, so it can be unit-tested against simulated guest memory.
+//!   machine, each queue's registers and the [`interrupt`] status; a QueueNotify reaches the
+//!   device through the queue's eventfd (an ioeventfd, so no VM exit to userspace) and the
+//!   device interrupts through an irqfd.
+//! - [`queue`]: the split virtqueue from the virtio-queue crate, with every chain walked and
+//!   bounds-checked before a device uses it.
+//! - one folder per device, [`block`], [`net`] and [`vsock`], each a [`VirtioDevice`]: its
+//!   [`device_type`], features, config space, queues, activation and reset, and the events it
+//!   serves on the device thread. A device never knows its transport: it sees guest memory, its
+//!   queues and an [`Interrupt`], so it is unit-tested against simulated guest memory.
+//!
+//! A guest that hands a device a chain it cannot use (outside guest memory, looping, out of
+//! order) gets the device marked DEVICE_NEEDS_RESET: the device stops using its queues until the
+//! driver resets it. Nothing a guest writes can make the VMM panic or touch memory outside the
+//! guest's RAM.
 //!
 //! [`VIRTIO_MMIO_SIZE`]: crate::arch::x86_64::layout::VIRTIO_MMIO_SIZE
 //! [`VIRTIO_MMIO_START`]: crate::arch::x86_64::layout::VIRTIO_MMIO_START
 //! [`VIRTIO_GSI_START`]: crate::arch::x86_64::layout::VIRTIO_GSI_START
 //! [`MmioDevice`]: crate::arch::x86_64::acpi::MmioDevice
+
+pub mod block;
+pub mod mmio;
+pub mod net;
+pub mod queue;
+#[cfg(test)]
+pub(crate) mod testing;
+pub mod vsock;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use event_manager::MutEventSubscriber;
+use virtio_queue::Queue;
+use vm_memory::GuestMemoryMmap;
+use vmm_sys_util::eventfd::EventFd;
+
+use self::queue::QueueError;
+
+/// A device as its transport drives it. The device also serves its own events (queue
+/// notifications, its backend's sockets) as an event-manager subscriber on the device thread.
+pub trait VirtioDevice: MutEventSubscriber + Send {
+    /// One of [`device_type`].
+    fn device_type(&self) -> u32;
+    /// The largest size of each queue; as many entries as the device has queues.
+    fn queue_max_sizes(&self) -> &[u16];
+    /// One eventfd per queue: the transport binds each to QueueNotify with the queue's index.
+    fn queue_events(&self) -> &[EventFd];
+    /// The feature bits offered, [`VIRTIO_F_VERSION_1`] included.
+    fn features(&self) -> u64;
+    /// Reads the device-specific config space from `offset`; bytes past its end read as 0.
+    fn read_config(&self, offset: u64, data: &mut [u8]);
+    /// Starts using the queues the driver set up.
+    fn activate(&mut self, activation: Activation) -> Result<(), ActivateError>;
+    /// Forgets the queues and anything in flight: the driver wrote 0 to the status register.
+    fn reset(&mut self);
+}
+
+/// What a device gets when the driver sets DRIVER_OK, and keeps while it is active.
+pub struct Activation {
+    pub mem: GuestMemoryMmap,
+    /// The queues in the device's order, each built from the driver's registers and checked.
+    pub queues: Vec<Queue>,
+    /// The features both sides accepted.
+    pub features: u64,
+    pub interrupt: Arc<Interrupt>,
+}
+
+/// Why a device could not be activated; the transport reports it as DEVICE_NEEDS_RESET.
+#[derive(Debug)]
+pub enum ActivateError {
+    /// The driver's queue set-up cannot be used.
+    Queue { index: usize, source: QueueError },
+    /// The device's backend is gone (passt exited, say).
+    Backend(std::io::Error),
+}
+
+impl fmt::Display for ActivateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ActivateError::Queue { index, source } => write!(f, "queue {index}: {source}"),
+            ActivateError::Backend(e) => write!(f, "backend: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ActivateError {}
+
+/// Shared by a device and its transport: the interrupt status bits, the device's "needs reset"
+/// condition and the irqfd that raises the device's GSI.
+pub struct Interrupt {
+    status: AtomicU32,
+    needs_reset: AtomicBool,
+    irq: EventFd,
+}
+
+impl Interrupt {
+    pub fn new(irq: EventFd) -> Arc<Self> {
+        Arc::new(Interrupt { status: AtomicU32::new(0), needs_reset: AtomicBool::new(false), irq })
+    }
+
+    fn raise(&self, bit: u32) {
+        self.status.fetch_or(bit, Ordering::SeqCst);
+        // Fails only when the counter is saturated, and then an interrupt is pending anyway.
+        let _ = self.irq.write(1);
+    }
+
+    /// The device put buffers in a used ring.
+    pub fn used_buffer(&self) {
+        self.raise(interrupt::USED_BUFFER);
+    }
+
+    /// The device cannot go on without a reset (spec 2.1.2): it sets DEVICE_NEEDS_RESET and
+    /// tells the driver through a configuration change interrupt.
+    pub fn needs_reset(&self) {
+        self.needs_reset.store(true, Ordering::SeqCst);
+        self.raise(interrupt::CONFIG_CHANGE);
+    }
+
+    pub fn is_broken(&self) -> bool {
+        self.needs_reset.load(Ordering::SeqCst)
+    }
+
+    pub fn status(&self) -> u32 {
+        self.status.load(Ordering::SeqCst)
+    }
+
+    pub fn ack(&self, bits: u32) {
+        self.status.fetch_and(!bits, Ordering::SeqCst);
+    }
+
+    /// Back to no pending interrupt and a healthy device, as after a reset.
+    pub fn clear(&self) {
+        self.status.store(0, Ordering::SeqCst);
+        self.needs_reset.store(false, Ordering::SeqCst);
+    }
+
+    /// The irqfd itself, for KVM_IRQFD.
+    pub fn irq(&self) -> &EventFd {
+        &self.irq
+    }
+}
+
+/// Reads `data.len()` bytes at `offset` of a device's config space `config`; what lies past
+/// its end reads as 0 (the driver may probe fields of features not offered).
+pub fn read_config_bytes(config: &[u8], offset: u64, data: &mut [u8]) {
+    data.fill(0);
+    if let Ok(offset) = usize::try_from(offset) {
+        if offset < config.len() {
+            let n = data.len().min(config.len() - offset);
+            data[..n].copy_from_slice(&config[offset..offset + n]);
+        }
+    }
+}
+
+/// Empties an eventfd that woke the device thread (a non-blocking read of its counter).
+pub fn consume(evt: &EventFd) {
+    let _ = evt.read();
+}
 
 /// The virtio-mmio registers: offsets into a device's window (spec 4.2.2). The driver accesses
 /// them only with aligned 32-bit reads and writes; the 64-bit queue addresses are two
@@ -106,6 +246,9 @@ pub mod device_type {
 /// Feature bit every device offers: the device follows virtio 1.x, not the legacy interface
 /// (spec 6.1). Bits 0-23 are the device's own; this one is in the second feature word.
 pub const VIRTIO_F_VERSION_1: u32 = 32;
+
+/// [`VIRTIO_F_VERSION_1`] as a feature mask.
+pub const FEATURE_VERSION_1: u64 = 1 << VIRTIO_F_VERSION_1;
 
 #[cfg(test)]
 mod tests {
