@@ -7,7 +7,7 @@ cd "$REPO_ROOT"
 
 NODE_VERSION=22.23.3
 # Debian packages the tools and tests need; extended by the issues that need more.
-APT_PACKAGES=(build-essential pkg-config python3 acpica-tools lz4 passt e2fsprogs)
+APT_PACKAGES=(build-essential pkg-config python3 python3-venv acpica-tools lz4 passt e2fsprogs)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -114,6 +114,20 @@ build_guest_firmware() {
     --guest-binary vmm-rs/target/static/x86_64-unknown-linux-gnu/release/sandbox-guest --out vmm-rs/target/firmware >&2
 }
 
+# The S3-compatible server of trajstore's object-store tests and benchmark (scripts/s3-test-server.py):
+# moto's S3 with the Flask it serves through, from PyPI into a project-local venv; a no-op when the
+# pinned versions are there.
+S3_SERVER_PACKAGES=(moto[s3]==5.2.5 flask==3.1.3 flask-cors==6.0.5)
+install_s3_test_server() {
+  local venv=.tools/s3-server stamp=.tools/s3-server/.setup-stamp
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${S3_SERVER_PACKAGES[*]}" ] && return
+  say "installing the S3 test server (${S3_SERVER_PACKAGES[*]}) into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${S3_SERVER_PACKAGES[@]}"
+  echo "${S3_SERVER_PACKAGES[*]}" > "$stamp"
+}
+
 # Debian packages only the slow test tier needs (QEMU boot of the firmware); scripts/test.sh
 # asks for them with SETUP_SLOW_TIER=1 so the default set-up stays lean.
 install_slow_tier_packages() {
@@ -128,6 +142,7 @@ install_slow_tier_packages
 fetch_guest_kernel
 install_node
 install_npm_packages
+install_s3_test_server
 build_typescript
 build_rust
 build_guest_firmware

@@ -17,15 +17,14 @@ import { contentName } from '../formats/common/documents.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
-import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
-import { readableRoot } from '../dataset/recover.js';
+import { resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import { relationRowGroups, type Row } from '../dataset/parquet.js';
 import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../dataset/store.js';
 import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
 import type { ExportFormat } from './formats.js';
 import type { Storyline } from '../storyline/schema.js';
 import { storylineFromRows, type CellParser, type StoredCall, type StoredTurn } from '../dataset/rows.js';
-import { openDataset, type OpenDataset } from '../dataset/open.js';
+import { localRootOf, openDataset, type OpenDataset } from '../dataset/open.js';
 import { REFERS, storedRowGroups } from '../dataset/resolve.js';
 import { parseStoredJson, resolveText } from '../dataset/contents.js';
 import { readingOrderLookup } from '../dataset/content-lookup.js';
@@ -298,8 +297,7 @@ function uniqueName(name: string, used: Set<string>): string {
 
 export async function runExport(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
   const location = await resolveDataset(options.from, { ...rc, purpose: 'read' });
-  const shown = localPathOf(location);
-  const root = readableRoot(shown);
+  const { root, shown, ref } = await localRootOf(location, rc.env);
   if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);
   const store = new LocalObjectStore(root);
   const manifest = await requireManifest(store);
@@ -328,7 +326,7 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
       const used = new Set<string>();
       const checkpoint = new Checkpoint(options.signal);
       // The documents come from the snapshot its index describes: the index holds the content store.
-      dataset = await openDataset(location, rc.env);
+      dataset = await openDataset(ref, rc.env);
       exported = dataset.snapshot;
       for await (const encoded of format!.encode!(storylines(dataset, options.signal))) {
         await checkpoint.check();

@@ -1,0 +1,90 @@
+/**
+ * The S3-compatible server of the object-store tests and benchmark: scripts/s3-test-server.py (moto's
+ * S3, installed by scripts/setup.sh into .tools/s3-server), a real server process on loopback that
+ * honours conditional puts. `stop()` kills it (SIGKILL: the server-stopped-mid-import test wants it
+ * gone at once); `start()` again serves an empty store on the same port.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { DIST_ROOT } from './run-tool.js';
+
+const REPO = join(DIST_ROOT, '..');
+export const S3_SERVER_PYTHON = join(REPO, '.tools', 's3-server', 'bin', 'python');
+const SCRIPT = join(REPO, 'scripts', 's3-test-server.py');
+
+/** Test credentials: fixed, and what the secrets-never-printed test looks for. */
+export const TEST_ACCESS_KEY = 'AKIATRAJSTORETESTKEY';
+export const TEST_SECRET_KEY = 'trajstore-test-secret-9f3c1e7a2b6d4058';
+
+export function s3ServerInstalled(): boolean {
+  return existsSync(S3_SERVER_PYTHON);
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as { port: number }).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export class S3TestServer {
+  private child: ChildProcess | undefined;
+  private constructor(readonly port: number) {}
+
+  get endpoint(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** The standard variables that reach this server (what a bare s3:// uri takes). */
+  get env(): Record<string, string> {
+    return { AWS_ENDPOINT_URL_S3: this.endpoint, AWS_ACCESS_KEY_ID: TEST_ACCESS_KEY, AWS_SECRET_ACCESS_KEY: TEST_SECRET_KEY, AWS_REGION: 'us-west-2' };
+  }
+
+  static async start(): Promise<S3TestServer> {
+    if (!s3ServerInstalled()) throw new Error(`${S3_SERVER_PYTHON} is missing: run scripts/setup.sh`);
+    const server = new S3TestServer(await freePort());
+    await server.start();
+    return server;
+  }
+
+  async start(): Promise<void> {
+    const child = spawn(S3_SERVER_PYTHON, [SCRIPT, String(this.port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+    await new Promise<void>((resolve, reject) => {
+      let out = '';
+      child.stdout!.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        if (out.includes('listening')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`the S3 test server exited (${code}): ${stderr}`)));
+    });
+  }
+
+  /** Kills the server at once; what it stored is gone with it. */
+  async stop(): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  async createBucket(name: string): Promise<void> {
+    const client = new S3Client({ endpoint: this.endpoint, forcePathStyle: true, region: 'us-west-2', credentials: { accessKeyId: TEST_ACCESS_KEY, secretAccessKey: TEST_SECRET_KEY } });
+    try {
+      await client.send(new CreateBucketCommand({ Bucket: name }));
+    } finally {
+      client.destroy();
+    }
+  }
+}
