@@ -6,7 +6,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer as createHttpServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { DIST_ROOT } from './run-tool.js';
@@ -86,5 +87,89 @@ export class S3TestServer {
     } finally {
       client.destroy();
     }
+  }
+}
+
+/**
+ * An HTTP forwarder in front of the S3 test server, for what tests must make happen at a given
+ * moment: the endpoint going away in the middle of an upload (`goDownAfterUploadBytes`: every
+ * connection cut, the port refusing, the server's data kept for after `comeBack`), and two writers'
+ * manifest puts meeting (`holdManifestPuts`: each held until all have arrived, so both writers read
+ * the same manifest before either commits).
+ */
+export class S3Gate {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  private uploaded = 0;
+  private downAfter = Infinity;
+  private held: Array<() => void> = [];
+  private holdCount = 0;
+
+  private constructor(
+    private readonly target: number,
+    readonly port: number,
+  ) {}
+
+  get endpoint(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  static async open(target: S3TestServer): Promise<S3Gate> {
+    const gate = new S3Gate(target.port, await freePort());
+    await gate.comeBack();
+    return gate;
+  }
+
+  /** Cuts every connection and stops listening once this many more bytes of request bodies have passed. */
+  goDownAfterUploadBytes(bytes: number): void {
+    this.uploaded = 0;
+    this.downAfter = bytes;
+  }
+
+  /** Holds PUTs of `trajstore.json` until `count` of them are waiting, then lets all through. */
+  holdManifestPuts(count: number): void {
+    this.holdCount = count;
+  }
+
+  async comeBack(): Promise<void> {
+    this.downAfter = Infinity;
+    const server = createHttpServer((req, res) => this.forward(req, res));
+    server.on('connection', (socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    this.server = server;
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    for (const socket of this.sockets) socket.destroy();
+    if (server) await new Promise((resolve) => server.close(resolve));
+  }
+
+  private forward(req: IncomingMessage, res: ServerResponse): void {
+    const send = (): void => {
+      const upstream = httpRequest({ host: '127.0.0.1', port: this.target, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      upstream.on('error', () => res.destroy());
+      req.on('data', (chunk: Buffer) => {
+        this.uploaded += chunk.length;
+        if (this.uploaded > this.downAfter && this.server) void this.close();
+      });
+      req.pipe(upstream);
+    };
+    if (req.method === 'PUT' && req.url?.split('?')[0]?.endsWith('/trajstore.json') && this.holdCount > 0) {
+      this.held.push(send);
+      if (this.held.length >= this.holdCount) {
+        this.holdCount = 0;
+        for (const release of this.held.splice(0)) release();
+      }
+      return;
+    }
+    send();
   }
 }
