@@ -1,5 +1,5 @@
 """The S3-compatible server of trajstore's object-store tests and benchmark: moto's S3 in server mode
-(installed by scripts/setup.sh into .tools/s3-server), on loopback, ONE REQUEST AT A TIME.
+(installed by scripts/setup.sh into .tools/test-python), on loopback, ONE REQUEST AT A TIME.
 
 moto checks a conditional put's precondition (If-None-Match: *, If-Match) and stores the object in
 two steps; its own `moto_server` serves requests on threads, so two racing conditional puts could
@@ -7,7 +7,7 @@ both pass the check. Served by one thread (HTTP/1.0, a connection per request), 
 atomic, as S3 guarantees for conditional writes, and the two-writer tests test trajstore, not a race
 in the test server.
 
-    .tools/s3-server/bin/python scripts/s3-test-server.py PORT   (prints "listening" when ready)
+    .tools/test-python/bin/python scripts/s3-test-server.py PORT   (prints "listening" when ready)
 """
 import signal
 import sys

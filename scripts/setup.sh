@@ -114,18 +114,19 @@ build_guest_firmware() {
     --guest-binary vmm-rs/target/static/x86_64-unknown-linux-gnu/release/sandbox-guest --out vmm-rs/target/firmware >&2
 }
 
-# The S3-compatible server of trajstore's object-store tests and benchmark (scripts/s3-test-server.py):
-# moto's S3 with the Flask it serves through, from PyPI into a project-local venv; a no-op when the
-# pinned versions are there.
-S3_SERVER_PACKAGES=(moto[s3]==5.2.5 flask==3.1.3 flask-cors==6.0.5)
-install_s3_test_server() {
-  local venv=.tools/s3-server stamp=.tools/s3-server/.setup-stamp
-  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${S3_SERVER_PACKAGES[*]}" ] && return
-  say "installing the S3 test server (${S3_SERVER_PACKAGES[*]}) into $venv"
+# Python tools of the tests and benchmarks, from PyPI into a project-local venv (a no-op when the
+# pinned versions are there): the S3-compatible server of trajstore's object-store tests
+# (scripts/s3-test-server.py: moto's S3 and the Flask it serves through), and pyarrow, the
+# independent reader of a dataset's Parquet parts.
+TEST_PYTHON_PACKAGES=(moto[s3]==5.2.5 flask==3.1.3 flask-cors==6.0.5 pyarrow==22.0.0)
+install_test_python() {
+  local venv=.tools/test-python stamp=.tools/test-python/.setup-stamp
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${TEST_PYTHON_PACKAGES[*]}" ] && return
+  say "installing ${TEST_PYTHON_PACKAGES[*]} into $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "${S3_SERVER_PACKAGES[@]}"
-  echo "${S3_SERVER_PACKAGES[*]}" > "$stamp"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${TEST_PYTHON_PACKAGES[@]}"
+  echo "${TEST_PYTHON_PACKAGES[*]}" > "$stamp"
 }
 
 # Debian packages only the slow test tier needs (QEMU boot of the firmware); scripts/test.sh
@@ -142,7 +143,7 @@ install_slow_tier_packages
 fetch_guest_kernel
 install_node
 install_npm_packages
-install_s3_test_server
+install_test_python
 build_typescript
 build_rust
 build_guest_firmware

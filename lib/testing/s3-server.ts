@@ -1,6 +1,6 @@
 /**
  * The S3-compatible server of the object-store tests and benchmark: scripts/s3-test-server.py (moto's
- * S3, installed by scripts/setup.sh into .tools/s3-server), a real server process on loopback that
+ * S3, installed by scripts/setup.sh into .tools/test-python), a real server process on loopback that
  * honours conditional puts. `stop()` kills it (SIGKILL: the server-stopped-mid-import test wants it
  * gone at once); `start()` again serves an empty store on the same port.
  */
@@ -13,7 +13,8 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { DIST_ROOT } from './run-tool.js';
 
 const REPO = join(DIST_ROOT, '..');
-export const S3_SERVER_PYTHON = join(REPO, '.tools', 's3-server', 'bin', 'python');
+/** The Python of the tests' tools (scripts/setup.sh `install_test_python`). */
+export const TEST_PYTHON = join(REPO, '.tools', 'test-python', 'bin', 'python');
 const SCRIPT = join(REPO, 'scripts', 's3-test-server.py');
 
 /** Test credentials: fixed, and what the secrets-never-printed test looks for. */
@@ -21,7 +22,7 @@ export const TEST_ACCESS_KEY = 'AKIATRAJSTORETESTKEY';
 export const TEST_SECRET_KEY = 'trajstore-test-secret-9f3c1e7a2b6d4058';
 
 export function s3ServerInstalled(): boolean {
-  return existsSync(S3_SERVER_PYTHON);
+  return existsSync(TEST_PYTHON);
 }
 
 async function freePort(): Promise<number> {
@@ -49,14 +50,14 @@ export class S3TestServer {
   }
 
   static async start(): Promise<S3TestServer> {
-    if (!s3ServerInstalled()) throw new Error(`${S3_SERVER_PYTHON} is missing: run scripts/setup.sh`);
+    if (!s3ServerInstalled()) throw new Error(`${TEST_PYTHON} is missing: run scripts/setup.sh`);
     const server = new S3TestServer(await freePort());
     await server.start();
     return server;
   }
 
   async start(): Promise<void> {
-    const child = spawn(S3_SERVER_PYTHON, [SCRIPT, String(this.port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(TEST_PYTHON, [SCRIPT, String(this.port)], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
