@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { S3TestServer } from '../../lib/testing/s3-server.js';
+import { S3TestServer } from '../lib/s3-server.js';
 import { generateCorpus, type CorpusKind } from '../import-export/corpus.js';
 import { percentile } from '../lib/percentile.js';
 import { toolScript } from '../lib/tools.js';

@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
 import { contentName } from '../formats/common/documents.js';
 import type { Logger } from '../../lib/log.js';
@@ -296,6 +297,12 @@ function uniqueName(name: string, used: Set<string>): string {
 }
 
 export async function runExport(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
+  // Not a local path named `s3:`: an object-store target is refused before anything is read or written.
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(options.to)) {
+    throw new InvalidInputError(`-t ${redactUserInfo(options.to)}: export writes a local file or directory, or stdout (-t -); exporting to an object store is not supported`, {
+      hint: 'export to a local path, then copy it with your object-store tool',
+    });
+  }
   const location = await resolveDataset(options.from, { ...rc, purpose: 'read' });
   const { root, shown, ref } = await localRootOf(location, rc.env);
   if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);

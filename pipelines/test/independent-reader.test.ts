@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
-import { TEST_PYTHON } from '../../lib/testing/s3-server.js';
+import { TEST_PYTHON } from '../../bench/lib/s3-server.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { PROJECT_TESTDATA } from './helpers/fixtures.js';
 

@@ -1,6 +1,6 @@
 /**
  * Datasets at s3://bucket/prefix, through the real CLI against a real S3-compatible server process
- * on loopback (lib/testing/s3-server.ts: moto's S3, which honours If-None-Match and If-Match on PUT),
+ * on loopback (bench/lib/s3-server.ts: moto's S3, which honours If-None-Match and If-Match on PUT),
  * never a mocked client: every command, the conditional manifest commit with two writers, the
  * endpoint going away mid-import, the exit codes, and credentials never shown.
  */
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
-import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../lib/testing/s3-server.js';
+import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { PROJECT_TESTDATA } from './helpers/fixtures.js';
 
@@ -87,6 +87,9 @@ test('import create and append, then list, stats, find, query and export read th
     assert.is(exported.code, 0, exported.stderr);
   }
   assert.ok(readFileSync(join(home, 'exported-remote')).equals(readFileSync(join(home, 'exported-local'))), 'the same export');
+  const toStore = await trajstore(['export', '-f', 's3://lake/both', '-t', 's3://lake/exported', '-o', 'atif']);
+  assert.is(toStore.code, 2, toStore.stderr);
+  assert.not.ok(existsSync(join(home, 's3:')), 'no local directory named after the uri');
 });
 
 test('reads fetch only the parts the cache lacks: after an append, a reader downloads the new parts alone', async () => {

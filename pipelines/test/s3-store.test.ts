@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
-import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../lib/testing/s3-server.js';
+import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { MANIFEST_KEY, readSnapshot, requireManifest } from '../dataset/layout.js';
 import { relationRowGroups } from '../dataset/parquet.js';

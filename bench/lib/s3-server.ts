@@ -1,7 +1,7 @@
 /**
- * The S3-compatible server of the object-store tests and benchmark: scripts/s3-test-server.py (moto's
- * S3, installed by scripts/setup.sh into .tools/test-python), a real server process on loopback that
- * honours conditional puts. `stop()` kills it (SIGKILL: the server-stopped-mid-import test wants it
+ * The S3-compatible server of the object-store benchmark and tests (in bench/lib/ so that both may use
+ * it): scripts/s3-test-server.py (moto's S3, installed by scripts/setup.sh into .tools/test-python), a
+ * real server process on loopback that honours conditional puts. `stop()` kills it (SIGKILL: the server-stopped-mid-import test wants it
  * gone at once); `start()` again serves an empty store on the same port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -10,9 +10,9 @@ import { createServer as createHttpServer, request as httpRequest, type Incoming
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { DIST_ROOT } from './run-tool.js';
+import { DIST } from './tools.js';
 
-const REPO = join(DIST_ROOT, '..');
+const REPO = join(DIST, '..');
 /** The Python of the tests' tools (scripts/setup.sh `install_test_python`). */
 export const TEST_PYTHON = join(REPO, '.tools', 'test-python', 'bin', 'python');
 const SCRIPT = join(REPO, 'scripts', 's3-test-server.py');
