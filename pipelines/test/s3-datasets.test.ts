@@ -11,6 +11,9 @@ import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
 import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
+import type { Snapshot } from '../dataset/layout.js';
+import { partKeysOf } from '../dataset/s3-cache.js';
+import { S3ObjectStore } from '../dataset/s3-store.js';
 import { PROJECT_TESTDATA } from './helpers/fixtures.js';
 
 const ATIF = join(PROJECT_TESTDATA, 'samples', 'atif');
@@ -156,6 +159,21 @@ test('two appenders that read the same manifest: exactly one commits per round, 
     assert.is(totals[0]?.runs, expected, `round ${round}`);
   }
   gate.holdManifestPuts(0);
+  // Every part the final snapshot lists is on the server (no torn snapshot); the losers left parts
+  // that no snapshot lists, and nothing else.
+  const store = new S3ObjectStore({ uri: 's3://lake/race', bucket: 'lake', prefix: 'race', endpoint: server.endpoint, region: 'us-west-2' }, envOf(server.endpoint));
+  try {
+    const manifest = JSON.parse((await store.get('trajstore.json'))!.toString('utf8')) as { snapshot_id: string };
+    const snapshot = JSON.parse((await store.get(`snapshots/${manifest.snapshot_id}.json`))!.toString('utf8')) as Snapshot;
+    const listed = await store.list('parts/');
+    const referenced = partKeysOf(snapshot);
+    for (const key of referenced) assert.ok(listed.includes(key), `${key} is on the server`);
+    const unreferenced = listed.filter((key) => !referenced.includes(key));
+    assert.ok(unreferenced.length >= 3, `the three losers' parts are left unreferenced (${unreferenced.length})`);
+    assert.is(snapshot.rows.runs, expected);
+  } finally {
+    store.close();
+  }
 });
 
 test('the endpoint going away in the middle of an import: exit 6, the old snapshot stays readable, a retry succeeds', async () => {
