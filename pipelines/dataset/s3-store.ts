@@ -185,10 +185,12 @@ export class S3ObjectStore implements ObjectStore {
     return `${this.uri}/${key}`;
   }
 
-  private async send<T>(key: string, run: () => Promise<T>): Promise<T> {
+  private async send<T>(key: string, run: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     try {
       return await run();
     } catch (error) {
+      // Stopped on purpose: the stop's reason (InterruptedError), not a failure of the store.
+      signal?.throwIfAborted();
       throw classify(error, this.where(key));
     }
   }
@@ -245,12 +247,15 @@ export class S3ObjectStore implements ObjectStore {
     return new S3SpoolWriter(this, key);
   }
 
-  /** Streams a local file up under `key`: one PUT when small, a multipart upload past MULTIPART_PART_BYTES. */
-  async upload(key: string, path: string): Promise<void> {
+  /**
+   * Streams a local file up under `key`: one PUT when small, a multipart upload past MULTIPART_PART_BYTES.
+   * `signal` (Ctrl-C, SIGTERM) stops it where it is (a multipart upload is aborted) and throws its reason.
+   */
+  async upload(key: string, path: string, signal?: AbortSignal): Promise<void> {
     const size = statSync(path).size;
     await this.send(key, async () => {
       if (size <= MULTIPART_PART_BYTES) {
-        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: createReadStream(path), ContentLength: size }));
+        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: createReadStream(path), ContentLength: size }), signal ? { abortSignal: signal } : {});
         return;
       }
       const upload = new Upload({
@@ -261,8 +266,14 @@ export class S3ObjectStore implements ObjectStore {
         // A failed upload is aborted: no parts of it stay billed on the server.
         leavePartsOnError: false,
       });
-      await upload.done();
-    });
+      const stop = (): void => void upload.abort().catch(() => {});
+      signal?.addEventListener('abort', stop, { once: true });
+      try {
+        await upload.done();
+      } finally {
+        signal?.removeEventListener('abort', stop);
+      }
+    }, signal);
   }
 
   /** Streams `key` down into a local file, written under a temporary name and renamed into place: no torn files. */

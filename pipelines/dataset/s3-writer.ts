@@ -94,10 +94,7 @@ export class S3DatasetWriter implements DatasetSink {
     const { remote } = this.options;
     const before = new Set(this.previous ? partKeysOf(this.previous.snapshot) : []);
     const added = partKeysOf(snapshot).filter((key) => !before.has(key));
-    for (const key of added) {
-      this.options.signal?.throwIfAborted();
-      await this.store.upload(key, join(this.build, ...key.split('/')));
-    }
+    for (const key of added) await this.store.upload(key, join(this.build, ...key.split('/')), this.options.signal);
     this.options.signal?.throwIfAborted();
     await this.store.put(snapshotKey(snapshot.id), readFileSync(join(this.build, snapshotKey(snapshot.id))));
     const manifest = readFileSync(join(this.build, MANIFEST_KEY));

@@ -185,6 +185,7 @@ test('the endpoint going away in the middle of an import: exit 6, the old snapsh
   const cut = await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/down', '--mode', 'append'], env);
   assert.is(cut.code, 6, cut.stderr);
   assert.match(cut.stderr, /unreachable/);
+  assert.equal(readdirSync(join(home, 'cache-down', 'trajstore', 's3', 'builds')), [], 'the failed import removed its local build');
   await gate.comeBack();
   // A reader with nothing cached reads the old snapshot from the server.
   assert.equal(await queryJson(['s3://lake/down'], TOTALS, envOf(gate.endpoint, join(home, 'cache-down-reader'))), before);
