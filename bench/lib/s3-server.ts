@@ -96,7 +96,7 @@ export class S3TestServer {
  * moment: the endpoint going away in the middle of an upload (`goDownAfterUploadBytes`: every
  * connection cut, the port refusing, the server's data kept for after `comeBack`), and two writers'
  * manifest puts meeting (`holdManifestPuts`: each held until all have arrived, so both writers read
- * the same manifest before either commits).
+ * the same manifest before either commits), and an upload that hangs (`holdPartPuts`).
  */
 export class S3Gate {
   private server: Server | undefined;
@@ -105,6 +105,7 @@ export class S3Gate {
   private downAfter = Infinity;
   private held: Array<() => void> = [];
   private holdCount = 0;
+  private holdingParts = false;
 
   private constructor(
     private readonly target: number,
@@ -125,6 +126,11 @@ export class S3Gate {
   goDownAfterUploadBytes(bytes: number): void {
     this.uploaded = 0;
     this.downAfter = bytes;
+  }
+
+  /** Holds PUTs of Parquet parts (single or multipart) while on: an upload that never ends. */
+  holdPartPuts(on: boolean): void {
+    this.holdingParts = on;
   }
 
   /** Holds PUTs of `trajstore.json` until `count` of them are waiting, then lets all through. */
@@ -163,6 +169,7 @@ export class S3Gate {
       });
       req.pipe(upstream);
     };
+    if (req.method === 'PUT' && this.holdingParts && req.url?.includes('/parts/')) return;
     if (req.method === 'PUT' && req.url?.split('?')[0]?.endsWith('/trajstore.json') && this.holdCount > 0) {
       this.held.push(send);
       if (this.held.length >= this.holdCount) {

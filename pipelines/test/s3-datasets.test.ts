@@ -8,7 +8,8 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../lib/testing/run-tool.js';
+import { spawn } from 'node:child_process';
+import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import type { Snapshot } from '../dataset/layout.js';
@@ -193,6 +194,30 @@ test('the endpoint going away in the middle of an import: exit 6, the old snapsh
   assert.is(retry.code, 0, retry.stderr);
   const after = await queryJson(['s3://lake/down'], TOTALS, envOf(gate.endpoint, join(home, 'cache-down-reader-2')));
   assert.ok((after[0]?.runs as number) > (before[0]?.runs as number));
+});
+
+test('Ctrl-C in the middle of an upload stops it (exit 130): the dataset is as it was, and the local build is gone', async () => {
+  const env = envOf(gate.endpoint, join(home, 'cache-interrupt'));
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/interrupt'], env)).code, 0);
+  const before = await queryJson(['s3://lake/interrupt'], TOTALS, env);
+  gate.holdPartPuts(true);
+  const child = spawn(process.execPath, [toolScript('trajstore'), 'import', '-f', CLAUDE, '-t', 's3://lake/interrupt', '--mode', 'append'], { env: { ...process.env, ...env }, cwd: home, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  // Once the local build is done and its upload hangs.
+  const builds = join(home, 'cache-interrupt', 'trajstore', 's3', 'builds');
+  const started = Date.now();
+  while (!(existsSync(builds) && readdirSync(builds).some((b) => existsSync(join(builds, b, 'dataset', 'snapshots')) && readdirSync(join(builds, b, 'dataset', 'snapshots')).length > 1))) {
+    assert.ok(Date.now() - started < 60_000, `the import never reached its upload: ${stderr}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  child.kill('SIGINT');
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  gate.holdPartPuts(false);
+  assert.is(code, 130, stderr);
+  assert.equal(readdirSync(builds), []);
+  assert.equal(await queryJson(['s3://lake/interrupt'], TOTALS, envOf(gate.endpoint, join(home, 'cache-interrupt-reader'))), before);
 });
 
 test('exit codes: unreachable endpoint 6, missing bucket 3, missing dataset 3, malformed uri 2, drop of a whole bucket 2', async () => {
