@@ -30,8 +30,8 @@ export interface ListIO {
 
 export async function listSources(rc: ResolveContext, arg: string | undefined, io: ListIO): Promise<SourceListing> {
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
-  const path = localPathOf(location);
-  if (existsSync(path) && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {
+  const path = location.kind === 'local' ? localPathOf(location) : undefined;
+  if (path !== undefined && existsSync(path) && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {
     // Loaded only here: reading source files takes every format's decoder.
     const { listRawSources } = await import('./raw.js');
     return { kind: 'files', ...(await listRawSources(path, io)) };
