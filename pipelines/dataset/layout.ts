@@ -41,8 +41,15 @@ export interface Manifest {
 export interface PartRef {
   /** Key of the part in the store: `parts/<relation>/<name>.parquet`. */
   key: string;
+  /** Rows the part holds (retired ones included). */
   rows: number;
   bytes: number;
+  /**
+   * Values of the relation's RETIRE_KEY (relations.ts) whose rows in this part are not in the
+   * snapshot: a source converted again replaces its earlier runs (sync), without rewriting the part.
+   * The snapshot that lists the part first has none; compaction drops the rows for good.
+   */
+  retired?: string[];
 }
 
 /** A user column of a compact record store (`--column NAME=JSON_PATH`). */
@@ -59,13 +66,30 @@ export interface Snapshot {
   created_at: string;
   /** Parts per relation, in row order. */
   relations: Partial<Record<Relation, PartRef[]>>;
-  /** Row counts per relation. */
+  /** Row counts per relation (retired rows not counted). */
   rows: Partial<Record<Relation, number>>;
   /** Compact stores: the id/timestamp paths and the user JSON columns, in column order. */
   compact?: { id_path: string; timestamp_path: string; columns: CompactColumn[] };
 }
 
 export const snapshotKey = (id: string): string => `snapshots/${id}.json`;
+
+/**
+ * The stamp that starts the names of the parts one writer writes (`<stamp>-<sequence>`): the time
+ * in base 36 and a random tag. Reclamation (compaction.ts) reads a part's age from it, which works
+ * for any store (an object store's listing need not say when an object was written).
+ */
+export async function newPartStamp(): Promise<string> {
+  const { randomBytes } = await import('node:crypto');
+  return `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+/** When the part at `key` was started (ms since the epoch), from its name; undefined for a name without a stamp. */
+export function partWrittenAt(key: string): number | undefined {
+  const name = key.slice(key.lastIndexOf('/') + 1);
+  const m = /^([0-9a-z]{6,10})-[0-9a-f]{8}-/.exec(name);
+  return m ? parseInt(m[1] as string, 36) : undefined;
+}
 
 /** JSON with object keys sorted, so equal descriptors hash equally. */
 function canonical(value: unknown): string {
