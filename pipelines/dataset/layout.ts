@@ -4,6 +4,7 @@
  *   snapshots/<id>.json                immutable snapshot descriptors: the parts of each relation
  *   parts/<relation>/<part>.parquet    immutable Parquet parts, the truth
  *   index.sqlite                       derived SQLite index (local datasets), rebuilt when missing or stale
+ *   sync-state.json                    what `sync` last converted (local datasets it writes; sync/state.ts)
  *
  * A snapshot id is the first 20 hex digits of the SHA-256 of the descriptor's canonical JSON
  * (without the id): it never changes once written and names exactly one set of parts.
@@ -29,6 +30,7 @@ export const LAYOUT_VERSION = 5;
 /** The layout versions this build reads, by kind. */
 const READABLE_VERSIONS: Record<DatasetKind, readonly number[]> = { storyline: [2, 3, 4, 5], compact: [1, 2, 3, 4, 5] };
 export const INDEX_FILE = 'index.sqlite';
+export const SYNC_STATE_FILE = 'sync-state.json';
 export type DatasetKind = 'storyline' | 'compact';
 
 export interface Manifest {

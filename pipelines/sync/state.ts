@@ -8,9 +8,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileDurably } from '../../lib/durable.js';
+import { SYNC_STATE_FILE } from '../dataset/layout.js';
 import type { FileStamp, TreeStamps } from './scan.js';
 
-export const STATE_FILE = 'sync-state.json';
 const STATE_VERSION = 1;
 
 interface StateFile {
@@ -22,7 +22,7 @@ interface StateFile {
 
 export function readState(convert: string, source: string): TreeStamps {
   try {
-    const state = JSON.parse(readFileSync(join(convert, STATE_FILE), 'utf8')) as StateFile;
+    const state = JSON.parse(readFileSync(join(convert, SYNC_STATE_FILE), 'utf8')) as StateFile;
     if (state.version !== STATE_VERSION || state.source !== source) return new Map();
     return new Map(Object.entries(state.files));
   } catch {
@@ -32,5 +32,5 @@ export function readState(convert: string, source: string): TreeStamps {
 
 export function writeState(convert: string, source: string, stamps: TreeStamps): void {
   const state: StateFile = { version: STATE_VERSION, source, files: Object.fromEntries(stamps) };
-  writeFileDurably(join(convert, STATE_FILE), `${JSON.stringify(state)}\n`);
+  writeFileDurably(join(convert, SYNC_STATE_FILE), `${JSON.stringify(state)}\n`);
 }

@@ -150,6 +150,9 @@ test('partial lines wait; a grown session replaces its run; rotated and deleted 
   const exported = await s.run(['export', '-f', convert, '-t', s.path('p-export'), '-o', 'storyline']);
   assert.is(exported.code, 0, exported.stderr);
   assert.match(exported.stdout, new RegExp(`exported ${fixtureRuns} document`));
+  // The sync state is part of the dataset: drop takes it too.
+  const dropped = await s.run(['drop', convert, '--yes']);
+  assert.is(dropped.code, 0, dropped.stderr);
 });
 
 test('bad arguments exit 2 (a missing source 3), before anything is written', async () => {
