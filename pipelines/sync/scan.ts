@@ -3,8 +3,8 @@
  * links not followed), each known by its size, modification time and inode. A file whose three are
  * unchanged is not read again, so a rescan of thousands of files costs one `lstat` each.
  */
-import { lstatSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { lstatSync } from 'node:fs';
+import { walkFiles } from '../../lib/walk.js';
 
 export const SYNC_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
 
@@ -32,25 +32,11 @@ export function stampOf(path: string): FileStamp | undefined {
 
 export function scanTree(root: string): TreeStamps {
   const stamps: TreeStamps = new Map();
-  const walk = (dir: string, prefix: string): void => {
-    let entries;
-    try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch (error) {
-      // A directory removed while it is walked is simply gone.
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw error;
-    }
-    for (const entry of entries) {
-      const rel = `${prefix}${entry.name}`;
-      if (entry.isDirectory()) walk(join(dir, entry.name), `${rel}/`);
-      else if (entry.isFile() && SYNC_EXTENSIONS.some((ext) => entry.name.toLowerCase().endsWith(ext))) {
-        const stamp = stampOf(join(dir, entry.name));
-        if (stamp) stamps.set(rel, stamp);
-      }
-    }
-  };
-  walk(root, '');
+  walkFiles(root, (rel, entry, path) => {
+    if (!entry.isFile() || !SYNC_EXTENSIONS.some((ext) => entry.name.toLowerCase().endsWith(ext))) return;
+    const stamp = stampOf(path);
+    if (stamp) stamps.set(rel, stamp);
+  });
   return stamps;
 }
 
