@@ -71,6 +71,7 @@ export const retryDelayMs = (attempt: number, first: number, max: number): numbe
 
 /** Runs the worker until it is stopped (or, with --once, after one batch); a --once batch that fails throws. */
 export async function runSyncWorker(run: SyncRun): Promise<void> {
+  run.signal.throwIfAborted();
   let seen: TreeStamps = readState(run.convert, run.from);
   let number = 0;
   let attempt = 0;

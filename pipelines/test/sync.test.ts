@@ -239,6 +239,27 @@ test('compact-jsonl: every batch replaces the compact store; --to is not written
   assert.not.ok(existsSync(to));
 });
 
+test('a failed batch keeps its files pending and runs again after a backoff, with what changed meanwhile', async () => {
+  const src = s.path('r-src');
+  const [to, convert] = [s.path('r-mirror'), s.path('r-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms']);
+  await until('the first batch', () => batchesIn(worker.stderr()) >= 1);
+  // A directory where the mirror must write the next file: the batch fails until it is gone.
+  mkdirSync(sessionFile(to, 2), { recursive: true });
+  writeFileSync(sessionFile(src, 2), claudeLine(2, 0));
+  await until('a failed batch', () => /sync: batch 2: 1 file\(s\), 0 record\(s\), [\d.]+s, failed: .*; next retry in 1s/.test(worker.stderr()));
+  appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
+  await sleep(300);
+  rmSync(sessionFile(to, 2), { recursive: true });
+  await until('the retry', () => /sync: batch 2 \(attempt \d\): 2 file\(s\), 2 record\(s\), [\d.]+s, ok/.test(worker.stderr()));
+  worker.child.kill('SIGINT');
+  assert.is((await worker.exited).code, 130);
+  const [[markers]] = (await csv(convert, "SELECT count(*) FROM steps WHERE message_text LIKE 'marker-%'")) as [[string]];
+  assert.is(Number(markers), 3);
+});
+
 test('retries back off exponentially, bounded', () => {
   assert.equal([1, 2, 3, 4, 8, 20].map((n) => retryDelayMs(n, 1000, 60_000)), [1000, 2000, 4000, 8000, 60_000, 60_000]);
 });
