@@ -26,7 +26,8 @@ import { runImport } from '../import/import.js';
 import { largestDocumentBytes } from '../import/memory.js';
 import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
-import { stampOf, type FileStamp } from './scan.js';
+import { scanTree, stampOf, type FileStamp } from './scan.js';
+import type { SourceFile } from '../formats/types.js';
 import { readState, writeState } from './state.js';
 
 export interface SyncTarget {
@@ -133,9 +134,26 @@ async function maintain(target: SyncTarget, signal: AbortSignal): Promise<void> 
   });
 }
 
+/**
+ * A source read when it is opened, up to its last complete line: a compact batch reads the whole
+ * tree again, one file at a time, and a log being written must not fail it (nor lose its records).
+ */
+function completeLinesFile(path: string, relPath: string): SourceFile {
+  return {
+    path,
+    relPath,
+    open: () => {
+      const bytes = completeBytes(relPath, readIfThere(path) ?? Buffer.alloc(0));
+      return Readable.from(bytes.length > 0 ? [bytes] : [], { objectMode: false });
+    },
+  };
+}
+
 /** A compact-jsonl batch: the whole tree again, atomically replacing the store at `--convert`. */
 async function compactBatch(target: SyncTarget, signal: AbortSignal): Promise<BatchOutcome> {
+  const files = [...scanTree(target.from).keys()].sort().map((rel) => completeLinesFile(join(target.from, rel), rel));
   const summary = await runCompactImport({
+    files,
     from: target.from,
     to: target.convert,
     mode: existsSync(target.convert) ? 'replace' : 'create',

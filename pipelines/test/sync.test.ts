@@ -66,8 +66,8 @@ test('a writer appends to several sessions while sync runs; kill -9 mid-batch an
   const args = ['--from', src, '--to', to, '--convert', convert, '--interval', '100ms'];
   const first = resident(args);
   await until('two batches', () => batchesIn(first.stderr()) >= 2);
-  // Batches follow each other back to back while the writer writes: the next one is under way.
-  await sleep(60);
+  // In the middle of a batch: while it holds the dataset's writer lock.
+  await until('a batch under way', () => existsSync(join(s.home, '.live-ds.lock')), 10_000);
   first.child.kill('SIGKILL');
   const killed = await first.exited;
   assert.is(killed.signal, 'SIGKILL');
@@ -225,14 +225,15 @@ test('frequent small batches are compacted; a superseded snapshot stays readable
   assert.is(Number(after), 2 * BATCHES + 1);
 });
 
-test('compact-jsonl: every batch replaces the compact store; --to is not written', async () => {
+test('compact-jsonl: every batch replaces the compact store with the tree\'s complete lines; --to is not written', async () => {
   const src = s.path('j-src');
   mkdirSync(src, { recursive: true });
-  writeFileSync(join(src, 'events.jsonl'), '{"id":"a","n":1}\n');
+  writeFileSync(join(src, 'events.jsonl'), '{"id":"a","n":1}\n{"id":"b",');
   const [to, convert] = [s.path('j-mirror'), s.path('j-ds')];
   const args = ['sync', '--from', src, '--to', to, '--convert', convert, '--input-format', 'compact-jsonl', '--column', 'n=$.n', '--once'];
   assert.is((await s.run(args)).code, 0);
-  appendFileSync(join(src, 'events.jsonl'), '{"id":"b","n":2}\n');
+  assert.equal(await csv(convert, 'SELECT id, n FROM records ORDER BY id'), [['a', '1']]);
+  appendFileSync(join(src, 'events.jsonl'), '"n":2}\n');
   const r = await s.run(args);
   assert.is(r.code, 0, r.stderr);
   assert.equal(await csv(convert, 'SELECT id, n FROM records ORDER BY id'), [['a', '1'], ['b', '2']]);
