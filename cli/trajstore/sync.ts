@@ -46,8 +46,8 @@ export const syncCommand = defineCommand({
   description: 'mirror .json/.jsonl/.ndjson logs into a directory and keep a converted dataset of them, batch after batch',
   options: [
     { flags: '--from <directory>', description: 'the source directory (agent session logs), walked recursively' },
-    { flags: '--to <directory>', description: 'the mirror: each changed file copied byte for byte (not written with -i compact-jsonl)' },
-    { flags: '--convert <directory>', description: 'the Storyline dataset kept up to date (a compact store with -i compact-jsonl)' },
+    { flags: '--to <directory>', description: 'the mirror: each changed file copied byte for byte (not written with --input-format compact-jsonl)' },
+    { flags: '--convert <directory>', description: 'the Storyline dataset kept up to date (a compact store with --input-format compact-jsonl)' },
     { flags: '--input-format <format>', description: `${SYNC_INPUTS.join('|')}`, default: 'auto' },
     { flags: '--column <name=path>', description: 'compact-jsonl: a JSON column NAME from JSON_PATH; repeatable' },
     { flags: '--interval <duration>', description: `between scans of the source (default ${SYNC_DEFAULTS.intervalMs / 1000}s); a failed batch retries after 1s, 2s, 4s... at most ${SYNC_DEFAULTS.retryMaxMs / 1000}s` },
