@@ -53,7 +53,7 @@ export const syncCommand = defineCommand({
     { flags: '--interval <duration>', description: `between scans of the source (default ${SYNC_DEFAULTS.intervalMs / 1000}s); a failed batch retries after 1s, 2s, 4s... at most ${SYNC_DEFAULTS.retryMaxMs / 1000}s` },
     { flags: '--once', description: 'run one batch and exit' },
   ],
-  examples: ['trajstore sync --from ~/.claude/projects --to ./claude-mirror --convert ./claude-dataset', 'trajstore sync --from ./logs --to ./mirror --convert ./records -i compact-jsonl --once'],
+  examples: ['trajstore sync --from ~/.claude/projects --to ./claude-mirror --convert ./claude-dataset', 'trajstore sync --from ./logs --to ./mirror --convert ./records --input-format compact-jsonl --once'],
   flags,
   async run(ctx, { request }) {
     const plan = await planSync(request);
