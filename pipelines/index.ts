@@ -23,13 +23,14 @@ import type { FindDocument, FindRequest } from './search/find.js';
 import type { QueryOutcome, QueryRequest } from './search/query.js';
 import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
+import type { SyncPlan, SyncRequest, SyncIO } from './sync/index.js';
 
 export { INPUT_FORMATS, OUTPUT_FORMATS, type InputFormat, type OutputFormat } from './formats/registry.js';
 export { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, type Pin, type PinKind } from './pins/pins.js';
 export { EXPORT_FORMATS, type ExportFormat } from './export/formats.js';
 export { FIND_DEFAULTS } from './search/limits.js';
 export { QUERY_DEFAULTS, DEFAULT_MOUNT } from './search/limits.js';
-export { WRITE_DEFAULTS } from './dataset/defaults.js';
+export { COMPACTION_DEFAULTS, WRITE_DEFAULTS } from './dataset/defaults.js';
 export { REPORTS, type ReportName } from './stats/reports.js';
 export type { ResolveContext } from './pins/resolve.js';
 export type { DatasetHealth, RelationHealth, Report, ReportRow } from './stats/index.js';
@@ -46,6 +47,8 @@ export type { SourceRow } from './list/raw.js';
 export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
 export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
 export type { WriteMode } from './dataset/writer.js';
+export type { BatchReport, SyncPlan, SyncRequest } from './sync/index.js';
+export { SYNC_DEFAULTS } from './sync/defaults.js';
 
 // ---- pins ----
 
@@ -131,4 +134,16 @@ export async function checkDrop(rc: ResolveContext, dataset: string): Promise<Dr
 /** Removes a checked dataset, holding its writer lock (checked again under it). */
 export async function drop(target: DropTarget, options: DropOptions): Promise<void> {
   return (await import('./writing.js')).dropDataset(target, options);
+}
+
+/** Checks a sync's arguments before anything runs (spec/trajstore.md, sync rules). */
+export async function planSync(request: SyncRequest): Promise<SyncPlan> {
+  return (await import('./writing.js')).planSync(request);
+}
+
+/** Runs the sync worker until it is stopped, or one batch with `--once`; prices come from the configuration. */
+export async function runSync(rc: ResolveContext, plan: SyncPlan, io: Omit<SyncIO, 'prices'>): Promise<void> {
+  const writing = await import('./writing.js');
+  const { prices } = await writing.loadConfig(rc.config, { env: rc.env });
+  return writing.runSync(plan, { ...io, prices });
 }

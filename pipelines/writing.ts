@@ -5,3 +5,5 @@
 export { planImport, runImportPlan } from './import/plan.js';
 export { runExport } from './export/export.js';
 export { checkDropTarget, dropDataset } from './drop/index.js';
+export { planSync, runSync } from './sync/index.js';
+export { loadConfig } from './pins/config.js';

@@ -10,7 +10,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { EXPORT_FORMATS, FIND_DEFAULTS, QUERY_DEFAULTS, REPORTS } from '../../pipelines/index.js';
+import { EXPORT_FORMATS, FIND_DEFAULTS, QUERY_DEFAULTS, REPORTS, SYNC_DEFAULTS } from '../../pipelines/index.js';
 import { DIST_ROOT, runTool, type ToolResult } from '../../lib/testing/run-tool.js';
 
 /** Engine entry modules, and the leaf modules of constants they re-export for --help. */
@@ -21,6 +21,7 @@ const LIGHT_MODULES = [
   'pipelines/export/formats.js',
   'pipelines/search/limits.js',
   'pipelines/dataset/defaults.js',
+  'pipelines/sync/defaults.js',
   'pipelines/stats/reports.js',
   'daemon/index.js',
   'daemon/images/paths.js',
@@ -93,6 +94,7 @@ test('help states the defaults and choices of the pipelines it does not load', a
   assert.match(find, `bytes of preview per match (default ${FIND_DEFAULTS.maxPreviewBytes})`);
   assert.match(await help(['query']), `(default ${QUERY_DEFAULTS.maxOutputRows})`);
   assert.match(await help(['export']), EXPORT_FORMATS.join('|'));
+  assert.match(await help(['sync']), `(default ${SYNC_DEFAULTS.intervalMs / 1000}s)`);
   const top = await help([]);
   assert.match(top, `\`stats ${REPORTS.join('|')}\` for reports`);
   for (const report of REPORTS) assert.match(top, `stats ${report} [dataset]`);

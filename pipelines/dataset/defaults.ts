@@ -8,3 +8,18 @@ export const WRITE_DEFAULTS = {
    */
   lockTimeoutMs: 10 * 60_000,
 } as const;
+
+/** When sync's dataset is compacted, and how long what it supersedes stays readable (compaction.ts). */
+export const COMPACTION_DEFAULTS = {
+  /** A part below this size is small: sync batches write parts of a few KiB each. */
+  smallPartBytes: 16 * 1024 * 1024,
+  /** A relation is compacted once it has this many small parts in a row. */
+  minSmallParts: 8,
+  /** A part whose retired list grows past this many keys is rewritten whatever its size (the snapshot descriptor stays small). */
+  maxRetiredKeys: 1000,
+  /**
+   * How long a superseded snapshot and its parts stay readable: longer than any read of a dataset
+   * takes (an export of a large one runs minutes). `TRAJSTORE_RECLAIM_GRACE` (a duration) overrides it.
+   */
+  graceMs: 60 * 60_000,
+} as const;

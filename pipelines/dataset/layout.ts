@@ -4,6 +4,7 @@
  *   snapshots/<id>.json                immutable snapshot descriptors: the parts of each relation
  *   parts/<relation>/<part>.parquet    immutable Parquet parts, the truth
  *   index.sqlite                       derived SQLite index (local datasets), rebuilt when missing or stale
+ *   sync-state.json                    what `sync` last converted (local datasets it writes; sync/state.ts)
  *
  * A snapshot id is the first 20 hex digits of the SHA-256 of the descriptor's canonical JSON
  * (without the id): it never changes once written and names exactly one set of parts.
@@ -29,6 +30,7 @@ export const LAYOUT_VERSION = 5;
 /** The layout versions this build reads, by kind. */
 const READABLE_VERSIONS: Record<DatasetKind, readonly number[]> = { storyline: [2, 3, 4, 5], compact: [1, 2, 3, 4, 5] };
 export const INDEX_FILE = 'index.sqlite';
+export const SYNC_STATE_FILE = 'sync-state.json';
 export type DatasetKind = 'storyline' | 'compact';
 
 export interface Manifest {
@@ -41,8 +43,15 @@ export interface Manifest {
 export interface PartRef {
   /** Key of the part in the store: `parts/<relation>/<name>.parquet`. */
   key: string;
+  /** Rows the part holds (retired ones included). */
   rows: number;
   bytes: number;
+  /**
+   * Values of the relation's RETIRE_KEY (relations.ts) whose rows in this part are not in the
+   * snapshot: a source converted again replaces its earlier runs (sync), without rewriting the part.
+   * The snapshot that lists the part first has none; compaction drops the rows for good.
+   */
+  retired?: string[];
 }
 
 /** A user column of a compact record store (`--column NAME=JSON_PATH`). */
@@ -59,13 +68,30 @@ export interface Snapshot {
   created_at: string;
   /** Parts per relation, in row order. */
   relations: Partial<Record<Relation, PartRef[]>>;
-  /** Row counts per relation. */
+  /** Row counts per relation (retired rows not counted). */
   rows: Partial<Record<Relation, number>>;
   /** Compact stores: the id/timestamp paths and the user JSON columns, in column order. */
   compact?: { id_path: string; timestamp_path: string; columns: CompactColumn[] };
 }
 
 export const snapshotKey = (id: string): string => `snapshots/${id}.json`;
+
+/**
+ * The stamp that starts the names of the parts one writer writes (`<stamp>-<sequence>`): the time
+ * in base 36 and a random tag. Reclamation (compaction.ts) reads a part's age from it, which works
+ * for any store (an object store's listing need not say when an object was written).
+ */
+export async function newPartStamp(): Promise<string> {
+  const { randomBytes } = await import('node:crypto');
+  return `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+/** When the part at `key` was started (ms since the epoch), from its name; undefined for a name without a stamp. */
+export function partWrittenAt(key: string): number | undefined {
+  const name = key.slice(key.lastIndexOf('/') + 1);
+  const m = /^([0-9a-z]{6,10})-[0-9a-f]{8}-/.exec(name);
+  return m ? parseInt(m[1] as string, 36) : undefined;
+}
 
 /** JSON with object keys sorted, so equal descriptors hash equally. */
 function canonical(value: unknown): string {

@@ -16,7 +16,7 @@ import { snappyCompressor, snappyUncompressor } from 'hysnappy';
 import { constants as zlib, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { parquetMetadataAsync, parquetReadObjects, type AsyncBuffer, type FileMetaData, type SchemaElement } from 'hyparquet';
 import type { Snapshot } from './layout.js';
-import type { ColumnDef, Relation } from './relations.js';
+import { RETIRE_KEY, type ColumnDef, type Relation } from './relations.js';
 import type { ObjectStore, ObjectWriter } from './store.js';
 
 export type Row = Record<string, unknown>;
@@ -271,9 +271,28 @@ export async function openPart(store: ObjectStore, key: string): Promise<PartRea
   };
 }
 
-/** The parts of a relation in a snapshot, in order, opened. */
+/** The parts of a relation in a snapshot, in order, opened; rows the snapshot retired (PartRef.retired) are left out. */
 export async function* relationParts(store: ObjectStore, snapshot: Snapshot, relation: Relation): AsyncGenerator<PartReader> {
-  for (const part of snapshot.relations[relation] ?? []) yield openPart(store, part.key);
+  for (const part of snapshot.relations[relation] ?? []) {
+    const reader = await openPart(store, part.key);
+    const key = RETIRE_KEY[relation];
+    yield part.retired?.length && key ? withoutRetired(reader, key, new Set(part.retired)) : reader;
+  }
+}
+
+/** A part's reader that leaves out the rows whose `key` column is in `retired` (reading that column when not asked for). */
+function withoutRetired(reader: PartReader, key: string, retired: ReadonlySet<string>): PartReader {
+  return {
+    ...reader,
+    async *rowGroups(columns?: string[]): AsyncGenerator<Row[]> {
+      const extra = columns !== undefined && !columns.includes(key);
+      for await (const rows of reader.rowGroups(extra ? [...columns, key] : columns)) {
+        const kept = rows.filter((row) => !retired.has(row[key] as string));
+        if (extra) for (const row of kept) delete row[key];
+        yield kept;
+      }
+    },
+  };
 }
 
 /** The row groups of every part of a relation in a snapshot, in order (only `columns` when given). */

@@ -163,3 +163,9 @@ export const storedTable = (relation: Relation): string => (REFERRING_RELATIONS.
 /** Whether a column of a referring relation may hold references: its JSON columns and `content` text columns. */
 export const holdsContent = (column: ColumnDef): boolean => column.type === 'json' || column.content === true;
 export type Relation = StorylineRelation | 'records';
+
+/**
+ * The column by which a snapshot retires rows of a part (layout.ts `PartRef.retired`): a run's rows
+ * go by its document id, a source's by its path. The content store and compact records are never retired.
+ */
+export const RETIRE_KEY: Partial<Record<Relation, string>> = { runs: 'document_id', steps: 'document_id', tool_calls: 'document_id', sources: 'source_path' };

@@ -29,6 +29,8 @@ import type { Relation } from './relations.js';
 import { addToPool, currentManifest, localSnapshotOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
 import { S3ObjectStore } from './s3-store.js';
 import { DatasetWriter, type DatasetSink, type DatasetWriterOptions } from './writer.js';
+import { reclaimSuperseded } from './compaction.js';
+import { COMPACTION_DEFAULTS } from './defaults.js';
 
 export interface S3WriterOptions extends Omit<DatasetWriterOptions, 'path'> {
   remote: S3Place;
@@ -84,6 +86,10 @@ export class S3DatasetWriter implements DatasetSink {
     return this.inner.existingDocumentIds();
   }
 
+  retireSources(paths: readonly string[]): Promise<void> {
+    return this.inner.retireSources(paths);
+  }
+
   add(relation: Relation, rows: readonly Row[]): Promise<void> {
     return this.inner.add(relation, rows);
   }
@@ -109,7 +115,11 @@ export class S3DatasetWriter implements DatasetSink {
         { hint: `run the import again (its ${added.length} uploaded part(s) are unreferenced and reclaimed later)` },
       );
     }
-    // Committed: the local build is the cache's copy of the new snapshot.
+    // Committed. What earlier losers of a race and superseded snapshots left is reclaimed once past
+    // the grace period (which also covers a writer still uploading: its parts are younger). The
+    // commit stands whatever happens here; anything left over is reclaimed by the next writer.
+    await reclaimSuperseded(this.store, snapshot.id, COMPACTION_DEFAULTS.graceMs).catch(() => undefined);
+    // The local build is the cache's copy of the new snapshot.
     const root = s3CacheRoot(this.options.env);
     for (const key of partKeysOf(snapshot)) addToPool(root, remote, key, join(this.build, ...key.split('/')));
     mkdirSync(join(root, 'snapshots'), { recursive: true });

@@ -17,7 +17,7 @@ import { FTS_TEXT_COLUMNS, FTS_TOKENIZE, TOKENIZER_NAME, ftsText } from './fts-t
 import { INDEX_FORMAT } from './index-meta.js';
 import { LAYOUT_VERSION, type DatasetKind, type Snapshot } from './layout.js';
 import { flatCells, relationParts, type Row } from './parquet.js';
-import { RECORDS, REFERRING_RELATIONS, STORYLINE_RELATIONS, holdsContent, storedTable, type ColumnDef, type Relation } from './relations.js';
+import { RECORDS, REFERRING_RELATIONS, RETIRE_KEY, STORYLINE_RELATIONS, holdsContent, storedTable, type ColumnDef, type Relation } from './relations.js';
 import { ContentRefs } from './content-refs.js';
 import type { ObjectStore } from './store.js';
 import { fsyncPath, renameDurably, tempSiblingOf } from '../../lib/durable.js';
@@ -86,6 +86,8 @@ const FTS_COLUMNS = FTS_TEXT_COLUMNS;
 const PAGE_SIZE = 16384;
 const CACHE_KIB = 2048;
 const FTS_AUTOMERGE = 16;
+/** Keys per statement of `retire` (SQLite's default bound on parameters is 32766). */
+const RETIRE_CHUNK = 500;
 
 /** A writable index in a temporary file; `publish` renames it over the real one. Rows may carry every column; it keeps the `sql` ones. */
 export class IndexBuilder {
@@ -216,6 +218,29 @@ export class IndexBuilder {
       if (fts && first !== undefined) (spaced ? fts.spaced : fts.plain).run(first);
     })();
     return relation === 'contents' ? kept : cells;
+  }
+
+  /**
+   * Deletes the rows of a relation whose RETIRE_KEY value is in `keys` (a source converted again,
+   * writer.ts `retireSources`), with their full-text entries. An external-content FTS5 index forgets
+   * a row only when given the text it indexed: that is the text spaced out (fts-text.ts), which is
+   * the text itself where it has no Chinese, Japanese or Korean. Content values stay (others may share them).
+   */
+  retire(relation: Relation, keys: readonly string[]): void {
+    const key = RETIRE_KEY[relation];
+    if (!key || keys.length === 0) return;
+    const table = quote(storedTable(relation));
+    this.db.transaction(() => {
+      for (let at = 0; at < keys.length; at += RETIRE_CHUNK) {
+        const chunk = keys.slice(at, at + RETIRE_CHUNK);
+        const where = `${quote(key)} IN (${chunk.map(() => '?').join(', ')})`;
+        if (relation === 'steps' && this.ftsAvailable) {
+          const spaced = FTS_COLUMNS.map((c) => `trajstore_fts(${quote(c)})`).join(', ');
+          this.db.prepare(`INSERT INTO steps_fts (steps_fts, rowid, ${FTS_COLUMNS.join(', ')}) SELECT 'delete', rowid, ${spaced} FROM steps WHERE ${where}`).run(chunk);
+        }
+        this.db.prepare(`DELETE FROM ${table} WHERE ${where}`).run(chunk);
+      }
+    })();
   }
 
   /** Records which snapshot this index describes, closes it and fsyncs the file (still under its temporary name). */

@@ -7,9 +7,10 @@
  */
 // Synchronous reads behind the async interface: they are small (manifests, snapshots, part
 // footers) and fs/promises costs every read command milliseconds of start-up to load.
-import { closeSync, openSync, readFileSync, readSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { DurableFile, writeFileDurably } from '../../lib/durable.js';
+import { walkFiles } from '../../lib/walk.js';
 
 /** A write in progress to one key; nothing is visible under the key until `commit`. */
 export interface ObjectWriter {
@@ -111,21 +112,7 @@ export class LocalObjectStore implements ObjectStore {
 
   async list(prefix: string): Promise<string[]> {
     const keys: string[] = [];
-    const walk = (dir: string, keyPrefix: string): void => {
-      let entries;
-      try {
-        entries = readdirSync(dir, { withFileTypes: true });
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-        throw error;
-      }
-      for (const entry of entries) {
-        const key = `${keyPrefix}${entry.name}`;
-        if (entry.isDirectory()) walk(join(dir, entry.name), `${key}/`);
-        else keys.push(key);
-      }
-    };
-    walk(this.root, '');
+    walkFiles(this.root, (key) => keys.push(key));
     return keys.filter((k) => k.startsWith(prefix)).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
   }
 

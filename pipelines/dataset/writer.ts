@@ -16,10 +16,9 @@
  * ends with the old or the new dataset at the path and nothing else once the next writer has run.
  */
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
-import { INDEX_FILE, LAYOUT_VERSION, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
+import { INDEX_FILE, LAYOUT_VERSION, newPartStamp, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
 import { NEEDS_SPACING } from './rows.js';
@@ -90,9 +89,20 @@ function rowBytes(row: Row): number {
 /** What an import writes into: a local dataset's writer, or an object-store dataset's around it (s3-writer.ts). */
 export interface DatasetSink {
   existingDocumentIds(): Set<string>;
+  /** Takes the runs of these source paths out of the new snapshot (sync's converted-again sources). */
+  retireSources(paths: readonly string[]): Promise<void>;
   add(relation: Relation, rows: readonly Row[]): Promise<void>;
   commit(): Promise<Snapshot>;
   abort(): Promise<void>;
+}
+
+/**
+ * A part of the previous snapshot with more keys retired. Every earlier part gets them, as which
+ * parts hold a key is not known without reading them; compaction (compaction.ts) empties the lists.
+ */
+function withRetired(part: PartRef, keys: readonly string[]): PartRef {
+  const all = [...new Set([...(part.retired ?? []), ...keys])].sort();
+  return { ...part, retired: all };
 }
 
 export class DatasetWriter implements DatasetSink {
@@ -105,6 +115,8 @@ export class DatasetWriter implements DatasetSink {
    */
   private readonly pending = new Map<Relation, { rows: Row[]; bytes: number; spaced: boolean }>();
   private readonly storage: StorageThread;
+  /** RETIRE_KEY values (relations.ts) of the previous snapshot's rows this write replaces, and how many rows that is, per relation. */
+  private readonly retired = new Map<Relation, { keys: string[]; rows: number }>();
   /** The dataset holds what this writer wrote (an append's manifest swap, a create's or replace's rename): abort undoes nothing. */
   private committed = false;
 
@@ -116,6 +128,7 @@ export class DatasetWriter implements DatasetSink {
     private readonly buildPath: string,
     private readonly previous: Snapshot | undefined,
     private readonly lock: WriterLock,
+    partStamp: string,
   ) {
     this.store = new LocalObjectStore(buildPath);
     this.columns = relationColumns(options.kind, options.compact?.columns.map((c) => c.name));
@@ -126,7 +139,7 @@ export class DatasetWriter implements DatasetSink {
       freshIndex: previous === undefined,
       kind: options.kind,
       columns: this.columns,
-      partStamp: `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`,
+      partStamp,
       partMetadata: options.compact ? [{ key: 'trajstore.compact', value: JSON.stringify(options.compact) }] : [],
       partBytes: options.partBytes ?? DEFAULT_PART_BYTES,
     }, options.storageHeapMb);
@@ -147,12 +160,12 @@ export class DatasetWriter implements DatasetSink {
       for (const note of recoverBeside(path)) options.log?.info(note);
       if (options.mode === 'append') {
         const previous = await DatasetWriter.appendable(path, options);
-        return new DatasetWriter(options, path, path, previous, lock);
+        return new DatasetWriter(options, path, path, previous, lock, await newPartStamp());
       }
       await DatasetWriter.checkReplaceable(path, options.mode);
       const buildPath = scratchPathOf(path);
       mkdirSync(buildPath);
-      return new DatasetWriter(options, path, buildPath, undefined, lock);
+      return new DatasetWriter(options, path, buildPath, undefined, lock, await newPartStamp());
     } catch (error) {
       lock.release();
       throw error;
@@ -192,18 +205,64 @@ export class DatasetWriter implements DatasetSink {
     if (!isDataset && entries.length > 0) throw new ConflictError(`${path}: exists and is not a trajstore dataset; refusing to replace it`);
   }
 
-  /** Document ids already in the dataset (append), for duplicate handling. */
+  /** Document ids already in the dataset (append) and not retired by this write, for duplicate handling. */
   existingDocumentIds(): Set<string> {
     const ids = new Set<string>();
     if (!this.previous || this.options.kind !== 'storyline') return ids;
-    // The published index describes the previous snapshot (begin() rebuilt it if it was stale).
+    const retired = new Set(this.retired.get('runs')?.keys);
+    this.withPublishedIndex((db) => {
+      for (const row of db.prepare('SELECT document_id FROM runs_stored').iterate() as Iterable<{ document_id: string }>) if (!retired.has(row.document_id)) ids.add(row.document_id);
+    });
+    return ids;
+  }
+
+  /** Reads the published index, which describes the previous snapshot (begin() rebuilt it if it was stale). */
+  private withPublishedIndex(read: (db: ReturnType<typeof openDatabase>) => void): void {
     const db = openDatabase(join(this.buildPath, INDEX_FILE), { readonly: true, fileMustExist: true });
     try {
-      for (const row of db.prepare('SELECT document_id FROM runs').iterate() as Iterable<{ document_id: string }>) ids.add(row.document_id);
+      read(db);
     } finally {
       db.close();
     }
-    return ids;
+  }
+
+  /**
+   * Retires what earlier writes brought in from these source paths (an append of a Storyline
+   * dataset, before any row is added): their runs, steps, tool calls and source rows leave the new
+   * snapshot, which marks them in the parts that hold them (PartRef.retired) instead of rewriting
+   * those; the index drops them. So a source converted again replaces its runs (sync): one run per
+   * session, never `#2` copies. Older snapshots, and their readers, still see them.
+   */
+  async retireSources(paths: readonly string[]): Promise<void> {
+    if (!this.previous || this.options.kind !== 'storyline' || paths.length === 0) return;
+    const documents: string[] = [];
+    const rows: Partial<Record<Relation, number>> = {};
+    this.withPublishedIndex((db) => {
+      const count = (table: string, column: string, keys: readonly string[]): number => {
+        let n = 0;
+        for (let at = 0; at < keys.length; at += 500) {
+          const chunk = keys.slice(at, at + 500);
+          n += (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${column} IN (${chunk.map(() => '?').join(', ')})`).get(chunk) as { n: number }).n;
+        }
+        return n;
+      };
+      for (let at = 0; at < paths.length; at += 500) {
+        const chunk = paths.slice(at, at + 500);
+        for (const row of db.prepare(`SELECT document_id FROM runs_stored WHERE source_path IN (${chunk.map(() => '?').join(', ')})`).iterate(chunk) as Iterable<{ document_id: string }>) documents.push(row.document_id);
+      }
+      for (const relation of ['runs', 'steps', 'tool_calls'] as const) rows[relation] = count(`${relation}_stored`, 'document_id', documents);
+      rows.sources = count('sources', 'source_path', paths);
+    });
+    const keysOf = (relation: Relation): string[] => (relation === 'sources' ? [...paths] : documents);
+    for (const relation of ['runs', 'steps', 'tool_calls', 'sources'] as const) {
+      const keys = keysOf(relation);
+      if (keys.length === 0) continue;
+      await this.storage.retire(relation, keys);
+      const entry = this.retired.get(relation) ?? { keys: [], rows: 0 };
+      entry.keys.push(...keys);
+      entry.rows += rows[relation] ?? 0;
+      this.retired.set(relation, entry);
+    }
   }
 
   /** Queues rows; writes a batch when the bounds are reached (await it: that is the backpressure). */
@@ -240,9 +299,11 @@ export class DatasetWriter implements DatasetSink {
     const relations: Partial<Record<Relation, PartRef[]>> = {};
     const rows: Partial<Record<Relation, number>> = {};
     for (const relation of Object.keys(this.columns) as Relation[]) {
-      relations[relation] = [...(this.previous?.relations[relation] ?? []), ...(this.storage.written[relation] ?? [])];
+      const retired = this.retired.get(relation);
+      const previous = (this.previous?.relations[relation] ?? []).map((part) => (retired ? withRetired(part, retired.keys) : part));
+      relations[relation] = [...previous, ...(this.storage.written[relation] ?? [])];
       // What the parts hold: a content value the dataset held already was sent but not stored again.
-      rows[relation] = (this.previous?.rows[relation] ?? 0) + (this.storage.written[relation] ?? []).reduce((n, part) => n + part.rows, 0);
+      rows[relation] = (this.previous?.rows[relation] ?? 0) - (retired?.rows ?? 0) + (this.storage.written[relation] ?? []).reduce((n, part) => n + part.rows, 0);
     }
     const snapshot = await publishSnapshot(this.store, {
       kind: this.options.kind,

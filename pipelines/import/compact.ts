@@ -36,6 +36,8 @@ export interface CompactImportOptions {
   progress?: ProgressSink;
   /** How long to wait for another writer of the dataset (`--lock-timeout`; default WRITE_DEFAULTS.lockTimeoutMs). */
   lockTimeoutMs?: number;
+  /** Given files instead of walking `from` (sync: their complete lines); a bad one is left out, and none at all is an empty store. */
+  files?: SourceFile[];
 }
 
 function scalarText(value: unknown): string | undefined {
@@ -78,8 +80,8 @@ async function* recordsOf(file: SourceFile): AsyncGenerator<RawRecord> {
 
 export async function runCompactImport(options: CompactImportOptions): Promise<ImportSummary> {
   if (options.mode === 'append') throw new InvalidInputError('--mode append: compact-jsonl import supports create and confirmed replace only');
-  const files = listSources(options.from, process.stdin, COMPACT_EXTENSIONS);
-  if (files.length === 0) throw new InvalidInputError(`-f ${options.from}: no .json/.jsonl/.ndjson files to import`);
+  const files = options.files ?? listSources(options.from, process.stdin, COMPACT_EXTENSIONS);
+  if (files.length === 0 && !options.files) throw new InvalidInputError(`-f ${options.from}: no .json/.jsonl/.ndjson files to import`);
   const spec = options.columns;
   const idPath = parseJsonPath(spec.id_path);
   const timestampPath = parseJsonPath(spec.timestamp_path);
@@ -101,7 +103,7 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
   const checkpoint = new Checkpoint(options.signal);
   const direct: RowSink = { add: (relation, rows) => writer.add(relation, rows) };
   // Leaving out the only file leaves nothing: a single source fails as it would without skip.
-  const skipping = options.onError === 'skip' && files.length > 1;
+  const skipping = options.onError === 'skip' && (files.length > 1 || options.files !== undefined);
 
   /** The records of one file into `sink`; `counting` is false for a pass that only checks the file. */
   async function importFile(file: SourceFile, sink: RowSink, counting: boolean): Promise<{ records: number; bytes: number; fallbacks: number }> {
@@ -145,7 +147,7 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
       bytes += result.bytes;
       fallbacks += result.fallbacks;
     }
-    if (skipped.length === files.length) throw nothingImported(skipped);
+    if (skipped.length === files.length && !options.files) throw nothingImported(skipped);
     await checkpoint.check();
     const snapshot = await writer.commit();
     const imported = files.length - skipped.length;

@@ -54,6 +54,12 @@ export interface ImportOptions {
   onError: ErrorPolicy;
   /** How long to wait for another writer of the dataset (`--lock-timeout`; default WRITE_DEFAULTS.lockTimeoutMs). */
   lockTimeoutMs?: number;
+  /**
+   * Given sources that replace what earlier imports brought from the same paths (sync): `files`
+   * instead of walking `from`, and `retire` the source paths whose runs leave the dataset first
+   * (changed, rotated or deleted files). An empty or document-less batch is then no error.
+   */
+  sources?: { files: ImportFile[]; retire: string[] };
 }
 
 export interface FormatTotals {
@@ -128,10 +134,10 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   const formats = options.inputFormat === 'auto' ? await loadFormats() : [await loadFormat(options.inputFormat)];
   const prices = new PriceList(options.prices);
   const extensions = [...new Set(formats.flatMap((f) => f.extensions))];
-  const files = listSources(options.from, options.stdin, extensions);
-  if (files.length === 0) throw new InvalidInputError(`-f ${options.from}: no ${extensions.join('/')} files to import`);
+  const files = options.sources?.files ?? listSources(options.from, options.stdin, extensions);
+  if (files.length === 0 && !options.sources) throw new InvalidInputError(`-f ${options.from}: no ${extensions.join('/')} files to import`);
   // Leaving out the only file leaves nothing: a single source fails as it would without skip.
-  const skipping = options.onError === 'skip' && files.length > 1;
+  const skipping = options.onError === 'skip' && (files.length > 1 || options.sources !== undefined);
   const writer = await beginWrite(options.remote, {
     path: options.to,
     mode: options.mode,
@@ -156,6 +162,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   const importedAt = new Date().toISOString();
   const checkpoint = new Checkpoint(options.signal);
   try {
+    await writer.retireSources(options.sources?.retire ?? []);
     seen = writer.existingDocumentIds();
     for (const source of files) {
       await checkpoint.check();
@@ -170,8 +177,8 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
         skippedFiles.push(skippedFile(source.relPath, error, options.log));
       }
     }
-    if (skippedFiles.length === files.length) throw nothingImported(skippedFiles);
-    if (decodedDocuments === 0) {
+    if (skippedFiles.length === files.length && !options.sources) throw nothingImported(skippedFiles);
+    if (decodedDocuments === 0 && !options.sources) {
       // An input that holds no document of its format is not what was asked for: nothing is written.
       const where = files.length === 1 ? (files[0] as ImportFile).relPath : `-f ${options.from} (${files.length} files)`;
       const read = [...formatsRead];

@@ -106,6 +106,21 @@ function localFile(path: string, relPath: string, size: number): ImportFile {
   };
 }
 
+/**
+ * A file whose bytes were read already (sync reads each changed log once: the same bytes are
+ * mirrored and converted). `path` is where they came from, for messages.
+ */
+export function bytesFile(path: string, relPath: string, bytes: Buffer): ImportFile {
+  return {
+    path,
+    relPath,
+    size: bytes.length,
+    open: () => Readable.from(bytes.length > 0 ? [bytes] : [], { objectMode: false }),
+    peek: () => [bytes],
+    head: async () => bytes.subarray(0, PROBE_BYTES),
+  };
+}
+
 /** Stdin as an import file: the head is buffered for detection and replayed on `open`. */
 function stdinFile(stdin: Readable): ImportFile {
   const iterator = (stdin as AsyncIterable<Buffer>)[Symbol.asyncIterator]();

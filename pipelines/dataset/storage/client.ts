@@ -90,6 +90,11 @@ export class StorageThread {
     while (this.inFlight.length > MAX_IN_FLIGHT) await this.inFlight.shift();
   }
 
+  /** Deletes rows of a relation from the index being built, by their RETIRE_KEY (before any row of this write is added). */
+  async retire(relation: Relation, keys: string[]): Promise<void> {
+    await this.send({ op: 'retire', relation, keys });
+  }
+
   /** Waits for every batch and closes the open parts; `written` then lists every part of this write. */
   async closeParts(): Promise<void> {
     for (const pending of this.inFlight.splice(0)) await pending;

@@ -29,6 +29,7 @@ export interface StorageSetup {
 
 export type StorageBody =
   | { op: 'write'; relation: Relation; cells: unknown[]; spaced: boolean }
+  | { op: 'retire'; relation: Relation; keys: string[] }
   | { op: 'closeParts' }
   | { op: 'finishIndex'; snapshotId: string }
   | { op: 'publishIndex' }

@@ -78,6 +78,11 @@ class Storage {
     return [{ relation, ref: await part.close() }];
   }
 
+  /** Retired rows leave the index being built (the snapshot marks them in the parts, writer.ts). */
+  retire(relation: Relation, keys: string[]): void {
+    this.index.retire(relation, keys);
+  }
+
   private partFor(relation: Relation): PartWriter {
     let part = this.open.get(relation);
     if (!part) {
@@ -127,6 +132,8 @@ if (!isMainThread && (workerData as Partial<StorageThreadData> | undefined)?.rol
     switch (request.op) {
       case 'write':
         return storage.write(request.relation, request.cells, request.spaced);
+      case 'retire':
+        return void storage.retire(request.relation, request.keys);
       case 'closeParts':
         return storage.closeParts();
       case 'finishIndex':

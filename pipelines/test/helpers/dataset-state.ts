@@ -29,7 +29,8 @@ export function leftovers(path: string): string[] {
   const manifest = JSON.parse(readFileSync(join(path, 'trajstore.json'), 'utf8')) as { snapshot_id: string };
   const chain = new Set<string>();
   const listed = new Set<string>();
-  for (let id: string | null = manifest.snapshot_id; id !== null && !chain.has(id); ) {
+  // Ancestors older than the grace period may have been reclaimed (dataset/compaction.ts): the chain ends there.
+  for (let id: string | null = manifest.snapshot_id; id !== null && !chain.has(id) && existsSync(join(path, 'snapshots', `${id}.json`)); ) {
     chain.add(id);
     const snapshot = JSON.parse(readFileSync(join(path, 'snapshots', `${id}.json`), 'utf8')) as { parent: string | null; relations: Record<string, Array<{ key: string }>> };
     for (const parts of Object.values(snapshot.relations)) for (const part of parts) listed.add(part.key);

@@ -38,6 +38,12 @@ export interface Scenario {
   leavesDataset: boolean;
   /** The call that commits: killed from it on, the writer has done its work. */
   commits(call: Call, ds: string): boolean;
+  /** Writes the scenario needs beyond the fixture dataset (run once, on the template). */
+  prepare?(b: Bench): Promise<void>;
+  /** The documents before and after the writer, when not those of the fixture and of b (below). */
+  documents?: { old: string[]; done: string[] };
+  /** The writer's environment beyond the bench's. */
+  env?: NodeJS.ProcessEnv;
 }
 
 const BUILD = /\/\.ds\.tmp-[0-9a-f]{12}$/;
@@ -78,6 +84,33 @@ const OLD = ['incident-triage-0007/sub-1', 'traj-incident-0007'];
 const B = ['b-0', 'b-1', 'b-2'];
 const C = ['c-0'];
 
+/** Ids of the single-document sources that the sync scenario's template appends one at a time (one small part each). */
+const SMALL = Array.from({ length: 8 }, (_, i) => `s-${i}`);
+
+/**
+ * sync over a dataset of many small parts whose sources it converts again: the retiring append,
+ * then compaction and, with no grace period, reclamation of every superseded snapshot and part.
+ */
+export const SYNC_SCENARIO: Scenario = {
+  name: 'sync',
+  fromDataset: true,
+  args: (ds, sources) => ['sync', '--from', join(sources, '..', 'sync-src'), '--to', join(sources, '..', 'sync-mirror'), '--convert', ds, '--once'],
+  leavesDataset: true,
+  commits: (call, ds) => call.fn === 'rename' && call.paths[1] === join(ds, 'trajstore.json'),
+  async prepare(b) {
+    const src = join(b.sources, '..', 'sync-src');
+    mkdirSync(src);
+    for (const id of SMALL) {
+      writeStorylines(join(src, `${id}.jsonl`), [id]);
+      const r = await runTool('trajstore', ['import', '-f', join(src, `${id}.jsonl`), '-t', join(b.template, 'ds'), '--mode', 'append'], { env: b.env });
+      assert.is(r.code, 0, r.stderr);
+    }
+    writeStorylines(join(src, 'b.jsonl'), B);
+  },
+  documents: { old: [...OLD, ...SMALL].sort(), done: [...OLD, ...SMALL, ...B].sort() },
+  env: { TRAJSTORE_RECLAIM_GRACE: '0' },
+};
+
 /** Where a scenario starts: a directory with the dataset (or nothing) and, apart from it, the sources. */
 export interface Bench {
   sources: string;
@@ -98,7 +131,9 @@ export async function bench(scenario: Scenario): Promise<Bench> {
     const r = await runTool('trajstore', ['import', '-f', STORYLINES, '-t', join(template, 'ds')], { env });
     assert.is(r.code, 0, r.stderr);
   }
-  return { sources, template, env };
+  const b = { sources, template, env };
+  await scenario.prepare?.(b);
+  return b;
 }
 
 let copies = 0;
@@ -114,7 +149,7 @@ async function runWriter(scenario: Scenario, b: Bench, killAt: number, log?: str
   const dir = copyOf(b.template, join(b.template, '..'));
   // The compile cache would add Node's own renames and fsyncs of its cache files to the count.
   const shim = { LD_PRELOAD: SHIM, NODE_DISABLE_COMPILE_CACHE: '1', KILLPOINT_AT: String(killAt), ...(log ? { KILLPOINT_LOG: log } : {}) };
-  const result = await runTool('trajstore', scenario.args(join(dir, 'ds'), b.sources), { env: { ...b.env, ...shim } });
+  const result = await runTool('trajstore', scenario.args(join(dir, 'ds'), b.sources), { env: { ...b.env, ...scenario.env, ...shim } });
   return { dir, result };
 }
 
@@ -172,8 +207,8 @@ export async function checkKillPoint(scenario: Scenario, b: Bench, point: Call, 
   const { dir, result } = await runWriter(scenario, b, point.n);
   assert.is(result.signal, 'SIGKILL', `${at}: the writer was not killed (${result.code}): ${result.stderr}`);
   const committed = point.n >= commit;
-  const old = scenario.fromDataset ? OLD : null;
-  const done = scenario.leavesDataset ? (scenario.name === 'append' ? [...OLD, ...B].sort() : B) : null;
+  const old = scenario.documents?.old ?? (scenario.fromDataset ? OLD : null);
+  const done = scenario.documents?.done ?? (scenario.leavesDataset ? (scenario.name === 'append' ? [...OLD, ...B].sort() : B) : null);
   const expected = committed ? done : old;
   // Readers look at a copy, so that the next writer finds exactly what the killed one left.
   const copy = copyOf(dir, join(dir, '..'));

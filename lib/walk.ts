@@ -1,0 +1,26 @@
+/** Walking a directory tree without following symbolic links. */
+import { readdirSync, type Dirent } from 'node:fs';
+import { join } from 'node:path';
+
+/**
+ * Calls `visit` for every entry under `root` that is not a directory, with its path relative to
+ * `root` (`/`-separated) and its absolute path. A directory that is missing (or removed while the
+ * walk is under way) holds nothing.
+ */
+export function walkFiles(root: string, visit: (relPath: string, entry: Dirent, path: string) => void): void {
+  const walk = (dir: string, prefix: string): void => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+    for (const entry of entries) {
+      const rel = `${prefix}${entry.name}`;
+      if (entry.isDirectory()) walk(join(dir, entry.name), `${rel}/`);
+      else visit(rel, entry, join(dir, entry.name));
+    }
+  };
+  walk(root, '');
+}

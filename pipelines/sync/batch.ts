@@ -1,0 +1,167 @@
+/**
+ * One sync batch: the pending files read once each, mirrored byte for byte into `--to`, and
+ * converted into the Storyline dataset at `--convert`, replacing the runs they brought before
+ * (writer.ts retireSources); then the dataset compacted and reclaimed when it is due. With
+ * `--input-format compact-jsonl` the whole tree is imported again and replaces the compact store.
+ *
+ * A batch is atomic where it matters: a mirrored file is replaced whole (lib/durable.ts), the
+ * dataset moves to its next snapshot at the commit or not at all, and the state file (state.ts)
+ * follows. Killed anywhere, the next batch converts again what it cannot be sure of, and conversion
+ * replaces runs rather than adding them: every complete line ends up imported once.
+ */
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { writeFileDurably } from '../../lib/durable.js';
+import type { Logger } from '../../lib/log.js';
+import type { CompactSpec } from '../dataset/compact/paths.js';
+import { compactDataset, reclaimSuperseded, type CompactionLimits } from '../dataset/compaction.js';
+import { readManifest } from '../dataset/layout.js';
+import { lockOptions, withWriterLock } from '../dataset/lock.js';
+import { canonicalPath } from '../dataset/recover.js';
+import { LocalObjectStore } from '../dataset/store.js';
+import type { InputFormat } from '../formats/registry.js';
+import { runCompactImport } from '../import/compact.js';
+import { runImport } from '../import/import.js';
+import { largestDocumentBytes } from '../import/memory.js';
+import { bytesFile, type ImportFile } from '../import/sources.js';
+import type { Price } from '../pricing/prices.js';
+import { scanTree, stampOf, type FileStamp } from './scan.js';
+import type { SourceFile } from '../formats/types.js';
+import { readState, writeState } from './state.js';
+
+export interface SyncTarget {
+  /** The source directory (canonical). */
+  from: string;
+  /** The mirror directory. */
+  to: string;
+  /** The converted dataset. */
+  convert: string;
+  inputFormat: InputFormat | 'auto' | 'compact-jsonl';
+  /** `--column` specs of a compact store. */
+  columns: CompactSpec;
+  prices: Record<string, Price>;
+  /** How long superseded snapshots and unlisted parts stay (compaction.ts). */
+  graceMs: number;
+  compaction?: CompactionLimits;
+  log: Logger;
+}
+
+export interface BatchOutcome {
+  files: number;
+  /** Documents converted (Storyline runs, or compact records). */
+  records: number;
+}
+
+/**
+ * The bytes of a log that are complete: up to its last newline for JSON Lines (the agent may be
+ * writing the next line; it waits for a later batch), the whole file for `.json`.
+ */
+export function completeBytes(relPath: string, bytes: Buffer): Buffer {
+  if (relPath.toLowerCase().endsWith('.json')) return bytes;
+  return bytes.subarray(0, bytes.lastIndexOf(0x0a) + 1);
+}
+
+/** Runs a batch over the pending files `paths`; returns what it did. Throws (nothing committed) on failure. */
+export async function runBatch(target: SyncTarget, paths: readonly string[], signal: AbortSignal): Promise<BatchOutcome> {
+  if (target.inputFormat === 'compact-jsonl') return compactBatch(target, signal);
+  // Nothing changed and a dataset is there (a --once run): nothing to write.
+  if (paths.length === 0 && (await readManifest(new LocalObjectStore(target.convert)))) return { files: 0, records: 0 };
+  const files: ImportFile[] = [];
+  const stamps = new Map<string, FileStamp | undefined>();
+  for (const rel of [...paths].sort()) {
+    signal.throwIfAborted();
+    const source = join(target.from, rel);
+    const stamp = stampOf(source);
+    const bytes = stamp ? readIfThere(source) : undefined;
+    if (!stamp || !bytes) {
+      // Deleted or rotated away: gone from the mirror, and its runs from the next snapshot.
+      rmSync(join(target.to, rel), { force: true });
+      stamps.set(rel, undefined);
+      continue;
+    }
+    writeFileDurably(join(target.to, rel), bytes, { createDirectory: true });
+    files.push(bytesFile(source, rel, completeBytes(rel, bytes)));
+    stamps.set(rel, stamp);
+  }
+  const manifest = await readManifest(new LocalObjectStore(target.convert));
+  const summary = await runImport({
+    from: target.from,
+    to: target.convert,
+    inputFormat: target.inputFormat,
+    outputFormat: 'storyline',
+    // A first batch creates the dataset (over an empty directory too).
+    mode: manifest ? 'append' : existsSync(target.convert) ? 'replace' : 'create',
+    onDuplicate: 'suffix',
+    onError: 'skip',
+    prices: target.prices,
+    largestDocumentBytes: Math.max(0, ...files.map((f) => f.size ?? 0)),
+    stdin: Readable.from([]),
+    log: target.log,
+    signal,
+    sources: { files, retire: manifest ? [...stamps.keys()] : [] },
+  });
+  const state = readState(target.convert, target.from);
+  for (const [rel, stamp] of stamps) {
+    if (stamp) state.set(rel, stamp);
+    else state.delete(rel);
+  }
+  writeState(target.convert, target.from, state);
+  await maintain(target, signal);
+  return { files: paths.length, records: summary.total.runs };
+}
+
+function readIfThere(path: string): Buffer | undefined {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** Compacts the dataset when it is due and reclaims what the grace period has passed, holding its writer lock. */
+async function maintain(target: SyncTarget, signal: AbortSignal): Promise<void> {
+  const path = canonicalPath(target.convert);
+  await withWriterLock(path, lockOptions('sync compaction', { signal, log: target.log }), async () => {
+    const store = new LocalObjectStore(path);
+    const compacted = await compactDataset(store, path, target.compaction);
+    if (compacted.snapshot) target.log.info(`${path}: compacted ${compacted.partsBefore} parts into ${compacted.partsAfter} (snapshot ${compacted.snapshot.id})`);
+    const manifest = await readManifest(store);
+    if (!manifest) return;
+    const reclaimed = await reclaimSuperseded(store, manifest.snapshot_id, target.graceMs);
+    if (reclaimed.snapshots + reclaimed.parts > 0) target.log.info(`${path}: removed ${reclaimed.snapshots} superseded snapshot(s) and ${reclaimed.parts} unlisted part(s)`);
+  });
+}
+
+/**
+ * A source read when it is opened, up to its last complete line: a compact batch reads the whole
+ * tree again, one file at a time, and a log being written must not fail it (nor lose its records).
+ */
+function completeLinesFile(path: string, relPath: string): SourceFile {
+  return {
+    path,
+    relPath,
+    open: () => {
+      const bytes = completeBytes(relPath, readIfThere(path) ?? Buffer.alloc(0));
+      return Readable.from(bytes.length > 0 ? [bytes] : [], { objectMode: false });
+    },
+  };
+}
+
+/** A compact-jsonl batch: the whole tree again, atomically replacing the store at `--convert`. */
+async function compactBatch(target: SyncTarget, signal: AbortSignal): Promise<BatchOutcome> {
+  const files = [...scanTree(target.from).keys()].sort().map((rel) => completeLinesFile(join(target.from, rel), rel));
+  const summary = await runCompactImport({
+    files,
+    from: target.from,
+    to: target.convert,
+    mode: existsSync(target.convert) ? 'replace' : 'create',
+    columns: target.columns,
+    onError: 'skip',
+    largestDocumentBytes: largestDocumentBytes(target.from),
+    log: target.log,
+    signal,
+  });
+  return { files: summary.files, records: summary.total.runs };
+}

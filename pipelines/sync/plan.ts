@@ -1,0 +1,64 @@
+/**
+ * A sync as the command asks for it, checked before the worker starts (spec/trajstore.md, sync
+ * rules): the source a directory; `--to` and `--convert` local directories, distinct, and outside
+ * the source (a mirror inside its source would be mirrored again); `--convert` a dataset of the
+ * kind the input format makes, or nothing yet, or an empty directory; `--column` with compact-jsonl only.
+ */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { sep } from 'node:path';
+import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { parseColumnFlags, type CompactSpec } from '../dataset/compact/paths.js';
+import { readManifest } from '../dataset/layout.js';
+import { canonicalPath } from '../dataset/recover.js';
+import { LocalObjectStore } from '../dataset/store.js';
+import type { InputFormat } from '../formats/registry.js';
+
+export interface SyncRequest {
+  from: string;
+  to: string;
+  convert: string;
+  inputFormat: InputFormat | 'auto' | 'compact-jsonl';
+  columns: string[];
+  intervalMs: number;
+  once: boolean;
+}
+
+export interface SyncPlan {
+  from: string;
+  to: string;
+  convert: string;
+  inputFormat: SyncRequest['inputFormat'];
+  columns: CompactSpec;
+  intervalMs: number;
+  once: boolean;
+}
+
+const within = (path: string, dir: string): boolean => path === dir || path.startsWith(dir.endsWith(sep) ? dir : `${dir}${sep}`);
+
+function localDirectory(flag: string, value: string): string {
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) throw new InvalidInputError(`${flag} ${value}: sync writes local directories only`);
+  const path = canonicalPath(value);
+  if (existsSync(path) && !statSync(path).isDirectory()) throw new InvalidInputError(`${flag} ${value}: not a directory`);
+  return path;
+}
+
+export async function planSync(request: SyncRequest): Promise<SyncPlan> {
+  if (!existsSync(request.from)) throw new NotFoundError(`--from ${request.from}: no such directory`);
+  if (!statSync(request.from).isDirectory()) throw new InvalidInputError(`--from ${request.from}: not a directory`);
+  const from = canonicalPath(request.from);
+  const to = localDirectory('--to', request.to);
+  const convert = localDirectory('--convert', request.convert);
+  for (const [flag, path] of [['--to', to], ['--convert', convert]] as const) {
+    if (within(path, from)) throw new InvalidInputError(`${flag} ${path}: inside the source directory ${from}; choose a directory outside it`);
+  }
+  if (within(to, convert) || within(convert, to)) throw new InvalidInputError(`--to ${to} and --convert ${convert}: must be separate directories`);
+  const compact = request.inputFormat === 'compact-jsonl';
+  if (!compact && request.columns.length > 0) throw new InvalidInputError('--column applies to --input-format compact-jsonl only');
+  const kind = compact ? 'compact' : 'storyline';
+  if (existsSync(convert)) {
+    const manifest = await readManifest(new LocalObjectStore(convert)).catch(() => undefined);
+    if (manifest && manifest.kind !== kind) throw new InvalidInputError(`--convert ${convert}: is a ${manifest.kind} dataset; this sync writes a ${kind} one`);
+    if (!manifest && readdirSync(convert).length > 0) throw new InvalidInputError(`--convert ${convert}: exists and is not a trajstore dataset`);
+  }
+  return { from, to, convert, inputFormat: request.inputFormat, columns: parseColumnFlags(request.columns), intervalMs: request.intervalMs, once: request.once };
+}

@@ -1,0 +1,268 @@
+/**
+ * `trajstore sync` through the real command: a writer process appending Claude Code lines while the
+ * resident worker runs, killed with SIGKILL in the middle of its batches and restarted (every
+ * complete line imported exactly once, one run per session); partial lines, rotated and deleted
+ * files; bad arguments; compaction and reclamation with an old reader's snapshot kept for the grace
+ * period; compact-jsonl; and the clean stop on SIGTERM.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DIST_ROOT, runTool, toolScript } from '../../lib/testing/run-tool.js';
+import { openPart } from '../dataset/parquet.js';
+import { LocalObjectStore } from '../dataset/store.js';
+import type { Snapshot } from '../dataset/layout.js';
+import { retryDelayMs } from '../sync/worker.js';
+import { claudeLine, sessionFile, sessionIdOf } from './helpers/claude-log-writer.js';
+import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { sandbox } from './helpers/sandbox.js';
+
+const s = sandbox('sync');
+const CLAUDE = join(SHARED_FIXTURES, 'synthetic', 'claude-code', 'projects');
+const WRITER = join(DIST_ROOT, 'pipelines', 'test', 'helpers', 'claude-log-writer.js');
+
+const csv = async (dataset: string, sql: string): Promise<string[][]> => {
+  const r = await s.run(['query', dataset, '--sql', sql, '--format', 'csv']);
+  assert.is(r.code, 0, r.stderr);
+  return r.stdout.trim().split('\n').slice(1).map((line) => line.split(','));
+};
+
+const once = (src: string, to: string, convert: string, env: NodeJS.ProcessEnv = {}) =>
+  runTool('trajstore', ['sync', '--from', src, '--to', to, '--convert', convert, '--once'], { env: { ...s.env, ...env }, cwd: s.home });
+
+/** A resident sync process, its stderr collected. */
+function resident(args: string[], env: NodeJS.ProcessEnv = {}): { child: ChildProcess; stderr: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
+  const child = spawn(process.execPath, [toolScript('trajstore'), 'sync', ...args], { cwd: s.home, env: { ...process.env, ...s.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+  return { child, stderr: () => err, exited };
+}
+
+async function until(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+const batchesIn = (stderr: string): number => (stderr.match(/^sync: batch \d+.*, ok$/gm) ?? []).length;
+
+test('a writer appends to several sessions while sync runs; kill -9 mid-batch and a restart: every complete line once, one run per session', async () => {
+  const src = s.path('live-src');
+  const [to, convert] = [s.path('live-mirror'), s.path('live-ds')];
+  const SESSIONS = 4;
+  const LINES = 60;
+  const writer = spawn(process.execPath, [WRITER, src, String(SESSIONS), String(LINES), '20'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let written = '';
+  writer.stdout?.on('data', (chunk: Buffer) => (written += chunk.toString('utf8')));
+  const writerDone = new Promise<void>((resolve) => writer.on('close', () => resolve()));
+  await until('the writer to start', () => existsSync(join(src, 'project')));
+
+  const args = ['--from', src, '--to', to, '--convert', convert, '--interval', '100ms'];
+  const first = resident(args);
+  await until('two batches', () => batchesIn(first.stderr()) >= 2);
+  // In the middle of a batch: while it holds the dataset's writer lock.
+  await until('a batch under way', () => existsSync(join(s.home, '.live-ds.lock')), 10_000);
+  first.child.kill('SIGKILL');
+  const killed = await first.exited;
+  assert.is(killed.signal, 'SIGKILL');
+
+  const second = resident(args);
+  await writerDone;
+  assert.is(written.trim(), String(SESSIONS * LINES));
+  // The last line is complete: a batch after the writer's end takes it.
+  const batchesBefore = batchesIn(second.stderr());
+  await until('a batch after the writer ended', () => batchesIn(second.stderr()) >= batchesBefore + 1);
+  await sleep(300);
+  second.child.kill('SIGTERM');
+  const stopped = await second.exited;
+  assert.is(stopped.code, 143, second.stderr());
+  // Whatever the last batch was doing when stopped, one more --once brings the dataset up to date.
+  const last = await once(src, to, convert);
+  assert.is(last.code, 0, last.stderr);
+
+  const [[runs, sessions]] = (await csv(convert, 'SELECT count(*), count(DISTINCT session_id) FROM runs')) as [[string, string]];
+  assert.is(Number(runs), SESSIONS, 'one run per session');
+  assert.is(Number(sessions), SESSIONS);
+  const [[steps, distinct]] = (await csv(convert, "SELECT count(*), count(DISTINCT message_text) FROM steps WHERE message_text LIKE 'marker-%'")) as [[string, string]];
+  assert.is(Number(steps), SESSIONS * LINES, 'every complete line imported');
+  assert.is(Number(distinct), SESSIONS * LINES, 'each exactly once');
+  for (let i = 0; i < SESSIONS; i++) assert.ok(readFileSync(sessionFile(src, i)).equals(readFileSync(sessionFile(to, i))), 'mirrored byte for byte');
+  assert.not.match(readdirSync(s.home).join(' '), /\.live-ds\.(tmp|lock)/, 'no leftovers beside the dataset');
+});
+
+test('partial lines wait; a grown session replaces its run; rotated and deleted files leave the next snapshot', async () => {
+  const src = s.path('p-src');
+  const [to, convert] = [s.path('p-mirror'), s.path('p-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  const file = sessionFile(src, 1);
+  writeFileSync(file, claudeLine(1, 0) + claudeLine(1, 1));
+  cpSync(CLAUDE, join(src, 'fixtures'), { recursive: true });
+  assert.is((await once(src, to, convert)).code, 0);
+  const runsOf = async (): Promise<number> => Number((await csv(convert, 'SELECT count(*) FROM runs'))[0]?.[0]);
+  const markers = async (): Promise<number> => Number((await csv(convert, "SELECT count(*) FROM steps WHERE message_text LIKE 'marker-%'"))[0]?.[0]);
+  const fixtureRuns = (await runsOf()) - 1;
+  assert.is(await markers(), 2);
+
+  // Half a line: mirrored as it is, not converted.
+  const next = claudeLine(1, 2);
+  appendFileSync(file, next.slice(0, 30));
+  const partial = await once(src, to, convert);
+  assert.is(partial.code, 0, partial.stderr);
+  assert.match(partial.stderr, /sync: batch 1: 1 file\(s\), 1 record\(s\), [\d.]+s, ok/);
+  assert.is(await markers(), 2);
+  assert.ok(readFileSync(file).equals(readFileSync(sessionFile(to, 1))));
+
+  appendFileSync(file, next.slice(30));
+  assert.is((await once(src, to, convert)).code, 0);
+  assert.is(await markers(), 3);
+  assert.is(await runsOf(), fixtureRuns + 1, 'the grown session replaced its run');
+  const ids = (await csv(convert, `SELECT document_id FROM runs WHERE session_id = '${sessionIdOf(1)}'`)).map((r) => r[0]);
+  assert.equal(ids, [sessionIdOf(1)], 'no #2 copy');
+
+  // Rotated: the same log under another name; the run follows it, still once.
+  const rotated = join(src, 'project', 'rotated.jsonl');
+  renameSync(file, rotated);
+  assert.is((await once(src, to, convert)).code, 0);
+  assert.is(await markers(), 3);
+  assert.equal((await csv(convert, `SELECT source_path FROM runs WHERE session_id = '${sessionIdOf(1)}'`)).map((r) => r[0]), ['project/rotated.jsonl']);
+  assert.not.ok(existsSync(sessionFile(to, 1)), 'the old name left the mirror');
+
+  // Deleted: its runs leave.
+  rmSync(rotated);
+  const gone = await once(src, to, convert);
+  assert.is(gone.code, 0, gone.stderr);
+  assert.is(await markers(), 0);
+  assert.is(await runsOf(), fixtureRuns);
+  const [[sources]] = (await csv(convert, "SELECT count(*) FROM sources WHERE source_path LIKE 'project/%'")) as [[string]];
+  assert.is(Number(sources), 0);
+
+  // Nothing changed: no batch work, nothing re-read.
+  const idle = await once(src, to, convert);
+  assert.match(idle.stderr, /0 file\(s\), 0 record\(s\)/);
+
+  // Export rebuilds each run from the parts, leaving the retired rows out.
+  const exported = await s.run(['export', '-f', convert, '-t', s.path('p-export'), '-o', 'storyline']);
+  assert.is(exported.code, 0, exported.stderr);
+  assert.match(exported.stdout, new RegExp(`exported ${fixtureRuns} document`));
+  // The sync state is part of the dataset: drop takes it too.
+  const dropped = await s.run(['drop', convert, '--yes']);
+  assert.is(dropped.code, 0, dropped.stderr);
+});
+
+test('bad arguments exit 2 (a missing source 3), before anything is written', async () => {
+  const src = s.path('bad-src');
+  mkdirSync(src, { recursive: true });
+  const cases: Array<[string[], number, RegExp]> = [
+    [['--to', join(src, 'mirror'), '--convert', s.path('bad-ds')], 2, /inside the source directory/],
+    [['--to', s.path('bad-mirror'), '--convert', join(src, 'x', 'ds')], 2, /inside the source directory/],
+    [['--to', 's3://bucket/mirror', '--convert', s.path('bad-ds')], 2, /local directories only/],
+    [['--to', s.path('same'), '--convert', s.path('same')], 2, /separate directories/],
+    [['--to', s.path('bad-mirror'), '--convert', s.path('bad-ds'), '--column', 'a=$.a'], 2, /compact-jsonl only/],
+    [['--to', s.path('bad-mirror'), '--convert', s.path('bad-ds'), '--interval', 'soon'], 2, /--interval/],
+    [['--to', s.path('bad-mirror')], 2, /--convert/],
+    [['--to', s.path('bad-mirror'), '--convert', s.path('bad-ds'), '--input-format', 'nope'], 2, /--input-format/],
+  ];
+  for (const [args, code, message] of cases) {
+    const r = await s.run(['sync', '--from', src, ...args, '--once']);
+    assert.is(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+  }
+  const missing = await s.run(['sync', '--from', s.path('nowhere'), '--to', s.path('bad-mirror'), '--convert', s.path('bad-ds'), '--once']);
+  assert.is(missing.code, 3, missing.stderr);
+  const notDataset = s.path('not-a-dataset');
+  mkdirSync(notDataset);
+  writeFileSync(join(notDataset, 'notes.txt'), 'mine');
+  const refused = await s.run(['sync', '--from', src, '--to', s.path('bad-mirror'), '--convert', notDataset, '--once']);
+  assert.is(refused.code, 2, refused.stderr);
+  assert.not.ok(existsSync(s.path('bad-mirror')) || existsSync(s.path('bad-ds')), 'nothing written');
+});
+
+test('frequent small batches are compacted; a superseded snapshot stays readable for the grace period, then is reclaimed', async () => {
+  const src = s.path('c-src');
+  const [to, convert] = [s.path('c-mirror'), s.path('c-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  const store = new LocalObjectStore(convert);
+  const current = (): Snapshot => {
+    const id = (JSON.parse(readFileSync(join(convert, 'trajstore.json'), 'utf8')) as { snapshot_id: string }).snapshot_id;
+    return JSON.parse(readFileSync(join(convert, 'snapshots', `${id}.json`), 'utf8')) as Snapshot;
+  };
+  let old: Snapshot | undefined;
+  const BATCHES = 12;
+  for (let n = 0; n < BATCHES; n++) {
+    appendFileSync(sessionFile(src, 7), claudeLine(7, n));
+    appendFileSync(sessionFile(src, 8), claudeLine(8, n));
+    const r = await once(src, to, convert);
+    assert.is(r.code, 0, r.stderr);
+    if (n === 1) old = current();
+  }
+  const snapshot = current();
+  assert.ok((snapshot.relations.steps ?? []).length < BATCHES, `steps parts compacted: ${(snapshot.relations.steps ?? []).length}`);
+  const [[runs, steps]] = (await csv(convert, 'SELECT count(*), (SELECT count(*) FROM steps) FROM runs')) as [[string, string]];
+  assert.is(Number(runs), 2);
+  assert.is(Number(steps), 2 * BATCHES);
+
+  // The reader of an old snapshot still reads every part it lists (grace period: the default hour).
+  assert.ok(old);
+  let rows = 0;
+  for (const part of old.relations.steps ?? []) for await (const group of (await openPart(store, part.key)).rowGroups(['document_id'])) rows += group.length;
+  assert.is(rows, (old.relations.steps ?? []).reduce((n, p) => n + p.rows, 0));
+
+  // With no grace left, the next batch removes every superseded snapshot and the parts only they listed.
+  appendFileSync(sessionFile(src, 7), claudeLine(7, BATCHES));
+  const reclaim = await once(src, to, convert, { TRAJSTORE_RECLAIM_GRACE: '0' });
+  assert.is(reclaim.code, 0, reclaim.stderr);
+  const now = current();
+  assert.equal(readdirSync(join(convert, 'snapshots')), [`${now.id}.json`]);
+  const listed = new Set(Object.values(now.relations).flatMap((parts) => (parts ?? []).map((p) => p.key)));
+  assert.equal((await store.list('parts/')).filter((key) => !listed.has(key)), [], 'no unlisted part left');
+  const [[after]] = (await csv(convert, 'SELECT count(*) FROM steps')) as [[string]];
+  assert.is(Number(after), 2 * BATCHES + 1);
+});
+
+test('compact-jsonl: every batch replaces the compact store with the tree\'s complete lines; --to is not written', async () => {
+  const src = s.path('j-src');
+  mkdirSync(src, { recursive: true });
+  writeFileSync(join(src, 'events.jsonl'), '{"id":"a","n":1}\n{"id":"b",');
+  const [to, convert] = [s.path('j-mirror'), s.path('j-ds')];
+  const args = ['sync', '--from', src, '--to', to, '--convert', convert, '--input-format', 'compact-jsonl', '--column', 'n=$.n', '--once'];
+  assert.is((await s.run(args)).code, 0);
+  assert.equal(await csv(convert, 'SELECT id, n FROM records ORDER BY id'), [['a', '1']]);
+  appendFileSync(join(src, 'events.jsonl'), '"n":2}\n');
+  const r = await s.run(args);
+  assert.is(r.code, 0, r.stderr);
+  assert.equal(await csv(convert, 'SELECT id, n FROM records ORDER BY id'), [['a', '1'], ['b', '2']]);
+  assert.not.ok(existsSync(to));
+});
+
+test('a failed batch keeps its files pending and runs again after a backoff, with what changed meanwhile', async () => {
+  const src = s.path('r-src');
+  const [to, convert] = [s.path('r-mirror'), s.path('r-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms']);
+  await until('the first batch', () => batchesIn(worker.stderr()) >= 1);
+  // A directory where the mirror must write the next file: the batch fails until it is gone.
+  mkdirSync(sessionFile(to, 2), { recursive: true });
+  writeFileSync(sessionFile(src, 2), claudeLine(2, 0));
+  await until('a failed batch', () => /sync: batch 2: 1 file\(s\), 0 record\(s\), [\d.]+s, failed: .*; next retry in 1s/.test(worker.stderr()));
+  appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
+  await sleep(300);
+  rmSync(sessionFile(to, 2), { recursive: true });
+  await until('the retry', () => /sync: batch 2 \(attempt \d\): 2 file\(s\), 2 record\(s\), [\d.]+s, ok/.test(worker.stderr()));
+  worker.child.kill('SIGINT');
+  assert.is((await worker.exited).code, 130);
+  const [[markers]] = (await csv(convert, "SELECT count(*) FROM steps WHERE message_text LIKE 'marker-%'")) as [[string]];
+  assert.is(Number(markers), 3);
+});
+
+test('retries back off exponentially, bounded', () => {
+  assert.equal([1, 2, 3, 4, 8, 20].map((n) => retryDelayMs(n, 1000, 60_000)), [1000, 2000, 4000, 8000, 60_000, 60_000]);
+});
+
+test.run();
