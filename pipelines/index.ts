@@ -3,7 +3,7 @@
  * imports. Constants and types are exported as they are; each operation loads its implementation
  * on first use, so that loading the tool (for --help, or another command) costs nothing of the
  * operations it does not run. The operations load in three groups: pins (pins/manage.ts), reading
- * (reading.ts: list, stats, find, query) and writing (writing.ts: import, export, drop).
+ * (reading.ts: list, stats, find, query, show) and writing (writing.ts: import, export, drop).
  *
  * Operations take typed arguments and return results (rows, summaries, documents); they never
  * parse flags or render. A DATASET argument is a path, a pin (`@name[/sub]`) or undefined for the
@@ -21,6 +21,7 @@ import type { Pin } from './pins/pins.js';
 import type { ResolveContext } from './pins/resolve.js';
 import type { FindDocument, FindRequest } from './search/find.js';
 import type { QueryOutcome, QueryRequest } from './search/query.js';
+import type { ShowRequest, Transcript } from './show/transcript.js';
 import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
 
@@ -45,6 +46,7 @@ export type { ListIO, SourceListing } from './list/index.js';
 export type { SourceRow } from './list/raw.js';
 export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
 export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
+export type { ShowRequest, Transcript, TranscriptKey, TranscriptRun, TranscriptStep, TranscriptToolCall } from './show/transcript.js';
 export type { WriteMode } from './dataset/writer.js';
 
 // ---- pins ----
@@ -105,6 +107,11 @@ export async function find(rc: ResolveContext, request: FindRequest): Promise<Fi
 /** One read-only SQL statement over mounted datasets; rows are handed to the request's callbacks. */
 export async function query(rc: ResolveContext, request: QueryRequest): Promise<QueryOutcome> {
   return (await import('./reading.js')).runQuery(rc, request);
+}
+
+/** One run as a transcript: its steps, tool calls, tokens, cost and timings. */
+export async function showRun(rc: ResolveContext, request: ShowRequest): Promise<Transcript> {
+  return (await import('./reading.js')).showTranscript(rc, request);
 }
 
 // ---- writing ----
