@@ -36,6 +36,7 @@ export type { ResolveContext } from './pins/resolve.js';
 export type { DatasetHealth, RelationHealth, Report, ReportRow } from './stats/index.js';
 export type { DropOptions, DropTarget } from './drop/index.js';
 export type { ExportOptions, ExportSummary } from './export/export.js';
+export type { ExportFilter } from './export/select.js';
 export type { FindDocument, FindMatch, FindRequest } from './search/find.js';
 export type { Identity } from './search/planner.js';
 export type { ImportSummary, FormatTotals, DuplicatePolicy, ErrorPolicy } from './import/import.js';
