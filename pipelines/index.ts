@@ -38,7 +38,7 @@ export type { DropOptions, DropTarget } from './drop/index.js';
 export type { ExportOptions, ExportSummary } from './export/export.js';
 export type { ExportFilter } from './export/select.js';
 export type { FindDocument, FindMatch, FindRequest } from './search/find.js';
-export type { Identity } from './search/planner.js';
+export { FIND_SORTS, type FindSort, type Identity } from './search/planner.js';
 export type { ImportSummary, FormatTotals, DuplicatePolicy, ErrorPolicy } from './import/import.js';
 export type { SkippedFile } from './import/skip.js';
 export type { ImportPlan, ImportRequest } from './import/plan.js';
