@@ -9,9 +9,10 @@ import { listCommand } from './trajstore/list.js';
 import { statsCommands } from './trajstore/stats.js';
 import { dropCommand } from './trajstore/drop.js';
 import { showCommand } from './trajstore/show.js';
+import { catalogCommand } from './trajstore/catalog.js';
 
 await main({
   name: 'trajstore',
   description: 'trajstore: store, search, query, convert, sync and serve datasets of agent trajectories',
-  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, showCommand, queryCommand, dropCommand, importCommand, exportCommand],
+  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, showCommand, queryCommand, dropCommand, importCommand, exportCommand, catalogCommand],
 });

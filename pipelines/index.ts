@@ -22,13 +22,15 @@ import type { ResolveContext } from './pins/resolve.js';
 import type { FindDocument, FindRequest } from './search/find.js';
 import type { QueryOutcome, QueryRequest } from './search/query.js';
 import type { ShowRequest, Transcript } from './show/transcript.js';
+import type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
+import type { Catalog } from './catalog/index.js';
 import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
 
 export { INPUT_FORMATS, OUTPUT_FORMATS, type InputFormat, type OutputFormat } from './formats/registry.js';
 export { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, type Pin, type PinKind } from './pins/pins.js';
 export { EXPORT_FORMATS, type ExportFormat } from './export/formats.js';
-export { FIND_DEFAULTS } from './search/limits.js';
+export { FIND_DEFAULTS, FIND_SORTS, type FindSort } from './search/limits.js';
 export { QUERY_DEFAULTS, DEFAULT_MOUNT } from './search/limits.js';
 export { WRITE_DEFAULTS } from './dataset/defaults.js';
 export { REPORTS, type ReportName } from './stats/reports.js';
@@ -38,7 +40,7 @@ export type { DropOptions, DropTarget } from './drop/index.js';
 export type { ExportOptions, ExportSummary } from './export/export.js';
 export type { ExportFilter } from './export/select.js';
 export type { FindDocument, FindMatch, FindRequest } from './search/find.js';
-export { FIND_SORTS, type FindSort, type Identity } from './search/planner.js';
+export type { Identity } from './search/planner.js';
 export type { ImportSummary, FormatTotals, DuplicatePolicy, ErrorPolicy } from './import/import.js';
 export type { SkippedFile } from './import/skip.js';
 export type { ImportPlan, ImportRequest } from './import/plan.js';
@@ -47,6 +49,9 @@ export type { ListIO, SourceListing } from './list/index.js';
 export type { SourceRow } from './list/raw.js';
 export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
 export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
+export type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
+export type { Catalog, CatalogLibrary } from './catalog/index.js';
+export type { CatalogPluginOptions } from './catalog/plugin.js';
 export type { ShowRequest, Transcript, TranscriptKey, TranscriptRun, TranscriptStep, TranscriptToolCall } from './show/transcript.js';
 export type { WriteMode } from './dataset/writer.js';
 
@@ -113,6 +118,36 @@ export async function query(rc: ResolveContext, request: QueryRequest): Promise<
 /** One run as a transcript: its steps, tool calls, tokens, cost and timings. */
 export async function showRun(rc: ResolveContext, request: ShowRequest): Promise<Transcript> {
   return (await import('./reading.js')).showTranscript(rc, request);
+}
+
+// ---- directory service (the ACL file of `serve --catalog-config`) ----
+
+/** Registers a library (a local path or s3:// uri) in the ACL file; never touches the data. */
+export async function addCatalogDataset(aclPath: string, request: LibraryRequest): Promise<LibraryListing> {
+  return (await import('./catalog/manage.js')).addLibrary(aclPath, request);
+}
+
+export async function removeCatalogDatasets(aclPath: string, names: readonly string[]): Promise<string[]> {
+  return (await import('./catalog/manage.js')).removeLibraries(aclPath, names);
+}
+
+export async function listCatalogDatasets(aclPath: string): Promise<LibraryListing[]> {
+  return (await import('./catalog/manage.js')).listLibraries(aclPath);
+}
+
+/** A user's key pair: the secret is returned this once, the file keeps its salted hash. */
+export async function issueCatalogUser(aclPath: string, name: string, rotate: boolean): Promise<IssuedUser> {
+  return (await import('./catalog/manage.js')).issueUser(aclPath, name, rotate);
+}
+
+/** Grants or revokes libraries; returns the user's grants after the change. */
+export async function changeCatalogGrants(aclPath: string, user: string, datasets: readonly string[], change: 'grant' | 'revoke'): Promise<string[]> {
+  return (await import('./catalog/manage.js')).changeGrants(aclPath, user, datasets, change);
+}
+
+/** The ACL file read for a server: its libraries to mount and the fastify plugin of the directory service. */
+export async function openCatalog(aclPath: string): Promise<Catalog> {
+  return (await import('./catalog/index.js')).openCatalog(aclPath);
 }
 
 // ---- writing ----

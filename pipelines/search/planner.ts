@@ -14,18 +14,12 @@
  */
 import { ftsPhrase } from '../dataset/fts-text.js';
 import { RUNS, STEPS } from '../dataset/relations.js';
+import type { FindSort } from './limits.js';
 import { leaves, type Expr, type JsonColumn, type JsonNode, type TextField, type TextNode } from './grammar/ast.js';
 
 export type SearchMode = 'fts' | 'json' | 'fts+json' | 'identity';
 export type SearchScope = 'steps' | 'runs';
-/**
- * The order of matches: `stored` (the order runs and steps were written, the default: the search
- * stops as soon as it has enough), `time` (oldest first by step time, or run start in run scope;
- * undated last), `relevance` (BM25 over the full-text index, best first). Ordering never changes
- * which rows match, only which come first and so which survive `--max-results`.
- */
-export const FIND_SORTS = ['stored', 'time', 'relevance'] as const;
-export type FindSort = (typeof FIND_SORTS)[number];
+
 export type Param = string | number | null;
 
 export interface Identity {
