@@ -10,9 +10,11 @@ import { statsCommands } from './trajstore/stats.js';
 import { dropCommand } from './trajstore/drop.js';
 import { showCommand } from './trajstore/show.js';
 import { catalogCommand } from './trajstore/catalog.js';
+import { agentCommand } from './trajstore/agent.js';
+import { onboardCommand } from './trajstore/onboard.js';
 
 await main({
   name: 'trajstore',
   description: 'trajstore: store, search, query, convert, sync and serve datasets of agent trajectories',
-  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, showCommand, queryCommand, dropCommand, importCommand, exportCommand, catalogCommand],
+  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, showCommand, queryCommand, dropCommand, importCommand, exportCommand, catalogCommand, onboardCommand, agentCommand],
 });

@@ -24,6 +24,8 @@ import type { QueryOutcome, QueryRequest } from './search/query.js';
 import type { ShowRequest, Transcript } from './show/transcript.js';
 import type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
 import type { Catalog } from './catalog/index.js';
+import type { AgentPlan, AgentRequest } from './agent/launch.js';
+import type { OnboardRequest, Onboarding } from './onboard/index.js';
 import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
 
@@ -51,6 +53,11 @@ export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
 export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
 export type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
 export type { Catalog, CatalogLibrary } from './catalog/index.js';
+export { AGENTS, type AgentName } from './agent/names.js';
+export type { AgentPlan, AgentRequest } from './agent/launch.js';
+export { ONBOARD_SECTIONS, type OnboardSection } from './onboard/sections.js';
+export type { OnboardRequest, Onboarding } from './onboard/index.js';
+export type { Lesson, LessonStep } from './onboard/lessons.js';
 export type { CatalogPluginOptions } from './catalog/plugin.js';
 export type { ShowRequest, Transcript, TranscriptKey, TranscriptRun, TranscriptStep, TranscriptToolCall } from './show/transcript.js';
 export type { WriteMode } from './dataset/writer.js';
@@ -148,6 +155,25 @@ export async function changeCatalogGrants(aclPath: string, user: string, dataset
 /** The ACL file read for a server: its libraries to mount and the fastify plugin of the directory service. */
 export async function openCatalog(aclPath: string): Promise<Catalog> {
   return (await import('./catalog/index.js')).openCatalog(aclPath);
+}
+
+// ---- onboard ----
+
+/** The walkthrough's dataset (the user's, or temporary example data) and its lessons; call `cleanup` at the end. */
+export async function prepareOnboarding(rc: ResolveContext, request: OnboardRequest, io: ImportIO): Promise<Onboarding> {
+  return (await import('./onboard/index.js')).prepareOnboarding(rc, request, io);
+}
+
+// ---- agent ----
+
+/** The command line and prompt that start a coding agent on a dataset (reading its overview unless left out). */
+export async function planAgent(rc: ResolveContext, request: AgentRequest): Promise<AgentPlan> {
+  return (await import('./agent/launch.js')).planAgent(rc, request);
+}
+
+/** Runs the agent to its end (exit 6 when it is not installed); returns its exit status. */
+export async function runAgent(plan: AgentPlan, env: NodeJS.ProcessEnv): Promise<number> {
+  return (await import('./agent/launch.js')).runAgent(plan, env);
 }
 
 // ---- writing ----

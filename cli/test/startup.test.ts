@@ -22,6 +22,8 @@ const LIGHT_MODULES = [
   'pipelines/search/limits.js',
   'pipelines/dataset/defaults.js',
   'pipelines/stats/reports.js',
+  'pipelines/agent/names.js',
+  'pipelines/onboard/sections.js',
   'daemon/index.js',
   'daemon/images/paths.js',
   'framework/index.js',
