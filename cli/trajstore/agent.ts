@@ -1,4 +1,5 @@
 /** `trajstore agent`: a local coding agent (Codex CLI, Claude Code) set up to answer questions about a dataset. */
+import { shellQuote } from '../../lib/shell.js';
 import { readFileSync } from 'node:fs';
 import { ExitCode, InvalidInputError, NotFoundError, ToolError } from '../../lib/errors.js';
 import { readBounded } from '../../lib/streams.js';
@@ -57,8 +58,6 @@ async function readQuestion(ctx: CommandContext, source: QuestionSource): Promis
   if (text.trim() === '') throw new InvalidInputError(`--ask-file ${source.file}: the question is empty`);
   return text;
 }
-
-const shellQuote = (arg: string): string => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`);
 
 /** How the agent runs this very trajstore: the same Node.js and the same script. */
 function thisTrajstore(): string {

@@ -3,6 +3,7 @@
  * command, runs it (the real trajstore, as the user would type it) and waits for Enter, unless
  * --no-pause or stdin has ended. `q` then Enter stops.
  */
+import { shellQuote } from '../../lib/shell.js';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -38,8 +39,6 @@ function flags(args: ParsedArgs): OnboardFlags {
   }
   return { sections: [...ONBOARD_SECTIONS], dataset: first, pause };
 }
-
-const quote = (arg: string): string => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`);
 
 /** Runs `trajstore ARGS` as a child with the same configuration, its output on ours; resolves to its exit status. */
 function runTrajstore(ctx: CommandContext, args: string[]): Promise<number> {
@@ -83,10 +82,10 @@ export const onboardCommand = defineCommand({
       for (const lesson of onboarding.lessons) {
         ctx.stdout.write(`\n${bold(`== ${lesson.title} ==`)}\n`);
         for (const step of lesson.steps) {
-          ctx.stdout.write(`\n${step.text}\n\n${dim(`$ trajstore ${step.args.map(quote).join(' ')}`)}\n`);
+          ctx.stdout.write(`\n${step.text}\n\n${dim(`$ trajstore ${step.args.map(shellQuote).join(' ')}`)}\n`);
           const status = await runTrajstore(ctx, step.args);
           if (ctx.signal.aborted) throw ctx.signal.reason;
-          if (status !== 0) throw new ToolError(ExitCode.Internal, `the walkthrough's step \`trajstore ${step.args.map(quote).join(' ')}\` exited with status ${status}`);
+          if (status !== 0) throw new ToolError(ExitCode.Internal, `the walkthrough's step \`trajstore ${step.args.map(shellQuote).join(' ')}\` exited with status ${status}`);
           if (nextLine) {
             ctx.stderr.write(dim('-- Enter: next step, q: stop --'));
             const answer = await nextLine();

@@ -3,6 +3,7 @@
  * unless the overview is left out) and how to answer questions about it with trajstore's own
  * read-only commands, then the question (or, without one, to wait for the user's).
  */
+import { shellQuote } from '../../lib/shell.js';
 import { REPORTS, type ReportName } from '../stats/reports.js';
 import type { ReportRow } from '../stats/index.js';
 
@@ -19,8 +20,6 @@ export interface PromptFacts {
 /** Rows of a report at most: an overview is a summary, and a prompt has a budget. */
 const MAX_REPORT_ROWS = 20;
 
-const quote = (arg: string): string => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`);
-
 function reportText(name: string, rows: ReportRow[]): string {
   const shown = rows.slice(0, MAX_REPORT_ROWS).map((row) => JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? Number(v) : v)));
   const more = rows.length > MAX_REPORT_ROWS ? `\n(${rows.length - MAX_REPORT_ROWS} more rows: run \`stats ${name}\`)` : '';
@@ -29,7 +28,7 @@ function reportText(name: string, rows: ReportRow[]): string {
 
 export function agentPrompt(facts: PromptFacts): string {
   const t = 'trajstore';
-  const ds = quote(facts.dataset);
+  const ds = shellQuote(facts.dataset);
   const lines = [
     'You are helping someone study the trajectories of AI agents (their conversations, reasoning, tool calls, tokens and cost) stored in a trajstore dataset.',
     `Answer with evidence from the dataset ${ds}, using the trajstore command-line tool. Run it as: ${facts.trajstore}`,

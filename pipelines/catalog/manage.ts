@@ -5,18 +5,13 @@
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import type { PinRequest } from '../pins/manage.js';
 import type { PinEntry } from '../pins/pins.js';
 import { changeAcl, checkName, libraryOf, loadAcl, type Acl } from './acl.js';
 import { issueKeys } from './keys.js';
 
-export interface LibraryRequest {
-  name: string;
-  uri: string;
-  endpoint?: string;
-  region?: string;
-  accessKey?: string;
-  secretKey?: string;
-}
+/** A library is registered with what a pin is made of. */
+export type LibraryRequest = PinRequest;
 
 /** A library as `dataset list` shows it: never its credentials. */
 export interface LibraryListing {
