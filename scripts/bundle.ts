@@ -97,7 +97,10 @@ const common: BuildOptions = {
   platform: 'node',
   target: 'node22',
   // string-width is loaded through require on first use (lib/width.ts), from node_modules as it is.
-  external: ['string-width'],
+  // So is the AWS SDK, by the object-store modules only: it reads built-ins' lazy properties
+  // (fs.ReadStream, crypto.getRandomValues) that the facade above leaves out, and its hundreds of
+  // modules would only grow the operations build for commands on local datasets.
+  external: ['string-width', '@aws-sdk/*', '@smithy/*'],
   metafile: true,
   logLevel: 'warning',
   // CommonJS packages inside an ES module bundle need a require of their own.

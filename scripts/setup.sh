@@ -7,7 +7,7 @@ cd "$REPO_ROOT"
 
 NODE_VERSION=22.23.3
 # Debian packages the tools and tests need; extended by the issues that need more.
-APT_PACKAGES=(build-essential pkg-config python3 acpica-tools lz4 passt e2fsprogs)
+APT_PACKAGES=(build-essential pkg-config python3 python3-venv acpica-tools lz4 passt e2fsprogs)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -114,6 +114,21 @@ build_guest_firmware() {
     --guest-binary vmm-rs/target/static/x86_64-unknown-linux-gnu/release/sandbox-guest --out vmm-rs/target/firmware >&2
 }
 
+# Python tools of the tests and benchmarks, from PyPI into a project-local venv (a no-op when the
+# pinned versions are there): the S3-compatible server of trajstore's object-store tests
+# (scripts/s3-test-server.py: moto's S3 and the Flask it serves through), and pyarrow, the
+# independent reader of a dataset's Parquet parts.
+TEST_PYTHON_PACKAGES=(moto[s3]==5.2.5 flask==3.1.3 flask-cors==6.0.5 pyarrow==22.0.0)
+install_test_python() {
+  local venv=.tools/test-python stamp=.tools/test-python/.setup-stamp
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${TEST_PYTHON_PACKAGES[*]}" ] && return
+  say "installing ${TEST_PYTHON_PACKAGES[*]} into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${TEST_PYTHON_PACKAGES[@]}"
+  echo "${TEST_PYTHON_PACKAGES[*]}" > "$stamp"
+}
+
 # Debian packages only the slow test tier needs (QEMU boot of the firmware); scripts/test.sh
 # asks for them with SETUP_SLOW_TIER=1 so the default set-up stays lean.
 install_slow_tier_packages() {
@@ -128,6 +143,7 @@ install_slow_tier_packages
 fetch_guest_kernel
 install_node
 install_npm_packages
+install_test_python
 build_typescript
 build_rust
 build_guest_firmware

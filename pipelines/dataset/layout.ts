@@ -87,7 +87,11 @@ async function snapshotIdOf(descriptor: Omit<Snapshot, 'id'>): Promise<string> {
 
 export async function readManifest(store: ObjectStore): Promise<Manifest | undefined> {
   const bytes = await store.get(MANIFEST_KEY);
-  if (bytes === undefined) return undefined;
+  return bytes === undefined ? undefined : parseManifest(store, bytes);
+}
+
+/** The manifest in `bytes`, read from `store`: checked to be one, of a layout version this build reads. */
+export function parseManifest(store: ObjectStore, bytes: Buffer): Manifest {
   let manifest: Manifest;
   try {
     manifest = JSON.parse(bytes.toString('utf8')) as Manifest;

@@ -12,7 +12,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { NotFoundError, UnavailableError } from '../../lib/errors.js';
 import type { ProgressFactory } from '../../lib/progress.js';
-import { localPathOf, resolveDataset, type DatasetRef, type ResolveContext } from '../pins/resolve.js';
+import { localPathOf, placeOf, resolveDataset, type DatasetRef, type ResolveContext } from '../pins/resolve.js';
 import { INDEX_FILE, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
 import { snapshotIdOf } from './index-meta.js';
 import { tryWriterLock } from './lock.js';
@@ -80,7 +80,31 @@ export async function openDatasetArg(rc: ResolveContext, arg: string | undefined
   return openDataset(location, rc.env, options);
 }
 
+/** Where a dataset is read from locally: its directory, or the cache's copy of an object-store dataset's current snapshot. */
+export interface LocalRoot {
+  root: string;
+  /** The dataset as the user named it, for messages. */
+  shown: string;
+  /** Opens the same snapshot again (`openDataset`). */
+  ref: DatasetRef;
+}
+
+export async function localRootOf(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env): Promise<LocalRoot> {
+  if (typeof ref !== 'string' && ref.kind === 's3') {
+    // Loaded only here: the AWS SDK costs every local command start-up time.
+    const { localSnapshotOf } = await import('./s3-cache.js');
+    const { dir } = await localSnapshotOf(placeOf(ref), env);
+    return { root: dir, shown: ref.uri, ref: { kind: 'local', path: dir, display: ref.uri } };
+  }
+  const shown = localPathOf(ref);
+  return { root: readableRoot(shown), shown, ref };
+}
+
 export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, options: OpenOptions = {}): Promise<OpenDataset> {
+  if (typeof ref !== 'string' && ref.kind === 's3') {
+    const local = await localRootOf(ref, env);
+    return { ...(await openDataset(local.ref, env, options)), uri: local.shown };
+  }
   const shown = localPathOf(ref);
   const root = readableRoot(shown);
   if (!existsSync(root) || !statSync(root).isDirectory()) throw new NotFoundError(`${shown}: no such dataset`);

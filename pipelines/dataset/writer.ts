@@ -87,7 +87,15 @@ function rowBytes(row: Row): number {
   return n;
 }
 
-export class DatasetWriter {
+/** What an import writes into: a local dataset's writer, or an object-store dataset's around it (s3-writer.ts). */
+export interface DatasetSink {
+  existingDocumentIds(): Set<string>;
+  add(relation: Relation, rows: readonly Row[]): Promise<void>;
+  commit(): Promise<Snapshot>;
+  abort(): Promise<void>;
+}
+
+export class DatasetWriter implements DatasetSink {
   private readonly store: LocalObjectStore;
   private readonly columns: RelationColumns;
   /**

@@ -15,7 +15,8 @@ import { INDEX_FILE, MANIFEST_KEY, readManifest, type Manifest } from '../datase
 import { lockOptions, withWriterLock, type LockWait } from '../dataset/lock.js';
 import { scratchPathOf, readableRoot, recoverBeside } from '../dataset/recover.js';
 import { LocalObjectStore } from '../dataset/store.js';
-import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { localPathOf, placeOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import type { S3Place } from '../pins/pins.js';
 import { TEMP_MARKER, renameDurably } from '../../lib/durable.js';
 
 /** Top-level entries a dataset directory may hold (the layout of layout.ts, plus the index's own files and temporaries). */
@@ -23,14 +24,24 @@ const DATASET_ENTRIES = new Set([MANIFEST_KEY, 'snapshots', 'parts', INDEX_FILE]
 const isDatasetEntry = (name: string): boolean => DATASET_ENTRIES.has(name) || name.startsWith(INDEX_FILE) || name.includes(TEMP_MARKER);
 
 export interface DropTarget {
+  /** The local directory, or the object-store dataset's uri. */
   path: string;
   manifest: Manifest;
+  /** An object-store dataset (s3.ts), with the environment its client is made from. */
+  remote?: { place: S3Place; env: NodeJS.ProcessEnv };
 }
 
 /** Checks that a DATASET argument may be dropped; throws (exit 2 refused, exit 3 missing) and says why otherwise. */
 export async function checkDropTarget(rc: ResolveContext, arg: string): Promise<DropTarget> {
   const env = rc.env;
-  const target = localPathOf(await resolveDataset(arg, { ...rc, purpose: 'write' }));
+  const location = await resolveDataset(arg, { ...rc, purpose: 'write' });
+  if (location.kind === 's3') {
+    // Loaded only here: the AWS SDK costs every local command start-up time.
+    const { checkS3Drop } = await import('./s3.js');
+    const place = placeOf(location);
+    return { path: place.uri, manifest: await checkS3Drop(place, env), remote: { place, env } };
+  }
+  const target = localPathOf(location);
   // A replace killed part-way may have left the dataset aside: put back, it is what is dropped.
   readableRoot(target);
   const stat = statOf(target);
@@ -78,6 +89,10 @@ export type DropOptions = LockWait;
 
 /** Removes a checked dataset under its writer lock: renamed aside (the commit point), then deleted. */
 export async function dropDataset(target: DropTarget, options: DropOptions = {}): Promise<void> {
+  if (target.remote) {
+    const { dropS3Dataset } = await import('./s3.js');
+    return dropS3Dataset(target.remote.place, target.remote.env);
+  }
   await withWriterLock(target.path, lockOptions('drop', options), async () => {
     for (const note of recoverBeside(target.path)) options.log?.info(note);
     if (!statOf(target.path).isDirectory()) throw new InvalidInputError(`${target.path}: is no longer a directory; refusing to drop it`);

@@ -12,20 +12,20 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
 import { contentName } from '../formats/common/documents.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
-import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
-import { readableRoot } from '../dataset/recover.js';
+import { resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import { relationRowGroups, type Row } from '../dataset/parquet.js';
 import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../dataset/store.js';
 import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
 import type { ExportFormat } from './formats.js';
 import type { Storyline } from '../storyline/schema.js';
 import { storylineFromRows, type CellParser, type StoredCall, type StoredTurn } from '../dataset/rows.js';
-import { openDataset, type OpenDataset } from '../dataset/open.js';
+import { localRootOf, openDataset, type OpenDataset } from '../dataset/open.js';
 import { REFERS, storedRowGroups } from '../dataset/resolve.js';
 import { parseStoredJson, resolveText } from '../dataset/contents.js';
 import { readingOrderLookup } from '../dataset/content-lookup.js';
@@ -304,9 +304,14 @@ function uniqueName(name: string, used: Set<string>): string {
 }
 
 export async function runExport(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
+  // Not a local path named `s3:`: an object-store target is refused before anything is read or written.
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(options.to)) {
+    throw new InvalidInputError(`-t ${redactUserInfo(options.to)}: export writes a local file or directory, or stdout (-t -); exporting to an object store is not supported`, {
+      hint: 'export to a local path, then copy it with your object-store tool',
+    });
+  }
   const location = await resolveDataset(options.from, { ...rc, purpose: 'read' });
-  const shown = localPathOf(location);
-  const root = readableRoot(shown);
+  const { root, shown, ref } = await localRootOf(location, rc.env);
   if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);
   const store = new LocalObjectStore(root);
   const manifest = await requireManifest(store);
@@ -327,7 +332,7 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
   }
   const format = options.outputFormat === 'compact-jsonl' ? undefined : await loadFormat(options.outputFormat);
   // The runs are chosen before the target is opened, so a bad --where or --match leaves nothing behind.
-  dataset = filtered ? await openDataset(location, rc.env) : undefined;
+  dataset = filtered ? await openDataset(ref, rc.env) : undefined;
   let keep: Set<string> | undefined;
   let target: Target;
   try {
@@ -351,7 +356,7 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
       const used = new Set<string>();
       const checkpoint = new Checkpoint(options.signal);
       // The documents come from the snapshot its index describes: the index holds the content store.
-      dataset ??= await openDataset(location, rc.env);
+      dataset ??= await openDataset(ref, rc.env);
       exported = dataset.snapshot;
       for await (const encoded of format!.encode!(storylines(dataset, options.signal, keep))) {
         await checkpoint.check();

@@ -14,7 +14,8 @@ import { SourceError } from '../formats/errors.js';
 import { loadFormat, loadFormats, type InputFormat } from '../formats/registry.js';
 import type { DecodeContext, FormatModule } from '../formats/types.js';
 import type { Row } from '../dataset/parquet.js';
-import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
+import { DatasetWriter, type DatasetSink, type DatasetWriterOptions, type WriteMode } from '../dataset/writer.js';
+import type { S3Place } from '../pins/pins.js';
 import { storylineProblems } from '../storyline/validate.js';
 import { detectFormat } from './detect.js';
 import { documentIdOf, storylineRows } from '../dataset/rows.js';
@@ -30,7 +31,10 @@ export type ErrorPolicy = 'fail' | 'skip';
 
 export interface ImportOptions {
   from: string;
+  /** The destination as shown: a local directory, or the object-store dataset `remote` names. */
   to: string;
+  /** An object-store destination (s3-writer.ts), with the environment its client is made from. */
+  remote?: { place: S3Place; env: NodeJS.ProcessEnv };
   inputFormat: InputFormat | 'auto';
   /** `preserve` keeps each source document's exact bytes in `sources.raw`. */
   outputFormat: 'preserve' | 'storyline';
@@ -128,7 +132,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   if (files.length === 0) throw new InvalidInputError(`-f ${options.from}: no ${extensions.join('/')} files to import`);
   // Leaving out the only file leaves nothing: a single source fails as it would without skip.
   const skipping = options.onError === 'skip' && files.length > 1;
-  const writer = await DatasetWriter.begin({
+  const writer = await beginWrite(options.remote, {
     path: options.to,
     mode: options.mode,
     kind: 'storyline',
@@ -302,4 +306,12 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     }
     return result;
   }
+}
+
+/** The writer of a local destination, or of an object-store one (loaded only then: the AWS SDK costs start-up time). */
+export async function beginWrite(remote: ImportOptions['remote'], options: DatasetWriterOptions): Promise<DatasetSink> {
+  if (!remote) return DatasetWriter.begin(options);
+  const { S3DatasetWriter } = await import('../dataset/s3-writer.js');
+  const { path: _path, ...rest } = options;
+  return S3DatasetWriter.begin({ ...rest, remote: remote.place, env: remote.env });
 }

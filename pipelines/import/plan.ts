@@ -11,7 +11,7 @@ import { parseColumnFlags } from '../dataset/compact/paths.js';
 import { readableRoot } from '../dataset/recover.js';
 import type { InputFormat } from '../formats/registry.js';
 import { loadConfig } from '../pins/config.js';
-import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { localPathOf, placeOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import type { DuplicatePolicy, ErrorPolicy, ImportSummary } from './import.js';
 import { largestDocumentBytes } from './memory.js';
 import { statSource } from './sources.js';
@@ -46,7 +46,9 @@ export interface ImportPlan {
 
 export async function planImport(rc: ResolveContext, request: ImportRequest): Promise<ImportPlan> {
   const from = request.from === '-' || !request.from.startsWith('@') ? request.from : localPathOf(await resolveDataset(request.from, { ...rc, purpose: 'read' }));
-  const target = localPathOf(await resolveDataset(request.to, { ...rc, purpose: 'write' }));
+  const destination = await resolveDataset(request.to, { ...rc, purpose: 'write' });
+  const remote = destination.kind === 's3' ? { place: placeOf(destination), env: rc.env } : undefined;
+  const target = remote ? remote.place.uri : localPathOf(destination);
   const { inputFormat, mode } = request;
   const outputFormat = request.outputFormat ?? (inputFormat === 'compact-jsonl' ? 'compact-jsonl' : 'storyline');
   const compact = inputFormat === 'compact-jsonl' || outputFormat === 'compact-jsonl';
@@ -57,6 +59,7 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
     if (outputFormat !== 'compact-jsonl') throw new InvalidInputError(`-i compact-jsonl with -o ${outputFormat}: compact-jsonl is a record store, not a trajectory conversion`, { hint: 'use -o compact-jsonl' });
     if (from === '-') throw new InvalidInputError('-f -: compact-jsonl import does not read stdin', { hint: 'import a local file or directory' });
     if (mode === 'append') throw new InvalidInputError('--mode append: compact-jsonl import supports create and confirmed replace only');
+    if (remote) throw new InvalidInputError(`-t ${destination.display}: compact-jsonl import writes local datasets only`, { hint: 'import it into a local directory' });
   } else if (request.columns.length > 0) {
     throw new InvalidInputError('--column applies to compact-jsonl imports only', { hint: 'add -i compact-jsonl or -o compact-jsonl' });
   }
@@ -72,6 +75,7 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
         options: {
           from,
           to: target,
+          ...(remote ? { remote } : {}),
           inputFormat: inputFormat as InputFormat | 'auto',
           outputFormat: outputFormat as 'preserve' | 'storyline',
           mode,
@@ -83,7 +87,8 @@ export async function planImport(rc: ResolveContext, request: ImportRequest): Pr
         },
       };
   // A replace killed part-way may have left the old dataset aside: it is what this one replaces, so asked about.
-  return { job, target, replaces: mode === 'replace' && existsSync(readableRoot(target)) };
+  // An existing object-store dataset is not replaced but refused (s3-writer.ts): nothing to confirm.
+  return { job, target, replaces: mode === 'replace' && !remote && existsSync(readableRoot(target)) };
 }
 
 export function runImportPlan(plan: ImportPlan, io: ImportIO): Promise<ImportSummary> {

@@ -42,8 +42,8 @@ export async function listSources(rc: ResolveContext, arg: string | undefined, i
     return { kind: 'catalog', rows: (await grantedDatasets(catalog)).map((name) => ({ name, dataset: `${catalog.display}/${name}` })), unreadable: 0 };
   }
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
-  const path = localPathOf(location);
-  if (existsSync(path) && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {
+  const path = location.kind === 'local' ? localPathOf(location) : undefined;
+  if (path !== undefined && existsSync(path) && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {
     // Loaded only here: reading source files takes every format's decoder.
     const { listRawSources } = await import('./raw.js');
     return { kind: 'files', ...(await listRawSources(path, io)) };

@@ -30,13 +30,19 @@ import {
 export type DatasetLocation = { kind: 'local'; path: string; display: string } | ({ kind: 's3'; display: string } & S3Place);
 
 /** What `openDataset` accepts: a local path, or a resolved location (`DatasetLocation`). */
-export type DatasetRef = string | { kind: 'local'; path: string; display?: string } | { kind: 's3'; uri: string; display?: string };
+export type DatasetRef = string | { kind: 'local'; path: string; display?: string } | ({ kind: 's3'; display?: string } & S3Place);
 
-/** The local directory of a dataset; object-store datasets are refused (exit 6) until they land. */
+/** The local directory of a dataset; for commands that work on local datasets only, an object-store one is refused (exit 2). */
 export function localPathOf(ref: DatasetRef): string {
   if (typeof ref === 'string') return resolve(ref);
   if (ref.kind === 'local') return resolve(ref.path);
-  throw new InvalidInputError(`${ref.display ?? ref.uri}: object-store datasets are not supported by this build yet`);
+  throw new InvalidInputError(`${ref.display ?? ref.uri}: this command works on local datasets only`);
+}
+
+/** The object-store place of a resolved s3 location, without what only shows it. */
+export function placeOf(ref: { kind: 's3' } & S3Place): S3Place {
+  const { kind: _kind, display: _display, ...place } = ref as { kind: 's3'; display?: string } & S3Place;
+  return place;
 }
 
 /** What resolving a DATASET argument needs: where the configuration (with the pins) is, and the environment. */

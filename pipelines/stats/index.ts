@@ -10,10 +10,9 @@ import { InvalidInputError } from '../../lib/errors.js';
 import type { Row } from '../../lib/output.js';
 import type { ReportName } from './reports.js';
 import { INDEX_FILE, readManifest } from '../dataset/layout.js';
-import { openDataset, openDatasetArg, type OpenDataset } from '../dataset/open.js';
-import { readableRoot } from '../dataset/recover.js';
+import { localRootOf, openDataset, openDatasetArg, type OpenDataset } from '../dataset/open.js';
 import type { ProgressFactory } from '../../lib/progress.js';
-import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import { ftsInfo, indexSnapshotId } from '../dataset/index-meta.js';
 import { LocalObjectStore } from '../dataset/store.js';
 import { storedTable, type Relation } from '../dataset/relations.js';
@@ -67,10 +66,11 @@ async function indexStateOf(path: string): Promise<IndexState> {
 export async function datasetHealth(rc: ResolveContext, arg: string | undefined, progress?: ProgressFactory): Promise<DatasetHealth> {
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
   // Looked at before opening, because opening rebuilds a stale or missing index.
-  const before = await indexStateOf(readableRoot(localPathOf(location)));
-  const dataset = await openDataset(location, rc.env, progress ? { progress } : {});
+  const local = await localRootOf(location, rc.env);
+  const before = await indexStateOf(local.root);
+  const dataset = await openDataset(local.ref, rc.env, progress ? { progress } : {});
   try {
-    return healthOf(dataset, before);
+    return healthOf({ ...dataset, uri: local.shown }, before);
   } finally {
     dataset.close();
   }

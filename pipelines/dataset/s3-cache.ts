@@ -1,0 +1,226 @@
+/**
+ * Object-store datasets are read through local copies of their snapshots: a reader takes the
+ * manifest once, and everything after reads the snapshot it named, whole and unchanging (readers see
+ * one snapshot from start to end, whatever writers commit meanwhile). The copy is a local dataset of
+ * that one snapshot, so every reader (list, stats, find, query, export) opens it as it opens a local
+ * dataset, SQLite index and all.
+ *
+ *   $XDG_CACHE_HOME/trajstore/s3/                (default ~/.cache/trajstore/s3)
+ *     parts/<store>/<part key>      parts as downloaded, shared by every snapshot of a dataset
+ *                                   (<store>: a hash of endpoint, bucket and prefix)
+ *     snapshots/<snapshot id>/      one snapshot as a local dataset: trajstore.json, snapshots/<id>.json,
+ *                                   parts/... (hard links into parts/<store>/), index.sqlite (built on
+ *                                   first open)
+ *     builds/                       writers' scratch (s3-writer.ts)
+ *
+ * Only the parts a snapshot lacks are fetched: an append's new snapshot links the parts of the old
+ * one and downloads its new parts. Concurrent commands are safe: a part is downloaded under a
+ * temporary name and renamed into place, a snapshot's copy is built in a temporary directory and
+ * renamed into place (the loser of two racing builds drops its own), and nothing is changed in place.
+ *
+ * Bounded: past TRAJSTORE_S3_CACHE_MAX_BYTES (default DEFAULT_CACHE_MAX_BYTES) the snapshots used
+ * least recently are removed, then the parts no remaining snapshot links. A snapshot used in the last
+ * minute (another command may be opening it) and the one being opened stay, so the cache may exceed
+ * the bound by what those hold.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { NotFoundError } from '../../lib/errors.js';
+import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
+import type { S3Place } from '../pins/pins.js';
+import { MANIFEST_KEY, parseManifest, snapshotKey, type Manifest, type Snapshot } from './layout.js';
+import { S3ObjectStore } from './s3-store.js';
+
+/** 10 GiB: a few snapshots of a large dataset with their indexes. */
+export const DEFAULT_CACHE_MAX_BYTES = 10 * 1024 ** 3;
+/** A snapshot copy used this recently is never evicted: another command may be about to open it. */
+const IN_USE_MS = 60_000;
+/** Scratch older than this belongs to a command that was killed. */
+const STALE_SCRATCH_MS = 60 * 60_000;
+
+export function s3CacheRoot(env: NodeJS.ProcessEnv): string {
+  return join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'trajstore', 's3');
+}
+
+function cacheMaxBytes(env: NodeJS.ProcessEnv): number {
+  const value = Number(env.TRAJSTORE_S3_CACHE_MAX_BYTES);
+  return Number.isFinite(value) && value > 0 ? value : DEFAULT_CACHE_MAX_BYTES;
+}
+
+/** The cache directory of a store's parts: one per endpoint, bucket and prefix. */
+export function partsPoolOf(root: string, place: S3Place): string {
+  const id = createHash('sha256').update(`${place.endpoint ?? ''}\n${place.bucket}\n${place.prefix}`).digest('hex').slice(0, 16);
+  return join(root, 'parts', id);
+}
+
+export const snapshotCopyOf = (root: string, snapshotId: string): string => join(root, 'snapshots', snapshotId);
+
+/** The object-store dataset's current manifest, with its version for a conditional put; exit 3 when there is none. */
+export async function currentManifest(store: S3ObjectStore): Promise<{ manifest: Manifest; etag: string } | undefined> {
+  const got = await store.getVersioned(MANIFEST_KEY);
+  return got && { manifest: parseManifest(store, got.bytes), etag: got.etag };
+}
+
+export interface LocalSnapshot {
+  /** A local dataset holding exactly this snapshot. */
+  dir: string;
+  manifest: Manifest;
+  /** The manifest's version (ETag) when it was read. */
+  etag: string;
+  snapshot: Snapshot;
+}
+
+/** The current snapshot of an object-store dataset as a local dataset, fetching the parts the cache lacks. */
+export async function localSnapshotOf(place: S3Place, env: NodeJS.ProcessEnv): Promise<LocalSnapshot> {
+  const store = new S3ObjectStore(place, env);
+  try {
+    const current = await currentManifest(store);
+    if (!current) throw new NotFoundError(`${place.uri}: not a trajstore dataset (no ${MANIFEST_KEY})`);
+    const root = s3CacheRoot(env);
+    const dir = snapshotCopyOf(root, current.manifest.snapshot_id);
+    const snapshotBytes = await store.get(snapshotKey(current.manifest.snapshot_id));
+    if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${current.manifest.snapshot_id} named by the manifest is missing`);
+    const snapshot = JSON.parse(snapshotBytes.toString('utf8')) as Snapshot;
+    if (existsSync(join(dir, MANIFEST_KEY))) touch(dir);
+    else await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
+    evict(root, cacheMaxBytes(env), dir);
+    return { dir, ...current, snapshot };
+  } finally {
+    store.close();
+  }
+}
+
+function touch(dir: string): void {
+  const now = new Date();
+  try {
+    utimesSync(dir, now, now);
+  } catch {
+    // Evicted meanwhile: the caller's open says so.
+  }
+}
+
+/** Every part key of a snapshot. */
+export function partKeysOf(snapshot: Snapshot): string[] {
+  return Object.values(snapshot.relations).flatMap((parts) => (parts ?? []).map((part) => part.key));
+}
+
+/** Links a cached part into a snapshot copy, downloading it first when the cache lacks it (or lost it to an eviction meanwhile). */
+async function linkPart(store: S3ObjectStore, pool: string, key: string, into: string): Promise<void> {
+  const cached = join(pool, ...key.split('/'));
+  const target = join(into, ...key.split('/'));
+  mkdirSync(dirname(target), { recursive: true });
+  for (let attempt = 0; ; attempt++) {
+    if (!existsSync(cached)) await store.download(key, cached);
+    try {
+      linkSync(cached, target);
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt > 0) throw error;
+    }
+  }
+}
+
+async function buildSnapshotCopy(store: S3ObjectStore, place: S3Place, root: string, dir: string, manifest: Manifest, snapshotBytes: Buffer, snapshot: Snapshot): Promise<void> {
+  const pool = partsPoolOf(root, place);
+  const temp = join(dirname(dir), `.${snapshot.id}${TEMP_MARKER}${randomSuffix()}`);
+  mkdirSync(temp, { recursive: true });
+  try {
+    for (const key of partKeysOf(snapshot)) await linkPart(store, pool, key, temp);
+    mkdirSync(join(temp, 'snapshots'));
+    writeFileSync(join(temp, snapshotKey(snapshot.id)), snapshotBytes);
+    writeFileSync(join(temp, MANIFEST_KEY), `${JSON.stringify(manifest, null, 2)}\n`);
+    publishCopy(temp, dir);
+  } finally {
+    rmSync(temp, { recursive: true, force: true });
+  }
+}
+
+/** Renames a finished copy into place; when another command got there first, its copy (the same snapshot) stays and this one is dropped by the caller. */
+export function publishCopy(temp: string, dir: string): void {
+  try {
+    renameSync(temp, dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error;
+  }
+}
+
+/** Adds a local file to the parts cache as `key` (a writer's upload: no need to fetch it back). */
+export function addToPool(root: string, place: S3Place, key: string, file: string): void {
+  const cached = join(partsPoolOf(root, place), ...key.split('/'));
+  mkdirSync(dirname(cached), { recursive: true });
+  try {
+    linkSync(file, cached);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+}
+
+function bytesUnder(path: string, skipLinked: boolean): number {
+  let total = 0;
+  for (const entry of readdirSync(path, { withFileTypes: true })) {
+    const full = join(path, entry.name);
+    if (entry.isDirectory()) total += bytesUnder(full, skipLinked);
+    else {
+      const stat = statSync(full, { throwIfNoEntry: false });
+      // A snapshot copy's parts are links into the pool, counted there.
+      if (stat && !(skipLinked && stat.nlink > 1)) total += stat.size;
+    }
+  }
+  return total;
+}
+
+/** Removes the parts of the pool that no snapshot copy links; returns the bytes freed. */
+function dropUnlinkedParts(path: string): number {
+  let freed = 0;
+  for (const entry of readdirSync(path, { withFileTypes: true })) {
+    const full = join(path, entry.name);
+    if (entry.isDirectory()) freed += dropUnlinkedParts(full);
+    else {
+      const stat = statSync(full, { throwIfNoEntry: false });
+      if (stat && stat.nlink === 1 && !entry.name.includes(TEMP_MARKER)) {
+        rmSync(full, { force: true });
+        freed += stat.size;
+      }
+    }
+  }
+  return freed;
+}
+
+/** Keeps the cache under `maxBytes` (see the module comment); `keep` is the copy being opened. */
+export function evict(root: string, maxBytes: number, keep: string): void {
+  const snapshotsDir = join(root, 'snapshots');
+  const partsDir = join(root, 'parts');
+  if (!existsSync(snapshotsDir)) return;
+  const now = Date.now();
+  const copies: Array<{ dir: string; used: number; bytes: number }> = [];
+  for (const name of readdirSync(snapshotsDir)) {
+    const dir = join(snapshotsDir, name);
+    const stat = statSync(dir, { throwIfNoEntry: false });
+    if (!stat) continue;
+    // Hidden: a copy being built or evicted, or an index rebuild's writer lock (lock.ts).
+    if (name.startsWith('.')) {
+      if (name.includes(TEMP_MARKER) && now - stat.mtimeMs > STALE_SCRATCH_MS) rmSync(dir, { recursive: true, force: true });
+      continue;
+    }
+    copies.push({ dir, used: stat.mtimeMs, bytes: bytesUnder(dir, true) });
+  }
+  let total = copies.reduce((n, c) => n + c.bytes, 0) + (existsSync(partsDir) ? bytesUnder(partsDir, false) : 0);
+  if (total <= maxBytes) return;
+  for (const copy of copies.sort((a, b) => a.used - b.used)) {
+    if (total <= maxBytes) break;
+    if (copy.dir === keep || now - copy.used < IN_USE_MS) continue;
+    // Renamed first: a command that finds the copy finds it whole or not at all.
+    const doomed = join(snapshotsDir, `.evicted${TEMP_MARKER}${randomSuffix()}`);
+    try {
+      renameSync(copy.dir, doomed);
+    } catch {
+      continue;
+    }
+    rmSync(doomed, { recursive: true, force: true });
+    total -= copy.bytes;
+    if (existsSync(partsDir)) total -= dropUnlinkedParts(partsDir);
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * Writing a dataset at `s3://bucket/prefix`: the dataset is written locally by the local writer
+ * (writer.ts), in scratch under the cache (s3-cache.ts), then published:
+ *
+ * 1. the new parts are uploaded (multipart past the threshold), under fresh names no other writer uses;
+ * 2. the new snapshot descriptor is put (immutable, named by its content's hash);
+ * 3. the manifest is put conditionally: `If-None-Match: *` for a create, `If-Match: <ETag of the
+ *    manifest the append started from>` for an append. This put is the commit point, and it is the
+ *    lock: of two writers on two machines that started from the same manifest exactly one wins; the
+ *    other gets 412 and exits 4 (ConflictError), having changed nothing anyone reads: its parts and
+ *    snapshot are unreferenced, to be reclaimed after a grace period by the next writer. There is no
+ *    writer lock to wait for (lock.ts locks a local directory's writers only); a loser runs again.
+ *
+ * Until the manifest put, readers (and a crash, or the server going away part-way) see the previous
+ * snapshot. After it, the local build becomes the cache's copy of the new snapshot, index and all.
+ * A server that ignores conditional writes lets the last writer win: use one that honours them.
+ *
+ * `--mode replace` of an existing object-store dataset is refused (spec/trajstore.md, "import and
+ * export rules"): there is no rename to swap a prefix atomically. Of no dataset it is a create.
+ */
+import { copyFileSync, existsSync, linkSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { randomSuffix } from '../../lib/durable.js';
+import type { S3Place } from '../pins/pins.js';
+import { INDEX_FILE, MANIFEST_KEY, snapshotKey, type Manifest, type Snapshot } from './layout.js';
+import type { Row } from './parquet.js';
+import type { Relation } from './relations.js';
+import { addToPool, currentManifest, localSnapshotOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
+import { S3ObjectStore } from './s3-store.js';
+import { DatasetWriter, type DatasetSink, type DatasetWriterOptions } from './writer.js';
+
+export interface S3WriterOptions extends Omit<DatasetWriterOptions, 'path'> {
+  remote: S3Place;
+  env: NodeJS.ProcessEnv;
+}
+
+export class S3DatasetWriter implements DatasetSink {
+  private constructor(
+    private readonly options: S3WriterOptions,
+    private readonly store: S3ObjectStore,
+    /** Scratch of this writer, removed at the end. */
+    private readonly scratch: string,
+    /** The local dataset being written (inside `scratch`). */
+    private readonly build: string,
+    private readonly inner: DatasetWriter,
+    /** The manifest the append started from, with its version; undefined for a create. */
+    private readonly previous: { manifest: Manifest; etag: string; snapshot: Snapshot } | undefined,
+  ) {}
+
+  static async begin(options: S3WriterOptions): Promise<S3DatasetWriter> {
+    const { remote, mode } = options;
+    if (remote.prefix === '') throw new InvalidInputError(`${remote.uri}: a dataset needs a prefix inside the bucket (s3://bucket/prefix)`);
+    const store = new S3ObjectStore(remote, options.env);
+    const root = s3CacheRoot(options.env);
+    const scratch = join(root, 'builds', randomSuffix());
+    const build = join(scratch, 'dataset');
+    try {
+      const current = await currentManifest(store);
+      let previous: { manifest: Manifest; etag: string; snapshot: Snapshot } | undefined;
+      if (mode === 'append') {
+        if (!current) throw new NotFoundError(`${remote.uri}: no dataset to append to`, { hint: 'use --mode create for a new dataset' });
+        if (current.manifest.kind !== options.kind) throw new InvalidInputError(`${remote.uri}: is a ${current.manifest.kind} dataset; --mode append needs a ${options.kind} dataset`);
+        // The copy of the snapshot this append starts from; its manifest version is what the commit must still find.
+        const local = await localSnapshotOf(remote, options.env);
+        previous = local;
+        copySnapshot(local.dir, build, local.snapshot);
+      } else if (current) {
+        if (mode === 'create') throw new ConflictError(`${remote.uri}: already exists`, { hint: 'choose a new prefix, or use --mode append' });
+        throw new InvalidInputError(`${remote.uri}: an existing object-store dataset cannot be replaced in place`, {
+          hint: 'import into a new prefix, then drop the old one (trajstore drop URI)',
+        });
+      } else mkdirSync(scratch, { recursive: true });
+      const inner = await DatasetWriter.begin({ ...options, path: build, mode: mode === 'append' ? 'append' : 'create' });
+      return new S3DatasetWriter(options, store, scratch, build, inner, previous);
+    } catch (error) {
+      rmSync(scratch, { recursive: true, force: true });
+      store.close();
+      throw error;
+    }
+  }
+
+  existingDocumentIds(): Set<string> {
+    return this.inner.existingDocumentIds();
+  }
+
+  add(relation: Relation, rows: readonly Row[]): Promise<void> {
+    return this.inner.add(relation, rows);
+  }
+
+  /** Writes the dataset locally, uploads what is new and commits by the conditional manifest put (see the module comment). */
+  async commit(): Promise<Snapshot> {
+    const snapshot = await this.inner.commit();
+    const { remote } = this.options;
+    const before = new Set(this.previous ? partKeysOf(this.previous.snapshot) : []);
+    const added = partKeysOf(snapshot).filter((key) => !before.has(key));
+    for (const key of added) await this.store.upload(key, join(this.build, ...key.split('/')), this.options.signal);
+    this.options.signal?.throwIfAborted();
+    await this.store.put(snapshotKey(snapshot.id), readFileSync(join(this.build, snapshotKey(snapshot.id))));
+    const manifest = readFileSync(join(this.build, MANIFEST_KEY));
+    try {
+      await this.store.putIf(MANIFEST_KEY, manifest, this.previous ? { ifMatch: this.previous.etag } : { ifNoneMatch: '*' });
+    } catch (error) {
+      if (!(error instanceof ConflictError)) throw error;
+      throw new ConflictError(
+        this.previous
+          ? `${remote.uri}: another writer committed to the dataset after this import started from snapshot ${this.previous.snapshot.id}; nothing was committed`
+          : `${remote.uri}: another writer created the dataset meanwhile; nothing was committed`,
+        { hint: `run the import again (its ${added.length} uploaded part(s) are unreferenced and reclaimed later)` },
+      );
+    }
+    // Committed: the local build is the cache's copy of the new snapshot.
+    const root = s3CacheRoot(this.options.env);
+    for (const key of partKeysOf(snapshot)) addToPool(root, remote, key, join(this.build, ...key.split('/')));
+    mkdirSync(join(root, 'snapshots'), { recursive: true });
+    publishCopy(this.build, snapshotCopyOf(root, snapshot.id));
+    this.finish();
+    return snapshot;
+  }
+
+  async abort(): Promise<void> {
+    try {
+      await this.inner.abort();
+    } finally {
+      this.finish();
+    }
+  }
+
+  private finish(): void {
+    rmSync(this.scratch, { recursive: true, force: true });
+    this.store.close();
+  }
+}
+
+/** A writable copy of a cached snapshot: its parts linked (never written to), its manifest, descriptor and index copied. */
+function copySnapshot(from: string, to: string, snapshot: Snapshot): void {
+  for (const key of partKeysOf(snapshot)) {
+    const target = join(to, ...key.split('/'));
+    mkdirSync(join(target, '..'), { recursive: true });
+    linkSync(join(from, ...key.split('/')), target);
+  }
+  mkdirSync(join(to, 'snapshots'), { recursive: true });
+  for (const key of [MANIFEST_KEY, snapshotKey(snapshot.id), INDEX_FILE]) if (existsSync(join(from, key))) copyFileSync(join(from, key), join(to, key));
+}

@@ -1,0 +1,282 @@
+/**
+ * Datasets at s3://bucket/prefix, through the real CLI against a real S3-compatible server process
+ * on loopback (bench/lib/s3-server.ts: moto's S3, which honours If-None-Match and If-Match on PUT),
+ * never a mocked client: every command, the conditional manifest commit with two writers, the
+ * endpoint going away mid-import, the exit codes, and credentials never shown.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawn } from 'node:child_process';
+import { runTool, toolScript } from '../../lib/testing/run-tool.js';
+import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
+import type { Snapshot } from '../dataset/layout.js';
+import { partKeysOf } from '../dataset/s3-cache.js';
+import { S3ObjectStore } from '../dataset/s3-store.js';
+import { PROJECT_TESTDATA } from './helpers/fixtures.js';
+
+const ATIF = join(PROJECT_TESTDATA, 'samples', 'atif');
+const CLAUDE = join(PROJECT_TESTDATA, 'samples', 'agentb-code');
+const home = scratchDir('s3-datasets');
+let server: S3TestServer;
+let gate: S3Gate;
+
+/** The environment of a command: its own home and cache, the server reached through `endpoint`. */
+function envOf(endpoint: string, cache = join(home, 'cache')): NodeJS.ProcessEnv {
+  return {
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, 'config'),
+    XDG_DATA_HOME: join(home, 'data'),
+    XDG_CACHE_HOME: cache,
+    AWS_ENDPOINT_URL_S3: endpoint,
+    AWS_ACCESS_KEY_ID: TEST_ACCESS_KEY,
+    AWS_SECRET_ACCESS_KEY: TEST_SECRET_KEY,
+    AWS_REGION: 'us-west-2',
+  };
+}
+const trajstore = (args: string[], env: NodeJS.ProcessEnv = envOf(server.endpoint)) => runTool('trajstore', args, { env, cwd: home });
+
+async function queryJson(args: string[], sql: string, env?: NodeJS.ProcessEnv): Promise<Array<Record<string, unknown>>> {
+  const r = await trajstore(['query', ...args, '--sql', sql, '--format', 'json'], env);
+  assert.is(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout) as Array<Record<string, unknown>>;
+}
+
+const TOTALS = 'SELECT count(*) AS runs, sum(prompt_tokens) AS prompt, sum(completion_tokens) AS completion FROM dataset.runs';
+
+test.before(async () => {
+  server = await S3TestServer.start();
+  await server.createBucket('lake');
+  gate = await S3Gate.open(server);
+});
+
+test.after(async () => {
+  await gate?.close();
+  await server?.stop();
+});
+
+test('import create and append, then list, stats, find, query and export read the object-store dataset as they read the same local one', async () => {
+  for (const [mode, from] of [['create', ATIF], ['append', CLAUDE]] as const) {
+    const remote = await trajstore(['import', '-f', from, '-t', 's3://lake/both', '--mode', mode]);
+    assert.is(remote.code, 0, remote.stderr);
+    assert.match(remote.stdout, /into s3:\/\/lake\/both/);
+    const local = await trajstore(['import', '-f', from, '-t', join(home, 'both-local'), '--mode', mode]);
+    assert.is(local.code, 0, local.stderr);
+  }
+  assert.equal(await queryJson(['s3://lake/both'], TOTALS), await queryJson([join(home, 'both-local')], TOTALS));
+  const list = await trajstore(['list', 's3://lake/both', '--format', 'json']);
+  const localList = await trajstore(['list', join(home, 'both-local'), '--format', 'json']);
+  assert.is(list.code, 0, list.stderr);
+  assert.equal(JSON.parse(list.stdout), JSON.parse(localList.stdout));
+  const stats = await trajstore(['stats', 's3://lake/both', '--format', 'json']);
+  assert.is(stats.code, 0, stats.stderr);
+  assert.is((JSON.parse(stats.stdout) as { dataset_uri: string }).dataset_uri, 's3://lake/both');
+  const find = await trajstore(['find', 's3://lake/both', '--match', 'release', '--format', 'json']);
+  const localFind = await trajstore(['find', join(home, 'both-local'), '--match', 'release', '--format', 'json']);
+  assert.is(find.code, 0, find.stderr);
+  // The same matches; only where they were found differs.
+  const hits = (text: string): unknown => {
+    const { dataset_uri: _uri, snapshot_id: _id, ...rest } = JSON.parse(text) as Record<string, unknown>;
+    return rest;
+  };
+  assert.equal(hits(find.stdout), hits(localFind.stdout));
+  // A mount of each kind in one statement.
+  const mixed = await queryJson(['--mount', `l=${join(home, 'both-local')}`, '--mount', 'r=s3://lake/both'], 'SELECT (SELECT count(*) FROM l.steps) AS local_steps, (SELECT count(*) FROM r.steps) AS remote_steps');
+  assert.ok((mixed[0]?.local_steps as number) > 0);
+  assert.is(mixed[0]?.local_steps, mixed[0]?.remote_steps);
+  for (const [from, to] of [['s3://lake/both', 'exported-remote'], [join(home, 'both-local'), 'exported-local']]) {
+    const exported = await trajstore(['export', '-f', from!, '-t', join(home, to!), '-o', 'atif']);
+    assert.is(exported.code, 0, exported.stderr);
+  }
+  assert.ok(readFileSync(join(home, 'exported-remote')).equals(readFileSync(join(home, 'exported-local'))), 'the same export');
+  const toStore = await trajstore(['export', '-f', 's3://lake/both', '-t', 's3://lake/exported', '-o', 'atif']);
+  assert.is(toStore.code, 2, toStore.stderr);
+  assert.not.ok(existsSync(join(home, 's3:')), 'no local directory named after the uri');
+});
+
+test('reads fetch only the parts the cache lacks: after an append, a reader downloads the new parts alone', async () => {
+  const cache = join(home, 'cache-fetch');
+  const env = envOf(gate.endpoint, cache);
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/fetch'], env)).code, 0);
+  // A reader with an empty cache: everything comes down once.
+  const reader = envOf(gate.endpoint, join(home, 'cache-reader'));
+  assert.is((await trajstore(['list', 's3://lake/fetch'], reader)).code, 0);
+  const pool = join(home, 'cache-reader', 'trajstore', 's3', 'parts');
+  const inodes = (): Map<string, number> => {
+    const found = new Map<string, number>();
+    const walk = (dir: string): void => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) walk(path);
+        else found.set(path, statSync(path).ino);
+      }
+    };
+    walk(pool);
+    return found;
+  };
+  const before = inodes();
+  assert.ok(before.size > 0);
+  assert.is((await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/fetch', '--mode', 'append'], env)).code, 0);
+  assert.is((await trajstore(['list', 's3://lake/fetch'], reader)).code, 0);
+  const after = inodes();
+  assert.ok(after.size > before.size, 'the appended parts were fetched');
+  for (const [path, ino] of before) assert.is(after.get(path), ino, `${path} was not fetched again`);
+  // Two snapshot copies, each a whole local dataset.
+  const copies = readdirSync(join(home, 'cache-reader', 'trajstore', 's3', 'snapshots')).filter((n) => !n.startsWith('.'));
+  assert.is(copies.length, 2);
+});
+
+test('create over an existing object-store dataset exits 4; replace of one is refused (exit 2); compact-jsonl refuses object stores', async () => {
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/exists'])).code, 0);
+  const again = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/exists']);
+  assert.is(again.code, 4, again.stderr);
+  const replace = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/exists', '--mode', 'replace', '--yes']);
+  assert.is(replace.code, 2, replace.stderr);
+  assert.match(replace.stderr, /cannot be replaced in place/);
+  const compact = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/compact', '-i', 'compact-jsonl']);
+  assert.is(compact.code, 2, compact.stderr);
+  const appendNothing = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/nothing-here', '--mode', 'append']);
+  assert.is(appendNothing.code, 3, appendNothing.stderr);
+});
+
+test('two appenders that read the same manifest: exactly one commits per round, the other exits 4, and no run is lost or doubled', async () => {
+  const env = envOf(gate.endpoint, join(home, 'cache-race'));
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/race'], env)).code, 0);
+  const runsPerImport = (await queryJson(['s3://lake/race'], TOTALS, env))[0]?.runs as number;
+  let expected = runsPerImport;
+  for (let round = 0; round < 3; round++) {
+    gate.holdManifestPuts(2);
+    // Each writer its own cache, as on two machines.
+    const results = await Promise.all(
+      ['a', 'b'].map((who) => trajstore(['import', '-f', ATIF, '-t', 's3://lake/race', '--mode', 'append', '--on-duplicate', 'suffix'], envOf(gate.endpoint, join(home, `cache-race-${who}`)))),
+    );
+    const codes = results.map((r) => r.code).sort();
+    assert.equal(codes, [0, 4], results.map((r) => r.stderr).join('\n'));
+    assert.match(results.find((r) => r.code === 4)!.stderr, /another writer committed/);
+    expected += runsPerImport;
+    const totals = await queryJson(['s3://lake/race'], TOTALS, envOf(gate.endpoint, join(home, `cache-race-check-${round}`)));
+    assert.is(totals[0]?.runs, expected, `round ${round}`);
+  }
+  gate.holdManifestPuts(0);
+  // Every part the final snapshot lists is on the server (no torn snapshot); the losers left parts
+  // that no snapshot lists, and nothing else.
+  const store = new S3ObjectStore({ uri: 's3://lake/race', bucket: 'lake', prefix: 'race', endpoint: server.endpoint, region: 'us-west-2' }, envOf(server.endpoint));
+  try {
+    const manifest = JSON.parse((await store.get('trajstore.json'))!.toString('utf8')) as { snapshot_id: string };
+    const snapshot = JSON.parse((await store.get(`snapshots/${manifest.snapshot_id}.json`))!.toString('utf8')) as Snapshot;
+    const listed = await store.list('parts/');
+    const referenced = partKeysOf(snapshot);
+    for (const key of referenced) assert.ok(listed.includes(key), `${key} is on the server`);
+    const unreferenced = listed.filter((key) => !referenced.includes(key));
+    assert.ok(unreferenced.length >= 3, `the three losers' parts are left unreferenced (${unreferenced.length})`);
+    assert.is(snapshot.rows.runs, expected);
+  } finally {
+    store.close();
+  }
+});
+
+test('the endpoint going away in the middle of an import: exit 6, the old snapshot stays readable, a retry succeeds', async () => {
+  const env = envOf(gate.endpoint, join(home, 'cache-down'));
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/down'], env)).code, 0);
+  const before = await queryJson(['s3://lake/down'], TOTALS, env);
+  // Past the first part's bytes, while the append uploads.
+  gate.goDownAfterUploadBytes(2_000);
+  const cut = await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/down', '--mode', 'append'], env);
+  assert.is(cut.code, 6, cut.stderr);
+  assert.match(cut.stderr, /unreachable/);
+  assert.equal(readdirSync(join(home, 'cache-down', 'trajstore', 's3', 'builds')), [], 'the failed import removed its local build');
+  await gate.comeBack();
+  // A reader with nothing cached reads the old snapshot from the server.
+  assert.equal(await queryJson(['s3://lake/down'], TOTALS, envOf(gate.endpoint, join(home, 'cache-down-reader'))), before);
+  const retry = await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/down', '--mode', 'append'], env);
+  assert.is(retry.code, 0, retry.stderr);
+  const after = await queryJson(['s3://lake/down'], TOTALS, envOf(gate.endpoint, join(home, 'cache-down-reader-2')));
+  assert.ok((after[0]?.runs as number) > (before[0]?.runs as number));
+});
+
+test('Ctrl-C in the middle of an upload stops it (exit 130): the dataset is as it was, and the local build is gone', async () => {
+  const env = envOf(gate.endpoint, join(home, 'cache-interrupt'));
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/interrupt'], env)).code, 0);
+  const before = await queryJson(['s3://lake/interrupt'], TOTALS, env);
+  gate.holdPartPuts(true);
+  const child = spawn(process.execPath, [toolScript('trajstore'), 'import', '-f', CLAUDE, '-t', 's3://lake/interrupt', '--mode', 'append'], { env: { ...process.env, ...env }, cwd: home, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  // Once the local build is done and its upload hangs.
+  const builds = join(home, 'cache-interrupt', 'trajstore', 's3', 'builds');
+  const started = Date.now();
+  while (!(existsSync(builds) && readdirSync(builds).some((b) => existsSync(join(builds, b, 'dataset', 'snapshots')) && readdirSync(join(builds, b, 'dataset', 'snapshots')).length > 1))) {
+    assert.ok(Date.now() - started < 60_000, `the import never reached its upload: ${stderr}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  child.kill('SIGINT');
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  gate.holdPartPuts(false);
+  assert.is(code, 130, stderr);
+  assert.equal(readdirSync(builds), []);
+  assert.equal(await queryJson(['s3://lake/interrupt'], TOTALS, envOf(gate.endpoint, join(home, 'cache-interrupt-reader'))), before);
+});
+
+test('exit codes: unreachable endpoint 6, missing bucket 3, missing dataset 3, malformed uri 2, drop of a whole bucket 2', async () => {
+  const unreachable = await trajstore(['list', 's3://lake/both'], envOf('http://127.0.0.1:9'));
+  assert.is(unreachable.code, 6, unreachable.stderr);
+  const noBucket = await trajstore(['stats', 's3://no-such-bucket/x']);
+  assert.is(noBucket.code, 3, noBucket.stderr);
+  const noDataset = await trajstore(['find', 's3://lake/absent', '--match', 'x']);
+  assert.is(noDataset.code, 3, noDataset.stderr);
+  for (const bad of ['s3://Not_A_Bucket/x', 's3://lake/a//b', 's3://lake/../x']) {
+    const r = await trajstore(['list', bad]);
+    assert.is(r.code, 2, `${bad}: ${r.stderr}`);
+  }
+  const bucket = await trajstore(['drop', 's3://lake', '--yes']);
+  assert.is(bucket.code, 2, bucket.stderr);
+  assert.match(bucket.stderr, /whole bucket/);
+});
+
+test('drop removes every object of the dataset; the prefix is then no dataset', async () => {
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/dropme'])).code, 0);
+  const dropped = await trajstore(['drop', 's3://lake/dropme', '--yes']);
+  assert.is(dropped.code, 0, dropped.stderr);
+  assert.is((await trajstore(['list', 's3://lake/dropme'])).code, 3);
+  assert.is((await trajstore(['drop', 's3://lake/dropme', '--yes'])).code, 3);
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/dropme'])).code, 0, 'the prefix can be created again');
+});
+
+test('a pin with endpoint and keys: the keys reach the server, and no output, log line or cached file shows the secret', async () => {
+  const bare = { HOME: home, XDG_CONFIG_HOME: join(home, 'config-pin'), XDG_CACHE_HOME: join(home, 'cache-pin') };
+  const keys = { TRAJSTORE_ACCESS_KEY: TEST_ACCESS_KEY, TRAJSTORE_SECRET_KEY: TEST_SECRET_KEY };
+  const outputs: string[] = [];
+  const run = async (args: string[], extra: NodeJS.ProcessEnv = {}) => {
+    const r = await runTool('trajstore', ['--log-level', 'debug', ...args], { env: { ...bare, ...extra }, cwd: home });
+    outputs.push(r.stdout, r.stderr);
+    return r;
+  };
+  // The keys from the environment variables `dataset pin` reads: never on a command line.
+  const pinned = await run(['dataset', 'pin', 'lake', 's3://lake/pinned', '--endpoint', server.endpoint], keys);
+  assert.is(pinned.code, 0, pinned.stderr);
+  const imported = await run(['import', '-f', ATIF, '-t', '@lake']);
+  assert.is(imported.code, 0, imported.stderr);
+  for (const args of [['list', '@lake'], ['stats', '@lake'], ['query', '@lake', '--sql', 'SELECT count(*) FROM dataset.runs'], ['dataset', 'list'], ['dataset', 'show', 'lake']]) {
+    const r = await run(args);
+    assert.is(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+  }
+  // A failure's message names the dataset and the object, never the keys.
+  const failed = await run(['list', '@lake/absent']);
+  assert.is(failed.code, 3);
+  for (const text of outputs) assert.not.ok(text.includes(TEST_SECRET_KEY), 'the secret key was printed');
+  const cached = join(home, 'cache-pin');
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else assert.not.ok(readFileSync(path).includes(TEST_SECRET_KEY), `${path} holds the secret key`);
+    }
+  };
+  assert.ok(existsSync(cached));
+  walk(cached);
+});
+
+test.run();
