@@ -9,7 +9,11 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { join } from 'node:path';
+import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY, s3ServerInstalled } from '../../bench/lib/s3-server.js';
 import { openCatalog } from '../catalog/index.js';
+import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { sandbox } from './helpers/sandbox.js';
 import { SAMPLE_RUNS, writeSampleDataset } from './helpers/search-dataset.js';
 
@@ -190,11 +194,37 @@ test('management: s3 libraries are registered without touching the store; creden
   assert.is(old.status, 401);
 });
 
+test('an s3:// library opens with the keys its ticket carries (the user has none of their own)', async () => {
+  if (!s3ServerInstalled()) return console.log('  (skipped: the S3 test server is not installed; run scripts/setup.sh)');
+  const store = await S3TestServer.start();
+  try {
+    await store.createBucket('teamlake');
+    const imported = await runTool('trajstore', ['import', '-f', join(SHARED_FIXTURES, 'persisting', 'atif'), '-t', 's3://teamlake/ds'], { env: { ...s.env, ...store.env }, cwd: s.home });
+    assert.is(imported.code, 0, imported.stderr);
+    const added = await s.run(['serve', 'catalog', 'dataset', 'add', '--catalog-config', acl, 'shared', '--uri', 's3://teamlake/ds', '--endpoint', store.endpoint, '--access-key', TEST_ACCESS_KEY, '--secret-key-stdin'], `${TEST_SECRET_KEY}\n`);
+    assert.is(added.code, 0, added.stderr);
+    assert.is((await catalog('grant', 'alice', 'shared')).code, 0);
+    await startService();
+    const r = await as('alice', 'find', '@team/shared', '--match', '中文', '--format', 'json');
+    assert.is(r.code, 0, r.stderr);
+    const doc = JSON.parse(r.stdout) as { dataset_uri: string; matches: Array<{ document_id: string }> };
+    assert.is(doc.dataset_uri, 's3://teamlake/ds');
+    assert.equal([...new Set(doc.matches.map((m) => m.document_id))], ['run-unicode_zh_15']);
+    assert.not.ok(r.stderr.includes(TEST_SECRET_KEY) || r.stdout.includes(TEST_SECRET_KEY));
+    // bob's keys were rotated (an earlier test) and his pin still holds the old ones: refused, exit 2.
+    const bob = await as('bob', 'find', '@team/shared', '--match', '中文');
+    assert.is(bob.code, 2);
+    assert.match(bob.stderr, /the directory service refused the pin's keys/);
+  } finally {
+    await store.stop();
+  }
+});
+
 test('management: concurrent changes both land (the file is locked around each rewrite)', async () => {
   await Promise.all([catalog('grant', 'bob', 'prod'), catalog('grant', 'bob', 'lake'), catalog('dataset', 'add', 'more', '--uri', s.path('more'))]);
   const list = await catalog('dataset', 'list', '--format', 'json');
   const rows = JSON.parse(list.stdout) as Array<{ name: string; users: string[] }>;
-  assert.equal(rows.map((d) => d.name), ['lab', 'lake', 'more', 'prod']);
+  assert.equal(rows.map((d) => d.name).filter((n) => n !== 'shared'), ['lab', 'lake', 'more', 'prod']);
   assert.ok(rows.find((d) => d.name === 'prod')?.users.includes('bob'));
   assert.ok(rows.find((d) => d.name === 'lake')?.users.includes('bob'));
 });
