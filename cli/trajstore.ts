@@ -9,9 +9,13 @@ import { listCommand } from './trajstore/list.js';
 import { statsCommands } from './trajstore/stats.js';
 import { dropCommand } from './trajstore/drop.js';
 import { syncCommand } from './trajstore/sync.js';
+import { showCommand } from './trajstore/show.js';
+import { catalogCommand } from './trajstore/catalog.js';
+import { agentCommand } from './trajstore/agent.js';
+import { onboardCommand } from './trajstore/onboard.js';
 
 await main({
   name: 'trajstore',
   description: 'trajstore: store, search, query, convert, sync and serve datasets of agent trajectories',
-  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, queryCommand, dropCommand, importCommand, exportCommand, syncCommand],
+  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, showCommand, queryCommand, dropCommand, importCommand, exportCommand, syncCommand, catalogCommand, onboardCommand, agentCommand],
 });

@@ -3,7 +3,7 @@
  * imports. Constants and types are exported as they are; each operation loads its implementation
  * on first use, so that loading the tool (for --help, or another command) costs nothing of the
  * operations it does not run. The operations load in three groups: pins (pins/manage.ts), reading
- * (reading.ts: list, stats, find, query) and writing (writing.ts: import, export, drop).
+ * (reading.ts: list, stats, find, query, show) and writing (writing.ts: import, export, drop).
  *
  * Operations take typed arguments and return results (rows, summaries, documents); they never
  * parse flags or render. A DATASET argument is a path, a pin (`@name[/sub]`) or undefined for the
@@ -21,6 +21,11 @@ import type { Pin } from './pins/pins.js';
 import type { ResolveContext } from './pins/resolve.js';
 import type { FindDocument, FindRequest } from './search/find.js';
 import type { QueryOutcome, QueryRequest } from './search/query.js';
+import type { ShowRequest, Transcript } from './show/transcript.js';
+import type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
+import type { Catalog } from './catalog/index.js';
+import type { AgentPlan, AgentRequest } from './agent/launch.js';
+import type { OnboardRequest, Onboarding } from './onboard/index.js';
 import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
 import type { SyncPlan, SyncRequest, SyncIO } from './sync/index.js';
@@ -28,7 +33,7 @@ import type { SyncPlan, SyncRequest, SyncIO } from './sync/index.js';
 export { INPUT_FORMATS, OUTPUT_FORMATS, type InputFormat, type OutputFormat } from './formats/registry.js';
 export { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, type Pin, type PinKind } from './pins/pins.js';
 export { EXPORT_FORMATS, type ExportFormat } from './export/formats.js';
-export { FIND_DEFAULTS } from './search/limits.js';
+export { FIND_DEFAULTS, FIND_SORTS, type FindSort } from './search/limits.js';
 export { QUERY_DEFAULTS, DEFAULT_MOUNT } from './search/limits.js';
 export { COMPACTION_DEFAULTS, WRITE_DEFAULTS } from './dataset/defaults.js';
 export { REPORTS, type ReportName } from './stats/reports.js';
@@ -36,6 +41,7 @@ export type { ResolveContext } from './pins/resolve.js';
 export type { DatasetHealth, RelationHealth, Report, ReportRow } from './stats/index.js';
 export type { DropOptions, DropTarget } from './drop/index.js';
 export type { ExportOptions, ExportSummary } from './export/export.js';
+export type { ExportFilter } from './export/select.js';
 export type { FindDocument, FindMatch, FindRequest } from './search/find.js';
 export type { Identity } from './search/planner.js';
 export type { ImportSummary, FormatTotals, DuplicatePolicy, ErrorPolicy } from './import/import.js';
@@ -46,6 +52,15 @@ export type { ListIO, SourceListing } from './list/index.js';
 export type { SourceRow } from './list/raw.js';
 export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
 export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
+export type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
+export type { Catalog, CatalogLibrary } from './catalog/index.js';
+export { AGENTS, type AgentName } from './agent/names.js';
+export type { AgentPlan, AgentRequest } from './agent/launch.js';
+export { ONBOARD_SECTIONS, type OnboardSection } from './onboard/sections.js';
+export type { OnboardRequest, Onboarding } from './onboard/index.js';
+export type { Lesson, LessonStep } from './onboard/lessons.js';
+export type { CatalogPluginOptions } from './catalog/plugin.js';
+export type { ShowRequest, Transcript, TranscriptKey, TranscriptRun, TranscriptStep, TranscriptToolCall } from './show/transcript.js';
 export type { WriteMode } from './dataset/writer.js';
 export type { BatchReport, SyncPlan, SyncRequest } from './sync/index.js';
 export { SYNC_DEFAULTS } from './sync/defaults.js';
@@ -108,6 +123,60 @@ export async function find(rc: ResolveContext, request: FindRequest): Promise<Fi
 /** One read-only SQL statement over mounted datasets; rows are handed to the request's callbacks. */
 export async function query(rc: ResolveContext, request: QueryRequest): Promise<QueryOutcome> {
   return (await import('./reading.js')).runQuery(rc, request);
+}
+
+/** One run as a transcript: its steps, tool calls, tokens, cost and timings. */
+export async function showRun(rc: ResolveContext, request: ShowRequest): Promise<Transcript> {
+  return (await import('./reading.js')).showTranscript(rc, request);
+}
+
+// ---- directory service (the ACL file of `serve --catalog-config`) ----
+
+/** Registers a library (a local path or s3:// uri) in the ACL file; never touches the data. */
+export async function addCatalogDataset(aclPath: string, request: LibraryRequest): Promise<LibraryListing> {
+  return (await import('./catalog/manage.js')).addLibrary(aclPath, request);
+}
+
+export async function removeCatalogDatasets(aclPath: string, names: readonly string[]): Promise<string[]> {
+  return (await import('./catalog/manage.js')).removeLibraries(aclPath, names);
+}
+
+export async function listCatalogDatasets(aclPath: string): Promise<LibraryListing[]> {
+  return (await import('./catalog/manage.js')).listLibraries(aclPath);
+}
+
+/** A user's key pair: the secret is returned this once, the file keeps its salted hash. */
+export async function issueCatalogUser(aclPath: string, name: string, rotate: boolean): Promise<IssuedUser> {
+  return (await import('./catalog/manage.js')).issueUser(aclPath, name, rotate);
+}
+
+/** Grants or revokes libraries; returns the user's grants after the change. */
+export async function changeCatalogGrants(aclPath: string, user: string, datasets: readonly string[], change: 'grant' | 'revoke'): Promise<string[]> {
+  return (await import('./catalog/manage.js')).changeGrants(aclPath, user, datasets, change);
+}
+
+/** The ACL file read for a server: its libraries to mount and the fastify plugin of the directory service. */
+export async function openCatalog(aclPath: string): Promise<Catalog> {
+  return (await import('./catalog/index.js')).openCatalog(aclPath);
+}
+
+// ---- onboard ----
+
+/** The walkthrough's dataset (the user's, or temporary example data) and its lessons; call `cleanup` at the end. */
+export async function prepareOnboarding(rc: ResolveContext, request: OnboardRequest, io: ImportIO): Promise<Onboarding> {
+  return (await import('./onboard/index.js')).prepareOnboarding(rc, request, io);
+}
+
+// ---- agent ----
+
+/** The command line and prompt that start a coding agent on a dataset (reading its overview unless left out). */
+export async function planAgent(rc: ResolveContext, request: AgentRequest): Promise<AgentPlan> {
+  return (await import('./agent/launch.js')).planAgent(rc, request);
+}
+
+/** Runs the agent to its end (exit 6 when it is not installed); returns its exit status. */
+export async function runAgent(plan: AgentPlan, env: NodeJS.ProcessEnv): Promise<number> {
+  return (await import('./agent/launch.js')).runAgent(plan, env);
 }
 
 // ---- writing ----

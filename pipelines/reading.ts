@@ -6,3 +6,4 @@ export { findInDataset } from './search/find.js';
 export { runQuery } from './search/query.js';
 export { listSources } from './list/index.js';
 export { datasetHealth, statsReport } from './stats/index.js';
+export { showTranscript } from './show/transcript.js';

@@ -23,6 +23,8 @@ const LIGHT_MODULES = [
   'pipelines/dataset/defaults.js',
   'pipelines/sync/defaults.js',
   'pipelines/stats/reports.js',
+  'pipelines/agent/names.js',
+  'pipelines/onboard/sections.js',
   'daemon/index.js',
   'daemon/images/paths.js',
   'framework/index.js',

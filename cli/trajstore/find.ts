@@ -1,7 +1,7 @@
 /** `trajstore find`: locate runs and steps by expression or identity. */
 import { InvalidInputError } from '../../lib/errors.js';
 import { OUTPUT_FORMATS, type Column } from '../../lib/output.js';
-import { FIND_DEFAULTS, find, type FindDocument, type Identity } from '../../pipelines/index.js';
+import { FIND_DEFAULTS, FIND_SORTS, find, type FindDocument, type FindSort, type Identity } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { rowWriter, type RowView } from '../kit/render.js';
@@ -16,6 +16,7 @@ interface FindFlags {
   identity: Identity | undefined;
   sourcePath: string | undefined;
   format: (typeof FIND_FORMATS)[number];
+  sort: FindSort;
   wide: boolean;
   maxResults: number;
   maxPreviewBytes: number;
@@ -54,6 +55,7 @@ function flags(args: ParsedArgs): FindFlags {
     identity,
     sourcePath: args.text('--source'),
     format: args.choice('--format', FIND_FORMATS, 'table'),
+    sort: args.choice('--sort', FIND_SORTS, 'stored'),
     wide: args.has('--wide'),
     maxResults: args.positiveInt('--max-results', FIND_DEFAULTS.maxResults),
     maxPreviewBytes: args.byteSize('--max-preview-bytes', FIND_DEFAULTS.maxPreviewBytes),
@@ -100,6 +102,7 @@ export const findCommand = defineCommand({
     { flags: '--step-id <id>', description: 'one step of the --session-id' },
     { flags: '--source <path>', description: 'only runs imported from this source file (as `list` shows it)' },
     { flags: '--format <format>', description: `${FIND_FORMATS.join('|')}: json is the whole search document; table, csv and jsonl one row per match; auto is table on a terminal, else json`, default: 'table' },
+    { flags: '--sort <order>', description: 'stored (default: the order runs were imported; fastest), time (oldest first), relevance (BM25, best first; needs a text term every match contains). The order never changes which rows match', default: 'stored' },
     { flags: '--wide', description: 'tables: print every cell whole (on a terminal, long cells are clipped to fit)' },
     { flags: '--max-results <n>', description: `matches to return at most (default ${FIND_DEFAULTS.maxResults})` },
     { flags: '--max-preview-bytes <n>', description: `bytes of preview per match (default ${FIND_DEFAULTS.maxPreviewBytes})` },
@@ -110,6 +113,7 @@ export const findCommand = defineCommand({
     'trajstore find ./ds --match "disk full"',
     'trajstore find ./ds --match \'#system(prompt) OR #reasoning("retry")\' --format json',
     'trajstore find ./ds --match \'$.status = "done"\'',
+    'trajstore find ./ds --match "timeout" --sort relevance --max-results 10',
     'trajstore find ./ds --session-id s-1 --step-id 2',
   ],
   flags,
@@ -119,6 +123,7 @@ export const findCommand = defineCommand({
       matches: f.matches,
       ...(f.identity ? { identity: f.identity } : {}),
       ...(f.sourcePath !== undefined ? { sourcePath: f.sourcePath } : {}),
+      sort: f.sort,
       maxResults: f.maxResults,
       maxPreviewBytes: f.maxPreviewBytes,
       maxTotalBytes: f.maxTotalBytes,
@@ -127,6 +132,9 @@ export const findCommand = defineCommand({
     });
     if (!doc.search.fts_available && doc.search.mode !== 'json' && doc.search.mode !== 'identity') {
       ctx.log.warn(`the full-text index of ${doc.dataset_uri} is not available; text terms were matched by a full scan (LIKE)`);
+    }
+    if (f.sort !== doc.search.sort) {
+      ctx.log.warn(`--sort ${f.sort}: nothing to rank by (no text term that every match contains, or no full-text index); the matches are in ${doc.search.sort} order`);
     }
     const format = f.format === 'auto' ? (ctx.stdout.isTTY ? 'table' : 'json') : f.format;
     if (format === 'json') ctx.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);

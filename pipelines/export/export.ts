@@ -29,6 +29,7 @@ import { localRootOf, openDataset, type OpenDataset } from '../dataset/open.js';
 import { REFERS, storedRowGroups } from '../dataset/resolve.js';
 import { parseStoredJson, resolveText } from '../dataset/contents.js';
 import { readingOrderLookup } from '../dataset/content-lookup.js';
+import { filters, selectDocuments, type ExportFilter } from './select.js';
 
 
 export interface ExportOptions {
@@ -38,6 +39,8 @@ export interface ExportOptions {
   to: string;
   outputFormat: ExportFormat;
   overwrite: boolean;
+  /** Only the runs it selects (`--document-id`, `--run-id`, `--session-id`, `--match`, `--where`). */
+  filter?: ExportFilter;
   stdout: Writable;
   log: Logger;
   signal: AbortSignal;
@@ -53,6 +56,8 @@ export interface ExportSummary {
   bytes: number;
   /** `raw` when the stored source bytes were written, `encoded` otherwise. */
   path: 'raw' | 'encoded';
+  /** Whether filters chose the runs (then `documents` is how many they selected). */
+  filtered: boolean;
 }
 
 /** Where exported bytes go. */
@@ -238,7 +243,7 @@ const RUN_COLUMNS = ['document_id', 'step_count', 'tool_call_count', 'document_j
  * its `tool_call_count` tool_calls rows), so one row group of each is in memory at a time. Values
  * in the content store come back through `lookup`.
  */
-async function* storylines(dataset: OpenDataset, signal: AbortSignal): AsyncGenerator<Storyline> {
+async function* storylines(dataset: OpenDataset, signal: AbortSignal, keep?: ReadonlySet<string>): AsyncGenerator<Storyline> {
   const { store, snapshot } = dataset;
   const lookup = readingOrderLookup(dataset.db, dataset.uri);
   // A document's rows all come from one import, so its runs row says how all of them are stored.
@@ -263,6 +268,8 @@ async function* storylines(dataset: OpenDataset, signal: AbortSignal): AsyncGene
           if (next.done || next.value.document_id !== run.document_id) throw broken(run.document_id, 'tool_calls');
           toolCalls.push(next.value as unknown as StoredCall);
         }
+        // Rows of a run the filters did not take are read past (the relations are read side by side), never rebuilt.
+        if (keep && !keep.has(String(run.document_id))) continue;
         let doc: Storyline;
         try {
           const refers = (run as { [REFERS]?: true })[REFERS] === true;
@@ -310,32 +317,48 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
   const manifest = await requireManifest(store);
   const snapshot = await readSnapshot(store, manifest.snapshot_id);
   let path: ExportSummary['path'] = 'encoded';
+  let dataset: OpenDataset | undefined;
   if (manifest.kind === 'compact' && options.outputFormat !== 'compact-jsonl') {
     throw new InvalidInputError(`-o ${options.outputFormat}: ${shown} is a compact record store; it exports only as compact-jsonl`);
   }
   if (manifest.kind === 'storyline' && options.outputFormat === 'compact-jsonl') {
     throw new InvalidInputError(`-o compact-jsonl: ${shown} is a Storyline dataset; compact-jsonl exports compact record stores only`, { hint: `use one of: ${OUTPUT_FORMATS.join(', ')}` });
   }
+  const filtered = filters(options.filter);
+  if (filtered && manifest.kind === 'compact') {
+    throw new InvalidInputError(`${shown} is a compact record store: --document-id, --run-id, --session-id, --match and --where select runs of Storyline datasets`, {
+      hint: 'select records with `trajstore query` over dataset.records',
+    });
+  }
   const format = options.outputFormat === 'compact-jsonl' ? undefined : await loadFormat(options.outputFormat);
-  const target = openTarget(options);
+  // The runs are chosen before the target is opened, so a bad --where or --match leaves nothing behind.
+  dataset = filtered ? await openDataset(ref, rc.env) : undefined;
+  let keep: Set<string> | undefined;
+  let target: Target;
+  try {
+    keep = dataset ? selectDocuments(dataset, options.filter as ExportFilter) : undefined;
+    target = openTarget(options);
+  } catch (error) {
+    dataset?.close();
+    throw error;
+  }
   const progress = options.progress?.({ label: 'export', unit: 'documents' });
   let documents = 0;
-  let dataset: OpenDataset | undefined;
   let exported = snapshot;
   try {
     if (manifest.kind === 'compact') {
       path = 'raw';
       documents = await writeRaw(relationRowGroups(store, snapshot, 'records', ['filename', 'raw']), 'filename', target, options.signal, progress);
-    } else if (await preservedAs(store, snapshot, options.outputFormat)) {
+    } else if (!filtered && (await preservedAs(store, snapshot, options.outputFormat))) {
       path = 'raw';
       documents = await writeRaw(relationRowGroups(store, snapshot, 'sources', ['source_path', 'raw']), 'source_path', target, options.signal, progress);
     } else {
       const used = new Set<string>();
       const checkpoint = new Checkpoint(options.signal);
       // The documents come from the snapshot its index describes: the index holds the content store.
-      dataset = await openDataset(ref, rc.env);
+      dataset ??= await openDataset(ref, rc.env);
       exported = dataset.snapshot;
-      for await (const encoded of format!.encode!(storylines(dataset, options.signal))) {
+      for await (const encoded of format!.encode!(storylines(dataset, options.signal, keep))) {
         await checkpoint.check();
         documents += 1;
         if (target.isDirectory) {
@@ -357,5 +380,5 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
     progress?.done();
     dataset?.close();
   }
-  return { dataset: shown, snapshot_id: exported.id, target: options.to, format: options.outputFormat, documents, bytes: target.written, path };
+  return { dataset: shown, snapshot_id: exported.id, target: options.to, format: options.outputFormat, documents, bytes: target.written, path, filtered };
 }

@@ -10,16 +10,23 @@ import type { ProgressFactory } from '../../lib/progress.js';
 import type { Readable } from 'node:stream';
 import { MANIFEST_KEY } from '../dataset/layout.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
-import { localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { catalogRoot, localPathOf, resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import type { SourceRow } from './raw.js';
 
-export interface SourceListing {
-  /** `files`: the place is not a dataset; its files were read as an import would read them. */
-  kind: 'storyline' | 'compact' | 'files';
-  rows: SourceRow[];
-  /** Files that could not be read (each was logged); only for `files`. */
-  unreadable: number;
-}
+export type SourceListing =
+  | {
+      /** `files`: the place is not a dataset; its files were read as an import would read them. */
+      kind: 'storyline' | 'compact' | 'files';
+      rows: SourceRow[];
+      /** Files that could not be read (each was logged); only for `files`. */
+      unreadable: number;
+    }
+  | {
+      /** A directory-service pin (`@team`): the datasets granted to its key pair. */
+      kind: 'catalog';
+      rows: Array<{ name: string; dataset: string }>;
+      unreadable: 0;
+    };
 
 export interface ListIO {
   stdin: Readable;
@@ -29,6 +36,11 @@ export interface ListIO {
 }
 
 export async function listSources(rc: ResolveContext, arg: string | undefined, io: ListIO): Promise<SourceListing> {
+  const catalog = await catalogRoot(rc, arg);
+  if (catalog) {
+    const { grantedDatasets } = await import('../catalog/client.js');
+    return { kind: 'catalog', rows: (await grantedDatasets(catalog)).map((name) => ({ name, dataset: `${catalog.display}/${name}` })), unreadable: 0 };
+  }
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
   const path = location.kind === 'local' ? localPathOf(location) : undefined;
   if (path !== undefined && existsSync(path) && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {

@@ -7,7 +7,8 @@
 import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { ConfigLocation } from '../../lib/config.js';
-import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import type { CatalogEndpoint } from '../catalog/client.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import {
   BUILTIN_PINS,
@@ -20,7 +21,9 @@ import {
   isBuiltinPin,
   parseUri,
   type Credentials,
+  toPin,
   type Pin,
+  type PinEntry,
   type S3Place,
 } from './pins.js';
 
@@ -126,8 +129,7 @@ export async function resolveDataset(arg: string | undefined, opts: ResolveOptio
   }
 }
 
-async function fromPin(pin: Pin, segments: string[], opts: ResolveOptions): Promise<DatasetLocation> {
-  const display = `@${[pin.name, ...segments].join('/')}`;
+async function fromPin(pin: Pin, segments: string[], opts: ResolveOptions, display = `@${[pin.name, ...segments].join('/')}`): Promise<DatasetLocation> {
   if (pin.builtin && opts.purpose === 'write') {
     throw new InvalidInputError(`${display} is a local agent's session root: it can be imported from but not written`, {
       hint: 'import it into a dataset: trajstore import -f @agentb-code -t DATASET',
@@ -140,7 +142,7 @@ async function fromPin(pin: Pin, segments: string[], opts: ResolveOptions): Prom
       return { kind: 'local', path, display };
     }
     case 'catalog':
-      throw catalogUnsupported(display);
+      return fromTicket(pin, segments, opts, display);
     case 's3': {
       const prefix = [pin.prefix, ...segments].filter((s) => s !== '').join('/');
       const credentials: Credentials | undefined = pin.credentials;
@@ -158,6 +160,51 @@ async function fromPin(pin: Pin, segments: string[], opts: ResolveOptions): Prom
   }
 }
 
+function endpointOf(pin: Extract<Pin, { kind: 'catalog' }>, display: string): CatalogEndpoint {
+  if (!pin.credentials) throw new InvalidInputError(`${display}: a directory-service pin needs --ak and --sk`);
+  return { display, host: pin.host, port: pin.port, credentials: pin.credentials };
+}
+
+/**
+ * `@team/<name>[/sub/path]`: a ticket for the dataset `<name>` from the directory service, and the
+ * place it names (a sub-path goes on from there). The ticket's credentials serve this one place.
+ */
+async function fromTicket(pin: Extract<Pin, { kind: 'catalog' }>, segments: string[], opts: ResolveOptions, display: string): Promise<DatasetLocation> {
+  const [dataset, ...rest] = segments;
+  if (dataset === undefined) {
+    throw new InvalidInputError(`${display} is a directory service: name one of its datasets as ${display}/NAME`, { hint: `list the datasets granted to you: trajstore list ${display}` });
+  }
+  if (opts.purpose === 'write') throw new InvalidInputError(`${display}: datasets of a directory service are read-only`);
+  const { fetchTicket } = await import('../catalog/client.js');
+  const ticket = await fetchTicket(endpointOf(pin, `@${pin.name}/${dataset}`), dataset);
+  const entry: PinEntry = {
+    uri: ticket.uri,
+    ...(ticket.endpoint !== undefined ? { endpoint: ticket.endpoint } : {}),
+    ...(ticket.region !== undefined ? { region: ticket.region } : {}),
+    ...(ticket.access_key !== undefined ? { access_key: ticket.access_key } : {}),
+    ...(ticket.secret_key !== undefined ? { secret_key: ticket.secret_key } : {}),
+  };
+  let place: Pin;
+  try {
+    // A ticket's local path is absolute; the base is never used.
+    place = toPin(pin.name, entry, '/', opts.env);
+  } catch (error) {
+    if (error instanceof PinError) throw new UnavailableError(`${display}: the directory service sent a ticket this tool cannot use (${error.message})`);
+    throw error;
+  }
+  if (place.kind === 'catalog') throw new UnavailableError(`${display}: the directory service sent a ticket for another directory service`);
+  return fromPin(place, rest, opts, display);
+}
+
+/** The directory service a DATASET argument names as a whole (`@team`, no dataset after it); undefined for anything else. */
+export async function catalogRoot(rc: ResolveContext, arg: string | undefined): Promise<CatalogEndpoint | undefined> {
+  if (arg === undefined || !arg.startsWith('@')) return undefined;
+  const { name, segments } = parsePinRef(arg);
+  if (segments.length > 0 || isBuiltinPin(name)) return undefined;
+  const pin = (await loadUserConfig({ ...rc, purpose: 'read' })).pins.get(name);
+  return pin?.kind === 'catalog' ? endpointOf(pin, `@${name}`) : undefined;
+}
+
 function s3Uri(bucket: string, prefix: string): string {
   return prefix === '' ? `s3://${bucket}` : `s3://${bucket}/${prefix}`;
 }
@@ -172,8 +219,8 @@ async function mustNotBeFile(path: string, display: string): Promise<void> {
 }
 
 function catalogUnsupported(what: string): InvalidInputError {
-  return new InvalidInputError(`${what} is a directory-service pin; opening datasets through a directory service is not supported by this build`, {
-    hint: 'directory-service pins can be stored and shown with `trajstore dataset`',
+  return new InvalidInputError(`${what} is a directory-service locator: it needs an access key and secret key, which only a pin holds`, {
+    hint: 'pin it (trajstore dataset pin team catalog://127.0.0.1:PORT --ak KEY --sk-stdin), then use @team/NAME',
   });
 }
 

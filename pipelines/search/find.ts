@@ -11,6 +11,7 @@ import type { ResolveContext } from '../pins/resolve.js';
 import type { Expr } from './grammar/ast.js';
 import { ExpressionError } from './grammar/errors.js';
 import { parseExpression } from './grammar/parser.js';
+import type { FindSort } from './limits.js';
 import { MATCH_COLUMNS, planFind, type Identity, type SearchMode, type SearchScope } from './planner.js';
 import { buildPreview } from './preview.js';
 import { resolveText } from '../dataset/contents.js';
@@ -23,6 +24,8 @@ export interface FindOptions {
   identity?: Identity;
   /** Only runs imported from this source file. */
   sourcePath?: string;
+  /** The order of the matches (`stored` when omitted); never which rows match. */
+  sort?: FindSort;
   maxResults: number;
   maxPreviewBytes: number;
   maxTotalBytes: number;
@@ -51,7 +54,8 @@ export interface FindDocument {
   dataset_uri: string;
   snapshot_id: string;
   query: { matches: string[]; expression: string | null };
-  search: { mode: SearchMode; scope: SearchScope; fts_available: boolean; tokenizer: string | null };
+  /** `sort`: the order applied (a `relevance` request without a full-text term to rank by is `stored`). */
+  search: { mode: SearchMode; scope: SearchScope; sort: FindSort; fts_available: boolean; tokenizer: string | null };
   truncated: boolean;
   matches: FindMatch[];
 }
@@ -92,6 +96,7 @@ export function runFind(dataset: OpenDataset, options: FindOptions): FindDocumen
     ...(options.sourcePath !== undefined ? { sourcePath: options.sourcePath } : {}),
     limit: options.maxResults + 1,
     ftsAvailable: fts.available,
+    ...(options.sort ? { sort: options.sort } : {}),
   });
   const rows: unknown[][] = [];
   runReadOnlySql({
@@ -133,7 +138,7 @@ export function runFind(dataset: OpenDataset, options: FindOptions): FindDocumen
     dataset_uri: dataset.uri,
     snapshot_id: dataset.snapshotId,
     query: { matches: [...options.matches], expression: expressionText(options.matches) },
-    search: { mode: plan.mode, scope: plan.scope, fts_available: fts.available, tokenizer: fts.tokenizer },
+    search: { mode: plan.mode, scope: plan.scope, sort: plan.sort, fts_available: fts.available, tokenizer: fts.tokenizer },
     truncated,
     matches,
   };

@@ -22,3 +22,12 @@ export const QUERY_DEFAULTS = {
 
 /** The mount name of a dataset given without a name. */
 export const DEFAULT_MOUNT = 'dataset';
+
+/**
+ * The order of matches: `stored` (the order runs and steps were written, the default: the search
+ * stops as soon as it has enough), `time` (oldest first by step time, or run start in run scope;
+ * undated last), `relevance` (BM25 over the full-text index, best first). Ordering never changes
+ * which rows match, only which come first and so which survive `--max-results`.
+ */
+export const FIND_SORTS = ['stored', 'time', 'relevance'] as const;
+export type FindSort = (typeof FIND_SORTS)[number];

@@ -14,10 +14,12 @@
  */
 import { ftsPhrase } from '../dataset/fts-text.js';
 import { RUNS, STEPS } from '../dataset/relations.js';
+import type { FindSort } from './limits.js';
 import { leaves, type Expr, type JsonColumn, type JsonNode, type TextField, type TextNode } from './grammar/ast.js';
 
 export type SearchMode = 'fts' | 'json' | 'fts+json' | 'identity';
 export type SearchScope = 'steps' | 'runs';
+
 export type Param = string | number | null;
 
 export interface Identity {
@@ -36,11 +38,15 @@ export interface FindRequest {
   /** Rows to fetch (the caller asks for one more than it shows, to know about truncation). */
   limit: number;
   ftsAvailable: boolean;
+  /** `stored` when omitted. */
+  sort?: FindSort;
 }
 
 export interface FindPlan {
   mode: SearchMode;
   scope: SearchScope;
+  /** The order applied: `relevance` needs a text term every match contains, else it is `stored`. */
+  sort: FindSort;
   sql: string;
   params: Param[];
   /** The words of the positive text terms, for placing previews. */
@@ -252,10 +258,15 @@ export function planFind(request: FindRequest): FindPlan {
   for (const conjunct of conjuncts) if (conjunct !== driver) where.push(b.expr(conjunct));
   if (request.sourcePath !== undefined) where.push(`r.source_path = ${b.bind(request.sourcePath)}`);
   const select = scope === 'runs' ? RUN_SELECT : driver ? STEP_SELECT_FROM_FTS : STEP_SELECT;
-  const order = scope === 'runs' ? 'r.rowid' : driver ? 'steps_fts.rowid' : 's.rowid';
+  const stored = scope === 'runs' ? 'r.rowid' : driver ? 'steps_fts.rowid' : 's.rowid';
+  // BM25 scores the term that drives the query from the index (lower is better); without one
+  // there is nothing to rank by, and the stored order stands.
+  const sort: FindSort = request.sort === 'relevance' && !driver ? 'stored' : (request.sort ?? 'stored');
+  const time = scope === 'runs' ? 'r.started_at' : 's.timestamp';
+  const order = sort === 'relevance' ? `bm25(steps_fts), ${stored}` : sort === 'time' ? `${time} IS NULL, ${time}, ${stored}` : stored;
   const sql = `${select}\nWHERE ${where.length > 0 ? where.join('\n  AND ') : '1'}\nORDER BY ${order}\nLIMIT ${b.bind(request.limit)}`;
   const highlight = request.expressions.flatMap((e) => positiveTerms(e));
-  return { mode, scope, sql, params: b.params, highlight };
+  return { mode, scope, sort, sql, params: b.params, highlight };
 }
 
 /** Text terms that are not under a NOT: what a preview should show. */

@@ -220,7 +220,11 @@ test('resolveDataset: bad references', async () => {
   const builtin = await failure(() => resolve('@agentb-code', 'write'));
   assert.is(builtin.exitCode, 2);
   assert.match(builtin.message, 'can be imported from but not written');
-  assert.is((await failure(() => resolve('@team/lib'))).exitCode, 2);
+  // A directory service is opened one dataset at a time, and its datasets are read-only.
+  const whole = await failure(() => resolve('@team'));
+  assert.is(whole.exitCode, 2);
+  assert.match(whole.message, '@team is a directory service: name one of its datasets as @team/NAME');
+  assert.is((await failure(() => resolve('@team/lib', 'write'))).exitCode, 2);
   assert.is((await failure(() => resolve('catalog://127.0.0.1:7070'))).exitCode, 2);
   assert.is((await failure(() => resolve('ftp://x/y'))).exitCode, 2);
   const noFile = await failure(() => resolveDataset('@work', { config: at('/nonexistent/c.toml'), env: {}, purpose: 'read' }));

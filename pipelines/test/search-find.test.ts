@@ -102,7 +102,7 @@ test('the JSON document has exactly the reference fields', async () => {
   const doc = await findJson(atifDataset, ['--match', '无损存储']);
   assert.equal(Object.keys(doc), ['dataset_uri', 'snapshot_id', 'query', 'search', 'truncated', 'matches']);
   assert.equal(doc.query, { matches: ['无损存储'], expression: '无损存储' });
-  assert.equal(doc.search, { mode: 'fts', scope: 'steps', fts_available: true, tokenizer: 'unicode61+cjk-chars' });
+  assert.equal(doc.search, { mode: 'fts', scope: 'steps', sort: 'stored', fts_available: true, tokenizer: 'unicode61+cjk-chars' });
   assert.is(doc.dataset_uri, atifDataset);
   const manifest = JSON.parse(readFileSync(join(atifDataset, 'trajstore.json'), 'utf8')) as { snapshot_id: string };
   assert.is(doc.snapshot_id, manifest.snapshot_id);
@@ -159,7 +159,7 @@ test('AND, OR, NOT and parentheses combine as the grammar says', async () => {
 
 test('a JSON-only expression searches the runs', async () => {
   const doc = await findJson(atifDataset, ['--match', '$.coverage.tools=true AND NOT $.coverage.reasoning=true']);
-  assert.equal(doc.search, { mode: 'json', scope: 'runs', fts_available: true, tokenizer: 'unicode61+cjk-chars' });
+  assert.equal(doc.search, { mode: 'json', scope: 'runs', sort: 'stored', fts_available: true, tokenizer: 'unicode61+cjk-chars' });
   const expected = fixtures
     .filter(({ doc: d }) => (d.extra?.coverage as Record<string, boolean>).tools === true && (d.extra?.coverage as Record<string, boolean>).reasoning !== true)
     .map(({ doc: d }) => d.trajectory_id)

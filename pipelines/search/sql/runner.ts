@@ -68,6 +68,8 @@ function prepare(db: SqliteDatabase, sql: string): SqliteStatement {
   try {
     statement = db.prepare(sql);
   } catch (error) {
+    // The watchdog can fire while a statement is still being prepared (a tiny --timeout on a busy machine).
+    if ((error as { code?: string }).code === 'SQLITE_INTERRUPT') throw error;
     throw new InvalidInputError(`SQL error: ${(error as Error).message}`);
   }
   if (!statement.reader || !statement.readonly) {

@@ -1,0 +1,169 @@
+/**
+ * `trajstore onboard` and `trajstore agent` through the real CLI. The agents are fake `codex` and
+ * `claude` programs on PATH (real processes) that record their arguments, what came on stdin, and
+ * the prompt file they were pointed at, so the tests see exactly what a real agent would get.
+ */
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { runTool } from '../../lib/testing/run-tool.js';
+import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { sandbox } from './helpers/sandbox.js';
+import { hasScript, trajstoreOnTerminal } from './helpers/terminal.js';
+
+const s = sandbox('onboard-agent-test-');
+const ds = s.path('ds');
+const bin = s.path('bin');
+const record = s.path('agent-record.json');
+
+interface Recorded {
+  name: string;
+  argv: string[];
+  stdin: string;
+  promptFile?: { path: string; text: string; mode: number };
+}
+
+test.before(async () => {
+  const r = await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic', 'storyline'), '-t', ds]);
+  assert.is(r.code, 0, r.stderr);
+  mkdirSync(bin, { recursive: true });
+  // A fake agent: records argv, stdin (when it is not a terminal) and the prompt file its first argument names.
+  const fake = `#!${process.execPath}
+const fs = require('node:fs');
+const path = require('node:path');
+const argv = process.argv.slice(2);
+const stdin = process.stdin.isTTY ? '' : fs.readFileSync(0, 'utf8');
+const named = /Read the file (\\S+) and follow/.exec(argv[0] || '');
+const promptFile = named ? { path: named[1], text: fs.readFileSync(named[1], 'utf8'), mode: fs.statSync(named[1]).mode & 0o777 } : undefined;
+fs.writeFileSync(${JSON.stringify(record)}, JSON.stringify({ name: path.basename(process.argv[1]), argv, stdin, promptFile }));
+process.exit(Number(process.env.FAKE_AGENT_EXIT || 0));
+`;
+  for (const name of ['codex', 'claude']) {
+    writeFileSync(join(bin, name), fake);
+    chmodSync(join(bin, name), 0o755);
+  }
+});
+
+const withAgents = { PATH: bin };
+/** trajstore agent with the fake agents (or none) on PATH; the record is emptied first. */
+function agent(args: string[], input?: string, env: NodeJS.ProcessEnv = withAgents) {
+  writeFileSync(record, '');
+  return runTool('trajstore', ['agent', ...args], { env: { ...s.env, ...env }, cwd: s.home, ...(input !== undefined ? { input } : {}) });
+}
+const recorded = (): Recorded => JSON.parse(readFileSync(record, 'utf8')) as Recorded;
+
+test('agent agentb --ask: Claude Code in print mode, the prompt (overview, commands, question) on stdin, nothing of it in argv', async () => {
+  const question = 'Which tool calls failed, and why?';
+  const r = await agent(['agentb', ds, '--ask', question]);
+  assert.is(r.code, 0, r.stderr);
+  const got = recorded();
+  assert.is(got.name, 'claude');
+  assert.equal(got.argv, ['-p']);
+  for (const part of [question, `dataset ${ds}`, '## Overview of', '### stats overview', '### stats tools', '"tool":"query_logs"', 'trajstore find', 'trajstore query', 'trajstore show', 'Run it as: ']) {
+    assert.ok(got.stdin.includes(part), `the prompt lacks ${JSON.stringify(part)}`);
+  }
+});
+
+test('agent agenta --ask-file (a file, or - for stdin): `codex exec -` with the prompt on stdin; --no-overview leaves the reports out', async () => {
+  writeFileSync(s.path('question.txt'), 'Compare the two agents.\n');
+  let r = await agent(['agenta', ds, '--ask-file', s.path('question.txt'), '--no-overview']);
+  assert.is(r.code, 0, r.stderr);
+  let got = recorded();
+  assert.is(got.name, 'codex');
+  assert.equal(got.argv, ['exec', '-']);
+  assert.ok(got.stdin.includes('Compare the two agents.'));
+  assert.not.ok(got.stdin.includes('## Overview'));
+  r = await agent(['agenta', ds, '--ask-file', '-'], 'What does the subagent do?\n');
+  assert.is(r.code, 0, r.stderr);
+  got = recorded();
+  assert.ok(got.stdin.includes('What does the subagent do?'));
+  assert.ok(got.stdin.includes('### stats agents'));
+});
+
+test('agent --dry-run prints the command line and the prompt, and starts nothing (even when the agent is not installed)', async () => {
+  const r = await agent(['agenta', ds, '--ask', 'hello there', '--dry-run'], undefined, { PATH: s.path('empty') });
+  assert.is(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^# Codex CLI \(not installed: npm install -g @openai\/codex/);
+  assert.match(r.stdout, /\ncodex exec -\n\nYou are helping someone study/);
+  assert.ok(r.stdout.includes('hello there'));
+  assert.is(readFileSync(record, 'utf8'), '', 'no agent ran');
+});
+
+test('agent without a question on a terminal: the interactive agent gets a private prompt file, removed when it exits', async () => {
+  if (!hasScript) return console.log('  (skipped: util-linux `script` is not installed)');
+  writeFileSync(record, '');
+  const r = await trajstoreOnTerminal(['agent', 'agentb', ds, '--no-overview'], '', { ...s.env, PATH: `${bin}:/usr/bin:/bin` });
+  assert.is(r.code, 0, r.output);
+  const got = recorded();
+  assert.is(got.argv.length, 1);
+  assert.match(got.argv[0] as string, /^Read the file \S+\/prompt\.md and follow the instructions in it\.$/);
+  assert.ok(got.promptFile?.text.includes('No question yet'));
+  assert.is(got.promptFile?.mode, 0o600);
+  assert.not.ok(existsSync(got.promptFile?.path as string), 'the prompt file is removed afterwards');
+});
+
+test('agent: bad input and failures exit with their codes', async () => {
+  const cases: Array<[string[], number, RegExp, NodeJS.ProcessEnv?, string?]> = [
+    [['agentc', ds, '--ask', 'x'], 2, /unknown agent "agentc"/],
+    [['agenta', ds, '--ask', 'x', '--ask-file', 'y'], 2, /give --ask or --ask-file, not both/],
+    [['agenta', ds, '--ask', '  '], 2, /--ask is empty/],
+    [['agenta', ds, '--ask-file', s.path('no-such-question')], 3, /--ask-file .*no-such-question: no such file/],
+    [['agenta', ds, '--ask-file', '-'], 2, /--ask-file -: the question is empty/, withAgents, ''],
+    [['agenta', s.path('no-dataset'), '--ask', 'x'], 3, /no-dataset/],
+    [['agenta', ds], 2, /starts an interactive session, which needs a terminal/],
+    [['agentb', ds, '--ask', 'x'], 6, /Claude Code \(`claude`\) is not installed, or not on PATH[\s\S]*hint: install it: npm install -g @anthropic-ai\/claude-code/, { PATH: s.path('empty') }],
+    [['agenta', ds, '--ask', 'x'], 1, /codex exited with status 3/, { ...withAgents, FAKE_AGENT_EXIT: '3' }],
+  ];
+  for (const [args, code, message, env, input] of cases) {
+    const r = await agent(args, input, env ?? withAgents);
+    assert.is(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+  }
+});
+
+test('onboard query needs no dataset: temporary example data, removed at the end', async () => {
+  const r = await s.run(['onboard', 'query', '--no-pause']);
+  assert.is(r.code, 0, r.stderr);
+  assert.ok(r.stdout.includes('temporary example data'));
+  assert.ok(r.stdout.includes('== Asking anything with SQL: query =='));
+  assert.match(r.stdout, /code-bot +1 +3 +0\.0022/);
+  assert.match(r.stdout, /run_tests +2 +1 +4250/);
+  const used = /\$ trajstore query (\S+)/.exec(r.stdout)?.[1] as string;
+  assert.ok(used, r.stdout);
+  assert.not.ok(existsSync(used), `${used} was removed`);
+});
+
+test('onboard (all sections) runs every lesson; on a given dataset it says so', async () => {
+  let r = await s.run(['onboard', '--no-pause']);
+  assert.is(r.code, 0, r.stderr);
+  for (const title of ['stats', 'find', 'query', 'show', 'export']) assert.match(r.stdout, new RegExp(`== [^\\n]*: ${title} ==`));
+  assert.ok(r.stdout.includes('run oncall-disk-full'), 'the show step printed a transcript');
+  assert.match(r.stdout, /exported 2 document\(s\) as atif/);
+  r = await s.run(['onboard', 'find', ds, '--no-pause']);
+  assert.is(r.code, 0, r.stderr);
+  assert.ok(r.stdout.includes(`uses the dataset ${ds}; it only reads it`));
+});
+
+test('onboard pauses after each step for a line on stdin; q stops', async () => {
+  const r = await s.run(['onboard', 'query'], '\nq\n');
+  assert.is(r.code, 0, r.stderr);
+  assert.is(r.stdout.split('$ trajstore query').length - 1, 2, 'two steps, then q');
+  assert.is(r.stderr.split('-- Enter: next step, q: stop --').length - 1, 2);
+  assert.not.ok(r.stdout.includes('Done.'));
+});
+
+test('onboard: bad input', async () => {
+  const cases: Array<[string[], number, RegExp]> = [
+    [['onboard', 'fnd'], 2, /unknown section "fnd"[\s\S]*did you mean `onboard find`/],
+    [['onboard', 'querry', ds], 2, /unknown section "querry"/],
+    [['onboard', 'find', s.path('nowhere'), '--no-pause'], 3, /nowhere/],
+  ];
+  for (const [args, code, message] of cases) {
+    const r = await s.run(args);
+    assert.is(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+  }
+});
+
+test.run();
