@@ -8,9 +8,10 @@ import { queryCommand } from './trajstore/query.js';
 import { listCommand } from './trajstore/list.js';
 import { statsCommands } from './trajstore/stats.js';
 import { dropCommand } from './trajstore/drop.js';
+import { serveCommand } from './trajstore/serve.js';
 
 await main({
   name: 'trajstore',
   description: 'trajstore: store, search, query, convert, sync and serve datasets of agent trajectories',
-  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, queryCommand, dropCommand, importCommand, exportCommand],
+  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, queryCommand, dropCommand, importCommand, exportCommand, serveCommand],
 });

@@ -23,6 +23,7 @@ import type { FindDocument, FindRequest } from './search/find.js';
 import type { QueryOutcome, QueryRequest } from './search/query.js';
 import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
+import type { RunningServer, ServeOptions } from './serve/server.js';
 
 export { INPUT_FORMATS, OUTPUT_FORMATS, type InputFormat, type OutputFormat } from './formats/registry.js';
 export { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, type Pin, type PinKind } from './pins/pins.js';
@@ -46,6 +47,10 @@ export type { SourceRow } from './list/raw.js';
 export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
 export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
 export type { WriteMode } from './dataset/writer.js';
+export { DEFAULT_SERVE_MOUNT, RESERVED_SERVE_NAMES } from './serve/names.js';
+export { parseListenAddress, type ListenAddress } from './serve/address.js';
+export type { MountSpec } from './serve/mounts.js';
+export type { RunningServer, ServeOptions } from './serve/server.js';
 
 // ---- pins ----
 
@@ -105,6 +110,13 @@ export async function find(rc: ResolveContext, request: FindRequest): Promise<Fi
 /** One read-only SQL statement over mounted datasets; rows are handed to the request's callbacks. */
 export async function query(rc: ResolveContext, request: QueryRequest): Promise<QueryOutcome> {
   return (await import('./reading.js')).runQuery(rc, request);
+}
+
+// ---- serving ----
+
+/** Starts the read-only API and web interface (and the control listener) over the mounts; resolves once listening. */
+export async function startServer(rc: ResolveContext, options: ServeOptions): Promise<RunningServer> {
+  return (await import('./serve/server.js')).startServer(rc, options);
 }
 
 // ---- writing ----

@@ -22,6 +22,9 @@ const LIGHT_MODULES = [
   'pipelines/search/limits.js',
   'pipelines/dataset/defaults.js',
   'pipelines/stats/reports.js',
+  // serve's mount names and its loopback check of listener addresses, run while reading its flags.
+  'pipelines/serve/names.js',
+  'pipelines/serve/address.js',
   'daemon/index.js',
   'daemon/images/paths.js',
   'framework/index.js',
