@@ -62,35 +62,19 @@ function decodeCursor(cursor: string): [string | number, number] {
 export function listRuns(dataset: OpenDataset, f: RunFilters): { runs: Row[]; next_cursor: string | null } {
   const where: string[] = [];
   const params: Array<string | number> = [];
-  if (f.agent !== undefined) {
-    where.push('(agent_name = ? OR agent_id = ?)');
-    params.push(f.agent, f.agent);
-  }
-  if (f.model !== undefined) {
-    where.push('agent_model_name = ?');
-    params.push(f.model);
-  }
-  if (f.since !== undefined) {
-    where.push('started_at >= ?');
-    params.push(f.since);
-  }
-  if (f.until !== undefined) {
-    where.push('started_at < ?');
-    params.push(f.until);
-  }
-  if (f.source !== undefined) {
-    const prefix = f.source.replace(/\/+$/, '');
-    where.push('(source_path = ? OR substr(source_path, 1, ?) = ?)');
-    params.push(prefix, prefix.length + 1, `${prefix}/`);
-  }
-  if (f.minCost !== undefined) {
-    where.push('cost_usd >= ?');
-    params.push(f.minCost);
-  }
-  if (f.maxCost !== undefined) {
-    where.push('cost_usd <= ?');
-    params.push(f.maxCost);
-  }
+  const when = (given: unknown, condition: string, ...values: Array<string | number>): void => {
+    if (given === undefined) return;
+    where.push(condition);
+    params.push(...values);
+  };
+  const prefix = f.source?.replace(/\/+$/, '') ?? '';
+  when(f.agent, '(agent_name = ? OR agent_id = ?)', f.agent ?? '', f.agent ?? '');
+  when(f.model, 'agent_model_name = ?', f.model ?? '');
+  when(f.since, 'started_at >= ?', f.since ?? '');
+  when(f.until, 'started_at < ?', f.until ?? '');
+  when(f.source, '(source_path = ? OR substr(source_path, 1, ?) = ?)', prefix, prefix.length + 1, `${prefix}/`);
+  when(f.minCost, 'cost_usd >= ?', f.minCost ?? 0);
+  when(f.maxCost, 'cost_usd <= ?', f.maxCost ?? 0);
   const key = SORT_KEY[f.sort];
   const cmp = f.order === 'desc' ? '<' : '>';
   if (f.cursor !== undefined) {
