@@ -139,17 +139,30 @@ test('GET /api/mounts and /api/mounts/:mount: the mounts, their snapshot and hea
 });
 
 test('GET /api/mounts/:mount/runs: filters match SQL over the same runs; cursor pages cover every run once, in order', async () => {
+  /** Every page of a listing, followed by cursor, `limit` runs at a time. */
+  const pages = async (params: string, limit: number): Promise<string[]> => {
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { status: number; body: Json } = await get(`/api/mounts/default/runs?${params}&limit=${limit}${cursor ? `&cursor=${cursor}` : ''}`);
+      assert.is(page.status, 200, JSON.stringify(page.body));
+      assert.ok(page.body.runs.length <= limit);
+      seen.push(...page.body.runs.map((r: Json) => r.document_id));
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    return seen;
+  };
   const all = await cliQuery("SELECT document_id FROM dataset.runs ORDER BY ifnull(started_at, '') DESC, rowid DESC");
-  const seen: string[] = [];
-  let cursor: string | null = null;
-  do {
-    const page: { status: number; body: Json } = await get(`/api/mounts/default/runs?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
-    assert.is(page.status, 200);
-    assert.ok(page.body.runs.length <= 2);
-    seen.push(...page.body.runs.map((r: Json) => r.document_id));
-    cursor = page.body.next_cursor;
-  } while (cursor);
-  assert.equal(seen, all.map((r) => r.document_id));
+  assert.equal(await pages('', 2), all.map((r) => r.document_id), 'ties on started_at are ordered by rowid');
+  for (const [params, order] of <Array<[string, string]>>[
+    ['sort=started_at&order=asc', "ifnull(started_at, '') ASC, rowid ASC"],
+    ['sort=cost_usd&order=asc', 'ifnull(cost_usd, -1) ASC, rowid ASC'],
+    ['sort=step_count&order=desc&agent=pchronicle-fixture-agent', 'step_count DESC, rowid DESC'],
+  ]) {
+    const where = params.includes('agent=') ? "WHERE agent_name = 'pchronicle-fixture-agent'" : '';
+    const expected = (await cliQuery(`SELECT document_id FROM dataset.runs ${where} ORDER BY ${order}`)).map((r) => r.document_id);
+    for (const limit of [1, 3, 500]) assert.equal(await pages(params, limit), expected, `${params} by ${limit}`);
+  }
 
   const cases: Array<[string, string]> = [
     ['model=claude-opus-4-6', "agent_model_name = 'claude-opus-4-6'"],

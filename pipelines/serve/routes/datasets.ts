@@ -5,7 +5,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { healthOf } from '../../stats/index.js';
-import { RUN_SORTS, listRuns, runDetail, runSteps, type RunFilters } from '../runs.js';
+import { RUN_SORTS, type PageRequest } from '../run-catalog.js';
+import { listRuns, runDetail, runSteps } from '../runs.js';
 import type { ServeContext } from '../context.js';
 import { StringEnum } from '../schemas.js';
 
@@ -64,7 +65,7 @@ export function datasetRoutes(app: FastifyInstance, { mounts }: ServeContext): v
 
   app.get<{ Params: Static<typeof MountParams>; Querystring: Static<typeof RunsQuery> }>('/api/mounts/:mount/runs', { schema: { params: MountParams, querystring: RunsQuery } }, (req) => {
     const q = req.query;
-    const filters: RunFilters = {
+    const filters: PageRequest = {
       sort: q.sort ?? 'started_at',
       order: q.order ?? 'desc',
       limit: q.limit ?? 100,
