@@ -339,13 +339,15 @@ test('a new snapshot is served without a restart; the dataset is never written; 
   assertError(await get('/control/status'), 404, 'not_found');
 });
 
-test('requests are traced to stderr at --log-level info, and not at the default level', async () => {
+test('requests are traced to stderr at --log-level info, and not at the default level; --open without a browser prints the URL', async () => {
   assert.match(server.stderr(), /info: GET \/api\/mounts 200 [\d.]+ms/);
   assert.match(server.stderr(), /info: GET \/api\/mounts\/nope 404/);
-  const quiet = await startServeProcess(['serve', dataset, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  // --open without a display to open a browser on says where to go instead.
+  const quiet = await startServeProcess(['serve', dataset, '--listen', '127.0.0.1:0', '--open'], { env: { ...env, DISPLAY: '', WAYLAND_DISPLAY: '' }, cwd: home });
   await get('/api/mounts', quiet.url);
   assert.is(await quiet.stop(), 0);
   assert.not.match(quiet.stderr(), /GET/);
+  assert.match(quiet.stderr(), `no browser to open here; open ${quiet.url}`);
 });
 
 test.run();
