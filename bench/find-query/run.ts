@@ -47,6 +47,10 @@ function timeProcess(command: string, args: string[]): { ms: number; stdout: str
   const started = performance.now();
   const r = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
   const ms = performance.now() - started;
+  if (r.error) {
+    const missing = (r.error as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new Error(missing ? `${command} is not installed${command === 'rg' ? ' (the baseline needs ripgrep: apt-get install ripgrep)' : ''}` : `${command}: ${r.error.message}`);
+  }
   // rg exits 1 when nothing matched, which is an answer, not a failure.
   if (r.status !== 0 && !(command === 'rg' && r.status === 1)) throw new Error(`${command} ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
   return { ms, stdout: r.stdout };
