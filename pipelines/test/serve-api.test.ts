@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
-import { startServeProcess, type ServeProcess } from '../../lib/testing/serve-process.js';
+import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { toHttpError } from '../serve/errors.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 

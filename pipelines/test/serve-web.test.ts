@@ -1,5 +1,5 @@
 /**
- * The web interface of `trajstore serve` in a real headless Chromium (lib/testing/chromium.ts)
+ * The web interface of `trajstore serve` in a real headless Chromium (bench/lib/chromium.ts)
  * against a real server: load, filter, open a run, follow a subagent link, search and see the
  * highlights, compare two runs, view the charts, and Chinese text. Every request the page makes
  * is recorded: none may leave the server. Screenshots of each view are written to
@@ -11,9 +11,9 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { launchChromium, type Browser } from '../../lib/testing/chromium.js';
+import { launchChromium, type Browser } from '../../bench/lib/chromium.js';
 import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
-import { startServeProcess, type ServeProcess } from '../../lib/testing/serve-process.js';
+import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 
 const ARTIFACTS = join(DIST_ROOT, 'test-artifacts', 'serve-web');

@@ -1,9 +1,9 @@
 /**
- * `trajstore serve` as a child process for tests and benchmarks: started as a user starts it, with
+ * `trajstore serve` as a child process for the serve benchmark and tests: started as a user starts it, with
  * the addresses it prints on stdout, its stderr kept, and stopped with SIGTERM.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { toolScript } from './run-tool.js';
+import { toolScript } from './tools.js';
 
 export interface ServeProcess {
   url: string;
