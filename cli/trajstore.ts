@@ -13,9 +13,10 @@ import { showCommand } from './trajstore/show.js';
 import { catalogCommand } from './trajstore/catalog.js';
 import { agentCommand } from './trajstore/agent.js';
 import { onboardCommand } from './trajstore/onboard.js';
+import { serveCommand } from './trajstore/serve.js';
 
 await main({
   name: 'trajstore',
   description: 'trajstore: store, search, query, convert, sync and serve datasets of agent trajectories',
-  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, showCommand, queryCommand, dropCommand, importCommand, exportCommand, syncCommand, catalogCommand, onboardCommand, agentCommand],
+  commands: [...datasetCommands, listCommand, ...statsCommands, findCommand, showCommand, queryCommand, dropCommand, importCommand, exportCommand, syncCommand, serveCommand, catalogCommand, onboardCommand, agentCommand],
 });

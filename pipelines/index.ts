@@ -29,6 +29,7 @@ import type { OnboardRequest, Onboarding } from './onboard/index.js';
 import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
 import type { SyncPlan, SyncRequest, SyncIO } from './sync/index.js';
+import type { RunningServer, ServeOptions } from './serve/server.js';
 
 export { INPUT_FORMATS, OUTPUT_FORMATS, type InputFormat, type OutputFormat } from './formats/registry.js';
 export { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, type Pin, type PinKind } from './pins/pins.js';
@@ -64,6 +65,10 @@ export type { ShowRequest, Transcript, TranscriptKey, TranscriptRun, TranscriptS
 export type { WriteMode } from './dataset/writer.js';
 export type { BatchReport, SyncPlan, SyncRequest } from './sync/index.js';
 export { SYNC_DEFAULTS } from './sync/defaults.js';
+export { DEFAULT_SERVE_MOUNT, RESERVED_SERVE_NAMES } from './serve/names.js';
+export { parseListenAddress, type ListenAddress } from './serve/address.js';
+export type { MountSpec } from './serve/mounts.js';
+export type { RunningServer, ServeOptions } from './serve/server.js';
 
 // ---- pins ----
 
@@ -177,6 +182,11 @@ export async function planAgent(rc: ResolveContext, request: AgentRequest): Prom
 /** Runs the agent to its end (exit 6 when it is not installed); returns its exit status. */
 export async function runAgent(plan: AgentPlan, env: NodeJS.ProcessEnv): Promise<number> {
   return (await import('./agent/launch.js')).runAgent(plan, env);
+// ---- serving ----
+
+/** Starts the read-only API and web interface (and the control listener) over the mounts; resolves once listening. */
+export async function startServer(rc: ResolveContext, options: ServeOptions): Promise<RunningServer> {
+  return (await import('./serve/server.js')).startServer(rc, options);
 }
 
 // ---- writing ----

@@ -18,12 +18,14 @@
  *
  * Each tool's executable `<tool>.js` turns on Node's compile cache (in dist/bin/.compile-cache)
  * and imports its bundle, so that it is compiled once, not on every command.
+ * - the web interface of `trajstore serve` in `web/`: its page, style sheets and one browser
+ *   bundle (the views, uPlot), so that the page loads nothing from anywhere but the server.
  * `meta.json` is esbuild's account of what went where (tests check the start-up bundles hold
  * nothing of the engines' work). Worker threads and native parts stay where tsc and
  * scripts/build-native.sh put them in dist/ (lib/install.ts `distPath`).
  */
 import { build, type BuildOptions, type Plugin } from 'esbuild';
-import { chmodSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -51,7 +53,9 @@ const specifier = (from: string, to: string): string => {
 const builtinsWithoutFacade: Plugin = {
   name: 'builtins-without-facade',
   setup(esbuild) {
-    esbuild.onResolve({ filter: /^node:/ }, (args) => ({ path: args.path, namespace: 'builtin' }));
+    // A CommonJS `require` of a built-in gets the module itself (node:assert is a function, which fastify calls).
+    esbuild.onResolve({ filter: /^node:/ }, (args) => ({ path: args.path, namespace: args.kind === 'require-call' ? 'builtin-cjs' : 'builtin' }));
+    esbuild.onLoad({ filter: /.*/, namespace: 'builtin-cjs' }, (args) => ({ contents: `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)});`, loader: 'js' }));
     esbuild.onLoad({ filter: /.*/, namespace: 'builtin' }, (args) => {
       const module = process.getBuiltinModule(args.path) as Record<string, unknown>;
       const names = Object.keys(module).filter((name) => /^[A-Za-z_$][\w$]*$/.test(name) && name !== 'default' && 'value' in (Object.getOwnPropertyDescriptor(module, name) ?? {}));
@@ -141,6 +145,22 @@ for (let entries = 0; entries !== lazy.size; ) {
     plugins: [builtinsWithoutFacade, sharedErrors(OPS), lazyToOperations(OPS, lazy)],
   });
 }
+// The web interface: browser code compiled by tsc, bundled for the browser; the page and styles copied as they are.
+const WEB = join(OUT, 'web');
+const WEB_SOURCES = join(DIST, '..', 'pipelines', 'serve', 'web');
+await build({
+  entryPoints: { app: join(DIST, 'pipelines', 'serve', 'web', 'app.js') },
+  bundle: true,
+  format: 'esm',
+  platform: 'browser',
+  target: 'es2022',
+  minify: true,
+  outdir: WEB,
+  logLevel: 'warning',
+});
+mkdirSync(WEB, { recursive: true });
+for (const file of ['index.html', 'app.css']) copyFileSync(join(WEB_SOURCES, file), join(WEB, file));
+copyFileSync(join(DIST, '..', 'node_modules', 'uplot', 'dist', 'uPlot.min.css'), join(WEB, 'uPlot.min.css'));
 writeFileSync(join(OUT, 'meta.json'), JSON.stringify({ startup: startup.metafile, operations: operations?.metafile }));
 for (const tool of TOOLS) {
   const executable = join(OUT, `${tool}.js`);

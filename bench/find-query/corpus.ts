@@ -46,7 +46,15 @@ function vocabulary(rand: () => number, size: number): string[] {
   return [...words];
 }
 
-export async function generateCorpus(dir: string, steps: number, seed = 7): Promise<Corpus> {
+export interface CorpusShape {
+  seed?: number;
+  /** Steps per document (default 20); the serve benchmark makes one run of 2,000. */
+  stepsPerDocument?: number;
+  /** Prefix of the trajectory and session ids, so that two corpora can go into one dataset. */
+  idPrefix?: string;
+}
+
+export async function generateCorpus(dir: string, steps: number, { seed = 7, stepsPerDocument = STEPS_PER_DOCUMENT, idPrefix = 'bench' }: CorpusShape = {}): Promise<Corpus> {
   mkdirSync(dir, { recursive: true });
   const rand = random(seed);
   const words = vocabulary(rand, 30_000);
@@ -54,7 +62,7 @@ export async function generateCorpus(dir: string, steps: number, seed = 7): Prom
   // Word ranks are log-uniform (frequency ~ 1/rank, as Zipf's law has it); one word in five is a function word.
   const word = (): string => (rand() < 0.2 ? pick(FUNCTION_WORDS) : (words[Math.floor(Math.exp(rand() * Math.log(words.length))) - 1] as string));
   const sentence = (n: number): string => Array.from({ length: n }, word).join(' ');
-  const documents = Math.ceil(steps / STEPS_PER_DOCUMENT);
+  const documents = Math.ceil(steps / stepsPerDocument);
   let bytes = 0;
   let files = 0;
   let written = 0;
@@ -63,11 +71,11 @@ export async function generateCorpus(dir: string, steps: number, seed = 7): Prom
     const file = join(dir, `part-${String(files++).padStart(4, '0')}.jsonl`);
     const out = createWriteStream(file);
     for (let d = first; d < Math.min(documents, first + DOCUMENTS_PER_FILE); d++) {
-      const count = Math.min(STEPS_PER_DOCUMENT, steps - written);
+      const count = Math.min(stepsPerDocument, steps - written);
       const doc = {
         schema_version: 'ATIF-v1.7',
-        session_id: `bench-session-${d}`,
-        trajectory_id: `bench-${d}`,
+        session_id: `${idPrefix}-session-${d}`,
+        trajectory_id: `${idPrefix}-${d}`,
         agent: { name: pick(AGENTS), version: '1.0', model_name: pick(MODELS) },
         extra: { batch: d % 100, status: rand() < 0.8 ? 'done' : 'failed' },
         steps: Array.from({ length: count }, (_, i) => {

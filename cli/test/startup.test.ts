@@ -25,6 +25,9 @@ const LIGHT_MODULES = [
   'pipelines/stats/reports.js',
   'pipelines/agent/names.js',
   'pipelines/onboard/sections.js',
+  // serve's mount names and its loopback check of listener addresses, run while reading its flags.
+  'pipelines/serve/names.js',
+  'pipelines/serve/address.js',
   'daemon/index.js',
   'daemon/images/paths.js',
   'framework/index.js',

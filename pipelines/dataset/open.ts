@@ -72,6 +72,8 @@ function writable(dir: string): boolean {
 export interface OpenOptions {
   /** Shows the rebuild of a missing or stale index. */
   progress?: ProgressFactory;
+  /** Never write in the dataset, not even its index: a missing or stale index is rebuilt in the cache (`serve`). */
+  neverWrite?: boolean;
 }
 
 /** Resolves a DATASET argument (a pin, a path, or the default dataset) and opens it for reading. */
@@ -117,7 +119,7 @@ export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = proc
   if (!db) {
     // Rebuilt in the dataset only by a reader holding its writer lock, had at once; while a writer is
     // at work (or where this reader may not write) it goes to the cache, as readers never wait.
-    const lock = root === canonicalPath(shown) && writable(root) ? tryWriterLock(root, 'rebuilding the index') : undefined;
+    const lock = !options.neverWrite && root === canonicalPath(shown) && writable(root) ? tryWriterLock(root, 'rebuilding the index') : undefined;
     try {
       if (lock) {
         // A writer may have committed since the manifest was read: this is the index of what is current now.

@@ -12,7 +12,7 @@ import type { Expr } from './grammar/ast.js';
 import { ExpressionError } from './grammar/errors.js';
 import { parseExpression } from './grammar/parser.js';
 import type { FindSort } from './limits.js';
-import { MATCH_COLUMNS, planFind, type Identity, type SearchMode, type SearchScope } from './planner.js';
+import { MATCH_COLUMNS, planFind, positiveTerms, type Identity, type SearchMode, type SearchScope } from './planner.js';
 import { buildPreview } from './preview.js';
 import { resolveText } from '../dataset/contents.js';
 import { indexLookup } from '../dataset/content-lookup.js';
@@ -70,6 +70,11 @@ export function parseMatches(matches: readonly string[]): Expr[] {
       throw error;
     }
   });
+}
+
+/** The words and phrases a match's preview shows (the positive terms of the expressions), for highlighting. */
+export function highlightTerms(matches: readonly string[]): string[] {
+  return parseMatches(matches).flatMap((e) => positiveTerms(e));
 }
 
 /** Opens the dataset, searches it, closes it. */

@@ -270,7 +270,7 @@ export function planFind(request: FindRequest): FindPlan {
 }
 
 /** Text terms that are not under a NOT: what a preview should show. */
-function positiveTerms(expr: Expr): string[] {
+export function positiveTerms(expr: Expr): string[] {
   switch (expr.type) {
     case 'text':
       return [expr.text];

@@ -90,7 +90,7 @@ function tableBytes(db: OpenDataset['db']): Map<string, number> {
   return bytes;
 }
 
-function healthOf(dataset: OpenDataset, before: IndexState): DatasetHealth {
+export function healthOf(dataset: OpenDataset, before: IndexState): DatasetHealth {
   const meta = new Map((dataset.db.prepare('SELECT key, value FROM index_meta').all() as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]));
   const fts = ftsInfo(dataset.db);
   const relations = Object.keys(dataset.snapshot.rows).length > 0 ? (Object.keys(dataset.snapshot.rows) as Relation[]) : (Object.keys(dataset.snapshot.relations) as Relation[]);
@@ -268,19 +268,44 @@ export interface Report {
 export async function statsReport(rc: ResolveContext, arg: string | undefined, name: ReportName, progress?: ProgressFactory): Promise<Report> {
   const dataset = await openDatasetArg(rc, arg, progress ? { progress } : {});
   try {
-    const rows = report(dataset, name);
-    return { rows, unpriced: name === 'tools' ? [] : unpriced(dataset) };
+    return reportOf(dataset, name);
   } finally {
     dataset.close();
   }
 }
 
-function report(dataset: OpenDataset, name: ReportName): Row[] {
+/** One of the built-in reports of an open Storyline dataset. */
+export function reportOf(dataset: OpenDataset, name: ReportName): Report {
+  requireStoryline(dataset, `stats ${name}`);
+  return { rows: report(dataset, name), unpriced: name === 'tools' ? [] : unpriced(dataset) };
+}
+
+function requireStoryline(dataset: OpenDataset, what: string): void {
   if (dataset.kind !== 'storyline') {
-    throw new InvalidInputError(`${dataset.uri}: \`stats ${name}\` reports on Storyline datasets; this one is a compact record store`, {
+    throw new InvalidInputError(`${dataset.uri}: \`${what}\` reports on Storyline datasets; this one is a compact record store`, {
       hint: '`trajstore stats` shows its health; `trajstore query` runs SQL over dataset.records',
     });
   }
+}
+
+/**
+ * Usage per model and day (UTC, from the step's time, else its run's start): what the web
+ * interface charts as tokens and cost by model over time. Counted as the other reports count
+ * usage (each API response once).
+ */
+export function usageTimeline(dataset: OpenDataset): Report {
+  requireStoryline(dataset, 'usage timeline');
+  const rows = dataset.db
+    .prepare(
+      `${USAGE} SELECT substr(coalesce(timestamp, (SELECT started_at FROM runs_stored r WHERE r.document_id = counted.document_id)), 1, 10) AS day, model, count(*) AS steps, ${USAGE_COLUMNS}
+       FROM counted WHERE source = 'agent'
+       GROUP BY 1, 2 ORDER BY 1, 2`,
+    )
+    .all() as Row[];
+  return { rows, unpriced: unpriced(dataset) };
+}
+
+function report(dataset: OpenDataset, name: ReportName): Row[] {
   switch (name) {
     case 'overview':
       return overview(dataset);

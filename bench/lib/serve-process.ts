@@ -1,0 +1,51 @@
+/**
+ * `trajstore serve` as a child process for the serve benchmark and tests: started as a user starts it, with
+ * the addresses it prints on stdout, its stderr kept, and stopped with SIGTERM.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { toolScript } from './tools.js';
+
+export interface ServeProcess {
+  url: string;
+  controlUrl: string | undefined;
+  child: ChildProcess;
+  stderr(): string;
+  /** SIGTERM, then the exit code. */
+  stop(): Promise<number | null>;
+}
+
+export function startServeProcess(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [toolScript('trajstore'), ...args], { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`serve did not print its address within ${options.timeoutMs ?? 60_000} ms; stderr: ${err}`));
+    }, options.timeoutMs ?? 60_000);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited (${code}) before listening; stderr: ${err}`));
+    });
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString('utf8');
+      const url = /^serving (\S+)$/m.exec(out)?.[1];
+      const wantsControl = args.includes('--control');
+      const controlUrl = /^control (\S+)$/m.exec(out)?.[1];
+      if (!url || (wantsControl && !controlUrl)) return;
+      clearTimeout(timer);
+      resolve({
+        url,
+        controlUrl,
+        child,
+        stderr: () => err,
+        stop: async () => {
+          child.kill('SIGTERM');
+          return exited;
+        },
+      });
+    });
+  });
+}

@@ -1,0 +1,96 @@
+/**
+ * `trajstore serve`: the read-only API and web interface over mounted datasets, until SIGINT or
+ * SIGTERM. The address it listens on goes to stdout (one line per listener), so a script can read it.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { InvalidInputError } from '../../lib/errors.js';
+import { distPath } from '../../lib/install.js';
+import { DEFAULT_SERVE_MOUNT, RESERVED_SERVE_NAMES, parseListenAddress, startServer, type MountSpec } from '../../pipelines/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
+import { defineCommand, type CommandContext } from '../kit/program.js';
+import { resolveContext } from './common.js';
+
+export const DEFAULT_LISTEN = '127.0.0.1:8765';
+
+interface ServeFlags {
+  mounts: MountSpec[];
+  listen: string;
+  control: string | undefined;
+  open: boolean;
+}
+
+/**
+ * The positional mounts: one bare DATASET is `default`; several must each be NAME=DATASET. A bare
+ * `catalog` is a path (`./catalog`), never the directory service's name. None: the default dataset.
+ */
+export function mountsOf(args: readonly string[]): MountSpec[] {
+  const bare = (arg: string): string => (RESERVED_SERVE_NAMES.has(arg) ? `./${arg}` : arg);
+  if (args.length === 0) return [{ name: DEFAULT_SERVE_MOUNT, dataset: undefined }];
+  if (args.length === 1 && !/^[A-Za-z_][A-Za-z0-9_]*=/.test(args[0] as string)) return [{ name: DEFAULT_SERVE_MOUNT, dataset: bare(args[0] as string) }];
+  return args.map((arg) => {
+    const eq = arg.indexOf('=');
+    if (eq <= 0 || eq === arg.length - 1) {
+      throw new InvalidInputError(`several datasets need NAME=DATASET each; ${JSON.stringify(arg)} has no name`, { hint: `e.g. trajstore serve ${DEFAULT_SERVE_MOUNT}=./prod staging=./staging` });
+    }
+    return { name: arg.slice(0, eq), dataset: arg.slice(eq + 1) };
+  });
+}
+
+function flags(args: ParsedArgs): ServeFlags {
+  const positionals = args.variadic(0);
+  if (args.text('--catalog-config') !== undefined) {
+    if (positionals.length > 0) throw new InvalidInputError('--catalog-config mounts the directory file\'s libraries; it cannot be combined with DATASET mounts');
+    throw new InvalidInputError('--catalog-config is not available in this build of serve', { hint: 'mount datasets as [NAME=]DATASET' });
+  }
+  const listen = args.text('--listen') ?? DEFAULT_LISTEN;
+  const control = args.text('--control');
+  // Checked here too, so that a bad address exits 2 before any dataset is opened.
+  parseListenAddress(listen, '--listen');
+  if (control !== undefined) parseListenAddress(control, '--control');
+  return { mounts: mountsOf(positionals), listen, control, open: args.has('--open') };
+}
+
+/** A browser opener on PATH, when there is a display to open it on. */
+function browserOpener(env: NodeJS.ProcessEnv): string | undefined {
+  if (!env.DISPLAY && !env.WAYLAND_DISPLAY && process.platform === 'linux') return undefined;
+  const name = process.platform === 'darwin' ? 'open' : 'xdg-open';
+  return (env.PATH ?? '').split(delimiter).some((dir) => dir && existsSync(join(dir, name))) ? name : undefined;
+}
+
+function openBrowser(ctx: CommandContext, url: string): void {
+  const opener = browserOpener(ctx.env);
+  if (!opener) {
+    ctx.stderr.write(`no browser to open here; open ${url}\n`);
+    return;
+  }
+  spawn(opener, [url], { stdio: 'ignore', detached: true }).on('error', () => ctx.stderr.write(`could not start ${opener}; open ${url}\n`)).unref();
+}
+
+export const serveCommand = defineCommand({
+  name: 'serve [...datasets]',
+  description: 'read-only HTTP API and web interface over datasets, on loopback',
+  options: [
+    { flags: '--listen <addr>', description: `loopback HOST:PORT of the API and web interface (default ${DEFAULT_LISTEN}; port 0 picks a free one)` },
+    { flags: '--control <addr>', description: `loopback HOST:PORT of the control listener (status and reload of mounts); needs a mount named ${DEFAULT_SERVE_MOUNT}` },
+    { flags: '--open', description: 'open the web interface in a browser when one is available (else print its URL)' },
+    { flags: '--catalog-config <file>', description: 'mount the libraries of a directory file (not combined with DATASET mounts)' },
+  ],
+  examples: ['trajstore serve ./ds', 'trajstore serve prod=./prod staging=@staging --listen 127.0.0.1:9000', 'trajstore --log-level info serve ./ds --control 127.0.0.1:9001'],
+  flags,
+  async run(ctx, f) {
+    const server = await startServer(resolveContext(ctx), {
+      mounts: f.mounts,
+      listen: f.listen,
+      ...(f.control !== undefined ? { control: f.control } : {}),
+      webRoot: distPath('bin', 'web'),
+      log: ctx.log,
+    });
+    ctx.stdout.write(`serving ${server.url}\n`);
+    if (server.controlUrl) ctx.stdout.write(`control ${server.controlUrl}\n`);
+    if (f.open) openBrowser(ctx, server.url);
+    await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+    await server.close();
+  },
+});

@@ -1,0 +1,97 @@
+/**
+ * Mounts, runs and steps: GET /api/mounts, /api/mounts/:mount, /api/mounts/:mount/runs,
+ * /api/mounts/:mount/runs/:document_id and /api/mounts/:mount/runs/:document_id/steps.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { healthOf } from '../../stats/index.js';
+import { RUN_SORTS, type PageRequest } from '../run-catalog.js';
+import { listRuns, runDetail, runSteps } from '../runs.js';
+import type { ServeContext } from '../context.js';
+import { StringEnum } from '../schemas.js';
+
+const MountParams = Type.Object({ mount: Type.String() });
+const RunParams = Type.Object({ mount: Type.String(), document_id: Type.String() });
+
+/** At most this many runs or steps per page. */
+export const MAX_PAGE = 500;
+
+const RunsQuery = Type.Object(
+  {
+    agent: Type.Optional(Type.String({ description: 'agent_name or agent_id' })),
+    model: Type.Optional(Type.String({ description: 'agent_model_name' })),
+    since: Type.Optional(Type.String({ description: 'started_at >= since (RFC 3339, compared as text)' })),
+    until: Type.Optional(Type.String({ description: 'started_at < until' })),
+    source: Type.Optional(Type.String({ description: 'source_path, or a directory of them' })),
+    min_cost: Type.Optional(Type.Number({ minimum: 0 })),
+    max_cost: Type.Optional(Type.Number({ minimum: 0 })),
+    sort: Type.Optional(StringEnum(RUN_SORTS)),
+    order: Type.Optional(StringEnum(['asc', 'desc'] as const)),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE })),
+    cursor: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
+
+const StepsQuery = Type.Object(
+  {
+    offset: Type.Optional(Type.Integer({ minimum: 0 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE })),
+  },
+  { additionalProperties: false },
+);
+
+export function datasetRoutes(app: FastifyInstance, { mounts }: ServeContext): void {
+  app.get('/api/mounts', async () => {
+    const list = [];
+    for (const name of mounts.names()) {
+      list.push(
+        await mounts.use(name, (ds) => ({
+          name,
+          dataset_uri: ds.uri,
+          kind: ds.kind,
+          snapshot_id: ds.snapshotId,
+          snapshot_created_at: ds.snapshot.created_at,
+          rows: ds.snapshot.rows,
+        })),
+      );
+    }
+    return { mounts: list };
+  });
+
+  app.get<{ Params: Static<typeof MountParams> }>('/api/mounts/:mount', { schema: { params: MountParams } }, (req) =>
+    mounts.use(req.params.mount, (ds) => ({ name: req.params.mount, ...healthOf(ds, ds.indexState === 'rebuilt' ? 'stale' : 'present') })),
+  );
+
+  app.get<{ Params: Static<typeof MountParams>; Querystring: Static<typeof RunsQuery> }>('/api/mounts/:mount/runs', { schema: { params: MountParams, querystring: RunsQuery } }, (req) => {
+    const q = req.query;
+    const filters: PageRequest = {
+      sort: q.sort ?? 'started_at',
+      order: q.order ?? 'desc',
+      limit: q.limit ?? 100,
+      ...(q.agent !== undefined ? { agent: q.agent } : {}),
+      ...(q.model !== undefined ? { model: q.model } : {}),
+      ...(q.since !== undefined ? { since: q.since } : {}),
+      ...(q.until !== undefined ? { until: q.until } : {}),
+      ...(q.source !== undefined ? { source: q.source } : {}),
+      ...(q.min_cost !== undefined ? { minCost: q.min_cost } : {}),
+      ...(q.max_cost !== undefined ? { maxCost: q.max_cost } : {}),
+      ...(q.cursor !== undefined ? { cursor: q.cursor } : {}),
+    };
+    return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, ...listRuns(ds, filters) }));
+  });
+
+  app.get<{ Params: Static<typeof RunParams> }>('/api/mounts/:mount/runs/:document_id', { schema: { params: RunParams } }, (req) =>
+    mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, run: runDetail(ds, req.params.document_id) })),
+  );
+
+  app.get<{ Params: Static<typeof RunParams>; Querystring: Static<typeof StepsQuery> }>(
+    '/api/mounts/:mount/runs/:document_id/steps',
+    { schema: { params: RunParams, querystring: StepsQuery } },
+    (req) => {
+      const offset = req.query.offset ?? 0;
+      const limit = req.query.limit ?? 100;
+      return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, offset, ...runSteps(ds, req.params.document_id, offset, limit) }));
+    },
+  );
+}

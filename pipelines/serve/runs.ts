@@ -1,0 +1,93 @@
+/**
+ * What the API reads of runs, with fixed SQL over the index (user values always bound): a page of
+ * runs, one run with its parent and subagent runs, and a page of one run's steps with their tool
+ * calls. Each reads its rows through an index (rowid, document, session).
+ */
+import { NotFoundError } from '../../lib/errors.js';
+import type { OpenDataset } from '../dataset/open.js';
+import { runCatalog, type PageRequest } from './run-catalog.js';
+
+type Row = Record<string, unknown>;
+
+/** The run columns of a list row: short ones only, so no value is fetched from the content store. */
+const LIST_COLUMNS = [
+  'document_id', 'run_id', 'session_id', 'agent_id', 'agent_name', 'agent_model_name', 'source_path', 'source_format',
+  'parent_session_id', 'parent_tool_call_id', 'started_at', 'finished_at', 'step_count', 'tool_call_count',
+  'prompt_tokens', 'completion_tokens', 'cached_tokens', 'cache_write_tokens', 'cost_usd',
+];
+
+/** Rows of the runs with these rowids, in the order given. */
+function runsByRowid(dataset: OpenDataset, rowids: readonly number[], columns: readonly string[]): Row[] {
+  if (rowids.length === 0) return [];
+  const rows = dataset.db.prepare(`SELECT rowid AS _rowid, ${columns.join(', ')} FROM runs WHERE rowid IN (SELECT value FROM json_each(?))`).all(JSON.stringify(rowids)) as Row[];
+  const byRowid = new Map(rows.map(({ _rowid, ...row }) => [Number(_rowid), row]));
+  return rowids.map((id) => byRowid.get(id)).filter((row): row is Row => row !== undefined);
+}
+
+/** A page of runs in the order asked for, chosen in the snapshot's run catalog (run-catalog.ts). */
+export function listRuns(dataset: OpenDataset, request: PageRequest): { runs: Row[]; next_cursor: string | null } {
+  const { rowids, next_cursor } = runCatalog(dataset).page(request);
+  return { runs: runsByRowid(dataset, rowids, LIST_COLUMNS), next_cursor };
+}
+
+/** A JSON column's value parsed; text that is not JSON stays text. */
+function parsed(value: unknown): unknown {
+  if (typeof value !== 'string') return value ?? null;
+  try {
+    return JSON.parse(value) as unknown;
+  } catch {
+    return value;
+  }
+}
+
+/** Columns named `*_json` parsed and renamed without the suffix. */
+function withJson(row: Row): Row {
+  const out: Row = {};
+  for (const [name, value] of Object.entries(row)) {
+    if (name.endsWith('_json')) out[name.slice(0, -5)] = parsed(value);
+    else out[name] = typeof value === 'number' && /^is_/.test(name) ? value !== 0 : value;
+  }
+  return out;
+}
+
+/**
+ * One run: every indexed column, its parent run (by the parent session, through its index) and
+ * its subagent runs (from the snapshot's run catalog).
+ */
+export function runDetail(dataset: OpenDataset, documentId: string): Row {
+  const run = dataset.db.prepare('SELECT * FROM runs WHERE document_id = ?').get(documentId) as Row | undefined;
+  if (!run) throw new NotFoundError(`no run with document id ${JSON.stringify(documentId)} in ${dataset.uri}`);
+  const parent =
+    run.parent_session_id === null
+      ? null
+      : ((dataset.db.prepare('SELECT document_id, session_id, agent_name FROM runs WHERE session_id = ? ORDER BY rowid LIMIT 1').get(run.parent_session_id) as Row | undefined) ?? null);
+  const children = runsByRowid(dataset, runCatalog(dataset).childrenOf(String(run.session_id)), ['document_id', 'session_id', 'agent_name', 'agent_model_name', 'parent_tool_call_id', 'step_count', 'cost_usd']);
+  return { ...withJson(run), parent, children };
+}
+
+const STEP_COLUMNS = [
+  'step_id', 'turn_ordinal', 'source', 'effective_kind', 'timestamp', 'model_name', 'reasoning_effort', 'message_text', 'message_json',
+  'reasoning_content', 'observation_text', 'prompt_tokens', 'completion_tokens', 'cached_tokens', 'cache_write_tokens', 'cost_usd',
+  'response_id', 'llm_call_count', 'is_copied_context', 'latency_ms', 'tool_call_count', 'metrics_json', 'extra_json',
+];
+const CALL_COLUMNS = ['turn_ordinal', 'call_index', 'tool_call_id', 'function_name', 'kind', 'arguments_json', 'result_json', 'result_bytes', 'is_error', 'status', 'exit_code', 'duration_ms', 'extra_json'];
+
+/** Steps `offset` to `offset + limit` of a run (by position), each with its tool calls; both read through the (document_id, turn_ordinal) indexes. */
+export function runSteps(dataset: OpenDataset, documentId: string, offset: number, limit: number): { steps: Row[]; total: number } {
+  const run = dataset.db.prepare('SELECT step_count FROM runs WHERE document_id = ?').get(documentId) as { step_count: number } | undefined;
+  if (!run) throw new NotFoundError(`no run with document id ${JSON.stringify(documentId)} in ${dataset.uri}`);
+  const steps = (
+    dataset.db.prepare(`SELECT ${STEP_COLUMNS.join(', ')} FROM steps WHERE document_id = ? AND turn_ordinal >= ? AND turn_ordinal < ? ORDER BY turn_ordinal`).all(documentId, offset, offset + limit) as Row[]
+  ).map(withJson);
+  const calls = dataset.db
+    .prepare(`SELECT ${CALL_COLUMNS.join(', ')} FROM tool_calls WHERE document_id = ? AND turn_ordinal >= ? AND turn_ordinal < ? ORDER BY turn_ordinal, call_index`)
+    .all(documentId, offset, offset + limit) as Row[];
+  const byTurn = new Map<number, Row[]>();
+  for (const call of calls) {
+    const { turn_ordinal, ...rest } = withJson(call);
+    const list = byTurn.get(Number(turn_ordinal)) ?? [];
+    list.push(rest);
+    byTurn.set(Number(turn_ordinal), list);
+  }
+  return { steps: steps.map((s) => ({ ...s, tool_calls: byTurn.get(Number(s.turn_ordinal)) ?? [] })), total: Number(run.step_count) };
+}

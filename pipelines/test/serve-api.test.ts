@@ -1,0 +1,353 @@
+/**
+ * `trajstore serve` as a user runs it: a real server process, a real HTTP client. Over a dataset
+ * imported with `trajstore import` (a Claude Code session with its subagent, and the ATIF fixtures),
+ * each route's answers are checked against what the command line says of the same dataset
+ * (`query`, `find`, `stats`), and each route's errors by status and shape. Also: listeners are
+ * loopback only (refused before any dataset is opened), the dataset is never written, new
+ * snapshots are served without a restart, the control listener, and request tracing by --log-level.
+ */
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { runTool } from '../../lib/testing/run-tool.js';
+import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
+import { toHttpError } from '../serve/errors.js';
+import { SHARED_FIXTURES } from './helpers/fixtures.js';
+
+const home = mkdtempSync(join(tmpdir(), 'serve-api-'));
+const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'config'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
+const trajstore = (args: string[]) => runTool('trajstore', args, { env, cwd: home });
+const dataset = join(home, 'ds');
+const PARENT = 'a9a20bd4-fdf9-4885-8fa1-01d41970c171';
+const CHILD = `${PARENT}.agent-a4c1e9f27b3d5e601`;
+let server: ServeProcess;
+
+type Json = Record<string, any>;
+async function get(path: string, base = server.url): Promise<{ status: number; body: Json }> {
+  const response = await fetch(new URL(path, base));
+  return { status: response.status, body: (await response.json()) as Json };
+}
+async function post(path: string, body: unknown, base = server.url): Promise<{ status: number; body: Json }> {
+  const response = await fetch(new URL(path, base), { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Json };
+}
+/** The error shape every failure has. */
+function assertError(r: { status: number; body: Json }, status: number, code: string, message?: RegExp): void {
+  assert.is(r.status, status, JSON.stringify(r.body));
+  assert.equal(Object.keys(r.body), ['error']);
+  assert.is(r.body.error.status, status);
+  assert.is(r.body.error.code, code);
+  assert.type(r.body.error.message, 'string');
+  if (message) assert.match(r.body.error.message, message);
+}
+/** Rows of a `trajstore query` over the dataset, as objects. */
+async function cliQuery(sql: string): Promise<Json[]> {
+  const r = await trajstore(['query', dataset, '--sql', sql, '--format', 'json']);
+  assert.is(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout) as Json[];
+}
+/** Every file of the dataset with its size and modification time. */
+function snapshotOfFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => {
+      const path = join(e.parentPath, e.name);
+      const s = statSync(path);
+      return `${path} ${s.size} ${s.mtimeMs}`;
+    })
+    .sort();
+}
+
+test.before(async () => {
+  const cc = await trajstore(['import', '-f', join(SHARED_FIXTURES, 'synthetic', 'claude-code', 'projects', '-home-dev-www-atlas-docs'), '-t', dataset, '-i', 'agentb-code']);
+  assert.is(cc.code, 0, cc.stderr);
+  const atif = await trajstore(['import', '-f', join(SHARED_FIXTURES, 'persisting', 'atif'), '-t', dataset, '--mode', 'append']);
+  assert.is(atif.code, 0, atif.stderr);
+  // A stale index: the server must rebuild it elsewhere, not in the dataset.
+  rmSync(join(dataset, 'index.sqlite'));
+  server = await startServeProcess(['--log-level', 'info', 'serve', dataset, '--listen', '127.0.0.1:0', '--control', '127.0.0.1:0'], { env, cwd: home });
+});
+
+test.after(async () => {
+  await server?.stop();
+});
+
+test('listeners must be loopback: anything else exits 2 before a dataset is opened', async () => {
+  const missing = join(home, 'no-such-dataset');
+  for (const args of [
+    ['--listen', '0.0.0.0:0'],
+    ['--listen', '192.168.1.10:8080'],
+    ['--listen', '[::]:0'],
+    ['--listen', 'example.com:80'],
+    ['--listen', '127.0.0.1:0', '--control', '0.0.0.0:0'],
+    ['--listen', '127.0.0.1:0', '--control', '10.0.0.1:9000'],
+    ['--listen', '127.0.0.1:99999'],
+  ]) {
+    const r = await trajstore(['serve', missing, ...args]);
+    assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /--(listen|control)/);
+  }
+  // The same missing dataset on a loopback address gets as far as opening it: not found.
+  const loopback = await trajstore(['serve', missing, '--listen', '127.0.0.1:0']);
+  assert.is(loopback.code, 3, loopback.stderr);
+});
+
+test('mount rules: one bare dataset, NAME=DATASET for several, --control needs default, catalog reserved, --catalog-config conflicts', async () => {
+  const two = await trajstore(['serve', dataset, dataset, '--listen', '127.0.0.1:0']);
+  assert.is(two.code, 2);
+  assert.match(two.stderr, /NAME=DATASET/);
+  const noDefault = await trajstore(['serve', `a=${dataset}`, `b=${dataset}`, '--listen', '127.0.0.1:0', '--control', '127.0.0.1:0']);
+  assert.is(noDefault.code, 2);
+  assert.match(noDefault.stderr, /--control needs a mount named default/);
+  const reserved = await trajstore(['serve', `catalog=${dataset}`, `default=${dataset}`, '--listen', '127.0.0.1:0']);
+  assert.is(reserved.code, 2);
+  assert.match(reserved.stderr, /reserved/);
+  const twice = await trajstore(['serve', `a=${dataset}`, `a=${dataset}`, '--listen', '127.0.0.1:0']);
+  assert.is(twice.code, 2);
+  const catalogConfig = await trajstore(['serve', '--catalog-config', join(home, 'acl.toml'), dataset, '--listen', '127.0.0.1:0']);
+  assert.is(catalogConfig.code, 2);
+  assert.match(catalogConfig.stderr, /cannot be combined/);
+  // A bare `catalog` is a path.
+  const cwd = join(home, 'catalog-cwd');
+  mkdirSync(cwd);
+  cpSync(dataset, join(cwd, 'catalog'), { recursive: true });
+  const named = await startServeProcess(['serve', 'catalog', '--listen', '127.0.0.1:0'], { env, cwd });
+  try {
+    const mounts = (await get('/api/mounts', named.url)).body.mounts as Json[];
+    assert.equal(mounts.map((m) => m.name), ['default']);
+    assert.match(mounts[0]?.dataset_uri, /catalog-cwd\/catalog$/);
+  } finally {
+    await named.stop();
+  }
+});
+
+test('GET /api/mounts and /api/mounts/:mount: the mounts, their snapshot and health', async () => {
+  const { status, body } = await get('/api/mounts');
+  assert.is(status, 200);
+  assert.is(body.mounts.length, 1);
+  const [counts] = await cliQuery('SELECT (SELECT count(*) FROM dataset.runs) AS runs, (SELECT count(*) FROM dataset.steps) AS steps');
+  assert.is(body.mounts[0].rows.runs, counts?.runs);
+  assert.is(body.mounts[0].rows.steps, counts?.steps);
+  const health = await get('/api/mounts/default');
+  assert.is(health.status, 200);
+  assert.is(health.body.snapshot_id, body.mounts[0].snapshot_id);
+  assert.is(health.body.index_rebuilt, true, 'the deleted index was rebuilt to answer');
+  assert.not.match(health.body.index_path, dataset, 'the rebuilt index is outside the dataset');
+  assertError(await get('/api/mounts/nope'), 404, 'not_found', /no mount named "nope"/);
+});
+
+test('GET /api/mounts/:mount/runs: filters match SQL over the same runs; cursor pages cover every run once, in order', async () => {
+  /** Every page of a listing, followed by cursor, `limit` runs at a time. */
+  const pages = async (params: string, limit: number): Promise<string[]> => {
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { status: number; body: Json } = await get(`/api/mounts/default/runs?${params}&limit=${limit}${cursor ? `&cursor=${cursor}` : ''}`);
+      assert.is(page.status, 200, JSON.stringify(page.body));
+      assert.ok(page.body.runs.length <= limit);
+      seen.push(...page.body.runs.map((r: Json) => r.document_id));
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    return seen;
+  };
+  const all = await cliQuery("SELECT document_id FROM dataset.runs ORDER BY ifnull(started_at, '') DESC, rowid DESC");
+  assert.equal(await pages('', 2), all.map((r) => r.document_id), 'ties on started_at are ordered by rowid');
+  for (const [params, order] of <Array<[string, string]>>[
+    ['sort=started_at&order=asc', "ifnull(started_at, '') ASC, rowid ASC"],
+    ['sort=cost_usd&order=asc', 'ifnull(cost_usd, -1) ASC, rowid ASC'],
+    ['sort=step_count&order=desc&agent=pchronicle-fixture-agent', 'step_count DESC, rowid DESC'],
+  ]) {
+    const where = params.includes('agent=') ? "WHERE agent_name = 'pchronicle-fixture-agent'" : '';
+    const expected = (await cliQuery(`SELECT document_id FROM dataset.runs ${where} ORDER BY ${order}`)).map((r) => r.document_id);
+    for (const limit of [1, 3, 500]) assert.equal(await pages(params, limit), expected, `${params} by ${limit}`);
+  }
+
+  const cases: Array<[string, string]> = [
+    ['model=claude-opus-4-6', "agent_model_name = 'claude-opus-4-6'"],
+    ['agent=pchronicle-fixture-agent', "agent_name = 'pchronicle-fixture-agent'"],
+    ['since=2026-06-01&until=2026-07-01', "started_at >= '2026-06-01' AND started_at < '2026-07-01'"],
+    [`source=${PARENT}`, `source_path LIKE '${PARENT}/%'`],
+    ['min_cost=0.05', 'cost_usd >= 0.05'],
+    ['max_cost=0.05', 'cost_usd <= 0.05'],
+  ];
+  for (const [params, where] of cases) {
+    const expected = await cliQuery(`SELECT document_id FROM dataset.runs WHERE ${where} ORDER BY cost_usd DESC, rowid DESC`);
+    const { status, body } = await get(`/api/mounts/default/runs?${params}&sort=cost_usd&order=desc`);
+    assert.is(status, 200);
+    assert.ok(expected.length > 0 && expected.length < all.length, `${params} selects some runs`);
+    assert.equal(body.runs.map((r: Json) => r.document_id), expected.map((r) => r.document_id), params);
+  }
+  const bySteps = await get('/api/mounts/default/runs?sort=step_count&order=asc');
+  const steps = bySteps.body.runs.map((r: Json) => r.step_count as number);
+  assert.equal(steps, [...steps].sort((a, b) => a - b));
+
+  assertError(await get('/api/mounts/default/runs?limit=0'), 400, 'bad_request', /limit/);
+  assertError(await get('/api/mounts/default/runs?limit=501'), 400, 'bad_request');
+  assertError(await get('/api/mounts/default/runs?sort=name'), 400, 'bad_request', /sort/);
+  assertError(await get('/api/mounts/default/runs?colour=red'), 400, 'bad_request', /additional/);
+  assertError(await get('/api/mounts/default/runs?min_cost=cheap'), 400, 'bad_request');
+  assertError(await get('/api/mounts/default/runs?cursor=not-a-cursor'), 422, 'invalid_input', /cursor/);
+  assertError(await get('/api/mounts/nope/runs'), 404, 'not_found');
+});
+
+test('GET /api/mounts/:mount/runs/:document_id and /steps: the run, its parent and subagents, its steps with tool calls', async () => {
+  const parent = await get(`/api/mounts/default/runs/${PARENT}`);
+  assert.is(parent.status, 200);
+  assert.is(parent.body.run.document_id, PARENT);
+  assert.is(parent.body.run.parent, null);
+  assert.equal(parent.body.run.children.map((c: Json) => c.document_id), [CHILD]);
+  const child = await get(`/api/mounts/default/runs/${encodeURIComponent(CHILD)}`);
+  assert.is(child.body.run.parent.document_id, PARENT);
+  const spawning = child.body.run.parent_tool_call_id as string;
+
+  const [{ n } = {}] = await cliQuery(`SELECT count(*) AS n FROM dataset.steps WHERE document_id = '${PARENT}'`);
+  const pages: Json[] = [];
+  for (let offset = 0; offset < Number(n); offset += 3) {
+    const page = await get(`/api/mounts/default/runs/${PARENT}/steps?offset=${offset}&limit=3`);
+    assert.is(page.status, 200);
+    assert.is(page.body.total, n);
+    pages.push(...page.body.steps);
+  }
+  assert.equal(pages.map((s) => s.turn_ordinal), Array.from({ length: Number(n) }, (_, i) => i));
+  const calls = await cliQuery(`SELECT turn_ordinal, tool_call_id, function_name FROM dataset.tool_calls WHERE document_id = '${PARENT}' ORDER BY turn_ordinal, call_index`);
+  assert.equal(
+    pages.flatMap((s) => s.tool_calls.map((c: Json) => ({ turn_ordinal: s.turn_ordinal, tool_call_id: c.tool_call_id, function_name: c.function_name }))),
+    calls,
+  );
+  assert.ok(pages.some((s) => s.tool_calls.some((c: Json) => c.tool_call_id === spawning)), 'the spawning call is among the parent\'s');
+  const task = pages.flatMap((s) => s.tool_calls).find((c: Json) => c.function_name === 'Task');
+  assert.type(task.arguments, 'object', 'arguments are parsed JSON');
+
+  assertError(await get('/api/mounts/default/runs/no-such-run'), 404, 'not_found', /no-such-run/);
+  assertError(await get('/api/mounts/default/runs/no-such-run/steps'), 404, 'not_found');
+  assertError(await get(`/api/mounts/default/runs/${PARENT}/steps?offset=-1`), 400, 'bad_request');
+  assertError(await get(`/api/mounts/default/runs/${PARENT}/steps?limit=100000`), 400, 'bad_request');
+});
+
+test('GET /api/mounts/:mount/find: the command line\'s document exactly, plus the terms to highlight', async () => {
+  for (const [params, args] of [
+    ['match=link', ['--match', 'link']],
+    ['match=%23user(docs)&match=audit', ['--match', '#user(docs)', '--match', 'audit']],
+    [`session_id=${PARENT}&step_id=2`, ['--session-id', PARENT, '--step-id', '2']],
+    ['match=%E5%BE%AE%E6%9C%8D%E5%8A%A1', ['--match', '微服务']],
+  ] as Array<[string, string[]]>) {
+    const cli = await trajstore(['find', dataset, ...args, '--format', 'json']);
+    assert.is(cli.code, 0, cli.stderr);
+    const { status, body } = await get(`/api/mounts/default/find?${params}`);
+    assert.is(status, 200);
+    const { highlight, ...doc } = body;
+    assert.equal(doc, JSON.parse(cli.stdout), params);
+    assert.ok(Array.isArray(highlight));
+  }
+  const highlighted = await get('/api/mounts/default/find?match=link%20OR%20%22broken%20links%22');
+  assert.equal(highlighted.body.highlight, ['link', 'broken links']);
+  const few = await get('/api/mounts/default/find?match=the&max_results=1');
+  assert.is(few.body.matches.length, 1);
+  assert.is(few.body.truncated, true);
+
+  assertError(await get('/api/mounts/default/find?match=((('), 422, 'invalid_input', /expression/);
+  assertError(await get('/api/mounts/default/find'), 422, 'invalid_input', /needs match/);
+  assertError(await get(`/api/mounts/default/find?match=x&session_id=${PARENT}`), 422, 'invalid_input', /only one/);
+  assertError(await get('/api/mounts/default/find?run_id=r&step_id=1'), 422, 'invalid_input', /session_id/);
+  assertError(await get('/api/mounts/default/find?match=x&max_results=100000'), 400, 'bad_request');
+  assertError(await get('/api/mounts/default/find?match=x&timeout_ms=600000'), 400, 'bad_request');
+  assertError(await get('/api/mounts/nope/find?match=x'), 404, 'not_found');
+});
+
+test('POST /api/mounts/:mount/query: read-only SQL with the command line\'s limits', async () => {
+  const sql = 'SELECT document_id, step_count FROM dataset.runs ORDER BY document_id';
+  const ok = await post('/api/mounts/default/query', { sql });
+  assert.is(ok.status, 200);
+  assert.equal(ok.body.columns, ['document_id', 'step_count']);
+  assert.equal(ok.body.rows, (await cliQuery(sql)).map((r) => [r.document_id, r.step_count]));
+  assert.is(ok.body.truncated, null);
+  const cut = await post('/api/mounts/default/query', { sql, max_output_rows: 2 });
+  assert.is(cut.body.rows.length, 2);
+  assert.is(cut.body.truncated, 'rows');
+  const slow = await post('/api/mounts/default/query', { sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c', timeout_ms: 200 });
+  assert.is(slow.status, 200);
+  assert.is(slow.body.truncated, 'timeout');
+
+  assertError(await post('/api/mounts/default/query', { sql: 'DELETE FROM runs_stored' }), 422, 'invalid_input', /read-only/);
+  assertError(await post('/api/mounts/default/query', { sql: "ATTACH 'x.db' AS x" }), 422, 'invalid_input');
+  assertError(await post('/api/mounts/default/query', { sql: 'SELEC 1' }), 422, 'invalid_input', /SQL error/);
+  assertError(await post('/api/mounts/default/query', { sql: '   ' }), 422, 'invalid_input', /empty/);
+  assertError(await post('/api/mounts/default/query', { sql: 'SELECT 1', limit: 1 }), 400, 'bad_request', /additional/);
+  assertError(await post('/api/mounts/default/query', { sql: 'SELECT 1', max_output_rows: 10_000_000 }), 400, 'bad_request');
+  assertError(await post('/api/mounts/default/query', {}), 400, 'bad_request');
+  assertError(await post('/api/mounts/default/query', '{"sql": '), 400, 'bad_request');
+  assertError(await post('/api/mounts/default/query', { sql: `SELECT '${'x'.repeat(2 * 1024 * 1024)}'` }), 413, 'payload_too_large');
+  assertError(await post('/api/mounts/nope/query', { sql: 'SELECT 1' }), 404, 'not_found');
+});
+
+test('GET /api/mounts/:mount/stats/:report: the command line\'s reports, and the usage timeline', async () => {
+  for (const report of ['overview', 'agents', 'models', 'tools']) {
+    const cli = await trajstore(['stats', report, dataset, '--format', 'json']);
+    assert.is(cli.code, 0, cli.stderr);
+    const { status, body } = await get(`/api/mounts/default/stats/${report}`);
+    assert.is(status, 200);
+    assert.equal(body.rows, JSON.parse(cli.stdout), report);
+  }
+  const timeline = await get('/api/mounts/default/stats/timeline');
+  const expected = await cliQuery("SELECT substr(timestamp, 1, 10) AS day, count(*) AS steps FROM dataset.steps WHERE source = 'agent' AND response_id IS NULL GROUP BY 1");
+  assert.ok(timeline.body.rows.length > 0);
+  const days = new Set(timeline.body.rows.map((r: Json) => r.day));
+  for (const row of expected) assert.ok(days.has(row.day), `day ${row.day}`);
+  assertError(await get('/api/mounts/default/stats/bogus'), 400, 'bad_request', /report/);
+  assertError(await get('/api/mounts/nope/stats/tools'), 404, 'not_found');
+});
+
+test('unknown routes and internal errors keep the error shape; a 500 tells nothing of the inside', async () => {
+  assertError(await get('/api/nothing'), 404, 'not_found', /no route GET \/api\/nothing/);
+  assertError(await post('/api/mounts', {}), 404, 'not_found');
+  const internal = toHttpError(new Error('secret path /var/x'));
+  assert.is(internal.body.error.status, 500);
+  assert.is(internal.internal, true);
+  assert.not.match(internal.body.error.message, 'secret');
+  const page = await fetch(server.url);
+  assert.is(page.status, 200);
+  assert.match(await page.text(), '<script type="module" src="assets/app.js">');
+  assertError(await get('/assets/nothing.js'), 404, 'not_found');
+});
+
+test('a new snapshot is served without a restart; the dataset is never written; the control listener reports and reloads', async () => {
+  const before = (await get('/api/mounts')).body.mounts[0];
+  const files = snapshotOfFiles(dataset);
+  const again = await trajstore(['import', '-f', join(SHARED_FIXTURES, 'persisting', 'atif', 'dialogue_10.json'), '-t', dataset, '--mode', 'append']);
+  assert.is(again.code, 0, again.stderr);
+  const after = (await get('/api/mounts')).body.mounts[0];
+  assert.is.not(after.snapshot_id, before.snapshot_id);
+  assert.is(after.rows.runs, before.rows.runs + 1);
+  const filesAfterImport = snapshotOfFiles(dataset);
+  // Everything the server does from here on reads only.
+  for (const path of ['/api/mounts/default', '/api/mounts/default/runs', `/api/mounts/default/runs/${PARENT}/steps`, '/api/mounts/default/find?match=link', '/api/mounts/default/stats/overview']) {
+    assert.is((await get(path)).status, 200, path);
+  }
+  assert.equal(snapshotOfFiles(dataset), filesAfterImport);
+  assert.is.not(files.length, 0);
+
+  const status = await get('/control/status', server.controlUrl);
+  assert.is(status.status, 200);
+  assert.equal(status.body.mounts.map((m: Json) => [m.name, m.snapshot_id]), [['default', after.snapshot_id]]);
+  assert.ok(status.body.requests > 10);
+  const reload = await post('/control/reload', {}, server.controlUrl);
+  assert.is(reload.status, 200);
+  assert.is(reload.body.reloaded, true);
+  assertError(await get('/api/mounts', server.controlUrl), 404, 'not_found');
+  assertError(await get('/control/status'), 404, 'not_found');
+});
+
+test('requests are traced to stderr at --log-level info, and not at the default level; --open without a browser prints the URL', async () => {
+  assert.match(server.stderr(), /info: GET \/api\/mounts 200 [\d.]+ms/);
+  assert.match(server.stderr(), /info: GET \/api\/mounts\/nope 404/);
+  // --open without a display to open a browser on says where to go instead.
+  const quiet = await startServeProcess(['serve', dataset, '--listen', '127.0.0.1:0', '--open'], { env: { ...env, DISPLAY: '', WAYLAND_DISPLAY: '' }, cwd: home });
+  await get('/api/mounts', quiet.url);
+  assert.is(await quiet.stop(), 0);
+  assert.not.match(quiet.stderr(), /GET/);
+  assert.match(quiet.stderr(), `no browser to open here; open ${quiet.url}`);
+});
+
+test.run();

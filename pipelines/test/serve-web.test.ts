@@ -1,0 +1,160 @@
+/**
+ * The web interface of `trajstore serve` in a real headless Chromium (bench/lib/chromium.ts)
+ * against a real server: load, filter, open a run, follow a subagent link, search and see the
+ * highlights, compare two runs, view the charts, and Chinese text. Every request the page makes
+ * is recorded: none may leave the server. Screenshots of each view are written to
+ * dist/test-artifacts/serve-web/ (kept after the run, to look at).
+ */
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { launchChromium, type Browser } from '../../bench/lib/chromium.js';
+import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
+import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
+import { SHARED_FIXTURES } from './helpers/fixtures.js';
+
+const ARTIFACTS = join(DIST_ROOT, 'test-artifacts', 'serve-web');
+const home = mkdtempSync(join(tmpdir(), 'serve-web-'));
+const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'config'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
+const dataset = join(home, 'ds');
+const PARENT = 'a9a20bd4-fdf9-4885-8fa1-01d41970c171';
+const CHILD = `${PARENT}.agent-a4c1e9f27b3d5e601`;
+let server: ServeProcess;
+let browser: Browser;
+let page: Page;
+const offServer: string[] = [];
+
+const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: false });
+const go = async (hash: string) => {
+  await page.goto(new URL(`/#${hash}`, server.url).href);
+  await page.waitForLoadState('networkidle');
+};
+
+test.before(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  for (const [from, extra] of [
+    [join(SHARED_FIXTURES, 'synthetic', 'claude-code', 'projects', '-home-dev-www-atlas-docs'), ['-i', 'agentb-code']],
+    [join(SHARED_FIXTURES, 'persisting', 'atif'), ['--mode', 'append']],
+  ] as Array<[string, string[]]>) {
+    const r = await runTool('trajstore', ['import', '-f', from, '-t', dataset, ...extra], { env, cwd: home });
+    assert.is(r.code, 0, r.stderr);
+  }
+  server = await startServeProcess(['serve', dataset, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  browser = await launchChromium();
+  page = await browser.context.newPage();
+  const origin = new URL(server.url).origin;
+  page.on('request', (request) => {
+    if (new URL(request.url()).origin !== origin) offServer.push(request.url());
+  });
+});
+
+test.after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+test('load: the mounts with their counts', async () => {
+  await go('/');
+  await page.waitForSelector('#mounts table');
+  const text = await page.textContent('#mounts');
+  assert.match(text ?? '', 'default');
+  assert.match(text ?? '', dataset);
+  await shot('1-mounts');
+});
+
+test('run list: filter by model, sort, then open a run', async () => {
+  await page.click('a[href="#/m/default/runs"]');
+  await page.waitForSelector('.runrow');
+  assert.is(await page.locator('.runrow').count(), 6);
+  await page.fill('input[name=model]', 'claude-opus-4-6');
+  await page.click('form.filters button[type=submit]');
+  await page.waitForFunction(() => document.querySelectorAll('.runrow').length === 1);
+  assert.is(await page.getAttribute('.runrow', 'data-document'), PARENT);
+  assert.match(page.url(), 'model=claude-opus-4-6');
+  await shot('2-runs-filtered');
+  await go('/m/default/runs?sort=step_count&order=asc');
+  await page.waitForSelector('.runrow');
+  const steps = await page.locator('.runrow span:nth-child(6)').allTextContents();
+  const numbers = steps.map((s) => Number(s.replace(/,/g, '')));
+  assert.equal(numbers, [...numbers].sort((a, b) => a - b));
+  await page.click(`.runrow[data-document="${PARENT}"] a`);
+  await page.waitForSelector('article.step');
+  assert.is(await page.locator('article.step').count(), 10, 'every step of the run');
+  for (const role of ['user', 'agent', 'system']) assert.ok((await page.locator(`article.step.${role}`).count()) > 0, role);
+  assert.match((await page.textContent('.run .card')) ?? '', /10 steps/);
+  await shot('3-run');
+});
+
+test('subagent: the Task call links to its subagent run, which links back to its parent', async () => {
+  await page.click('.call a.subagent');
+  await page.waitForSelector(`section.run[data-run="${CHILD}"] article.step`);
+  assert.match(page.url(), encodeURIComponent(CHILD));
+  assert.is(await page.textContent('a.parent'), PARENT);
+  await page.click('details:has(summary:text("arguments"))');
+  await shot('4-subagent');
+});
+
+test('search: matches with their terms highlighted', async () => {
+  await go('/m/default/find?q=link');
+  await page.waitForSelector('#results .match, #results .error');
+  const api = (await (await fetch(new URL('/api/mounts/default/find?match=link', server.url))).json()) as { matches: unknown[] };
+  assert.ok(api.matches.length > 0);
+  assert.is(await page.locator('#results .match').count(), api.matches.length, 'highlighting shows every match and no other');
+  const marks = await page.locator('#results mark').allTextContents();
+  assert.ok(marks.length > 0);
+  for (const mark of marks) assert.is(mark.toLowerCase(), 'link');
+  await shot('5-search');
+});
+
+test('Chinese text renders in a CJK font, not as boxes', async () => {
+  await go('/m/default/run/run-unicode_zh_15');
+  await page.waitForSelector('article.step');
+  const text = (await page.textContent('section.run')) ?? '';
+  assert.match(text, /[\u4e00-\u9fff]{2,}/);
+  // Chromium says which fonts drew a node's glyphs: the Chinese ones come from a CJK font.
+  const cdp = await browser.context.newCDPSession(page);
+  await cdp.send('DOM.enable');
+  await cdp.send('CSS.enable');
+  const { root } = await cdp.send('DOM.getDocument', { depth: -1 });
+  const handle = await page.evaluateHandle(() => [...document.querySelectorAll('article.step .msg')].find((e) => /[\u4e00-\u9fff]/.test(e.textContent ?? '')) as HTMLElement);
+  await handle.evaluate((el) => el.setAttribute('id', 'chinese'));
+  const { nodeId } = await cdp.send('DOM.querySelector', { nodeId: root.nodeId, selector: '#chinese' });
+  const { fonts } = await cdp.send('CSS.getPlatformFontsForNode', { nodeId });
+  assert.ok(fonts.some((f) => /WenQuanYi|Noto Sans CJK|Droid Sans Fallback/.test(f.familyName) && f.glyphCount > 0), JSON.stringify(fonts));
+  await shot('6-chinese');
+});
+
+test('compare two runs side by side', async () => {
+  await go('/m/default/runs?agent=pchronicle-fixture-agent');
+  await page.waitForSelector('.runrow');
+  const boxes = page.locator('.runrow input[type=checkbox]');
+  await boxes.nth(0).check();
+  assert.ok(await page.isDisabled('#compare'), 'one run is not a comparison');
+  await boxes.nth(1).check();
+  await page.click('#compare');
+  await page.waitForSelector('#compare-view section.run:nth-child(2) article.step');
+  assert.is(await page.locator('#compare-view section.run').count(), 2);
+  const [a, b] = await page.locator('#compare-view section.run').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.run));
+  assert.ok(a && b && a !== b);
+  await shot('7-compare');
+});
+
+test('charts: tokens and cost by model over time, tool calls and error rate', async () => {
+  await go('/m/default/charts');
+  await page.waitForSelector('.chart .uplot canvas');
+  assert.is(await page.locator('.chart').count(), 3);
+  assert.is(await page.locator('.chart .uplot').count(), 2);
+  const legend = (await page.textContent('.chart[data-chart^="tokens"]')) ?? '';
+  assert.match(legend, 'claude-opus-4-6');
+  assert.match((await page.textContent('.chart[data-chart="tools"]')) ?? '', 'Task');
+  await shot('8-charts');
+});
+
+test('the page fetched nothing from anywhere but the server', () => {
+  assert.equal(offServer, []);
+});
+
+test.run();
