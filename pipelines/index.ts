@@ -30,6 +30,7 @@ import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
 import type { SyncPlan, SyncRequest, SyncIO } from './sync/index.js';
 import type { RunningServer, ServeOptions } from './serve/server.js';
+import type { CatalogServing } from './serve/catalog-mounts.js';
 
 export { INPUT_FORMATS, OUTPUT_FORMATS, type InputFormat, type OutputFormat } from './formats/registry.js';
 export { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, type Pin, type PinKind } from './pins/pins.js';
@@ -69,6 +70,7 @@ export { DEFAULT_SERVE_MOUNT, RESERVED_SERVE_NAMES } from './serve/names.js';
 export { parseListenAddress, type ListenAddress } from './serve/address.js';
 export type { MountSpec } from './serve/mounts.js';
 export type { RunningServer, ServeOptions } from './serve/server.js';
+export type { CatalogServing } from './serve/catalog-mounts.js';
 
 // ---- pins ----
 
@@ -165,6 +167,11 @@ export async function openCatalog(aclPath: string): Promise<Catalog> {
   return (await import('./catalog/index.js')).openCatalog(aclPath);
 }
 
+/** `serve --catalog-config`: the libraries as mounts, and the directory service's routes. */
+export async function catalogServing(aclPath: string): Promise<CatalogServing> {
+  return (await import('./serve/catalog-mounts.js')).catalogServing(aclPath);
+}
+
 // ---- onboard ----
 
 /** The walkthrough's dataset (the user's, or temporary example data) and its lessons; call `cleanup` at the end. */
@@ -182,6 +189,8 @@ export async function planAgent(rc: ResolveContext, request: AgentRequest): Prom
 /** Runs the agent to its end (exit 6 when it is not installed); returns its exit status. */
 export async function runAgent(plan: AgentPlan, env: NodeJS.ProcessEnv): Promise<number> {
   return (await import('./agent/launch.js')).runAgent(plan, env);
+}
+
 // ---- serving ----
 
 /** Starts the read-only API and web interface (and the control listener) over the mounts; resolves once listening. */

@@ -267,6 +267,16 @@ class Tool {
     return cli;
   }
 
+  /**
+   * Whether the word after a group that is a command of its own is that command's operand rather
+   * than a member's name: a member that takes words of its own (`serve catalog dataset add ...`)
+   * followed by none is the operand (`serve catalog --listen ...` serves a directory named catalog).
+   */
+  private wordIsOperand(group: string, joined: string, next: string | undefined): boolean {
+    const member = this.names.get(joined);
+    return this.names.has(group) && member !== undefined && member.name.includes('[...') && (next === undefined || (next.startsWith('-') && !HELP_FLAGS.has(next)));
+  }
+
   /** `dataset pin x` -> `"dataset pin" x`, and the errors and help for a bare or unknown group member. */
   private joinCommandWords(argv: string[]): string[] {
     const at = firstPositional(argv);
@@ -274,7 +284,7 @@ class Tool {
     if (at < 0 || group === undefined || !this.groups.has(group)) return argv;
     const sub = argv[at + 1];
     const joined = `${group} ${sub}`;
-    if (sub !== undefined && this.names.has(joined)) return [...argv.slice(0, at), joined, ...argv.slice(at + 2)];
+    if (sub !== undefined && this.names.has(joined) && !this.wordIsOperand(group, joined, argv[at + 2])) return [...argv.slice(0, at), joined, ...argv.slice(at + 2)];
     if (this.names.has(group)) return argv; // the group word is also a command of its own (`stats`)
     const members = this.groups.get(group) ?? [];
     if (argv.some((a) => HELP_FLAGS.has(a))) {

@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { InvalidInputError } from '../../lib/errors.js';
 import { distPath } from '../../lib/install.js';
-import { DEFAULT_SERVE_MOUNT, RESERVED_SERVE_NAMES, parseListenAddress, startServer, type MountSpec } from '../../pipelines/index.js';
+import { DEFAULT_SERVE_MOUNT, RESERVED_SERVE_NAMES, catalogServing, parseListenAddress, startServer, type MountSpec } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { resolveContext } from './common.js';
@@ -15,7 +15,9 @@ import { resolveContext } from './common.js';
 export const DEFAULT_LISTEN = '127.0.0.1:8765';
 
 interface ServeFlags {
+  /** Positional mounts; none with --catalog-config, whose file names them. */
   mounts: MountSpec[];
+  catalogConfig: string | undefined;
   listen: string;
   control: string | undefined;
   open: boolean;
@@ -40,16 +42,16 @@ export function mountsOf(args: readonly string[]): MountSpec[] {
 
 function flags(args: ParsedArgs): ServeFlags {
   const positionals = args.variadic(0);
-  if (args.text('--catalog-config') !== undefined) {
-    if (positionals.length > 0) throw new InvalidInputError('--catalog-config mounts the directory file\'s libraries; it cannot be combined with DATASET mounts');
-    throw new InvalidInputError('--catalog-config is not available in this build of serve', { hint: 'mount datasets as [NAME=]DATASET' });
+  const catalogConfig = args.text('--catalog-config');
+  if (catalogConfig !== undefined && positionals.length > 0) {
+    throw new InvalidInputError('--catalog-config mounts the directory file\'s libraries; it cannot be combined with DATASET mounts');
   }
   const listen = args.text('--listen') ?? DEFAULT_LISTEN;
   const control = args.text('--control');
   // Checked here too, so that a bad address exits 2 before any dataset is opened.
   parseListenAddress(listen, '--listen');
   if (control !== undefined) parseListenAddress(control, '--control');
-  return { mounts: mountsOf(positionals), listen, control, open: args.has('--open') };
+  return { mounts: catalogConfig === undefined ? mountsOf(positionals) : [], catalogConfig, listen, control, open: args.has('--open') };
 }
 
 /** A browser opener on PATH, when there is a display to open it on. */
@@ -80,8 +82,11 @@ export const serveCommand = defineCommand({
   examples: ['trajstore serve ./ds', 'trajstore serve prod=./prod staging=@staging --listen 127.0.0.1:9000', 'trajstore --log-level info serve ./ds --control 127.0.0.1:9001'],
   flags,
   async run(ctx, f) {
+    const catalog = f.catalogConfig === undefined ? undefined : await catalogServing(f.catalogConfig);
+    for (const { name, reason } of catalog?.unmounted ?? []) ctx.log.warn(`library ${JSON.stringify(name)} is not mounted: ${reason}`);
     const server = await startServer(resolveContext(ctx), {
-      mounts: f.mounts,
+      mounts: catalog?.mounts ?? f.mounts,
+      ...(catalog ? { extend: catalog.extend } : {}),
       listen: f.listen,
       ...(f.control !== undefined ? { control: f.control } : {}),
       webRoot: distPath('bin', 'web'),

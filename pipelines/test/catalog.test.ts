@@ -252,7 +252,9 @@ test('management: every bad input exits with its code and leaves the file as it 
     [['serve', 'catalog', 'revoke', '--catalog-config', acl, 'alice'], 2, /takes NAME DATASET\.\.\./],
     [['serve', 'catalog', 'grnat', '--catalog-config', acl, 'alice', 'prod'], 2, /did you mean `serve catalog grant`/],
     [['serve', 'catalog', 'grant', 'alice', 'prod'], 2, /--catalog-config is required/],
-    [['serve', 'catalog'], 2, /needs a subcommand/],
+    // With no subcommand, `catalog` is serve's DATASET (a directory of that name), as the spec says.
+    [['serve', 'catalog', '--catalog-config', acl], 2, /cannot be combined with DATASET mounts/],
+    [['serve', 'catalog', '--listen', '127.0.0.1:0'], 3, /catalog: no such dataset/],
   ];
   for (const [args, code, message] of cases) {
     const r = await s.run(args);

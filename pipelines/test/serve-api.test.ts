@@ -123,6 +123,31 @@ test('mount rules: one bare dataset, NAME=DATASET for several, --control needs d
   }
 });
 
+test('--catalog-config: the directory file\'s local libraries are the mounts, and its directory service answers beside the API', async () => {
+  const acl = join(home, 'served-acl.toml');
+  const manage = (args: string[]) => runTool('trajstore', ['serve', 'catalog', ...args.slice(0, args[0] === 'dataset' ? 2 : 1), '--catalog-config', acl, ...args.slice(args[0] === 'dataset' ? 2 : 1)], { env, cwd: home });
+  assert.is((await manage(['dataset', 'add', 'prod', '--uri', dataset])).code, 0);
+  assert.is((await manage(['dataset', 'add', 'team-lab', '--uri', dataset])).code, 0);
+  const issued = await manage(['issue', 'alice']);
+  assert.is(issued.code, 0, issued.stderr);
+  const access = /access_key +(\S+)/.exec(issued.stdout)?.[1] as string;
+  const secret = /secret_key +(\S+)/.exec(issued.stdout)?.[1] as string;
+  assert.is((await manage(['grant', 'alice', 'prod'])).code, 0);
+  const served = await startServeProcess(['serve', '--catalog-config', acl, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  try {
+    // `team-lab` is not a mount name: the directory service still has it, the API does not.
+    assert.equal(((await get('/api/mounts', served.url)).body.mounts as Json[]).map((m) => m.name), ['prod']);
+    assert.match(served.stderr(), /library "team-lab" is not mounted/);
+    const anonymous = await fetch(new URL('/catalog/v1/datasets', served.url));
+    assert.is(anonymous.status, 401);
+    const granted = await fetch(new URL('/catalog/v1/datasets', served.url), { headers: { authorization: `Basic ${Buffer.from(`${access}:${secret}`).toString('base64')}` } });
+    assert.is(granted.status, 200);
+    assert.match(await granted.text(), /"prod"/);
+  } finally {
+    await served.stop();
+  }
+});
+
 test('GET /api/mounts and /api/mounts/:mount: the mounts, their snapshot and health', async () => {
   const { status, body } = await get('/api/mounts');
   assert.is(status, 200);
