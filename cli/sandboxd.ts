@@ -7,4 +7,6 @@ await main({
   name: 'sandboxd',
   description: 'sandboxd: run agent sandboxes as KVM virtual machines behind an OpenSandbox-compatible API',
   commands: [imagePrepareCommand, firmwareBuildCommand],
+  // The daemon's settings join these as it lands; relative paths are relative to the file.
+  config: { '': { images_dir: 'path', library_dir: 'path' } },
 });

@@ -8,22 +8,31 @@
  * benchmark report); they never parse flags or render.
  */
 import type { TObject } from '@sinclair/typebox';
-import type { LoadedActorClass, ParamInfo } from './core/loader.js';
+import type { CaRequest, CertificateFiles, LeafRequest } from './core/cert-files.js';
+import type { LoadedActorClass } from './core/loader.js';
+import type { ParamInfo } from './core/params.js';
 import type { ActorSystem, SystemOptions } from './core/system.js';
 import type { ActorsOptions, ClusterActors, ClusterMetrics, ClusterView, InspectOptions, WatchOptions, WatchRound } from './node/inspect-types.js';
+import type { ClientCall } from './node/call-client.js';
 import type { ActorEntry } from './node/observed.js';
 import type { BenchConfig, BenchIO, BenchReport } from './loadgen/types.js';
 
 // Address checks are pure functions of a leaf module: the command line checks --addr and --seeds with them.
 export { DEFAULT_NODE_PORT, normalizeAddr, parseAddr } from './core/address.js';
-export { DEFAULT_TIMERS, STATUSES, TIMER_SETTING_KEYS, type MemberRecord, type MemberStatus, type MembershipTimers } from './core/members.js';
+export { DEFAULT_CLUSTER, DEFAULT_TIMERS, STATUSES, TIMER_SETTING_KEYS, clusterNameProblem, type MemberRecord, type MemberStatus, type MembershipTimers } from './core/members.js';
+export { DEFAULT_LIMITS, LIMIT_SETTING_KEYS, type ServerLimits } from './core/limits.js';
 export { ALIVE_NODES, WATCH_KINDS, type WatchKind } from './node/inspect-types.js';
 export { ARRIVALS, BENCH_KINDS, TOKENIZERS, type Arrival, type BenchKind, type TokenizerName } from './loadgen/types.js';
 export type { ActorClass, ActorContext, ActorHandle, CallOptions, ResolveOptions, ResolvePolicy, SpawnOptions } from './core/context.js';
-export type { LoadedActorClass, ParamInfo } from './core/loader.js';
+export type { LoadedActorClass } from './core/loader.js';
+export type { ParamInfo } from './core/params.js';
 export type { ActorSystem, SystemOptions } from './core/system.js';
-export type { ActorPlacement, ActorsOptions, ClusterActors, ClusterMetrics, ClusterView, InspectOptions, MetricSample, NodeFailure, NodeMetricsView, WatchChange, WatchOptions, WatchRound } from './node/inspect-types.js';
+export type { TlsFiles } from './core/tls.js';
+export type { CaRequest, CertificateFiles, LeafRequest } from './core/cert-files.js';
+export type { ActorPlacement, ActorsOptions, ClusterActors, ClusterMetrics, ClusterView, InspectOptions, MetricSample, NodeFailure, NodeMetricsView, WatchChange, WatchOptions, WatchRound, WatchState } from './node/inspect-types.js';
 export type { ActorEntry, MemberEntry } from './node/observed.js';
+export type { ClientCall, ClientCallMode } from './node/call-client.js';
+export { isActorError, type ActorError, type ActorErrorCode } from './core/errors.js';
 export type { BenchConfig, BenchIO, BenchReport, LatencySummary, PhaseReport, Slo, TokenTarget } from './loadgen/types.js';
 
 // ---- actors ----
@@ -48,6 +57,16 @@ export async function actorParams(schema: TObject, given: { json: readonly strin
 /** Starts an actor system node: binds its h2c listener and joins the cluster through its seeds. */
 export async function startSystem(options: SystemOptions): Promise<ActorSystem> {
   return (await import('./core/system.js')).ActorSystem.start(options);
+}
+
+/** Makes a cluster CA: `<dir>/ca.crt` and its key `<dir>/ca.key` (mode 0600). */
+export async function createCa(request: CaRequest): Promise<CertificateFiles> {
+  return (await import('./core/cert-files.js')).createCa(request);
+}
+
+/** Makes a node or client certificate signed by the CA in `request.dir`: `<out>/<name>.crt` and `.key` (mode 0600). */
+export async function createCertificate(request: LeafRequest): Promise<CertificateFiles> {
+  return (await import('./core/cert-files.js')).createLeaf(request);
 }
 
 // ---- inspect ----
@@ -75,6 +94,11 @@ export async function inspectMetrics(options: InspectOptions & { keyOnly: boolea
 /** Polls the cluster and hands each round, with what changed, to `onRound`. */
 export async function watchCluster(options: WatchOptions, onRound: (round: WatchRound) => void): Promise<void> {
   return (await import('./node/inspect.js')).watchCluster(options, onRound);
+}
+
+/** Calls a named actor from outside the cluster: the reply of an ask; a streamed reply's items go to `onItem`. */
+export async function callActor(call: ClientCall, onItem: (item: unknown) => void): Promise<unknown> {
+  return (await import('./node/call-client.js')).callActor(call, onItem);
 }
 
 // ---- bench ----

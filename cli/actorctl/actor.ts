@@ -4,21 +4,29 @@
  * node bound (port 0 picks one) and its id, which scripts read to reach it. What it loaded and how
  * it stops are diagnostics, on stderr (`--log-level info`).
  */
-import { InvalidInputError } from '../../lib/errors.js';
-import { TIMER_SETTING_KEYS, actorParams, describeActorClass, loadActorClass, startSystem, type ActorSystem, type MembershipTimers } from '../../framework/index.js';
-import { parseNumber, type ParsedArgs } from '../kit/flags.js';
+import { InvalidInputError, ToolError } from '../../lib/errors.js';
+import { actorParams, describeActorClass, loadActorClass, startSystem, type ActorSystem } from '../../framework/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type OptionSpec } from '../kit/program.js';
 import { nodeAddress, nodeAddresses } from './common.js';
+import { CLUSTER_OPTION, TLS_OPTIONS, addressSetting, clusterSetting, connectFlags, limitSettings, seedsSetting, timerSettings, tlsSetting, type ConnectFlags } from './settings.js';
 
 /** The `-D` key whose value is a JSON object of constructor parameters. */
 const EXTRA_KWARGS = 'actor.extra_kwargs';
 
+/** Where a node listens unless told otherwise: only this machine can reach it. */
+const DEFAULT_ADDR = '127.0.0.1:8000';
+
 interface ActorFlags {
   classPath: string;
   name: string;
-  addr: string;
+  addr: string | undefined;
+  metricsAddr: string | undefined;
   seeds: string[];
-  timers: Partial<MembershipTimers>;
+  insecure: boolean;
+  connect: ConnectFlags;
+  /** `-D key=value` settings other than the constructor parameters. */
+  defines: string[];
   /** The JSON objects of `-D actor.extra_kwargs`, in order (checked once the class is loaded). */
   paramJson: string[];
   /** `--key value` words after `--`, for the constructor. */
@@ -26,25 +34,21 @@ interface ActorFlags {
 }
 
 function flags(args: ParsedArgs): ActorFlags {
-  const timers: Partial<MembershipTimers> = {};
   const paramJson: string[] = [];
+  const defines: string[] = [];
   for (const define of args.list('--define')) {
-    const eq = define.indexOf('=');
-    if (eq < 0) throw new InvalidInputError(`-D ${define}: expected key=value`);
-    const key = define.slice(0, eq);
-    const value = define.slice(eq + 1);
-    const timer = TIMER_SETTING_KEYS.get(key);
-    if (key === EXTRA_KWARGS) paramJson.push(value);
-    // Periods of 0 ms would spin; counts (indirect_probes) may be 0.
-    else if (timer) timers[timer] = parseNumber(`-D ${key}`, value, { min: 0, exclusive: key.endsWith('_ms') });
-    else throw new InvalidInputError(`-D ${key}: unknown key (accepted: ${EXTRA_KWARGS}, ${[...TIMER_SETTING_KEYS.keys()].join(', ')})`);
+    if (define.startsWith(`${EXTRA_KWARGS}=`)) paramJson.push(define.slice(EXTRA_KWARGS.length + 1));
+    else defines.push(define);
   }
   return {
     classPath: args.requiredPositional(0, 'CLASS_PATH'),
     name: args.text('--name') ?? 'worker',
-    addr: nodeAddress(args, '--addr') ?? '0.0.0.0:8000',
+    addr: nodeAddress(args, '--addr'),
+    metricsAddr: nodeAddress(args, '--metrics-addr'),
     seeds: nodeAddresses(args, '--seeds'),
-    timers,
+    insecure: args.has('--insecure'),
+    connect: connectFlags(args),
+    defines,
     paramJson,
     paramWords: args.rest,
   };
@@ -71,21 +75,27 @@ export const actorCommand = defineCommand({
   name: 'actor <classPath>',
   description: 'start an actor of a class in an actor system node; runs until SIGINT/SIGTERM, then leaves the cluster',
   options: [
-    { flags: '--addr <host:port>', description: 'bind address of the actor system (port 0 picks a free port)', default: '0.0.0.0:8000' },
-    { flags: '--seeds <addrs>', description: 'comma-separated seed node addresses to join' },
+    { flags: '--addr <host:port>', description: `bind address of the node; port 0 picks a free port (default: [node] addr, else ${DEFAULT_ADDR}); other than loopback needs TLS or --insecure` },
+    { flags: '--seeds <addrs>', description: 'comma-separated seed node addresses to join (default: [cluster] seeds)' },
     { flags: '--name <name>', description: 'name of the actor, resolvable cluster-wide', default: 'worker' },
+    CLUSTER_OPTION,
+    ...TLS_OPTIONS,
+    { flags: '--insecure', description: 'allow an address other than loopback without TLS: anyone who reaches it can join and call (default: [node] insecure)' },
+    { flags: '--metrics-addr <host:port>', description: 'also serve /metrics and the other observers over plain HTTP/1.1 here (default: [node] metrics_addr)' },
     {
       flags: '-D, --define <key=value>',
-      description: `${EXTRA_KWARGS}=<JSON object> (constructor parameters), or a membership setting (milliseconds, or a count): ${[...TIMER_SETTING_KEYS.keys()].join(', ')}`,
+      description: `${EXTRA_KWARGS}=<JSON object> (constructor parameters), or any key of the configuration file as table.key, e.g. cluster.probe_interval_ms=200, limits.max_call_bytes=1048576`,
     },
   ],
   examples: [
     'actorctl actor framework.examples.Echo --addr 127.0.0.1:8000 --name echo -- --prefix "re: " --start -5',
     "actorctl actor framework.examples.Echo --addr 127.0.0.1:8001 --seeds 127.0.0.1:8000 -D 'actor.extra_kwargs={\"prefix\":\">\"}'",
+    'actorctl actor framework.examples.Echo --addr 10.0.0.5:8000 --tls-ca certs/ca.crt --tls-cert certs/n1.crt --tls-key certs/n1.key',
   ],
   helpOptions: classParameters,
   flags,
   async run(ctx, f) {
+    const settings = ctx.settings.withDefines(f.defines);
     const loaded = await loadActorClass(f.classPath);
     let params: Record<string, unknown>;
     try {
@@ -94,24 +104,41 @@ export const actorCommand = defineCommand({
       if (!(error instanceof InvalidInputError)) throw error;
       throw new InvalidInputError(error.message, { hint: `run \`actorctl actor ${f.classPath} --help\` for the constructor parameters` });
     }
+    const configured = (key: string): string | undefined => {
+      const value = settings.get<string>(key);
+      return value === undefined ? undefined : addressSetting(settings, key, value);
+    };
+    const addr = f.addr ?? configured('node.addr') ?? DEFAULT_ADDR;
+    const metricsAddr = f.metricsAddr ?? configured('node.metrics_addr');
+    const seeds = seedsSetting(settings, f.seeds);
+    const cluster = clusterSetting(settings, f.connect);
+    const tls = tlsSetting(settings, f.connect);
     ctx.log.info(`loaded actor class ${f.classPath}: ${loaded.className} from ${loaded.module}`);
     ctx.log.info(`constructor parameters: ${JSON.stringify(params)}`);
-    ctx.log.info(`actor name ${f.name}, address ${f.addr}, seeds ${f.seeds.join(', ') || '(none: first node)'}`);
+    ctx.log.info(`actor name ${f.name}, address ${addr}, seeds ${seeds.join(', ') || '(none: first node)'}${tls ? ', mutual TLS' : ''}`);
 
     let system: ActorSystem;
     try {
       system = await startSystem({
-        addr: f.addr,
-        seeds: f.seeds,
-        timers: f.timers,
+        addr,
+        seeds,
+        ...(cluster === undefined ? {} : { cluster }),
+        ...(tls === undefined ? {} : { tls }),
+        ...(metricsAddr === undefined ? {} : { metricsAddr }),
+        insecure: f.insecure || settings.get<boolean>('node.insecure') === true,
+        timers: timerSettings(settings),
+        limits: limitSettings(settings),
         testFaults: ctx.env.ACTORCTL_TEST_FAULTS === '1',
         log: (m) => ctx.log.info(m),
         warn: (m) => ctx.log.warn(m),
       });
     } catch (error) {
-      const e = error as NodeJS.ErrnoException;
-      if (e.code === 'EADDRINUSE' || e.code === 'EADDRNOTAVAIL' || e.code === 'EACCES') throw new InvalidInputError(`--addr ${f.addr}: cannot bind (${e.code})`);
-      throw new InvalidInputError(`--addr ${f.addr}: ${e.message}`);
+      if (error instanceof ToolError) throw error;
+      const e = error as NodeJS.ErrnoException & { port?: number };
+      // Which of the two listeners failed: the metrics one when its port is the one named.
+      const [flag, value] = metricsAddr !== undefined && e.port !== undefined && metricsAddr.endsWith(`:${e.port}`) ? ['--metrics-addr', metricsAddr] : ['--addr', addr];
+      if (e.code === 'EADDRINUSE' || e.code === 'EADDRNOTAVAIL' || e.code === 'EACCES') throw new InvalidInputError(`${flag} ${value}: cannot bind (${e.code})`);
+      throw new InvalidInputError(`${flag} ${value}: ${e.message}`);
     }
     try {
       await system.spawn(loaded.cls, { name: f.name, params, metadata: { module: loaded.module } });
@@ -119,6 +146,7 @@ export const actorCommand = defineCommand({
       await system.shutdown();
       throw new InvalidInputError(`${f.classPath}: could not start: ${(error as Error).message}`);
     }
+    if (system.metricsAddress) ctx.log.info(`observers over HTTP/1.1 at http://${system.metricsAddress}/metrics`);
     ctx.stdout.write(`[${f.name}] Started at ${system.addr} (node ${system.nodeId})\n`);
     if (!ctx.signal.aborted) await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
     ctx.log.info(`[${f.name}] stopping: leaving the cluster`);

@@ -6,6 +6,7 @@ import { InvalidInputError } from '../../lib/errors.js';
 import { DEFAULT_NODE_PORT, normalizeAddr, parseAddr, type InspectOptions, type NodeFailure } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import type { CommandContext, OptionSpec } from '../kit/program.js';
+import { CLUSTER_OPTION, TLS_OPTIONS, clusterSetting, connectFlags, seedsSetting, tlsSetting, type ConnectFlags } from './settings.js';
 
 /** One address of a node, `host:port`; inspect also takes a bare host (port 8000) or an http:// URL (`lenient`). */
 export function nodeAddress(args: ParsedArgs, long: string, { lenient = false } = {}): string | undefined {
@@ -29,21 +30,43 @@ function checkedAddress(args: ParsedArgs, long: string, word: string, lenient: b
   return addr;
 }
 
-export const SEEDS_OPTION: OptionSpec = { flags: '--seeds <addrs>', description: `comma-separated node addresses (host:port; port ${DEFAULT_NODE_PORT} when omitted)` };
+export const SEEDS_OPTION: OptionSpec = { flags: '--seeds <addrs>', description: `comma-separated node addresses (host:port; port ${DEFAULT_NODE_PORT} when omitted; default: [cluster] seeds)` };
 
 export const INSPECT_OPTIONS: OptionSpec[] = [
   { flags: '--timeout <seconds>', description: 'request timeout', default: '10.0' },
   { flags: '--best_effort <bool>', description: 'True: list failing nodes and show the rest', default: 'False' },
+  CLUSTER_OPTION,
+  ...TLS_OPTIONS,
 ];
 
-/** `--seeds` (required unless `seedsRequired` is false), `--timeout` and `--best_effort`. */
-export function inspectOptions(args: ParsedArgs, seedsRequired = true): InspectOptions {
-  const seeds = nodeAddresses(args, '--seeds', { lenient: true });
-  if (seedsRequired && seeds.length === 0) throw new InvalidInputError('--seeds needs at least one address (host:port)');
+/** What the inspect commands read from their command line. */
+export interface InspectFlags {
+  seeds: string[];
+  timeoutMs: number;
+  bestEffort: boolean;
+  connect: ConnectFlags;
+}
+
+/** `--seeds`, `--timeout`, `--best_effort`, `--cluster` and the TLS files. */
+export function inspectFlags(args: ParsedArgs): InspectFlags {
   return {
-    seeds,
+    seeds: nodeAddresses(args, '--seeds', { lenient: true }),
     timeoutMs: args.number('--timeout', 10, { min: 0.001 }) * 1000,
     bestEffort: args.bool('--best_effort', false),
+    connect: connectFlags(args),
+  };
+}
+
+/** The inspect options: the flags over the configuration (seeds, cluster, TLS); seeds are required unless `seedsRequired` is false. */
+export function inspectOptions(ctx: CommandContext, flags: InspectFlags, seedsRequired = true): InspectOptions {
+  const seeds = seedsSetting(ctx.settings, flags.seeds).map(normalizeAddr);
+  if (seedsRequired && seeds.length === 0) throw new InvalidInputError('--seeds needs at least one address (host:port)', { hint: 'or set seeds in [cluster] of the configuration file' });
+  return {
+    seeds,
+    timeoutMs: flags.timeoutMs,
+    bestEffort: flags.bestEffort,
+    cluster: clusterSetting(ctx.settings, flags.connect),
+    tls: tlsSetting(ctx.settings, flags.connect),
   };
 }
 

@@ -1,29 +1,29 @@
 /** `actorctl inspect actors`: named actors across the cluster, or the actors of one node. */
 import { InvalidInputError } from '../../lib/errors.js';
 import { columnsOf, type Column, type Row } from '../../lib/output.js';
-import { inspectActors, inspectNodeActors, type ActorPlacement, type ActorsOptions } from '../../framework/index.js';
+import { inspectActors, inspectNodeActors, type ActorPlacement, type ActorsOptions, type InspectOptions } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
-import { INSPECT_OPTIONS, SEEDS_OPTION, inspectOptions, nodeAddress, warnFailures } from './common.js';
+import { INSPECT_OPTIONS, SEEDS_OPTION, inspectFlags, inspectOptions, nodeAddress, warnFailures, type InspectFlags } from './common.js';
 
 interface ActorsFlags {
   /** One node to list instead of the cluster. */
   endpoint: string | undefined;
-  query: ActorsOptions;
+  inspect: InspectFlags;
+  query: Omit<ActorsOptions, keyof InspectOptions>;
   view: RowView;
 }
 
 function flags(args: ParsedArgs): ActorsFlags {
   const endpoint = nodeAddress(args, '--endpoint', { lenient: true });
   if (endpoint !== undefined && args.given('--seeds')) throw new InvalidInputError('--endpoint and --seeds exclude each other', { hint: 'give one node with --endpoint, or the cluster with --seeds' });
-  if (endpoint === undefined && !args.given('--seeds')) throw new InvalidInputError('inspect actors needs --seeds or --endpoint');
   const top = args.number('--top', undefined, { integer: true, min: 1 });
   const filter = args.text('--filter');
   return {
     endpoint,
+    inspect: inspectFlags(args),
     query: {
-      ...inspectOptions(args, endpoint === undefined),
       all: args.bool('--all_actors', false),
       ...(filter === undefined ? {} : { filter }),
       ...(top === undefined ? {} : { top }),
@@ -38,8 +38,8 @@ const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' 
 const NODE_TABLE: Column[] = [{ key: 'name' }, { key: 'type' }, { key: 'actor_id' }, { key: 'class' }, { key: 'module' }];
 const NODE_FIELDS: Column[] = [{ key: 'name' }, { key: 'type' }, { key: 'actor_id' }, { key: 'class' }, { key: 'status' }];
 
-async function printNode(ctx: CommandContext, endpoint: string, { query, view }: ActorsFlags): Promise<void> {
-  const actors = await inspectNodeActors(endpoint, query);
+async function printNode(ctx: CommandContext, endpoint: string, { inspect, query, view }: ActorsFlags): Promise<void> {
+  const actors = await inspectNodeActors(endpoint, { ...inspectOptions(ctx, inspect, false), ...query });
   const table = view.format === 'table';
   const rows: Row[] = actors.map((a) => (table ? { ...a, module: a.module ?? '' } : { ...a }));
   const extra = columnsOf(rows).filter((c) => !NODE_FIELDS.some((f) => f.key === c.key));
@@ -62,8 +62,8 @@ function placementRow(actor: ActorPlacement, table: boolean): Row {
   };
 }
 
-async function printCluster(ctx: CommandContext, { query, view }: ActorsFlags): Promise<void> {
-  const { nodes, actors, failures } = await inspectActors(query);
+async function printCluster(ctx: CommandContext, { inspect, query, view }: ActorsFlags): Promise<void> {
+  const { nodes, actors, failures } = await inspectActors({ ...inspectOptions(ctx, inspect), ...query });
   warnFailures(ctx, failures);
   const table = view.format === 'table';
   const columns: Column[] = table

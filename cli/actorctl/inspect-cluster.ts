@@ -1,21 +1,23 @@
 /** `actorctl inspect cluster`: the members of a cluster and their status. */
 import type { Column } from '../../lib/output.js';
-import { inspectCluster, type InspectOptions } from '../../framework/index.js';
+import { inspectCluster } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
 import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
-import { INSPECT_OPTIONS, SEEDS_OPTION, inspectOptions } from './common.js';
+import { INSPECT_OPTIONS, SEEDS_OPTION, inspectFlags, inspectOptions, type InspectFlags } from './common.js';
 
 interface ClusterFlags {
-  inspect: InspectOptions;
+  inspect: InspectFlags;
   view: RowView;
 }
 
 function flags(args: ParsedArgs): ClusterFlags {
-  return { inspect: inspectOptions(args), view: rowView(args) };
+  return { inspect: inspectFlags(args), view: rowView(args) };
 }
 
-const COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'addr' }, { key: 'status' }];
+/** A table leaves out each member's actors (`inspect actors` shows them); the other formats carry them. */
+const TABLE_COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'addr' }, { key: 'status' }];
+const ROW_COLUMNS: Column[] = [...TABLE_COLUMNS, { key: 'actors' }];
 
 export const inspectClusterCommand = defineCommand({
   name: 'inspect cluster',
@@ -23,10 +25,12 @@ export const inspectClusterCommand = defineCommand({
   options: [SEEDS_OPTION, ...INSPECT_OPTIONS, ...FORMAT_OPTIONS],
   examples: ['actorctl inspect cluster --seeds 127.0.0.1:8000', 'actorctl inspect cluster --seeds 127.0.0.1:8000 --format json'],
   flags,
-  async run(ctx, { inspect, view }) {
+  async run(ctx, f) {
+    const { view } = f;
+    const inspect = inspectOptions(ctx, f.inspect);
     ctx.log.info(`connecting to the cluster via seeds ${inspect.seeds.join(', ')}`);
     const { seed, members } = await inspectCluster(inspect);
-    printRows(ctx, view, COLUMNS, members.map((m) => ({ ...m })));
+    printRows(ctx, view, view.format === 'table' ? TABLE_COLUMNS : ROW_COLUMNS, members.map((m) => ({ ...m })));
     if (view.format !== 'table') return;
     const counts = new Map<string, number>();
     for (const m of members) counts.set(m.status, (counts.get(m.status) ?? 0) + 1);

@@ -1,20 +1,20 @@
 /** `actorctl inspect metrics`: each Alive node's Prometheus metrics, raw or the key series. */
 import type { Column } from '../../lib/output.js';
-import { inspectMetrics, type InspectOptions } from '../../framework/index.js';
+import { inspectMetrics } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
 import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
-import { INSPECT_OPTIONS, SEEDS_OPTION, inspectOptions, warnFailures } from './common.js';
+import { INSPECT_OPTIONS, SEEDS_OPTION, inspectFlags, inspectOptions, warnFailures, type InspectFlags } from './common.js';
 
 interface MetricsFlags {
-  inspect: InspectOptions;
+  inspect: InspectFlags;
   /** Every series (as each node's text, in a table), or only the key series. */
   raw: boolean;
   view: RowView;
 }
 
 function flags(args: ParsedArgs): MetricsFlags {
-  return { inspect: inspectOptions(args), raw: args.bool('--raw', true), view: rowView(args) };
+  return { inspect: inspectFlags(args), raw: args.bool('--raw', true), view: rowView(args) };
 }
 
 /** A table needs no address beside the node id; the other formats carry both. */
@@ -33,7 +33,7 @@ export const inspectMetricsCommand = defineCommand({
   examples: ['actorctl inspect metrics --seeds 127.0.0.1:8000 --raw False', 'actorctl inspect metrics --seeds 127.0.0.1:8000 --format jsonl'],
   flags,
   async run(ctx, { inspect, raw, view }) {
-    const { nodes, failures } = await inspectMetrics({ ...inspect, keyOnly: !raw });
+    const { nodes, failures } = await inspectMetrics({ ...inspectOptions(ctx, inspect), keyOnly: !raw });
     warnFailures(ctx, failures);
     const table = view.format === 'table';
     // For people, every series is best read as the text format itself, which tools such as promtool also read.

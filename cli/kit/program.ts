@@ -8,6 +8,7 @@
 import { cac, type CAC } from 'cac';
 import type { Readable } from 'node:stream';
 import { configEnvVar, locateConfig, type ConfigLocation } from '../../lib/config.js';
+import { Settings, loadSettings, type ConfigSchema } from './config-file.js';
 import { ToolError, ExitCode, InterruptedError, InvalidInputError, exitCodeOf, type StopSignal } from '../../lib/errors.js';
 import { LOG_LEVELS, Logger, parseLogLevel } from '../../lib/log.js';
 import { ParsedArgs, camelCase, flagsOf, type OptionSpec } from './flags.js';
@@ -30,6 +31,8 @@ export interface CommandContext {
   env: NodeJS.ProcessEnv;
   /** Aborted on the first SIGINT/SIGTERM; commands stop cleanly and leave nothing half-written. */
   signal: AbortSignal;
+  /** The tool's configuration file, read and checked against the tool's `config` schema (empty for a tool without one). */
+  settings: Settings;
 }
 
 /** A command: its syntax and options for cac and --help, a reader of its typed flags, and its work. */
@@ -57,6 +60,8 @@ export interface ToolSpec {
   name: string;
   description: string;
   commands: CommandSpec[];
+  /** The keys its configuration file takes; the file is then read (and checked) before any command runs. */
+  config?: ConfigSchema;
 }
 
 /** Declares a command with its own flags type (a list of commands holds them as `CommandSpec`). */
@@ -129,10 +134,12 @@ class Tool {
 
       const controller = new AbortController();
       const io = this.io;
+      const config = locateConfig(this.spec.name, options.config, this.io.env);
       const ctx: CommandContext = {
         tool: this.spec.name,
         log,
-        config: locateConfig(this.spec.name, options.config, this.io.env),
+        config,
+        settings: this.spec.config ? await loadSettings(config, this.spec.config) : new Settings({}, undefined),
         // A getter: process.stdin is created on first use, which costs start-up time most commands never need.
         get stdin() {
           return io.stdin;

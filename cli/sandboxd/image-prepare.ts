@@ -16,13 +16,20 @@ function environment(pairs: string[]): Record<string, string> {
   return env;
 }
 
-function flags(args: ParsedArgs): PrepareImageOptions {
+interface PrepareFlags extends Omit<PrepareImageOptions, 'imagesDir' | 'libraryDir'> {
+  /** Unset: the configuration's `images_dir`. */
+  imagesDir: string | undefined;
+  /** Unset: the configuration's `library_dir`, else the built-in library. */
+  libraryDir: string | undefined;
+}
+
+function flags(args: ParsedArgs): PrepareFlags {
   const key = args.text('--key');
   return {
     rootfs: args.requiredPositional(0, 'ROOTFS'),
-    imagesDir: args.required('--images-dir'),
+    imagesDir: args.text('--images-dir'),
     ...(key === undefined ? {} : { key }),
-    libraryDir: args.text('--library-dir') ?? DEFAULT_FIRMWARE_DIR,
+    libraryDir: args.text('--library-dir'),
     cmd: [...args.rest],
     env: environment(args.list('--env')),
     force: args.has('--force'),
@@ -33,9 +40,9 @@ export const imagePrepareCommand = defineCommand({
   name: 'image prepare <rootfs>',
   description: 'make a root filesystem directory a prepared image: install the guest bootstrap, write <images-dir>/<key>.json',
   options: [
-    { flags: '--images-dir <dir>', description: 'directory of prepared image manifests (the daemon\'s --images-dir); created if missing' },
+    { flags: '--images-dir <dir>', description: 'directory of prepared image manifests (the daemon\'s --images-dir); created if missing (default: images_dir of the configuration)' },
     { flags: '--key <key>', description: 'image key, the manifest name (default: the rootfs directory name)' },
-    { flags: '--library-dir <dir>', description: `firmware library directory (default: ${DEFAULT_FIRMWARE_DIR})` },
+    { flags: '--library-dir <dir>', description: `firmware library directory (default: library_dir of the configuration, else ${DEFAULT_FIRMWARE_DIR})` },
     { flags: '--env <NAME=VALUE>', description: 'default environment of the workload (repeatable)' },
     { flags: '--force', description: 'replace an existing manifest of the same key' },
   ],
@@ -43,8 +50,10 @@ export const imagePrepareCommand = defineCommand({
     'sandboxd image prepare /srv/rootfs/debian --images-dir /srv/images --key debian --env PATH=/usr/bin:/bin -- python3 -m http.server',
   ],
   flags,
-  async run(ctx, options) {
-    const image = await prepareImage(options);
+  async run(ctx, f) {
+    const imagesDir = f.imagesDir ?? ctx.settings.get<string>('images_dir');
+    if (imagesDir === undefined) throw new InvalidInputError('--images-dir is required', { hint: 'or set images_dir in the configuration file' });
+    const image = await prepareImage({ ...f, imagesDir, libraryDir: f.libraryDir ?? ctx.settings.get<string>('library_dir') ?? DEFAULT_FIRMWARE_DIR });
     ctx.log.info(`installed the bootstrap at ${image.manifest.rootfs}${image.manifest.entrypoint[0]}`);
     ctx.stdout.write(`${image.path}\n`);
   },

@@ -34,6 +34,7 @@ const LIGHT_MODULES = [
   'framework/core/address.js',
   'framework/core/errors.js',
   'framework/core/members.js',
+  'framework/core/limits.js',
   'framework/node/inspect-types.js',
   'framework/loadgen/types.js',
 ];

@@ -4,20 +4,16 @@
  * another node. Remote asks and tells ride the peer's call channel; a streamed reply has an HTTP/2
  * stream of its own.
  */
-import http2 from 'node:http2';
 import type { ActorCell, Delivery } from './cell.js';
-import { errorMessage } from './cell.js';
 import { ChannelPool } from './channel.js';
-import { FLAG_END, FLAG_ERROR, FrameDecoder, frameValue } from './codec.js';
 import type { ActorHandle, CallOptions, ResolveOptions, ResolvePolicy } from './context.js';
-import { ActorError, STATUS_OF, type ActorErrorCode } from './errors.js';
+import { ActorError, errorMessage } from './errors.js';
 import type { MemberRecord } from './members.js';
 import type { Membership } from './membership.js';
 import type { NodeMetrics } from './metrics.js';
 import type { LocalActors } from './registry.js';
-import { readBody, type Transport } from './transport.js';
-
-const { NGHTTP2_CANCEL } = http2.constants;
+import { callJson, decodeReply, remoteStream } from './remote.js';
+import type { Transport } from './transport.js';
 
 /** Where a call goes: a local cell, or a node address plus the path of the actor there. */
 type Target = { cell: ActorCell } | { addr: string; nodeId: string; path: string; key: string };
@@ -150,7 +146,7 @@ export class Caller {
     this.inflight.set(target.key, (this.inflight.get(target.key) ?? 0) + 1);
     const started = performance.now();
     try {
-      const reply = await this.channels.call(target.addr, mode, target.path, JSON.stringify({ method, args }), timeoutMs, options.signal);
+      const reply = await this.channels.call(target.addr, mode, target.path, callJson(method, args), timeoutMs, options.signal);
       const body = decodeReply(reply.status, reply.body, target.addr);
       if (mode === 'ask') this.hot.remoteLatency((performance.now() - started) / 1000);
       return body;
@@ -173,62 +169,13 @@ export class Caller {
       return;
     }
     this.hot.calls.remote.stream();
-    const request = this.options.transport.open(target.addr, target.path, {
-      headers: { 'x-message-mode': 'stream' },
-      body: JSON.stringify({ method, args }),
-    });
-    const cancel = (): void => {
-      if (!request.closed) request.close(NGHTTP2_CANCEL);
-    };
-    options.signal?.addEventListener('abort', cancel, { once: true });
-    // The timeout bounds the wait for the reply to start, not the length of the stream.
-    const timer = setTimeout(cancel, timeoutMs);
-    try {
-      const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-        request.once('response', resolve);
-        request.once('close', () => reject(new ActorError(options.signal?.aborted ? 'cancelled' : 'unreachable', `${target.addr}: stream closed before a reply`)));
-        request.once('error', (e) => reject(new ActorError('unreachable', `${target.addr}: ${e.message}`)));
-      });
-      clearTimeout(timer);
-      const status = Number(headers[':status']);
-      if (status !== 200 || headers['x-response-type'] !== 'stream') {
-        decodeReply(status, await readBody(request), target.addr);
-        throw new ActorError('failed', `${target.addr} did not answer with a stream`);
-      }
-      const decoder = new FrameDecoder();
-      for await (const chunk of request as AsyncIterable<Buffer>) {
-        for (const frame of decoder.push(chunk)) {
-          if (frame.flags & FLAG_ERROR) throw new ActorError('failed', frame.error ?? 'stream failed');
-          if (frame.flags & FLAG_END) return;
-          yield frameValue(frame);
-        }
-      }
-      throw new ActorError(options.signal?.aborted ? 'cancelled' : 'unreachable', `${target.addr}: stream ended without an END frame`);
-    } finally {
-      clearTimeout(timer);
-      options.signal?.removeEventListener('abort', cancel);
-      cancel();
-    }
+    yield* remoteStream(this.options.transport, target.addr, target.path, callJson(method, args), timeoutMs, options.signal);
   }
 
   /** Channels never end on their own: closing them lets the sessions close gracefully. */
   close(): void {
     this.channels.close();
   }
-}
-
-/** Turns a call reply into its value or the ActorError it carries. */
-function decodeReply(status: number, body: Buffer, addr: string): unknown {
-  let parsed: { result?: unknown; error?: { code?: string; message?: string } };
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch {
-    throw new ActorError('failed', `${addr} answered ${status} with a body that is not JSON`);
-  }
-  if (status === 200) return parsed.result;
-  if (status === 202) return undefined;
-  const code = (parsed.error?.code ?? 'failed') as ActorErrorCode;
-  throw new ActorError(code in STATUS_OF ? code : 'failed', parsed.error?.message ?? `${addr} answered ${status}`);
 }
 
 /** Waits for a local result with a timeout and an abort signal; either fails the call (and drops it if still queued). */

@@ -4,7 +4,7 @@
  */
 import { callableMethods, type ActorMeta } from './actor.js';
 import type { ActorContext } from './context.js';
-import { ActorError } from './errors.js';
+import { ActorError, errorMessage } from './errors.js';
 
 export type CallMode = 'ask' | 'tell' | 'stream';
 
@@ -253,8 +253,4 @@ export class ActorCell {
     await this.stopInstance();
     this.hooks.stopped(this);
   }
-}
-
-export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

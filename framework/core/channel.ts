@@ -15,16 +15,18 @@
 import http2 from 'node:http2';
 import { FrameError, LengthPrefixedDecoder, allocRecord } from './codec.js';
 import { ActorError } from './errors.js';
-import { MAX_BODY_BYTES, type Reply, type Transport } from './transport.js';
+import type { ConnectionBudget } from './budget.js';
+import { MAX_REPLY_BYTES, type Reply, type Transport } from './transport.js';
 
 const { NGHTTP2_CANCEL, NGHTTP2_PROTOCOL_ERROR } = http2.constants;
 
 export const CHANNEL_PATH = '/_channel';
 
-/** A record carries one call body or reply (bounded like the per-message routes) plus its header and target. */
-const MAX_RECORD_BYTES = MAX_BODY_BYTES + 70 * 1024;
+/** A record carries one call body or reply plus its header and target (up to 64 KiB). */
+const MAX_RECORD_OVERHEAD = 70 * 1024;
 
-export const channelDecoder = (): LengthPrefixedDecoder<ChannelRecord> => new LengthPrefixedDecoder(parseChannelRecord, MAX_RECORD_BYTES);
+/** Decodes records whose body (a call or a reply) is at most `maxBodyBytes`. */
+export const channelDecoder = (maxBodyBytes = MAX_REPLY_BYTES): LengthPrefixedDecoder<ChannelRecord> => new LengthPrefixedDecoder(parseChannelRecord, maxBodyBytes + MAX_RECORD_OVERHEAD);
 
 export const CALL = 1;
 export const REPLY = 2;
@@ -277,65 +279,116 @@ export interface IncomingCall {
   target: string;
   body: Buffer;
   reply(status: number, json: string): void;
+  /** The call no longer holds its body: its bytes leave the connection's budget (once). */
+  release(): void;
   /** Set by the handler for calls that keep running after it returns. */
   onCancel?: () => void;
 }
 
-/** The callee's end of a channel: dispatches CALLs, writes REPLYs, forwards CANCELs. */
+export interface ServerChannelOptions {
+  /** Bytes of records being received and of calls not yet released are charged here; while it is full the channel stops reading. */
+  budget: ConnectionBudget;
+  /** Largest CALL body; a longer record resets the channel. */
+  maxRecordBytes: number;
+  handle(call: IncomingCall): void;
+  malformed(message: string): void;
+  closed(channel: ServerChannel): void;
+}
+
+/**
+ * The callee's end of a channel: dispatches CALLs, writes REPLYs, forwards CANCELs. A peer sending
+ * more than the budget allows is slowed, not refused: the channel stops reading, so HTTP/2 flow
+ * control holds the peer's writes until calls are answered and their bytes given back.
+ */
 export class ServerChannel {
   private readonly running = new Map<number, IncomingCall>();
   private readonly writer: BatchWriter;
+  private readonly decoder: LengthPrefixedDecoder<ChannelRecord>;
   /** The caller ended its side: end ours once the calls still running have replied. */
   private draining = false;
+  /** Bytes of this channel in the budget: an incomplete record plus the bodies of calls not released. */
+  private charged = 0;
+  /** The stream has closed and the channel's bytes have been given back. */
+  private gone = false;
 
   constructor(
     private readonly stream: http2.ServerHttp2Stream,
-    handle: (call: IncomingCall) => void,
-    malformed: (message: string) => void,
-    closed: (channel: ServerChannel) => void,
+    private readonly options: ServerChannelOptions,
   ) {
     this.writer = new BatchWriter(stream);
+    this.decoder = new LengthPrefixedDecoder(parseChannelRecord, options.maxRecordBytes + MAX_RECORD_OVERHEAD);
     stream.respond({ ':status': 200, 'content-type': 'application/octet-stream' });
-    const decoder = channelDecoder();
-    stream.on('data', (chunk: Buffer) => {
-      let records: ChannelRecord[];
-      try {
-        records = decoder.push(chunk);
-      } catch (error) {
-        malformed((error as Error).message);
-        return this.reset();
-      }
-      for (const record of records) {
-        if (record.kind === CALL) {
-          if (this.running.has(record.id)) {
-            malformed(`call id ${record.id} is already in use on this channel`);
-            return this.reset();
-          }
-          const call = this.incoming(record.id, record.mode, record.target, record.body);
-          this.running.set(record.id, call);
-          handle(call);
-        } else if (record.kind === CANCEL) {
-          const call = this.running.get(record.id);
-          this.running.delete(record.id);
-          call?.onCancel?.();
-        } else {
-          malformed(`a REPLY record (call ${record.id}) was sent to the callee`);
-          return this.reset();
-        }
-      }
-    });
+    stream.on('data', (chunk: Buffer) => this.receive(chunk));
     stream.once('end', () => {
       this.draining = true;
       if (!this.running.size) this.writer.end();
     });
     stream.once('close', () => {
-      closed(this);
+      options.closed(this);
       for (const call of this.running.values()) call.onCancel?.();
       this.running.clear();
+      // Everything the channel held leaves the budget now; calls still finishing give back nothing more.
+      this.give(this.charged);
+      this.gone = true;
     });
   }
 
+  private receive(chunk: Buffer): void {
+    const { budget } = this.options;
+    budget.take(chunk.length);
+    this.charged += chunk.length;
+    const heldBefore = this.decoder.heldBytes;
+    let records: ChannelRecord[];
+    try {
+      records = this.decoder.push(chunk);
+    } catch (error) {
+      this.options.malformed((error as Error).message);
+      return this.reset();
+    }
+    // What the decoder no longer holds, less the bodies of the calls it produced, leaves the budget now.
+    let kept = 0;
+    for (const record of records) if (record.kind === CALL) kept += record.body.length;
+    this.give(heldBefore + chunk.length - this.decoder.heldBytes - kept);
+    for (const record of records) {
+      if (record.kind === CALL) {
+        if (this.running.has(record.id)) {
+          this.options.malformed(`call id ${record.id} is already in use on this channel`);
+          return this.reset();
+        }
+        const call = this.incoming(record.id, record.mode, record.target, record.body);
+        this.running.set(record.id, call);
+        this.options.handle(call);
+      } else if (record.kind === CANCEL) {
+        const call = this.running.get(record.id);
+        this.running.delete(record.id);
+        call?.onCancel?.();
+      } else {
+        this.options.malformed(`a REPLY record (call ${record.id}) was sent to the callee`);
+        return this.reset();
+      }
+    }
+    if (budget.full && !this.stream.isPaused()) this.pauseUntilRoom();
+  }
+
+  private pauseUntilRoom(): void {
+    this.stream.pause();
+    const { budget } = this.options;
+    const check = (): void => {
+      if (this.stream.closed) return;
+      if (budget.full) budget.node.waitForRoom(check);
+      else this.stream.resume();
+    };
+    budget.node.waitForRoom(check);
+  }
+
+  private give(bytes: number): void {
+    if (bytes <= 0 || this.gone) return;
+    this.charged -= bytes;
+    this.options.budget.give(bytes);
+  }
+
   private incoming(id: number, mode: ChannelMode, target: string, body: Buffer): IncomingCall {
+    let held = body.length;
     const call: IncomingCall = {
       mode,
       target,
@@ -347,6 +400,10 @@ export class ServerChannel {
         this.running.delete(id);
         this.writer.write(encodeReply(id, status, json));
         if (this.draining && !this.running.size) this.writer.end();
+      },
+      release: () => {
+        this.give(held);
+        held = 0;
       },
     };
     return call;

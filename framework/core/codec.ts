@@ -4,6 +4,7 @@
  *   u32 data length | data | (ERROR only) u16 error length | error text
  * An END frame closes the stream; an ERROR frame carries the producer's failure.
  */
+import { ActorError, errorMessage, type ActorErrorCode } from './errors.js';
 
 export const FLAG_END = 0x01;
 export const FLAG_ERROR = 0x02;
@@ -50,11 +51,35 @@ export function encodeFrame(frame: Frame): Buffer {
 }
 
 export function jsonFrame(value: unknown): Buffer {
-  return encodeFrame({ flags: 0, type: 'json', data: Buffer.from(JSON.stringify(value ?? null), 'utf8') });
+  return encodeFrame({ flags: 0, type: 'json', data: Buffer.from(toJson(value ?? null, 'a streamed item'), 'utf8') });
 }
 export const END_FRAME = encodeFrame({ flags: FLAG_END, type: '', data: Buffer.alloc(0) });
+/** The error text of a frame has a u16 length: a longer message is cut (at a character boundary). */
+const MAX_ERROR_BYTES = 0xffff;
+
 export function errorFrame(message: string): Buffer {
-  return encodeFrame({ flags: FLAG_ERROR | FLAG_END, type: '', data: Buffer.alloc(0), error: message });
+  return encodeFrame({ flags: FLAG_ERROR | FLAG_END, type: '', data: Buffer.alloc(0), error: truncateUtf8(message, MAX_ERROR_BYTES) });
+}
+
+/** The longest prefix of `text` whose UTF-8 encoding fits `maxBytes`. */
+export function truncateUtf8(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text) <= maxBytes) return text;
+  const bytes = Buffer.from(text).subarray(0, maxBytes);
+  // A cut inside a multi-byte character leaves a replacement character at the end: drop it.
+  return bytes.toString('utf8').replace(/\uFFFD$/, '');
+}
+
+/**
+ * JSON of a value that crossed into this process from an actor: a value JSON cannot carry (a
+ * cycle, a BigInt, a getter that throws, nesting deeper than the stack) is an ActorError naming
+ * `what`, never an exception escaping into the transport.
+ */
+export function toJson(value: unknown, what: string, code: ActorErrorCode = 'failed'): string {
+  try {
+    return JSON.stringify(value) ?? 'null';
+  } catch (error) {
+    throw new ActorError(code, `${what} cannot be sent as JSON: ${errorMessage(error)}`);
+  }
 }
 
 /**
@@ -103,6 +128,11 @@ export class LengthPrefixedDecoder<T> {
   /** True when bytes of an incomplete record are left over. */
   get pending(): boolean {
     return this.heldSize > 0;
+  }
+
+  /** Bytes of an incomplete record held until the rest arrives. */
+  get heldBytes(): number {
+    return this.heldSize;
   }
 }
 

@@ -6,11 +6,13 @@ export type ActorErrorCode =
   | 'is-stream'
   | 'not-found' // no such actor / no Alive instance
   | 'stopped'
-  | 'overloaded' // mailbox full
+  | 'overloaded' // mailbox full, or the node holds as many call bodies as it may
   | 'cancelled'
   | 'timeout'
   | 'unreachable' // the peer could not be reached
-  | 'bad-request';
+  | 'bad-request'
+  | 'too-large' // a call body over the limit
+  | 'forbidden'; // a peer of another cluster, or without the certificate it needs
 
 export class ActorError extends Error {
   constructor(
@@ -20,6 +22,11 @@ export class ActorError extends Error {
     super(message);
     this.name = 'ActorError';
   }
+}
+
+/** Whether `error` is an ActorError, also one made by another copy of this module (each bundle holds its own). */
+export function isActorError(error: unknown): error is ActorError {
+  return error instanceof Error && error.name === 'ActorError' && typeof (error as ActorError).code === 'string';
 }
 
 /** HTTP status for each code, used by the transport server. */
@@ -35,4 +42,18 @@ export const STATUS_OF: Record<ActorErrorCode, number> = {
   timeout: 504,
   unreachable: 502,
   'bad-request': 400,
+  'too-large': 413,
+  forbidden: 403,
 };
+
+/**
+ * The text of anything thrown. Actors may throw anything (a symbol, an object whose `message` or
+ * `toString` throws), and the message must still reach the caller instead of failing the node.
+ */
+export function errorMessage(error: unknown): string {
+  try {
+    return error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    return `an error that cannot be shown as text (${typeof error})`;
+  }
+}

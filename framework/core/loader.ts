@@ -7,11 +7,13 @@ import { existsSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { TObject, TSchema } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
 import { InvalidInputError } from '../../lib/errors.js';
 import { distPath } from '../../lib/install.js';
 import { actorMeta, type ActorMeta } from './actor.js';
 import type { ActorClass } from './context.js';
+import { acceptedParams, checkParams, declaredParam, typeName } from './params.js';
+
+export { describeParams } from './params.js';
 
 /** dist/ of this build: module paths of this repository resolve under it (also from the bundles in dist/bin/). */
 const DIST_ROOT = distPath();
@@ -80,94 +82,68 @@ function pickExport(mod: Record<string, unknown>, className: string, shown: stri
   return { cls: value as ActorClass<never>, meta, className, module: shown };
 }
 
-export interface ParamInfo {
-  name: string;
-  type: string;
-  default: unknown;
-  description: string | undefined;
-  required: boolean;
-}
+const TRUE = 'true';
+const FALSE = 'false';
+const INTEGER = /^-?\d+$/;
+const DECIMAL = /^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
 
-/** The constructor parameters of a schema, for help and error messages. */
-export function describeParams(schema: TObject): ParamInfo[] {
-  const required = new Set(schema.required ?? []);
-  return Object.entries(schema.properties).map(([name, s]) => ({
-    name,
-    type: typeName(s),
-    default: (s as { default?: unknown }).default,
-    description: (s as { description?: string }).description,
-    required: required.has(name) && (s as { default?: unknown }).default === undefined,
-  }));
-}
-
-function typeName(s: TSchema): string {
-  const t = (s as { type?: unknown }).type;
-  if (typeof t === 'string') return t;
-  if (Array.isArray(s.anyOf)) return (s.anyOf as TSchema[]).map(typeName).join('|');
-  if ('const' in s) return JSON.stringify(s.const);
-  return 'json';
-}
-
-function accepted(schema: TObject): string {
-  const params = describeParams(schema);
-  return params.length ? params.map((p) => `--${p.name} <${p.type}>`).join(', ') : 'none (this class takes no parameters)';
-}
-
-const TRUE = new Set(['true', '1', 'yes', 'y', 'on']);
-const FALSE = new Set(['false', '0', 'no', 'n', 'off']);
-
-/** A word from the command line, typed by its schema. */
-function coerce(name: string, s: TSchema, raw: string): unknown {
+/**
+ * A word from the command line read as its declared type. Words are text, so reading them is
+ * parsing, never guessing: a boolean is `true` or `false`, an integer or number is written in
+ * decimal, a string is the word itself, and anything else (arrays, objects, unions) is JSON; a
+ * union that takes a string also takes a word that is not JSON as that string.
+ */
+function readWord(name: string, s: TSchema, raw: string, schema: TObject): unknown {
   const type = typeName(s);
   const bad = (what: string): never => {
-    throw new InvalidInputError(`--${name}: '${raw}' is not ${what}`);
+    throw new InvalidInputError(`--${name}: '${raw}' is not ${what}`, { hint: `accepted parameters: ${acceptedParams(schema)}` });
   };
   switch (type) {
     case 'string':
       return raw;
-    case 'boolean':
-      if (TRUE.has(raw.toLowerCase())) return true;
-      if (FALSE.has(raw.toLowerCase())) return false;
-      return bad('a boolean (true/false)');
-    case 'integer':
-      return /^[-+]?\d+$/.test(raw.trim()) ? Number(raw) : bad('an integer');
-    case 'number': {
-      const n = Number(raw);
-      return raw.trim() !== '' && Number.isFinite(n) ? n : bad('a number');
+    case 'boolean': {
+      const lower = raw.toLowerCase();
+      return lower === TRUE ? true : lower === FALSE ? false : bad('a boolean (true or false)');
     }
+    case 'integer':
+      return INTEGER.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : bad('an integer');
+    case 'number':
+      return DECIMAL.test(raw) && Number.isFinite(Number(raw)) ? Number(raw) : bad('a number');
     default:
       try {
         return JSON.parse(raw);
       } catch {
-        return raw; // unions with string, or free-form values: keep the word
+        return type.split('|').includes('string') ? raw : bad(`JSON of type ${type}`);
       }
   }
 }
 
 /**
  * `--key value` pairs after `--` -> parameters. A value may start with `-` (negative numbers); a
- * boolean key alone means true; `--key=value` works too; `-` in keys reads as `_`.
+ * boolean key alone means true; `--key=value` works too; `-` in keys reads as `_`. A key the class
+ * does not declare itself, or given twice, is refused.
  */
-function parseParamWords(words: readonly string[], schema: TObject): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+function parseParamWords(words: readonly string[], schema: TObject): Map<string, unknown> {
+  const out = new Map<string, unknown>();
   for (let i = 0; i < words.length; ) {
     const word = words[i]!;
-    if (!word.startsWith('--') || word === '--') throw new InvalidInputError(`expected --key after '--', got '${word}' (accepted parameters: ${accepted(schema)})`);
+    if (!word.startsWith('--') || word === '--') throw new InvalidInputError(`expected --key after '--', got '${word}' (accepted parameters: ${acceptedParams(schema)})`);
     const eq = word.indexOf('=');
     const name = (eq < 0 ? word.slice(2) : word.slice(2, eq)).replaceAll('-', '_');
-    const s = schema.properties[name];
-    if (!s) throw new InvalidInputError(`unknown constructor parameter --${name} (accepted parameters: ${accepted(schema)})`);
+    const s = declaredParam(schema, name);
+    if (!s) throw new InvalidInputError(`unknown constructor parameter --${name} (accepted parameters: ${acceptedParams(schema)})`);
+    if (out.has(name)) throw new InvalidInputError(`constructor parameter --${name} is given twice`);
     let raw: string;
     if (eq >= 0) {
       raw = word.slice(eq + 1);
       i++;
     } else if (typeName(s) === 'boolean') {
-      const next = words[i + 1];
-      if (next !== undefined && (TRUE.has(next.toLowerCase()) || FALSE.has(next.toLowerCase()))) {
+      const next = words[i + 1]?.toLowerCase();
+      if (next === TRUE || next === FALSE) {
         raw = next;
         i += 2;
       } else {
-        raw = 'true';
+        raw = TRUE;
         i++;
       }
     } else {
@@ -176,13 +152,13 @@ function parseParamWords(words: readonly string[], schema: TObject): Record<stri
       raw = next;
       i += 2;
     }
-    out[name] = coerce(name, s, raw);
+    out.set(name, readWord(name, s, raw, schema));
   }
   return out;
 }
 
-/** A JSON object of parameters (`-D actor.extra_kwargs=...`): unknown keys are refused too. */
-function parseParamJson(text: string, schema: TObject): Record<string, unknown> {
+/** A JSON object of parameters (`-D actor.extra_kwargs=...`): values are taken as they are typed in JSON. */
+function parseParamJson(text: string, schema: TObject): Map<string, unknown> {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -190,12 +166,11 @@ function parseParamJson(text: string, schema: TObject): Record<string, unknown> 
     throw new InvalidInputError(`actor.extra_kwargs is not JSON: ${(error as Error).message}`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new InvalidInputError('actor.extra_kwargs must be a JSON object');
-  const out: Record<string, unknown> = {};
+  const out = new Map<string, unknown>();
   for (const [key, v] of Object.entries(value)) {
     const name = key.replaceAll('-', '_');
-    const s = schema.properties[name];
-    if (!s) throw new InvalidInputError(`unknown constructor parameter '${key}' in actor.extra_kwargs (accepted parameters: ${accepted(schema)})`);
-    out[name] = typeof v === 'string' && typeName(s) !== 'string' ? coerce(name, s, v) : v;
+    if (!declaredParam(schema, name)) throw new InvalidInputError(`unknown constructor parameter '${key}' in actor.extra_kwargs (accepted parameters: ${acceptedParams(schema)})`);
+    out.set(name, v);
   }
   return out;
 }
@@ -205,16 +180,12 @@ function parseParamJson(text: string, schema: TObject): Record<string, unknown> 
  * the `--key value` words after `--` (which win), with the schema's defaults, checked.
  */
 export function actorParams(schema: TObject, given: { json: readonly string[]; words: readonly string[] }): Record<string, unknown> {
-  const params = Object.assign({}, ...given.json.map((text) => parseParamJson(text, schema)), parseParamWords(given.words, schema)) as Record<string, unknown>;
-  const full = Value.Default(schema, params) as Record<string, unknown>;
-  const errors = [...Value.Errors(schema, full)];
-  if (errors.length) {
-    throw new InvalidInputError(
-      `invalid constructor parameters: ${errors
-        .slice(0, 5)
-        .map((e) => `${e.path ? `--${e.path.slice(1)}` : '(object)'}: ${e.message}`)
-        .join('; ')}`,
-    );
+  const entries = [...given.json.flatMap((text) => [...parseParamJson(text, schema)]), ...parseParamWords(given.words, schema)];
+  // fromEntries defines each key as an own property, so no name can reach an object's prototype.
+  const checked = checkParams(schema, Object.fromEntries(entries));
+  if ('problems' in checked) {
+    const problems = checked.problems.slice(0, 5).map((p) => `${p.name ? `--${p.name}` : '(parameters)'}: ${p.message}`);
+    throw new InvalidInputError(`invalid constructor parameters: ${problems.join('; ')} (accepted parameters: ${acceptedParams(schema)})`);
   }
-  return full;
+  return checked.params;
 }

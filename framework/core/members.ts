@@ -4,6 +4,14 @@
  * without loading the membership protocol (membership.ts).
  */
 
+/** The cluster of a node that is given no name. */
+export const DEFAULT_CLUSTER = 'default';
+
+/** Why a cluster name cannot be used (it travels in a header and a certificate's URI), or undefined. */
+export function clusterNameProblem(name: string): string | undefined {
+  return /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(name) ? undefined : `cluster name '${name}' must be 1-63 of A-Z a-z 0-9 . _ - (starting with a letter or digit)`;
+}
+
 export type MemberStatus = 'Alive' | 'Suspect' | 'Failed' | 'Left';
 export const STATUSES: readonly MemberStatus[] = ['Alive', 'Suspect', 'Failed', 'Left'];
 

@@ -10,8 +10,9 @@
  * A member that hears it is suspected or failed answers with Alive at a higher incarnation.
  * A new member id at an address already known (a restarted process) replaces the older one.
  */
+import { errorMessage } from './errors.js';
 import { STATUSES, type MemberRecord, type MemberStatus, type MembershipTimers } from './members.js';
-import type { Transport } from './transport.js';
+import { CLUSTER_HEADER, type Transport } from './transport.js';
 
 interface Member extends MemberRecord {
   /** When this node last changed the member's status (local clock). */
@@ -19,6 +20,8 @@ interface Member extends MemberRecord {
 }
 
 const MAX_PIGGYBACK = 12;
+/** Members told directly of this node's record when it joins or its actors change. */
+const ANNOUNCE_FANOUT = 32;
 export const SWIM_PATH = '/cluster/swim';
 
 export type SwimMessage =
@@ -104,6 +107,18 @@ export class Membership {
     this.self.inc++;
     this.registry = undefined;
     this.enqueue(this.record(this.self));
+    if (this.joined) this.announce();
+  }
+
+  /**
+   * Tells members of this node's record at once (after joining, and when its actors change),
+   * instead of waiting for probes to carry it: a new node or actor is known cluster-wide after one
+   * round trip. Beyond ANNOUNCE_FANOUT members, gossip carries it the rest of the way.
+   */
+  private announce(): void {
+    const me = this.record(this.self);
+    const peers = shuffle([...this.members.values()].filter((m) => m.status === 'Alive')).slice(0, ANNOUNCE_FANOUT);
+    for (const m of peers) void this.send(m.addr, { type: 'ping', from: me, updates: [me] }, this.config.probeTimeoutMs).catch(() => {});
   }
 
   private record(m: Member | MemberRecord): MemberRecord {
@@ -115,9 +130,11 @@ export class Membership {
       const replies = await Promise.allSettled(this.seeds.map((seed) => this.send(seed, { type: 'join', from: this.record(this.self), members: [] }, this.config.probeTimeoutMs * 3)));
       if (replies.some((r) => r.status === 'fulfilled')) {
         this.joined = true;
+        this.announce();
         return;
       }
-      const message = `membership: no seed answered (${this.seeds.join(', ')}); retrying every ${this.config.joinRetryMs} ms`;
+      const reasons = replies.map((r) => (r.status === 'rejected' ? errorMessage(r.reason) : '')).join('; ');
+      const message = `membership: no seed let this node join (${reasons}); retrying every ${this.config.joinRetryMs} ms`;
       // Say it once, then every 30 s, not on every retry.
       if (Date.now() - this.lastJoinWarning > 30_000) {
         this.lastJoinWarning = Date.now();
@@ -327,13 +344,19 @@ export class Membership {
     for (const [id, at] of this.tombstones) if (now - at > this.config.removeAfterMs * 10) this.tombstones.delete(id);
   }
 
+  /**
+   * Sends one message and merges the reply. Only a member of this cluster is listened to: a reply
+   * that does not name our cluster is refused before anything in it is applied.
+   */
   private async send(addr: string, message: SwimMessage, timeoutMs: number): Promise<SwimReply> {
     const reply = await this.transport.request(addr, SWIM_PATH, {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(message),
       timeoutMs,
     });
-    if (reply.status !== 200) throw new Error(`${addr} answered ${reply.status}`);
+    if (reply.status !== 200) throw new Error(`${addr} answered ${reply.status}${refusal(reply.body)}`);
+    const cluster = reply.headers[CLUSTER_HEADER];
+    if (cluster !== this.transport.cluster) throw new Error(`${addr} is not a member of cluster '${this.transport.cluster}' (it answered as '${String(cluster)}')`);
     const parsed = JSON.parse(reply.body.toString('utf8')) as SwimReply;
     if (!isRecord(parsed.from)) throw new Error(`${addr} sent a malformed reply`);
     this.apply(parsed.from);
@@ -391,4 +414,14 @@ function shuffle<T>(items: T[]): T[] {
     [items[i], items[j]] = [items[j]!, items[i]!];
   }
   return items;
+}
+
+/** What a refusing node said (its error message), for the log. */
+function refusal(body: Buffer): string {
+  try {
+    const message = (JSON.parse(body.toString('utf8')) as { error?: { message?: unknown } }).error?.message;
+    return typeof message === 'string' ? `: ${message}` : '';
+  } catch {
+    return '';
+  }
 }

@@ -4,12 +4,12 @@
  * hears every change of their list, which the system publishes to the cluster.
  */
 import { randomUUID } from 'node:crypto';
-import { Value } from '@sinclair/typebox/value';
 import { actorMeta } from './actor.js';
 import { ActorCell } from './cell.js';
 import type { ActorClass, ActorSystemView, SpawnOptions } from './context.js';
 import { ActorError } from './errors.js';
 import type { NodeMetrics } from './metrics.js';
+import { checkParams } from './params.js';
 
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.\/-]{0,255}$/;
 /** Names of the system's own actors; user actors may not take them. */
@@ -59,11 +59,11 @@ export class LocalActors {
       if (!NAME_RE.test(name)) throw new ActorError('bad-request', `actor name '${name}' must match ${NAME_RE}`);
       if (this.byName.has(name)) throw new ActorError('bad-request', `an actor named '${name}' already runs on this node`);
     }
-    const params = Value.Default(meta.params, structuredClone(options.params ?? {})) as Record<string, unknown>;
-    const errors = [...Value.Errors(meta.params, params)];
-    if (errors.length) {
-      throw new ActorError('bad-request', `invalid parameters for ${meta.className}: ${errors.map((e) => `${e.path || '/'}: ${e.message}`).join('; ')}`);
+    const checked = checkParams(meta.params, options.params ?? {});
+    if ('problems' in checked) {
+      throw new ActorError('bad-request', `invalid parameters for ${meta.className}: ${checked.problems.map((p) => `${p.name || '(all)'}: ${p.message}`).join('; ')}`);
     }
+    const { params } = checked;
     const cell = new ActorCell(randomUUID().replaceAll('-', ''), name, cls, meta, params, { system: this.system }, {
       observe: this.observe,
       stopped: (c) => this.forget(c),

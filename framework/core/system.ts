@@ -5,18 +5,23 @@
  * membership and the observer endpoints.
  */
 import { randomUUID } from 'node:crypto';
+import type http from 'node:http';
 import { networkInterfaces } from 'node:os';
+import { InvalidInputError } from '../../lib/errors.js';
 import { CallServer } from '../node/calls.js';
 import { joinCluster } from '../node/gossip.js';
-import { nodeRoutes } from '../node/routes.js';
+import { http1Observers, nodeRoutes } from '../node/routes.js';
 import { remote } from './actor.js';
-import { formatAddr } from './address.js';
+import { formatAddr, parseAddr } from './address.js';
+import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
 import { Caller, type ActorRef } from './caller.js';
 import type { ActorClass, ActorContext, ActorSystemView, ResolveOptions, SpawnOptions } from './context.js';
-import { DEFAULT_TIMERS, type MemberRecord, type MembershipTimers } from './members.js';
+import { DEFAULT_CLUSTER, DEFAULT_TIMERS, type MemberRecord, type MembershipTimers } from './members.js';
 import type { Membership } from './membership.js';
 import { nodeMetrics } from './metrics.js';
+import { Listener, openHttp1 } from './listener.js';
 import { LocalActors } from './registry.js';
+import { clusterOfNode, loadTls, type TlsFiles } from './tls.js';
 import { Transport } from './transport.js';
 
 export interface SystemOptions {
@@ -25,6 +30,19 @@ export interface SystemOptions {
   /** Address other nodes use to reach this one; default: the bound address (a real interface for 0.0.0.0). */
   advertise?: string;
   seeds?: string[];
+  /**
+   * The cluster's name: every request between nodes carries it, and requests and members of other
+   * clusters are refused. Default: the cluster the TLS certificate names, else `default`.
+   */
+  cluster?: string;
+  /** Mutual TLS: the cluster CA's certificate and this node's certificate and key (PEM files). */
+  tls?: TlsFiles;
+  /** Allows binding an address other than loopback without TLS, where anyone who reaches the port may join and call. */
+  insecure?: boolean;
+  /** Also serve the observers (`/metrics`, `/health`, ...) over plain HTTP/1.1 at this host:port. */
+  metricsAddr?: string;
+  /** What clients may make the node hold; unset limits keep their defaults. */
+  limits?: Partial<ServerLimits>;
   timers?: Partial<MembershipTimers>;
   /** Default timeout of ask and stream calls. */
   callTimeoutMs?: number;
@@ -53,30 +71,75 @@ function nodeActor(system: ActorSystem): ActorClass<never> {
 
 export class ActorSystem implements ActorSystemView {
   readonly nodeId = randomUUID().replaceAll('-', '');
-  readonly transport = new Transport();
   readonly metrics = nodeMetrics();
   readonly startedAt = Date.now();
   readonly actors: LocalActors;
   readonly calls: CallServer;
+  readonly limits: ServerLimits;
+  transport!: Transport;
+  listener!: Listener;
   membership!: Membership;
+  cluster = DEFAULT_CLUSTER;
+  tls = false;
   addr = '';
   leaving = false;
+  private metricsServer: http.Server | undefined;
   private caller!: Caller;
   private readonly log: (message: string) => void;
 
   private constructor(options: SystemOptions) {
     this.log = options.log ?? ((m) => process.stderr.write(`${m}\n`));
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.actors = new LocalActors(this, this.metrics, this.log, (names) => {
       if (!this.leaving) this.membership.setActors(names);
     });
-    this.calls = new CallServer({ nodeId: this.nodeId, actors: this.actors, metrics: this.metrics, log: this.log });
+    this.calls = new CallServer({
+      nodeId: this.nodeId,
+      actors: this.actors,
+      metrics: this.metrics,
+      limits: this.limits,
+      peerOf: (stream) => this.listener.peerOf(stream),
+      log: this.log,
+    });
   }
 
+  /**
+   * Binds the listener (HTTP/2 and HTTP/1.1 observers on one port, TLS when given), joins the
+   * cluster through its seeds and starts the node's system actor. Safe by default: an address
+   * other than loopback needs TLS, or `insecure` (and gets a warning).
+   */
   static async start(options: SystemOptions = {}): Promise<ActorSystem> {
     const system = new ActorSystem(options);
+    const warn = options.warn ?? system.log;
+    const addr = options.addr ?? '127.0.0.1:0';
+    const material = options.tls ? loadTls(options.tls) : undefined;
+    system.cluster = clusterOfNode(options.cluster, material);
+    system.tls = material !== undefined;
+    const { host } = parseAddr(addr);
+    if (!material && !isLoopback(host)) {
+      if (!options.insecure) {
+        throw new InvalidInputError(`address ${addr} is reachable from other machines, and without TLS anyone who reaches it can join the cluster and call its actors`, {
+          hint: 'configure TLS ([tls] ca, cert, key; see `actorctl cert`), bind 127.0.0.1, or accept the risk with --insecure',
+        });
+      }
+      warn(`listening on ${addr} without TLS (--insecure): anyone who reaches it can join cluster '${system.cluster}' and call its actors`);
+    }
+    system.transport = new Transport({ cluster: system.cluster, tls: material });
     const routes = nodeRoutes(system, { testFaults: options.testFaults ?? false });
-    const bound = await system.transport.listen(options.addr ?? '127.0.0.1:0', routes.dispatch);
-    system.addr = options.advertise ?? formatAddr(advertisedHost(bound.host), bound.port);
+    system.listener = await Listener.open({
+      addr,
+      limits: system.limits,
+      tls: material ? { material, cluster: system.cluster } : undefined,
+      onStream: routes.dispatch,
+      onHttp1: http1Observers(system),
+      refused: (reason, message) => {
+        system.metrics.refused.inc({ reason });
+        system.log(message);
+      },
+    });
+    if (options.metricsAddr) system.metricsServer = await openHttp1(options.metricsAddr, http1Observers(system));
+    const bound = system.listener.address();
+    system.addr = options.advertise ?? formatAddr(advertisedHost(host), bound.port);
     system.membership = joinCluster({
       nodeId: system.nodeId,
       addr: system.addr,
@@ -84,7 +147,7 @@ export class ActorSystem implements ActorSystemView {
       transport: system.transport,
       timers: { ...DEFAULT_TIMERS, ...options.timers },
       log: system.log,
-      warn: options.warn ?? system.log,
+      warn,
     });
     system.caller = new Caller({
       nodeId: system.nodeId,
@@ -97,6 +160,12 @@ export class ActorSystem implements ActorSystemView {
     });
     await system.actors.spawnSystem(nodeActor(system), SYSTEM_NODE_ACTOR);
     return system;
+  }
+
+  /** Where the observers answer plain HTTP/1.1 besides the node's own port (`metricsAddr`), if anywhere. */
+  get metricsAddress(): string | undefined {
+    const bound = this.metricsServer?.address();
+    return bound && typeof bound === 'object' ? formatAddr(bound.address, bound.port) : undefined;
   }
 
   async spawn(cls: ActorClass<never>, options: SpawnOptions = {}): Promise<ActorRef> {
@@ -131,8 +200,16 @@ export class ActorSystem implements ActorSystemView {
     await this.actors.stopAll();
     this.caller.close();
     this.calls.close();
-    await this.transport.close();
+    this.transport.close();
+    this.metricsServer?.close();
+    this.metricsServer?.closeAllConnections();
+    await this.listener.close();
   }
+}
+
+/** Whether only this machine can reach a host: 127.0.0.0/8, ::1 or localhost. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 /** The host other nodes should dial: a wildcard bind advertises the first external IPv4 address. */

@@ -1,18 +1,31 @@
 /**
- * HTTP/2 cleartext (h2c, prior knowledge) transport: one listener per node, and one pooled
- * session per peer over which calls are multiplexed as streams.
+ * The client side of HTTP/2 between nodes (and of inspect): one pooled session per peer address,
+ * over which requests are multiplexed as streams; cleartext (h2c, prior knowledge) or, with TLS
+ * material, TLS with this node's certificate. Every request carries the cluster's name in
+ * `x-actor-cluster`. Also `readBody`, which both sides use to read a whole body within limits.
  */
 import http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
-import { parseAddr } from './address.js';
 import { ActorError } from './errors.js';
+import { DEFAULT_CLUSTER } from './members.js';
+import type { ConnectionBudget } from './budget.js';
+import { serverIdentityCheck, type TlsMaterial } from './tls.js';
 
 const { NGHTTP2_CANCEL } = http2.constants;
 
-/** Largest request or reply body accepted. */
-export const MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** The header that carries the cluster name on every request between nodes. */
+export const CLUSTER_HEADER = 'x-actor-cluster';
 
-export type StreamHandler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
+/**
+ * The HTTP/2 session (connection) flow-control window, raised far above the 64 KiB default so that
+ * a busy call channel beside other streams never waits for WINDOW_UPDATE frames. Stream windows stay
+ * at the default: with a raised initial stream window (8 MiB tried) Node's http2 stalled a channel
+ * carrying a dozen 1 MiB calls for good (framework/test/remote.test.ts reproduces it), and the
+ * default costs the bench nothing measurable.
+ */
+const SESSION_WINDOW = 64 * 1024 * 1024;
+
+/** Largest reply body accepted from a peer. */
+export const MAX_REPLY_BYTES = 64 * 1024 * 1024;
 
 export interface Reply {
   status: number;
@@ -29,95 +42,83 @@ export interface RequestOptions {
   keepOpen?: boolean;
 }
 
-/**
- * The HTTP/2 session (connection) flow-control window, raised far above the 64 KiB default so that
- * a busy call channel beside other streams never waits for WINDOW_UPDATE frames. Stream windows stay
- * at the default: with a raised initial stream window (8 MiB tried) Node's http2 stalled a channel
- * carrying a dozen 1 MiB calls for good (framework/test/remote.test.ts reproduces it), and the
- * default costs the bench nothing measurable.
- */
-const SESSION_WINDOW = 64 * 1024 * 1024;
+/** How much of a body to read, and what it may take. */
+export interface BodyLimits {
+  /** More bytes than this fail with `too-large`. */
+  maxBytes: number;
+  /** Bytes are charged here as they arrive and stay charged (the caller gives them back); past it: `overloaded`. */
+  budget?: ConnectionBudget | undefined;
+  /** The whole body must arrive within this time. */
+  timeoutMs?: number | undefined;
+}
 
-/** Reads a whole request/response body, refusing more than `limit` bytes. */
-export function readBody(stream: http2.Http2Stream, limit = MAX_BODY_BYTES): Promise<Buffer> {
+/**
+ * Reads a whole request or response body within `limits`. On failure the bytes read so far are
+ * given back and dropped, and reading stops (the stream is paused: its flow-control window stops
+ * the sender); answering and closing the stream is the caller's.
+ */
+export function readBody(stream: http2.Http2Stream, limits: BodyLimits): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    const fail = (error: () => Error): void => {
+    const stop = (error: ActorError): void => {
       if (settled) return;
       settled = true;
-      reject(error());
+      clearTimeout(timer);
+      stream.off('data', onData);
+      stream.pause();
+      limits.budget?.give(size);
+      chunks.length = 0;
+      reject(error);
     };
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        fail(() => new ActorError('bad-request', `body exceeds ${limit} bytes`));
-        stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
-        return;
+    const onData = (chunk: Buffer): void => {
+      if (size + chunk.length > limits.maxBytes) return stop(new ActorError('too-large', `body exceeds ${limits.maxBytes} bytes (limit max_call_bytes)`));
+      if (limits.budget && !limits.budget.tryTake(chunk.length)) {
+        return stop(new ActorError('overloaded', 'node is holding as many call bodies as it may (limits max_connection_bytes, max_node_bytes); retry later'));
       }
+      size += chunk.length;
       chunks.push(chunk);
-    });
+    };
+    const timer = limits.timeoutMs ? setTimeout(() => stop(new ActorError('bad-request', `body did not arrive within ${limits.timeoutMs} ms`)), limits.timeoutMs) : undefined;
+    stream.on('data', onData);
     stream.once('end', () => {
       if (settled) return;
       settled = true;
+      clearTimeout(timer);
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     });
-    stream.once('error', (error) => fail(() => error));
-    // 'close' follows every stream: the error is built only when the body never ended.
-    stream.once('close', () => fail(() => new ActorError('cancelled', 'stream closed before its body ended')));
+    stream.once('error', (error) => stop(new ActorError('cancelled', `stream failed: ${error.message}`)));
+    // 'close' follows every stream: an error only when the body never ended.
+    stream.once('close', () => stop(new ActorError('cancelled', 'stream closed before its body ended')));
   });
 }
 
+export interface TransportOptions {
+  /** The cluster every request names. */
+  cluster?: string;
+  /** Speak TLS with this certificate, trusting peers of its CA (and of this cluster). */
+  tls?: TlsMaterial | undefined;
+}
+
 export class Transport {
-  private server: http2.Http2Server | undefined;
   private readonly sessions = new Map<string, http2.ClientHttp2Session>();
-  private readonly serverSessions = new Set<http2.ServerHttp2Session>();
   /** Test-only fault hook: outgoing requests to these addresses fail as if the network dropped them. */
   readonly blocked = new Set<string>();
   private closed = false;
+  readonly cluster: string;
 
-  async listen(addr: string, handler: StreamHandler): Promise<{ host: string; port: number }> {
-    const { host, port } = parseAddr(addr);
-    const server = http2.createServer({ settings: { maxConcurrentStreams: 1000 } });
-    server.on('stream', (stream, headers) => {
-      // A peer that resets or breaks its stream must never take the node down.
-      stream.on('error', () => {});
-      try {
-        handler(stream, headers);
-      } catch (error) {
-        if (!stream.destroyed && !stream.headersSent) {
-          stream.respond({ ':status': 500, 'content-type': 'text/plain' });
-          stream.end(error instanceof Error ? error.message : String(error));
-        }
-      }
-    });
-    server.on('session', (session) => {
-      this.serverSessions.add(session);
-      session.on('error', () => {});
-      raiseSessionWindow(session);
-      session.once('close', () => this.serverSessions.delete(session));
-    });
-    // Garbage instead of an HTTP/2 preface, or broken frames: nghttp2 answers GOAWAY; we keep serving.
-    server.on('sessionError', () => {});
-    server.on('unknownProtocol', (socket) => socket.destroy());
-    server.on('error', () => {});
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    this.server = server;
-    const bound = server.address() as AddressInfo;
-    return { host, port: bound.port };
+  constructor(private readonly options: TransportOptions = {}) {
+    this.cluster = options.cluster ?? DEFAULT_CLUSTER;
   }
 
   private session(addr: string): http2.ClientHttp2Session {
     const existing = this.sessions.get(addr);
     if (existing && !existing.closed && !existing.destroyed) return existing;
-    const session = http2.connect(`http://${addr}`, { settings: { enablePush: false } });
+    const { tls } = this.options;
+    const session = tls
+      ? http2.connect(`https://${addr}`, { settings: { enablePush: false }, ...tls, checkServerIdentity: serverIdentityCheck(this.cluster) })
+      : http2.connect(`http://${addr}`, { settings: { enablePush: false } });
     session.on('error', () => {});
     raiseSessionWindow(session);
     const forget = (): void => {
@@ -134,7 +135,7 @@ export class Transport {
   /** Opens a request stream; the caller reads the response (and times it out). Throws when blocked or closed. */
   open(addr: string, path: string, options: RequestOptions = {}): http2.ClientHttp2Stream {
     this.assertReachable(addr);
-    const headers = { ':method': options.method ?? 'POST', ':path': path, ...options.headers };
+    const headers = { ':method': options.method ?? 'POST', ':path': path, [CLUSTER_HEADER]: this.cluster, ...options.headers };
     let request: http2.ClientHttp2Stream;
     try {
       request = this.session(addr).request(headers);
@@ -184,7 +185,7 @@ export class Transport {
       request.once('response', (h) => (headers = h));
       request.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        if (size > MAX_BODY_BYTES) finish(new ActorError('failed', `reply from ${addr}${path} exceeds ${MAX_BODY_BYTES} bytes`));
+        if (size > MAX_REPLY_BYTES) finish(new ActorError('failed', `reply from ${addr}${path} exceeds ${MAX_REPLY_BYTES} bytes`));
         else chunks.push(chunk);
       });
       request.once('end', () => {
@@ -197,30 +198,16 @@ export class Transport {
     });
   }
 
-  address(): AddressInfo | undefined {
-    return this.server?.address() as AddressInfo | undefined;
-  }
-
-  async close(): Promise<void> {
+  /** Closes the pooled sessions; requests after this fail with `unreachable`. */
+  close(): void {
     this.closed = true;
     for (const session of this.sessions.values()) session.close();
     this.sessions.clear();
-    const server = this.server;
-    this.server = undefined;
-    if (!server) return;
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    for (const session of this.serverSessions) session.close();
-    // Sessions that do not finish their streams promptly are cut.
-    const force = setTimeout(() => {
-      for (const session of this.serverSessions) session.destroy();
-    }, 1000);
-    await closed;
-    clearTimeout(force);
   }
 }
 
 /** The session window can only be raised once the session is connected. */
-function raiseSessionWindow(session: http2.Http2Session): void {
+export function raiseSessionWindow(session: http2.Http2Session): void {
   const raise = (): void => {
     try {
       if (!session.destroyed) session.setLocalWindowSize(SESSION_WINDOW);

@@ -6,14 +6,16 @@
  * answered as a status and JSON body (`{result}` or `{error: {code, message}}`).
  */
 import type http2 from 'node:http2';
-import { errorMessage, type ActorCell, type CallMode } from '../core/cell.js';
+import type { ActorCell, CallMode } from '../core/cell.js';
+import type { ServerLimits } from '../core/limits.js';
 import { ServerChannel } from '../core/channel.js';
-import { END_FRAME, errorFrame, jsonFrame, parseCallBody } from '../core/codec.js';
-import { ActorError, STATUS_OF, type ActorErrorCode } from '../core/errors.js';
+import { END_FRAME, errorFrame, jsonFrame, parseCallBody, toJson } from '../core/codec.js';
+import { ActorError, STATUS_OF, errorMessage, type ActorErrorCode } from '../core/errors.js';
 import type { NodeMetrics } from '../core/metrics.js';
+import type { Peer } from '../core/listener.js';
 import type { LocalActors } from '../core/registry.js';
 import { readBody } from '../core/transport.js';
-import { respondJson } from './route-table.js';
+import { refuse, respondJson } from './route-table.js';
 
 /** One call to serve, whichever way it came. */
 interface ServedCall {
@@ -23,6 +25,8 @@ interface ServedCall {
   body: Buffer;
   /** Answers the call; a call its caller gave up on is answered by nobody. */
   reply(status: number, json: string): void;
+  /** The call no longer holds its body (answered, or for a tell handled): its bytes leave the budget. Called once. */
+  release(): void;
   /** Set while the call runs: the caller's cancel (a CANCEL record, a reset stream) reaches it here. */
   onCancel?: (() => void) | undefined;
 }
@@ -31,6 +35,9 @@ export interface CallServerOptions {
   nodeId: string;
   actors: LocalActors;
   metrics: NodeMetrics;
+  limits: ServerLimits;
+  /** The client on the other end of a stream's connection. */
+  peerOf(stream: http2.ServerHttp2Stream): Peer;
   log(message: string): void;
 }
 
@@ -41,15 +48,16 @@ export class CallServer {
 
   /** `POST /_channel`: the callee's end of a peer's call channel. */
   openChannel(stream: http2.ServerHttp2Stream): void {
-    const channel = new ServerChannel(
-      stream,
-      (call) => this.serve(call),
-      (problem) => {
+    const channel = new ServerChannel(stream, {
+      budget: this.options.peerOf(stream).budget,
+      maxRecordBytes: this.options.limits.maxCallBytes,
+      handle: (call) => this.serve(call),
+      malformed: (problem) => {
         this.options.metrics.badRequests.inc({ path: 'channel' });
         this.options.log(`call channel reset: ${problem}`);
       },
-      (c) => this.channels.delete(c),
-    );
+      closed: (c) => this.channels.delete(c),
+    });
     this.channels.add(channel);
   }
 
@@ -57,33 +65,63 @@ export class CallServer {
   async serveStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, path: string): Promise<void> {
     const mode = headers['x-message-mode'] ?? 'ask';
     if (mode !== 'ask' && mode !== 'tell' && mode !== 'stream') {
-      return this.refuse((status, json) => respondJson(stream, status, json), `header x-message-mode must be ask, tell or stream, not '${String(mode)}'`);
+      this.options.metrics.badRequests.inc({ path: 'call' });
+      return refuseCall(stream, new ActorError('bad-request', `header x-message-mode must be ask, tell or stream, not '${String(mode)}'`));
     }
+    const { budget } = this.options.peerOf(stream);
+    const { maxCallBytes, bodyTimeoutMs } = this.options.limits;
     let body: Buffer;
     try {
-      body = await readBody(stream);
+      body = await readBody(stream, { maxBytes: maxCallBytes, budget, timeoutMs: bodyTimeoutMs });
     } catch (error) {
-      return this.refuse((status, json) => respondJson(stream, status, json), errorMessage(error));
+      this.options.metrics.badRequests.inc({ path: 'call' });
+      return refuseCall(stream, error instanceof ActorError ? error : new ActorError('bad-request', errorMessage(error)));
     }
-    const call: ServedCall = { mode, target: path, body, reply: (status, json) => respondJson(stream, status, json) };
+    let held = body.length;
+    const call: ServedCall = {
+      mode,
+      target: path,
+      body,
+      reply: (status, json) => respondJson(stream, status, json),
+      release: () => {
+        budget.give(held);
+        held = 0;
+      },
+    };
     // A caller that resets its stream cancels a call still waiting in the mailbox.
     stream.once('close', () => call.onCancel?.());
     this.serve(call, (value) => pump(stream, value));
   }
 
-  /** The one way every call is served; `streamReply` writes the reply of a `stream` call. */
+  /**
+   * The one way every call is served; `streamReply` writes the reply of a `stream` call. Whatever
+   * a call carries, its failure is its reply: nothing it does may throw into the transport.
+   */
   private serve(call: ServedCall, streamReply?: (iterable: AsyncIterable<unknown>) => Promise<void>): void {
+    try {
+      this.deliver(call, streamReply);
+    } catch (error) {
+      answer(call, 'failed', errorMessage(error));
+    }
+  }
+
+  private deliver(call: ServedCall, streamReply?: (iterable: AsyncIterable<unknown>) => Promise<void>): void {
     let body;
     try {
       body = parseCallBody(call.body);
     } catch (error) {
-      return this.refuse(call.reply, errorMessage(error));
+      this.options.metrics.badRequests.inc({ path: 'call' });
+      return answer(call, 'bad-request', errorMessage(error));
     }
     const cell = this.cellAt(call.target);
-    if (cell instanceof ActorError) return fail(call.reply, cell.code, cell.message);
+    if (cell instanceof ActorError) return answer(call, cell.code, cell.message);
     const delivery = cell.deliver(body.method, body.args, call.mode);
     if (call.mode === 'tell') {
-      delivery.result.catch((e) => this.options.log(`tell ${cell.label}.${body.method} failed: ${errorMessage(e)}`));
+      // A tell is answered at once, but its body is held until the actor has handled it.
+      delivery.result.then(call.release, (e) => {
+        call.release();
+        this.options.log(`tell ${cell.label}.${body.method} failed: ${errorMessage(e)}`);
+      });
       return call.reply(202, '{}');
     }
     // The caller's cancel drops the call if still queued and aborts its signal if running.
@@ -91,21 +129,25 @@ export class CallServer {
     delivery.result.then(
       (value) => {
         call.onCancel = undefined;
-        if (call.mode === 'stream' && streamReply) void streamReply(value as AsyncIterable<unknown>);
-        else call.reply(200, JSON.stringify({ result: value ?? null }));
+        if (call.mode === 'stream' && streamReply) {
+          call.release();
+          return void streamReply(value as AsyncIterable<unknown>);
+        }
+        let json: string;
+        try {
+          json = toJson({ result: value ?? null }, `the reply of ${cell.label}.${body.method}`);
+        } catch (error) {
+          return answer(call, 'failed', errorMessage(error));
+        }
+        call.release();
+        call.reply(200, json);
       },
       (error) => {
         call.onCancel = undefined;
         const e = error instanceof ActorError ? error : new ActorError('failed', errorMessage(error));
-        fail(call.reply, e.code, e.message);
+        answer(call, e.code, e.message);
       },
     );
-  }
-
-  /** A malformed call: counted, and answered 400. */
-  private refuse(reply: ServedCall['reply'], message: string): void {
-    this.options.metrics.badRequests.inc({ path: 'call' });
-    fail(reply, 'bad-request', message);
   }
 
   /** The local actor a call path (`/named/<name>` or `/actors/<id>`) names, or why there is none. */
@@ -128,8 +170,19 @@ export class CallServer {
   }
 }
 
-function fail(reply: ServedCall['reply'], code: ActorErrorCode, message: string): void {
-  reply(STATUS_OF[code], JSON.stringify({ error: { code, message } }));
+/** Answers a call with an error; it holds its body no longer. */
+function answer(call: ServedCall, code: ActorErrorCode, message: string): void {
+  call.release();
+  call.reply(STATUS_OF[code], errorJson(code, message));
+}
+
+function errorJson(code: ActorErrorCode, message: string): string {
+  return JSON.stringify({ error: { code, message } });
+}
+
+/** A call refused before its body was read whole. */
+function refuseCall(stream: http2.ServerHttp2Stream, error: ActorError): void {
+  refuse(stream, STATUS_OF[error.code], { error: { code: error.code, message: error.message } });
 }
 
 /** Writes a streamed reply as frames, honouring HTTP/2 flow control; a reset stream stops the producer. */
@@ -138,10 +191,10 @@ async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unk
   let closed = stream.closed;
   const onClose = (): void => {
     closed = true;
-    void iterator.return?.();
+    stop(iterator);
   };
   stream.once('close', onClose);
-  if (closed) return void iterator.return?.();
+  if (closed) return stop(iterator);
   stream.respond({ ':status': 200, 'content-type': 'application/octet-stream', 'x-response-type': 'stream' });
   try {
     for (;;) {
@@ -159,4 +212,9 @@ async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unk
   } finally {
     stream.off('close', onClose);
   }
+}
+
+/** Stops a producer whose reader went away; a producer that fails while stopping has nobody left to tell. */
+function stop(iterator: AsyncIterator<unknown>): void {
+  iterator.return?.().catch(() => {});
 }

@@ -3,12 +3,14 @@
  * operator problems warned), and the route its messages arrive on (`POST /cluster/swim`).
  */
 import type http2 from 'node:http2';
-import { errorMessage } from '../core/cell.js';
+import type { ServerLimits } from '../core/limits.js';
+import { ActorError, STATUS_OF, errorMessage } from '../core/errors.js';
+import type { Listener } from '../core/listener.js';
 import { Membership, SWIM_PATH, parseSwimMessage } from '../core/membership.js';
 import type { MembershipTimers } from '../core/members.js';
 import type { NodeMetrics } from '../core/metrics.js';
-import { readBody, type Transport } from '../core/transport.js';
-import { respond } from './route-table.js';
+import { CLUSTER_HEADER, readBody, type Transport } from '../core/transport.js';
+import { refuse, respond } from './route-table.js';
 
 /** Largest SWIM message accepted: a whole member table rides on join and sync. */
 const MAX_SWIM_BYTES = 4 * 1024 * 1024;
@@ -42,12 +44,22 @@ export interface SwimServing {
   /** A leaving node has announced Left and takes no part in membership any more. */
   readonly leaving: boolean;
   readonly metrics: NodeMetrics;
+  readonly cluster: string;
+  readonly limits: ServerLimits;
+  readonly listener: Listener;
 }
 
-/** `POST /cluster/swim`: one membership message in, the membership's answer out. */
+/** `POST /cluster/swim`: one membership message in, the membership's answer (naming our cluster) out. */
 export async function serveSwim(node: SwimServing, stream: http2.ServerHttp2Stream): Promise<void> {
+  const { budget } = node.listener.peerOf(stream);
+  let body: Buffer;
   try {
-    const body = await readBody(stream, MAX_SWIM_BYTES);
+    body = await readBody(stream, { maxBytes: MAX_SWIM_BYTES, budget, timeoutMs: node.limits.bodyTimeoutMs });
+  } catch (error) {
+    const e = error instanceof ActorError ? error : new ActorError('bad-request', errorMessage(error));
+    return refuse(stream, STATUS_OF[e.code], { error: { code: e.code, message: e.message } });
+  }
+  try {
     let message;
     try {
       message = parseSwimMessage(JSON.parse(body.toString('utf8')));
@@ -56,8 +68,8 @@ export async function serveSwim(node: SwimServing, stream: http2.ServerHttp2Stre
       return respond(stream, 400, { error: { code: 'bad-request', message: errorMessage(error) } });
     }
     if (node.leaving) return respond(stream, 503, { error: { code: 'stopped', message: 'node is leaving' } });
-    respond(stream, 200, await node.membership.handle(message));
-  } catch (error) {
-    respond(stream, 400, { error: { code: 'bad-request', message: errorMessage(error) } });
+    respond(stream, 200, await node.membership.handle(message), { [CLUSTER_HEADER]: node.cluster });
+  } finally {
+    budget.give(body.length);
   }
 }

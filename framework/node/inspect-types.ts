@@ -2,6 +2,7 @@
  * What the inspect operations (inspect.ts) take and return, and the constants the command line
  * needs for --help: types and constants only, so that loading them loads nothing of the client.
  */
+import type { TlsFiles } from '../core/tls.js';
 import type { MemberEntry } from './observed.js';
 
 export interface InspectOptions {
@@ -10,6 +11,10 @@ export interface InspectOptions {
   timeoutMs: number;
   /** Go on without the members that do not answer (and report them) instead of failing. */
   bestEffort: boolean;
+  /** The cluster the nodes must belong to (with TLS: the certificate's when unset). */
+  cluster?: string | undefined;
+  /** Speak TLS with this certificate (as a node's peers do) instead of h2c. */
+  tls?: TlsFiles | undefined;
 }
 
 /** A member that did not answer. */
@@ -89,16 +94,28 @@ export interface WatchChange {
   after: string | number | null;
 }
 
+/** What a watch round saw. */
+export interface WatchState {
+  /** Every member as the answering node lists it: Alive first, then the others by status. */
+  members: MemberEntry[];
+  /** Named actors with their instance counts, most first (kind actors or all). */
+  actors: Array<{ name: string; instances: number }> | undefined;
+  /** The key series summed over the nodes (kind metrics or all). */
+  metrics: MetricSample[] | undefined;
+}
+
 export interface WatchRound {
   round: number;
   at: Date;
   /** The first round: its changes list everything as new. */
   initial: boolean;
-  /** Totals of what is watched. */
-  cluster: { members: number; alive: number } | undefined;
-  actors: { unique: number; instances: number } | undefined;
-  metrics: { series: number } | undefined;
+  /** The node whose member list this round shows; undefined when no node answered, and `state` is the last one seen. */
+  source: string | undefined;
+  /** Why no node answered, when none did. */
+  unreachable: string | undefined;
+  state: WatchState;
   changes: WatchChange[];
+  /** Members that did not answer this round (they stay listed with the status the cluster gives them). */
   failures: NodeFailure[];
 }
 

@@ -4,11 +4,9 @@
  * member. Answers are checked against the schemas the nodes answer with (observed.ts). Operations
  * return what they found; laying it out is the command line's business.
  */
-import type { Static, TSchema } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
 import { UnavailableError } from '../../lib/errors.js';
-import { errorMessage } from '../core/cell.js';
-import { Transport } from '../core/transport.js';
+import { errorMessage } from '../core/errors.js';
+import { REACH_HINT, withClient } from './client.js';
 import {
   ALIVE_NODES,
   type ActorPlacement,
@@ -23,65 +21,15 @@ import {
   type WatchKind,
   type WatchOptions,
   type WatchRound,
+  type WatchState,
 } from './inspect-types.js';
-import { ALL_ACTORS_QUERY, ActorList, MemberList, OBSERVER_PATHS, type ActorEntry, type MemberEntry } from './observed.js';
+import { ALL_ACTORS_QUERY, ActorList, OBSERVER_PATHS, type ActorEntry, type MemberEntry } from './observed.js';
 
 /** The summary keeps these series: membership, actor counts, message counts and latency sums. */
 const KEY_METRICS = /^actor_(cluster_members|actors_total|named_actors_total|messages_total|calls_total|mailbox_depth|bad_requests_total|ask_duration_seconds_(sum|count)|message_duration_seconds_(sum|count))\b/;
 
-class Client {
-  private readonly transport = new Transport();
-  constructor(private readonly timeoutMs: number) {}
-
-  async text(addr: string, path: string): Promise<string> {
-    const reply = await this.transport.request(addr, path, { method: 'GET', timeoutMs: this.timeoutMs });
-    if (reply.status !== 200) throw new Error(`${addr}${path} answered ${reply.status}`);
-    return reply.body.toString('utf8');
-  }
-
-  /** A JSON answer, checked against the schema the node answers with. */
-  async json<S extends TSchema>(addr: string, path: string, schema: S): Promise<Static<S>> {
-    const text = await this.text(addr, path);
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      throw new Error(`${addr}${path} did not answer JSON`);
-    }
-    const problem = Value.Errors(schema, value).First();
-    if (problem) throw new Error(`${addr}${path} answered an unexpected shape: ${problem.path || '/'}: ${problem.message}`);
-    return value as Static<S>;
-  }
-
-  close(): Promise<void> {
-    return this.transport.close();
-  }
-}
-
-async function withClient<T>(options: InspectOptions, fn: (c: Client) => Promise<T>): Promise<T> {
-  const client = new Client(options.timeoutMs);
-  try {
-    return await fn(client);
-  } finally {
-    await client.close();
-  }
-}
-
 const byNodeId = (a: MemberEntry, b: MemberEntry): number => a.node_id.localeCompare(b.node_id);
 const actorsPath = (all: boolean): string => (all ? `${OBSERVER_PATHS.actors}?${ALL_ACTORS_QUERY}` : OBSERVER_PATHS.actors);
-
-/** Members as seen by the first seed that answers; no seed answering is Unavailable. */
-async function members(client: Client, options: InspectOptions): Promise<{ seed: string; members: MemberEntry[] }> {
-  const failures: string[] = [];
-  for (const seed of options.seeds) {
-    try {
-      return { seed, members: await client.json(seed, OBSERVER_PATHS.members, MemberList) };
-    } catch (error) {
-      failures.push(`${seed}: ${errorMessage(error)}`);
-    }
-  }
-  throw new UnavailableError(`cannot connect to any seed node (${failures.join('; ')})`, { hint: 'check --seeds and that the nodes run' });
-}
 
 /** Queries every Alive member; failures stop the run unless best effort, where they are returned. */
 async function eachAlive<T>(options: InspectOptions, list: MemberEntry[], fn: (m: MemberEntry) => Promise<T>): Promise<{ answers: Array<{ member: MemberEntry; value: T }>; failures: NodeFailure[] }> {
@@ -96,18 +44,23 @@ async function eachAlive<T>(options: InspectOptions, list: MemberEntry[], fn: (m
   });
   if (failures.length && !options.bestEffort) {
     const list = failures.map((f) => `${f.node_id} (${f.addr}): ${f.error}`).join('; ');
-    throw new UnavailableError(`${failures.length} node(s) did not answer: ${list} (use --best_effort True to show the rest)`, { hint: 'check --seeds and that the nodes run' });
+    throw new UnavailableError(`${failures.length} node(s) did not answer: ${list} (use --best_effort True to show the rest)`, { hint: REACH_HINT });
   }
   return { answers, failures };
 }
 
 export function inspectCluster(options: InspectOptions): Promise<ClusterView> {
   return withClient(options, async (client) => {
-    const { seed, members: list } = await members(client, options);
-    const alive = list.filter((m) => m.status === 'Alive').sort(byNodeId);
-    const others = list.filter((m) => m.status !== 'Alive').sort((a, b) => a.status.localeCompare(b.status) || byNodeId(a, b));
-    return { seed, members: [...alive, ...others] };
+    const { seed, members: list } = await client.members(options.seeds);
+    return { seed, members: sortMembers(list) };
   });
+}
+
+/** Alive members first, then the others by status; each group by node id. */
+function sortMembers(list: MemberEntry[]): MemberEntry[] {
+  const alive = list.filter((m) => m.status === 'Alive').sort(byNodeId);
+  const others = list.filter((m) => m.status !== 'Alive').sort((a, b) => a.status.localeCompare(b.status) || byNodeId(a, b));
+  return [...alive, ...others];
 }
 
 /** The actors of one node, as it lists them. */
@@ -117,7 +70,7 @@ export function inspectNodeActors(endpoint: string, options: Omit<ActorsOptions,
     try {
       rows = (await client.json(endpoint, actorsPath(options.all), ActorList)) as ActorEntry[];
     } catch (error) {
-      throw new UnavailableError(`cannot query ${endpoint}: ${errorMessage(error)}`, { hint: 'check --endpoint and that the node runs' });
+      throw new UnavailableError(`cannot query ${endpoint}: ${errorMessage(error)}`, { hint: REACH_HINT });
     }
     rows = rows.filter((r) => matches(r.name, options.filter));
     return options.top === undefined ? rows : rows.slice(0, options.top);
@@ -127,7 +80,7 @@ export function inspectNodeActors(endpoint: string, options: Omit<ActorsOptions,
 /** Named actors across the Alive members, with where their instances run. */
 export function inspectActors(options: ActorsOptions): Promise<ClusterActors> {
   return withClient(options, async (client) => {
-    const { members: list } = await members(client, options);
+    const { members: list } = await client.members(options.seeds);
     const { answers, failures } = await eachAlive(options, list, (m) => client.json(m.addr, actorsPath(options.all), ActorList));
     const byName = new Map<string, ActorPlacement>();
     for (const { member, value } of answers) {
@@ -150,7 +103,7 @@ function matches(name: string, filter: string | undefined): boolean {
 /** Each Alive member's metrics: every sample, or (`keyOnly`) those of the key series. */
 export function inspectMetrics(options: InspectOptions & { keyOnly: boolean }): Promise<ClusterMetrics> {
   return withClient(options, async (client) => {
-    const { members: list } = await members(client, options);
+    const { members: list } = await client.members(options.seeds);
     const { answers, failures } = await eachAlive(options, list, (m) => client.text(m.addr, OBSERVER_PATHS.metrics));
     const nodes = answers.map(({ member, value }) => {
       const samples = parseSamples(value);
@@ -191,34 +144,58 @@ function keyMetricTotals(texts: string[]): Map<string, number> {
   return totals;
 }
 
-/** Polls the cluster every `intervalMs` and hands each round, with what changed since the last, to `onRound`. */
+/**
+ * Polls the cluster every `intervalMs` and hands each round, with what changed since the last, to
+ * `onRound`. A watch is for when things go wrong, so after its first round nothing stops it: a
+ * member that does not answer is reported and stays listed with the status the cluster gives it
+ * (Suspect, then Failed), and when the seeds are gone the members last seen Alive are asked.
+ * Only the first round needs a seed to answer.
+ */
 export function watchCluster(options: WatchOptions, onRound: (round: WatchRound) => void): Promise<void> {
   const wants = (k: WatchKind): boolean => options.kind === 'all' || options.kind === k;
+  const tolerant = { ...options, bestEffort: true };
   return withClient(options, async (client) => {
     let previous = EMPTY;
+    let state: WatchState = { members: [], actors: undefined, metrics: undefined };
     for (let round = 1; options.maxRounds === undefined || round <= options.maxRounds; round++) {
       if (options.signal.aborted) break;
-      const { members: list } = await members(client, options);
-      const snap: Snapshot = { statuses: new Map(list.map((m) => [`${m.node_id} (${m.addr})`, m.status])), instances: new Map(), metrics: new Map() };
+      const known = state.members.filter((m) => m.status === 'Alive').map((m) => m.addr);
+      let view: { seed: string; members: MemberEntry[] } | undefined;
+      let unreachable: string | undefined;
+      try {
+        view = await client.members(round === 1 ? options.seeds : [...new Set([...options.seeds, ...known])]);
+      } catch (error) {
+        if (round === 1) throw error;
+        unreachable = errorMessage(error);
+      }
       const failures: NodeFailure[] = [];
-      if (wants('actors')) {
-        const polled = await eachAlive(options, list, (m) => client.json(m.addr, OBSERVER_PATHS.actors, ActorList));
-        for (const { value } of polled.answers) for (const r of value) snap.instances.set(r.name, (snap.instances.get(r.name) ?? 0) + 1);
-        failures.push(...polled.failures);
+      let snap = previous;
+      if (view) {
+        const list = view.members;
+        snap = { statuses: new Map(list.map((m) => [`${m.node_id} (${m.addr})`, m.status])), instances: new Map(), metrics: new Map() };
+        if (wants('actors')) {
+          const polled = await eachAlive(tolerant, list, (m) => client.json(m.addr, OBSERVER_PATHS.actors, ActorList));
+          for (const { value } of polled.answers) for (const r of value) snap.instances.set(r.name, (snap.instances.get(r.name) ?? 0) + 1);
+          failures.push(...polled.failures);
+        }
+        if (wants('metrics')) {
+          const polled = await eachAlive(tolerant, list, (m) => client.text(m.addr, OBSERVER_PATHS.metrics));
+          snap.metrics = keyMetricTotals(polled.answers.map((a) => a.value));
+          failures.push(...polled.failures);
+        }
+        state = {
+          members: sortMembers(list),
+          actors: wants('actors') ? [...snap.instances].map(([name, instances]) => ({ name, instances })).sort((a, b) => b.instances - a.instances || a.name.localeCompare(b.name)) : undefined,
+          metrics: wants('metrics') ? [...snap.metrics].map(([series, value]) => ({ series, value })) : undefined,
+        };
       }
-      if (wants('metrics')) {
-        const polled = await eachAlive(options, list, (m) => client.text(m.addr, OBSERVER_PATHS.metrics));
-        snap.metrics = keyMetricTotals(polled.answers.map((a) => a.value));
-        failures.push(...polled.failures);
-      }
-      const alive = [...snap.statuses.values()].filter((v) => v === 'Alive').length;
       onRound({
         round,
         at: new Date(),
         initial: round === 1,
-        cluster: wants('cluster') ? { members: snap.statuses.size, alive } : undefined,
-        actors: wants('actors') ? { unique: snap.instances.size, instances: [...snap.instances.values()].reduce((a, b) => a + b, 0) } : undefined,
-        metrics: wants('metrics') ? { series: snap.metrics.size } : undefined,
+        source: view?.seed,
+        unreachable,
+        state,
         changes: [
           ...(wants('cluster') ? clusterChanges(previous, snap) : []),
           ...(wants('actors') ? diff('actors', previous.instances, snap.instances) : []),

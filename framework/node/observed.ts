@@ -17,6 +17,8 @@ export const MemberList = Type.Array(
     node_id: Type.String(),
     addr: Type.String(),
     status: Type.Union(STATUSES.map((s) => Type.Literal(s))),
+    /** The named actors with an instance on that member. */
+    actors: Type.Array(Type.String()),
   }),
 );
 export type MemberList = Static<typeof MemberList>;
@@ -43,12 +45,15 @@ export const Health = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('leaving')]),
   node_id: Type.String(),
   addr: Type.String(),
+  /** Whether its peers (and clients) must speak mutual TLS. */
+  tls: Type.Boolean(),
   uptime_seconds: Type.Number(),
   actors_count: Type.Integer(),
   /** The user's named actors on this node. */
   actors: Type.Array(Type.String()),
   /** Named actors with an Alive instance anywhere in the cluster. */
   named_actors: Type.Array(Type.String()),
-  cluster: Type.Object({ joined: Type.Boolean(), members: Type.Integer(), alive: Type.Integer() }),
+  /** The cluster's name, whether this node has joined it, and the members it knows. */
+  cluster: Type.Object({ name: Type.String(), joined: Type.Boolean(), members: Type.Integer(), alive: Type.Integer() }),
 });
 export type Health = Static<typeof Health>;

@@ -13,6 +13,8 @@ import type { ActorEntry, Health, MemberList } from './observed.js';
 export interface ObservedNode {
   readonly nodeId: string;
   readonly addr: string;
+  readonly cluster: string;
+  readonly tls: boolean;
   /** When the node started (ms since the epoch). */
   readonly startedAt: number;
   readonly leaving: boolean;
@@ -22,7 +24,7 @@ export interface ObservedNode {
 }
 
 export function memberList(node: ObservedNode): MemberList {
-  return node.membership.list().map((m) => ({ node_id: m.id, addr: m.addr, status: m.status }));
+  return node.membership.list().map((m) => ({ node_id: m.id, addr: m.addr, status: m.status, actors: m.actors }));
 }
 
 /** The user's named actors, or (`all`) every actor of the node, by name. */
@@ -51,11 +53,12 @@ export function health(node: ObservedNode): Health {
     status: node.leaving ? 'leaving' : 'ok',
     node_id: node.nodeId,
     addr: node.addr,
+    tls: node.tls,
     uptime_seconds: uptimeSeconds(node),
     actors_count: node.actors.size,
     actors: node.actors.userNames(),
     named_actors: [...new Set(alive.flatMap((m) => m.actors))].sort(),
-    cluster: { joined: node.membership.isJoined, members: members.length, alive: alive.length },
+    cluster: { name: node.cluster, joined: node.membership.isJoined, members: members.length, alive: alive.length },
   };
 }
 

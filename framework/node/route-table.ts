@@ -50,21 +50,31 @@ export class RouteTable {
       query = url.searchParams;
       methods = this.exact.get(path);
     }
-    if (!methods) return respond(stream, 404, { error: { code: 'not-found', message: `no route ${path}` } });
+    if (!methods) return refuse(stream, 404, { error: { code: 'not-found', message: `no route ${path}` } });
     const handler = methods.get(method);
-    if (!handler) return respond(stream, 405, { error: { code: 'bad-request', message: `${method} not allowed on ${path}; use ${[...methods.keys()][0]}` } });
+    if (!handler) return refuse(stream, 405, { error: { code: 'bad-request', message: `${method} not allowed on ${path}; use ${[...methods.keys()][0]}` } });
     handler({ stream, headers, path, query });
   };
 }
 
 /** A JSON reply, unless the stream is already answered or gone. */
-export function respond(stream: http2.ServerHttp2Stream, status: number, body: unknown): void {
-  respondJson(stream, status, JSON.stringify(body));
+export function respond(stream: http2.ServerHttp2Stream, status: number, body: unknown, headers: http2.OutgoingHttpHeaders = {}): void {
+  respondJson(stream, status, JSON.stringify(body), headers);
 }
 
 /** A reply whose JSON is already encoded. */
-export function respondJson(stream: http2.ServerHttp2Stream, status: number, json: string): void {
+export function respondJson(stream: http2.ServerHttp2Stream, status: number, json: string, headers: http2.OutgoingHttpHeaders = {}): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return;
-  stream.respond({ ':status': status, 'content-type': 'application/json' });
+  stream.respond({ ':status': status, 'content-type': 'application/json', ...headers });
   stream.end(json);
+}
+
+/**
+ * An error reply to a request whose body is not read (refused before, or stopped part way): once
+ * the reply is sent the stream is closed, which tells the client to stop sending the rest.
+ */
+export function refuse(stream: http2.ServerHttp2Stream, status: number, body: unknown): void {
+  respond(stream, status, body);
+  if (stream.writableFinished) stream.destroy();
+  else stream.once('finish', () => stream.destroy());
 }

@@ -37,9 +37,25 @@ test('bad constructor parameters exit 2 naming the parameter and the accepted on
     [['--', '--upper', 'maybe'], "expected --key after '--', got 'maybe'"],
     [['-D', 'actor.extra_kwargs={"nope":1}'], "unknown constructor parameter 'nope' in actor.extra_kwargs"],
     [['-D', 'actor.extra_kwargs={bad'], 'actor.extra_kwargs is not JSON'],
-    [['-D', 'cluster.probe_interval_ms=soon'], 'invalid -D cluster.probe_interval_ms "soon": expected a number > 0'],
-    [['-D', 'cluster.suspect_timeout_ms=0'], 'invalid -D cluster.suspect_timeout_ms "0": expected a number > 0'],
-    [['-D', 'cluster.indirect_probes=-1'], 'invalid -D cluster.indirect_probes "-1": expected a number >= 0'],
+    [['-D', 'cluster.probe_interval_ms=soon'], 'invalid -D cluster.probe_interval_ms "soon": expected a whole number > 0'],
+    [['-D', 'cluster.suspect_timeout_ms=0'], 'invalid -D cluster.suspect_timeout_ms "0": expected a whole number > 0'],
+    [['-D', 'cluster.indirect_probes=-1'], 'invalid -D cluster.indirect_probes "-1": expected a whole number >= 0'],
+    [['-D', 'limits.max_call_bytes=lots'], 'invalid -D limits.max_call_bytes "lots": expected a whole number > 0'],
+    // Only the class's own parameters: nothing every object inherits, however it is spelt.
+    [['--', '--constructor', 'x'], 'unknown constructor parameter --constructor (accepted parameters: --prefix'],
+    [['--', '--toString'], 'unknown constructor parameter --toString'],
+    [['--', '--hasOwnProperty', '1'], 'unknown constructor parameter --hasOwnProperty'],
+    [['--', '--__proto__', 'x'], 'unknown constructor parameter --__proto__'],
+    [['-D', 'actor.extra_kwargs={"constructor":1}'], "unknown constructor parameter 'constructor' in actor.extra_kwargs (accepted parameters: --prefix"],
+    [['-D', 'actor.extra_kwargs={"__proto__":{"prefix":"x"}}'], "unknown constructor parameter '__proto__' in actor.extra_kwargs"],
+    // Values are taken as typed: nothing is coerced.
+    [['-D', 'actor.extra_kwargs={"upper":"yes"}'], 'invalid constructor parameters: --upper: Expected boolean, got "yes" (accepted parameters: --prefix'],
+    [['-D', 'actor.extra_kwargs={"start":"7"}'], '--start: Expected integer, got "7"'],
+    [['--', '--upper', 'yes'], "expected --key after '--', got 'yes'"],
+    [['--', '--start', '0x10'], "--start: '0x10' is not an integer"],
+    [['--', '--start', ' 5'], "--start: ' 5' is not an integer"],
+    [['--', '--delay_ms', 'Infinity'], "--delay_ms: 'Infinity' is not a number"],
+    [['--', '--start', '1', '--start', '2'], 'constructor parameter --start is given twice'],
     [['-D', 'whatever=1'], '-D whatever: unknown key'],
     [['--prefix', 'x'], 'unknown option `--prefix`'],
     [['--seeds', '127.0.0.1:1,nowhere'], "--seeds: 'nowhere' is not host:port"],
@@ -80,11 +96,24 @@ test('typed parameters reach the constructor: negative numbers, values starting 
   assert.match(r.stderr, `--addr ${a.addr}: cannot bind (EADDRINUSE)`);
 });
 
+test('safe by default: an address other than loopback needs TLS or --insecure, which warns', async () => {
+  const refused = await runTool('actorctl', ['actor', 'framework.examples.Echo', '--addr', '0.0.0.0:0']);
+  assert.is(refused.code, 2);
+  assert.match(refused.stderr, 'address 0.0.0.0:0 is reachable from other machines');
+  assert.match(refused.stderr, 'hint: configure TLS');
+  assert.is(refused.stdout, '');
+  const open = await startNode({ addr: '0.0.0.0:0', params: [], env: {}, extraArgs: ['--insecure'] });
+  assert.match(open.output(), "warn: listening on 0.0.0.0:0 without TLS (--insecure): anyone who reaches it can join cluster 'default'");
+  open.proc.kill('SIGKILL');
+  const help = await runTool('actorctl', ['actor', '--help']);
+  assert.match(help.stdout, 'else 127.0.0.1:8000');
+});
+
 test('-D actor.extra_kwargs passes parameters without --; the default name is worker; SIGINT leaves', async () => {
   const { spawn } = await import('node:child_process');
   const { join } = await import('node:path');
   const { DIST_ROOT } = await import('../../lib/testing/run-tool.js');
-  const args = ['--log-level', 'info', 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '-D', 'actor.extra_kwargs={"prefix":"j:","start":"7"}'];
+  const args = ['--log-level', 'info', 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '-D', 'actor.extra_kwargs={"prefix":"j:","start":7}'];
   const proc = spawn(process.execPath, [join(DIST_ROOT, 'cli/actorctl.js'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';

@@ -9,7 +9,8 @@ import { CALL, CANCEL, CHANNEL_PATH, ChannelPool, REPLY, channelDecoder, encodeC
 import { FrameError } from '../core/codec.js';
 import { ActorError } from '../core/errors.js';
 import { ActorSystem } from '../core/system.js';
-import { Transport } from '../core/transport.js';
+import { DEFAULT_CLUSTER } from '../core/members.js';
+import { CLUSTER_HEADER, Transport } from '../core/transport.js';
 import { FAST_CLIENT_TIMERS, killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 import { Sleeper } from './helpers/sleeper.js';
 
@@ -122,7 +123,7 @@ test('a broken channel fails its pending calls at once, and the next call opens 
     assert.equal(JSON.parse(again.body.toString()), { result: { aborted: 0, finished: 0 } });
   } finally {
     pool.close();
-    await transport.close();
+    transport.close();
   }
 });
 
@@ -162,23 +163,24 @@ test('a callee that answers garbage or refuses the channel fails the calls with 
       assert.ok(Date.now() - started < 5000);
     } finally {
       pool.close();
-      await transport.close();
+      transport.close();
       await new Promise((resolve) => server.close(resolve));
     }
   }
 });
 
 /** Opens a raw channel to `addr`, writes `bytes`, and collects what comes back until the stream closes. */
-function rawChannel(addr: string, bytes: Buffer, endAfterWrite = false): Promise<{ status: number; rstCode: number | undefined; records: unknown[] }> {
+function rawChannel(addr: string, bytes: Buffer, endAfterWrite = false, cluster = DEFAULT_CLUSTER): Promise<{ status: number; rstCode: number | undefined; records: unknown[] }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(`http://${addr}`);
     session.on('error', reject);
-    const stream = session.request({ ':method': 'POST', ':path': CHANNEL_PATH });
+    const stream = session.request({ ':method': 'POST', ':path': CHANNEL_PATH, [CLUSTER_HEADER]: cluster });
     const decoder = channelDecoder();
     const records: unknown[] = [];
     let status = 0;
     stream.on('response', (h) => (status = Number(h[':status'])));
     stream.on('data', (c: Buffer) => {
+      if (status !== 200) return;
       for (const r of decoder.push(c)) {
         records.push(r.kind === REPLY ? { id: r.id, status: r.status, body: JSON.parse(r.body.toString()) } : r);
         // A well-formed exchange: close once the expected replies are in.
@@ -215,6 +217,10 @@ test('malformed channel records reset that channel only; the node keeps serving'
     const r = await rawChannel(node.addr, bytes);
     assert.is(r.rstCode, NGHTTP2_PROTOCOL_ERROR, what);
   }
+  // A channel naming another cluster is refused before any record is read.
+  const stranger = await rawChannel(node.addr, encodeCall(1, 'ask', '/named/sleeper', callJson('counts')), false, 'elsewhere');
+  assert.is(stranger.status, 403);
+  assert.equal(stranger.records, []);
   // A bad body inside a well-formed record is the call's error, not the channel's.
   const badBody = await rawChannel(node.addr, Buffer.concat([encodeCall(1, 'ask', '/named/sleeper', '{"method":'), encodeCall(2, 'ask', '/named/sleeper', callJson('counts'))]));
   assert.is((badBody.records[0] as { status: number }).status, 400);

@@ -107,7 +107,8 @@ test('named actors resolve locally; names and parameters are checked', async () 
   await rejects(system.spawn(Echo, { name: 'named-echo' }), /already runs/);
   await rejects(system.spawn(Echo, { name: 'system/x' }), /reserved/);
   await rejects(system.spawn(Echo, { name: 'bad name!' }), /must match/);
-  await rejects(system.spawn(Echo, { params: { start: 'x' } }), /\/start/);
+  await rejects(system.spawn(Echo, { params: { start: 'x' } }), /start: Expected integer, got "x"/);
+  await rejects(system.spawn(Echo, { params: { constructor: 1 } }), /constructor: unknown parameter/);
   class Plain {}
   await rejects(system.spawn(Plain), /not an actor class/);
   const Schema = class extends Actor {
@@ -129,7 +130,7 @@ test('observer endpoints answer with the reference shapes', async () => {
   const t = new Transport();
   try {
     const get = async (path: string) => (await t.request(system.addr, path, { method: 'GET', timeoutMs: 2000 })).body.toString();
-    assert.equal(JSON.parse(await get('/cluster/members')), [{ node_id: system.nodeId, addr: system.addr, status: 'Alive' }]);
+    assert.equal(JSON.parse(await get('/cluster/members')), [{ node_id: system.nodeId, addr: system.addr, status: 'Alive', actors: ['named-echo', 'system/node'] }]);
     const actors = JSON.parse(await get('/actors')) as Array<Record<string, string>>;
     assert.equal(actors.map((a) => [a.name, a.type]), [['named-echo', 'user']]);
     const all = JSON.parse(await get('/actors?all=true')) as Array<Record<string, string>>;
@@ -143,7 +144,7 @@ test('observer endpoints answer with the reference shapes', async () => {
     assert.match(metrics, /actor_messages_total\{outcome="ok"\} \d+/);
     assert.match(metrics, /actor_ask_duration_seconds_count\{locality="local"\} \d+/);
   } finally {
-    await t.close();
+    t.close();
   }
 });
 

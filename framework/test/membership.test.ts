@@ -23,7 +23,8 @@ test('a crashed member goes Suspect, then Failed, then is forgotten', async () =
   await waitFor('a to see b', () => statusOf(a, b.nodeId) === 'Alive');
   // A crash: no Left announcement, the listener just goes away.
   b.membership.stop();
-  await b.transport.close();
+  b.transport.close();
+  await b.listener.close();
   const seen = new Set<string>();
   await waitFor('b forgotten', () => {
     const s = statusOf(a, b.nodeId);

@@ -76,7 +76,7 @@ maybe('a node cut off by the network is Failed on both sides and Alive again whe
   const addr = (x: string): string => `${ip(x)}:7000`;
   const nodes: NodeProcess[] = [];
   for (const x of NAMES) {
-    nodes.push(await startNode({ wrap: ['ip', 'netns', 'exec', ns(x)], addr: addr(x), seeds: x === 'a' ? [] : [addr('a')], name: `echo-${x}`, timers: FAST_TIMERS }));
+    nodes.push(await startNode({ wrap: ['ip', 'netns', 'exec', ns(x)], addr: addr(x), seeds: x === 'a' ? [] : [addr('a')], name: `echo-${x}`, timers: FAST_TIMERS, extraArgs: ['--insecure'] }));
   }
   const all = (s: Map<string, string>, status: string, which: readonly string[]): boolean => which.every((x) => s.get(addr(x)) === status);
   for (const x of NAMES) await waitFor(`${x} to see everyone Alive`, async () => all(await view(x), 'Alive', NAMES));

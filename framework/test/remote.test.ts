@@ -5,6 +5,8 @@ import * as assert from 'uvu/assert';
 import { ActorError } from '../core/errors.js';
 import { ActorSystem } from '../core/system.js';
 import { encodeFrame } from '../core/codec.js';
+import { DEFAULT_CLUSTER } from '../core/members.js';
+import { CLUSTER_HEADER } from '../core/transport.js';
 import { killAll, startNode, waitFor, FAST_CLIENT_TIMERS, FAST_TIMERS, type NodeProcess } from './helpers/cluster.js';
 
 let node: NodeProcess;
@@ -114,7 +116,14 @@ test('breaking out of a remote stream resets it and the node keeps serving', asy
 });
 
 test('malformed bodies get a stream error and the node keeps serving', async () => {
-  const post = (path: string, body: string | Buffer, extra: http2.OutgoingHttpHeaders = {}) => raw(node.addr, { ':method': 'POST', ':path': path, ...extra }, body);
+  const post = (path: string, body: string | Buffer, extra: http2.OutgoingHttpHeaders = {}) => raw(node.addr, { ':method': 'POST', ':path': path, [CLUSTER_HEADER]: DEFAULT_CLUSTER, ...extra }, body);
+  // Calls and membership name the cluster; a request that names none or another is refused.
+  const anonymous = await raw(node.addr, { ':method': 'POST', ':path': '/named/echo' }, '{"method":"echo","args":[1]}');
+  assert.equal([anonymous.status, JSON.parse(anonymous.body).error.code], [403, 'forbidden']);
+  assert.match(anonymous.body, 'x-actor-cluster is missing');
+  const stranger = await post('/cluster/swim', '{}', { [CLUSTER_HEADER]: 'elsewhere' });
+  assert.is(stranger.status, 403);
+  assert.match(stranger.body, "this node is of cluster 'default', not 'elsewhere'");
   const notJson = await post('/named/echo', '{"method":');
   assert.is(notJson.status, 400);
   assert.match(notJson.body, 'not JSON');
@@ -135,14 +144,16 @@ test('malformed bodies get a stream error and the node keeps serving', async () 
   assert.is(getCall.status, 405);
   const unknown = await raw(node.addr, { ':method': 'GET', ':path': '/nowhere' });
   assert.is(unknown.status, 404);
-  // Bytes that are not HTTP/2 at all: the session is refused, the listener stays.
+  // Bytes that are neither HTTP/2 nor HTTP/1.1: the HTTP/1.1 side answers what it can and drops the connection.
   const [host, port] = node.addr.split(':');
-  await new Promise<void>((resolve) => {
+  const garbage = await new Promise<string>((resolve) => {
+    let text = '';
     const socket = net.connect(Number(port), host!, () => socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n\x00\xff garbage'));
-    socket.on('error', () => resolve());
-    socket.on('close', () => resolve());
-    socket.resume();
+    socket.on('data', (c: Buffer) => (text += c.toString('latin1')));
+    socket.on('error', () => resolve(text));
+    socket.on('close', () => resolve(text));
   });
+  assert.match(garbage, /^HTTP\/1\.1 404 /, 'the well-formed request before the garbage was answered');
   // A valid preface followed by a broken frame.
   await new Promise<void>((resolve) => {
     const socket = net.connect(Number(port), host!, () => socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 3, 0xff, 0, 0, 0, 0, 9, 1, 2, 3])])));
@@ -154,6 +165,47 @@ test('malformed bodies get a stream error and the node keeps serving', async () 
   const health = await raw(node.addr, { ':method': 'GET', ':path': '/health' });
   assert.is(health.status, 200);
   assert.is(JSON.parse(health.body).node_id, node.nodeId);
+});
+
+test('every error inside a call is an error reply: deep nesting, cycles, BigInt, throwing getters, odd throws, long stream errors', async () => {
+  const awkward = await startNode({ name: 'awkward', classPath: 'framework.test.helpers.awkward.Awkward', seeds: [node.addr] });
+  await waitFor('awkward to be known', () => client.instances('awkward').length === 1);
+  const ref = client.resolve('awkward');
+  const failure = async (method: string, args: unknown[] = []): Promise<ActorError> => {
+    const e = await ref.ask(method, args).then(() => undefined, (error: unknown) => error);
+    assert.instance(e, ActorError, method);
+    return e as ActorError;
+  };
+  for (const [method, reason] of [['cyclic', /circular/], ['big', /BigInt/], ['getter', /getter refused/], ['symbol', /Symbol\(odd\)/]] as const) {
+    const e = await failure(method);
+    assert.is(e.code, 'failed', method);
+    assert.match(e.message, reason, method);
+  }
+  assert.match((await failure('deep', [20_000])).message, /cannot be sent as JSON: Maximum call stack size exceeded/);
+  // Arguments nested 5,000 deep, as an unauthenticated client could send them, on both call paths.
+  const nested = `${'['.repeat(5000)}${']'.repeat(5000)}`;
+  const body = `{"method":"echo","args":[${nested}]}`;
+  const viaRoute = await raw(node.addr, { ':method': 'POST', ':path': '/named/echo', [CLUSTER_HEADER]: DEFAULT_CLUSTER }, body);
+  assert.equal([viaRoute.status, JSON.parse(viaRoute.body).error.code], [500, 'failed']);
+  // A caller in a node cannot even encode it: refused on its side, before anything is sent (the
+  // call channel's own handling of such records is in the abuse test).
+  const fromNode = await client.resolve('echo').ask('echo', [JSON.parse(nested)]).then(() => undefined, (e: unknown) => e);
+  assert.is((fromNode as ActorError).code, 'bad-request');
+  // A stream that fails with a message longer than a frame can carry, and one whose item is cyclic.
+  const items: unknown[] = [];
+  const streamed = await (async () => {
+    for await (const item of ref.stream('failLoud', [200_000])) items.push(item);
+  })().then(() => undefined, (e: unknown) => e);
+  assert.equal(items, [1]);
+  assert.is((streamed as ActorError).code, 'failed');
+  assert.ok((streamed as ActorError).message.length <= 0xffff, 'the message was cut to fit its frame');
+  const cyclicStream = await (async () => {
+    for await (const item of ref.stream('streamCyclic')) items.push(item);
+  })().then(() => undefined, (e: unknown) => e);
+  assert.match((cyclicStream as ActorError).message, /circular/);
+  assert.equal(await ref.ask('deep', [2]), [[[]]], 'what JSON can carry still comes back');
+  assert.is(awkward.proc.exitCode, null, 'the node is still running');
+  assert.is(await client.resolve('echo').ask('echo', ['ok']), 're: ok');
 });
 
 test.run();

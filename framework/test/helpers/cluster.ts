@@ -51,6 +51,8 @@ export interface NodeOptions {
   env?: NodeJS.ProcessEnv;
   /** A command the node runs under, e.g. `['ip', 'netns', 'exec', 'ns1']`. */
   wrap?: string[];
+  /** More arguments of `actorctl actor` (before `--`): `--insecure`, TLS files, `-c FILE`... */
+  extraArgs?: string[];
 }
 
 export async function startNode(options: NodeOptions = {}): Promise<NodeProcess> {
@@ -58,6 +60,7 @@ export async function startNode(options: NodeOptions = {}): Promise<NodeProcess>
   const args = [join(DIST_ROOT, 'cli', 'actorctl.js'), '--log-level', 'info', 'actor', options.classPath ?? 'framework.examples.Echo', '--addr', options.addr ?? '127.0.0.1:0', '--name', options.name ?? 'echo'];
   if (options.seeds?.length) args.push('--seeds', options.seeds.join(','));
   for (const [k, v] of Object.entries(options.timers ?? FAST_TIMERS)) args.push('-D', `cluster.${k}=${v}`);
+  args.push(...(options.extraArgs ?? []));
   if (options.params) args.push('--', ...options.params);
   const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
   const proc = spawn(command!, [...prefix, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ACTORCTL_TEST_FAULTS: '1', ...options.env } });

@@ -1,0 +1,103 @@
+/**
+ * `actorctl call NAME METHOD [ARGS_JSON]`: calls a named actor from the shell, without joining the
+ * cluster. stdout gets the reply as one line of JSON (an ask), nothing (a tell), or one line of
+ * JSON per item (a stream). The call's error code becomes the exit code.
+ */
+import { readFileSync } from 'node:fs';
+import { ExitCode, InterruptedError, InvalidInputError, ToolError } from '../../lib/errors.js';
+import { callActor, isActorError, type ActorErrorCode, type ClientCallMode } from '../../framework/index.js';
+import type { ParsedArgs } from '../kit/flags.js';
+import { defineCommand } from '../kit/program.js';
+import { SEEDS_OPTION, inspectOptions, nodeAddresses, type InspectFlags } from './common.js';
+import { CLUSTER_OPTION, TLS_OPTIONS, connectFlags } from './settings.js';
+
+const MODES: readonly ClientCallMode[] = ['ask', 'tell', 'stream'];
+
+interface CallFlags {
+  name: string;
+  method: string;
+  /** ARGS_JSON as given (`-` reads stdin); parsed in `run`. */
+  args: string | undefined;
+  mode: ClientCallMode;
+  inspect: InspectFlags;
+}
+
+function flags(args: ParsedArgs): CallFlags {
+  return {
+    name: args.requiredPositional(0, 'NAME'),
+    method: args.requiredPositional(1, 'METHOD'),
+    args: args.positional(2),
+    mode: args.choice('--mode', MODES, 'ask'),
+    // A call goes to one member: there is nothing to do on a best effort.
+    inspect: { seeds: nodeAddresses(args, '--seeds', { lenient: true }), timeoutMs: args.number('--timeout', 10, { min: 0.001 }) * 1000, bestEffort: false, connect: connectFlags(args) },
+  };
+}
+
+/** ARGS_JSON: a JSON array of the method's arguments. */
+function parseArgs(text: string | undefined): unknown[] {
+  if (text === undefined) return [];
+  const source = text === '-' ? readFileSync(0, 'utf8') : text;
+  let value: unknown;
+  try {
+    value = JSON.parse(source);
+  } catch (error) {
+    throw new InvalidInputError(`ARGS_JSON${text === '-' ? ' (stdin)' : ''} is not JSON: ${(error as Error).message}`);
+  }
+  if (!Array.isArray(value)) throw new InvalidInputError('ARGS_JSON must be a JSON array of the arguments, e.g. \'["hello", 2]\'');
+  return value;
+}
+
+/** How each error of a call ends the command. */
+const EXIT_OF: Record<ActorErrorCode, ExitCode> = {
+  failed: ExitCode.Internal,
+  'no-method': ExitCode.NotFound,
+  'not-found': ExitCode.NotFound,
+  'not-stream': ExitCode.InvalidInput,
+  'is-stream': ExitCode.InvalidInput,
+  'bad-request': ExitCode.InvalidInput,
+  forbidden: ExitCode.InvalidInput,
+  'too-large': ExitCode.ResourceLimit,
+  overloaded: ExitCode.ResourceLimit,
+  stopped: ExitCode.Unavailable,
+  timeout: ExitCode.Unavailable,
+  unreachable: ExitCode.Unavailable,
+  cancelled: ExitCode.Interrupted,
+};
+
+const HINT_OF: Partial<Record<ActorErrorCode, string>> = {
+  'is-stream': 'the method streams its reply: use --mode stream',
+  'not-stream': 'the method does not stream: use --mode ask',
+  'no-method': 'run `actorctl inspect actors --endpoint <node> --all_actors True --format json` to see the actors',
+  forbidden: 'the node is of another cluster, or needs another certificate: check --cluster and --tls-*',
+};
+
+export const callCommand = defineCommand({
+  name: 'call <name> <method> [argsJson]',
+  description: 'call a method of a named actor from the shell (without joining the cluster) and print its reply as JSON',
+  options: [
+    SEEDS_OPTION,
+    { flags: '--mode <mode>', description: 'ask (print the reply), tell (fire and forget) or stream (one JSON line per item)', default: 'ask' },
+    { flags: '--timeout <seconds>', description: 'how long to wait for the reply (a stream: for it to start)', default: '10.0' },
+    CLUSTER_OPTION,
+    ...TLS_OPTIONS,
+  ],
+  examples: [
+    'actorctl call echo echo \'["hello"]\' --seeds 127.0.0.1:8000',
+    'actorctl call echo stream \'[5]\' --mode stream --seeds 127.0.0.1:8000',
+    'echo \'[{"big": "document"}]\' | actorctl call echo echo - --seeds 127.0.0.1:8000',
+  ],
+  flags,
+  async run(ctx, f) {
+    const args = parseArgs(f.args);
+    const options = inspectOptions(ctx, f.inspect);
+    try {
+      const reply = await callActor({ ...options, name: f.name, method: f.method, args, mode: f.mode, signal: ctx.signal }, (item) => ctx.stdout.write(`${JSON.stringify(item)}\n`));
+      if (f.mode === 'ask') ctx.stdout.write(`${JSON.stringify(reply ?? null)}\n`);
+    } catch (error) {
+      if (!isActorError(error)) throw error;
+      if (error.code === 'cancelled' && ctx.signal.aborted) throw ctx.signal.reason as InterruptedError;
+      const hint = HINT_OF[error.code];
+      throw new ToolError(EXIT_OF[error.code], `${f.name}.${f.method}: ${error.code}: ${error.message}`, hint === undefined ? {} : { hint });
+    }
+  },
+});

@@ -1,0 +1,59 @@
+/**
+ * How many bytes of call bodies a node holds at once: counted per connection and for the whole
+ * node, from the first byte received until the call is answered (or given up), so that neither
+ * one client nor many together can fill the node's memory with bodies they never finish or with
+ * calls queued behind a slow actor.
+ */
+
+/** The node-wide count; waiters (paused call channels) are woken when bytes are given back. */
+export class NodeBudget {
+  used = 0;
+  private readonly waiters = new Set<() => void>();
+
+  constructor(readonly limit: number) {}
+
+  /** Calls `wake` once after bytes are given back anywhere on the node. */
+  waitForRoom(wake: () => void): void {
+    this.waiters.add(wake);
+  }
+
+  released(): void {
+    if (!this.waiters.size) return;
+    const waiters = [...this.waiters];
+    this.waiters.clear();
+    for (const wake of waiters) wake();
+  }
+}
+
+/** The count of one connection, drawing on the node's. */
+export class ConnectionBudget {
+  used = 0;
+
+  constructor(
+    readonly limit: number,
+    readonly node: NodeBudget,
+  ) {}
+
+  /** Takes `n` bytes when both this connection and the node have room for them. */
+  tryTake(n: number): boolean {
+    if (this.used + n > this.limit || this.node.used + n > this.node.limit) return false;
+    this.take(n);
+    return true;
+  }
+
+  /** Takes `n` bytes whether or not they fit (the caller then waits with `full` until they do). */
+  take(n: number): void {
+    this.used += n;
+    this.node.used += n;
+  }
+
+  get full(): boolean {
+    return this.used > this.limit || this.node.used > this.node.limit;
+  }
+
+  give(n: number): void {
+    this.used -= n;
+    this.node.used -= n;
+    this.node.released();
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * A call to another node, as its client sees it: the body it sends, the reply it decodes (a value,
+ * or the ActorError the callee answered with), and a streamed reply read frame by frame. Shared by
+ * the caller of a node (caller.ts) and clients that call from outside a cluster (`actorctl call`).
+ */
+import http2 from 'node:http2';
+import { FLAG_END, FLAG_ERROR, FrameDecoder, frameValue, toJson } from './codec.js';
+import { ActorError, STATUS_OF, type ActorErrorCode } from './errors.js';
+import { MAX_REPLY_BYTES, readBody, type Transport } from './transport.js';
+
+const { NGHTTP2_CANCEL } = http2.constants;
+
+/** The body of a call to another node; arguments JSON cannot carry are the caller's bad request. */
+export function callJson(method: string, args: unknown[]): string {
+  return toJson({ method, args }, `the arguments of ${method}`, 'bad-request');
+}
+
+/** Turns a call reply into its value or the ActorError it carries. */
+export function decodeReply(status: number, body: Buffer, addr: string): unknown {
+  let parsed: { result?: unknown; error?: { code?: string; message?: string } };
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new ActorError('failed', `${addr} answered ${status} with a body that is not JSON`);
+  }
+  if (status === 200) return parsed.result;
+  if (status === 202) return undefined;
+  const code = (parsed.error?.code ?? 'failed') as ActorErrorCode;
+  throw new ActorError(code in STATUS_OF ? code : 'failed', parsed.error?.message ?? `${addr} answered ${status}`);
+}
+
+/**
+ * The items of a streamed reply from `addr` (`POST path` with `x-message-mode: stream`). The
+ * timeout bounds the wait for the reply to start, not the length of the stream; `signal`, or
+ * leaving the loop, resets the stream.
+ */
+export async function* remoteStream(transport: Transport, addr: string, path: string, json: string, timeoutMs: number, signal: AbortSignal | undefined): AsyncGenerator<unknown> {
+  const request = transport.open(addr, path, { headers: { 'x-message-mode': 'stream' }, body: json });
+  const cancel = (): void => {
+    if (!request.closed) request.close(NGHTTP2_CANCEL);
+  };
+  signal?.addEventListener('abort', cancel, { once: true });
+  const timer = setTimeout(cancel, timeoutMs);
+  try {
+    const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+      request.once('response', resolve);
+      request.once('close', () => reject(new ActorError(signal?.aborted ? 'cancelled' : 'unreachable', `${addr}: stream closed before a reply`)));
+      request.once('error', (e) => reject(new ActorError('unreachable', `${addr}: ${e.message}`)));
+    });
+    clearTimeout(timer);
+    const status = Number(headers[':status']);
+    if (status !== 200 || headers['x-response-type'] !== 'stream') {
+      decodeReply(status, await readBody(request, { maxBytes: MAX_REPLY_BYTES }), addr);
+      throw new ActorError('failed', `${addr} did not answer with a stream`);
+    }
+    const decoder = new FrameDecoder();
+    for await (const chunk of request as AsyncIterable<Buffer>) {
+      for (const frame of decoder.push(chunk)) {
+        if (frame.flags & FLAG_ERROR) throw new ActorError('failed', frame.error ?? 'stream failed');
+        if (frame.flags & FLAG_END) return;
+        yield frameValue(frame);
+      }
+    }
+    throw new ActorError(signal?.aborted ? 'cancelled' : 'unreachable', `${addr}: stream ended without an END frame`);
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', cancel);
+    cancel();
+  }
+}
