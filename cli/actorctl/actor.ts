@@ -111,7 +111,7 @@ export const actorCommand = defineCommand({
     const addr = f.addr ?? configured('node.addr') ?? DEFAULT_ADDR;
     const metricsAddr = f.metricsAddr ?? configured('node.metrics_addr');
     const seeds = seedsSetting(settings, f.seeds);
-    const cluster = clusterSetting(settings, f.connect);
+    const cluster = clusterSetting(settings, f.connect.cluster);
     const tls = tlsSetting(settings, f.connect);
     ctx.log.info(`loaded actor class ${f.classPath}: ${loaded.className} from ${loaded.module}`);
     ctx.log.info(`constructor parameters: ${JSON.stringify(params)}`);

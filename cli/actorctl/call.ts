@@ -4,7 +4,7 @@
  * JSON per item (a stream). The call's error code becomes the exit code.
  */
 import { readFileSync } from 'node:fs';
-import { ExitCode, InterruptedError, InvalidInputError, ToolError } from '../../lib/errors.js';
+import { ExitCode, InterruptedError, InvalidInputError, NotFoundError, ToolError } from '../../lib/errors.js';
 import { callActor, isActorError, type ActorErrorCode, type ClientCallMode } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
@@ -16,7 +16,7 @@ const MODES: readonly ClientCallMode[] = ['ask', 'tell', 'stream'];
 interface CallFlags {
   name: string;
   method: string;
-  /** ARGS_JSON as given (`-` reads stdin); parsed in `run`. */
+  /** ARGS_JSON as given (`@FILE` reads a file, `@-` stdin); parsed in `run`. */
   args: string | undefined;
   mode: ClientCallMode;
   inspect: InspectFlags;
@@ -33,15 +33,24 @@ function flags(args: ParsedArgs): CallFlags {
   };
 }
 
-/** ARGS_JSON: a JSON array of the method's arguments. */
+/** ARGS_JSON: a JSON array of the method's arguments, given as it is, or (as curl's `-d @file`) read from `@FILE` or `@-` (stdin). */
 function parseArgs(text: string | undefined): unknown[] {
   if (text === undefined) return [];
-  const source = text === '-' ? readFileSync(0, 'utf8') : text;
+  const file = text.startsWith('@') ? text.slice(1) : undefined;
+  let source = text;
+  if (file !== undefined) {
+    try {
+      source = readFileSync(file === '-' ? 0 : file, 'utf8');
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      throw code === 'ENOENT' ? new NotFoundError(`ARGS_JSON file ${file} does not exist`) : new InvalidInputError(`ARGS_JSON file ${file}: ${code ?? 'unreadable'}`);
+    }
+  }
   let value: unknown;
   try {
     value = JSON.parse(source);
   } catch (error) {
-    throw new InvalidInputError(`ARGS_JSON${text === '-' ? ' (stdin)' : ''} is not JSON: ${(error as Error).message}`);
+    throw new InvalidInputError(`ARGS_JSON${file === undefined ? '' : ` (${file === '-' ? 'stdin' : file})`} is not JSON: ${(error as Error).message}`);
   }
   if (!Array.isArray(value)) throw new InvalidInputError('ARGS_JSON must be a JSON array of the arguments, e.g. \'["hello", 2]\'');
   return value;
@@ -73,7 +82,7 @@ const HINT_OF: Partial<Record<ActorErrorCode, string>> = {
 
 export const callCommand = defineCommand({
   name: 'call <name> <method> [argsJson]',
-  description: 'call a method of a named actor from the shell (without joining the cluster) and print its reply as JSON',
+  description: 'call a method of a named actor from the shell (without joining the cluster) and print its reply as JSON; ARGS_JSON is a JSON array of the arguments, or @FILE / @- (stdin) holding one',
   options: [
     SEEDS_OPTION,
     { flags: '--mode <mode>', description: 'ask (print the reply), tell (fire and forget) or stream (one JSON line per item)', default: 'ask' },
@@ -84,7 +93,7 @@ export const callCommand = defineCommand({
   examples: [
     'actorctl call echo echo \'["hello"]\' --seeds 127.0.0.1:8000',
     'actorctl call echo stream \'[5]\' --mode stream --seeds 127.0.0.1:8000',
-    'echo \'[{"big": "document"}]\' | actorctl call echo echo - --seeds 127.0.0.1:8000',
+    'echo \'[{"big": "document"}]\' | actorctl call echo echo @- --seeds 127.0.0.1:8000',
   ],
   flags,
   async run(ctx, f) {

@@ -7,7 +7,7 @@ import { InvalidInputError } from '../../lib/errors.js';
 import { DEFAULT_CLUSTER, createCa, createCertificate, type CertificateFiles, type LeafRequest } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
-import { CLUSTER_OPTION, clusterSetting, connectFlags, type ConnectFlags } from './settings.js';
+import { CLUSTER_OPTION, clusterFlag, clusterSetting } from './settings.js';
 
 const DIR_OPTION = { flags: '--dir <dir>', description: 'where the CA is: ca.crt and ca.key', default: '.' };
 const FORCE_OPTION = { flags: '--force', description: 'replace existing files' };
@@ -37,28 +37,30 @@ export const certCaCommand = defineCommand({
 });
 
 interface LeafFlags extends Omit<LeafRequest, 'cluster'> {
-  connect: ConnectFlags;
+  /** `--cluster`; unset: the configured cluster, else the default. */
+  cluster: string | undefined;
 }
 
 function leafFlags(kind: LeafRequest['kind']): (args: ParsedArgs) => LeafFlags {
   return (args) => {
     const dir = args.text('--dir') ?? '.';
-    const hosts = (args.text('--host') ?? '').split(',').map((h) => h.trim()).filter(Boolean);
+    // Only a node is reached at an address; a client certificate names none.
+    const hosts = kind === 'node' ? (args.text('--host') ?? '').split(',').map((h) => h.trim()).filter(Boolean) : [];
     return {
       kind,
       name: args.requiredPositional(0, 'NAME'),
-      hosts: kind === 'node' ? (hosts.length ? hosts : ['localhost', '127.0.0.1', '::1', hostname()]) : [],
+      hosts: kind === 'node' && !hosts.length ? ['localhost', '127.0.0.1', '::1', hostname()] : hosts,
       dir,
       out: args.text('--out') ?? dir,
       days: days(args, 365),
       force: args.has('--force'),
-      connect: connectFlags(args),
+      cluster: clusterFlag(args),
     };
   };
 }
 
-async function issue(ctx: CommandContext, { connect, ...request }: LeafFlags): Promise<void> {
-  const cluster = clusterSetting(ctx.settings, connect) ?? DEFAULT_CLUSTER;
+async function issue(ctx: CommandContext, { cluster: flag, ...request }: LeafFlags): Promise<void> {
+  const cluster = clusterSetting(ctx.settings, flag) ?? DEFAULT_CLUSTER;
   printFiles(ctx, await createCertificate({ ...request, cluster }));
 }
 

@@ -65,7 +65,7 @@ export function inspectOptions(ctx: CommandContext, flags: InspectFlags, seedsRe
     seeds,
     timeoutMs: flags.timeoutMs,
     bestEffort: flags.bestEffort,
-    cluster: clusterSetting(ctx.settings, flags.connect),
+    cluster: clusterSetting(ctx.settings, flags.connect.cluster),
     tls: tlsSetting(ctx.settings, flags.connect),
   };
 }

@@ -38,12 +38,16 @@ export interface ConnectFlags {
   tls: Partial<TlsFiles>;
 }
 
-export function connectFlags(args: ParsedArgs): ConnectFlags {
+/** `--cluster`, checked. */
+export function clusterFlag(args: ParsedArgs): string | undefined {
   const cluster = args.text('--cluster');
-  if (cluster !== undefined) {
-    const problem = clusterNameProblem(cluster);
-    if (problem) throw new InvalidInputError(`--cluster: ${problem}`);
-  }
+  const problem = cluster === undefined ? undefined : clusterNameProblem(cluster);
+  if (problem) throw new InvalidInputError(`--cluster: ${problem}`);
+  return cluster;
+}
+
+export function connectFlags(args: ParsedArgs): ConnectFlags {
+  const cluster = clusterFlag(args);
   const tls: Partial<TlsFiles> = {};
   for (const part of ['ca', 'cert', 'key'] as const) {
     const file = args.text(`--tls-${part}`);
@@ -53,9 +57,9 @@ export function connectFlags(args: ParsedArgs): ConnectFlags {
 }
 
 /** The cluster's name from --cluster, else the settings; undefined lets the certificate (or the default) decide. */
-export function clusterSetting(settings: Settings, flags: ConnectFlags): string | undefined {
-  const name = flags.cluster ?? settings.get<string>('cluster.name');
-  const problem = name === undefined || flags.cluster !== undefined ? undefined : clusterNameProblem(name);
+export function clusterSetting(settings: Settings, flag: string | undefined): string | undefined {
+  const name = flag ?? settings.get<string>('cluster.name');
+  const problem = name === undefined || flag !== undefined ? undefined : clusterNameProblem(name);
   if (problem) throw new InvalidInputError(`${settings.source('cluster.name')}: ${problem}`);
   return name;
 }

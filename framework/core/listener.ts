@@ -83,8 +83,9 @@ export class Listener {
         }
         this.accept(socket, peerIsNode(socket));
       });
-      server.on('tlsClientError', (error, socket) => {
-        options.refused('tls', `refused a TLS connection from ${socket.remoteAddress}: ${error.message}`);
+      server.on('tlsClientError', (error: NodeJS.ErrnoException, socket) => {
+        // OpenSSL's messages run over several lines of internals; its code says it (ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE).
+        options.refused('tls', `refused a TLS connection from ${socket.remoteAddress}: ${error.code ?? error.message.split('\n')[0]}`);
         socket.destroy();
       });
       this.server = server;

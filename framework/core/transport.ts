@@ -103,6 +103,10 @@ export interface TransportOptions {
 
 export class Transport {
   private readonly sessions = new Map<string, http2.ClientHttp2Session>();
+  /** Requests open on each session, other than call channels. */
+  private readonly openRequests = new WeakMap<http2.Http2Session, number>();
+  /** Lets go of the hold `holdOpen` took for a request (once, whichever comes first: settled or closed). */
+  private readonly releases = new WeakMap<http2.ClientHttp2Stream, () => void>();
   /** Test-only fault hook: outgoing requests to these addresses fail as if the network dropped them. */
   readonly blocked = new Set<string>();
   private closed = false;
@@ -147,9 +151,34 @@ export class Transport {
     }
     request.on('error', () => {});
     if (options.keepOpen) return request;
+    this.holdOpen(request);
     if (options.body !== undefined) request.end(options.body);
     else request.end();
     return request;
+  }
+
+  /**
+   * A pooled session does not keep the process alive while idle, but does while a request on it is
+   * open: a command waiting for a streamed reply must not end because nothing else is going on.
+   * (Long-lived call channels do not count: their calls have timers of their own.)
+   */
+  private holdOpen(request: http2.ClientHttp2Stream): void {
+    const session = request.session!;
+    const open = (this.openRequests.get(session) ?? 0) + 1;
+    this.openRequests.set(session, open);
+    if (open === 1) session.ref();
+    let held = true;
+    const release = (): void => {
+      if (!held) return;
+      held = false;
+      const left = (this.openRequests.get(session) ?? 1) - 1;
+      this.openRequests.set(session, left);
+      if (left === 0 && !session.destroyed) session.unref();
+    };
+    this.releases.set(request, release);
+    // A cancelled request to a peer that stopped answering may not close for a long while: a timed
+    // out request lets go when it settles (see `request`), not when its stream closes.
+    request.once('close', release);
   }
 
   /** Throws `unreachable` when the transport is closed or the fault hook blocks `addr`. */
@@ -173,6 +202,7 @@ export class Transport {
         if (settled) return;
         settled = true;
         if (timer) clearTimeout(timer);
+        this.releases.get(request)?.();
         if (error) {
           if (!request.closed) request.close(NGHTTP2_CANCEL);
           reject(error);
