@@ -9,8 +9,19 @@
 export class NodeBudget {
   used = 0;
   private readonly waiters = new Set<() => void>();
+  private observer: (() => void) | undefined;
 
   constructor(readonly limit: number) {}
+
+  /** Calls `observer` after every change of `used` (one observer: reclaim.ts). */
+  observe(observer: (() => void) | undefined): void {
+    this.observer = observer;
+  }
+
+  /** Bytes were taken (`ConnectionBudget.take`). */
+  took(): void {
+    this.observer?.();
+  }
 
   /** Calls `wake` once after bytes are given back anywhere on the node. */
   waitForRoom(wake: () => void): void {
@@ -18,6 +29,7 @@ export class NodeBudget {
   }
 
   released(): void {
+    this.observer?.();
     if (!this.waiters.size) return;
     const waiters = [...this.waiters];
     this.waiters.clear();
@@ -45,6 +57,7 @@ export class ConnectionBudget {
   take(n: number): void {
     this.used += n;
     this.node.used += n;
+    this.node.took();
   }
 
   get full(): boolean {

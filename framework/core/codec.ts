@@ -177,7 +177,31 @@ export function frameValue(frame: Frame): unknown {
 }
 
 /** Parses and checks a call body; the message names what is wrong. */
+/** Deepest nesting of arrays and objects a call body may have (as trajstore's documents). */
+export const MAX_CALL_DEPTH = 512;
+
+/**
+ * The depth `raw` (JSON) nests arrays and objects to, counted without parsing and stopping past
+ * `limit`: JSON.parse takes seconds over megabytes of `[`, and what it builds cannot be sent back.
+ */
+export function jsonDepthExceeds(raw: Buffer, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i]!;
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped byte
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
+
 export function parseCallBody(raw: Buffer): CallBody {
+  if (jsonDepthExceeds(raw, MAX_CALL_DEPTH)) throw new FrameError(`body nests arrays and objects deeper than ${MAX_CALL_DEPTH} levels`);
   let value: unknown;
   try {
     value = JSON.parse(raw.toString('utf8'));

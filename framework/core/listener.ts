@@ -21,6 +21,10 @@ import { raiseSessionWindow } from './transport.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 
+/** Bytes of membership messages one connection, and the node, may hold at once. */
+export const SWIM_CONNECTION_BYTES = 4 * 1024 * 1024;
+const SWIM_NODE_BYTES = 16 * 1024 * 1024;
+
 export type StreamHandler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
 
 export interface ListenerOptions {
@@ -36,7 +40,13 @@ export interface ListenerOptions {
 
 /** What a node knows of the client on the other end of a connection. */
 export interface Peer {
+  /** What this connection's call bodies may hold. */
   budget: ConnectionBudget;
+  /**
+   * What its membership messages may hold: a budget of their own, so that callers filling the
+   * call budget cannot stop a node answering probes (it would be declared Suspect, then Failed).
+   */
+  swimBudget: ConnectionBudget;
   /** False for a TLS client whose certificate is a client certificate: it may read and call, not join. */
   node: boolean;
 }
@@ -51,6 +61,8 @@ export class Listener {
   /** Set while a connection is handed to the HTTP/2 server, whose 'session' event comes synchronously. */
   private arriving: Peer | undefined;
   readonly budget: NodeBudget;
+  /** Membership messages in all: a few whole member tables. */
+  readonly swimBudget = new NodeBudget(SWIM_NODE_BYTES);
 
   private constructor(private readonly options: ListenerOptions) {
     const { limits } = options;
@@ -62,7 +74,7 @@ export class Listener {
       options.onStream(stream, headers);
     });
     this.h2.on('session', (session) => {
-      this.peers.set(session, this.arriving ?? { budget: new ConnectionBudget(limits.maxConnectionBytes, this.budget), node: true });
+      this.peers.set(session, this.arriving ?? this.newPeer(true));
       this.sessions.add(session);
       session.on('error', () => {});
       raiseSessionWindow(session);
@@ -114,6 +126,15 @@ export class Listener {
     return this.server.address() as AddressInfo;
   }
 
+  private newPeer(node: boolean): Peer {
+    return { budget: new ConnectionBudget(this.options.limits.maxConnectionBytes, this.budget), swimBudget: new ConnectionBudget(SWIM_CONNECTION_BYTES, this.swimBudget), node };
+  }
+
+  /** Connections open now (both protocols). */
+  get connections(): number {
+    return this.sockets.size;
+  }
+
   /** The client of a stream's connection. */
   peerOf(stream: http2.ServerHttp2Stream): Peer {
     return this.peers.get(stream.session!)!;
@@ -141,7 +162,7 @@ export class Listener {
         // The HTTP/1.1 parser reads new bytes from the socket itself; the ones put back reach it as 'data'.
         return void socket.resume();
       }
-      this.arriving = { budget: new ConnectionBudget(this.options.limits.maxConnectionBytes, this.budget), node };
+      this.arriving = this.newPeer(node);
       try {
         this.h2.emit('connection', socket);
       } finally {

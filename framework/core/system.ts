@@ -20,6 +20,7 @@ import { DEFAULT_CLUSTER, DEFAULT_TIMERS, type MemberRecord, type MembershipTime
 import type { Membership } from './membership.js';
 import { nodeMetrics } from './metrics.js';
 import { Listener, openHttp1 } from './listener.js';
+import { DEFAULT_RECLAIM, reclaimAfterSurges, tuneAllocator } from './reclaim.js';
 import { LocalActors } from './registry.js';
 import { clusterOfNode, loadTls, type TlsFiles } from './tls.js';
 import { Transport } from './transport.js';
@@ -78,6 +79,7 @@ export class ActorSystem implements ActorSystemView {
   readonly limits: ServerLimits;
   transport!: Transport;
   listener!: Listener;
+  private stopReclaim: (() => void) | undefined;
   membership!: Membership;
   cluster = DEFAULT_CLUSTER;
   tls = false;
@@ -137,6 +139,10 @@ export class ActorSystem implements ActorSystemView {
         system.log(message);
       },
     });
+    tuneAllocator();
+    system.stopReclaim = reclaimAfterSurges(system.listener.budget, DEFAULT_RECLAIM, (before, after) =>
+      system.log(`gave memory back after a surge of call bodies: resident ${mib(before)} -> ${mib(after)} MiB`),
+    );
     if (options.metricsAddr) system.metricsServer = await openHttp1(options.metricsAddr, http1Observers(system));
     const bound = system.listener.address();
     system.addr = options.advertise ?? formatAddr(advertisedHost(host), bound.port);
@@ -203,6 +209,7 @@ export class ActorSystem implements ActorSystemView {
     this.transport.close();
     this.metricsServer?.close();
     this.metricsServer?.closeAllConnections();
+    this.stopReclaim?.();
     await this.listener.close();
   }
 }
@@ -220,3 +227,5 @@ function advertisedHost(host: string): string {
   }
   return '127.0.0.1';
 }
+
+const mib = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(0);

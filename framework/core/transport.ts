@@ -46,16 +46,18 @@ export interface RequestOptions {
 export interface BodyLimits {
   /** More bytes than this fail with `too-large`. */
   maxBytes: number;
-  /** Bytes are charged here as they arrive and stay charged (the caller gives them back); past it: `overloaded`. */
+  /** Bytes are charged here as they arrive and stay charged (the caller gives them back); while it is full, reading waits. */
   budget?: ConnectionBudget | undefined;
   /** The whole body must arrive within this time. */
   timeoutMs?: number | undefined;
 }
 
 /**
- * Reads a whole request or response body within `limits`. On failure the bytes read so far are
- * given back and dropped, and reading stops (the stream is paused: its flow-control window stops
- * the sender); answering and closing the stream is the caller's.
+ * Reads a whole request or response body within `limits`. Bytes are charged to the budget as they
+ * arrive; while it is full, reading stops (the stream is paused: HTTP/2 flow control stops the
+ * sender) until bytes are given back somewhere on the node, so a flood of bodies is held at the
+ * budget instead of being read, refused and read again. On failure the bytes read so far are given
+ * back and dropped, and reading stops; answering and closing the stream is the caller's.
  */
 export function readBody(stream: http2.Http2Stream, limits: BodyLimits): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -72,17 +74,29 @@ export function readBody(stream: http2.Http2Stream, limits: BodyLimits): Promise
       chunks.length = 0;
       reject(error);
     };
+    const waitForRoom = (): void => {
+      const budget = limits.budget!;
+      stream.pause();
+      const check = (): void => {
+        if (settled) return;
+        if (budget.full) budget.node.waitForRoom(check);
+        else stream.resume();
+      };
+      budget.node.waitForRoom(check);
+    };
     const onData = (chunk: Buffer): void => {
       if (size + chunk.length > limits.maxBytes) return stop(new ActorError('too-large', `body exceeds ${limits.maxBytes} bytes (limit max_call_bytes)`));
-      if (limits.budget && !limits.budget.tryTake(chunk.length)) {
-        return stop(new ActorError('overloaded', 'node is holding as many call bodies as it may (limits max_connection_bytes, max_node_bytes); retry later'));
-      }
       size += chunk.length;
       chunks.push(chunk);
+      if (!limits.budget) return;
+      limits.budget.take(chunk.length);
+      if (limits.budget.full) waitForRoom();
     };
     const timer = limits.timeoutMs ? setTimeout(() => stop(new ActorError('bad-request', `body did not arrive within ${limits.timeoutMs} ms`)), limits.timeoutMs) : undefined;
     stream.on('data', onData);
     stream.once('end', () => {
+      // Node ends the readable side of a stream the peer reset, too: that body is cut short.
+      if (stream.aborted || (stream.rstCode !== undefined && stream.rstCode !== 0)) return stop(new ActorError('cancelled', 'stream was reset before its body ended'));
       if (settled) return;
       settled = true;
       clearTimeout(timer);

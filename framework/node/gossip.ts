@@ -51,7 +51,7 @@ export interface SwimServing {
 
 /** `POST /cluster/swim`: one membership message in, the membership's answer (naming our cluster) out. */
 export async function serveSwim(node: SwimServing, stream: http2.ServerHttp2Stream): Promise<void> {
-  const { budget } = node.listener.peerOf(stream);
+  const { swimBudget: budget } = node.listener.peerOf(stream);
   let body: Buffer;
   try {
     body = await readBody(stream, { maxBytes: MAX_SWIM_BYTES, budget, timeoutMs: node.limits.bodyTimeoutMs });

@@ -3,6 +3,7 @@
  * JSON of the shapes in observed.ts; `/metrics` answers the node's series in the Prometheus text
  * format, the gauges computed now and the counters and histograms as counted.
  */
+import type { Listener } from '../core/listener.js';
 import type { Membership } from '../core/membership.js';
 import { STATUSES } from '../core/members.js';
 import { gauge, type NodeMetrics } from '../core/metrics.js';
@@ -21,6 +22,8 @@ export interface ObservedNode {
   readonly membership: Membership;
   readonly actors: LocalActors;
   readonly metrics: NodeMetrics;
+  /** What clients make the node hold: connections and bytes of unanswered calls. */
+  readonly listener: Pick<Listener, 'connections' | 'budget'>;
 }
 
 export function memberList(node: ObservedNode): MemberList {
@@ -71,9 +74,22 @@ export function renderMetrics(node: ObservedNode): string {
     gauge('actor_named_actors_total', 'Named actors with an Alive instance in the cluster', [[labels, new Set(members.filter((m) => m.status === 'Alive').flatMap((m) => m.actors)).size]]),
     gauge('actor_mailbox_depth', 'Messages queued or waiting in the mailboxes of this node', [[labels, node.actors.load]]),
     gauge('actor_uptime_seconds', 'Seconds since this node started', [[labels, uptimeSeconds(node)]]),
+    gauge('actor_connections', 'Connections open to this node', [[labels, node.listener.connections]]),
+    gauge('actor_held_call_bytes', 'Bytes of call bodies this node holds until they are answered (limit max_node_bytes)', [[labels, node.listener.budget.used]]),
+    ...processGauges(labels),
     ...Object.values(node.metrics).map((m) => m.render()),
   ];
   return `${parts.join('\n')}\n`;
+}
+
+/** The process's memory, under the names Prometheus client libraries use. */
+function processGauges(labels: Record<string, string>): string[] {
+  const memory = process.memoryUsage();
+  return [
+    gauge('process_resident_memory_bytes', 'Resident memory size in bytes', [[labels, memory.rss]]),
+    gauge('nodejs_heap_size_used_bytes', 'V8 heap in use, in bytes', [[labels, memory.heapUsed]]),
+    gauge('nodejs_external_memory_bytes', 'Memory of buffers and other objects outside the V8 heap, in bytes', [[labels, memory.external]]),
+  ];
 }
 
 function uptimeSeconds(node: ObservedNode): number {

@@ -52,6 +52,11 @@ test('call bodies are checked field by field', () => {
   assert.throws(() => parseCallBody(Buffer.from('[1]')), /JSON object/);
   assert.throws(() => parseCallBody(Buffer.from('{"method":""}')), /`method`/);
   assert.throws(() => parseCallBody(Buffer.from('{"method":"m","args":{}}')), /`args`/);
+  // Nesting is counted before parsing; brackets inside strings do not count.
+  const nested = (n: number): string => `{"method":"m","args":[${'['.repeat(n - 2)}${']'.repeat(n - 2)}]}`;
+  assert.equal(parseCallBody(Buffer.from(nested(512))).method, 'm');
+  assert.throws(() => parseCallBody(Buffer.from(nested(513))), /deeper than 512 levels/);
+  assert.equal(parseCallBody(Buffer.from(`{"method":"m","args":["${'['.repeat(2000)}\\"["]}`)).args.length, 1);
 });
 
 test.run();

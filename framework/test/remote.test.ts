@@ -186,7 +186,8 @@ test('every error inside a call is an error reply: deep nesting, cycles, BigInt,
   const nested = `${'['.repeat(5000)}${']'.repeat(5000)}`;
   const body = `{"method":"echo","args":[${nested}]}`;
   const viaRoute = await raw(node.addr, { ':method': 'POST', ':path': '/named/echo', [CLUSTER_HEADER]: DEFAULT_CLUSTER }, body);
-  assert.equal([viaRoute.status, JSON.parse(viaRoute.body).error.code], [500, 'failed']);
+  assert.equal([viaRoute.status, JSON.parse(viaRoute.body).error.code], [400, 'bad-request']);
+  assert.match(viaRoute.body, 'deeper than 512 levels');
   // A caller in a node cannot even encode it: refused on its side, before anything is sent (the
   // call channel's own handling of such records is in the abuse test).
   const fromNode = await client.resolve('echo').ask('echo', [JSON.parse(nested)]).then(() => undefined, (e: unknown) => e);
