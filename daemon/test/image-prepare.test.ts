@@ -70,6 +70,32 @@ test('the key defaults to the rootfs directory name; images-dir is created', asy
   assert.equal((JSON.parse(readFileSync(join(fresh, 'tiny.json'), 'utf8')) as { cmd: string[] }).cmd, []);
 });
 
+test('-c/--config (and $SANDBOXD_CONFIG) supply images_dir and library_dir, relative to the file; a missing file exits 3, a bad one 2', async () => {
+  const config = join(base, 'sandboxd.toml');
+  writeFileSync(config, 'images_dir = "configured-images"\nlibrary_dir = "firmware"\n');
+  const r = await prepare(rootfs, '--key', 'from-config', '-c', config);
+  assert.is(r.code, 0, r.stderr);
+  assert.is(r.stdout, `${join(realpathSync(base), 'configured-images', 'from-config.json')}\n`);
+  const viaEnv = await runTool('sandboxd', ['image', 'prepare', rootfs, '--key', 'from-env'], { env: { SANDBOXD_CONFIG: config } });
+  assert.is(viaEnv.code, 0, viaEnv.stderr);
+  // A flag wins over the file.
+  const flag = await prepare(rootfs, '--key', 'flag-wins', '-c', config, '--images-dir', images, '--library-dir', library);
+  assert.is(flag.stdout, `${join(realpathSync(images), 'flag-wins.json')}\n`);
+  const missing = await prepare(rootfs, '--key', 'x', '-c', join(base, 'nowhere.toml'));
+  assert.is(missing.code, 3, missing.stderr);
+  assert.match(missing.stderr, 'nowhere.toml');
+  for (const [text, why] of [
+    ['images_dir = \n', 'sandboxd.toml:1'],
+    ['imagesdir = "x"\n', 'imagesdir'],
+    ['images_dir = 5\n', 'images_dir'],
+  ] as const) {
+    writeFileSync(config, text);
+    const bad = await prepare(rootfs, '--key', 'x', '-c', config);
+    assert.is(bad.code, 2, `${text}: ${bad.stderr}`);
+    assert.match(bad.stderr, why);
+  }
+});
+
 test('bad inputs exit 2 and name the input', async () => {
   const file = join(base, 'a-file');
   writeFileSync(file, 'x');

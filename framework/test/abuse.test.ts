@@ -9,6 +9,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http2 from 'node:http2';
+import https from 'node:https';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -336,6 +337,18 @@ test('a mutual-TLS cluster: gossip and calls between three processes; no certifi
   } finally {
     fake.close();
   }
+  // Prometheus with a client certificate scrapes /metrics over HTTPS/1.1 (ALPN http/1.1).
+  const scraped = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const [host, port] = b!.addr.split(':');
+    const req = https.get({ host, port: Number(port), path: '/metrics', agent: false, ...read(certs, 'ops'), checkServerIdentity: () => undefined }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+  });
+  assert.is(scraped.status, 200);
+  assert.match(scraped.body, /^actor_cluster_members\{node_id="[0-9a-f]{32}",status="Alive"\} 3$/m);
   // The metric counts what was refused, by reason.
   const metrics = await request(a.addr, ops, { ':path': '/metrics' });
   assert.ok('body' in metrics);

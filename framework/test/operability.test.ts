@@ -1,0 +1,171 @@
+/**
+ * Running a cluster from the shell, against three node processes: /metrics scraped over HTTP/1.1
+ * (the node's port and --metrics-addr), `actorctl call`, inspect's output formats with results on
+ * stdout only, the configuration file (-c, $ACTORCTL_CONFIG: missing exits 3, bad exits 2) and
+ * `inspect watch` showing a member killed mid-watch as Suspect, then Failed, without exiting.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import http from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runTool } from '../../lib/testing/run-tool.js';
+import { killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'actor-ops-'));
+let nodes: NodeProcess[] = [];
+let metricsAddr = '';
+
+test.before(async () => {
+  // A free port for --metrics-addr.
+  metricsAddr = await new Promise<string>((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(`127.0.0.1:${port}`));
+    });
+  });
+  const a = await startNode({ name: 'echo', extraArgs: ['--metrics-addr', metricsAddr] });
+  const [b, c] = await Promise.all([startNode({ name: 'echo', seeds: [a.addr] }), startNode({ name: 'echo', seeds: [a.addr] })]);
+  nodes = [a, b, c];
+  await waitFor('3 Alive', async () => {
+    const r = await runTool('actorctl', ['inspect', 'cluster', '--seeds', a.addr, '--format', 'json']);
+    return r.code === 0 && (JSON.parse(r.stdout) as Array<{ status: string }>).filter((m) => m.status === 'Alive').length === 3;
+  });
+});
+
+test.after(async () => {
+  await killAll();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** GET over HTTP/1.1 with Node's http client (as Prometheus scrapes). */
+function get(addr: string, path: string): Promise<{ status: number; type: string; body: string; version: string }> {
+  const [host, port] = addr.split(':');
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host, port: Number(port), path, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, type: String(res.headers['content-type']), body, version: res.httpVersion }));
+    });
+    req.on('error', reject);
+  });
+}
+
+test('/metrics answers HTTP/1.1 in the Prometheus text format, on the node port and on --metrics-addr', async () => {
+  for (const addr of [nodes[0]!.addr, metricsAddr, nodes[1]!.addr]) {
+    const r = await get(addr, '/metrics');
+    assert.is(r.status, 200, addr);
+    assert.is(r.version, '1.1');
+    assert.is(r.type, 'text/plain; version=0.0.4; charset=utf-8');
+    assert.match(r.body, /^# HELP actor_cluster_members /m);
+    assert.match(r.body, /^actor_cluster_members\{node_id="[0-9a-f]{32}",status="Alive"\} 3$/m);
+    assert.match(r.body, /^process_resident_memory_bytes\{node_id="[0-9a-f]{32}"\} \d+$/m);
+    // Every sample line is `name{labels} value`, as a Prometheus parser wants.
+    for (const line of r.body.split('\n').filter((l) => l && !l.startsWith('#'))) assert.match(line, /^[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+$/, line);
+  }
+  const health = await get(nodes[0]!.addr, '/health');
+  assert.is(JSON.parse(health.body).status, 'ok');
+  const call = await get(nodes[0]!.addr, '/named/echo');
+  assert.is(call.status, 404, 'calls are not served over HTTP/1.1');
+});
+
+test('actorctl call: ask, stream, tell, @- from stdin; errors map to exit codes; stdout holds only the result', async () => {
+  const seeds = ['--seeds', nodes[1]!.addr];
+  const ask = await runTool('actorctl', ['call', 'echo', 'echo', '["hello", 2]', ...seeds]);
+  assert.is(ask.code, 0, ask.stderr);
+  assert.is(ask.stdout, '"hello"\n');
+  assert.is(ask.stderr, '');
+  const stream = await runTool('actorctl', ['call', 'echo', 'stream', '[3]', '--mode', 'stream', ...seeds]);
+  assert.is(stream.code, 0, stream.stderr);
+  assert.equal(stream.stdout.trim().split('\n').map((l) => JSON.parse(l)), [{ index: 0, of: 3 }, { index: 1, of: 3 }, { index: 2, of: 3 }]);
+  const tell = await runTool('actorctl', ['call', 'echo', 'count', '--mode', 'tell', ...seeds]);
+  assert.is(tell.code, 0, tell.stderr);
+  const stdin = await runTool('actorctl', ['call', 'echo', 'echo', '@-', ...seeds], { input: '[{"big": "document"}]' });
+  assert.is(stdin.stdout, '{"big":"document"}\n');
+  const file = join(dir, 'args.json');
+  writeFileSync(file, '["from a file"]');
+  assert.is((await runTool('actorctl', ['call', 'echo', 'echo', `@${file}`, ...seeds])).stdout, '"from a file"\n');
+  for (const [args, code, message] of [
+    [['call', 'nobody', 'echo', '[]'], 3, 'nobody'],
+    [['call', 'echo', 'nothing', '[]'], 3, 'nothing'],
+    [['call', 'echo', 'echo', '{"not":"an array"}'], 2, 'ARGS_JSON must be a JSON array'],
+    [['call', 'echo', 'echo', '[1'], 2, 'ARGS_JSON is not JSON'],
+    [['call', 'echo', 'echo', `@${join(dir, 'none.json')}`], 3, 'none.json'],
+    [['call', 'echo', 'stream', '[1]'], 2, '--mode stream'],
+    [['call', 'echo', 'echo', '[]', '--seeds', '127.0.0.1:1', '--timeout', '1'], 6, '127.0.0.1:1'],
+  ] as const) {
+    const r = await runTool('actorctl', [...args, ...((args as readonly string[]).includes('--seeds') ? [] : seeds)]);
+    assert.is(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.is(r.stdout, '', 'errors print nothing on stdout');
+  }
+});
+
+test('inspect --format table|json|jsonl; progress goes to stderr, never stdout', async () => {
+  const seeds = ['--seeds', nodes[0]!.addr];
+  for (const command of ['cluster', 'actors', 'metrics']) {
+    const table = await runTool('actorctl', ['--log-level', 'info', 'inspect', command, ...seeds, '--format', 'table', ...(command === 'metrics' ? ['--raw', 'False'] : [])]);
+    assert.is(table.code, 0, table.stderr);
+    assert.not.match(table.stdout, /connecting|Connecting|querying/, `${command}: progress is not a result`);
+    if (command === 'cluster') assert.match(table.stderr, 'info: connecting to the cluster via seeds');
+    const json = await runTool('actorctl', ['inspect', command, ...seeds, '--format', 'json']);
+    const rows = JSON.parse(json.stdout) as unknown[];
+    assert.ok(Array.isArray(rows) && rows.length > 0, `${command} --format json is an array of rows`);
+    const jsonl = await runTool('actorctl', ['inspect', command, ...seeds, '--format', 'jsonl']);
+    const lines = jsonl.stdout.trim().split('\n').map((l) => JSON.parse(l) as unknown);
+    assert.is(lines.length, rows.length, `${command}: one line per row`);
+  }
+  const bad = await runTool('actorctl', ['inspect', 'cluster', ...seeds, '--format', 'yaml']);
+  assert.is(bad.code, 2);
+  assert.match(bad.stderr, '--format');
+});
+
+test('-c FILE and $ACTORCTL_CONFIG are honoured by inspect and call; a missing file exits 3, a bad one 2', async () => {
+  const config = join(dir, 'actorctl.toml');
+  writeFileSync(config, `[cluster]\nseeds = ["${nodes[2]!.addr}"]\n`);
+  const viaFlag = await runTool('actorctl', ['-c', config, 'inspect', 'cluster', '--format', 'json']);
+  assert.is(viaFlag.code, 0, viaFlag.stderr);
+  assert.is((JSON.parse(viaFlag.stdout) as unknown[]).length, 3);
+  const viaEnv = await runTool('actorctl', ['call', 'echo', 'echo', '["configured"]'], { env: { ACTORCTL_CONFIG: config } });
+  assert.is(viaEnv.stdout, '"configured"\n', viaEnv.stderr);
+  // The cluster's name from the file is sent: a cluster of another name refuses.
+  writeFileSync(config, `[cluster]\nname = "elsewhere"\nseeds = ["${nodes[2]!.addr}"]\n`);
+  const stranger = await runTool('actorctl', ['-c', config, 'call', 'echo', 'echo', '[1]']);
+  assert.is(stranger.code, 2, stranger.stderr);
+  assert.match(stranger.stderr, "not 'elsewhere'");
+  const missing = await runTool('actorctl', ['-c', join(dir, 'nowhere.toml'), 'inspect', 'cluster']);
+  assert.is(missing.code, 3);
+  assert.match(missing.stderr, 'nowhere.toml');
+  for (const [text, why] of [
+    ['[cluster\nseeds = 1\n', 'actorctl.toml:1'],
+    ['[cluster]\nseeds = 5\n', 'seeds'],
+    ['[clutser]\nname = "x"\n', 'clutser'],
+    ['[limits]\nmax_call_bytes = -1\n', 'max_call_bytes'],
+  ] as const) {
+    writeFileSync(config, text);
+    const r = await runTool('actorctl', ['-c', config, 'inspect', 'cluster']);
+    assert.is(r.code, 2, `${JSON.stringify(text)}: ${r.stderr}`);
+    assert.match(r.stderr, why);
+    const node = await runTool('actorctl', ['-c', config, 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0']);
+    assert.is(node.code, 2, `actor with ${JSON.stringify(text)}: ${node.stderr}`);
+  }
+});
+
+test('inspect watch shows a member killed mid-watch as Suspect, then Failed, and keeps watching', async () => {
+  const [a, , c] = nodes as [NodeProcess, NodeProcess, NodeProcess];
+  const watch = runTool('actorctl', ['inspect', 'watch', '--seeds', a.addr, '--kind', 'cluster', '--interval', '0.2', '--max_rounds', '25', '--timeout', '0.5', '--format', 'jsonl']);
+  await new Promise((r) => setTimeout(r, 600));
+  c.proc.kill('SIGKILL');
+  const w = await watch;
+  assert.is(w.code, 0, w.stderr);
+  const changes = w.stdout.trim().split('\n').map((l) => JSON.parse(l) as { round: number; subject: string; before: unknown; after: unknown });
+  const ofC = changes.filter((ch) => ch.subject.includes(c.addr) && ch.round > 1).map((ch) => ch.after);
+  assert.ok(ofC.includes('Suspect'), `Suspect shown: ${JSON.stringify(ofC)}`);
+  assert.ok(ofC.includes('Failed'), `Failed shown: ${JSON.stringify(ofC)}`);
+  assert.is(Math.max(...changes.map((ch) => ch.round)) >= 1, true);
+});
+
+test.run();
