@@ -54,6 +54,14 @@ export async function actorParams(schema: TObject, given: { json: readonly strin
   return (await import('./core/loader.js')).actorParams(schema, given);
 }
 
+/**
+ * Starts loading the node's code without waiting for it: `actorctl actor` calls this before it
+ * loads the actor class, so that the two loads overlap (a node is visible to the cluster sooner).
+ */
+export function prepareSystem(): void {
+  void import('./core/system.js').catch(() => {});
+}
+
 /** Starts an actor system node: binds its h2c listener and joins the cluster through its seeds. */
 export async function startSystem(options: SystemOptions): Promise<ActorSystem> {
   return (await import('./core/system.js')).ActorSystem.start(options);

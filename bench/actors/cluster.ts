@@ -6,7 +6,10 @@
  *     -> Failed as another node sees it, over --trials;
  *   - remote ask p50/p99 and throughput, 64 in flight, from a node in this process.
  *
- *   node dist/bench/actors/cluster.js [--trials 5] [--seconds 3]
+ * With --baseline DIST (the dist/ of another build, e.g. of the main branch), its nodes are
+ * measured first, cleartext, for join latency and failure detection (asks need this build's nodes).
+ *
+ *   node dist/bench/actors/cluster.js [--trials 5] [--seconds 3] [--baseline /path/to/other/dist]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -18,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { createCa, createCertificate, startSystem, type TlsFiles } from '../../framework/index.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const { values } = parseArgs({ options: { trials: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' } } });
+const { values } = parseArgs({ options: { trials: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' }, baseline: { type: 'string' } } });
 const TRIALS = Number(values.trials);
 const SECONDS = Number(values.seconds);
 const CLUSTER = 'bench';
@@ -34,20 +37,23 @@ interface Node {
   addr: string;
 }
 
-function startNode(seeds: string[], tls: TlsFiles | undefined): { started: number; ready: Promise<Node> } {
-  const args = [join(DIST, 'cli', 'actorctl.js'), 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '--name', 'echo', '--cluster', CLUSTER];
+/** Whose nodes are measured: this build's, or (`--baseline`) another's, which may not know `--cluster`. */
+let nodeDist = DIST;
+
+function startNode(seeds: string[], tls: TlsFiles | undefined): { started: number; ready: Promise<Node & { readyAt: number }> } {
+  const args = [join(nodeDist, 'bin', 'actorctl.js'), 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '--name', 'echo', ...(nodeDist === DIST ? ['--cluster', CLUSTER] : [])];
   if (seeds.length) args.push('--seeds', seeds.join(','));
   if (tls) args.push('--tls-ca', tls.ca, '--tls-cert', tls.cert, '--tls-key', tls.key);
   const started = performance.now();
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   children.add(proc);
   proc.once('exit', () => children.delete(proc));
-  const ready = new Promise<Node>((resolve, reject) => {
+  const ready = new Promise<Node & { readyAt: number }>((resolve, reject) => {
     let out = '';
     proc.stdout!.on('data', (c: Buffer) => {
       out += c;
       const m = /Started at (\S+)/.exec(out);
-      if (m) resolve({ proc, addr: m[1]! });
+      if (m) resolve({ proc, addr: m[1]!, readyAt: performance.now() });
     });
     proc.once('exit', (code) => reject(new Error(`node exited ${code}: ${out}`)));
   });
@@ -120,7 +126,7 @@ async function load(inFlight: number, call: () => Promise<unknown>, seconds: num
   return { perSecond: latencies.length / elapsed, p50Ms: pct(50), p99Ms: pct(99) };
 }
 
-async function bench(label: string, tls: { node: (name: string) => TlsFiles; client: TlsFiles } | undefined): Promise<Record<string, unknown>> {
+async function bench(label: string, tls: { node: (name: string) => TlsFiles; client: TlsFiles } | undefined, asks = true): Promise<Record<string, unknown>> {
   const observe = tls?.client;
   const a = await startNode([], tls?.node('a')).ready;
   const b = await startNode([a.addr], tls?.node('b')).ready;
@@ -130,6 +136,7 @@ async function bench(label: string, tls: { node: (name: string) => TlsFiles; cli
   // Join latency: process start of a third node -> Alive on its seed, and on all three.
   const toSeed: number[] = [];
   const toAll: number[] = [];
+  const toStarted: number[] = [];
   let c: Node | undefined;
   for (let trial = 0; trial < TRIALS; trial++) {
     if (c) {
@@ -148,17 +155,24 @@ async function bench(label: string, tls: { node: (name: string) => TlsFiles; cli
     }, 10_000);
     toSeed.push(seedAt - start.started);
     toAll.push(allAt - start.started);
+    toStarted.push(node.readyAt - start.started);
   }
-  console.log(`${label}: join (process start -> Alive): on its seed median ${fmt(median(toSeed))} ms, on all three median ${fmt(median(toAll))} ms (${toAll.map((x) => fmt(x)).join(', ')})`);
+  console.log(
+    `${label}: join (process start -> Alive): on its seed median ${fmt(median(toSeed))} ms, on all three median ${fmt(median(toAll))} ms (${toAll.map((x) => fmt(x)).join(', ')}); ` +
+      `of which process start -> listening (its 'Started at' line) median ${fmt(median(toStarted))} ms`,
+  );
 
   // Remote asks from a node in this process, 64 in flight.
-  const client = await startSystem({ seeds: [a.addr], cluster: CLUSTER, tls: tls?.node('bench-client'), log: () => {} });
-  await until(async () => client.instances('echo').length === 3, 10_000);
-  const echo = client.resolve('echo', { policy: 'round-robin' });
-  await load(64, () => echo.ask('echo', [1]), 1);
-  const ask = await load(64, () => echo.ask('echo', [1]), SECONDS);
-  console.log(`${label}: remote ask, 64 in flight: ${fmt(ask.perSecond)} asks/s, p50 ${fmt(ask.p50Ms, 3)} ms, p99 ${fmt(ask.p99Ms, 3)} ms`);
-  await client.shutdown();
+  let ask: Awaited<ReturnType<typeof load>> | undefined;
+  if (asks) {
+    const client = await startSystem({ seeds: [a.addr], cluster: CLUSTER, tls: tls?.node('bench-client'), log: () => {} });
+    await until(async () => client.instances('echo').length === 3, 10_000);
+    const echo = client.resolve('echo', { policy: 'round-robin' });
+    await load(64, () => echo.ask('echo', [1]), 1);
+    ask = await load(64, () => echo.ask('echo', [1]), SECONDS);
+    console.log(`${label}: remote ask, 64 in flight: ${fmt(ask.perSecond)} asks/s, p50 ${fmt(ask.p50Ms, 3)} ms, p99 ${fmt(ask.p99Ms, 3)} ms`);
+    await client.shutdown();
+  }
 
   // Failure detection: kill -9 the third node, as the first sees it; then bring one back.
   const suspects: number[] = [];
@@ -183,7 +197,8 @@ async function bench(label: string, tls: { node: (name: string) => TlsFiles; cli
     join_to_seed_ms_median: median(toSeed),
     join_to_all_ms_median: median(toAll),
     join_to_all_ms: toAll,
-    remote_ask_64: { asks_per_s: Math.round(ask.perSecond), p50_ms: ask.p50Ms, p99_ms: ask.p99Ms },
+    process_start_to_listening_ms_median: median(toStarted),
+    remote_ask_64: ask && { asks_per_s: Math.round(ask.perSecond), p50_ms: ask.p50Ms, p99_ms: ask.p99Ms },
     suspect_ms_median: median(suspects),
     failed_ms_median: median(faileds),
     suspect_ms: suspects,
@@ -201,7 +216,14 @@ try {
   const nodes = new Map<string, TlsFiles>();
   for (const name of ['a', 'b', 'c', 'bench-client']) nodes.set(name, await leaf('node', name));
   const client = await leaf('client', 'observer');
+  let baseline: Record<string, unknown> | undefined;
+  if (values.baseline) {
+    nodeDist = values.baseline;
+    baseline = await bench('baseline h2c', undefined, false);
+    nodeDist = DIST;
+  }
   const report = {
+    baseline,
     h2c: await bench('h2c', undefined),
     tls: await bench('mTLS', { node: (name) => nodes.get(name)!, client }),
   };

@@ -5,7 +5,7 @@
  * it stops are diagnostics, on stderr (`--log-level info`).
  */
 import { InvalidInputError, ToolError } from '../../lib/errors.js';
-import { actorParams, describeActorClass, loadActorClass, startSystem, type ActorSystem } from '../../framework/index.js';
+import { actorParams, describeActorClass, loadActorClass, prepareSystem, startSystem, type ActorSystem } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type OptionSpec } from '../kit/program.js';
 import { nodeAddress, nodeAddresses } from './common.js';
@@ -96,6 +96,7 @@ export const actorCommand = defineCommand({
   flags,
   async run(ctx, f) {
     const settings = ctx.settings.withDefines(f.defines);
+    prepareSystem();
     const loaded = await loadActorClass(f.classPath);
     let params: Record<string, unknown>;
     try {

@@ -26,27 +26,33 @@ interface Native {
   mmapThreshold(bytes: number): boolean;
 }
 
-let tools: { gc: (() => void) | undefined; native: Native | undefined } | undefined;
+let native: Native | undefined | null;
+let collector: (() => void) | undefined | null;
 
-/** The collector and malloc_trim, loaded once; each undefined where unavailable. */
-function reclaimTools(): NonNullable<typeof tools> {
-  if (tools) return tools;
-  let gc: (() => void) | undefined;
-  try {
-    // `--expose-gc` set at run time reaches contexts created afterwards.
-    setFlagsFromString('--expose-gc');
-    gc = runInNewContext('gc') as () => void;
-  } catch {
-    gc = undefined;
+/** malloc_trim and the mmap threshold (reclaim.c), loaded once; undefined where unavailable. */
+function nativeTools(): Native | undefined {
+  if (native === undefined) {
+    try {
+      native = createRequire(import.meta.url)('./reclaim.node') as Native;
+    } catch {
+      native = null;
+    }
   }
-  let native: Native | undefined;
-  try {
-    native = createRequire(import.meta.url)('./reclaim.node') as Native;
-  } catch {
-    native = undefined;
+  return native ?? undefined;
+}
+
+/** The full collector, made once when first needed (a new context costs a few ms at start-up). */
+function gcFunction(): (() => void) | undefined {
+  if (collector === undefined) {
+    try {
+      // `--expose-gc` set at run time reaches contexts created afterwards.
+      setFlagsFromString('--expose-gc');
+      collector = runInNewContext('gc') as () => void;
+    } catch {
+      collector = null;
+    }
   }
-  tools = { gc, native };
-  return tools;
+  return collector ?? undefined;
 }
 
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
@@ -57,14 +63,14 @@ const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * leave handles the second finds: so two, with pauses, before the trim.
  */
 export async function reclaimMemory(): Promise<{ collected: boolean; trimmed: boolean }> {
-  const { gc, native } = reclaimTools();
+  const gc = gcFunction();
   if (gc) {
     gc();
     await pause(100);
     gc();
     await pause(100);
   }
-  return { collected: gc !== undefined, trimmed: native?.trim() ?? false };
+  return { collected: gc !== undefined, trimmed: nativeTools()?.trim() ?? false };
 }
 
 /**
@@ -75,7 +81,7 @@ export async function reclaimMemory(): Promise<{ collected: boolean; trimmed: bo
  * without, it stayed 50-100 MB above. Returns whether it could be set.
  */
 export function tuneAllocator(): boolean {
-  return reclaimTools().native?.mmapThreshold(32 * 1024) ?? false;
+  return nativeTools()?.mmapThreshold(32 * 1024) ?? false;
 }
 
 /**
