@@ -7,6 +7,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import http from 'node:http';
+import http2 from 'node:http2';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -152,6 +153,29 @@ test('-c FILE and $ACTORCTL_CONFIG are honoured by inspect and call; a missing f
     const node = await runTool('actorctl', ['-c', config, 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0']);
     assert.is(node.code, 2, `actor with ${JSON.stringify(text)}: ${node.stderr}`);
   }
+});
+
+test('caps: connections beyond limits.max_connections are closed as they arrive; each connection gets limits.max_streams concurrent streams', async () => {
+  const node = await startNode({ name: 'capped', extraArgs: ['-D', 'limits.max_connections=4', '-D', 'limits.max_streams=2'] });
+  const [host, port] = node.addr.split(':');
+  const sockets = await Promise.all(
+    Array.from({ length: 6 }, () => new Promise<net.Socket>((resolve) => {
+      const s = net.connect(Number(port), host!, () => resolve(s));
+      s.on('error', () => {});
+    })),
+  );
+  await new Promise((r) => setTimeout(r, 300));
+  const open = sockets.filter((s) => !s.destroyed && s.readyState === 'open' && !s.readableEnded);
+  assert.is(open.length, 4, `${open.length} of 6 connections stay open`);
+  for (const s of sockets) s.destroy();
+  await waitFor('the node to count its refusals', async () => /actor_refused_total\{reason="connections"\} 2/.test((await get(node.addr, '/metrics')).body));
+  const settings = await new Promise<http2.Settings>((resolve, reject) => {
+    const session = http2.connect(`http://${node.addr}`);
+    session.on('error', reject);
+    session.once('remoteSettings', (s) => (session.close(), resolve(s)));
+  });
+  assert.is(settings.maxConcurrentStreams, 2);
+  node.proc.kill('SIGKILL');
 });
 
 test('inspect watch shows a member killed mid-watch as Suspect, then Failed, and keeps watching', async () => {
