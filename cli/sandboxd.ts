@@ -2,9 +2,11 @@
 import { main } from './kit/program.js';
 import { firmwareBuildCommand } from './sandboxd/firmware-build.js';
 import { imagePrepareCommand } from './sandboxd/image-prepare.js';
+import { protocolCommand } from './sandboxd/protocol.js';
+import { serveCommand } from './sandboxd/serve.js';
 
 await main({
   name: 'sandboxd',
   description: 'sandboxd: run agent sandboxes as KVM virtual machines behind an OpenSandbox-compatible API',
-  commands: [imagePrepareCommand, firmwareBuildCommand],
+  commands: [serveCommand, protocolCommand, imagePrepareCommand, firmwareBuildCommand],
 });
