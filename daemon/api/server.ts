@@ -119,6 +119,10 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
     },
   });
 
+  // JSON only: any other body is 415, not parsed as something else.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
+
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     reply.header('x-request-id', request.id);
     const keys = request.raw.headersDistinct['svc-api-key'];

@@ -47,6 +47,7 @@ export interface Endpoint {
   headers?: Record<string, string>;
 }
 
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 const IMAGE_KEY = /^(?!\.)[A-Za-z0-9._-]{1,128}$/;
 const MANIFEST_MAX = 1 << 20;
 const MAINTENANCE_CONCURRENCY = 8;
@@ -220,10 +221,11 @@ export class SandboxService {
   renew(id: string, expiresAt: string): Promise<string> {
     return this.locks.run(id, async () => {
       const record = this.current(id);
+      const wanted = Date.parse(expiresAt);
+      if (!RFC3339.test(expiresAt) || Number.isNaN(wanted)) throw invalid(`expiresAt: ${JSON.stringify(expiresAt)} is not an RFC 3339 timestamp`);
       if (record.deleting || record.state === 'Failed' || record.state === 'Terminated') throw badState(id, record.state, 'it cannot be renewed');
       if (record.expiresAt === undefined) throw new LifecycleError(409, 'INVALID_SANDBOX_STATE', `sandbox ${id} has no automatic expiration to renew`);
       if (this.isExpired(record)) throw expired(id);
-      const wanted = Date.parse(expiresAt);
       if (!(wanted > Date.now())) throw invalid(`expiresAt: ${expiresAt} is not in the future`);
       if (!(wanted > Date.parse(record.expiresAt))) throw invalid(`expiresAt: ${expiresAt} does not extend the current deadline ${record.expiresAt}`);
       if (wanted > Date.now() + this.o.maxTimeoutSeconds * 1000) throw invalid(`expiresAt: ${expiresAt} is more than ${this.o.maxTimeoutSeconds} seconds away`);
