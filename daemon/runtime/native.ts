@@ -82,7 +82,12 @@ export class NativeRuntime {
   }
 
   async inspect(record: SandboxRecord): Promise<NativeState> {
-    if (!record.cgroup) return existsSync(this.cgroupPath(record.id)) ? 'unknown' : 'missing';
+    if (!record.cgroup) {
+      // Made but never bound (a crash between mkdir and the record's write): the supervisor is only
+      // ever started after the binding is durable, so an unbound cgroup with no process proves absence.
+      const path = this.cgroupPath(record.id);
+      return existsSync(path) && populated({ path, device: '', inode: '', bootId: '' }) ? 'unknown' : 'missing';
+    }
     const status = cgroupStatus(record.cgroup);
     if (status === 'other-boot') return 'missing';
     if (status !== 'same') return 'unknown';
