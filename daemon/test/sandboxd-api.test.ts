@@ -3,7 +3,9 @@
  * ids, token scoping on the data plane, and a table of bad requests that must each get the right
  * 4xx (or 501), never a 5xx, and leave nothing half-written.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { cgroup2Mount, makeFixture, type Fixture } from './supervisor/fixture.js';
@@ -113,6 +115,28 @@ if ('skip' in mount) {
     for (const path of ['a/../ping', './ping', '%2e%2e/ping', 'a//ping']) {
       const answer = await rawHttp(`GET /v1/sandboxes/${a.id}/proxy/44772/${path} HTTP/1.1\r\nHost: x\r\nX-SVC-SANDBOX-TOKEN: ${a.token}\r\nConnection: close\r\n\r\n`);
       assert.match(answer, /^HTTP\/1\.1 400 /, path);
+    }
+  });
+
+  test('secrets never reach a process\'s argv or environment', async () => {
+    const pids: string[] = [];
+    const walk = (dir: string): void => {
+      pids.push(...readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean));
+      for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(join(dir, e.name));
+    };
+    walk(fixture.cgroupRoot);
+    assert.ok(pids.length >= 4, `sandbox processes: ${pids.join(',')}`);
+    const secrets = [fixture.apiKey, ...sandboxes.flatMap((s) => [s.token, s.execdToken])];
+    for (const pid of pids) {
+      for (const file of ['cmdline', 'environ']) {
+        let text = '';
+        try {
+          text = readFileSync(`/proc/${pid}/${file}`, 'latin1');
+        } catch {
+          continue; // exited meanwhile
+        }
+        for (const secret of secrets) assert.not.ok(text.includes(secret), `a secret in /proc/${pid}/${file}`);
+      }
     }
   });
 
