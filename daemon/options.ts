@@ -1,6 +1,9 @@
 /** `sandboxd serve`'s settings, checked before anything is touched; each error names its flag. */
 import { isAbsolute } from 'node:path';
 import { InvalidInputError } from '../lib/errors.js';
+import { parseHostPort, WILDCARDS } from './listen.js';
+
+export { SERVE_DEFAULTS, defaultStateDir, parseHostPort, publicAuthority } from './listen.js';
 
 export interface ServeOptions {
   imagesDir: string;
@@ -20,42 +23,6 @@ export interface ServeOptions {
 export const STATE_PATH_MAX = 46;
 export const MAX_TIMEOUT_LIMIT = 365 * 24 * 3600;
 export const MIN_API_KEY_BYTES = 32;
-const WILDCARDS = ['0.0.0.0', '::', ''];
-
-export const SERVE_DEFAULTS = {
-  listen: '127.0.0.1:8080',
-  maxSandboxes: 32,
-  cpuMillis: 4000,
-  memoryBytes: 8589934592,
-  maxTimeoutSeconds: 86400,
-} as const;
-
-export function defaultStateDir(): string {
-  return process.getuid?.() === 0 ? '/var/lib/sandboxd' : `/tmp/sandboxd-${process.getuid?.() ?? 'user'}`;
-}
-
-export function parseHostPort(flag: string, text: string): { host: string; port: number } {
-  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(text);
-  if (!m || Number(m[2]) > 65535) throw new InvalidInputError(`${flag} ${JSON.stringify(text)}: expected host:port`);
-  return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
-}
-
-/**
- * The authority endpoints name: --public-endpoint, or the listener when it is a fixed, specific
- * address. `serve` requires it up front; the programmatic constructor also accepts a loopback port 0
- * (the harness) and names the port it was given.
- */
-export function publicAuthority(o: Pick<ServeOptions, 'listen' | 'publicEndpoint'>): string {
-  const listen = parseHostPort('--listen', o.listen);
-  if (o.publicEndpoint !== undefined) {
-    parseHostPort('--public-endpoint', o.publicEndpoint);
-    return o.publicEndpoint;
-  }
-  if (WILDCARDS.includes(listen.host) || listen.port === 0) {
-    throw new InvalidInputError(`--public-endpoint is required when --listen ${o.listen} is a wildcard or ephemeral address`);
-  }
-  return o.listen;
-}
 
 export function checkServeOptions(o: ServeOptions): void {
   if (Buffer.byteLength(o.apiKey) < MIN_API_KEY_BYTES) {

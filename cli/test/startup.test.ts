@@ -24,6 +24,7 @@ const LIGHT_MODULES = [
   'pipelines/stats/reports.js',
   'daemon/index.js',
   'daemon/images/paths.js',
+  'daemon/listen.js',
   'framework/index.js',
   'framework/core/address.js',
   'framework/core/errors.js',

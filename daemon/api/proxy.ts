@@ -13,6 +13,8 @@ import { SANDBOX_TOKEN_HEADER, type SandboxService } from '../service/sandboxes.
 
 export const PROXY_PATH = /^\/v1\/sandboxes\/([^/?]+)\/proxy\/([^/?]+)(\/[^?]*)?(\?.*)?$/;
 export const UPSTREAM_HEADERS_TIMEOUT_MS = 120_000;
+/** Larger buffers than Node's 16 KiB default: fewer, bigger writes per streamed megabyte. */
+export const STREAM_HIGH_WATER_MARK = 1 << 20;
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-connection']);
 const CONTROL_CREDENTIALS = new Set(['svc-api-key', SANDBOX_TOKEN_HEADER.toLowerCase(), 'open-sandbox-api-key', 'authorization', 'cookie', 'host', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
 

@@ -11,7 +11,7 @@ import { invalid, LifecycleError, notSupported } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, SandboxService } from '../service/sandboxes.js';
 import { secretEquals } from '../service/secret.js';
-import { PROXY_PATH, proxyHandler } from './proxy.js';
+import { PROXY_PATH, proxyHandler, STREAM_HIGH_WATER_MARK } from './proxy.js';
 import { createdView, sandboxView } from './render.js';
 import { CreateSandboxBody, RenewBody, UNSUPPORTED_FIELDS } from './schemas.js';
 
@@ -103,7 +103,7 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
     genReqId: () => randomUUID(),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
     serverFactory: (handler) => {
-      const server = createServer({ requestTimeout: 0, headersTimeout: 60_000 }, (req: IncomingMessage, res: ServerResponse) => {
+      const server = createServer({ requestTimeout: 0, headersTimeout: 60_000, highWaterMark: STREAM_HIGH_WATER_MARK }, (req: IncomingMessage, res: ServerResponse) => {
         const match = PROXY_PATH.exec(req.url ?? '');
         if (match) return void proxy(req, res, match);
         handler(req, res);

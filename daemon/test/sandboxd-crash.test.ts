@@ -3,15 +3,13 @@
  * state: the registry is consistent (no record left Pending, deletions finish), no cgroup or
  * process is orphaned, and the reservations are those of the records.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 import { cgroup2Mount, makeFixture, type Fixture } from './supervisor/fixture.js';
+import { startDaemonProcess, type DaemonProcess } from './supervisor/process.js';
 
 const mount = cgroup2Mount();
 const BODY = { image: { uri: 'test' }, entrypoint: ['sleep', 'infinity'], resourceLimits: { cpu: '250m', memory: '256Mi' } };
@@ -19,26 +17,10 @@ let fixture: Fixture;
 /** Every daemon process started, so that a failing test leaves none holding the state directory. */
 const started = new Set<Proc>();
 
-interface Proc {
-  child: ChildProcess;
-  url: string;
-}
+type Proc = DaemonProcess;
 
 async function startProcess(overrides: Record<string, unknown> = {}): Promise<Proc> {
-  const { apiKey: _key, ...options } = fixture.options;
-  const child = spawn(process.execPath, [join(DIST_ROOT, 'daemon/test/supervisor/serve-process.js'), JSON.stringify({ ...options, ...overrides })], {
-    env: { ...process.env, SVC_API_KEY: fixture.apiKey },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`daemon exited ${code}`)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const m = /^listening (\S+)$/.exec(line);
-      if (m) resolve(m[1]!);
-    });
-  });
-  child.removeAllListeners('exit');
-  const proc = { child, url };
+  const proc = await startDaemonProcess(fixture, overrides);
   started.add(proc);
   return proc;
 }
