@@ -3,7 +3,7 @@
  * state: the registry is consistent (no record left Pending, deletions finish), no cgroup or
  * process is orphaned, and the reservations are those of the records.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
@@ -146,6 +146,31 @@ if ('skip' in mount) {
       await assertCleanAfterDelete(proc);
       await kill9(proc);
     }
+  });
+
+  test('expiry: nothing happens while the daemon is down; after the restart the expired sandbox is refused (409) and removed', async () => {
+    let proc = await startProcess();
+    const created = await api(proc, 'POST', '/v1/sandboxes', { ...BODY, timeout: 60 });
+    const id = created.json!.id as string;
+    const stopped = new Promise((resolve) => proc.child.once('exit', resolve));
+    proc.child.kill('SIGTERM');
+    await stopped;
+    // The deadline passes while the daemon is down (moved back in its record, as time would).
+    const path = join(fixture.state, 'records', `${id}.json`);
+    const wrapped = JSON.parse(readFileSync(path, 'utf8'));
+    wrapped.record.expiresAt = new Date(Date.now() - 1000).toISOString();
+    writeFileSync(path, JSON.stringify(wrapped));
+    await sleep(1500);
+    assert.ok(sandboxCgroups().includes(`sandboxd-${id}`), 'cleaned up while the daemon was down');
+    proc = await startProcess();
+    const endpoint = await api(proc, 'GET', `/v1/sandboxes/${id}/endpoints/44772`);
+    assert.ok(endpoint.status === 409 || endpoint.status === 404, `endpoint after expiry: ${endpoint.status}`);
+    if (endpoint.status === 409) assert.is(endpoint.json!.code, 'SANDBOX_EXPIRED');
+    let got = await api(proc, 'GET', `/v1/sandboxes/${id}`);
+    for (let i = 0; i < 50 && got.status !== 404; i++) got = (await sleep(100), await api(proc, 'GET', `/v1/sandboxes/${id}`));
+    assert.is(got.status, 404);
+    assert.equal(sandboxCgroups(), []);
+    await kill9(proc);
   });
 
   test('a normal stop leaves sandboxes running; the restart finds them Running', async () => {
