@@ -8,6 +8,37 @@ import type { FirmwareInputs, FirmwareResult } from './images/firmware.js';
 import type { PrepareImageOptions, PreparedImage } from './images/prepare.js';
 
 export { DEFAULT_FIRMWARE_DIR, STATIC_GUEST_BINARY } from './images/paths.js';
+export { SERVE_DEFAULTS, defaultStateDir, publicAuthority } from './listen.js';
+export type { ServeOptions } from './options.js';
+export type { RunningDaemon, RuntimeParts } from './daemon.js';
+export type { SupervisorLauncher, ImageManifest, BootFiles } from './runtime/launcher.js';
+export type { Preflight } from './preflight.js';
+import type { Logger } from '../lib/log.js';
+import type { RunningDaemon, RuntimeParts } from './daemon.js';
+import type { ServeOptions } from './options.js';
+import type { Preflight } from './preflight.js';
+
+/** The protocol profile `sandboxd protocol` prints. */
+export const PROTOCOL_PROFILE = 'OpenSandbox lifecycle 1.1.0 (partial profile: /v1 classic routes, endpoints 44772 and 18080, server proxy)';
+
+/** Starts the daemon with the given runtime parts (tests: the test supervisor and its preflight). */
+export async function startDaemon(options: ServeOptions, parts: RuntimeParts, log: Logger): Promise<RunningDaemon> {
+  return (await import('./daemon.js')).startDaemon(options, parts, log);
+}
+
+/** The product's runtime parts: the VMM as each sandbox's supervisor, the full preflight. */
+export async function productRuntime(vmm?: string): Promise<RuntimeParts> {
+  const { vmmLauncher, DEFAULT_VMM } = await import('./runtime/vmm-launcher.js');
+  const { productPreflight } = await import('./preflight.js');
+  const path = vmm ?? DEFAULT_VMM;
+  return { launcher: vmmLauncher(path), preflight: productPreflight(path) };
+}
+
+/** The cgroup part of the preflight alone (tests run it against directories of this machine). */
+export async function cgroupPreflight(): Promise<Preflight> {
+  const { cgroupProblems } = await import('./preflight.js');
+  return async (root) => cgroupProblems(root);
+}
 export type { RootfsDisk, RootfsDiskOptions } from './images/disk.js';
 export type { FirmwareInputs, FirmwareManifest, FirmwareResult } from './images/firmware.js';
 export type { PrepareImageOptions, PreparedImage } from './images/prepare.js';

@@ -15,18 +15,8 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { execdClient, startGuestService } from '../../daemon/test/guest-process.js';
+import { positiveIntFlag as flag } from '../lib/int-flag.js';
 import { percentile } from '../lib/percentile.js';
-
-function flag(name: string, fallback: number): number {
-  const at = process.argv.indexOf(`--${name}`);
-  if (at < 0) return fallback;
-  const value = Number(process.argv[at + 1]);
-  if (!Number.isInteger(value) || value <= 0) {
-    console.error(`--${name}: expected a positive integer, got '${process.argv[at + 1] ?? ''}'`);
-    process.exit(2);
-  }
-  return value;
-}
 
 const sizeMb = flag('size-mb', 256);
 const binAt = process.argv.indexOf('--bin');

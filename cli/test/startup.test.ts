@@ -30,6 +30,7 @@ const LIGHT_MODULES = [
   'pipelines/serve/address.js',
   'daemon/index.js',
   'daemon/images/paths.js',
+  'daemon/listen.js',
   'framework/index.js',
   'framework/core/address.js',
   'framework/core/errors.js',

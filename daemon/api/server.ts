@@ -1,0 +1,189 @@
+/**
+ * The lifecycle API under `/v1` (fastify + TypeBox) and, on the same listener, the data-plane
+ * proxy, which is served before fastify sees the request so that bodies stream untouched.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { ResourceLimitError } from '../../lib/errors.js';
+import { invalid, LifecycleError, notSupported } from '../service/errors.js';
+import { cpuMillis, memoryBytes } from '../service/quantity.js';
+import type { ListQuery, SandboxService } from '../service/sandboxes.js';
+import { secretEquals } from '../service/secret.js';
+import { PROXY_PATH, proxyHandler, STREAM_HIGH_WATER_MARK } from './proxy.js';
+import { createdView, sandboxView } from './render.js';
+import { CreateSandboxBody, RenewBody, UNSUPPORTED_FIELDS } from './schemas.js';
+
+export const BODY_LIMIT = 1 << 20;
+const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const MAX_PAGE_SIZE = 200;
+
+function fail(reply: FastifyReply, error: LifecycleError): FastifyReply {
+  return reply.code(error.status).send({ code: error.code, message: error.message });
+}
+
+/** A query parameter given at most once. */
+function once(query: URLSearchParams, name: string): string | undefined {
+  const values = query.getAll(name);
+  if (values.length > 1) throw invalid(`${name}: given ${values.length} times`);
+  return values[0];
+}
+
+function positive(query: URLSearchParams, name: string, fallback: number, max?: number): number {
+  const text = once(query, name);
+  if (text === undefined) return fallback;
+  if (!/^\d{1,9}$/.test(text) || Number(text) < 1) throw invalid(`${name}: ${JSON.stringify(text)} must be a positive integer`);
+  if (max !== undefined && Number(text) > max) throw invalid(`${name}: ${text} is above the maximum of ${max}`);
+  return Number(text);
+}
+
+/** The SDK's metadata filter: one URL-encoded `k=v&k2=v2` string. */
+function metadataFilter(text: string | undefined): [string, string][] {
+  if (text === undefined || text === '') return [];
+  const pairs: [string, string][] = [];
+  for (const part of text.split('&')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) throw new LifecycleError(400, 'INVALID_METADATA_FORMAT', `metadata: ${JSON.stringify(part)} is not key=value`);
+    try {
+      pairs.push([decodeURIComponent(part.slice(0, eq).replace(/\+/g, ' ')), decodeURIComponent(part.slice(eq + 1).replace(/\+/g, ' '))]);
+    } catch {
+      throw new LifecycleError(400, 'INVALID_METADATA_FORMAT', `metadata: ${JSON.stringify(part)} is not URL-encoded`);
+    }
+  }
+  return pairs;
+}
+
+export function listQuery(rawUrl: string): ListQuery {
+  const query = new URL(rawUrl, 'http://x').searchParams;
+  return {
+    states: query.getAll('state'),
+    metadata: metadataFilter(once(query, 'metadata')),
+    page: positive(query, 'page', 1),
+    pageSize: positive(query, 'pageSize', 20, MAX_PAGE_SIZE),
+  };
+}
+
+function createInput(body: CreateSandboxBody) {
+  for (const field of UNSUPPORTED_FIELDS) if (body[field] !== undefined && body[field] !== null) throw notSupported(`${field} is not supported by this daemon`);
+  if (body.secureAccess === true) throw notSupported('secureAccess: true is not supported (endpoints carry a sandbox token instead)');
+  if (body.extensions && Object.keys(body.extensions).length > 0) throw notSupported('extensions are not supported');
+  if (body.image.auth !== undefined && body.image.auth !== null) throw notSupported('image.auth: registry authentication is not supported (images are prepared locally)');
+  if (body.platform !== undefined && body.platform !== null) {
+    const p = body.platform as { os?: unknown; arch?: unknown };
+    if (p.os !== 'linux' || p.arch !== 'amd64') throw notSupported('platform: only linux/amd64 runs here');
+  }
+  const env = body.env ?? {};
+  for (const key of Object.keys(env)) if (!ENV_KEY.test(key)) throw invalid(`env: ${JSON.stringify(key)} is not a variable name`);
+  for (const arg of body.entrypoint) if (arg.includes('\0')) throw invalid('entrypoint: arguments must not contain NUL');
+  if (body.entrypoint[0] === '') throw invalid('entrypoint[0] must not be empty');
+  const size = [...body.entrypoint, ...Object.entries(env).flat()].reduce((n, s) => n + Buffer.byteLength(s) + 1, 0);
+  if (size > 65536) throw invalid(`entrypoint and env: ${size} bytes, above 65536`);
+  return {
+    image: body.image.uri,
+    entrypoint: body.entrypoint,
+    env,
+    metadata: body.metadata ?? {},
+    cpuMillis: cpuMillis(body.resourceLimits.cpu),
+    memoryBytes: memoryBytes(body.resourceLimits.memory),
+    ...(body.timeout === undefined || body.timeout === null ? {} : { timeout: body.timeout }),
+  };
+}
+
+export interface ApiOptions {
+  service: SandboxService;
+  apiKey: string;
+}
+
+export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
+  const keyMatches = (key: string): boolean => secretEquals(key, apiKey);
+  const proxy = proxyHandler(service, keyMatches);
+  const app = Fastify({
+    bodyLimit: BODY_LIMIT,
+    genReqId: () => randomUUID(),
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
+    serverFactory: (handler) => {
+      const server = createServer({ requestTimeout: 0, headersTimeout: 60_000, highWaterMark: STREAM_HIGH_WATER_MARK }, (req: IncomingMessage, res: ServerResponse) => {
+        const match = PROXY_PATH.exec(req.url ?? '');
+        if (match) return void proxy(req, res, match);
+        handler(req, res);
+      });
+      // WebSocket and CONNECT are not routed.
+      const refuse = (req: IncomingMessage, socket: Duplex): void => {
+        const body = JSON.stringify({ code: 'NOT_IMPLEMENTED', message: `${req.method === 'CONNECT' ? 'CONNECT' : 'WebSocket upgrades'} are not supported` });
+        socket.end(`HTTP/1.1 501 Not Implemented\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`);
+      };
+      server.on('upgrade', refuse);
+      server.on('connect', refuse);
+      return server;
+    },
+  });
+
+  // JSON only: any other body is 415, not parsed as something else.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
+
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    reply.header('x-request-id', request.id);
+    const keys = request.raw.headersDistinct['svc-api-key'];
+    if (!keys || keys.length !== 1 || !keys[0]) return reply.code(401).send({ code: 'UNAUTHORIZED', message: 'the SVC-API-KEY header is required' });
+    if (!keyMatches(keys[0])) return reply.code(401).send({ code: 'UNAUTHORIZED', message: 'the SVC-API-KEY header is not valid' });
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string; validation?: unknown }, _request, reply) => {
+    if (error instanceof LifecycleError) return fail(reply, error);
+    if (error instanceof ResourceLimitError) return reply.code(429).send({ code: 'CAPACITY_EXCEEDED', message: error.message });
+    if (error.validation) return reply.code(400).send({ code: 'INVALID_REQUEST', message: `body${error.message.replace(/^body/, '')}` });
+    const status = error.statusCode ?? 500;
+    if (status >= 400 && status < 500) return reply.code(status).send({ code: status === 413 ? 'PAYLOAD_TOO_LARGE' : 'INVALID_REQUEST', message: error.message });
+    reply.log?.error?.(error);
+    return reply.code(500).send({ code: 'INTERNAL_ERROR', message: 'internal error' });
+  });
+  app.setNotFoundHandler((request, reply) => reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` }));
+
+  app.post<{ Body: CreateSandboxBody }>('/v1/sandboxes', { schema: { body: CreateSandboxBody } }, async (request, reply) => {
+    const record = await service.create(createInput(request.body));
+    return reply.code(202).header('location', `/v1/sandboxes/${record.id}`).send(createdView(record));
+  });
+  app.get('/v1/sandboxes', async (request, reply) => {
+    const query = listQuery(request.url);
+    const { items, totalItems } = service.list(query);
+    const totalPages = Math.ceil(totalItems / query.pageSize);
+    return reply.send({ items: items.map(sandboxView), pagination: { page: query.page, pageSize: query.pageSize, totalItems, totalPages, hasNextPage: query.page < totalPages } });
+  });
+  app.get<{ Params: { id: string } }>('/v1/sandboxes/:id', async (request) => sandboxView(await service.get(request.params.id)));
+  app.delete<{ Params: { id: string } }>('/v1/sandboxes/:id', async (request, reply) => {
+    await service.delete(request.params.id);
+    return reply.code(204).header('content-length', '0').send();
+  });
+  for (const op of ['pause', 'resume'] as const) {
+    app.post<{ Params: { id: string } }>(`/v1/sandboxes/:id/${op}`, async (request, reply) => {
+      await service.control(request.params.id, op);
+      // An empty 202 must say so: the SDK parses any other 2xx body as JSON.
+      return reply.code(202).header('content-length', '0').send('');
+    });
+  }
+  app.post<{ Params: { id: string }; Body: RenewBody }>('/v1/sandboxes/:id/renew-expiration', { schema: { body: RenewBody } }, async (request) => ({
+    expiresAt: await service.renew(request.params.id, request.body.expiresAt),
+  }));
+  app.get<{ Params: { id: string; port: string } }>('/v1/sandboxes/:id/endpoints/:port', async (request) => {
+    const query = new URL(request.url, 'http://x').searchParams;
+    if (query.has('expires')) throw invalid('expires: signed endpoints are not supported');
+    const flag = once(query, 'use_server_proxy') ?? 'false';
+    if (flag !== 'true' && flag !== 'false') throw invalid(`use_server_proxy: ${JSON.stringify(flag)} must be true or false`);
+    const { port } = request.params;
+    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw invalid(`port: ${JSON.stringify(port)} is not a port number`);
+    return service.endpoint(request.params.id, Number(port), flag === 'true');
+  });
+  const unsupported = async (): Promise<never> => {
+    throw new LifecycleError(501, 'NOT_IMPLEMENTED', 'not implemented by this daemon');
+  };
+  app.patch('/v1/sandboxes/:id/metadata', unsupported);
+  app.all('/v1/sandboxes/:id/snapshots', unsupported);
+  app.all('/v1/snapshots', unsupported);
+  app.all('/v1/snapshots/:id', unsupported);
+  app.all('/v1/templates', unsupported);
+  app.all('/v1/templates/:id', unsupported);
+  app.post('/v1/metrics/events', unsupported);
+  return app;
+}

@@ -1,0 +1,82 @@
+/**
+ * The daemon put together: options → state directory (0700) and its lock → preflight → registry
+ * → reconcile → maintenance → listen. Its constructor takes the runtime's launcher and the
+ * preflight, so that tests can run the real daemon on the test supervisor; `serve` always passes
+ * the VMM and the full preflight, and has no option to weaken them.
+ */
+import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { InvalidInputError, UnavailableError } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
+import { buildApi } from './api/server.js';
+import { checkServeOptions, parseHostPort, publicAuthority, type ServeOptions } from './options.js';
+import type { Preflight } from './preflight.js';
+import type { SupervisorLauncher } from './runtime/launcher.js';
+import { NativeRuntime } from './runtime/native.js';
+import { SandboxService } from './service/sandboxes.js';
+import { Registry } from './store/registry.js';
+import { lockStateDirectory } from './store/state-lock.js';
+
+export interface RuntimeParts {
+  launcher: SupervisorLauncher;
+  preflight: Preflight;
+}
+
+export interface RunningDaemon {
+  /** `http://host:port` of the listener. */
+  url: string;
+  port: number;
+  service: SandboxService;
+  /** Stops the API and maintenance; sandboxes keep running. */
+  close(): Promise<void>;
+}
+
+function privateStateDir(path: string): void {
+  mkdirSync(path, { recursive: true, mode: 0o700 });
+  const st = lstatSync(path);
+  if (st.isSymbolicLink() || !st.isDirectory()) throw new InvalidInputError(`--state ${path}: must be a directory, not a symbolic link`);
+  if (st.uid !== process.getuid?.()) throw new InvalidInputError(`--state ${path}: owned by uid ${st.uid}, not by this user`);
+  chmodSync(path, 0o700);
+}
+
+export async function startDaemon(options: ServeOptions, parts: RuntimeParts, log: Logger): Promise<RunningDaemon> {
+  checkServeOptions(options);
+  privateStateDir(options.state);
+  const lock = await lockStateDirectory(options.state);
+  try {
+    const problems = await parts.preflight(options.cgroupRoot);
+    if (problems.length > 0) throw new UnavailableError(`preflight failed:\n  ${problems.join('\n  ')}`);
+    const registry = Registry.open(options.state);
+    const service = new SandboxService({
+      registry,
+      runtime: new NativeRuntime(options.state, options.cgroupRoot, parts.launcher),
+      imagesDir: options.imagesDir,
+      capacity: { maxSandboxes: options.maxSandboxes, cpuMillis: options.cpuMillis, memoryBytes: options.memoryBytes },
+      maxTimeoutSeconds: options.maxTimeoutSeconds,
+      publicEndpoint: 'pending',
+      log,
+    });
+    await service.reconcileAll();
+    const app = buildApi({ service, apiKey: options.apiKey });
+    const { host, port } = parseHostPort('--listen', options.listen);
+    await app.listen({ host, port });
+    const bound = (app.server.address() as AddressInfo).port;
+    // With port 0 the authority is only known now (the harness); otherwise it was checked above.
+    service.setPublicEndpoint(options.publicEndpoint ?? (port === 0 ? `${host}:${bound}` : publicAuthority(options)));
+    service.startMaintenance();
+    log.info(`sandboxd listening on ${host}:${bound}, state ${options.state}`);
+    return {
+      url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}`,
+      port: bound,
+      service,
+      close: async () => {
+        service.stopMaintenance();
+        await app.close();
+        await lock.release();
+      },
+    };
+  } catch (error) {
+    await lock.release();
+    throw error;
+  }
+}

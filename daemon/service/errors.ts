@@ -1,0 +1,19 @@
+/** A lifecycle failure with its HTTP status and protocol error code; the API renders it as `{code, message}`. */
+export class LifecycleError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'LifecycleError';
+  }
+}
+
+export const invalid = (message: string): LifecycleError => new LifecycleError(400, 'INVALID_REQUEST', message);
+export const notSupported = (message: string): LifecycleError => new LifecycleError(501, 'NOT_SUPPORTED', message);
+export const notFound = (id: string): LifecycleError => new LifecycleError(404, 'SANDBOX_NOT_FOUND', `sandbox ${id} not found`);
+export const expired = (id: string): LifecycleError => new LifecycleError(409, 'SANDBOX_EXPIRED', `sandbox ${id} has expired`);
+export const badState = (id: string, state: string, wanted: string): LifecycleError =>
+  new LifecycleError(409, 'INVALID_SANDBOX_STATE', `sandbox ${id} is ${state}; ${wanted}`);
+export const unavailable = (message: string): LifecycleError => new LifecycleError(503, 'RUNTIME_UNAVAILABLE', message);

@@ -1,0 +1,171 @@
+/**
+ * The durable registry (format version 2) in the state directory:
+ *
+ *   owner.json             the owner marker, a UUID as a JSON string; never fabricated except for a
+ *                          fresh registry or an empty version-1 one
+ *   sandboxes.json         header `{version: 2, owner, sandboxes: {}}` (version 1 held every record)
+ *   records/meta.json      `{version: 2, owner}`
+ *   records/<id>.json      `{owner, record}`, mode 0600, one per sandbox
+ *
+ * Every write goes to a temporary name, is fsynced, renamed into place and the directory fsynced,
+ * so a crash leaves the old record or the new one. A version-1 registry migrates by building the
+ * records directory under a temporary name, renaming it into place and only then swapping the
+ * header: until the swap the version-1 file is the truth and the copy is disposable.
+ *
+ * The aggregate logical size (what the records would take in one version-1 file) is capped at
+ * 16 MiB; a write beyond it is refused before anything changes.
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { fsyncPath, renameDurably, writeFileDurably } from '../../lib/durable.js';
+import { InvalidInputError, ResourceLimitError } from '../../lib/errors.js';
+import type { SandboxRecord } from './record.js';
+
+export const REGISTRY_VERSION = 2;
+export const LOGICAL_BUDGET_BYTES = 16 * 1024 * 1024;
+const PRIVATE_FILE = 0o600;
+const RECORD_FILE = /^sb-[0-9a-f-]{36}\.json$/;
+
+/** The registry files refused to open: the daemon exits, naming the file and the rule. */
+export class RegistryRejectedError extends InvalidInputError {}
+
+function readJson(path: string): unknown {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new RegistryRejectedError(`${path}: unreadable registry file: ${(error as Error).message}`);
+  }
+}
+
+function logicalSize(record: SandboxRecord): number {
+  // A version-1 entry: `"<id>":<record>,`.
+  return Buffer.byteLength(JSON.stringify(record)) + record.id.length + 4;
+}
+
+export class Registry {
+  private readonly records = new Map<string, SandboxRecord>();
+  private logical = 0;
+
+  private constructor(
+    readonly dir: string,
+    readonly owner: string,
+  ) {}
+
+  private get recordsDir(): string {
+    return join(this.dir, 'records');
+  }
+
+  /** Opens (creating, migrating) the registry of a locked state directory. */
+  static open(dir: string): Registry {
+    const ownerPath = join(dir, 'owner.json');
+    const headerPath = join(dir, 'sandboxes.json');
+    const hasOwner = existsSync(ownerPath);
+    const header = existsSync(headerPath) ? (readJson(headerPath) as { version?: unknown; owner?: unknown; sandboxes?: unknown }) : undefined;
+    let owner: string;
+    if (hasOwner) {
+      const value = readJson(ownerPath);
+      if (typeof value !== 'string' || value.length === 0) throw new RegistryRejectedError(`${ownerPath}: the owner marker must be a JSON string`);
+      owner = value;
+    } else if (header === undefined && !existsSync(join(dir, 'records'))) {
+      owner = randomUUID();
+      writeFileDurably(ownerPath, JSON.stringify(owner), { mode: PRIVATE_FILE });
+    } else if (header?.version === 1 && isEmptyMap(header.sandboxes)) {
+      owner = typeof header.owner === 'string' ? header.owner : randomUUID();
+      writeFileDurably(ownerPath, JSON.stringify(owner), { mode: PRIVATE_FILE });
+    } else if (header?.version === 1) {
+      throw new RegistryRejectedError(`${headerPath}: an occupied version-1 registry without owner.json is refused (its sandboxes may belong to another runtime); restore ${ownerPath}`);
+    } else {
+      throw new RegistryRejectedError(`${dir}: a version-2 registry without owner.json is refused, even with no sandboxes; restore ${ownerPath}`);
+    }
+    if (header !== undefined && header.owner !== undefined && header.owner !== owner) {
+      throw new RegistryRejectedError(`${headerPath}: owned by ${String(header.owner)}, but owner.json says ${owner}`);
+    }
+    const registry = new Registry(dir, owner);
+    if (header === undefined) registry.initialise(headerPath);
+    else if (header.version === 1) registry.migrate(headerPath, header.sandboxes);
+    else if (header.version !== REGISTRY_VERSION) throw new RegistryRejectedError(`${headerPath}: unknown registry version ${String(header.version)}`);
+    registry.load();
+    return registry;
+  }
+
+  private initialise(headerPath: string): void {
+    rmSync(join(this.dir, 'records'), { recursive: true, force: true });
+    this.writeRecordsDir(join(this.dir, 'records'), {});
+    writeFileDurably(headerPath, JSON.stringify({ version: REGISTRY_VERSION, owner: this.owner, sandboxes: {} }), { mode: PRIVATE_FILE });
+  }
+
+  private migrate(headerPath: string, sandboxes: unknown): void {
+    if (sandboxes === null || typeof sandboxes !== 'object') throw new RegistryRejectedError(`${headerPath}: version 1 without a sandboxes map`);
+    const staging = join(this.dir, `.records-${randomUUID()}`);
+    this.writeRecordsDir(staging, sandboxes as Record<string, SandboxRecord>);
+    rmSync(join(this.dir, 'records'), { recursive: true, force: true });
+    renameDurably(staging, join(this.dir, 'records'));
+    // The activation: from here on the records directory is the truth.
+    writeFileDurably(headerPath, JSON.stringify({ version: REGISTRY_VERSION, owner: this.owner, sandboxes: {} }), { mode: PRIVATE_FILE });
+  }
+
+  private writeRecordsDir(path: string, sandboxes: Record<string, SandboxRecord>): void {
+    mkdirSync(path, { mode: 0o700 });
+    writeFileDurably(join(path, 'meta.json'), JSON.stringify({ version: REGISTRY_VERSION, owner: this.owner }), { mode: PRIVATE_FILE });
+    for (const [id, record] of Object.entries(sandboxes)) {
+      writeFileDurably(join(path, `${id}.json`), JSON.stringify({ owner: this.owner, record }), { mode: PRIVATE_FILE });
+    }
+    fsyncPath(path);
+  }
+
+  private load(): void {
+    const meta = readJson(join(this.recordsDir, 'meta.json')) as { version?: unknown; owner?: unknown };
+    if (meta.version !== REGISTRY_VERSION || meta.owner !== this.owner) {
+      throw new RegistryRejectedError(`${join(this.recordsDir, 'meta.json')}: expected version ${REGISTRY_VERSION} of owner ${this.owner}`);
+    }
+    for (const name of readdirSync(this.recordsDir)) {
+      if (!RECORD_FILE.test(name)) continue;
+      const path = join(this.recordsDir, name);
+      const wrapped = readJson(path) as { owner?: unknown; record?: SandboxRecord };
+      if (wrapped.owner !== this.owner || !wrapped.record || `${wrapped.record.id}.json` !== name) {
+        throw new RegistryRejectedError(`${path}: not a record of owner ${this.owner}`);
+      }
+      this.records.set(wrapped.record.id, wrapped.record);
+      this.logical += logicalSize(wrapped.record);
+    }
+  }
+
+  get(id: string): SandboxRecord | undefined {
+    return this.records.get(id);
+  }
+
+  all(): SandboxRecord[] {
+    return [...this.records.values()];
+  }
+
+  get size(): number {
+    return this.records.size;
+  }
+
+  /** Durably writes a record (new or changed); memory changes only after the write. */
+  put(record: SandboxRecord): void {
+    const before = this.records.get(record.id);
+    const logical = this.logical - (before ? logicalSize(before) : 0) + logicalSize(record);
+    if (logical > LOGICAL_BUDGET_BYTES) {
+      throw new ResourceLimitError(`registry budget: ${logical} bytes would exceed ${LOGICAL_BUDGET_BYTES}`);
+    }
+    writeFileDurably(join(this.recordsDir, `${record.id}.json`), JSON.stringify({ owner: this.owner, record }), { mode: PRIVATE_FILE });
+    this.records.set(record.id, structuredClone(record));
+    this.logical = logical;
+  }
+
+  /** Durably removes a record: only after confirmed cleanup. */
+  remove(id: string): void {
+    const before = this.records.get(id);
+    if (!before) return;
+    unlinkSync(join(this.recordsDir, `${id}.json`));
+    fsyncPath(this.recordsDir);
+    this.records.delete(id);
+    this.logical -= logicalSize(before);
+  }
+}
+
+function isEmptyMap(value: unknown): boolean {
+  return value !== null && typeof value === 'object' && Object.keys(value).length === 0;
+}

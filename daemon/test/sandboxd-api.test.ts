@@ -1,0 +1,269 @@
+/**
+ * The lifecycle API's edges against the real daemon (test supervisor): authentication and request
+ * ids, token scoping on the data plane, and a table of bad requests that must each get the right
+ * 4xx (or 501), never a 5xx, and leave nothing half-written.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { cgroup2Mount, makeFixture, type Fixture } from './supervisor/fixture.js';
+import type { RunningDaemon } from '../index.js';
+
+const mount = cgroup2Mount();
+let fixture: Fixture;
+let daemon: RunningDaemon;
+const sandboxes: { id: string; token: string; execdToken: string }[] = [];
+
+const GOOD = { image: { uri: 'test' }, entrypoint: ['sleep', 'infinity'], resourceLimits: { cpu: '500m', memory: '512Mi' } };
+
+async function call(method: string, path: string, options: { body?: unknown; raw?: string; headers?: Record<string, string>; key?: string | null } = {}) {
+  const headers: Record<string, string> = { ...(options.key === null ? {} : { 'SVC-API-KEY': options.key ?? fixture.apiKey }), ...options.headers };
+  let body: string | undefined = options.raw;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['content-type'] = 'application/json';
+  }
+  const res = await fetch(`${daemon.url}${path}`, { method, headers, ...(body === undefined ? {} : { body }) });
+  const text = await res.text();
+  let json: Record<string, unknown> | undefined;
+  try {
+    json = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    // a data-plane stream, not an error body
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+/** One request written byte for byte (fetch would merge repeated headers and normalise paths). */
+function rawHttp(head: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(new URL(daemon.url).port), '127.0.0.1', () => socket.write(head));
+    let text = '';
+    socket.on('data', (d) => (text += d.toString()));
+    socket.on('end', () => resolve(text));
+    socket.on('error', reject);
+  });
+}
+
+async function create(): Promise<(typeof sandboxes)[number]> {
+  const created = await call('POST', '/v1/sandboxes', { body: GOOD });
+  assert.is(created.status, 202, created.text);
+  const id = created.json!.id as string;
+  const endpoint = await call('GET', `/v1/sandboxes/${id}/endpoints/44772`);
+  const headers = endpoint.json!.headers as Record<string, string>;
+  return { id, token: headers['X-SVC-SANDBOX-TOKEN']!, execdToken: headers['X-EXECD-ACCESS-TOKEN']! };
+}
+
+if ('skip' in mount) {
+  test('SKIP: sandboxd API', () => console.log(`SKIP: sandboxd-api: ${mount.skip}`));
+} else {
+  test.before(async () => {
+    fixture = makeFixture(mount.path);
+    daemon = await fixture.start();
+    sandboxes.push(await create(), await create());
+  });
+  test.after(async () => {
+    for (const s of sandboxes) await call('DELETE', `/v1/sandboxes/${s.id}`);
+    await daemon?.close();
+    await fixture?.cleanup();
+  });
+
+  test('authentication: missing, wrong, repeated keys are 401; every response has X-Request-ID', async () => {
+    for (const [key, headers] of [[null, {}], ['x'.repeat(64), {}], [fixture.apiKey, { 'svc-api-key': fixture.apiKey }]] as const) {
+      const res = await call('GET', '/v1/sandboxes', { key, headers: { ...headers } });
+      if (Object.keys(headers).length > 0) continue; // fetch merges duplicate names; checked below with raw HTTP
+      assert.is(res.status, 401, res.text);
+      assert.is(res.json!.code, 'UNAUTHORIZED');
+      assert.match(res.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+    }
+    const twice = await rawHttp(`GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nSVC-API-KEY: ${fixture.apiKey}\r\nSVC-API-KEY: ${fixture.apiKey}\r\nConnection: close\r\n\r\n`);
+    assert.match(twice, /^HTTP\/1\.1 401 /);
+    for (const path of ['/v1/sandboxes', '/v1/nowhere', `/v1/sandboxes/${sandboxes[0]!.id}`, '/v1/sandboxes/sb-none']) {
+      const res = await call('GET', path);
+      assert.match(res.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/, path);
+    }
+    // The key never appears in an answer.
+    const listed = await call('GET', '/v1/sandboxes');
+    assert.not.match(listed.text, fixture.apiKey);
+    assert.not.match(listed.text, sandboxes[0]!.token);
+  });
+
+  test('token scoping: a sandbox token reaches only its own sandbox and never the lifecycle API', async () => {
+    const [a, b] = sandboxes as [(typeof sandboxes)[number], (typeof sandboxes)[number]];
+    const ping = (id: string, headers: Record<string, string>) => call('GET', `/v1/sandboxes/${id}/proxy/44772/ping`, { key: null, headers });
+    assert.is((await ping(a.id, { 'X-SVC-SANDBOX-TOKEN': a.token })).status, 200);
+    assert.is((await ping(b.id, { 'X-SVC-SANDBOX-TOKEN': a.token })).status, 401);
+    assert.is((await ping(a.id, {})).status, 401);
+    assert.is((await ping(a.id, { 'SVC-API-KEY': fixture.apiKey })).status, 200);
+    assert.is((await call('GET', '/v1/sandboxes', { key: null, headers: { 'X-SVC-SANDBOX-TOKEN': a.token } })).status, 401);
+    assert.is((await call('DELETE', `/v1/sandboxes/${a.id}`, { key: null, headers: { 'X-SVC-SANDBOX-TOKEN': a.token } })).status, 401);
+    // The guest service's own token passes through the proxy; control credentials do not reach it.
+    const run = await call('POST', `/v1/sandboxes/${a.id}/proxy/44772/command`, {
+      key: null,
+      headers: { 'X-SVC-SANDBOX-TOKEN': a.token, 'X-EXECD-ACCESS-TOKEN': a.execdToken, 'content-type': 'application/json' },
+      raw: JSON.stringify({ command: 'echo proxied' }),
+    });
+    assert.is(run.status, 200, run.text);
+    assert.match(run.text, 'proxied');
+    const noServiceToken = await call('POST', `/v1/sandboxes/${a.id}/proxy/44772/command`, { key: null, headers: { 'X-SVC-SANDBOX-TOKEN': a.token, 'content-type': 'application/json' }, raw: '{"command":"true"}' });
+    assert.is(noServiceToken.status, 401);
+    assert.is((await ping(a.id + 'x', { 'SVC-API-KEY': fixture.apiKey })).status, 404);
+    assert.is((await call('GET', `/v1/sandboxes/${a.id}/proxy/8080/`, { key: null, headers: { 'X-SVC-SANDBOX-TOKEN': a.token } })).status, 501);
+    // fetch would normalise these paths away, so they go raw.
+    for (const path of ['a/../ping', './ping', '%2e%2e/ping', 'a//ping']) {
+      const answer = await rawHttp(`GET /v1/sandboxes/${a.id}/proxy/44772/${path} HTTP/1.1\r\nHost: x\r\nX-SVC-SANDBOX-TOKEN: ${a.token}\r\nConnection: close\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 400 /, path);
+    }
+  });
+
+  test('secrets never reach a process\'s argv or environment', async () => {
+    const pids: string[] = [];
+    const walk = (dir: string): void => {
+      pids.push(...readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean));
+      for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(join(dir, e.name));
+    };
+    walk(fixture.cgroupRoot);
+    assert.ok(pids.length >= 4, `sandbox processes: ${pids.join(',')}`);
+    const secrets = [fixture.apiKey, ...sandboxes.flatMap((s) => [s.token, s.execdToken])];
+    for (const pid of pids) {
+      for (const file of ['cmdline', 'environ']) {
+        let text = '';
+        try {
+          text = readFileSync(`/proc/${pid}/${file}`, 'latin1');
+        } catch {
+          continue; // exited meanwhile
+        }
+        for (const secret of secrets) assert.not.ok(text.includes(secret), `a secret in /proc/${pid}/${file}`);
+      }
+    }
+  });
+
+  test('WebSocket upgrades and CONNECT are refused with 501', async () => {
+    for (const head of [`GET /v1/sandboxes/${sandboxes[0]!.id}/proxy/44772/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n']) {
+      const answer = await rawHttp(head);
+      assert.match(answer, /^HTTP\/1\.1 501 /);
+      assert.match(answer, /x-request-id: /i);
+    }
+  });
+
+  const badCreates: [string, unknown, number][] = [
+    ['empty object', {}, 400],
+    ['image missing', { ...GOOD, image: undefined }, 400],
+    ['image not an object', { ...GOOD, image: 'test' }, 400],
+    ['image key with path traversal', { ...GOOD, image: { uri: '../test' } }, 400],
+    ['image key absolute', { ...GOOD, image: { uri: '/etc/passwd' } }, 400],
+    ['image key a registry reference', { ...GOOD, image: { uri: 'docker.io/library/python:3.11' } }, 400],
+    ['image key hidden', { ...GOOD, image: { uri: '.test' } }, 400],
+    ['image unknown', { ...GOOD, image: { uri: 'nothere' } }, 400],
+    ['image auth', { ...GOOD, image: { uri: 'test', auth: { username: 'u', password: 'p' } } }, 501],
+    ['image unknown field', { ...GOOD, image: { uri: 'test', tag: 'x' } }, 400],
+    ['entrypoint missing', { ...GOOD, entrypoint: undefined }, 400],
+    ['entrypoint empty', { ...GOOD, entrypoint: [] }, 400],
+    ['entrypoint not strings', { ...GOOD, entrypoint: [1] }, 400],
+    ['entrypoint with NUL', { ...GOOD, entrypoint: ['a\u0000b'] }, 400],
+    ['entrypoint first empty', { ...GOOD, entrypoint: [''] }, 400],
+    ['entrypoint too many', { ...GOOD, entrypoint: Array(257).fill('x') }, 400],
+    ['resourceLimits missing', { ...GOOD, resourceLimits: undefined }, 400],
+    ['cpu bad', { ...GOOD, resourceLimits: { cpu: 'lots', memory: '1Gi' } }, 400],
+    ['cpu zero', { ...GOOD, resourceLimits: { cpu: '0', memory: '1Gi' } }, 400],
+    ['cpu negative', { ...GOOD, resourceLimits: { cpu: '-1', memory: '1Gi' } }, 400],
+    ['memory bad', { ...GOOD, resourceLimits: { cpu: '1', memory: '1.5Gi' } }, 400],
+    ['memory a number', { ...GOOD, resourceLimits: { cpu: '1', memory: 1024 } }, 400],
+    ['gpu', { ...GOOD, resourceLimits: { cpu: '1', memory: '1Gi', gpu: '1' } }, 400],
+    ['memory above capacity', { ...GOOD, resourceLimits: { cpu: '1', memory: '9Gi' } }, 429],
+    ['cpu above capacity', { ...GOOD, resourceLimits: { cpu: '5', memory: '1Gi' } }, 429],
+    ['timeout below 60', { ...GOOD, timeout: 59 }, 400],
+    ['timeout above max', { ...GOOD, timeout: 86401 }, 400],
+    ['timeout a string', { ...GOOD, timeout: '600' }, 400],
+    ['timeout fractional', { ...GOOD, timeout: 60.5 }, 400],
+    ['env not a map', { ...GOOD, env: ['A=1'] }, 400],
+    ['env bad name', { ...GOOD, env: { 'A-B': '1' } }, 400],
+    ['env value not a string', { ...GOOD, env: { A: 1 } }, 400],
+    ['env too large', { ...GOOD, env: { A: 'x'.repeat(65536) } }, 400],
+    ['metadata value not a string', { ...GOOD, metadata: { a: {} } }, 400],
+    ['metadata too many keys', { ...GOOD, metadata: Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`k${i}`, 'v'])) }, 400],
+    ['unknown field', { ...GOOD, surprise: true }, 400],
+    ['networkPolicy', { ...GOOD, networkPolicy: { defaultAction: 'deny' } }, 501],
+    ['volumes', { ...GOOD, volumes: [{ name: 'v', mountPath: '/v', host: { path: '/tmp' } }] }, 501],
+    ['snapshotId', { ...GOOD, snapshotId: 'snap' }, 501],
+    ['templateId', { ...GOOD, templateId: 't' }, 501],
+    ['credentialProxy', { ...GOOD, credentialProxy: { enabled: true } }, 501],
+    ['lifecycle hooks', { ...GOOD, lifecycle: { preStart: {} } }, 501],
+    ['extensions non-empty', { ...GOOD, extensions: { poolRef: 'p' } }, 501],
+    ['secureAccess true', { ...GOOD, secureAccess: true }, 501],
+    ['platform arm64', { ...GOOD, platform: { os: 'linux', arch: 'arm64' } }, 501],
+    ['a JSON array', [GOOD], 400],
+    ['JSON null', null, 400],
+  ];
+
+  test('bad create requests: the right 4xx or 501, nothing created', async () => {
+    const before = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
+    for (const [name, body, status] of badCreates) {
+      const res = await call('POST', '/v1/sandboxes', { body });
+      assert.is(res.status, status, `${name}: ${res.text}`);
+      assert.type(res.json!.code, 'string', name);
+      assert.ok((res.json!.message as string).length > 0, name);
+    }
+    const raw: [string, string, Record<string, string>, number][] = [
+      ['malformed JSON', '{"image": ', { 'content-type': 'application/json' }, 400],
+      ['not JSON', 'image=test', { 'content-type': 'text/plain' }, 415],
+      ['form encoded', 'image=test', { 'content-type': 'application/x-www-form-urlencoded' }, 415],
+      ['oversized body', JSON.stringify({ ...GOOD, metadata: { a: 'x'.repeat(2 << 20) } }), { 'content-type': 'application/json' }, 413],
+    ];
+    for (const [name, body, headers, status] of raw) {
+      const res = await call('POST', '/v1/sandboxes', { raw: body, headers });
+      assert.is(res.status, status, `${name}: ${res.text}`);
+    }
+    const after = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
+    assert.is(after.totalItems, before.totalItems);
+  });
+
+  test('bad list, endpoint, renew and per-id requests', async () => {
+    const id = sandboxes[0]!.id;
+    const cases: [string, string, unknown, number][] = [
+      ['GET', '/v1/sandboxes?pageSize=201', undefined, 400],
+      ['GET', '/v1/sandboxes?pageSize=0', undefined, 400],
+      ['GET', '/v1/sandboxes?page=-1', undefined, 400],
+      ['GET', '/v1/sandboxes?page=1&page=2', undefined, 400],
+      ['GET', '/v1/sandboxes?metadata=novalue', undefined, 400],
+      ['GET', '/v1/sandboxes?metadata=a%3D%25zz', undefined, 400],
+      ['GET', `/v1/sandboxes/${id}/endpoints/8080`, undefined, 501],
+      ['GET', `/v1/sandboxes/${id}/endpoints/http`, undefined, 400],
+      ['GET', `/v1/sandboxes/${id}/endpoints/44772?use_server_proxy=maybe`, undefined, 400],
+      ['GET', `/v1/sandboxes/${id}/endpoints/44772?expires=100`, undefined, 400],
+      ['GET', '/v1/sandboxes/sb-none/endpoints/44772', undefined, 404],
+      ['GET', '/v1/sandboxes/sb-none', undefined, 404],
+      ['DELETE', '/v1/sandboxes/sb-none', undefined, 404],
+      ['POST', '/v1/sandboxes/sb-none/pause', undefined, 404],
+      ['POST', `/v1/sandboxes/${id}/renew-expiration`, { expiresAt: new Date(Date.now() + 3600e3).toISOString() }, 409],
+      ['POST', `/v1/sandboxes/${id}/renew-expiration`, { expiresAt: 'tomorrow' }, 400],
+      ['POST', `/v1/sandboxes/${id}/renew-expiration`, {}, 400],
+      ['POST', `/v1/sandboxes/${id}/renew-expiration`, { expiresAt: '2020-01-01T00:00:00Z', extra: 1 }, 400],
+      ['PATCH', `/v1/sandboxes/${id}/metadata`, { a: 'b' }, 501],
+      ['POST', '/v1/metrics/events', { eventType: 'x' }, 501],
+    ];
+    for (const [method, path, body, status] of cases) {
+      const res = await call(method, path, body === undefined ? {} : { body });
+      assert.is(res.status, status, `${method} ${path}: ${res.text}`);
+      assert.type(res.json?.code, 'string', `${method} ${path}`);
+    }
+  });
+
+  test('renewal only extends, and only into the future', async () => {
+    const created = await call('POST', '/v1/sandboxes', { body: { ...GOOD, timeout: 600 } });
+    const id = created.json!.id as string;
+    sandboxes.push({ id, token: '', execdToken: '' });
+    const deadline = Date.parse(created.json!.expiresAt as string);
+    const renew = (at: number) => call('POST', `/v1/sandboxes/${id}/renew-expiration`, { body: { expiresAt: new Date(at).toISOString() } });
+    assert.is((await renew(Date.now() - 1000)).status, 400);
+    assert.is((await renew(deadline - 1000)).status, 400);
+    assert.is((await renew(Date.now() + 86401e3)).status, 400);
+    const ok = await renew(deadline + 60_000);
+    assert.is(ok.status, 200, ok.text);
+    assert.is(Date.parse(ok.json!.expiresAt as string), deadline + 60_000);
+  });
+}
+
+test.run();

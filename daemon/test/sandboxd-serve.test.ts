@@ -1,0 +1,89 @@
+/**
+ * `sandboxd serve` as a user runs it: flag and secret checks, the preflight refusing an ordinary
+ * directory and this machine's controller-less cgroup v2 hierarchy with one message per missing
+ * piece, and a second daemon on a busy state directory (exit 4).
+ */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { runTool } from '../../lib/testing/run-tool.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
+import { PROTOCOL_PROFILE } from '../index.js';
+import { cgroup2Mount, makeFixture } from './supervisor/fixture.js';
+
+const KEY = randomBytes(32).toString('hex');
+const work = scratchDir('serve');
+const noState = ['serve', '--images-dir', work, '--cgroup-root', work];
+const base = [...noState, '--state', join(work, 'state')];
+
+function serve(args: string[], env: NodeJS.ProcessEnv = { SVC_API_KEY: KEY }) {
+  return runTool('sandboxd', args, { env: { SVC_API_KEY: undefined, ...env }, timeoutMs: 30_000 });
+}
+
+test('sandboxd protocol prints the profile', async () => {
+  const r = await runTool('sandboxd', ['protocol']);
+  assert.is(r.code, 0);
+  assert.is(r.stdout.trim(), PROTOCOL_PROFILE);
+});
+
+test('bad settings exit 2 naming the input; the secret is never printed', async () => {
+  const cases: [string[], NodeJS.ProcessEnv, RegExp][] = [
+    [base, {}, /SVC_API_KEY/],
+    [base, { SVC_API_KEY: 'short-secret-value' }, /at least 32 bytes/],
+    [[...base, '--listen', '0.0.0.0:8080'], { SVC_API_KEY: KEY }, /--public-endpoint is required/],
+    [[...base, '--listen', '127.0.0.1:0'], { SVC_API_KEY: KEY }, /--public-endpoint is required/],
+    [[...base, '--listen', 'nowhere'], { SVC_API_KEY: KEY }, /--listen/],
+    [[...base, '--max-timeout-seconds', '31536001'], { SVC_API_KEY: KEY }, /--max-timeout-seconds/],
+    [[...noState, '--state', 'relative'], { SVC_API_KEY: KEY }, /--state relative: must be an absolute path/],
+    [[...noState, '--state', `/tmp/${'d'.repeat(60)}`], { SVC_API_KEY: KEY }, /--state .*at most 46 bytes/],
+    [['serve', '--cgroup-root', work], { SVC_API_KEY: KEY }, /--images-dir/],
+  ];
+  for (const [args, env, message] of cases) {
+    const r = await serve(args, env);
+    assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.not.match(r.stderr + r.stdout, KEY);
+    assert.not.match(r.stderr, 'short-secret-value');
+  }
+});
+
+test('preflight: an ordinary directory is refused before binding', async () => {
+  const r = await serve(base);
+  assert.is(r.code, 6, r.stderr);
+  assert.match(r.stderr, `--cgroup-root ${work}: not a cgroup v2 hierarchy`);
+  assert.not.match(r.stderr, 'listening');
+});
+
+const mount = cgroup2Mount();
+test('preflight: this machine\'s controller-less cgroup v2 hierarchy is refused, each missing piece named', async () => {
+  if ('skip' in mount) return console.log(`SKIP: preflight on cgroup2: ${mount.skip}`);
+  const fixture = makeFixture(mount.path);
+  try {
+    const r = await serve(['serve', '--images-dir', fixture.imagesDir, '--cgroup-root', fixture.cgroupRoot, '--state', fixture.state]);
+    assert.is(r.code, 6, r.stderr);
+    for (const controller of ['cpu', 'memory', 'pids']) assert.match(r.stderr, `the ${controller} controller is not enabled`);
+    for (const file of ['cpu.max', 'memory.max', 'memory.swap.max', 'memory.oom.group', 'pids.max']) assert.match(r.stderr, `cannot write ${file}`);
+    assert.not.match(r.stderr, 'listening');
+  } finally {
+    await fixture.cleanup();
+  }
+});
+
+test('two daemons on one state directory: the second exits 4, busy', async () => {
+  if ('skip' in mount) return console.log(`SKIP: two daemons: ${mount.skip}`);
+  const fixture = makeFixture(mount.path);
+  const first = await fixture.start();
+  try {
+    const r = await serve(['serve', '--images-dir', fixture.imagesDir, '--cgroup-root', fixture.cgroupRoot, '--state', fixture.state, '--listen', '127.0.0.1:1']);
+    assert.is(r.code, 4, r.stderr);
+    assert.match(r.stderr, 'state directory busy');
+    const listed = await fetch(`${first.url}/v1/sandboxes`, { headers: { 'SVC-API-KEY': fixture.apiKey } });
+    assert.is(listed.status, 200);
+  } finally {
+    await first.close();
+    await fixture.cleanup();
+  }
+});
+
+test.run();
