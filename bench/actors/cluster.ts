@@ -19,6 +19,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createCa, createCertificate, startSystem, type TlsFiles } from '../../framework/index.js';
+import { closedLoop, type LoopResult } from '../lib/closed-loop.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { values } = parseArgs({ options: { trials: { type: 'string', default: '5' }, seconds: { type: 'string', default: '3' }, baseline: { type: 'string' } } });
@@ -107,25 +108,6 @@ const median = (a: number[]): number => {
 };
 const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
-async function load(inFlight: number, call: () => Promise<unknown>, seconds: number): Promise<{ perSecond: number; p50Ms: number; p99Ms: number }> {
-  const latencies: number[] = [];
-  const end = performance.now() + seconds * 1000;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (performance.now() < end) {
-        const t = performance.now();
-        await call();
-        latencies.push(performance.now() - t);
-      }
-    }),
-  );
-  const elapsed = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const pct = (p: number): number => latencies[Math.min(latencies.length - 1, Math.round((p / 100) * (latencies.length - 1)))] ?? NaN;
-  return { perSecond: latencies.length / elapsed, p50Ms: pct(50), p99Ms: pct(99) };
-}
-
 async function bench(label: string, tls: { node: (name: string) => TlsFiles; client: TlsFiles } | undefined, asks = true): Promise<Record<string, unknown>> {
   const observe = tls?.client;
   const a = await startNode([], tls?.node('a')).ready;
@@ -163,13 +145,13 @@ async function bench(label: string, tls: { node: (name: string) => TlsFiles; cli
   );
 
   // Remote asks from a node in this process, 64 in flight.
-  let ask: Awaited<ReturnType<typeof load>> | undefined;
+  let ask: LoopResult | undefined;
   if (asks) {
     const client = await startSystem({ seeds: [a.addr], cluster: CLUSTER, tls: tls?.node('bench-client'), log: () => {} });
     await until(async () => client.instances('echo').length === 3, 10_000);
     const echo = client.resolve('echo', { policy: 'round-robin' });
-    await load(64, () => echo.ask('echo', [1]), 1);
-    ask = await load(64, () => echo.ask('echo', [1]), SECONDS);
+    await closedLoop(64, () => echo.ask('echo', [1]), 1);
+    ask = await closedLoop(64, () => echo.ask('echo', [1]), SECONDS);
     console.log(`${label}: remote ask, 64 in flight: ${fmt(ask.perSecond)} asks/s, p50 ${fmt(ask.p50Ms, 3)} ms, p99 ${fmt(ask.p99Ms, 3)} ms`);
     await client.shutdown();
   }

@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadActorClass, startSystem } from '../../framework/index.js';
+import { closedLoop, type LoopResult } from '../lib/closed-loop.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, trials: { type: 'string', default: '3' }, nodes: { type: 'string', default: '10' } } });
@@ -30,11 +31,7 @@ const cleanup = (): void => {
 process.on('exit', cleanup);
 process.on('SIGINT', () => process.exit(130));
 
-interface Load {
-  perSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-  calls: number;
+interface Load extends LoopResult {
   /** CPU time of this process and of `peer` (the server process) per call, in µs. */
   cpuUsPerCall: number;
 }
@@ -50,28 +47,14 @@ function processCpuSeconds(pid: number | undefined): number {
   }
 }
 
-/** Runs `call` with `inFlight` concurrent loops for SECONDS; latencies in ms. */
+/** Runs `call` with `inFlight` concurrent loops for SECONDS, with the CPU time spent here and in `peer`. */
 async function load(inFlight: number, call: () => Promise<unknown>, seconds = SECONDS, peer?: number): Promise<Load> {
-  const latencies: number[] = [];
-  const end = performance.now() + seconds * 1000;
-  const started = performance.now();
   const cpu0 = process.cpuUsage();
   const peer0 = processCpuSeconds(peer);
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (performance.now() < end) {
-        const t = performance.now();
-        await call();
-        latencies.push(performance.now() - t);
-      }
-    }),
-  );
-  const elapsed = (performance.now() - started) / 1000;
+  const result = await closedLoop(inFlight, call, seconds);
   const cpu = process.cpuUsage(cpu0);
   const cpuSeconds = (cpu.user + cpu.system) / 1e6 + processCpuSeconds(peer) - peer0;
-  latencies.sort((a, b) => a - b);
-  const pct = (p: number): number => latencies[Math.min(latencies.length - 1, Math.round((p / 100) * (latencies.length - 1)))] ?? NaN;
-  return { perSecond: latencies.length / elapsed, p50Ms: pct(50), p99Ms: pct(99), calls: latencies.length, cpuUsPerCall: (cpuSeconds * 1e6) / latencies.length };
+  return { ...result, cpuUsPerCall: (cpuSeconds * 1e6) / result.calls };
 }
 
 function startChild(args: string[]): Promise<{ proc: ChildProcess; line: RegExpExecArray }> {
