@@ -94,22 +94,22 @@ export function addressSetting(settings: Settings, key: string, value: string): 
   return value;
 }
 
+/** The numbers set for the keys of `keys` (`[table] key` or `-D table.key`), under the names it maps them to. */
+function numberSettings<K extends string>(settings: Settings, keys: ReadonlyMap<string, K>): Partial<Record<K, number>> {
+  const values: Partial<Record<K, number>> = {};
+  for (const [key, name] of keys) {
+    const value = settings.get<number>(key);
+    if (value !== undefined) values[name] = value;
+  }
+  return values;
+}
+
 /** Membership timers set by `[cluster]` keys or `-D cluster.*`. */
 export function timerSettings(settings: Settings): Partial<MembershipTimers> {
-  const timers: Partial<MembershipTimers> = {};
-  for (const [key, timer] of TIMER_SETTING_KEYS) {
-    const value = settings.get<number>(key);
-    if (value !== undefined) timers[timer] = value;
-  }
-  return timers;
+  return numberSettings(settings, TIMER_SETTING_KEYS);
 }
 
 /** Node limits set by `[limits]` keys or `-D limits.*`. */
 export function limitSettings(settings: Settings): Partial<ServerLimits> {
-  const limits: Partial<ServerLimits> = {};
-  for (const [key, limit] of LIMIT_SETTING_KEYS) {
-    const value = settings.get<number>(key);
-    if (value !== undefined) limits[limit] = value;
-  }
-  return limits;
+  return numberSettings(settings, LIMIT_SETTING_KEYS);
 }
