@@ -1,10 +1,11 @@
 /*
- * malloc_trim(0) for Node (framework/core/reclaim.ts): a Node-API module of one function, `trim`.
- * Node gives freed buffers back to glibc's malloc, which keeps the pages in its heap; after a flood
- * of request bodies that is hundreds of megabytes no one uses. malloc_trim returns the free pages
- * to the system, and mmapThreshold(bytes) makes allocations of that size or more (the 64 KiB socket
- * reads that HTTP/2 DATA chunks are views of) pages of their own, unmapped when freed. Declares the few Node-API functions it calls (a stable C ABI) instead of needing
- * Node's headers; Node resolves them when it loads the module.
+ * glibc's allocator tuned for Node (framework/core/reclaim.ts): a Node-API module of two functions,
+ * `trim` and `mmapThreshold`. Node gives freed buffers back to glibc's malloc, which keeps the pages
+ * in its heap; after a flood of request bodies that is hundreds of megabytes no one uses. trim()
+ * (malloc_trim(0)) returns the free pages to the system, and mmapThreshold(bytes) makes allocations
+ * of that size or more (the 64 KiB socket reads that HTTP/2 DATA chunks are views of) pages of their
+ * own, unmapped when freed. Declares the few Node-API functions it calls (a stable C ABI) instead of
+ * needing Node's headers; Node resolves them when it loads the module.
  */
 #include <malloc.h>
 #include <stddef.h>

@@ -58,11 +58,11 @@ function gcFunction(): (() => void) | undefined {
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
 
 /**
- * Collects garbage and gives free malloc pages back; returns what it could do. V8 frees the memory
- * of collected buffers on a background thread after the collection, and a first collection may
- * leave handles the second finds: so two, with pauses, before the trim.
+ * Collects garbage and gives free malloc pages back, each where available. V8 frees the memory of
+ * collected buffers on a background thread after the collection, and a first collection may leave
+ * handles the second finds: so two, with pauses, before the trim.
  */
-export async function reclaimMemory(): Promise<{ collected: boolean; trimmed: boolean }> {
+async function reclaimMemory(): Promise<void> {
   const gc = gcFunction();
   if (gc) {
     gc();
@@ -70,7 +70,7 @@ export async function reclaimMemory(): Promise<{ collected: boolean; trimmed: bo
     gc();
     await pause(100);
   }
-  return { collected: gc !== undefined, trimmed: nativeTools()?.trim() ?? false };
+  nativeTools()?.trim();
 }
 
 /**
