@@ -64,6 +64,19 @@ export class ConnectionBudget {
     return this.used > this.limit || this.node.used > this.node.limit;
   }
 
+  /**
+   * Calls `resume` once neither this connection nor the node is full any more, unless `gone()` says
+   * by then that the reader went away: how a paused stream waits for bytes given back anywhere.
+   */
+  whenRoom(resume: () => void, gone: () => boolean): void {
+    const check = (): void => {
+      if (gone()) return;
+      if (this.full) this.node.waitForRoom(check);
+      else resume();
+    };
+    this.node.waitForRoom(check);
+  }
+
   give(n: number): void {
     this.used -= n;
     this.node.used -= n;

@@ -367,18 +367,9 @@ export class ServerChannel {
         return this.reset();
       }
     }
-    if (budget.full && !this.stream.isPaused()) this.pauseUntilRoom();
-  }
-
-  private pauseUntilRoom(): void {
+    if (!budget.full || this.stream.isPaused()) return;
     this.stream.pause();
-    const { budget } = this.options;
-    const check = (): void => {
-      if (this.stream.closed) return;
-      if (budget.full) budget.node.waitForRoom(check);
-      else this.stream.resume();
-    };
-    budget.node.waitForRoom(check);
+    budget.whenRoom(() => this.stream.resume(), () => this.stream.closed);
   }
 
   private give(bytes: number): void {

@@ -74,23 +74,15 @@ export function readBody(stream: http2.Http2Stream, limits: BodyLimits): Promise
       chunks.length = 0;
       reject(error);
     };
-    const waitForRoom = (): void => {
-      const budget = limits.budget!;
-      stream.pause();
-      const check = (): void => {
-        if (settled) return;
-        if (budget.full) budget.node.waitForRoom(check);
-        else stream.resume();
-      };
-      budget.node.waitForRoom(check);
-    };
     const onData = (chunk: Buffer): void => {
       if (size + chunk.length > limits.maxBytes) return stop(new ActorError('too-large', `body exceeds ${limits.maxBytes} bytes (limit max_call_bytes)`));
       size += chunk.length;
       chunks.push(chunk);
       if (!limits.budget) return;
       limits.budget.take(chunk.length);
-      if (limits.budget.full) waitForRoom();
+      if (!limits.budget.full) return;
+      stream.pause();
+      limits.budget.whenRoom(() => stream.resume(), () => settled);
     };
     const timer = limits.timeoutMs ? setTimeout(() => stop(new ActorError('bad-request', `body did not arrive within ${limits.timeoutMs} ms`)), limits.timeoutMs) : undefined;
     stream.on('data', onData);
