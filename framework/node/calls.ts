@@ -15,7 +15,7 @@ import type { NodeMetrics } from '../core/metrics.js';
 import type { Peer } from '../core/listener.js';
 import type { LocalActors } from '../core/registry.js';
 import { readBody } from '../core/transport.js';
-import { refuse, respondJson } from './route-table.js';
+import { refuseWithError, respondJson } from './route-table.js';
 
 /** One call to serve, whichever way it came. */
 interface ServedCall {
@@ -66,7 +66,7 @@ export class CallServer {
     const mode = headers['x-message-mode'] ?? 'ask';
     if (mode !== 'ask' && mode !== 'tell' && mode !== 'stream') {
       this.options.metrics.badRequests.inc({ path: 'call' });
-      return refuseCall(stream, new ActorError('bad-request', `header x-message-mode must be ask, tell or stream, not '${String(mode)}'`));
+      return refuseWithError(stream, new ActorError('bad-request', `header x-message-mode must be ask, tell or stream, not '${String(mode)}'`));
     }
     const { budget } = this.options.peerOf(stream);
     const { maxCallBytes, bodyTimeoutMs } = this.options.limits;
@@ -75,7 +75,7 @@ export class CallServer {
       body = await readBody(stream, { maxBytes: maxCallBytes, budget, timeoutMs: bodyTimeoutMs });
     } catch (error) {
       this.options.metrics.badRequests.inc({ path: 'call' });
-      return refuseCall(stream, error instanceof ActorError ? error : new ActorError('bad-request', errorMessage(error)));
+      return refuseWithError(stream, error);
     }
     let held = body.length;
     const call: ServedCall = {
@@ -178,11 +178,6 @@ function answer(call: ServedCall, code: ActorErrorCode, message: string): void {
 
 function errorJson(code: ActorErrorCode, message: string): string {
   return JSON.stringify({ error: { code, message } });
-}
-
-/** A call refused before its body was read whole. */
-function refuseCall(stream: http2.ServerHttp2Stream, error: ActorError): void {
-  refuse(stream, STATUS_OF[error.code], { error: { code: error.code, message: error.message } });
 }
 
 /** Writes a streamed reply as frames, honouring HTTP/2 flow control; a reset stream stops the producer. */

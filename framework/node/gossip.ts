@@ -4,13 +4,13 @@
  */
 import type http2 from 'node:http2';
 import type { ServerLimits } from '../core/limits.js';
-import { ActorError, STATUS_OF, errorMessage } from '../core/errors.js';
+import { errorMessage } from '../core/errors.js';
 import type { Listener } from '../core/listener.js';
 import { Membership, SWIM_PATH, parseSwimMessage } from '../core/membership.js';
 import type { MembershipTimers } from '../core/members.js';
 import type { NodeMetrics } from '../core/metrics.js';
 import { CLUSTER_HEADER, readBody, type Transport } from '../core/transport.js';
-import { refuse, respond } from './route-table.js';
+import { refuseWithError, respond } from './route-table.js';
 
 /** Largest SWIM message accepted: a whole member table rides on join and sync. */
 const MAX_SWIM_BYTES = 4 * 1024 * 1024;
@@ -56,8 +56,7 @@ export async function serveSwim(node: SwimServing, stream: http2.ServerHttp2Stre
   try {
     body = await readBody(stream, { maxBytes: MAX_SWIM_BYTES, budget, timeoutMs: node.limits.bodyTimeoutMs });
   } catch (error) {
-    const e = error instanceof ActorError ? error : new ActorError('bad-request', errorMessage(error));
-    return refuse(stream, STATUS_OF[e.code], { error: { code: e.code, message: e.message } });
+    return refuseWithError(stream, error);
   }
   try {
     let message;

@@ -1,8 +1,9 @@
 /**
- * How a node answers the streams arriving on its h2c listener: a table from method and path to
+ * How a node answers the streams arriving on its listener: a table from method and path to
  * handler. A path not in the table answers 404, a method the path does not take 405.
  */
 import type http2 from 'node:http2';
+import { ActorError, STATUS_OF, errorMessage } from '../core/errors.js';
 
 export interface Request {
   stream: http2.ServerHttp2Stream;
@@ -77,4 +78,10 @@ export function refuse(stream: http2.ServerHttp2Stream, status: number, body: un
   respond(stream, status, body);
   if (stream.writableFinished) stream.destroy();
   else stream.once('finish', () => stream.destroy());
+}
+
+/** `refuse` with an error: an ActorError (as readBody fails with) answers with its code's status; anything else is a bad request. */
+export function refuseWithError(stream: http2.ServerHttp2Stream, error: unknown): void {
+  const e = error instanceof ActorError ? error : new ActorError('bad-request', errorMessage(error));
+  refuse(stream, STATUS_OF[e.code], { error: { code: e.code, message: e.message } });
 }
