@@ -176,7 +176,6 @@ export function frameValue(frame: Frame): unknown {
   return JSON.parse(frame.data.toString('utf8'));
 }
 
-/** Parses and checks a call body; the message names what is wrong. */
 /** Deepest nesting of arrays and objects a call body may have (as trajstore's documents). */
 export const MAX_CALL_DEPTH = 512;
 
@@ -200,6 +199,7 @@ export function jsonDepthExceeds(raw: Buffer, limit: number): boolean {
   return false;
 }
 
+/** Parses and checks a call body; the message names what is wrong. */
 export function parseCallBody(raw: Buffer): CallBody {
   if (jsonDepthExceeds(raw, MAX_CALL_DEPTH)) throw new FrameError(`body nests arrays and objects deeper than ${MAX_CALL_DEPTH} levels`);
   let value: unknown;
