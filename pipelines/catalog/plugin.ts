@@ -8,12 +8,13 @@
  * Every request authenticates with HTTP Basic `access_key:secret_key`. No or wrong credentials:
  * 401. A library that is not granted, and one that does not exist, both get the same 403, so a
  * user learns nothing about libraries beyond their own grants. Errors have serve's shape
- * `{"error": {"status", "code", "message", "hint"?}}`. The ACL is read once, when the plugin is
- * registered: changes apply when serve restarts.
+ * (serve/errors.ts) `{"error": {"status", "code", "message", "hint"?}}`. The ACL is read once,
+ * when the plugin is registered: changes apply when serve restarts.
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { ErrorBody, errorBody } from '../serve/errors.js';
 import type { Acl } from './acl.js';
 import { verifySecret } from './keys.js';
 import { CATALOG_PREFIX, TICKET_LIFETIME_MS } from './constants.js';
@@ -26,20 +27,11 @@ export interface CatalogPluginOptions {
   ticketLifetimeMs?: number;
 }
 
-const CatalogError = Type.Object({
-  error: Type.Object({ status: Type.Integer(), code: Type.String(), message: Type.String(), hint: Type.Optional(Type.String()) }),
-});
-type CatalogError = Static<typeof CatalogError>;
-
 const DatasetList = Type.Object({ user: Type.String(), datasets: Type.Array(Type.Object({ name: Type.String() }, { additionalProperties: false })) }, { additionalProperties: false });
 const TicketRequest = Type.Object({ dataset: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
 const TicketReply = Type.Object({ ticket: Ticket }, { additionalProperties: false });
 
-const ERRORS = { 400: CatalogError, 401: CatalogError, 403: CatalogError };
-
-function errorBody(status: number, code: string, message: string, hint?: string): CatalogError {
-  return { error: { status, code, message, ...(hint !== undefined ? { hint } : {}) } };
-}
+const ERRORS = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody };
 
 /** `Basic base64(access_key:secret_key)`, or undefined when the header is missing or malformed. */
 function basicCredentials(header: string | undefined): { accessKey: string; secretKey: string } | undefined {
