@@ -74,12 +74,13 @@ export const catalogPlugin: FastifyPluginAsync<CatalogPluginOptions> = async (ap
     return undefined;
   });
 
-  app.setErrorHandler((error: { validation?: unknown; statusCode?: number; message: string }, request, reply) => {
-    if (error.validation !== undefined || (error.statusCode !== undefined && error.statusCode < 500)) {
-      return reply.code(error.statusCode ?? 400).send(errorBody(error.statusCode ?? 400, 'bad_request', `invalid request: ${error.message}`));
-    }
-    request.log.error(error);
-    return reply.code(500).send(errorBody(500, 'internal', 'internal error (see the server log)'));
+  // A client's mistake is answered here; anything else goes on to the host server's handler
+  // (serve/server.ts), which logs it to serve's logger (fastify's own, request.log, is off) and
+  // answers the same bare 500.
+  app.setErrorHandler((error: { validation?: unknown; statusCode?: number; message: string }, _request, reply) => {
+    if (error.validation === undefined && (error.statusCode === undefined || error.statusCode >= 500)) throw error;
+    const status = error.statusCode ?? 400;
+    return reply.code(status).send(errorBody(status, 'bad_request', `invalid request: ${error.message}`));
   });
 
   app.get(`${CATALOG_PREFIX}/datasets`, { schema: { response: { 200: DatasetList, ...ERRORS } } }, async (request) => {
