@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { launchChromium } from '../lib/chromium.js';
 import { startServeProcess } from '../lib/serve-process.js';
 import { generateCorpus } from '../find-query/corpus.js';
+import { positiveIntFlag } from '../lib/int-flag.js';
 import { percentile } from '../lib/percentile.js';
 import { toolScript } from '../lib/tools.js';
 
@@ -37,10 +38,6 @@ type Cannon = (options: Record<string, unknown>) => Promise<CannonResult>;
 const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
 
 const CLI = toolScript('trajstore');
-const option = (name: string, fallback: number): number => {
-  const at = process.argv.indexOf(name);
-  return at === -1 ? fallback : Number(process.argv[at + 1]);
-};
 const optionText = (name: string): string | undefined => {
   const at = process.argv.indexOf(name);
   return at === -1 ? undefined : process.argv[at + 1];
@@ -73,9 +70,9 @@ async function load(name: string, base: string, paths: string[], connections: nu
 }
 
 async function main(): Promise<void> {
-  const steps = option('--steps', 1_000_000);
-  const connections = option('--connections', 10);
-  const seconds = option('--seconds', 10);
+  const steps = positiveIntFlag('steps', 1_000_000);
+  const connections = positiveIntFlag('connections', 10);
+  const seconds = positiveIntFlag('seconds', 10);
   const keep = optionText('--keep');
   const work = keep ?? mkdtempSync(join(tmpdir(), 'bench-serve-'));
   const dataset = join(work, 'dataset');
