@@ -17,7 +17,7 @@
  * Prints a report (Markdown) to stdout.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,6 +75,8 @@ async function main(): Promise<void> {
   const seconds = positiveIntFlag('seconds', 10);
   const keep = optionText('--keep');
   const work = keep ?? mkdtempSync(join(tmpdir(), 'bench-serve-'));
+  // Without --keep the corpus and dataset (gigabytes at the default size) are this run's only: removed however it ends.
+  if (keep === undefined) process.once('exit', () => rmSync(work, { recursive: true, force: true }));
   const dataset = join(work, 'dataset');
   const out: string[] = [];
   const say = (line: string): void => {
