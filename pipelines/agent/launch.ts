@@ -28,7 +28,7 @@ const CLIS: Record<AgentName, { binary: string; product: string; install: string
 };
 
 /** Stands for the prompt file in a plan's arguments until it is written. */
-export const PROMPT_FILE = '<prompt file>';
+const PROMPT_FILE = '<prompt file>';
 
 export interface AgentRequest {
   agent: AgentName;

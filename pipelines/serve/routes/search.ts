@@ -46,7 +46,7 @@ const QueryBody = Type.Object(
 );
 
 /** Largest accepted query body: a statement, not a dataset. */
-export const MAX_QUERY_BODY = 1024 * 1024;
+const MAX_QUERY_BODY = 1024 * 1024;
 
 /** The identity of a find request, with the command line's rules (one way to search; step needs session). */
 function identityOf(q: FindQuery): Identity | undefined {
