@@ -23,7 +23,6 @@ import type { FindDocument, FindRequest } from './search/find.js';
 import type { QueryOutcome, QueryRequest } from './search/query.js';
 import type { ShowRequest, Transcript } from './show/transcript.js';
 import type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
-import type { Catalog } from './catalog/index.js';
 import type { AgentPlan, AgentRequest } from './agent/launch.js';
 import type { OnboardRequest, Onboarding } from './onboard/index.js';
 import type { DatasetHealth, Report } from './stats/index.js';
@@ -55,13 +54,11 @@ export type { SourceRow } from './list/raw.js';
 export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
 export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
 export type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
-export type { Catalog, CatalogLibrary } from './catalog/index.js';
 export { AGENTS, type AgentName } from './agent/names.js';
 export type { AgentPlan, AgentRequest } from './agent/launch.js';
 export { ONBOARD_SECTIONS, type OnboardSection } from './onboard/sections.js';
 export type { OnboardRequest, Onboarding } from './onboard/index.js';
 export type { Lesson, LessonStep } from './onboard/lessons.js';
-export type { CatalogPluginOptions } from './catalog/plugin.js';
 export type { ShowRequest, Transcript, TranscriptKey, TranscriptRun, TranscriptStep, TranscriptToolCall } from './show/transcript.js';
 export type { WriteMode } from './dataset/writer.js';
 export type { BatchReport, SyncPlan, SyncRequest } from './sync/index.js';
@@ -160,11 +157,6 @@ export async function issueCatalogUser(aclPath: string, name: string, rotate: bo
 /** Grants or revokes libraries; returns the user's grants after the change. */
 export async function changeCatalogGrants(aclPath: string, user: string, datasets: readonly string[], change: 'grant' | 'revoke'): Promise<string[]> {
   return (await import('./catalog/manage.js')).changeGrants(aclPath, user, datasets, change);
-}
-
-/** The ACL file read for a server: its libraries to mount and the fastify plugin of the directory service. */
-export async function openCatalog(aclPath: string): Promise<Catalog> {
-  return (await import('./catalog/index.js')).openCatalog(aclPath);
 }
 
 /** `serve --catalog-config`: the libraries as mounts, and the directory service's routes. */

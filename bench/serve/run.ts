@@ -17,13 +17,14 @@
  * Prints a report (Markdown) to stdout.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launchChromium } from '../lib/chromium.js';
 import { startServeProcess } from '../lib/serve-process.js';
 import { generateCorpus } from '../find-query/corpus.js';
+import { positiveIntFlag } from '../lib/int-flag.js';
 import { percentile } from '../lib/percentile.js';
 import { toolScript } from '../lib/tools.js';
 
@@ -37,10 +38,6 @@ type Cannon = (options: Record<string, unknown>) => Promise<CannonResult>;
 const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
 
 const CLI = toolScript('trajstore');
-const option = (name: string, fallback: number): number => {
-  const at = process.argv.indexOf(name);
-  return at === -1 ? fallback : Number(process.argv[at + 1]);
-};
 const optionText = (name: string): string | undefined => {
   const at = process.argv.indexOf(name);
   return at === -1 ? undefined : process.argv[at + 1];
@@ -73,11 +70,13 @@ async function load(name: string, base: string, paths: string[], connections: nu
 }
 
 async function main(): Promise<void> {
-  const steps = option('--steps', 1_000_000);
-  const connections = option('--connections', 10);
-  const seconds = option('--seconds', 10);
+  const steps = positiveIntFlag('steps', 1_000_000);
+  const connections = positiveIntFlag('connections', 10);
+  const seconds = positiveIntFlag('seconds', 10);
   const keep = optionText('--keep');
   const work = keep ?? mkdtempSync(join(tmpdir(), 'bench-serve-'));
+  // Without --keep the corpus and dataset (gigabytes at the default size) are this run's only: removed however it ends.
+  if (keep === undefined) process.once('exit', () => rmSync(work, { recursive: true, force: true }));
   const dataset = join(work, 'dataset');
   const out: string[] = [];
   const say = (line: string): void => {

@@ -23,10 +23,10 @@ import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
 import { closest } from '../kit/suggest.js';
+import { SECRET_KEY_ENV } from './credentials.js';
 
 const ACTIONS = ['dataset add', 'dataset remove', 'dataset list', 'issue', 'grant', 'revoke'] as const;
 type Action = (typeof ACTIONS)[number];
-const SECRET_ENV = 'TRAJSTORE_SECRET_KEY';
 
 interface CatalogFlags {
   action: Action;
@@ -82,7 +82,7 @@ function flags(args: ParsedArgs): CatalogFlags {
 /** The library's secret key: from argv (warned about), stdin, or $TRAJSTORE_SECRET_KEY when an access key is given. */
 async function secretKeyOf(ctx: CommandContext, library: CatalogFlags['library']): Promise<string | undefined> {
   if (library.secretKeyFrom === 'argv') {
-    ctx.log.warn(`--secret-key on the command line is visible to other users (ps, shell history); prefer ${SECRET_ENV} or --secret-key-stdin`);
+    ctx.log.warn(`--secret-key on the command line is visible to other users (ps, shell history); prefer ${SECRET_KEY_ENV} or --secret-key-stdin`);
     return library.secretKey;
   }
   if (library.secretKeyFrom === 'stdin') {
@@ -90,7 +90,7 @@ async function secretKeyOf(ctx: CommandContext, library: CatalogFlags['library']
     if (line === '') throw new InvalidInputError('--secret-key-stdin: stdin gave no key (one line is read)');
     return line;
   }
-  return library.accessKey !== undefined ? ctx.env[SECRET_ENV] || undefined : undefined;
+  return library.accessKey !== undefined ? ctx.env[SECRET_KEY_ENV] || undefined : undefined;
 }
 
 function restartNotice(ctx: CommandContext, file: string): void {
@@ -106,7 +106,7 @@ export const catalogCommand = defineCommand({
     { flags: '--endpoint <url>', description: 'dataset add: object-store endpoint of an s3:// library' },
     { flags: '--region <region>', description: 'dataset add: region of an s3:// library (default us-west-2)' },
     { flags: '--access-key <key>', description: 'dataset add: access key of an s3:// library' },
-    { flags: '--secret-key <key>', description: `dataset add: its secret key (visible in ps: prefer --secret-key-stdin or $${SECRET_ENV})` },
+    { flags: '--secret-key <key>', description: `dataset add: its secret key (visible in ps: prefer --secret-key-stdin or $${SECRET_KEY_ENV})` },
     { flags: '--secret-key-stdin', description: 'dataset add: read the secret key from the first line of stdin' },
     { flags: '--rotate', description: 'issue: replace an existing user\'s keys' },
     ...FORMAT_OPTIONS,

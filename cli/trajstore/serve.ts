@@ -12,7 +12,7 @@ import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { resolveContext } from './common.js';
 
-export const DEFAULT_LISTEN = '127.0.0.1:8765';
+const DEFAULT_LISTEN = '127.0.0.1:8765';
 
 interface ServeFlags {
   /** Positional mounts; none with --catalog-config, whose file names them. */
@@ -27,7 +27,7 @@ interface ServeFlags {
  * The positional mounts: one bare DATASET is `default`; several must each be NAME=DATASET. A bare
  * `catalog` is a path (`./catalog`), never the directory service's name. None: the default dataset.
  */
-export function mountsOf(args: readonly string[]): MountSpec[] {
+function mountsOf(args: readonly string[]): MountSpec[] {
   const bare = (arg: string): string => (RESERVED_SERVE_NAMES.has(arg) ? `./${arg}` : arg);
   if (args.length === 0) return [{ name: DEFAULT_SERVE_MOUNT, dataset: undefined }];
   if (args.length === 1 && !/^[A-Za-z_][A-Za-z0-9_]*=/.test(args[0] as string)) return [{ name: DEFAULT_SERVE_MOUNT, dataset: bare(args[0] as string) }];

@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
 import { resolveDataset, type ResolveContext } from '../pins/resolve.js';
-import { statsReport } from '../stats/index.js';
+import { openDatasetArg } from '../dataset/open.js';
+import { reportOf } from '../stats/index.js';
 import { REPORTS, type ReportName } from '../stats/reports.js';
 import type { ReportRow } from '../stats/index.js';
 import { agentPrompt } from './prompt.js';
@@ -27,7 +28,7 @@ const CLIS: Record<AgentName, { binary: string; product: string; install: string
 };
 
 /** Stands for the prompt file in a plan's arguments until it is written. */
-export const PROMPT_FILE = '<prompt file>';
+const PROMPT_FILE = '<prompt file>';
 
 export interface AgentRequest {
   agent: AgentName;
@@ -80,8 +81,14 @@ export async function planAgent(rc: ResolveContext, request: AgentRequest): Prom
   let overview: Partial<Record<ReportName, ReportRow[]>> | undefined;
   if (request.overview) {
     overview = {};
-    // Reading the reports also checks that the dataset exists and is a Storyline dataset.
-    for (const name of REPORTS) overview[name] = (await statsReport(rc, request.dataset, name)).rows;
+    // Reading the reports also checks that the dataset exists and is a Storyline dataset. One
+    // opening serves them all (and they all see one snapshot).
+    const opened = await openDatasetArg(rc, request.dataset);
+    try {
+      for (const name of REPORTS) overview[name] = reportOf(opened, name).rows;
+    } finally {
+      opened.close();
+    }
   }
   const prompt = agentPrompt({ trajstore: request.trajstore, dataset, ...(overview ? { overview } : {}), ...(request.question !== undefined ? { question: request.question } : {}) });
   const interactive = request.question === undefined;

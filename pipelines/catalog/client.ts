@@ -5,6 +5,7 @@
  */
 import { InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
 import type { Credentials } from '../pins/pins.js';
+import { CATALOG_PREFIX } from './constants.js';
 import type { Ticket } from './tickets.js';
 
 export interface CatalogEndpoint {
@@ -20,7 +21,7 @@ const REQUEST_TIMEOUT_MS = 10_000;
 
 async function call(endpoint: CatalogEndpoint, method: 'GET' | 'POST', path: string, body?: object): Promise<unknown> {
   const { host, port, credentials } = endpoint;
-  const url = `http://${host}:${port}/catalog/v1${path}`;
+  const url = `http://${host}:${port}${CATALOG_PREFIX}${path}`;
   const authorization = `Basic ${Buffer.from(`${credentials.accessKeyId}:${credentials.secretAccessKey}`).toString('base64')}`;
   let response: Response;
   try {

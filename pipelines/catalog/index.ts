@@ -9,7 +9,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { DatasetLocation } from '../pins/resolve.js';
-import { libraryOf, loadAcl, type Acl } from './acl.js';
+import { libraryOf, loadAcl } from './acl.js';
 import { catalogPlugin, type CatalogPluginOptions } from './plugin.js';
 import { dirname } from 'node:path';
 
@@ -19,7 +19,6 @@ export interface CatalogLibrary {
 }
 
 export interface Catalog {
-  acl: Acl;
   libraries: CatalogLibrary[];
   plugin: FastifyPluginAsync<CatalogPluginOptions>;
   pluginOptions: CatalogPluginOptions;
@@ -34,5 +33,5 @@ export function openCatalog(path: string, options: Omit<CatalogPluginOptions, 'a
     const { uri, bucket, prefix, endpoint, region, credentials } = library;
     return { name, location: { kind: 's3', uri, bucket, prefix, region, display, ...(endpoint !== undefined ? { endpoint } : {}), ...(credentials ? { credentials } : {}) } };
   });
-  return { acl, libraries, plugin: catalogPlugin, pluginOptions: { acl, ...options } };
+  return { libraries, plugin: catalogPlugin, pluginOptions: { acl, ...options } };
 }

@@ -8,12 +8,13 @@
  * Every request authenticates with HTTP Basic `access_key:secret_key`. No or wrong credentials:
  * 401. A library that is not granted, and one that does not exist, both get the same 403, so a
  * user learns nothing about libraries beyond their own grants. Errors have serve's shape
- * `{"error": {"status", "code", "message", "hint"?}}`. The ACL is read once, when the plugin is
- * registered: changes apply when serve restarts.
+ * (serve/errors.ts) `{"error": {"status", "code", "message", "hint"?}}`. The ACL is read once,
+ * when the plugin is registered: changes apply when serve restarts.
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { ErrorBody, errorBody } from '../serve/errors.js';
 import type { Acl } from './acl.js';
 import { verifySecret } from './keys.js';
 import { CATALOG_PREFIX, TICKET_LIFETIME_MS } from './constants.js';
@@ -26,20 +27,11 @@ export interface CatalogPluginOptions {
   ticketLifetimeMs?: number;
 }
 
-const CatalogError = Type.Object({
-  error: Type.Object({ status: Type.Integer(), code: Type.String(), message: Type.String(), hint: Type.Optional(Type.String()) }),
-});
-type CatalogError = Static<typeof CatalogError>;
-
 const DatasetList = Type.Object({ user: Type.String(), datasets: Type.Array(Type.Object({ name: Type.String() }, { additionalProperties: false })) }, { additionalProperties: false });
 const TicketRequest = Type.Object({ dataset: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
 const TicketReply = Type.Object({ ticket: Ticket }, { additionalProperties: false });
 
-const ERRORS = { 400: CatalogError, 401: CatalogError, 403: CatalogError };
-
-function errorBody(status: number, code: string, message: string, hint?: string): CatalogError {
-  return { error: { status, code, message, ...(hint !== undefined ? { hint } : {}) } };
-}
+const ERRORS = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody };
 
 /** `Basic base64(access_key:secret_key)`, or undefined when the header is missing or malformed. */
 function basicCredentials(header: string | undefined): { accessKey: string; secretKey: string } | undefined {
@@ -82,12 +74,13 @@ export const catalogPlugin: FastifyPluginAsync<CatalogPluginOptions> = async (ap
     return undefined;
   });
 
-  app.setErrorHandler((error: { validation?: unknown; statusCode?: number; message: string }, request, reply) => {
-    if (error.validation !== undefined || (error.statusCode !== undefined && error.statusCode < 500)) {
-      return reply.code(error.statusCode ?? 400).send(errorBody(error.statusCode ?? 400, 'bad_request', `invalid request: ${error.message}`));
-    }
-    request.log.error(error);
-    return reply.code(500).send(errorBody(500, 'internal', 'internal error (see the server log)'));
+  // A client's mistake is answered here; anything else goes on to the host server's handler
+  // (serve/server.ts), which logs it to serve's logger (fastify's own, request.log, is off) and
+  // answers the same bare 500.
+  app.setErrorHandler((error: { validation?: unknown; statusCode?: number; message: string }, _request, reply) => {
+    if (error.validation === undefined && (error.statusCode === undefined || error.statusCode >= 500)) throw error;
+    const status = error.statusCode ?? 400;
+    return reply.code(status).send(errorBody(status, 'bad_request', `invalid request: ${error.message}`));
   });
 
   app.get(`${CATALOG_PREFIX}/datasets`, { schema: { response: { 200: DatasetList, ...ERRORS } } }, async (request) => {

@@ -31,7 +31,7 @@ function agentTurn(id: number, ts: string, text: string, extra: { reason?: strin
   };
 }
 
-export const EXAMPLE_RUNS: object[] = [
+const EXAMPLE_RUNS: object[] = [
   {
     schema_version: 'storyline/v1',
     session: 'example-oncall-1',

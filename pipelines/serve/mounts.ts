@@ -80,7 +80,7 @@ class Mount {
 }
 
 /** Checks the mount list: valid, distinct names, none reserved. */
-export function checkMounts(specs: readonly MountSpec[]): void {
+function checkMounts(specs: readonly MountSpec[]): void {
   const seen = new Set<string>();
   for (const { name } of specs) {
     if (!MOUNT_NAME.test(name)) throw new InvalidInputError(`invalid mount name ${JSON.stringify(name)}`, { hint: 'a mount name is a letter or _ then letters, digits or _ (at most 64)' });

@@ -73,7 +73,7 @@ function decodeCursor(cursor: string): [Key, number] {
   throw new InvalidInputError('invalid cursor: pass back the next_cursor of the previous page unchanged');
 }
 
-export class RunCatalog {
+class RunCatalog {
   private readonly orders = new Map<RunSort, Int32Array>();
   private children: Map<string, number[]> | undefined;
 

@@ -103,28 +103,30 @@ const bool = (value: unknown): boolean | null => (value === null || value === un
 const num = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value));
 const str = (value: unknown): string | null => (value === null || value === undefined ? null : String(value));
 
-/** The document ids a key names: one for a document id, any number for a run id. */
-function documentIdsOf(dataset: OpenDataset, key: TranscriptKey): string[] {
-  if ('documentId' in key) {
-    const row = dataset.db.prepare('SELECT document_id FROM runs WHERE document_id = ?').get(key.documentId);
-    return row ? [key.documentId] : [];
+/** The run a key names: by document id one look-up; a run id must name exactly one run. */
+function runRowOf(dataset: OpenDataset, key: TranscriptKey): Cells {
+  const flag = 'documentId' in key ? `--document-id ${key.documentId}` : `--run-id ${key.runId}`;
+  let documentId: string | undefined;
+  if ('documentId' in key) documentId = key.documentId;
+  else {
+    const ids = (dataset.db.prepare('SELECT document_id FROM runs WHERE run_id = ? ORDER BY rowid').all(key.runId) as Array<{ document_id: string }>).map((r) => r.document_id);
+    if (ids.length > 1) {
+      throw new InvalidInputError(`${flag}: ${ids.length} runs have this run id (documents ${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''})`, { hint: 'choose one with --document-id' });
+    }
+    documentId = ids[0];
   }
-  return (dataset.db.prepare('SELECT document_id FROM runs WHERE run_id = ? ORDER BY rowid').all(key.runId) as Array<{ document_id: string }>).map((r) => r.document_id);
+  const row = documentId === undefined ? undefined : (dataset.db.prepare(`SELECT ${RUN_COLUMNS.join(', ')} FROM runs WHERE document_id = ?`).get(documentId) as Cells | undefined);
+  if (!row) throw new NotFoundError(`${flag}: no such run in ${dataset.uri} (snapshot ${dataset.snapshotId})`, { hint: 'list runs with `trajstore find DATASET --match ...` or `trajstore query`' });
+  return row;
 }
 
 export function readTranscript(dataset: OpenDataset, key: TranscriptKey): Transcript {
   if (dataset.kind !== 'storyline') {
     throw new InvalidInputError(`${dataset.uri}: show reads Storyline datasets; this one is a compact record store`, { hint: 'use `trajstore query` with SQL over dataset.records' });
   }
-  const flag = 'documentId' in key ? `--document-id ${key.documentId}` : `--run-id ${key.runId}`;
-  const ids = documentIdsOf(dataset, key);
-  if (ids.length === 0) throw new NotFoundError(`${flag}: no such run in ${dataset.uri} (snapshot ${dataset.snapshotId})`, { hint: 'list runs with `trajstore find DATASET --match ...` or `trajstore query`' });
-  if (ids.length > 1) {
-    throw new InvalidInputError(`${flag}: ${ids.length} runs have this run id (documents ${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''})`, { hint: 'choose one with --document-id' });
-  }
-  const documentId = ids[0] as string;
+  const runRow = runRowOf(dataset, key);
+  const documentId = String(runRow.document_id);
   const db = dataset.db;
-  const runRow = db.prepare(`SELECT ${RUN_COLUMNS.join(', ')} FROM runs WHERE document_id = ?`).get(documentId) as Cells;
   const run = Object.fromEntries(RUN_COLUMNS.map((c) => [c, runRow[c] ?? null])) as unknown as TranscriptRun;
   for (const c of ['step_count', 'tool_call_count', 'prompt_tokens', 'completion_tokens', 'cached_tokens', 'cost_usd'] as const) (run as unknown as Cells)[c] = num(runRow[c]);
 

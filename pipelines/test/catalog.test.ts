@@ -156,6 +156,32 @@ test('HTTP: 401 without or with wrong keys (before the body is looked at), 403 t
   assert.is(Date.parse(ticket.expires_at as string) - Date.parse(ticket.issued_at as string), 15 * 60_000);
 });
 
+test('HTTP: a failure inside the service goes to the host server\'s error handler (serve logs it there), not to fastify\'s switched-off request log', async () => {
+  const opened = openCatalog(acl);
+  // A library entry the file could never hold (it is checked when read): making its ticket throws.
+  opened.pluginOptions.acl.datasets.set('prod', { uri: undefined as unknown as string });
+  const host = Fastify({ logger: false });
+  const seen: string[] = [];
+  host.setErrorHandler((error: Error, _request, reply) => {
+    seen.push(error.message);
+    return reply.code(500).send({ host: true });
+  });
+  await host.register(opened.plugin, opened.pluginOptions);
+  try {
+    const response = await host.inject({ method: 'POST', url: '/catalog/v1/tickets', headers: { authorization: basic('alice') }, payload: { dataset: 'prod' } });
+    assert.is(response.statusCode, 500);
+    assert.equal(response.json(), { host: true });
+    assert.is(seen.length, 1);
+    // A client's mistake is still answered by the service itself.
+    const bad = await host.inject({ method: 'POST', url: '/catalog/v1/tickets', headers: { authorization: basic('alice') }, payload: { dataset: 'prod', extra: 1 } });
+    assert.is(bad.statusCode, 400);
+    assert.is((bad.json() as { error: { code: string } }).error.code, 'bad_request');
+    assert.is(seen.length, 1);
+  } finally {
+    await host.close();
+  }
+});
+
 test('an expired ticket is refused by the client (exit 6)', async () => {
   await startService({ ticketLifetimeMs: 1 });
   const r = await as('alice', 'find', '@team/prod', '--match', 'disk');

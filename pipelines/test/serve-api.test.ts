@@ -6,19 +6,16 @@
  * loopback only (refused before any dataset is opened), the dataset is never written, new
  * snapshots are served without a restart, the control listener, and request tracing by --log-level.
  */
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../lib/testing/run-tool.js';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { toHttpError } from '../serve/errors.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { sandbox } from './helpers/sandbox.js';
 
-const home = mkdtempSync(join(tmpdir(), 'serve-api-'));
-const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'config'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
-const trajstore = (args: string[]) => runTool('trajstore', args, { env, cwd: home });
+const { home, env, run: trajstore } = sandbox('serve-api-');
 const dataset = join(home, 'ds');
 const PARENT = 'a9a20bd4-fdf9-4885-8fa1-01d41970c171';
 const CHILD = `${PARENT}.agent-a4c1e9f27b3d5e601`;
@@ -125,7 +122,7 @@ test('mount rules: one bare dataset, NAME=DATASET for several, --control needs d
 
 test('--catalog-config: the directory file\'s local libraries are the mounts, and its directory service answers beside the API', async () => {
   const acl = join(home, 'served-acl.toml');
-  const manage = (args: string[]) => runTool('trajstore', ['serve', 'catalog', ...args.slice(0, args[0] === 'dataset' ? 2 : 1), '--catalog-config', acl, ...args.slice(args[0] === 'dataset' ? 2 : 1)], { env, cwd: home });
+  const manage = (args: string[]) => trajstore(['serve', 'catalog', ...args.slice(0, args[0] === 'dataset' ? 2 : 1), '--catalog-config', acl, ...args.slice(args[0] === 'dataset' ? 2 : 1)]);
   assert.is((await manage(['dataset', 'add', 'prod', '--uri', dataset])).code, 0);
   assert.is((await manage(['dataset', 'add', 'team-lab', '--uri', dataset])).code, 0);
   const issued = await manage(['issue', 'alice']);

@@ -5,20 +5,19 @@
  * is recorded: none may leave the server. Screenshots of each view are written to
  * dist/test-artifacts/serve-web/ (kept after the run, to look at).
  */
-import { mkdirSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { launchChromium, type Browser } from '../../bench/lib/chromium.js';
-import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
+import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { sandbox } from './helpers/sandbox.js';
 
 const ARTIFACTS = join(DIST_ROOT, 'test-artifacts', 'serve-web');
-const home = mkdtempSync(join(tmpdir(), 'serve-web-'));
-const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'config'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
+const { home, env, run } = sandbox('serve-web-');
 const dataset = join(home, 'ds');
 const PARENT = 'a9a20bd4-fdf9-4885-8fa1-01d41970c171';
 const CHILD = `${PARENT}.agent-a4c1e9f27b3d5e601`;
@@ -39,7 +38,7 @@ test.before(async () => {
     [join(SHARED_FIXTURES, 'synthetic', 'claude-code', 'projects', '-home-dev-www-atlas-docs'), ['-i', 'agentb-code']],
     [join(SHARED_FIXTURES, 'persisting', 'atif'), ['--mode', 'append']],
   ] as Array<[string, string[]]>) {
-    const r = await runTool('trajstore', ['import', '-f', from, '-t', dataset, ...extra], { env, cwd: home });
+    const r = await run(['import', '-f', from, '-t', dataset, ...extra]);
     assert.is(r.code, 0, r.stderr);
   }
   server = await startServeProcess(['serve', dataset, '--listen', '127.0.0.1:0'], { env, cwd: home });

@@ -93,6 +93,7 @@ test('bad input: no or both keys, unknown run, shared run id, bad --format, miss
     [['show', ds], 2, /exactly one of --document-id ID or --run-id ID/],
     [['show', ds, '--document-id', 'doc-a', '--run-id', 'run-2'], 2, /exactly one of/],
     [['show', ds, '--document-id', 'nope'], 3, /--document-id nope: no such run/],
+    [['show', ds, '--run-id', 'nope'], 3, /--run-id nope: no such run/],
     [['show', ds, '--run-id', 'run-1'], 2, /--run-id run-1: 2 runs have this run id \(documents doc-a, doc-long\)/],
     [['show', ds, '--document-id', 'doc-a', '--format', 'html'], 2, /invalid --format "html"/],
     [['show', ds, '--document-id', 'doc-a', '--max-lines', '0'], 2, /invalid --max-lines "0"/],

@@ -14,7 +14,7 @@ const MountParams = Type.Object({ mount: Type.String() });
 const RunParams = Type.Object({ mount: Type.String(), document_id: Type.String() });
 
 /** At most this many runs or steps per page. */
-export const MAX_PAGE = 500;
+const MAX_PAGE = 500;
 
 const RunsQuery = Type.Object(
   {

@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import { InvalidInputError } from '../../../lib/errors.js';
 import { FIND_DEFAULTS, QUERY_DEFAULTS, DEFAULT_MOUNT } from '../../search/limits.js';
 import { highlightTerms, runFind } from '../../search/find.js';
+import type { Identity } from '../../search/planner.js';
 import { SqlTimeoutError, runReadOnlySql } from '../../search/sql/runner.js';
 import type { ServeContext } from '../context.js';
 
@@ -45,10 +46,10 @@ const QueryBody = Type.Object(
 );
 
 /** Largest accepted query body: a statement, not a dataset. */
-export const MAX_QUERY_BODY = 1024 * 1024;
+const MAX_QUERY_BODY = 1024 * 1024;
 
 /** The identity of a find request, with the command line's rules (one way to search; step needs session). */
-function identityOf(q: FindQuery): { runId?: string; documentId?: string; sessionId?: string; stepId?: string } | undefined {
+function identityOf(q: FindQuery): Identity | undefined {
   const ways = [(q.match ?? []).length > 0, q.run_id !== undefined, q.document_id !== undefined, q.session_id !== undefined].filter(Boolean).length;
   if (ways !== 1) throw new InvalidInputError(ways === 0 ? 'find needs match, run_id, document_id or session_id' : 'give only one of match, run_id, document_id, session_id');
   if (q.step_id !== undefined && q.session_id === undefined) throw new InvalidInputError('step_id needs session_id');

@@ -7,6 +7,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { UnavailableError } from '../../../lib/errors.js';
+import { errorBody } from '../errors.js';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -27,7 +28,7 @@ export function webRoutes(app: FastifyInstance, webRoot: string): void {
   app.get('/', (_req, reply) => reply.headers(headers).type(TYPES['.html'] as string).send(page));
   app.get<{ Params: { file: string } }>('/assets/:file', (req, reply) => {
     const body = files.get(req.params.file);
-    if (!body) return reply.code(404).send({ error: { status: 404, code: 'not_found', message: `no asset ${JSON.stringify(req.params.file)}` } });
+    if (!body) return reply.code(404).send(errorBody(404, 'not_found', `no asset ${JSON.stringify(req.params.file)}`));
     return reply.headers({ ...headers, 'cache-control': 'no-cache' }).type(TYPES[extname(req.params.file)] as string).send(body);
   });
 }
