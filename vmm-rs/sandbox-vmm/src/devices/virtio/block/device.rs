@@ -8,12 +8,11 @@ use std::sync::Arc;
 
 use event_manager::{EventOps, Events, MutEventSubscriber};
 use virtio_bindings::bindings::virtio_blk::{VIRTIO_BLK_F_FLUSH, VIRTIO_BLK_F_RO, VIRTIO_BLK_ID_BYTES};
-use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::eventfd::EventFd;
 
 use super::request::{BlockMetrics, Disk, SECTOR_SIZE};
 use crate::devices::virtio::queue::{self, MAX_QUEUE_SIZE};
-use crate::devices::virtio::{consume, device_type, read_config_bytes, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
+use crate::devices::virtio::{consume, device_type, read_config_bytes, watch, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
 
 pub struct Block {
     disk: Disk,
@@ -125,9 +124,7 @@ impl MutEventSubscriber for Block {
     }
 
     fn init(&mut self, ops: &mut EventOps) {
-        if let Err(e) = ops.add(Events::new(&self.queue_evts[0], EventSet::IN)) {
-            eprintln!("sandbox-vmm: virtio-blk: cannot watch the queue: {e}");
-        }
+        watch(ops, "virtio-blk", &self.queue_evts, None);
     }
 }
 

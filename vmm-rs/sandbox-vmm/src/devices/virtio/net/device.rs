@@ -11,7 +11,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use super::passt::{FramedStream, PasstError, MAX_FRAME, MTU};
 use crate::devices::virtio::queue::{self, QueueError, MAX_QUEUE_SIZE};
-use crate::devices::virtio::{consume, device_type, read_config_bytes, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
+use crate::devices::virtio::{consume, device_type, read_config_bytes, watch, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
 
 const RX: usize = 0;
 const TX: usize = 1;
@@ -217,13 +217,7 @@ impl MutEventSubscriber for Net {
 
     fn init(&mut self, ops: &mut EventOps) {
         let backend = EventSet::IN | EventSet::OUT | EventSet::EDGE_TRIGGERED | EventSet::READ_HANG_UP;
-        let watched = ops
-            .add(Events::with_data(&self.queue_evts[RX], RX as u32, EventSet::IN))
-            .and_then(|_| ops.add(Events::with_data(&self.queue_evts[TX], TX as u32, EventSet::IN)))
-            .and_then(|_| ops.add(Events::with_data(self.backend.fd(), BACKEND, backend)));
-        if let Err(e) = watched {
-            eprintln!("sandbox-vmm: virtio-net: cannot watch its queues and socket: {e}");
-        }
+        watch(ops, "virtio-net", &self.queue_evts, Some(Events::with_data(self.backend.fd(), BACKEND, backend)));
     }
 }
 

@@ -12,7 +12,7 @@ use vmm_sys_util::eventfd::EventFd;
 use super::muxer::Muxer;
 use super::packet::{GUEST_CID, MAX_PKT_DATA};
 use crate::devices::virtio::queue::{self, QueueError, MAX_QUEUE_SIZE};
-use crate::devices::virtio::{consume, device_type, read_config_bytes, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
+use crate::devices::virtio::{consume, device_type, read_config_bytes, watch, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
 
 const RX: usize = 0;
 const TX: usize = 1;
@@ -175,14 +175,7 @@ impl MutEventSubscriber for Vsock {
     }
 
     fn init(&mut self, ops: &mut EventOps) {
-        let mut watched = Ok(());
-        for (i, evt) in self.queue_evts.iter().enumerate() {
-            watched = watched.and_then(|_| ops.add(Events::with_data(evt, i as u32, EventSet::IN)));
-        }
-        let watched = watched.and_then(|_| ops.add(Events::with_data_raw(self.muxer.epoll_fd(), MUXER, EventSet::IN)));
-        if let Err(e) = watched {
-            eprintln!("sandbox-vmm: virtio-vsock: cannot watch its queues and sockets: {e}");
-        }
+        watch(ops, "virtio-vsock", &self.queue_evts, Some(Events::with_data_raw(self.muxer.epoll_fd(), MUXER, EventSet::IN)));
     }
 }
 
