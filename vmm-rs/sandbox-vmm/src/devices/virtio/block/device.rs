@@ -131,7 +131,7 @@ impl MutEventSubscriber for Block {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::virtio::testing::{memory, readable, writable, Driver, Rng, Scratch};
+    use crate::devices::virtio::testing::{activate, readable, writable, Driver, Rng, Scratch};
     use crate::devices::virtio::Interrupt;
     use std::io::Write as _;
     use std::sync::Arc;
@@ -163,10 +163,8 @@ mod tests {
         // A partial sector at the end is not part of the disk.
         f.write_all(&[0xee; 100]).unwrap();
         let mut block = Block::new(&path, read_only, "serial-0123456789-abcdef").unwrap();
-        let mem = memory();
         let driver = Driver::new(RING, 16);
-        let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
-        block.activate(Activation { mem: mem.clone(), queues: vec![driver.queue(&mem)], features: block.features(), interrupt: interrupt.clone() }).unwrap();
+        let (mem, interrupt) = activate(&mut block, &[&driver]);
         Fixture { block, mem, driver, interrupt, path, _dir: dir }
     }
 

@@ -224,7 +224,7 @@ impl MutEventSubscriber for Net {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::virtio::testing::{memory, readable, writable, Driver};
+    use crate::devices::virtio::testing::{activate, readable, writable, Driver};
     use crate::devices::virtio::Interrupt;
     use std::os::unix::net::UnixStream;
     use std::sync::Arc;
@@ -245,11 +245,8 @@ mod tests {
 
     pub fn fixture(stream: UnixStream) -> Fixture {
         let mut net = Net::new(FramedStream::new(stream).unwrap()).unwrap();
-        let mem = memory();
         let (rx, tx) = (Driver::new(RX_RING, 16), Driver::new(TX_RING, 16));
-        let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
-        let queues = vec![rx.queue(&mem), tx.queue(&mem)];
-        net.activate(Activation { mem: mem.clone(), queues, features: net.features(), interrupt: interrupt.clone() }).unwrap();
+        let (mem, interrupt) = activate(&mut net, &[&rx, &tx]);
         Fixture { net, mem, rx, tx, interrupt }
     }
 

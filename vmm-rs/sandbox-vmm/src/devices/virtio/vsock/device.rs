@@ -183,7 +183,7 @@ impl MutEventSubscriber for Vsock {
 mod tests {
     use super::super::packet::*;
     use super::*;
-    use crate::devices::virtio::testing::{memory, readable, writable, Buf, Driver, Rng, Scratch};
+    use crate::devices::virtio::testing::{activate, readable, writable, Buf, Driver, Rng, Scratch};
     use crate::devices::virtio::Interrupt;
     use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;
@@ -208,11 +208,8 @@ mod tests {
     fn fixture() -> Fixture {
         let dir = Scratch::new("vsockdev");
         let mut vsock = Vsock::new(Muxer::new(&dir.0.join("v.sock")).unwrap()).unwrap();
-        let mem = memory();
         let (rx, tx, evt) = (Driver::new(RX_RING, 16), Driver::new(TX_RING, 16), Driver::new(EVT_RING, 16));
-        let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
-        let queues = vec![rx.queue(&mem), tx.queue(&mem), evt.queue(&mem)];
-        vsock.activate(Activation { mem: mem.clone(), queues, features: FEATURE_VERSION_1, interrupt: interrupt.clone() }).unwrap();
+        let (mem, interrupt) = activate(&mut vsock, &[&rx, &tx, &evt]);
         Fixture { vsock, mem, rx, tx, interrupt, dir }
     }
 
