@@ -92,7 +92,7 @@ async function walk(root: string, rel: string, out: Walk, index: HashIndex, seen
     return;
   }
   const id = `${st.dev}:${st.ino}`;
-  if (st.nlink > 1n && !st.isDirectory()) {
+  if (st.nlink > 1n) {
     const first = out.links.get(id);
     if (first !== undefined) {
       out.lines.push(`h ${name} ${JSON.stringify(first)}`);
