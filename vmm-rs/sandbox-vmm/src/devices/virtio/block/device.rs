@@ -48,38 +48,28 @@ impl Block {
         if active.interrupt.is_broken() {
             return;
         }
-        let mut used = false;
-        loop {
-            let popped = match queue::pop(&mut active.queues[0], &active.mem) {
-                Ok(Some(popped)) => popped,
-                Ok(None) => break,
-                Err(e) => {
-                    eprintln!("sandbox-vmm: virtio-blk: {e}; the device needs a reset");
-                    active.interrupt.needs_reset();
-                    return;
-                }
-            };
-            let (chain, shape) = popped;
-            let head = chain.head_index();
-            let written = match self.disk.execute(&active.mem, chain, shape) {
-                Ok(written) => written,
-                Err(e) => {
-                    eprintln!("sandbox-vmm: virtio-blk: {e}; the device needs a reset");
-                    active.interrupt.needs_reset();
-                    return;
-                }
-            };
-            if let Err(e) = queue::add_used(&mut active.queues[0], &active.mem, head, written) {
+        match serve(&self.disk, active) {
+            Ok(true) => active.interrupt.used_buffer(),
+            Ok(false) => {}
+            Err(e) => {
                 eprintln!("sandbox-vmm: virtio-blk: {e}; the device needs a reset");
                 active.interrupt.needs_reset();
-                return;
             }
-            used = true;
-        }
-        if used {
-            active.interrupt.used_buffer();
         }
     }
+}
+
+/// Executes the queued requests in order and returns their chains to the driver: whether any
+/// was, or the first chain that could not be served.
+fn serve(disk: &Disk, active: &mut Activation) -> Result<bool, String> {
+    let mut used = false;
+    while let Some((chain, shape)) = queue::pop(&mut active.queues[0], &active.mem).map_err(|e| e.to_string())? {
+        let head = chain.head_index();
+        let written = disk.execute(&active.mem, chain, shape).map_err(|e| e.to_string())?;
+        queue::add_used(&mut active.queues[0], &active.mem, head, written).map_err(|e| e.to_string())?;
+        used = true;
+    }
+    Ok(used)
 }
 
 impl VirtioDevice for Block {
