@@ -92,7 +92,7 @@ async function walk(root: string, rel: string, out: Walk, index: HashIndex, seen
     return;
   }
   const id = `${st.dev}:${st.ino}`;
-  if (st.nlink > 1n && !st.isDirectory()) {
+  if (st.nlink > 1n) {
     const first = out.links.get(id);
     if (first !== undefined) {
       out.lines.push(`h ${name} ${JSON.stringify(first)}`);
@@ -114,11 +114,14 @@ async function walk(root: string, rel: string, out: Walk, index: HashIndex, seen
   // Sockets are not copied by mke2fs -d, and so are not part of the image.
 }
 
-function readIndex(path: string): HashIndex {
+/** The hash index as stored ('' when missing) and as parsed ({} when missing or unreadable). */
+function readIndex(path: string): { text: string; index: HashIndex } {
+  let text = '';
   try {
-    return JSON.parse(readFileSync(path, 'utf8')) as HashIndex;
+    text = readFileSync(path, 'utf8');
+    return { text, index: JSON.parse(text) as HashIndex };
   } catch {
-    return {};
+    return { text, index: {} };
   }
 }
 
@@ -127,12 +130,15 @@ export async function rootfsDisk(o: RootfsDiskOptions): Promise<RootfsDisk> {
   if (!existsSync(o.rootfs) || !statSync(o.rootfs).isDirectory()) throw new InvalidInputError(`rootfs ${o.rootfs}: not a directory`);
   mkdirSync(o.cacheDir, { recursive: true, mode: 0o700 });
   const indexPath = join(o.cacheDir, 'hashes.json');
-  const index = readIndex(indexPath);
+  const stored = readIndex(indexPath);
   const seen: HashIndex = {};
   const tree: Walk = { lines: [RECIPE], files: 0, dataBlocks: 0n, links: new Map() };
-  await walk(o.rootfs, '', tree, index, seen);
-  // The index keeps only this tree's files: one index per cache, for the trees built last.
-  writeFileDurably(indexPath, JSON.stringify(seen));
+  await walk(o.rootfs, '', tree, stored.index, seen);
+  // The index keeps only this tree's files: one index per cache, for the trees built last. It is
+  // rewritten only when it changed: every sandbox created from an unchanged tree comes through
+  // here, and need not pay for a durable write.
+  const text = JSON.stringify(seen);
+  if (text !== stored.text) writeFileDurably(indexPath, text);
   const key = createHash('sha256').update(tree.lines.join('\n')).digest('hex');
   const path = join(o.cacheDir, `${key}.ext4`);
   if (existsSync(path)) return { path, key, built: false };

@@ -34,13 +34,12 @@ export function requireGuestBinary(): string {
 }
 
 /** The header each service reads its access token from. */
-export const TOKEN_HEADERS = { execd: 'X-EXECD-ACCESS-TOKEN', egress: 'OPENSANDBOX-EGRESS-AUTH' } as const;
+const TOKEN_HEADERS = { execd: 'X-EXECD-ACCESS-TOKEN', egress: 'OPENSANDBOX-EGRESS-AUTH' } as const;
 
 export interface GuestService {
   /** host:port the service listens on (the SDK's endpoint authority). */
   addr: string;
-  /** The access token, and the header carrying it on every request. */
-  token: string;
+  /** The header carrying the service's access token, for every request. */
   headers: Record<string, string>;
   child: ChildProcess;
   /** Everything the service wrote on stderr so far. */
@@ -95,7 +94,6 @@ export async function startGuestService(kind: 'execd' | 'egress', options: Start
   });
   return {
     addr,
-    token,
     headers: { [TOKEN_HEADERS[kind]]: token },
     child,
     stderr: () => stderr,

@@ -43,8 +43,10 @@ test('a rootfs becomes an ext4 image holding its files, read-only in the cache',
 });
 
 test('an unchanged tree is not built again; changed content or metadata is', async () => {
+  const indexBefore = statSync(join(cacheDir, 'hashes.json')).ino;
   const first = await rootfsDisk({ rootfs, cacheDir });
   assert.not.ok(first.built, 'rebuilt an unchanged tree');
+  assert.is(statSync(join(cacheDir, 'hashes.json')).ino, indexBefore, 'rewrote the hash index of an unchanged tree');
   // Same size and mtime, other content: only the hash tells.
   const greeting = join(rootfs, 'etc', 'greeting');
   const { atime, mtime } = statSync(greeting);
@@ -52,6 +54,7 @@ test('an unchanged tree is not built again; changed content or metadata is', asy
   utimesSync(greeting, atime, mtime);
   const changed = await rootfsDisk({ rootfs, cacheDir });
   assert.ok(changed.built);
+  assert.is.not(statSync(join(cacheDir, 'hashes.json')).ino, indexBefore, 'kept the hash index of a changed file');
   assert.is.not(changed.key, first.key);
   assert.is(readFromImage(changed.path, '/etc/greeting'), 'HELLO FROM THE IMAGE\n');
   chmodSync(join(rootfs, 'bin', 'tool'), 0o700);

@@ -141,10 +141,11 @@ fn scrub_env(name: &str) {
     std::env::remove_var(name);
 }
 
-fn positive_ms(flags: &mut BTreeMap<String, String>, name: &str, file: Option<u64>, default: Duration) -> Result<Duration, String> {
+/// The positive integer flag `--name` when given, else the config file's value (`file`).
+fn positive<T: std::str::FromStr + Default + PartialOrd>(flags: &mut BTreeMap<String, String>, name: &str, file: Option<T>) -> Result<Option<T>, String> {
     match flags.remove(name) {
-        Some(v) => v.parse::<u64>().ok().filter(|v| *v > 0).map(Duration::from_millis).ok_or_else(|| format!("--{name}: '{v}' is not a positive integer")),
-        None => Ok(file.map(Duration::from_millis).unwrap_or(default)),
+        Some(v) => v.parse::<T>().ok().filter(|n| *n > T::default()).map(Some).ok_or_else(|| format!("--{name}: '{v}' is not a positive integer")),
+        None => Ok(file),
     }
 }
 
@@ -170,17 +171,11 @@ pub fn service_config(args: &[String], default_port: u16) -> Result<ServiceConfi
     let dev_no_token = flags.remove("dev-no-token").is_some();
     let defaults = Limits::default();
     let limits = Limits {
-        header_timeout: positive_ms(&mut flags, "header-timeout-ms", file.header_timeout_ms, defaults.header_timeout)?,
-        idle_timeout: positive_ms(&mut flags, "idle-timeout-ms", file.idle_timeout_ms, defaults.idle_timeout)?,
-        max_connections: match flags.remove("max-connections") {
-            Some(v) => v.parse::<usize>().ok().filter(|v| *v > 0).ok_or_else(|| format!("--max-connections: '{v}' is not a positive integer"))?,
-            None => file.max_connections.unwrap_or(defaults.max_connections),
-        },
+        header_timeout: positive(&mut flags, "header-timeout-ms", file.header_timeout_ms)?.map_or(defaults.header_timeout, Duration::from_millis),
+        idle_timeout: positive(&mut flags, "idle-timeout-ms", file.idle_timeout_ms)?.map_or(defaults.idle_timeout, Duration::from_millis),
+        max_connections: positive(&mut flags, "max-connections", file.max_connections)?.unwrap_or(defaults.max_connections),
     };
-    let ping_interval_ms = match flags.remove("ping-interval-ms") {
-        Some(v) => v.parse::<u64>().ok().filter(|v| *v > 0).ok_or_else(|| format!("--ping-interval-ms: '{v}' is not a positive integer"))?,
-        None => file.ping_interval_ms.unwrap_or(10_000),
-    };
+    let ping_interval_ms = positive(&mut flags, "ping-interval-ms", file.ping_interval_ms)?.unwrap_or(10_000);
     let state_dir = flags
         .remove("state-dir")
         .map(PathBuf::from)
@@ -233,6 +228,11 @@ mod tests {
         let c = service_config(&args(&["--dev-no-token", "--config", path.to_str().unwrap(), "--idle-timeout-ms", "900"]), 1).unwrap();
         assert_eq!(c.limits, Limits { header_timeout: Duration::from_millis(500), idle_timeout: Duration::from_millis(900), max_connections: 7 });
         assert!(service_config(&args(&["--dev-no-token", "--max-connections", "0"]), 1).unwrap_err().contains("--max-connections"));
+        for (flag, bad) in [("--header-timeout-ms", "0"), ("--idle-timeout-ms", "-5"), ("--ping-interval-ms", "x"), ("--max-connections", "1.5")] {
+            let err = service_config(&args(&["--dev-no-token", flag, bad]), 1).unwrap_err();
+            assert_eq!(err, format!("{flag}: '{bad}' is not a positive integer"));
+        }
+        assert_eq!(service_config(&args(&["--dev-no-token", "--ping-interval-ms", "250"]), 1).unwrap().ping_interval_ms, 250);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Scratch directories for unit tests: made empty under the temp directory and removed when
-//! dropped, also when the test fails, so test runs leave nothing behind.
+//! Scratch directories for the unit tests and the integration tests (which include this file):
+//! made empty under the temp directory and removed when dropped, also when the test fails, so
+//! test runs leave nothing behind.
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 

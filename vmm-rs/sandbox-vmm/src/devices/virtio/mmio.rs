@@ -27,7 +27,6 @@ pub struct MmioTransport {
     queue_sel: u32,
     queues: Vec<QueueConfig>,
     status: u32,
-    config_generation: u32,
 }
 
 impl MmioTransport {
@@ -48,7 +47,6 @@ impl MmioTransport {
             queue_sel: 0,
             queues,
             status: 0,
-            config_generation: 0,
         }
     }
 
@@ -98,7 +96,8 @@ impl MmioTransport {
             regs::QUEUE_READY => self.queues.get(self.queue_sel as usize).map_or(0, |q| u32::from(q.ready)),
             regs::INTERRUPT_STATUS => self.interrupt.status(),
             regs::STATUS => self.status(),
-            regs::CONFIG_GENERATION => self.config_generation,
+            // No device here ever changes its config space, so no read of it can be torn.
+            regs::CONFIG_GENERATION => 0,
             _ => 0,
         };
         data.copy_from_slice(&value.to_le_bytes());

@@ -35,9 +35,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
-use event_manager::MutEventSubscriber;
+use event_manager::{EventOps, Events, MutEventSubscriber};
 use virtio_queue::Queue;
 use vm_memory::GuestMemoryMmap;
+use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::eventfd::EventFd;
 
 use self::queue::QueueError;
@@ -155,6 +156,21 @@ pub fn read_config_bytes(config: &[u8], offset: u64, data: &mut [u8]) {
             let n = data.len().min(config.len() - offset);
             data[..n].copy_from_slice(&config[offset..offset + n]);
         }
+    }
+}
+
+/// A device's `init`: registers on the device thread each of its queue eventfds, with the
+/// queue's index as the event data (how its `process` tells them apart), then its backend's
+/// events, if it has a backend. A failure is logged as `name`'s: the device then never hears
+/// from the guest or its backend.
+pub fn watch(ops: &mut EventOps, name: &str, queue_evts: &[EventFd], backend: Option<Events>) {
+    let watched = queue_evts
+        .iter()
+        .enumerate()
+        .try_for_each(|(i, evt)| ops.add(Events::with_data(evt, i as u32, EventSet::IN)))
+        .and_then(|_| backend.map_or(Ok(()), |events| ops.add(events)));
+    if let Err(e) = watched {
+        eprintln!("sandbox-vmm: {name}: cannot watch its queues and backend: {e}");
     }
 }
 

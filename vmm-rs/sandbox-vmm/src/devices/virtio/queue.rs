@@ -186,12 +186,6 @@ pub fn pop<'m>(queue: &mut Queue, mem: &'m GuestMemoryMmap) -> Result<Option<(Ch
     Ok(Some((chain, shape)))
 }
 
-/// Whether the driver has offered a chain the device has not taken yet.
-pub fn has_available(queue: &Queue, mem: &GuestMemoryMmap) -> Result<bool, QueueError> {
-    let avail = queue.avail_idx(mem, std::sync::atomic::Ordering::Acquire).map_err(QueueError::AvailRing)?;
-    Ok(avail.0 != queue.next_avail())
-}
-
 /// Returns the chain at `head` to the driver with `len` bytes written into it.
 pub fn add_used(queue: &mut Queue, mem: &GuestMemoryMmap, head: u16, len: u32) -> Result<(), QueueError> {
     queue.add_used(mem, head, len).map_err(QueueError::UsedRing)

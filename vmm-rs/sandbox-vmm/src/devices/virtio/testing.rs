@@ -2,19 +2,32 @@
 //! queue, a seeded generator for the fuzz tests, and scratch directories.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use virtio_bindings::bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::Queue;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+use vmm_sys_util::eventfd::EventFd;
 
 use super::queue::{QueueConfig, MAX_QUEUE_SIZE};
+use super::{Activation, Interrupt, VirtioDevice};
 
 /// Guest RAM of the tests: 1 MiB from address 0.
 pub const MEM_SIZE: u64 = 1 << 20;
 
 pub fn memory() -> GuestMemoryMmap {
     GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM_SIZE as usize)]).unwrap()
+}
+
+/// Activates `device` over fresh [`memory`] as a driver that accepted every feature offered,
+/// with one queue per driver, in the device's order; returns the memory and the interrupt.
+pub fn activate(device: &mut impl VirtioDevice, drivers: &[&Driver]) -> (GuestMemoryMmap, Arc<Interrupt>) {
+    let mem = memory();
+    let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
+    let queues = drivers.iter().map(|d| d.queue(&mem)).collect();
+    device.activate(Activation { mem: mem.clone(), queues, features: device.features(), interrupt: interrupt.clone() }).unwrap();
+    (mem, interrupt)
 }
 
 /// One buffer of a chain the test driver offers.

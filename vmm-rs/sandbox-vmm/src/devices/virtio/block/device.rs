@@ -8,12 +8,11 @@ use std::sync::Arc;
 
 use event_manager::{EventOps, Events, MutEventSubscriber};
 use virtio_bindings::bindings::virtio_blk::{VIRTIO_BLK_F_FLUSH, VIRTIO_BLK_F_RO, VIRTIO_BLK_ID_BYTES};
-use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::eventfd::EventFd;
 
 use super::request::{BlockMetrics, Disk, SECTOR_SIZE};
 use crate::devices::virtio::queue::{self, MAX_QUEUE_SIZE};
-use crate::devices::virtio::{consume, device_type, read_config_bytes, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
+use crate::devices::virtio::{consume, device_type, read_config_bytes, watch, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
 
 pub struct Block {
     disk: Disk,
@@ -49,38 +48,28 @@ impl Block {
         if active.interrupt.is_broken() {
             return;
         }
-        let mut used = false;
-        loop {
-            let popped = match queue::pop(&mut active.queues[0], &active.mem) {
-                Ok(Some(popped)) => popped,
-                Ok(None) => break,
-                Err(e) => {
-                    eprintln!("sandbox-vmm: virtio-blk: {e}; the device needs a reset");
-                    active.interrupt.needs_reset();
-                    return;
-                }
-            };
-            let (chain, shape) = popped;
-            let head = chain.head_index();
-            let written = match self.disk.execute(&active.mem, chain, shape) {
-                Ok(written) => written,
-                Err(e) => {
-                    eprintln!("sandbox-vmm: virtio-blk: {e}; the device needs a reset");
-                    active.interrupt.needs_reset();
-                    return;
-                }
-            };
-            if let Err(e) = queue::add_used(&mut active.queues[0], &active.mem, head, written) {
+        match serve(&self.disk, active) {
+            Ok(true) => active.interrupt.used_buffer(),
+            Ok(false) => {}
+            Err(e) => {
                 eprintln!("sandbox-vmm: virtio-blk: {e}; the device needs a reset");
                 active.interrupt.needs_reset();
-                return;
             }
-            used = true;
-        }
-        if used {
-            active.interrupt.used_buffer();
         }
     }
+}
+
+/// Executes the queued requests in order and returns their chains to the driver: whether any
+/// was, or the first chain that could not be served.
+fn serve(disk: &Disk, active: &mut Activation) -> Result<bool, String> {
+    let mut used = false;
+    while let Some((chain, shape)) = queue::pop(&mut active.queues[0], &active.mem).map_err(|e| e.to_string())? {
+        let head = chain.head_index();
+        let written = disk.execute(&active.mem, chain, shape).map_err(|e| e.to_string())?;
+        queue::add_used(&mut active.queues[0], &active.mem, head, written).map_err(|e| e.to_string())?;
+        used = true;
+    }
+    Ok(used)
 }
 
 impl VirtioDevice for Block {
@@ -125,16 +114,14 @@ impl MutEventSubscriber for Block {
     }
 
     fn init(&mut self, ops: &mut EventOps) {
-        if let Err(e) = ops.add(Events::new(&self.queue_evts[0], EventSet::IN)) {
-            eprintln!("sandbox-vmm: virtio-blk: cannot watch the queue: {e}");
-        }
+        watch(ops, "virtio-blk", &self.queue_evts, None);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::virtio::testing::{memory, readable, writable, Driver, Rng, Scratch};
+    use crate::devices::virtio::testing::{activate, readable, writable, Driver, Rng, Scratch};
     use crate::devices::virtio::Interrupt;
     use std::io::Write as _;
     use std::sync::Arc;
@@ -166,10 +153,8 @@ mod tests {
         // A partial sector at the end is not part of the disk.
         f.write_all(&[0xee; 100]).unwrap();
         let mut block = Block::new(&path, read_only, "serial-0123456789-abcdef").unwrap();
-        let mem = memory();
         let driver = Driver::new(RING, 16);
-        let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
-        block.activate(Activation { mem: mem.clone(), queues: vec![driver.queue(&mem)], features: block.features(), interrupt: interrupt.clone() }).unwrap();
+        let (mem, interrupt) = activate(&mut block, &[&driver]);
         Fixture { block, mem, driver, interrupt, path, _dir: dir }
     }
 

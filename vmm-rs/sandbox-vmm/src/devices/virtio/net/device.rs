@@ -11,7 +11,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use super::passt::{FramedStream, PasstError, MAX_FRAME, MTU};
 use crate::devices::virtio::queue::{self, QueueError, MAX_QUEUE_SIZE};
-use crate::devices::virtio::{consume, device_type, read_config_bytes, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
+use crate::devices::virtio::{consume, device_type, read_config_bytes, watch, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
 
 const RX: usize = 0;
 const TX: usize = 1;
@@ -217,20 +217,14 @@ impl MutEventSubscriber for Net {
 
     fn init(&mut self, ops: &mut EventOps) {
         let backend = EventSet::IN | EventSet::OUT | EventSet::EDGE_TRIGGERED | EventSet::READ_HANG_UP;
-        let watched = ops
-            .add(Events::with_data(&self.queue_evts[RX], RX as u32, EventSet::IN))
-            .and_then(|_| ops.add(Events::with_data(&self.queue_evts[TX], TX as u32, EventSet::IN)))
-            .and_then(|_| ops.add(Events::with_data(self.backend.fd(), BACKEND, backend)));
-        if let Err(e) = watched {
-            eprintln!("sandbox-vmm: virtio-net: cannot watch its queues and socket: {e}");
-        }
+        watch(ops, "virtio-net", &self.queue_evts, Some(Events::with_data(self.backend.fd(), BACKEND, backend)));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::virtio::testing::{memory, readable, writable, Driver};
+    use crate::devices::virtio::testing::{activate, readable, writable, Driver};
     use crate::devices::virtio::Interrupt;
     use std::os::unix::net::UnixStream;
     use std::sync::Arc;
@@ -251,11 +245,8 @@ mod tests {
 
     pub fn fixture(stream: UnixStream) -> Fixture {
         let mut net = Net::new(FramedStream::new(stream).unwrap()).unwrap();
-        let mem = memory();
         let (rx, tx) = (Driver::new(RX_RING, 16), Driver::new(TX_RING, 16));
-        let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
-        let queues = vec![rx.queue(&mem), tx.queue(&mem)];
-        net.activate(Activation { mem: mem.clone(), queues, features: net.features(), interrupt: interrupt.clone() }).unwrap();
+        let (mem, interrupt) = activate(&mut net, &[&rx, &tx]);
         Fixture { net, mem, rx, tx, interrupt }
     }
 

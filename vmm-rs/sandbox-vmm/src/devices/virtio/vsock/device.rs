@@ -12,7 +12,7 @@ use vmm_sys_util::eventfd::EventFd;
 use super::muxer::Muxer;
 use super::packet::{GUEST_CID, MAX_PKT_DATA};
 use crate::devices::virtio::queue::{self, QueueError, MAX_QUEUE_SIZE};
-use crate::devices::virtio::{consume, device_type, read_config_bytes, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
+use crate::devices::virtio::{consume, device_type, read_config_bytes, watch, ActivateError, Activation, VirtioDevice, FEATURE_VERSION_1};
 
 const RX: usize = 0;
 const TX: usize = 1;
@@ -175,14 +175,7 @@ impl MutEventSubscriber for Vsock {
     }
 
     fn init(&mut self, ops: &mut EventOps) {
-        let mut watched = Ok(());
-        for (i, evt) in self.queue_evts.iter().enumerate() {
-            watched = watched.and_then(|_| ops.add(Events::with_data(evt, i as u32, EventSet::IN)));
-        }
-        let watched = watched.and_then(|_| ops.add(Events::with_data_raw(self.muxer.epoll_fd(), MUXER, EventSet::IN)));
-        if let Err(e) = watched {
-            eprintln!("sandbox-vmm: virtio-vsock: cannot watch its queues and sockets: {e}");
-        }
+        watch(ops, "virtio-vsock", &self.queue_evts, Some(Events::with_data_raw(self.muxer.epoll_fd(), MUXER, EventSet::IN)));
     }
 }
 
@@ -190,7 +183,7 @@ impl MutEventSubscriber for Vsock {
 mod tests {
     use super::super::packet::*;
     use super::*;
-    use crate::devices::virtio::testing::{memory, readable, writable, Buf, Driver, Rng, Scratch};
+    use crate::devices::virtio::testing::{activate, readable, writable, Buf, Driver, Rng, Scratch};
     use crate::devices::virtio::Interrupt;
     use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;
@@ -215,11 +208,8 @@ mod tests {
     fn fixture() -> Fixture {
         let dir = Scratch::new("vsockdev");
         let mut vsock = Vsock::new(Muxer::new(&dir.0.join("v.sock")).unwrap()).unwrap();
-        let mem = memory();
         let (rx, tx, evt) = (Driver::new(RX_RING, 16), Driver::new(TX_RING, 16), Driver::new(EVT_RING, 16));
-        let interrupt = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
-        let queues = vec![rx.queue(&mem), tx.queue(&mem), evt.queue(&mem)];
-        vsock.activate(Activation { mem: mem.clone(), queues, features: FEATURE_VERSION_1, interrupt: interrupt.clone() }).unwrap();
+        let (mem, interrupt) = activate(&mut vsock, &[&rx, &tx, &evt]);
         Fixture { vsock, mem, rx, tx, interrupt, dir }
     }
 
