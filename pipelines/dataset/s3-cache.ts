@@ -29,6 +29,7 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { NotFoundError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
+import { walkFiles } from '../../lib/walk.js';
 import type { S3Place } from '../pins/pins.js';
 import { MANIFEST_KEY, parseManifest, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import { S3ObjectStore } from './s3-store.js';
@@ -160,32 +161,24 @@ export function addToPool(root: string, place: S3Place, key: string, file: strin
 
 function bytesUnder(path: string, skipLinked: boolean): number {
   let total = 0;
-  for (const entry of readdirSync(path, { withFileTypes: true })) {
-    const full = join(path, entry.name);
-    if (entry.isDirectory()) total += bytesUnder(full, skipLinked);
-    else {
-      const stat = statSync(full, { throwIfNoEntry: false });
-      // A snapshot copy's parts are links into the pool, counted there.
-      if (stat && !(skipLinked && stat.nlink > 1)) total += stat.size;
-    }
-  }
+  walkFiles(path, (_rel, _entry, full) => {
+    const stat = statSync(full, { throwIfNoEntry: false });
+    // A snapshot copy's parts are links into the pool, counted there.
+    if (stat && !(skipLinked && stat.nlink > 1)) total += stat.size;
+  });
   return total;
 }
 
 /** Removes the parts of the pool that no snapshot copy links; returns the bytes freed. */
 function dropUnlinkedParts(path: string): number {
   let freed = 0;
-  for (const entry of readdirSync(path, { withFileTypes: true })) {
-    const full = join(path, entry.name);
-    if (entry.isDirectory()) freed += dropUnlinkedParts(full);
-    else {
-      const stat = statSync(full, { throwIfNoEntry: false });
-      if (stat && stat.nlink === 1 && !entry.name.includes(TEMP_MARKER)) {
-        rmSync(full, { force: true });
-        freed += stat.size;
-      }
+  walkFiles(path, (_rel, entry, full) => {
+    const stat = statSync(full, { throwIfNoEntry: false });
+    if (stat && stat.nlink === 1 && !entry.name.includes(TEMP_MARKER)) {
+      rmSync(full, { force: true });
+      freed += stat.size;
     }
-  }
+  });
   return freed;
 }
 
@@ -207,7 +200,7 @@ export function evict(root: string, maxBytes: number, keep: string): void {
     }
     copies.push({ dir, used: stat.mtimeMs, bytes: bytesUnder(dir, true) });
   }
-  let total = copies.reduce((n, c) => n + c.bytes, 0) + (existsSync(partsDir) ? bytesUnder(partsDir, false) : 0);
+  let total = copies.reduce((n, c) => n + c.bytes, 0) + bytesUnder(partsDir, false);
   if (total <= maxBytes) return;
   for (const copy of copies.sort((a, b) => a.used - b.used)) {
     if (total <= maxBytes) break;
@@ -221,6 +214,6 @@ export function evict(root: string, maxBytes: number, keep: string): void {
     }
     rmSync(doomed, { recursive: true, force: true });
     total -= copy.bytes;
-    if (existsSync(partsDir)) total -= dropUnlinkedParts(partsDir);
+    total -= dropUnlinkedParts(partsDir);
   }
 }

@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
+import { walkFiles } from '../../lib/walk.js';
 import type { Snapshot } from '../dataset/layout.js';
 import { partKeysOf } from '../dataset/s3-cache.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
@@ -106,14 +107,7 @@ test('reads fetch only the parts the cache lacks: after an append, a reader down
   const pool = join(home, 'cache-reader', 'trajstore', 's3', 'parts');
   const inodes = (): Map<string, number> => {
     const found = new Map<string, number>();
-    const walk = (dir: string): void => {
-      for (const entry of readdirSync(dir, { withFileTypes: true })) {
-        const path = join(dir, entry.name);
-        if (entry.isDirectory()) walk(path);
-        else found.set(path, statSync(path).ino);
-      }
-    };
-    walk(pool);
+    walkFiles(pool, (_rel, _entry, path) => found.set(path, statSync(path).ino));
     return found;
   };
   const before = inodes();
