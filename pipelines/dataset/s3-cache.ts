@@ -33,6 +33,7 @@ import { walkFiles } from '../../lib/walk.js';
 import type { S3Place } from '../pins/pins.js';
 import { MANIFEST_KEY, parseManifest, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import { S3ObjectStore } from './s3-store.js';
+import { LocalObjectStore } from './store.js';
 
 /** 10 GiB: a few snapshots of a large dataset with their indexes. */
 export const DEFAULT_CACHE_MAX_BYTES = 10 * 1024 ** 3;
@@ -79,18 +80,27 @@ export async function localSnapshotOf(place: S3Place, env: NodeJS.ProcessEnv): P
   try {
     const current = await currentManifest(store);
     if (!current) throw new NotFoundError(`${place.uri}: not a trajstore dataset (no ${MANIFEST_KEY})`);
-    const root = s3CacheRoot(env);
-    const dir = snapshotCopyOf(root, current.manifest.snapshot_id);
-    const snapshotBytes = await store.get(snapshotKey(current.manifest.snapshot_id));
-    if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${current.manifest.snapshot_id} named by the manifest is missing`);
-    const snapshot = JSON.parse(snapshotBytes.toString('utf8')) as Snapshot;
-    if (existsSync(join(dir, MANIFEST_KEY))) touch(dir);
-    else await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
-    evict(root, cacheMaxBytes(env), dir);
-    return { dir, ...current, snapshot };
+    return await localCopyOf(store, place, env, current);
   } finally {
     store.close();
   }
+}
+
+/** The local copy of the snapshot a manifest just read from `store` names, built when the cache lacks it. */
+export async function localCopyOf(store: S3ObjectStore, place: S3Place, env: NodeJS.ProcessEnv, current: { manifest: Manifest; etag: string }): Promise<LocalSnapshot> {
+  const root = s3CacheRoot(env);
+  const id = current.manifest.snapshot_id;
+  const dir = snapshotCopyOf(root, id);
+  // A copy is published whole (publishCopy) and a descriptor never changes (its name is its hash):
+  // a cached copy's descriptor is the store's, without asking the store for it again.
+  const cached = await new LocalObjectStore(dir).get(snapshotKey(id));
+  if (cached) touch(dir);
+  const snapshotBytes = cached ?? (await store.get(snapshotKey(id)));
+  if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${id} named by the manifest is missing`);
+  const snapshot = JSON.parse(snapshotBytes.toString('utf8')) as Snapshot;
+  if (!cached) await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
+  evict(root, cacheMaxBytes(env), dir);
+  return { dir, ...current, snapshot };
 }
 
 function touch(dir: string): void {

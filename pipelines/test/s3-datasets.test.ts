@@ -112,7 +112,9 @@ test('reads fetch only the parts the cache lacks: after an append, a reader down
   };
   const before = inodes();
   assert.ok(before.size > 0);
+  gate.requests.length = 0;
   assert.is((await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/fetch', '--mode', 'append'], env)).code, 0);
+  assert.is(gate.requests.filter((r) => r === 'GET /lake/fetch/trajstore.json').length, 1, 'an append reads the manifest it commits against once');
   assert.is((await trajstore(['list', 's3://lake/fetch'], reader)).code, 0);
   const after = inodes();
   assert.ok(after.size > before.size, 'the appended parts were fetched');
@@ -120,6 +122,10 @@ test('reads fetch only the parts the cache lacks: after an append, a reader down
   // Two snapshot copies, each a whole local dataset.
   const copies = readdirSync(join(home, 'cache-reader', 'trajstore', 's3', 'snapshots')).filter((n) => !n.startsWith('.'));
   assert.is(copies.length, 2);
+  // A read of a snapshot the cache holds asks the store for the manifest alone.
+  gate.requests.length = 0;
+  assert.is((await trajstore(['list', 's3://lake/fetch'], reader)).code, 0);
+  assert.equal(gate.requests, ['GET /lake/fetch/trajstore.json']);
 });
 
 test('create over an existing object-store dataset exits 4; replace of one is refused (exit 2); compact-jsonl refuses object stores', async () => {
