@@ -118,7 +118,9 @@ export class S3DatasetWriter implements DatasetSink {
     // Committed. What earlier losers of a race and superseded snapshots left is reclaimed once past
     // the grace period (which also covers a writer still uploading: its parts are younger). The
     // commit stands whatever happens here; anything left over is reclaimed by the next writer.
-    await reclaimSuperseded(this.store, snapshot.id, COMPACTION_DEFAULTS.graceMs).catch(() => undefined);
+    await reclaimSuperseded(this.store, snapshot.id, COMPACTION_DEFAULTS.graceMs).catch((error: unknown) =>
+      this.options.log?.warn(`${remote.uri}: committed snapshot ${snapshot.id}, but reclaiming superseded objects failed (the next writer tries again): ${(error as Error).message}`),
+    );
     // The local build is the cache's copy of the new snapshot.
     const root = s3CacheRoot(this.options.env);
     for (const key of partKeysOf(snapshot)) addToPool(root, remote, key, join(this.build, ...key.split('/')));
