@@ -8,7 +8,7 @@
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { random } from '../lib/random.js';
+import { seededRandom } from '../../lib/random.js';
 
 export interface Corpus {
   dir: string;
@@ -56,7 +56,7 @@ export interface CorpusShape {
 
 export async function generateCorpus(dir: string, steps: number, { seed = 7, stepsPerDocument = STEPS_PER_DOCUMENT, idPrefix = 'bench' }: CorpusShape = {}): Promise<Corpus> {
   mkdirSync(dir, { recursive: true });
-  const rand = random(seed);
+  const rand = seededRandom(seed);
   const words = vocabulary(rand, 30_000);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(rand() * list.length)] as T;
   // Word ranks are log-uniform (frequency ~ 1/rank, as Zipf's law has it); one word in five is a function word.

@@ -9,7 +9,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { random } from '../lib/random.js';
+import { seededRandom } from '../../lib/random.js';
 
 export type CorpusKind = 'agentb-code' | 'agenta' | 'storyline';
 
@@ -60,7 +60,7 @@ function claudeSession(rand: () => number, index: number, turns: number): string
 
 /** The instructions every Codex session of the corpus starts with (as every real rollout repeats its CLI's). */
 const CODEX_INSTRUCTIONS = (() => {
-  const rand = random(7);
+  const rand = seededRandom(7);
   return Array.from({ length: 120 }, (_, i) => `- Rule ${i + 1}: ${text(rand, 14)}.`).join('\n');
 })();
 
@@ -132,7 +132,7 @@ function storylineSession(rand: () => number, index: number, turns: number, temp
 /** Writes about `bytes` of corpus into `dir` as files of roughly 4 MB. */
 export function generateCorpus(dir: string, bytes: number, kind: CorpusKind): Corpus {
   mkdirSync(dir, { recursive: true });
-  const rand = random(42);
+  const rand = seededRandom(42);
   const template = { schema_version: 'storyline/v1', agent: { id: 'bench-agent', name: 'Bench Agent' } };
   let total = 0;
   let files = 0;

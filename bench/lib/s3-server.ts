@@ -106,6 +106,8 @@ export class S3Gate {
   private held: Array<() => void> = [];
   private holdCount = 0;
   private holdingParts = false;
+  /** Every request that reached the gate, as `METHOD /path` (no query): what a test expects a command to ask. */
+  readonly requests: string[] = [];
 
   private constructor(
     private readonly target: number,
@@ -157,6 +159,7 @@ export class S3Gate {
   }
 
   private forward(req: IncomingMessage, res: ServerResponse): void {
+    this.requests.push(`${req.method} ${req.url?.split('?')[0]}`);
     const send = (): void => {
       const upstream = httpRequest({ host: '127.0.0.1', port: this.target, method: req.method, path: req.url, headers: req.headers }, (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);

@@ -3,8 +3,8 @@
  * against the tool's schema with the line it is on. Loaded only when there is a file.
  */
 import { dirname, resolve } from 'node:path';
-import { TomlError, parse } from 'smol-toml';
 import { InvalidInputError } from '../../lib/errors.js';
+import { isPlainTable, KeyLines, parseToml } from '../../lib/toml.js';
 import { settingKeys, settingKind, type ConfigSchema, type SettingKind, type SettingValue } from './config-schema.js';
 
 export interface Entry {
@@ -17,48 +17,23 @@ export function parseSettingsFile(path: string, text: string, schema: ConfigSche
   const fail = (message: string, line: number | undefined): never => {
     throw new InvalidInputError(`${path}${line ? `:${line}` : ''}: ${message}`, { hint: `keys: ${settingKeys(schema).join(', ')}` });
   };
-  let doc: Record<string, unknown>;
-  try {
-    doc = parse(text) as Record<string, unknown>;
-  } catch (error) {
-    if (!(error instanceof TomlError)) throw error;
-    // smol-toml quotes the offending line in its message; only its first line (the reason) is kept.
-    return fail(`invalid TOML at column ${error.column}: ${error.message.split('\n')[0]?.replace(/^Invalid TOML document: /, '')}`, error.line);
-  }
-  const lines = keyLines(text);
+  const doc = parseToml(text, fail);
+  const lines = new KeyLines(text);
   const entries: Entry[] = [];
   const take = (table: string, name: string, value: unknown): void => {
     const key = table ? `${table}.${name}` : name;
-    const line = lines.get(key);
+    const line = lines.find(table ? [table] : [], name);
     const kind = settingKind(schema, key);
     if (!kind) return fail(`unknown key \`${key}\``, line);
     entries.push({ key, value: fromToml(kind, value, key, dirname(path), (m) => fail(m, line)), line });
   };
   for (const [name, value] of Object.entries(doc)) {
-    if (isTable(value) && Object.hasOwn(schema, name) && name !== '') {
+    if (isPlainTable(value) && Object.hasOwn(schema, name) && name !== '') {
       for (const [key, v] of Object.entries(value)) take(name, key, v);
-    } else if (isTable(value)) fail(`unknown table [${name}]`, lines.get(name));
+    } else if (isPlainTable(value)) fail(`unknown table [${name}]`, lines.find([], name));
     else take('', name, value);
   }
   return entries;
-}
-
-function isTable(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Date);
-}
-
-/** The line of each `[table]` and `key` / `table.key` of a file whose keys are plain words. */
-function keyLines(text: string): Map<string, number> {
-  const found = new Map<string, number>();
-  let table = '';
-  text.split(/\r?\n/).forEach((raw, i) => {
-    const header = /^\s*\[\s*([A-Za-z0-9_-]+)\s*\]/.exec(raw);
-    const assignment = /^\s*([A-Za-z0-9_-]+)\s*=/.exec(raw);
-    if (header) table = header[1]!;
-    const key = header ? table : assignment ? (table ? `${table}.${assignment[1]}` : assignment[1]!) : undefined;
-    if (key !== undefined && !found.has(key)) found.set(key, i + 1);
-  });
-  return found;
 }
 
 /** A value of the file, of its key's kind. */

@@ -82,6 +82,8 @@ async function rewrite(store: ObjectStore, snapshot: Snapshot, group: Group, nam
 export interface CompactionResult {
   /** The new snapshot, or undefined when there was nothing to compact. */
   snapshot: Snapshot | undefined;
+  /** The dataset's current snapshot afterwards: the new one, or the one there was nothing to compact in. */
+  currentId: string;
   partsBefore: number;
   partsAfter: number;
 }
@@ -97,7 +99,7 @@ export async function compactDataset(store: ObjectStore, root: string, limits: C
   const current = await readSnapshot(store, manifest.snapshot_id);
   const groups = compactionPlan(current, limits);
   const before = partCount(current);
-  if (groups.length === 0) return { snapshot: undefined, partsBefore: before, partsAfter: before };
+  if (groups.length === 0) return { snapshot: undefined, currentId: current.id, partsBefore: before, partsAfter: before };
   const stamp = await newPartStamp();
   const relations: Partial<Record<Relation, PartRef[]>> = { ...current.relations };
   // From the last group of each relation back, so that earlier positions stay valid.
@@ -113,7 +115,7 @@ export async function compactDataset(store: ObjectStore, root: string, limits: C
     relations[group.relation] = parts;
     rewritten += 1;
   }
-  if (rewritten === 0) return { snapshot: undefined, partsBefore: before, partsAfter: before };
+  if (rewritten === 0) return { snapshot: undefined, currentId: current.id, partsBefore: before, partsAfter: before };
   const snapshot = await publishSnapshot(store, { ...withoutId(current), parent: current.id, created_at: new Date().toISOString(), relations });
   // The index holds exactly the rows it held: it now describes the new snapshot (a crash before the
   // rename leaves it naming the old one, and the next reader rebuilds it from the parts).
@@ -126,7 +128,7 @@ export async function compactDataset(store: ObjectStore, root: string, limits: C
     index.abort();
     throw error;
   }
-  return { snapshot, partsBefore: before, partsAfter: partCount(snapshot) };
+  return { snapshot, currentId: snapshot.id, partsBefore: before, partsAfter: partCount(snapshot) };
 }
 
 function withoutId(snapshot: Snapshot): Omit<Snapshot, 'id'> {

@@ -29,9 +29,11 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { NotFoundError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
+import { walkFiles } from '../../lib/walk.js';
 import type { S3Place } from '../pins/pins.js';
 import { MANIFEST_KEY, parseManifest, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import { S3ObjectStore } from './s3-store.js';
+import { LocalObjectStore } from './store.js';
 
 /** 10 GiB: a few snapshots of a large dataset with their indexes. */
 export const DEFAULT_CACHE_MAX_BYTES = 10 * 1024 ** 3;
@@ -78,18 +80,27 @@ export async function localSnapshotOf(place: S3Place, env: NodeJS.ProcessEnv): P
   try {
     const current = await currentManifest(store);
     if (!current) throw new NotFoundError(`${place.uri}: not a trajstore dataset (no ${MANIFEST_KEY})`);
-    const root = s3CacheRoot(env);
-    const dir = snapshotCopyOf(root, current.manifest.snapshot_id);
-    const snapshotBytes = await store.get(snapshotKey(current.manifest.snapshot_id));
-    if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${current.manifest.snapshot_id} named by the manifest is missing`);
-    const snapshot = JSON.parse(snapshotBytes.toString('utf8')) as Snapshot;
-    if (existsSync(join(dir, MANIFEST_KEY))) touch(dir);
-    else await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
-    evict(root, cacheMaxBytes(env), dir);
-    return { dir, ...current, snapshot };
+    return await localCopyOf(store, place, env, current);
   } finally {
     store.close();
   }
+}
+
+/** The local copy of the snapshot a manifest just read from `store` names, built when the cache lacks it. */
+export async function localCopyOf(store: S3ObjectStore, place: S3Place, env: NodeJS.ProcessEnv, current: { manifest: Manifest; etag: string }): Promise<LocalSnapshot> {
+  const root = s3CacheRoot(env);
+  const id = current.manifest.snapshot_id;
+  const dir = snapshotCopyOf(root, id);
+  // A copy is published whole (publishCopy) and a descriptor never changes (its name is its hash):
+  // a cached copy's descriptor is the store's, without asking the store for it again.
+  const cached = await new LocalObjectStore(dir).get(snapshotKey(id));
+  if (cached) touch(dir);
+  const snapshotBytes = cached ?? (await store.get(snapshotKey(id)));
+  if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${id} named by the manifest is missing`);
+  const snapshot = JSON.parse(snapshotBytes.toString('utf8')) as Snapshot;
+  if (!cached) await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
+  evict(root, cacheMaxBytes(env), dir);
+  return { dir, ...current, snapshot };
 }
 
 function touch(dir: string): void {
@@ -160,32 +171,24 @@ export function addToPool(root: string, place: S3Place, key: string, file: strin
 
 function bytesUnder(path: string, skipLinked: boolean): number {
   let total = 0;
-  for (const entry of readdirSync(path, { withFileTypes: true })) {
-    const full = join(path, entry.name);
-    if (entry.isDirectory()) total += bytesUnder(full, skipLinked);
-    else {
-      const stat = statSync(full, { throwIfNoEntry: false });
-      // A snapshot copy's parts are links into the pool, counted there.
-      if (stat && !(skipLinked && stat.nlink > 1)) total += stat.size;
-    }
-  }
+  walkFiles(path, (_rel, _entry, full) => {
+    const stat = statSync(full, { throwIfNoEntry: false });
+    // A snapshot copy's parts are links into the pool, counted there.
+    if (stat && !(skipLinked && stat.nlink > 1)) total += stat.size;
+  });
   return total;
 }
 
 /** Removes the parts of the pool that no snapshot copy links; returns the bytes freed. */
 function dropUnlinkedParts(path: string): number {
   let freed = 0;
-  for (const entry of readdirSync(path, { withFileTypes: true })) {
-    const full = join(path, entry.name);
-    if (entry.isDirectory()) freed += dropUnlinkedParts(full);
-    else {
-      const stat = statSync(full, { throwIfNoEntry: false });
-      if (stat && stat.nlink === 1 && !entry.name.includes(TEMP_MARKER)) {
-        rmSync(full, { force: true });
-        freed += stat.size;
-      }
+  walkFiles(path, (_rel, entry, full) => {
+    const stat = statSync(full, { throwIfNoEntry: false });
+    if (stat && stat.nlink === 1 && !entry.name.includes(TEMP_MARKER)) {
+      rmSync(full, { force: true });
+      freed += stat.size;
     }
-  }
+  });
   return freed;
 }
 
@@ -207,7 +210,7 @@ export function evict(root: string, maxBytes: number, keep: string): void {
     }
     copies.push({ dir, used: stat.mtimeMs, bytes: bytesUnder(dir, true) });
   }
-  let total = copies.reduce((n, c) => n + c.bytes, 0) + (existsSync(partsDir) ? bytesUnder(partsDir, false) : 0);
+  let total = copies.reduce((n, c) => n + c.bytes, 0) + bytesUnder(partsDir, false);
   if (total <= maxBytes) return;
   for (const copy of copies.sort((a, b) => a.used - b.used)) {
     if (total <= maxBytes) break;
@@ -221,6 +224,6 @@ export function evict(root: string, maxBytes: number, keep: string): void {
     }
     rmSync(doomed, { recursive: true, force: true });
     total -= copy.bytes;
-    if (existsSync(partsDir)) total -= dropUnlinkedParts(partsDir);
+    total -= dropUnlinkedParts(partsDir);
   }
 }

@@ -26,7 +26,7 @@ import type { S3Place } from '../pins/pins.js';
 import { INDEX_FILE, MANIFEST_KEY, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
-import { addToPool, currentManifest, localSnapshotOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
+import { addToPool, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
 import { S3ObjectStore } from './s3-store.js';
 import { DatasetWriter, type DatasetSink, type DatasetWriterOptions } from './writer.js';
 import { reclaimSuperseded } from './compaction.js';
@@ -64,7 +64,7 @@ export class S3DatasetWriter implements DatasetSink {
         if (!current) throw new NotFoundError(`${remote.uri}: no dataset to append to`, { hint: 'use --mode create for a new dataset' });
         if (current.manifest.kind !== options.kind) throw new InvalidInputError(`${remote.uri}: is a ${current.manifest.kind} dataset; --mode append needs a ${options.kind} dataset`);
         // The copy of the snapshot this append starts from; its manifest version is what the commit must still find.
-        const local = await localSnapshotOf(remote, options.env);
+        const local = await localCopyOf(store, remote, options.env, current);
         previous = local;
         copySnapshot(local.dir, build, local.snapshot);
       } else if (current) {
@@ -118,7 +118,9 @@ export class S3DatasetWriter implements DatasetSink {
     // Committed. What earlier losers of a race and superseded snapshots left is reclaimed once past
     // the grace period (which also covers a writer still uploading: its parts are younger). The
     // commit stands whatever happens here; anything left over is reclaimed by the next writer.
-    await reclaimSuperseded(this.store, snapshot.id, COMPACTION_DEFAULTS.graceMs).catch(() => undefined);
+    await reclaimSuperseded(this.store, snapshot.id, COMPACTION_DEFAULTS.graceMs).catch((error: unknown) =>
+      this.options.log?.warn(`${remote.uri}: committed snapshot ${snapshot.id}, but reclaiming superseded objects failed (the next writer tries again): ${(error as Error).message}`),
+    );
     // The local build is the cache's copy of the new snapshot.
     const root = s3CacheRoot(this.options.env);
     for (const key of partKeysOf(snapshot)) addToPool(root, remote, key, join(this.build, ...key.split('/')));

@@ -12,10 +12,11 @@
 // Synchronous fs: a configuration file is small, and fs/promises costs every command start-up time to load.
 import { mkdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parse, stringify, TomlError } from 'smol-toml';
+import { stringify } from 'smol-toml';
 import type { ConfigLocation } from '../../lib/config.js';
 import { writeFileDurably } from '../../lib/durable.js';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { isPlainTable, KeyLines, parseToml } from '../../lib/toml.js';
 import type { Price } from '../pricing/prices.js';
 import { PIN_KEYS, PinError, pinNameProblem, toPin, DEFAULT_PIN, type Pin, type PinEntry, type PinKey } from './pins.js';
 
@@ -79,15 +80,7 @@ export function parseConfig(text: string, location: ConfigLocation, env: NodeJS.
   const fail = (message: string, line?: number, hint?: string): never => {
     throw new InvalidInputError(`${path}${line ? `:${line}` : ''}: ${message}`, hint ? { hint } : {});
   };
-  let doc: Record<string, unknown>;
-  try {
-    doc = parse(text) as Record<string, unknown>;
-  } catch (error) {
-    if (!(error instanceof TomlError)) throw error;
-    // smol-toml appends the offending line to its message; drop it, it may hold a secret.
-    const reason = error.message.split('\n')[0]?.replace(/^Invalid TOML document: /, '') ?? 'syntax error';
-    return fail(`invalid TOML at column ${error.column}: ${reason}`, error.line);
-  }
+  const doc = parseToml(text, fail);
   const lines = new KeyLines(text);
   for (const key of Object.keys(doc)) {
     if (key === 'pins' || key === 'prices') continue;
@@ -151,53 +144,6 @@ function parsePrices(table: unknown, lines: KeyLines, fail: (message: string, li
     prices[model] = price;
   }
   return prices;
-}
-
-function isPlainTable(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Date);
-}
-
-/**
- * Line numbers of keys, for messages. A light scan of table headers and `key =` lines that
- * covers the layouts people write (`[pins.x]` then `uri = ...`, dotted keys, `[[datasets]]`);
- * when it cannot tell, the message goes without a line.
- */
-class KeyLines {
-  private readonly found = new Map<string, number>();
-  constructor(text: string) {
-    let table: string[] = [];
-    text.split(/\r?\n/).forEach((raw, i) => {
-      const line = raw.trim();
-      const header = /^\[\[?\s*(.+?)\s*\]\]?\s*(#.*)?$/.exec(line);
-      if (header?.[1]) {
-        table = splitKey(header[1]);
-        for (let n = 1; n <= table.length; n++) this.note(table.slice(0, n), i + 1);
-        return;
-      }
-      const assignment = /^((?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.\-\s])+?)\s*=/.exec(line);
-      if (assignment?.[1]) {
-        const key = [...table, ...splitKey(assignment[1])];
-        for (let n = table.length + 1; n <= key.length; n++) this.note(key.slice(0, n), i + 1);
-      }
-    });
-  }
-  private note(path: string[], line: number): void {
-    const id = JSON.stringify(path);
-    if (!this.found.has(id)) this.found.set(id, line);
-  }
-  find(table: string[], key: string): number | undefined {
-    return this.found.get(JSON.stringify([...table, key]));
-  }
-}
-
-/** `pins."a.b".uri` -> ['pins', 'a.b', 'uri']. */
-function splitKey(dotted: string): string[] {
-  const parts: string[] = [];
-  const re = /\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*(?:\.|$)/gy;
-  for (let m = re.exec(dotted); m && m[0] !== ''; m = re.exec(dotted)) {
-    parts.push(m[1] !== undefined ? (JSON.parse(`"${m[1]}"`) as string) : (m[2] ?? m[3] ?? ''));
-  }
-  return parts;
 }
 
 /**

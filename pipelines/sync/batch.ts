@@ -65,8 +65,9 @@ export function completeBytes(relPath: string, bytes: Buffer): Buffer {
 /** Runs a batch over the pending files `paths`; returns what it did. Throws (nothing committed) on failure. */
 export async function runBatch(target: SyncTarget, paths: readonly string[], signal: AbortSignal): Promise<BatchOutcome> {
   if (target.inputFormat === 'compact-jsonl') return compactBatch(target, signal);
+  const manifest = await readManifest(new LocalObjectStore(target.convert));
   // Nothing changed and a dataset is there (a --once run): nothing to write.
-  if (paths.length === 0 && (await readManifest(new LocalObjectStore(target.convert)))) return { files: 0, records: 0 };
+  if (paths.length === 0 && manifest) return { files: 0, records: 0 };
   const files: ImportFile[] = [];
   const stamps = new Map<string, FileStamp | undefined>();
   for (const rel of [...paths].sort()) {
@@ -84,7 +85,6 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     files.push(bytesFile(source, rel, completeBytes(rel, bytes)));
     stamps.set(rel, stamp);
   }
-  const manifest = await readManifest(new LocalObjectStore(target.convert));
   const summary = await runImport({
     from: target.from,
     to: target.convert,
@@ -127,9 +127,7 @@ async function maintain(target: SyncTarget, signal: AbortSignal): Promise<void> 
     const store = new LocalObjectStore(path);
     const compacted = await compactDataset(store, path, target.compaction);
     if (compacted.snapshot) target.log.info(`${path}: compacted ${compacted.partsBefore} parts into ${compacted.partsAfter} (snapshot ${compacted.snapshot.id})`);
-    const manifest = await readManifest(store);
-    if (!manifest) return;
-    const reclaimed = await reclaimSuperseded(store, manifest.snapshot_id, target.graceMs);
+    const reclaimed = await reclaimSuperseded(store, compacted.currentId, target.graceMs);
     if (reclaimed.snapshots + reclaimed.parts > 0) target.log.info(`${path}: removed ${reclaimed.snapshots} superseded snapshot(s) and ${reclaimed.parts} unlisted part(s)`);
   });
 }

@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
+import { walkFiles } from '../../lib/walk.js';
 import type { Snapshot } from '../dataset/layout.js';
 import { partKeysOf } from '../dataset/s3-cache.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
@@ -106,19 +107,14 @@ test('reads fetch only the parts the cache lacks: after an append, a reader down
   const pool = join(home, 'cache-reader', 'trajstore', 's3', 'parts');
   const inodes = (): Map<string, number> => {
     const found = new Map<string, number>();
-    const walk = (dir: string): void => {
-      for (const entry of readdirSync(dir, { withFileTypes: true })) {
-        const path = join(dir, entry.name);
-        if (entry.isDirectory()) walk(path);
-        else found.set(path, statSync(path).ino);
-      }
-    };
-    walk(pool);
+    walkFiles(pool, (_rel, _entry, path) => found.set(path, statSync(path).ino));
     return found;
   };
   const before = inodes();
   assert.ok(before.size > 0);
+  gate.requests.length = 0;
   assert.is((await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/fetch', '--mode', 'append'], env)).code, 0);
+  assert.is(gate.requests.filter((r) => r === 'GET /lake/fetch/trajstore.json').length, 1, 'an append reads the manifest it commits against once');
   assert.is((await trajstore(['list', 's3://lake/fetch'], reader)).code, 0);
   const after = inodes();
   assert.ok(after.size > before.size, 'the appended parts were fetched');
@@ -126,6 +122,10 @@ test('reads fetch only the parts the cache lacks: after an append, a reader down
   // Two snapshot copies, each a whole local dataset.
   const copies = readdirSync(join(home, 'cache-reader', 'trajstore', 's3', 'snapshots')).filter((n) => !n.startsWith('.'));
   assert.is(copies.length, 2);
+  // A read of a snapshot the cache holds asks the store for the manifest alone.
+  gate.requests.length = 0;
+  assert.is((await trajstore(['list', 's3://lake/fetch'], reader)).code, 0);
+  assert.equal(gate.requests, ['GET /lake/fetch/trajstore.json']);
 });
 
 test('create over an existing object-store dataset exits 4; replace of one is refused (exit 2); compact-jsonl refuses object stores', async () => {
