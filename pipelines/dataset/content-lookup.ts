@@ -76,7 +76,7 @@ export function readingOrderLookup(db: SqliteDatabase, where: string): ContentLo
     return value;
   };
 
-  return (hash) => recent.get(hash) ?? recent.keep(hash, (exhausted && ahead.size === 0 ? undefined : fromAhead(hash)) ?? byHash(hash));
+  return (hash) => recent.get(hash) ?? recent.keep(hash, fromAhead(hash) ?? byHash(hash));
 }
 
 function hashSelect(db: SqliteDatabase, where: string): (hash: string) => string {

@@ -12,12 +12,13 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Logger } from '../../lib/log.js';
 import { openDataset, type OpenDataset } from '../dataset/open.js';
-import { LAYOUT_VERSION, readSnapshot } from '../dataset/layout.js';
+import { LAYOUT_VERSION, readSnapshot, type Snapshot } from '../dataset/layout.js';
 import { PartWriter, flatCells, relationRowGroups, type Row } from '../dataset/parquet.js';
-import { resolvedRowGroups } from '../dataset/resolve.js';
+import { REFERS, storedRowGroups } from '../dataset/resolve.js';
+import { resolveJson, resolveText, type ContentLookup } from '../dataset/contents.js';
 import { indexLookup } from '../dataset/content-lookup.js';
 import { LocalObjectStore } from '../dataset/store.js';
-import { REFERRING_RELATIONS, STORYLINE_RELATIONS, type Relation } from '../dataset/relations.js';
+import { REFERRING_RELATIONS, STORYLINE_RELATIONS, holdsContent, type ColumnDef, type Relation } from '../dataset/relations.js';
 import { relationColumns } from '../dataset/sqlite-index.js';
 import { loadFormats } from '../formats/registry.js';
 import { detectFormat } from '../import/detect.js';
@@ -147,6 +148,18 @@ test('a layout version 2 Storyline dataset is read as it is, and an append write
   assert.is(appended.code, 0, appended.stderr);
   assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, LAYOUT_VERSION);
 });
+
+/** A relation's row groups with the content store's values put back, as a layout 3 writer had them. */
+async function* resolvedRowGroups(store: LocalObjectStore, snapshot: Snapshot, relation: Relation, columns: readonly ColumnDef[], lookup: ContentLookup): AsyncGenerator<Row[]> {
+  const referring = REFERRING_RELATIONS.has(relation) ? columns.filter(holdsContent) : [];
+  for await (const rows of storedRowGroups(store, snapshot, relation, columns.map((c) => c.name))) {
+    for (const row of rows) {
+      if (!(row as { [REFERS]?: true })[REFERS]) continue;
+      for (const column of referring) row[column.name] = column.type === 'json' ? resolveJson(row[column.name], lookup) : resolveText(row[column.name], lookup);
+    }
+    yield rows;
+  }
+}
 
 test('parts written before the usage columns (layout 3) are read with those columns NULL', async () => {
   const s = sandbox('dataset-layout');
