@@ -24,13 +24,8 @@ export interface Capacity {
   memoryBytes: number;
 }
 
-export interface CreateInput {
-  image: string;
-  entrypoint: string[];
-  env: Record<string, string>;
-  metadata: Record<string, string>;
-  cpuMillis: number;
-  memoryBytes: number;
+/** What a create asks for: the record's requested fields, and its TTL. */
+export interface CreateInput extends Pick<SandboxRecord, 'image' | 'entrypoint' | 'env' | 'metadata' | 'cpuMillis' | 'memoryBytes'> {
   /** Seconds; undefined: manual cleanup. */
   timeout?: number;
 }
