@@ -4,6 +4,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { currentBootId } from '../../lib/process.js';
 import type { CgroupBinding } from '../store/record.js';
 
 export const PIDS_MAX = 512;
@@ -24,8 +25,10 @@ export function limitFiles(limits: Limits): [string, string][] {
   ];
 }
 
-export function bootId(): string {
-  return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+function bootId(): string {
+  const id = currentBootId();
+  if (id === null) throw new Error('/proc/sys/kernel/random/boot_id is unreadable: cgroup bindings need the boot id');
+  return id;
 }
 
 function writeFile(path: string, value: string): void {
