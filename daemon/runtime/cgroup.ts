@@ -73,9 +73,9 @@ export function cgroupStatus(binding: CgroupBinding): 'same' | 'other-boot' | 'g
   return String(st.dev) === binding.device && String(st.ino) === binding.inode ? 'same' : 'replaced';
 }
 
-/** Whether any process is left in the cgroup or below it. */
-export function populated(binding: CgroupBinding): boolean {
-  return /^populated 1$/m.test(readFileSync(join(binding.path, 'cgroup.events'), 'utf8'));
+/** Whether any process is left in the cgroup directory or below it. */
+export function populated(path: string): boolean {
+  return /^populated 1$/m.test(readFileSync(join(path, 'cgroup.events'), 'utf8'));
 }
 
 /**
@@ -92,14 +92,14 @@ export function killCgroup(binding: CgroupBinding): void {
   }
 }
 
-/** Removes the cgroup's (empty) child directories and then itself. */
-export function removeCgroup(binding: CgroupBinding): void {
+/** Removes the cgroup directory's (empty) child directories and then itself. */
+export function removeCgroup(path: string): void {
   const remove = (dir: string): void => {
     for (const line of readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n')) if (line) throw new Error(`cgroup ${dir} still has process ${line}`);
     for (const entry of statChildren(dir)) remove(join(dir, entry));
     rmdirSync(dir);
   };
-  remove(binding.path);
+  remove(path);
 }
 
 function statChildren(dir: string): string[] {
