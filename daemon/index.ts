@@ -16,7 +16,6 @@ export type { Preflight } from './preflight.js';
 import type { Logger } from '../lib/log.js';
 import type { RunningDaemon, RuntimeParts } from './daemon.js';
 import type { ServeOptions } from './options.js';
-import type { Preflight } from './preflight.js';
 
 /** The protocol profile `sandboxd protocol` prints. */
 export const PROTOCOL_PROFILE = 'OpenSandbox lifecycle 1.1.0 (partial profile: /v1 classic routes, endpoints 44772 and 18080, server proxy)';
@@ -27,17 +26,10 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
 }
 
 /** The product's runtime parts: the VMM as each sandbox's supervisor, the full preflight. */
-export async function productRuntime(vmm?: string): Promise<RuntimeParts> {
+export async function productRuntime(): Promise<RuntimeParts> {
   const { vmmLauncher, DEFAULT_VMM } = await import('./runtime/vmm-launcher.js');
   const { productPreflight } = await import('./preflight.js');
-  const path = vmm ?? DEFAULT_VMM;
-  return { launcher: vmmLauncher(path), preflight: productPreflight(path) };
-}
-
-/** The cgroup part of the preflight alone (tests run it against directories of this machine). */
-export async function cgroupPreflight(): Promise<Preflight> {
-  const { cgroupProblems } = await import('./preflight.js');
-  return async (root) => cgroupProblems(root);
+  return { launcher: vmmLauncher(DEFAULT_VMM), preflight: productPreflight(DEFAULT_VMM) };
 }
 export type { RootfsDisk, RootfsDiskOptions } from './images/disk.js';
 export type { FirmwareInputs, FirmwareManifest, FirmwareResult } from './images/firmware.js';

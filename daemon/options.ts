@@ -3,8 +3,6 @@ import { isAbsolute } from 'node:path';
 import { InvalidInputError } from '../lib/errors.js';
 import { parseHostPort, WILDCARDS } from './listen.js';
 
-export { SERVE_DEFAULTS, defaultStateDir, parseHostPort, publicAuthority } from './listen.js';
-
 export interface ServeOptions {
   imagesDir: string;
   cgroupRoot: string;

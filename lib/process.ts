@@ -37,7 +37,8 @@ function readText(path: string): string | undefined {
 
 let bootId: string | null | undefined;
 
-function currentBootId(): string | null {
+/** This boot's id (read once; it cannot change while we run), or null where Linux's is not there. */
+export function currentBootId(): string | null {
   bootId ??= readText('/proc/sys/kernel/random/boot_id')?.trim() || null;
   return bootId;
 }

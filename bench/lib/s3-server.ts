@@ -7,9 +7,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer as createHttpServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { freePort } from './free-port.js';
 import { DIST } from './tools.js';
 
 const REPO = join(DIST, '..');
@@ -23,17 +24,6 @@ export const TEST_SECRET_KEY = 'trajstore-test-secret-9f3c1e7a2b6d4058';
 
 export function s3ServerInstalled(): boolean {
   return existsSync(TEST_PYTHON);
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export class S3TestServer {

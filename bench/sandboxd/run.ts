@@ -13,7 +13,7 @@
  * - streams: --streams concurrent streamed commands through the proxy versus directly.
  */
 import { randomUUID } from 'node:crypto';
-import { closeSync, openSync, ftruncateSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, ftruncateSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { request, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
@@ -24,7 +24,7 @@ import { Registry } from '../../daemon/store/registry.js';
 import type { SandboxRecord } from '../../daemon/store/record.js';
 import { cgroup2Mount, makeFixture, type Fixture } from '../../daemon/test/supervisor/fixture.js';
 import { testSupervisorLauncher } from '../../daemon/test/supervisor/launcher.js';
-import { startDaemonProcess as startFixtureDaemon, type DaemonProcess } from '../../daemon/test/supervisor/process.js';
+import { api, startDaemonProcess as startFixtureDaemon, stopDaemonProcess as stopDaemon, type DaemonProcess } from '../../daemon/test/supervisor/process.js';
 import { positiveIntFlag as flag } from '../lib/int-flag.js';
 import { percentile } from '../lib/percentile.js';
 
@@ -43,22 +43,6 @@ const fixture: Fixture = makeFixture(mount.path, new Logger('error'));
 
 type Daemon = DaemonProcess;
 const startDaemonProcess = (overrides: Record<string, unknown> = {}): Promise<Daemon> => startFixtureDaemon(fixture, overrides);
-
-async function stopDaemon(d: Daemon): Promise<void> {
-  const gone = new Promise((resolve) => d.child.once('exit', resolve));
-  d.child.kill('SIGTERM');
-  await gone;
-}
-
-async function api(d: Daemon, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${d.url}${path}`, {
-    method,
-    headers: { 'SVC-API-KEY': fixture.apiKey, ...(body ? { 'content-type': 'application/json' } : {}) },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
 
 const ms = (start: bigint): number => Number(process.hrtime.bigint() - start) / 1e6;
 const fmt = (n: number, digits = 1): string => n.toFixed(digits);
@@ -98,7 +82,6 @@ async function benchList(): Promise<void> {
   // Records written straight into a registry the daemon then opens: 1000 real sandboxes would be
   // 3000 guest processes on a 2-core machine, and listing reads only the registry anyway.
   const state = join(fixture.root, 'l');
-  const { mkdirSync } = await import('node:fs');
   mkdirSync(state, { mode: 0o700 });
   const registry = Registry.open(state);
   const now = Date.now();

@@ -4,6 +4,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { currentBootId } from '../../lib/process.js';
 import type { CgroupBinding } from '../store/record.js';
 
 export const PIDS_MAX = 512;
@@ -24,8 +25,10 @@ export function limitFiles(limits: Limits): [string, string][] {
   ];
 }
 
-export function bootId(): string {
-  return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+function bootId(): string {
+  const id = currentBootId();
+  if (id === null) throw new Error('/proc/sys/kernel/random/boot_id is unreadable: cgroup bindings need the boot id');
+  return id;
 }
 
 function writeFile(path: string, value: string): void {
@@ -70,9 +73,9 @@ export function cgroupStatus(binding: CgroupBinding): 'same' | 'other-boot' | 'g
   return String(st.dev) === binding.device && String(st.ino) === binding.inode ? 'same' : 'replaced';
 }
 
-/** Whether any process is left in the cgroup or below it. */
-export function populated(binding: CgroupBinding): boolean {
-  return /^populated 1$/m.test(readFileSync(join(binding.path, 'cgroup.events'), 'utf8'));
+/** Whether any process is left in the cgroup directory or below it. */
+export function populated(path: string): boolean {
+  return /^populated 1$/m.test(readFileSync(join(path, 'cgroup.events'), 'utf8'));
 }
 
 /**
@@ -89,14 +92,14 @@ export function killCgroup(binding: CgroupBinding): void {
   }
 }
 
-/** Removes the cgroup's (empty) child directories and then itself. */
-export function removeCgroup(binding: CgroupBinding): void {
+/** Removes the cgroup directory's (empty) child directories and then itself. */
+export function removeCgroup(path: string): void {
   const remove = (dir: string): void => {
     for (const line of readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n')) if (line) throw new Error(`cgroup ${dir} still has process ${line}`);
     for (const entry of statChildren(dir)) remove(join(dir, entry));
     rmdirSync(dir);
   };
-  remove(binding.path);
+  remove(path);
 }
 
 function statChildren(dir: string): string[] {

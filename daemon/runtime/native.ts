@@ -86,7 +86,7 @@ export class NativeRuntime {
       // Made but never bound (a crash between mkdir and the record's write): the supervisor is only
       // ever started after the binding is durable, so an unbound cgroup with no process proves absence.
       const path = this.cgroupPath(record.id);
-      return existsSync(path) && populated({ path, device: '', inode: '', bootId: '' }) ? 'unknown' : 'missing';
+      return existsSync(path) && populated(path) ? 'unknown' : 'missing';
     }
     const status = cgroupStatus(record.cgroup);
     if (status === 'other-boot') return 'missing';
@@ -97,7 +97,7 @@ export class NativeRuntime {
     } catch {
       // fall through to the cgroup's evidence
     }
-    return populated(record.cgroup) ? 'unknown' : 'missing';
+    return populated(record.cgroup.path) ? 'unknown' : 'missing';
   }
 
   /** Pauses or resumes; resolves only with the confirmed state asked for. */
@@ -128,20 +128,19 @@ export class NativeRuntime {
       const status = cgroupStatus(binding);
       if (status === 'same') {
         const deadline = Date.now() + CLEANUP_WAIT_MS;
-        while (populated(binding)) {
+        while (populated(binding.path)) {
           if (Date.now() > deadline) return false;
           killCgroup(binding);
           await sleep(50);
         }
         if (existsSync(dir)) writeFileDurably(tombstone, JSON.stringify({ id: record.id, cgroup: binding.path }), { mode: 0o600 });
-        removeCgroup(binding);
+        removeCgroup(binding.path);
       } else if ((status === 'gone' || status === 'replaced') && !existsSync(tombstone)) {
         return false;
       }
     } else if (existsSync(this.cgroupPath(record.id))) {
       // Made but never bound (a crash between mkdir and the record's write): nothing ran in it.
-      const path = this.cgroupPath(record.id);
-      removeCgroup({ path, device: '', inode: '', bootId: '' });
+      removeCgroup(this.cgroupPath(record.id));
     }
     this.removeDir(record.id);
     return true;

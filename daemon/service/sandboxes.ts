@@ -24,13 +24,8 @@ export interface Capacity {
   memoryBytes: number;
 }
 
-export interface CreateInput {
-  image: string;
-  entrypoint: string[];
-  env: Record<string, string>;
-  metadata: Record<string, string>;
-  cpuMillis: number;
-  memoryBytes: number;
+/** What a create asks for: the record's requested fields, and its TTL. */
+export interface CreateInput extends Pick<SandboxRecord, 'image' | 'entrypoint' | 'env' | 'metadata' | 'cpuMillis' | 'memoryBytes'> {
   /** Seconds; undefined: manual cleanup. */
   timeout?: number;
 }
@@ -83,8 +78,9 @@ export class SandboxService {
   loadImage(key: string): ImageManifest {
     if (!IMAGE_KEY.test(key)) throw invalid(`image.uri: ${JSON.stringify(key)} is not a prepared image key (1-128 of [A-Za-z0-9._-], not starting with '.'; registry references are not accepted)`);
     const path = join(this.o.imagesDir, `${key}.json`);
-    if (!existsSync(path) || !statSync(path).isFile()) throw invalid(`image.uri: no prepared image ${JSON.stringify(key)}`);
-    if (statSync(path).size > MANIFEST_MAX) throw invalid(`image.uri: the manifest of ${JSON.stringify(key)} is above 1 MiB`);
+    const st = existsSync(path) ? statSync(path) : undefined;
+    if (!st?.isFile()) throw invalid(`image.uri: no prepared image ${JSON.stringify(key)}`);
+    if (st.size > MANIFEST_MAX) throw invalid(`image.uri: the manifest of ${JSON.stringify(key)} is above 1 MiB`);
     const manifest = JSON.parse(readFileSync(path, 'utf8')) as ImageManifest;
     if (!Array.isArray(manifest.entrypoint) || typeof manifest.rootfs !== 'string') throw invalid(`image.uri: the manifest of ${JSON.stringify(key)} is not a prepared image`);
     return manifest;

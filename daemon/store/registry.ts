@@ -18,7 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { fsyncPath, renameDurably, writeFileDurably } from '../../lib/durable.js';
+import { fsyncPath, hiddenTempSiblingOf, replaceDirectory, writeFileDurably } from '../../lib/durable.js';
 import { InvalidInputError, ResourceLimitError } from '../../lib/errors.js';
 import type { SandboxRecord } from './record.js';
 
@@ -97,10 +97,10 @@ export class Registry {
 
   private migrate(headerPath: string, sandboxes: unknown): void {
     if (sandboxes === null || typeof sandboxes !== 'object') throw new RegistryRejectedError(`${headerPath}: version 1 without a sandboxes map`);
-    const staging = join(this.dir, `.records-${randomUUID()}`);
+    const staging = hiddenTempSiblingOf(this.recordsDir);
     this.writeRecordsDir(staging, sandboxes as Record<string, SandboxRecord>);
-    rmSync(join(this.dir, 'records'), { recursive: true, force: true });
-    renameDurably(staging, join(this.dir, 'records'));
+    // A copy left by an interrupted migration is replaced whole.
+    replaceDirectory(staging, this.recordsDir);
     // The activation: from here on the records directory is the truth.
     writeFileDurably(headerPath, JSON.stringify({ version: REGISTRY_VERSION, owner: this.owner, sandboxes: {} }), { mode: PRIVATE_FILE });
   }

@@ -76,8 +76,10 @@ test('-c/--config (and $SANDBOXD_CONFIG) supply images_dir and library_dir, rela
   const r = await prepare(rootfs, '--key', 'from-config', '-c', config);
   assert.is(r.code, 0, r.stderr);
   assert.is(r.stdout, `${join(realpathSync(base), 'configured-images', 'from-config.json')}\n`);
+  assert.is((JSON.parse(readFileSync(r.stdout.trim(), 'utf8')) as { library_dir: string }).library_dir, join(realpathSync(base), 'firmware'));
   const viaEnv = await runTool('sandboxd', ['image', 'prepare', rootfs, '--key', 'from-env'], { env: { SANDBOXD_CONFIG: config } });
   assert.is(viaEnv.code, 0, viaEnv.stderr);
+  assert.is(viaEnv.stdout, `${join(realpathSync(base), 'configured-images', 'from-env.json')}\n`);
   // A flag wins over the file.
   const flag = await prepare(rootfs, '--key', 'flag-wins', '-c', config, '--images-dir', images, '--library-dir', library);
   assert.is(flag.stdout, `${join(realpathSync(images), 'flag-wins.json')}\n`);

@@ -71,13 +71,13 @@ if ('skip' in mount) {
   });
 
   test('authentication: missing, wrong, repeated keys are 401; every response has X-Request-ID', async () => {
-    for (const [key, headers] of [[null, {}], ['x'.repeat(64), {}], [fixture.apiKey, { 'svc-api-key': fixture.apiKey }]] as const) {
-      const res = await call('GET', '/v1/sandboxes', { key, headers: { ...headers } });
-      if (Object.keys(headers).length > 0) continue; // fetch merges duplicate names; checked below with raw HTTP
+    for (const key of [null, 'x'.repeat(64)]) {
+      const res = await call('GET', '/v1/sandboxes', { key });
       assert.is(res.status, 401, res.text);
       assert.is(res.json!.code, 'UNAUTHORIZED');
       assert.match(res.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
     }
+    // A repeated key goes raw: fetch would merge the two into one value.
     const twice = await rawHttp(`GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nSVC-API-KEY: ${fixture.apiKey}\r\nSVC-API-KEY: ${fixture.apiKey}\r\nConnection: close\r\n\r\n`);
     assert.match(twice, /^HTTP\/1\.1 401 /);
     for (const path of ['/v1/sandboxes', '/v1/nowhere', `/v1/sandboxes/${sandboxes[0]!.id}`, '/v1/sandboxes/sb-none']) {

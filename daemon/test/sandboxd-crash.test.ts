@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { cgroup2Mount, makeFixture, type Fixture } from './supervisor/fixture.js';
-import { startDaemonProcess, type DaemonProcess } from './supervisor/process.js';
+import { api, startDaemonProcess, stopDaemonProcess, type DaemonProcess } from './supervisor/process.js';
 
 const mount = cgroup2Mount();
 const BODY = { image: { uri: 'test' }, entrypoint: ['sleep', 'infinity'], resourceLimits: { cpu: '250m', memory: '256Mi' } };
@@ -32,22 +32,22 @@ async function kill9(proc: Proc): Promise<void> {
   await gone;
 }
 
-async function api(proc: Proc, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${proc.url}${path}`, {
-    method,
-    headers: { 'SVC-API-KEY': fixture.apiKey, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? (JSON.parse(text) as Record<string, any>) : undefined };
-}
-
 /** Sends a request and kills the daemon `delayMs` later, whatever the request is doing. */
 async function killDuring(proc: Proc, method: string, path: string, delayMs: number, body?: unknown): Promise<void> {
   const pending = api(proc, method, path, body).catch(() => undefined);
   await sleep(delayMs);
   await kill9(proc);
   await pending;
+}
+
+/** Creates a sandbox, kills the daemon `delayMs` into `op` on it, and starts a daemon again. */
+async function crashDuring(op: (id: string) => [method: string, path: string], delayMs: number): Promise<{ proc: Proc; id: string }> {
+  const first = await startProcess();
+  const created = await api(first, 'POST', '/v1/sandboxes', BODY);
+  assert.is(created.status, 202);
+  const id = created.json!.id as string;
+  await killDuring(first, ...op(id), delayMs);
+  return { proc: await startProcess(), id };
 }
 
 function sandboxCgroups(): string[] {
@@ -113,17 +113,13 @@ if ('skip' in mount) {
 
   test('kill -9 during delete, then restart: the deletion intent survives and maintenance finishes it', async () => {
     for (const delay of [5, 40, 120]) {
-      let proc = await startProcess();
-      const created = await api(proc, 'POST', '/v1/sandboxes', BODY);
-      assert.is(created.status, 202);
-      await killDuring(proc, 'DELETE', `/v1/sandboxes/${created.json!.id}`, delay);
-      proc = await startProcess();
+      const { proc, id } = await crashDuring((id) => ['DELETE', `/v1/sandboxes/${id}`], delay);
       // Either the intent was durable (Stopping) and maintenance finishes it, or the kill came first
       // and the sandbox is untouched; never anything in between.
-      let got = await api(proc, 'GET', `/v1/sandboxes/${created.json!.id}`);
+      let got = await api(proc, 'GET', `/v1/sandboxes/${id}`);
       for (let i = 0; i < 40 && got.status === 200 && got.json!.status.state === 'Stopping'; i++) {
         await sleep(100);
-        got = await api(proc, 'GET', `/v1/sandboxes/${created.json!.id}`);
+        got = await api(proc, 'GET', `/v1/sandboxes/${id}`);
       }
       assert.ok(got.status === 404 || got.json!.status.state === 'Running', `delay ${delay}: ${got.status} ${JSON.stringify(got.json)}`);
       await assertCleanAfterDelete(proc);
@@ -133,11 +129,7 @@ if ('skip' in mount) {
 
   test('kill -9 during pause, then restart: the state is the confirmed one, and the sandbox still works', async () => {
     for (const delay of [2, 15, 60]) {
-      let proc = await startProcess();
-      const created = await api(proc, 'POST', '/v1/sandboxes', BODY);
-      const id = created.json!.id as string;
-      await killDuring(proc, 'POST', `/v1/sandboxes/${id}/pause`, delay);
-      proc = await startProcess();
+      const { proc, id } = await crashDuring((id) => ['POST', `/v1/sandboxes/${id}/pause`], delay);
       const state = (await api(proc, 'GET', `/v1/sandboxes/${id}`)).json!.status.state as string;
       assert.ok(state === 'Paused' || state === 'Running', `delay ${delay}: ${state}`);
       assert.is((await api(proc, 'POST', `/v1/sandboxes/${id}/resume`)).status, 202);
@@ -152,9 +144,7 @@ if ('skip' in mount) {
     let proc = await startProcess();
     const created = await api(proc, 'POST', '/v1/sandboxes', { ...BODY, timeout: 60 });
     const id = created.json!.id as string;
-    const stopped = new Promise((resolve) => proc.child.once('exit', resolve));
-    proc.child.kill('SIGTERM');
-    await stopped;
+    await stopDaemonProcess(proc);
     // The deadline passes while the daemon is down (moved back in its record, as time would).
     const path = join(fixture.state, 'records', `${id}.json`);
     const wrapped = JSON.parse(readFileSync(path, 'utf8'));
@@ -176,9 +166,7 @@ if ('skip' in mount) {
   test('a normal stop leaves sandboxes running; the restart finds them Running', async () => {
     let proc = await startProcess();
     const created = await api(proc, 'POST', '/v1/sandboxes', BODY);
-    const stopped = new Promise((resolve) => proc.child.once('exit', resolve));
-    proc.child.kill('SIGTERM');
-    await stopped;
+    await stopDaemonProcess(proc);
     proc = await startProcess();
     assert.is((await api(proc, 'GET', `/v1/sandboxes/${created.json!.id}`)).json!.status.state, 'Running');
     await assertCleanAfterDelete(proc);

@@ -18,6 +18,7 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { encodeFrame, FrameDecoder } from '../../framing.js';
+import { freePort } from '../../../bench/lib/free-port.js';
 import { DIST_ROOT } from '../../../lib/testing/run-tool.js';
 
 const GUEST_BIN = join(DIST_ROOT, '..', 'vmm-rs', 'target', 'debug', 'sandbox-guest');
@@ -64,17 +65,6 @@ function joinCgroup(cg: StartFrame['cgroup']): string {
   const guest = join(cg.path, 'guest');
   mkdirSync(guest);
   return guest;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function listenPrivate(path: string, onConnection: (socket: Socket) => void): Promise<Server> {

@@ -8,6 +8,8 @@ import type { Fixture } from './fixture.js';
 export interface DaemonProcess {
   child: ChildProcess;
   url: string;
+  /** The fixture's lifecycle key, which `api` sends. */
+  apiKey: string;
 }
 
 /** Starts it on the fixture's state (options overridable) and resolves with its URL; the key travels in its environment. */
@@ -25,5 +27,23 @@ export async function startDaemonProcess(fixture: Fixture, overrides: Record<str
     });
   });
   child.removeAllListeners('exit');
-  return { child, url };
+  return { child, url, apiKey: fixture.apiKey };
+}
+
+/** A normal stop (SIGTERM; sandboxes keep running), resolved once the process has exited. */
+export async function stopDaemonProcess(d: DaemonProcess): Promise<void> {
+  const gone = new Promise((resolve) => d.child.once('exit', resolve));
+  d.child.kill('SIGTERM');
+  await gone;
+}
+
+/** One lifecycle call with the key: its status and JSON answer (undefined when empty). */
+export async function api(d: DaemonProcess, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(`${d.url}${path}`, {
+    method,
+    headers: { 'SVC-API-KEY': d.apiKey, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : undefined };
 }
