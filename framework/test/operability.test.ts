@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runTool } from '../../lib/testing/run-tool.js';
 import { killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
+import { freePort } from '../../bench/lib/free-port.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'actor-ops-'));
 let nodes: NodeProcess[] = [];
@@ -21,12 +22,7 @@ let metricsAddr = '';
 
 test.before(async () => {
   // A free port for --metrics-addr.
-  metricsAddr = await new Promise<string>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(`127.0.0.1:${port}`));
-    });
-  });
+  metricsAddr = `127.0.0.1:${await freePort()}`;
   const a = await startNode({ name: 'echo', extraArgs: ['--metrics-addr', metricsAddr] });
   const [b, c] = await Promise.all([startNode({ name: 'echo', seeds: [a.addr] }), startNode({ name: 'echo', seeds: [a.addr] })]);
   nodes = [a, b, c];
