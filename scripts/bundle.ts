@@ -54,7 +54,11 @@ const builtinsWithoutFacade: Plugin = {
   name: 'builtins-without-facade',
   setup(esbuild) {
     // A CommonJS `require` of a built-in gets the module itself (node:assert is a function, which fastify calls).
-    esbuild.onResolve({ filter: /^node:/ }, (args) => ({ path: args.path, namespace: args.kind === 'require-call' ? 'builtin-cjs' : 'builtin' }));
+    // A dynamic `import()` of one stays a dynamic import: code loads a built-in lazily (child_process for
+    // the pager, readline for a prompt) so that commands which never reach it do not pay for it.
+    esbuild.onResolve({ filter: /^node:/ }, (args) =>
+      args.kind === 'dynamic-import' ? { path: args.path, external: true } : { path: args.path, namespace: args.kind === 'require-call' ? 'builtin-cjs' : 'builtin' },
+    );
     esbuild.onLoad({ filter: /.*/, namespace: 'builtin-cjs' }, (args) => ({ contents: `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)});`, loader: 'js' }));
     esbuild.onLoad({ filter: /.*/, namespace: 'builtin' }, (args) => {
       const module = process.getBuiltinModule(args.path) as Record<string, unknown>;

@@ -1,7 +1,7 @@
 /**
  * Import/export benchmark:
  *
- *   node dist/bench/import-export/run.js [--size-mb N] [--reps N] [--kind agentb-code|agenta] [--keep]
+ *   node dist/bench/import-export/run.js [--size-mb N] [--reps N] [--kind agentb-code|agenta] [--against DIST] [--keep]
  *
  * Generates N MB (default 200) of Claude Code style session JSONL (`--kind agenta`: Codex CLI
  * rollouts), then measures, in the same run, --reps times (default 3), each
@@ -13,10 +13,16 @@
  *   how much of it is Parquet parts and how much the SQLite index (issue 17: at most 1.0x);
  * - export baseline: read the files, JSON.parse and JSON.stringify every line and write it (MB/s of output);
  * - export: `trajstore export` to a JSONL file as a child process (MB/s of output, ratio, peak RSS).
+ * - find: the same `trajstore find` (a two-word phrase) 10 times on that dataset, the median wall time;
+ * - query: `select model_name, count(*) from dataset.steps group by model_name`, its peak RSS (issue 17:
+ *   under 100 MiB at any dataset size, since aggregates stream their rows).
+ * With `--against DIST` (the dist/ of another build, say the previous dataset layout's), each of import,
+ * find, query and export is also run with that build's trajstore right after this one's, on its own
+ * dataset, and the ratios this/that are reported (issue 17: within 10%).
  * Targets (issue 3): import ratio >= 0.3, export ratio >= 0.5, peak RSS < 300 MB for a 1 GB input.
  */
 import { spawn } from 'node:child_process';
-import { createReadStream, createWriteStream, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -55,10 +61,10 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ seconds: number; value:
   return { seconds: (performance.now() - started) / 1000, value };
 }
 
-/** Runs the CLI as a child; returns its peak RSS in MB and its CPU seconds (all threads). */
-function runCli(args: string[], rssFile: string): Promise<{ rssMb: number; cpuSeconds: number }> {
+/** Runs a trajstore script as a child; returns its peak RSS in MB and its CPU seconds (all threads). */
+function runCli(script: string, args: string[], rssFile: string): Promise<{ rssMb: number; cpuSeconds: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [`--import=${RUSAGE}`, toolScript('trajstore'), ...args], { env: { ...process.env, BENCH_RSS_FILE: rssFile }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [`--import=${RUSAGE}`, script, ...args], { env: { ...process.env, BENCH_RSS_FILE: rssFile }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     child.on('error', reject);
@@ -74,24 +80,33 @@ function runCli(args: string[], rssFile: string): Promise<{ rssMb: number; cpuSe
 
 const fmt = (n: number, digits = 1): string => n.toFixed(digits);
 
-/** One repetition: rates in MB/s, times and CPU in seconds, RSS in MB. */
-interface Rep {
-  baseline: number;
-  baselineCpu: number;
+const GROUP_BY = 'select model_name, count(*) from dataset.steps group by model_name';
+const FIND_PHRASE = '"flush error"';
+const FIND_RUNS = 10;
+
+/** One build's trajstore on the corpus: times in seconds, RSS in MB, sizes in bytes. */
+interface ToolRun {
   importSeconds: number;
-  import: number;
-  importRatio: number;
   importRss: number;
   importCpu: number;
-  exportBaseline: number;
-  exportSeconds: number;
-  export: number;
-  exportRatio: number;
-  exportRss: number;
-  exportCpu: number;
   datasetBytes: number;
   partsBytes: number;
   indexBytes: number;
+  findSeconds: number;
+  queryRss: number;
+  exportSeconds: number;
+  exportBytes: number;
+  exportRss: number;
+  exportCpu: number;
+}
+
+/** One repetition: the baselines (MB/s), this build's run and, with --against, the other build's. */
+interface Rep {
+  baseline: number;
+  baselineCpu: number;
+  exportBaseline: number;
+  ours: ToolRun;
+  theirs?: ToolRun;
 }
 
 /** A dataset's bytes on disk: all of it, its Parquet parts, its SQLite index. */
@@ -101,13 +116,53 @@ function datasetSize(dir: string): { total: number; parts: number; index: number
   return { total, parts, index: statSync(join(dir, 'index.sqlite')).size };
 }
 
+/** Import (into `work/<name>`), find, the group-by query and export with the trajstore `script`. */
+async function measureTool(script: string, work: string, name: string, corpusDir: string, kind: CorpusKind): Promise<ToolRun> {
+  const dataset = join(work, name);
+  rmSync(dataset, { recursive: true, force: true });
+  const rss = join(work, 'usage.json');
+  const imported = await timed(() => runCli(script, ['import', '-f', corpusDir, '-t', dataset, '-i', kind], rss));
+  const size = datasetSize(dataset);
+  const finds: number[] = [];
+  for (let i = 0; i < FIND_RUNS; i++) finds.push((await timed(() => runCli(script, ['find', dataset, '--match', FIND_PHRASE, '--format', 'json'], rss))).seconds);
+  const query = await runCli(script, ['query', dataset, '--sql', GROUP_BY, '--format', 'json'], rss);
+  const exportOut = join(work, 'export.jsonl');
+  rmSync(exportOut, { force: true });
+  const exported = await timed(() => runCli(script, ['export', '-f', dataset, '-t', exportOut, '-o', 'atif'], rss));
+  const exportBytes = statSync(exportOut).size;
+  rmSync(exportOut);
+  return {
+    importSeconds: imported.seconds,
+    importRss: imported.value.rssMb,
+    importCpu: imported.value.cpuSeconds,
+    datasetBytes: size.total,
+    partsBytes: size.parts,
+    indexBytes: size.index,
+    findSeconds: percentile(finds, 50),
+    queryRss: query.rssMb,
+    exportSeconds: exported.seconds,
+    exportBytes,
+    exportRss: exported.value.rssMb,
+    exportCpu: exported.value.cpuSeconds,
+  };
+}
+
+function printTable(rows: string[][]): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
+}
+
 async function main(): Promise<void> {
   const sizeMb = Number(option('--size-mb') ?? 200);
   if (!Number.isFinite(sizeMb) || sizeMb <= 0) throw new Error('--size-mb must be a positive number');
   const keep = process.argv.includes('--keep');
   const kind = (option('--kind') ?? 'agentb-code') as CorpusKind;
   if (kind !== 'agentb-code' && kind !== 'agenta') throw new Error('--kind must be agentb-code or agenta');
-  const exportFormat = 'atif';
+  const against = option('--against');
+  const theirScript = against === undefined ? undefined : join(against, 'bin', 'trajstore.js');
+  if (theirScript !== undefined && !existsSync(theirScript)) throw new Error(`--against ${against}: no bin/trajstore.js there (give a build's dist/)`);
+  const reps = Number(option('--reps') ?? 3);
+  if (!Number.isInteger(reps) || reps < 1) throw new Error('--reps must be a positive integer');
   const work = mkdtempSync(join(tmpdir(), 'bench-import-export-'));
   try {
     process.stdout.write(`generating ${sizeMb} MB of ${kind === 'agenta' ? 'Codex rollout' : 'Claude Code style session'} JSONL...\n`);
@@ -116,22 +171,11 @@ async function main(): Promise<void> {
     process.stdout.write(`corpus: ${fmt(corpus.bytes / MB)} MB, ${corpus.files} files, ${corpus.lines} lines\n\n`);
 
     const load = loadavg()[0] ?? 0;
-    const reps = Number(option('--reps') ?? 3);
-    if (!Number.isInteger(reps) || reps < 1) throw new Error('--reps must be a positive integer');
     const runs: Rep[] = [];
-    let exportBytes = 0;
     for (let rep = 0; rep < reps; rep++) {
       const baselineCpu = process.cpuUsage();
       const baseline = await timed(() => eachLine(files, (line) => void JSON.parse(line)));
       const baselineCpuSeconds = ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(baselineCpu));
-      const baselineRate = corpus.bytes / MB / baseline.seconds;
-
-      const dataset = join(work, 'dataset');
-      rmSync(dataset, { recursive: true, force: true });
-      const imported = await timed(() => runCli(['import', '-f', corpus.dir, '-t', dataset, '-i', kind], join(work, 'import.rss')));
-      const importRate = corpus.bytes / MB / imported.seconds;
-      const size = datasetSize(dataset);
-
       const baselineOut = join(work, 'baseline-out.jsonl');
       const exportBaseline = await timed(async () => {
         const out = createWriteStream(baselineOut);
@@ -140,51 +184,52 @@ async function main(): Promise<void> {
       });
       const exportBaselineRate = statSync(baselineOut).size / MB / exportBaseline.seconds;
       rmSync(baselineOut);
-
-      const exportOut = join(work, 'export.jsonl');
-      rmSync(exportOut, { force: true });
-      const exported = await timed(() => runCli(['export', '-f', dataset, '-t', exportOut, '-o', exportFormat], join(work, 'export.rss')));
-      exportBytes = statSync(exportOut).size;
-      const exportRate = exportBytes / MB / exported.seconds;
-
-      runs.push({
-        baseline: baselineRate,
-        baselineCpu: baselineCpuSeconds,
-        importSeconds: imported.seconds,
-        import: importRate,
-        importRatio: importRate / baselineRate,
-        importRss: imported.value.rssMb,
-        importCpu: imported.value.cpuSeconds,
-        datasetBytes: size.total,
-        partsBytes: size.parts,
-        indexBytes: size.index,
-        exportBaseline: exportBaselineRate,
-        exportSeconds: exported.seconds,
-        export: exportRate,
-        exportRatio: exportRate / exportBaselineRate,
-        exportRss: exported.value.rssMb,
-        exportCpu: exported.value.cpuSeconds,
-      });
-      process.stdout.write(`rep ${rep + 1}/${reps}: import ratio ${fmt(importRate / baselineRate, 2)}, export ratio ${fmt(exportRate / exportBaselineRate, 2)}\n`);
+      const ours = await measureTool(toolScript('trajstore'), work, 'dataset', corpus.dir, kind);
+      const theirs = theirScript === undefined ? undefined : await measureTool(theirScript, work, 'dataset-against', corpus.dir, kind);
+      runs.push({ baseline: corpus.bytes / MB / baseline.seconds, baselineCpu: baselineCpuSeconds, exportBaseline: exportBaselineRate, ours, theirs });
+      const importRatio = corpus.bytes / MB / ours.importSeconds / (corpus.bytes / MB / baseline.seconds);
+      const vs = theirs ? `; import ${fmt(theirs.importSeconds / ours.importSeconds, 2)}x, export ${fmt(theirs.exportSeconds / ours.exportSeconds, 2)}x, find ${fmt(theirs.findSeconds / ours.findSeconds, 2)}x the other build's speed` : '';
+      process.stdout.write(`rep ${rep + 1}/${reps}: import ratio ${fmt(importRatio, 2)}${vs}\n`);
     }
-    const median = (key: keyof Rep): number => percentile(runs.map((run) => run[key]), 50);
-    const peak = (key: keyof Rep): number => Math.max(...runs.map((run) => run[key]));
+    const median = (values: number[]): number => percentile(values, 50);
+    const of = (pick: (run: Rep) => ToolRun | undefined, key: keyof ToolRun): number[] => runs.map((run) => pick(run)![key]);
+    const ours = (key: keyof ToolRun): number[] => of((run) => run.ours, key);
+    const theirs = (key: keyof ToolRun): number[] => of((run) => run.theirs, key);
+    const baselineRate = median(runs.map((run) => run.baseline));
+    const exportBaselineRate = median(runs.map((run) => run.exportBaseline));
+    const exportMb = median(ours('exportBytes')) / MB;
+    const importRatios = runs.map((run) => corpus.bytes / MB / run.ours.importSeconds / run.baseline);
+    const exportRatios = runs.map((run) => run.ours.exportBytes / MB / run.ours.exportSeconds / run.exportBaseline);
 
     process.stdout.write(`\nmedian of ${reps} (peak RSS: the largest)\n`);
-    const rows = [
-      ['baseline: read + JSON.parse every line', `${fmt(median('baseline'))} MB/s`, '', '', `CPU ${fmt(median('baselineCpu'))} s`],
-      [`import -i ${kind} (${fmt(median('importSeconds'))} s)`, `${fmt(median('import'))} MB/s`, `ratio ${fmt(median('importRatio'), 2)} (target >= 0.3)`, `peak RSS ${fmt(peak('importRss'), 0)} MB`, `CPU ${fmt(median('importCpu'))} s`],
+    printTable([
+      ['baseline: read + JSON.parse every line', `${fmt(baselineRate)} MB/s`, '', '', `CPU ${fmt(median(runs.map((run) => run.baselineCpu)))} s`],
+      [`import -i ${kind} (${fmt(median(ours('importSeconds')))} s)`, `${fmt(corpus.bytes / MB / median(ours('importSeconds')))} MB/s`, `ratio ${fmt(median(importRatios), 2)} (target >= 0.3)`, `peak RSS ${fmt(Math.max(...ours('importRss')), 0)} MB`, `CPU ${fmt(median(ours('importCpu')))} s`],
       [
-        `dataset: ${fmt(median('datasetBytes') / MB)} MB (parts ${fmt(median('partsBytes') / MB)} MB, index ${fmt(median('indexBytes') / MB)} MB)`,
+        `dataset: ${fmt(median(ours('datasetBytes')) / MB)} MB (parts ${fmt(median(ours('partsBytes')) / MB)} MB, index ${fmt(median(ours('indexBytes')) / MB)} MB)`,
         '',
-        `size ${fmt(median('datasetBytes') / corpus.bytes, 2)}x the input (target <= 1.0)`,
+        `size ${fmt(median(ours('datasetBytes')) / corpus.bytes, 2)}x the input (target <= 1.0)`,
         '',
       ],
-      ['baseline: read + parse + stringify + write', `${fmt(median('exportBaseline'))} MB/s`, '', ''],
-      [`export -o ${exportFormat} to JSONL (${fmt(median('exportSeconds'))} s, ${fmt(exportBytes / MB)} MB)`, `${fmt(median('export'))} MB/s`, `ratio ${fmt(median('exportRatio'), 2)} (target >= 0.5)`, `peak RSS ${fmt(peak('exportRss'), 0)} MB`, `CPU ${fmt(median('exportCpu'))} s`],
-    ];
-    const widths = [0, 1, 2, 3, 4].map((i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-    for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
+      [`find --match '${FIND_PHRASE}' (median of ${FIND_RUNS})`, `${fmt(median(ours('findSeconds')) * 1000, 0)} ms`, '', ''],
+      [`query: ${GROUP_BY}`, '', '', `peak RSS ${fmt(Math.max(...ours('queryRss')), 0)} MB (target < 100 MiB)`],
+      ['baseline: read + parse + stringify + write', `${fmt(exportBaselineRate)} MB/s`, '', ''],
+      [`export -o atif to JSONL (${fmt(median(ours('exportSeconds')))} s, ${fmt(exportMb)} MB)`, `${fmt(exportMb / median(ours('exportSeconds')))} MB/s`, `ratio ${fmt(median(exportRatios), 2)} (target >= 0.5)`, `peak RSS ${fmt(Math.max(...ours('exportRss')), 0)} MB`, `CPU ${fmt(median(ours('exportCpu')))} s`],
+    ]);
+    if (theirScript !== undefined) {
+      // Each figure is this build's speed over the other's, per rep (they ran back to back), then the median.
+      const speedup = (key: keyof ToolRun): string => fmt(median(runs.map((run) => run.theirs![key] / run.ours[key])), 2);
+      process.stdout.write(`\nagainst ${against} (this build's speed / that build's, median of the per-rep ratios; 1.00 = the same)\n`);
+      printTable([
+        ['', 'this build', 'that build', 'ratio'],
+        ['import (s)', fmt(median(ours('importSeconds')), 2), fmt(median(theirs('importSeconds')), 2), `${speedup('importSeconds')} (target >= 0.9)`],
+        ['find (ms)', fmt(median(ours('findSeconds')) * 1000, 0), fmt(median(theirs('findSeconds')) * 1000, 0), `${speedup('findSeconds')} (target >= 0.9)`],
+        ['export (s)', fmt(median(ours('exportSeconds')), 2), fmt(median(theirs('exportSeconds')), 2), `${speedup('exportSeconds')} (target >= 0.9)`],
+        ['dataset (MB)', fmt(median(ours('datasetBytes')) / MB), fmt(median(theirs('datasetBytes')) / MB), ''],
+        ['group-by query peak RSS (MB)', fmt(Math.max(...ours('queryRss')), 0), fmt(Math.max(...theirs('queryRss')), 0), ''],
+        ['import peak RSS (MB)', fmt(Math.max(...ours('importRss')), 0), fmt(Math.max(...theirs('importRss')), 0), ''],
+      ]);
+    }
     process.stdout.write(`\npeak RSS target: < 300 MB for a 1 GB input (this corpus: ${fmt(corpus.bytes / MB)} MB)\n`);
     // The import runs on two threads (decoding; Parquet and SQLite index) and its ratio assumes two free cores;
     // CPU is user + system time of all threads, which other load on the machine changes far less.

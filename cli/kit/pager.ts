@@ -4,7 +4,6 @@
  * on the screen) when stdout is a terminal; written as it is otherwise. A pager that cannot be
  * started, or `PAGER=cat`/empty, writes the text directly.
  */
-import { spawn } from 'node:child_process';
 import type { CommandContext } from './program.js';
 
 /** Whether text for stdout may carry colours: a terminal, and NO_COLOR unset (no-color.org). */
@@ -26,6 +25,8 @@ export async function page(ctx: CommandContext, text: string, pageIt = true): Pr
   }
   const env = { ...ctx.env, LESS: ctx.env.LESS ?? 'FRX', LV: ctx.env.LV ?? '-c' };
   // The pager command is the user's own shell text (`less -S`, `delta`), as git runs it.
+  // child_process is loaded here, not at start-up: every other command would pay for it.
+  const { spawn } = await import('node:child_process');
   const child = spawn('/bin/sh', ['-c', command], { stdio: ['pipe', 'inherit', 'inherit'], env });
   const started = await new Promise<boolean>((resolve) => {
     child.once('spawn', () => resolve(true));

@@ -120,6 +120,22 @@ test('the start-up bundles hold the command line and the engines\' entry modules
   }
 });
 
+/**
+ * Built-ins that cost milliseconds to load (child_process, net and readline pull in Node's streams, sockets and
+ * timers): every command would pay for them before its work starts. Code that needs one imports it
+ * dynamically where it is used (the pager, onboard's prompts), and the bundler keeps such imports dynamic.
+ */
+const HEAVY_BUILTINS = ['node:child_process', 'node:net', 'node:readline', 'node:readline/promises', 'node:http', 'node:http2', 'node:https', 'node:tls', 'node:crypto', 'node:stream', 'node:worker_threads', 'node:zlib'];
+
+test('the start-up bundles import no heavy built-in', () => {
+  const meta = JSON.parse(readFileSync(join(DIST_ROOT, 'bin', 'meta.json'), 'utf8')) as { startup: { outputs: Record<string, { entryPoint?: string; inputs: Record<string, unknown> }> } };
+  for (const bundle of Object.values(meta.startup.outputs).filter((o) => o.entryPoint !== undefined)) {
+    const builtins = Object.keys(bundle.inputs).filter((path) => path.startsWith('builtin:')).map((path) => path.slice('builtin:'.length));
+    assert.ok(builtins.includes('node:fs'), `${bundle.entryPoint}: the bundle's built-ins are listed`);
+    assert.equal(builtins.filter((name) => HEAVY_BUILTINS.includes(name)), [], `${bundle.entryPoint} loads them at start-up`);
+  }
+});
+
 test.after(() => rmSync(scratch, { recursive: true, force: true }));
 
 test.run();

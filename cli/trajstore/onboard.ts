@@ -4,9 +4,7 @@
  * --no-pause or stdin has ended. `q` then Enter stops.
  */
 import { shellQuote } from '../../lib/shell.js';
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { ExitCode, InvalidInputError, ToolError } from '../../lib/errors.js';
 import { ONBOARD_SECTIONS, prepareOnboarding, type OnboardSection } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
@@ -40,8 +38,11 @@ function flags(args: ParsedArgs): OnboardFlags {
   return { sections: [...ONBOARD_SECTIONS], dataset: first, pause };
 }
 
+// child_process and readline are loaded when the walkthrough runs: at start-up every command would pay for them.
+
 /** Runs `trajstore ARGS` as a child with the same configuration, its output on ours; resolves to its exit status. */
-function runTrajstore(ctx: CommandContext, args: string[]): Promise<number> {
+async function runTrajstore(ctx: CommandContext, args: string[]): Promise<number> {
+  const { spawn } = await import('node:child_process');
   const config = ctx.config.source === 'flag' ? ['-c', ctx.config.path] : [];
   const child = spawn(process.execPath, [process.argv[1] as string, ...config, ...args], { stdio: ['ignore', 'inherit', 'inherit'], env: ctx.env });
   return new Promise((resolve, reject) => {
@@ -51,7 +52,8 @@ function runTrajstore(ctx: CommandContext, args: string[]): Promise<number> {
 }
 
 /** Lines typed on stdin, one per pause; undefined once stdin has ended. */
-function lineReader(ctx: CommandContext): () => Promise<string | undefined> {
+async function lineReader(ctx: CommandContext): Promise<() => Promise<string | undefined>> {
+  const { createInterface } = await import('node:readline');
   const lines = createInterface({ input: ctx.stdin, terminal: false })[Symbol.asyncIterator]();
   let ended = false;
   return async () => {
@@ -76,7 +78,7 @@ export const onboardCommand = defineCommand({
     const color = colorsOn(ctx);
     const bold = (text: string): string => (color ? `\x1b[1m${text}\x1b[0m` : text);
     const dim = (text: string): string => (color ? `\x1b[2m${text}\x1b[0m` : text);
-    const nextLine = f.pause ? lineReader(ctx) : undefined;
+    const nextLine = f.pause ? await lineReader(ctx) : undefined;
     try {
       ctx.stdout.write(onboarding.example ? `The walkthrough uses temporary example data (three small runs), removed at the end.\n` : `The walkthrough uses the dataset ${onboarding.dataset}; it only reads it.\n`);
       for (const lesson of onboarding.lessons) {

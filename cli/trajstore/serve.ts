@@ -2,7 +2,6 @@
  * `trajstore serve`: the read-only API and web interface over mounted datasets, until SIGINT or
  * SIGTERM. The address it listens on goes to stdout (one line per listener), so a script can read it.
  */
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { InvalidInputError } from '../../lib/errors.js';
@@ -61,12 +60,14 @@ function browserOpener(env: NodeJS.ProcessEnv): string | undefined {
   return (env.PATH ?? '').split(delimiter).some((dir) => dir && existsSync(join(dir, name))) ? name : undefined;
 }
 
-function openBrowser(ctx: CommandContext, url: string): void {
+async function openBrowser(ctx: CommandContext, url: string): Promise<void> {
   const opener = browserOpener(ctx.env);
   if (!opener) {
     ctx.stderr.write(`no browser to open here; open ${url}\n`);
     return;
   }
+  // Loaded here: at start-up every command would pay for child_process.
+  const { spawn } = await import('node:child_process');
   spawn(opener, [url], { stdio: 'ignore', detached: true }).on('error', () => ctx.stderr.write(`could not start ${opener}; open ${url}\n`)).unref();
 }
 
@@ -94,7 +95,7 @@ export const serveCommand = defineCommand({
     });
     ctx.stdout.write(`serving ${server.url}\n`);
     if (server.controlUrl) ctx.stdout.write(`control ${server.controlUrl}\n`);
-    if (f.open) openBrowser(ctx, server.url);
+    if (f.open) await openBrowser(ctx, server.url);
     await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
     await server.close();
   },

@@ -3,7 +3,6 @@
  * this is checked on the text given, before anything binds. A host name other than `localhost` is
  * refused rather than resolved: what a name resolves to may change between the check and the bind.
  */
-import { isIP } from 'node:net';
 import { InvalidInputError } from '../../lib/errors.js';
 
 export interface ListenAddress {
@@ -11,11 +10,25 @@ export interface ListenAddress {
   port: number;
 }
 
+/** A dotted-quad IPv4 address (what node:net's isIP accepts; that module is not loaded at start-up for this). */
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
+/** The canonical text of an IPv6 address (the WHATWG URL parser checks and compresses it), or undefined. */
+function canonicalIpv6(host: string): string | undefined {
+  if (!host.includes(':') || host.includes('%')) return undefined;
+  try {
+    return new URL(`http://[${host}]/`).hostname.slice(1, -1);
+  } catch {
+    return undefined;
+  }
+}
+
 function isLoopback(host: string): boolean {
   if (host === 'localhost') return true;
-  if (isIP(host) === 4) return host.split('.')[0] === '127';
-  if (isIP(host) === 6) return host === '::1' || /^(0{0,4}:){7}0{0,3}1$/.test(host) || /^::ffff:127\./i.test(host);
-  return false;
+  if (IPV4.test(host)) return host.split('.')[0] === '127';
+  const v6 = canonicalIpv6(host);
+  // The URL parser writes an IPv4-mapped address in hex: ::ffff:127.0.0.1 is ::ffff:7f00:1.
+  return v6 !== undefined && (v6 === '::1' || /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(v6));
 }
 
 /** `HOST:PORT`, `[V6]:PORT` or `PORT` (on 127.0.0.1); `flag` names the option in errors. */
