@@ -24,7 +24,7 @@ import { Registry } from '../../daemon/store/registry.js';
 import type { SandboxRecord } from '../../daemon/store/record.js';
 import { cgroup2Mount, makeFixture, type Fixture } from '../../daemon/test/supervisor/fixture.js';
 import { testSupervisorLauncher } from '../../daemon/test/supervisor/launcher.js';
-import { api, startDaemonProcess as startFixtureDaemon, stopDaemonProcess as stopDaemon, type DaemonProcess } from '../../daemon/test/supervisor/process.js';
+import { api, startDaemonProcess as startFixtureDaemon, stopDaemonProcess as stopFixtureDaemon, type DaemonProcess } from '../../daemon/test/supervisor/process.js';
 import { positiveIntFlag as flag } from '../lib/int-flag.js';
 import { percentile } from '../lib/percentile.js';
 
@@ -42,7 +42,17 @@ if ('skip' in mount) {
 const fixture: Fixture = makeFixture(mount.path, new Logger('error'));
 
 type Daemon = DaemonProcess;
-const startDaemonProcess = (overrides: Record<string, unknown> = {}): Promise<Daemon> => startFixtureDaemon(fixture, overrides);
+/** Daemons still running: a benchmark that fails part-way must not leave them behind. */
+const running = new Set<Daemon>();
+const startDaemonProcess = async (overrides: Record<string, unknown> = {}): Promise<Daemon> => {
+  const d = await startFixtureDaemon(fixture, overrides);
+  running.add(d);
+  return d;
+};
+const stopDaemon = async (d: Daemon): Promise<void> => {
+  running.delete(d);
+  await stopFixtureDaemon(d);
+};
 
 const ms = (start: bigint): number => Number(process.hrtime.bigint() - start) / 1e6;
 const fmt = (n: number, digits = 1): string => n.toFixed(digits);
@@ -74,8 +84,9 @@ async function benchCreate(d: Daemon): Promise<void> {
     if (created.status !== 202) throw new Error(`create: ${created.status} ${JSON.stringify(created.json)}`);
     await api(d, 'DELETE', `/v1/sandboxes/${created.json.id}`);
   }
-  const added = [50, 99].map((p) => percentile(viaApi, p) - percentile(direct, p));
-  console.log(`create (${creates}x): via the daemon p50 ${fmt(percentile(viaApi, 50))} ms p99 ${fmt(percentile(viaApi, 99))} ms; runtime alone p50 ${fmt(percentile(direct, 50))} ms p99 ${fmt(percentile(direct, 99))} ms; added by the daemon p50 ${fmt(added[0]!)} ms p99 ${fmt(added[1]!)} ms`);
+  // What the daemon adds: each create through the API less the runtime-alone start measured just before it.
+  const added = viaApi.map((took, i) => took - direct[i]!);
+  console.log(`create (${creates}x): via the daemon p50 ${fmt(percentile(viaApi, 50))} ms p99 ${fmt(percentile(viaApi, 99))} ms; runtime alone p50 ${fmt(percentile(direct, 50))} ms p99 ${fmt(percentile(direct, 99))} ms; added by the daemon (pairwise) p50 ${fmt(percentile(added, 50))} ms p99 ${fmt(percentile(added, 99))} ms`);
 }
 
 async function benchList(): Promise<void> {
@@ -207,5 +218,6 @@ try {
   await stopDaemon(d);
   await benchList();
 } finally {
+  for (const d of running) d.child.kill('SIGKILL');
   await fixture.cleanup();
 }

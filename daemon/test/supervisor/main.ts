@@ -99,12 +99,17 @@ function vsockConnection(bridges: string) {
         socket.write(`OK ${port}\n`);
         const rest = chunk.subarray(nl + 1);
         if (rest.length > 0) upstream.write(rest);
+        // A clean end travels through pipe() as a half-close, after the bytes still queued, as the
+        // VMM flushes before it shuts the host stream; only a side that broke takes the other down.
+        // (Destroying on 'close' dropped the end of large downloads when the CPU was busy.)
         socket.pipe(upstream);
         upstream.pipe(socket);
         socket.resume();
         upstream.on('error', () => socket.destroy());
         socket.on('close', () => upstream.destroy());
-        upstream.on('close', () => socket.destroy());
+        upstream.on('close', () => {
+          if (!upstream.readableEnded) socket.destroy();
+        });
       });
     };
     socket.on('data', onData);
