@@ -9,7 +9,7 @@ import { ExitCode, ToolError } from '../../lib/errors.js';
 export const ErrorBody = Type.Object({
   error: Type.Object({
     status: Type.Integer(),
-    code: Type.String({ description: 'stable machine-readable kind: bad_request, invalid_input, not_found, conflict, payload_too_large, unavailable, internal' }),
+    code: Type.String({ description: 'stable machine-readable kind: bad_request, forbidden, invalid_input, not_found, conflict, payload_too_large, unavailable, internal' }),
     message: Type.String(),
     hint: Type.Optional(Type.String()),
   }),

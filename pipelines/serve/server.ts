@@ -8,7 +8,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
-import { parseListenAddress, type ListenAddress } from './address.js';
+import { isLoopbackHostHeader, parseListenAddress, type ListenAddress } from './address.js';
 import type { ServeContext } from './context.js';
 import { errorBody, toHttpError } from './errors.js';
 import { Mounts, type MountSpec } from './mounts.js';
@@ -46,9 +46,12 @@ const urlOf = (app: FastifyInstance): string => {
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', async (req, reply) => {
     counters.requests++;
     (req as { startedAt?: bigint }).startedAt = process.hrtime.bigint();
+    if (!isLoopbackHostHeader(req.headers.host)) {
+      return reply.code(403).send(errorBody(403, 'forbidden', `Host ${JSON.stringify(req.headers.host)} is not a loopback name: serve answers requests for this machine only`, 'use http://127.0.0.1:PORT/ or http://localhost:PORT/ (a reverse proxy in front must pass the original Host or rewrite it)'));
+    }
   });
   app.addHook('onResponse', async (req, reply) => {
     const started = (req as { startedAt?: bigint }).startedAt ?? process.hrtime.bigint();
