@@ -19,7 +19,7 @@ import { searchRoutes } from './routes/search.js';
 import { statsRoutes } from './routes/stats.js';
 import { webRoutes } from './routes/web.js';
 import type { Capture } from './capture/capture.js';
-import type { Gateway } from './gateway/gateway.js';
+import type { Gateway } from './gateway/index.js';
 
 
 export interface ServeOptions {
@@ -104,14 +104,12 @@ async function listen(app: FastifyInstance, address: ListenAddress, flag: string
 
 /** The gateway (and capture gateway) of `serve`, started before the mounts are opened: it may create its dataset. */
 async function startGateways(rc: ResolveContext, options: GatewayServeOptions, log: Logger): Promise<{ gateway: Gateway; capture: Capture | undefined }> {
-  const { startGateway, checkGatewayArguments } = await import('./gateway/gateway.js');
+  const { startGateway, checkGatewayArguments, loadCaptureConfig, startCapture } = await import('./gateway/index.js');
   checkGatewayArguments(options);
   // The configuration is read (and refused) before the dataset is touched.
-  const config = options.config === undefined ? undefined : (await import('./capture/config.js')).loadCaptureConfig(options.config, rc.env);
+  const config = options.config === undefined ? undefined : loadCaptureConfig(options.config, rc.env);
   const gateway = await startGateway(rc, { dataset: options.dataset, state: options.state, split: options.split, idleMs: options.idleMs, log });
-  if (!config) return { gateway, capture: undefined };
-  const { startCapture } = await import('./capture/capture.js');
-  return { gateway, capture: startCapture(config, gateway, { streamMarkdown: options.streamMarkdown, debug: options.debug, log }) };
+  return { gateway, capture: config ? startCapture(config, gateway, { streamMarkdown: options.streamMarkdown, debug: options.debug, log }) : undefined };
 }
 
 export async function startServer(rc: ResolveContext, options: ServeOptions): Promise<RunningServer> {
@@ -149,12 +147,12 @@ export async function startServer(rc: ResolveContext, options: ServeOptions): Pr
   webRoutes(app, options.webRoot);
   if (options.extend) await app.register(async (scope) => options.extend?.(scope));
   if (gateways) {
-    const { liveTraceRoutes } = await import('./gateway/routes.js');
+    const { liveTraceRoutes } = await import('./gateway/index.js');
     liveTraceRoutes(app, gateways.gateway, GATEWAY_MOUNT);
   }
   const control = controlAt ? newApp(ctx, counters) : undefined;
   if (control) controlRoutes(control, ctx, counters);
-  const gatewayApp = gateways && gatewayAt ? (await import('./gateway/routes.js')).gatewayApp(gateways.gateway, options.log) : undefined;
+  const gatewayApp = gateways && gatewayAt ? (await import('./gateway/index.js')).gatewayApp(gateways.gateway, options.log) : undefined;
   const capture = gateways?.capture;
   const apps = [app, control, gatewayApp, capture?.proxy, capture?.admin];
   const close = async (): Promise<void> => {

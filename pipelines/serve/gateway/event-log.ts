@@ -20,8 +20,9 @@
  *   acknowledged: the fsync had not returned) is cut off; every acknowledged one was fsynced whole.
  *   A failed write (disk full, a file size limit) is cut off the file at once, and its appends
  *   fail; if it cannot be cut off, the log refuses further appends until it is opened again.
- * - **Capacity.** At most `maxPendingBytes` of entries wait for their write; past that an append
- *   is refused (CapacityError) rather than queued without bound, unless nothing waits at all.
+ * - **Capacity.** At most `maxPendingBytes` of entries may be on their way to the disk (waiting for
+ *   their write, or in it); past that an append is refused (CapacityError) rather than queued
+ *   without bound, unless nothing is on its way at all.
  *
  * Segments are started past SEGMENT_BYTES. Each trace keeps, in memory, where its entries are
  * (segment, offset, length) and its event keys; its events are read back from the segments.
@@ -34,6 +35,7 @@ import { Subject } from 'rxjs';
 import type { Logger } from '../../../lib/log.js';
 import { fsyncPath } from '../../../lib/durable.js';
 import { eventKey, type EventRecord } from './events.js';
+import { GatewayFailure } from './failure.js';
 
 /** A new segment is started once the current one is past this. */
 export const SEGMENT_BYTES = 64 * 1024 * 1024;
@@ -97,10 +99,18 @@ export interface AppendResult {
   duplicates: number;
 }
 
-/** The log has more waiting for a write than it may hold: the client should retry later (HTTP 429). */
-export class CapacityError extends Error {}
+/** The log has more on its way to the disk than it may hold: the client should retry later (HTTP 429). */
+export class CapacityError extends GatewayFailure {
+  constructor(message: string) {
+    super(429, 'capacity_exhausted', message);
+  }
+}
 /** The write or its fsync failed: nothing of this append is acknowledged (HTTP 503). */
-export class AppendFailedError extends Error {}
+export class AppendFailedError extends GatewayFailure {
+  constructor(message: string) {
+    super(503, 'append_failed', message);
+  }
+}
 
 interface Waiting {
   bytes: Buffer;
@@ -144,7 +154,8 @@ function parseEntry(line: Buffer): EntryJson | undefined {
 export class EventLog {
   private readonly traces = new Map<string, Trace>();
   private readonly waiting: Waiting[] = [];
-  private waitingBytes = 0;
+  /** Bytes of entries not yet durable: waiting for their write, or in it. */
+  private unsyncedBytes = 0;
   private flushing: Promise<void> | undefined;
   private handle: FileHandle | undefined;
   private segment = 0;
@@ -303,18 +314,18 @@ export class EventLog {
 
   /** Whether an append of about `bytes` would be taken now (callers that build entries lazily ask first). */
   hasRoomFor(bytes: number): boolean {
-    return this.waitingBytes === 0 || this.waitingBytes + bytes <= this.maxPendingBytes;
+    return this.unsyncedBytes === 0 || this.unsyncedBytes + bytes <= this.maxPendingBytes;
   }
 
   private enqueue(trace: Trace, records: EventRecord[], keys: string[], mustTake: boolean): Promise<void> {
     const at = new Date().toISOString();
     const entry: EntryJson = { a: trace.agentId, s: trace.sessionId, ...(trace.rootSessionId !== undefined ? { root: trace.rootSessionId } : {}), p: trace.partition, at, records };
     const bytes = entryLine(JSON.stringify(entry));
-    if (!mustTake && !this.hasRoomFor(bytes.length)) throw new CapacityError(`${this.waitingBytes} bytes of events are waiting to be written (at most ${this.maxPendingBytes}); retry shortly`);
+    if (!mustTake && !this.hasRoomFor(bytes.length)) throw new CapacityError(`${this.unsyncedBytes} bytes of events are waiting to be written (at most ${this.maxPendingBytes}); retry shortly`);
     const done = new Promise<void>((resolve, reject) => {
       this.waiting.push({ bytes, trace, keys, records, at, settle: (error) => (error ? reject(error) : resolve()) });
     });
-    this.waitingBytes += bytes.length;
+    this.unsyncedBytes += bytes.length;
     for (const key of keys) trace.pending.set(key, done);
     // A failed append is answered through its own promise; this copy only keeps the others' waits quiet.
     done.catch(() => {});
@@ -327,7 +338,6 @@ export class EventLog {
     while (this.waiting.length > 0) {
       const group = this.waiting.splice(0);
       const bytes = Buffer.concat(group.map((w) => w.bytes));
-      this.waitingBytes -= bytes.length;
       const start = this.size;
       try {
         if (this.broken) throw this.broken;
@@ -341,6 +351,8 @@ export class EventLog {
       } catch (error) {
         this.failGroup(group, start, error as Error);
         continue;
+      } finally {
+        this.unsyncedBytes -= bytes.length;
       }
       let offset = start;
       for (const w of group) {

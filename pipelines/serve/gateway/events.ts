@@ -10,6 +10,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { GatewayFailure } from './failure.js';
 import { isPathSafe } from './identity.js';
 
 export { isPathSafe };
@@ -80,14 +81,10 @@ export type GatewayError = Static<typeof GatewayError>;
 
 export type GatewayErrorCode = 'invalid_identity' | 'invalid_event' | 'too_many_records';
 
-/** A request the gateway refuses: the status and code of its answer. */
-export class RejectedBatch extends Error {
-  constructor(
-    readonly status: 400 | 413,
-    readonly code: GatewayErrorCode,
-    message: string,
-  ) {
-    super(message);
+/** A request the gateway refuses: the status and code of its answer (event-log.ts GatewayFailure). */
+export class RejectedBatch extends GatewayFailure {
+  constructor(status: 400 | 413, code: GatewayErrorCode, message: string) {
+    super(status, code, message);
   }
 }
 

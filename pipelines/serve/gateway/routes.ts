@@ -24,8 +24,9 @@ import type { Logger } from '../../../lib/log.js';
 import { loadFormat } from '../../formats/registry.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { inTraceOrder, storylineOf, tracePath } from './decode.js';
-import { AppendFailedError, CapacityError, type Trace } from './event-log.js';
-import { AppendAnswer, checkBody, checkIdentity, GatewayError, MAX_BODY_BYTES, RejectedBatch } from './events.js';
+import type { Trace } from './event-log.js';
+import { AppendAnswer, checkBody, checkIdentity, GatewayError, MAX_BODY_BYTES } from './events.js';
+import { isGatewayFailure } from './failure.js';
 import type { Gateway } from './gateway.js';
 import { otlpRoutes } from './otlp.js';
 import { USER_HEADER } from './split.js';
@@ -44,18 +45,58 @@ export function userOf(req: FastifyRequest): string | undefined {
 /** Fastify's own client errors (bad JSON, too large, wrong content type) by status, as the gateway's codes. */
 const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_found', 405: 'method_not_allowed', 413: 'body_too_large', 415: 'unsupported_media_type' };
 
+/**
+ * A body bigger than this is not read to its end: the connection is closed after the 413. Up to it,
+ * an oversize body is read and dropped, so that the client (still sending) gets the answer.
+ */
+const DRAIN_LIMIT_BYTES = 8 * MAX_BODY_BYTES;
+
+/** JSON bodies up to MAX_BODY_BYTES; a larger one is read and dropped (up to DRAIN_LIMIT_BYTES) and answered 413. */
+function jsonBody(req: FastifyRequest, payload: NodeJS.ReadableStream, done: (error: Error | null, body?: unknown) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let settled = false;
+  const settle = (error: Error | null, body?: unknown): void => {
+    if (!settled) {
+      settled = true;
+      done(error, body);
+    }
+  };
+  const tooLarge = (): Error => Object.assign(new Error(`the body is larger than ${MAX_BODY_BYTES} bytes`), { statusCode: 413 });
+  payload.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+    else if (size > DRAIN_LIMIT_BYTES) {
+      req.raw.destroy();
+      settle(tooLarge());
+    }
+  });
+  payload.on('error', (error: Error) => settle(Object.assign(error, { statusCode: 400 })));
+  payload.on('end', () => {
+    if (size > MAX_BODY_BYTES) return settle(tooLarge());
+    const text = Buffer.concat(chunks).toString('utf8');
+    try {
+      settle(null, JSON.parse(text) as unknown);
+    } catch (error) {
+      settle(Object.assign(new Error(`the body is not JSON: ${(error as Error).message}`), { statusCode: 400 }));
+    }
+  });
+}
+
 /** The gateway listener's app. */
 export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES, return503OnClosing: true });
+  const app = Fastify({ logger: false, bodyLimit: DRAIN_LIMIT_BYTES, return503OnClosing: true });
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', (req, payload, done) => jsonBody(req, payload, done));
   app.addHook('onResponse', async (req, reply) => log.info(`gateway: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
   app.setErrorHandler((error, req, reply) => {
-    if (error instanceof RejectedBatch) return sendError(reply, error.status, error.code, error.message);
-    if (error instanceof CapacityError) return sendError(reply.header('retry-after', '1'), 429, 'capacity_exhausted', error.message);
-    if (error instanceof AppendFailedError) return sendError(reply, 503, 'append_failed', error.message);
+    if (isGatewayFailure(error)) {
+      if (error.status === 429) void reply.header('retry-after', '1');
+      return sendError(reply, error.status, error.code, error.message);
+    }
     const status = (error as { statusCode?: number }).statusCode;
     if (typeof status === 'number' && status >= 400 && status < 500) {
-      const message = status === 413 ? `the body is larger than ${MAX_BODY_BYTES} bytes` : (error as Error).message;
-      return sendError(reply, status, CLIENT_CODES[status] ?? 'bad_request', message);
+      return sendError(reply, status, CLIENT_CODES[status] ?? 'bad_request', status === 413 ? `the body is larger than ${MAX_BODY_BYTES} bytes` : (error as Error).message);
     }
     log.error(`gateway: ${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
     return sendError(reply, 500, 'internal', 'internal error (see the server log)');
