@@ -137,6 +137,8 @@ export async function startServer(rc: ResolveContext, options: ServeOptions): Pr
     await stopGateways();
     throw error;
   }
+  // A local mount sees a new snapshot by its manifest; an object-store one reads a local copy of one snapshot, so it is told.
+  gateways?.gateway.projection.committed.subscribe(() => mounts.reload(GATEWAY_MOUNT));
   const ctx: ServeContext = { mounts, log: options.log };
   const counters: ServeCounters = { startedAt: new Date(), requests: 0 };
 

@@ -71,6 +71,20 @@ function startUpstream(): Promise<string> {
         write('{}');
         return end();
       }
+      if (model.endsWith('-slow')) {
+        // A chunk every 100 ms, for a client that leaves part-way.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        let n = 0;
+        const timer = setInterval(() => {
+          if (res.destroyed || n === 20) {
+            clearInterval(timer);
+            if (!res.destroyed) end();
+            return;
+          }
+          write(`data: ${JSON.stringify({ id: 'slow', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content: `w${n++} ` }, finish_reason: null }] })}\n\n`);
+        }, 100);
+        return;
+      }
       const anthropic = req.url?.startsWith('/v1/messages') ?? false;
       const words = ['The', ' lighthouse', ' is', ' on', ' the', ' cliff.'];
       if (!body.stream) {
@@ -325,6 +339,54 @@ test('the admin listener, the debug log and the Markdown sessions in the state d
   assert.match(markdown, /Where is the lighthouse\?/);
   assert.match(markdown, /The lighthouse is on the cliff\./);
   assert.ok(JSON.parse(readFileSync(join(state, 'gateway', 'capture', 'sessions.json'), 'utf8')).sessions.length >= 4);
+});
+
+test('a client that leaves part-way through a stream: the upstream call is cut and the capture says so', async () => {
+  const abort = new AbortController();
+  const response = await fetch(new URL('/v1/chat/completions', server.captureUrl), { method: 'POST', signal: abort.signal, headers: { 'content-type': 'application/json', 'x-trajstore-session-id': 'sess-gone' }, body: JSON.stringify({ model: 'real-slow', stream: true, messages: [{ role: 'user', content: 'tell me a long story' }] }) });
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  await reader.read();
+  abort.abort();
+  await reader.read().catch(() => undefined);
+  const events = await eventually(async () => {
+    const r = await get(server.url, '/api/gateway/traces/capture-test/sess-gone/events');
+    assert.is(r.body.events?.length, 2);
+    return r.body.events as Json[];
+  }, 'the cancelled call');
+  assert.equal(events.map((e) => e.kind), ['llm.request', 'http.cancel']);
+  assert.match(events[1]?.payload.reason, /client closed/);
+  // The server goes on.
+  const ok = await client('sess-gone').chat.completions.create({ model: 'real-model', messages: [{ role: 'user', content: 'short then' }] });
+  assert.is(ok.choices[0]?.message.content, 'The lighthouse is on the cliff.');
+});
+
+test('capture levels: full keeps the parsed bodies (credential headers never), summary keeps no text', async () => {
+  const levels: Json = {};
+  for (const level of ['full', 'summary']) {
+    writeFileSync(path(`${level}.toml`), config().replace('capture_level = "dialogue"', `capture_level = "${level}"`));
+    const one = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway-config', path(`${level}.toml`), '--gateway-dataset', path(`level-${level}`), '--gateway-split-idle', '1h'], { env, cwd: home });
+    try {
+      const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: new URL('/v1', one.captureUrl).href, defaultHeaders: { 'x-trajstore-session-id': 'lvl' }, maxRetries: 0 });
+      await c.chat.completions.create({ model: 'real-model', messages: [{ role: 'user', content: 'What colour is the lamp?' }] });
+      levels[level] = await eventually(async () => {
+        const r = await get(one.url, '/api/gateway/traces/capture-test/lvl/events');
+        assert.is(r.body.events?.length, 2);
+        return r.body.events as Json[];
+      }, level);
+    } finally {
+      await one.stop();
+    }
+  }
+  const [fullRequest, fullResponse] = levels.full as [Json, Json];
+  assert.equal(fullRequest.payload.http.request_body.messages, [{ role: 'user', content: 'What colour is the lamp?' }]);
+  assert.is(fullResponse.payload.http.response_body.choices[0].message.content, 'The lighthouse is on the cliff.');
+  assert.is(fullResponse.payload.http.headers.authorization, undefined);
+  assert.not.ok(JSON.stringify(levels.full).includes(CLIENT_KEY) || JSON.stringify(levels.full).includes(ROUTE_KEY));
+  const [summaryRequest, summaryResponse] = levels.summary as [Json, Json];
+  assert.is(summaryRequest.payload.user_content, undefined);
+  assert.is(summaryResponse.payload.assistant_content, undefined);
+  assert.equal(summaryResponse.payload.usage, { prompt_tokens: 12, completion_tokens: 6, total_tokens: 18 });
+  assert.not.ok(JSON.stringify(levels.summary).includes('lamp'));
 });
 
 test('SIGTERM: the calls that ended are recorded before the server exits', async () => {

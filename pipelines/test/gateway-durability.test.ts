@@ -13,8 +13,9 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startServeProcess } from '../../bench/lib/serve-process.js';
-import { toolScript } from '../../lib/testing/run-tool.js';
+import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { S3TestServer } from '../../bench/lib/s3-server.js';
 import { sandbox } from './helpers/sandbox.js';
 
 const { home, env, run: trajstore, path } = sandbox('gateway-durability-');
@@ -157,6 +158,33 @@ test('projection holds the writer lock: it waits for an import holding it, then 
     }, 'every import and every trace');
   } finally {
     await server.stop();
+  }
+});
+
+test('an object-store dataset: the state is local (--gateway-state), projection publishes to the store', async () => {
+  const s3 = await S3TestServer.start();
+  try {
+    await s3.createBucket('lake');
+    const s3env = { ...env, ...s3.env };
+    const server = await startServeProcess([...serveArgs('s3://lake/live', '200ms'), '--gateway-state', path('s3-state')], { env: s3env, cwd: home });
+    try {
+      assert.is(await postEvents(server.gatewayUrl as string, batchOf('remote', 0, 4)), 200);
+      await eventually(async () => {
+        const r = await runTool('trajstore', ['query', 's3://lake/live', '--sql', "SELECT count(*) AS n FROM dataset.events WHERE session_id = 'remote'", '--format', 'json'], { env: s3env, cwd: home });
+        assert.is(r.code, 0, r.stderr);
+        assert.equal(JSON.parse(r.stdout), [{ n: 4 }]);
+      }, 'projection into the object store');
+      const runs = await eventually(async () => {
+        const body = await getJson(server.url, '/api/mounts/gateway/runs');
+        assert.ok(body.runs?.some((r: Json) => r.session_id === 'remote'), JSON.stringify(body));
+        return body;
+      }, 'the API');
+      assert.ok(runs.snapshot_id);
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await s3.stop();
   }
 });
 

@@ -23,7 +23,7 @@
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { EMPTY, defer, debounceTime, from, fromEvent, groupBy, last, lastValueFrom, merge, mergeMap, retry, takeUntil, tap, timer } from 'rxjs';
+import { EMPTY, Subject, defer, debounceTime, from, fromEvent, groupBy, last, lastValueFrom, merge, mergeMap, retry, takeUntil, tap, timer } from 'rxjs';
 import { writeFileDurably } from '../../../lib/durable.js';
 import type { Logger } from '../../../lib/log.js';
 import { ContentRefs } from '../../dataset/content-refs.js';
@@ -75,6 +75,8 @@ export class Projection {
   private done: Promise<void> = Promise.resolve();
   private underWay: Promise<unknown> = Promise.resolve();
   readonly status: ProjectionStatus = { pending: 0, batches: 0, failures: 0, last_error: null, last_batch_at: null };
+  /** Each committed batch (the read-only API opens the dataset again: an object-store mount reads a local copy of one snapshot). */
+  readonly committed = new Subject<void>();
 
   constructor(
     private readonly events: EventLog,
@@ -133,6 +135,7 @@ export class Projection {
       this.status.pending = this.pending.size;
       this.status.batches += 1;
       this.status.last_batch_at = new Date().toISOString();
+      this.committed.next();
       this.options.log.info(`gateway: projected ${traces.length} trace(s) into the dataset`);
       await this.options.maintain?.(signal).catch((error: unknown) => this.options.log.warn(`gateway: compaction after projection failed (it runs again after the next batch): ${(error as Error).message}`));
     } catch (error) {
@@ -193,6 +196,7 @@ export class Projection {
     this.stop.abort();
     await this.done.catch(() => {});
     await this.underWay.catch(() => {});
+    this.committed.complete();
   }
 }
 
