@@ -19,6 +19,7 @@ import * as assert from 'uvu/assert';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { upstreamUrl } from '../serve/capture/proxy.js';
 import { runTool } from '../../lib/testing/run-tool.js';
+import { eventually, type Json } from './helpers/gateway.js';
 import { sandbox } from './helpers/sandbox.js';
 
 const { home, env: baseEnv, run: trajstore, path } = sandbox('gateway-capture-');
@@ -29,7 +30,6 @@ const env = { ...baseEnv, ROUTE_KEY, ANTHROPIC_ROUTE_KEY: ANTHROPIC_KEY };
 const dataset = path('captured');
 const state = path('state');
 
-type Json = Record<string, any>;
 interface Seen {
   path: string;
   headers: IncomingHttpHeaders;
@@ -155,17 +155,6 @@ const client = (session: string): OpenAI => new OpenAI({ apiKey: CLIENT_KEY, bas
 async function get(base: string, p: string): Promise<{ status: number; body: Json }> {
   const response = await fetch(new URL(p, base));
   return { status: response.status, body: (await response.json()) as Json };
-}
-async function eventually<T>(check: () => Promise<T>, what: string, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (error) {
-      if (Date.now() > end) throw new Error(`${what}: ${(error as Error).message}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
 }
 const lastSeen = (): Seen => seen.at(-1) as Seen;
 

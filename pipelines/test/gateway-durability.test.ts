@@ -16,11 +16,11 @@ import { startServeProcess } from '../../bench/lib/serve-process.js';
 import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { S3TestServer } from '../../bench/lib/s3-server.js';
+import { eventually, queryRows, type Json } from './helpers/gateway.js';
 import { sandbox } from './helpers/sandbox.js';
 
 const { home, env, run: trajstore, path } = sandbox('gateway-durability-');
 
-type Json = Record<string, any>;
 const serveArgs = (ds: string, idle: string): string[] => ['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', ds, '--gateway-split-idle', idle];
 const batchOf = (session: string, first: number, n: number): Json => ({
   agent_id: 'crash',
@@ -36,23 +36,6 @@ async function getJson(base: string, path: string): Promise<Json> {
   const response = await fetch(new URL(path, base));
   return (await response.json()) as Json;
 }
-async function cliQuery(ds: string, sql: string): Promise<Json[]> {
-  const r = await trajstore(['query', ds, '--sql', sql, '--format', 'json']);
-  assert.is(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout) as Json[];
-}
-async function eventually<T>(check: () => Promise<T>, what: string, timeoutMs = 30_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (error) {
-      if (Date.now() > end) throw new Error(`${what}: ${(error as Error).message}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}
-
 test('kill -9 right after acknowledged batches: after a restart every acknowledged event is there exactly once', async () => {
   const ds = path('crash');
   const SESSIONS = 6;
@@ -112,7 +95,7 @@ test('kill -9 right after acknowledged batches: after a restart every acknowledg
     }
     // Projected: the events relation holds each once.
     await eventually(async () => {
-      const [row] = await cliQuery(ds, "SELECT count(*) AS n, count(DISTINCT session_id || '/' || source || '/' || seq) AS distinct_events FROM dataset.events");
+      const [row] = await queryRows(trajstore, ds, "SELECT count(*) AS n, count(DISTINCT session_id || '/' || source || '/' || seq) AS distinct_events FROM dataset.events");
       assert.equal(row, { n: total, distinct_events: total });
     }, 'projection after the crashes');
   } finally {
@@ -140,7 +123,7 @@ test('projection holds the writer lock: it waits for an import holding it, then 
     importer.stdin.end(readFileSync(join(atif, 'sequential_tools_12.json')));
     assert.is(await imported, 0, importErr);
     await eventually(async () => {
-      const [row] = await cliQuery(ds, "SELECT (SELECT count(*) FROM dataset.runs) AS runs, (SELECT count(*) FROM dataset.events WHERE session_id = 'waits') AS events");
+      const [row] = await queryRows(trajstore, ds, "SELECT (SELECT count(*) FROM dataset.runs) AS runs, (SELECT count(*) FROM dataset.events WHERE session_id = 'waits') AS events");
       assert.equal(row, { runs: 3, events: 3 });
     }, 'projection after the import');
 
@@ -153,7 +136,7 @@ test('projection holds the writer lock: it waits for an import holding it, then 
     }
     for (const r of await Promise.all(imports)) assert.is(r.code, 0, r.stderr);
     await eventually(async () => {
-      const [row] = await cliQuery(ds, "SELECT (SELECT count(*) FROM dataset.runs WHERE source_format = 'atif') AS imported, (SELECT count(*) FROM dataset.runs WHERE source_format = 'gateway-events') AS traces, (SELECT count(*) FROM dataset.events) AS events");
+      const [row] = await queryRows(trajstore, ds, "SELECT (SELECT count(*) FROM dataset.runs WHERE source_format = 'atif') AS imported, (SELECT count(*) FROM dataset.runs WHERE source_format = 'gateway-events') AS traces, (SELECT count(*) FROM dataset.events) AS events");
       assert.equal(row, { imported: 6, traces: 5, events: 23 });
     }, 'every import and every trace');
   } finally {

@@ -14,13 +14,13 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { toolScript } from '../../lib/testing/run-tool.js';
+import { eventually, queryRows, type Json } from './helpers/gateway.js';
 import { sandbox } from './helpers/sandbox.js';
 
 const { home, env, run: trajstore, path } = sandbox('gateway-events-');
 const dataset = path('live');
 let server: ServeProcess;
 
-type Json = Record<string, any>;
 interface Answer {
   status: number;
   body: Json;
@@ -43,24 +43,6 @@ function assertGatewayError(r: Answer, status: number, code: string, what: strin
   assert.is(r.body.error, code, what);
   assert.type(r.body.message, 'string');
 }
-async function cliQuery(sql: string, ds = dataset): Promise<Json[]> {
-  const r = await trajstore(['query', ds, '--sql', sql, '--format', 'json']);
-  assert.is(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout) as Json[];
-}
-/** Waits until `check` passes (projection runs in the background). */
-async function eventually<T>(check: () => Promise<T>, what: string, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (error) {
-      if (Date.now() > end) throw new Error(`${what}: ${(error as Error).message}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}
-
 test.before(async () => {
   server = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', dataset, '--gateway-split-idle', '300ms'], { env, cwd: home });
 });
@@ -169,10 +151,10 @@ test('live endpoints read a trace at once; projection writes it after the idle w
 
   // Projected after 300 ms idle: the dataset has the run, its steps and its events.
   await eventually(async () => {
-    const rows = await cliQuery("SELECT count(*) AS n FROM dataset.events WHERE session_id = 'live-1'");
+    const rows = await queryRows(trajstore, dataset, "SELECT count(*) AS n FROM dataset.events WHERE session_id = 'live-1'");
     assert.is(rows[0]?.n, 4);
   }, 'projection of live-1');
-  const [run] = await cliQuery("SELECT document_id, source_path, source_format, step_count, tool_call_count, prompt_tokens FROM dataset.runs WHERE session_id = 'live-1'");
+  const [run] = await queryRows(trajstore, dataset, "SELECT document_id, source_path, source_format, step_count, tool_call_count, prompt_tokens FROM dataset.runs WHERE session_id = 'live-1'");
   assert.equal(run, { document_id: 'live-1', source_path: 'coder/live-1', source_format: 'gateway-events', step_count: 3, tool_call_count: 1, prompt_tokens: 230 });
   const found = await trajstore(['find', dataset, '--match', 'lighthouse', '--format', 'json']);
   assert.is(found.code, 0, found.stderr);
@@ -187,7 +169,7 @@ test('live endpoints read a trace at once; projection writes it after the idle w
   // More events: the trace is projected again and replaces its rows.
   assert.is((await events({ ...id, records: [call(5, { kind: 'note', payload: { text: 'done' } })] })).status, 200);
   await eventually(async () => {
-    const rows = await cliQuery("SELECT (SELECT count(*) FROM dataset.events WHERE session_id = 'live-1') AS events, (SELECT count(*) FROM dataset.runs WHERE session_id = 'live-1') AS runs, (SELECT step_count FROM dataset.runs WHERE session_id = 'live-1') AS steps");
+    const rows = await queryRows(trajstore, dataset, "SELECT (SELECT count(*) FROM dataset.events WHERE session_id = 'live-1') AS events, (SELECT count(*) FROM dataset.runs WHERE session_id = 'live-1') AS runs, (SELECT step_count FROM dataset.runs WHERE session_id = 'live-1') AS steps");
     assert.equal(rows[0], { events: 5, runs: 1, steps: 4 });
   }, 'projection of live-1 again');
   const trace = (await get('/api/gateway/traces/coder/live-1')).body.trace;

@@ -230,6 +230,11 @@ export class CaptureProxy {
     let answered = false;
     let clientGone = false;
     upstream.on('response', (res: IncomingMessage) => {
+      if (clientGone) {
+        // The client left while the upstream was answering: its call is recorded as cancelled already.
+        res.destroy();
+        return;
+      }
       answered = true;
       const headersAt = performance.now();
       const out: OutgoingHttpHeaders = {};
@@ -296,6 +301,7 @@ export class CaptureProxy {
       ].map((r) => JSON.parse(call.scrub(JSON.stringify(r))) as EventRecord);
       await this.gateway.append({ agentId: call.agentId, sessionId: call.sessionId, user: call.user, records, mustTake: true });
       const at = new Date().toISOString();
+      this.log.info(`capture: ${call.protocol} ${call.choice.matched.name} ${call.modelRequested}${call.choice.rewritten ? ` -> ${call.choice.modelSent}` : ''} session ${call.sessionId}: ${outcome.kind} ${String(outcome.payload.status ?? '-')} ${Math.round(performance.now() - call.started)}ms`);
       this.state.called(call.agentId, call.sessionId, call.choice.modelSent, outcome.failed, at);
       this.state.debug({ at, call_id: call.id, agent_id: call.agentId, session_id: call.sessionId, route: call.choice.matched.name, model_requested: call.modelRequested, model_sent: call.choice.modelSent, kind: outcome.kind, status: outcome.payload.status, timing: outcome.payload.timing, request_bytes: sent.length, response_bytes: outcome.payload.response_bytes }, sent, outcome.answer);
     })().catch((error: unknown) => {

@@ -7,6 +7,7 @@
  * whole; the capture says it was cut).
  */
 import { createBrotliDecompress, createGunzip, createInflate, type Gunzip } from 'node:zlib';
+import { jsonOrAsGiven } from '../gateway/decode.js';
 
 /** Bytes of one answer the capture keeps to read. */
 export const MAX_KEPT_BYTES = 64 * 1024 * 1024;
@@ -123,14 +124,7 @@ class StreamAggregate {
 }
 
 /** A tool's streamed JSON arguments as an object; the text as it came when it is not JSON. */
-function parseArguments(text: string, fallback: unknown): unknown {
-  if (text === '') return fallback ?? {};
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return text;
-  }
-}
+const parseArguments = (text: string, fallback: unknown): unknown => (text === '' ? (fallback ?? {}) : jsonOrAsGiven(text));
 
 /** Reads a copy of an answer's bytes as they pass; `result` once it has ended. */
 export class AnswerReader {

@@ -132,15 +132,18 @@ export interface ResponseFacts {
   finish?: string;
 }
 
-/** Arguments as an object when they are JSON text of one (OpenAI sends a string), else as given. */
-function argumentsOf(value: unknown): unknown {
-  if (typeof value !== 'string') return value ?? {};
+/** JSON text parsed (OpenAI sends tool arguments as a string; OpenTelemetry messages are JSON text); anything else, and text that is not JSON, as given. */
+export function jsonOrAsGiven(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
   try {
     return JSON.parse(value) as unknown;
   } catch {
     return value;
   }
 }
+
+/** Tool arguments: parsed when they are JSON text, `{}` when absent. */
+const argumentsOf = (value: unknown): unknown => jsonOrAsGiven(value ?? {});
 
 /** What a response says: the assistant's text, reasoning, tool calls, usage and model, from the payload's fields or its body. */
 export function responseFacts(payload: Json): ResponseFacts {

@@ -18,6 +18,7 @@
  * Only JSON is taken (`application/json`); protobuf gets 415.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { jsonOrAsGiven } from './decode.js';
 import type { EventRecord } from './events.js';
 import { MAX_RECORDS, RejectedBatch } from './events.js';
 import { safeSegment } from './identity.js';
@@ -47,14 +48,7 @@ function attributes(list: unknown): Json {
 }
 
 /** A JSON attribute (GenAI messages are JSON text on spans), parsed; undefined when absent. */
-function jsonAttribute(value: unknown): unknown {
-  if (typeof value !== 'string') return value ?? undefined;
-  try {
-    return JSON.parse(value) as unknown;
-  } catch {
-    return value;
-  }
-}
+const jsonAttribute = (value: unknown): unknown => jsonOrAsGiven(value ?? undefined);
 
 /** Nanoseconds since the epoch (a decimal string or a number) as microseconds; undefined when missing. */
 function micros(value: unknown): number | undefined {
