@@ -13,8 +13,6 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { GatewayFailure } from './failure.js';
 import { isPathSafe } from './identity.js';
 
-export { isPathSafe };
-
 /** At most this many records per request... */
 export const MAX_RECORDS = 256;
 /** ...and this many bytes of body. */
