@@ -63,10 +63,11 @@ export type { ShowRequest, Transcript, TranscriptKey, TranscriptRun, TranscriptS
 export type { WriteMode } from './dataset/writer.js';
 export type { BatchReport, SyncPlan, SyncRequest } from './sync/index.js';
 export { SYNC_DEFAULTS } from './sync/defaults.js';
-export { DEFAULT_SERVE_MOUNT, RESERVED_SERVE_NAMES } from './serve/names.js';
+export { DEFAULT_SERVE_MOUNT, GATEWAY_MOUNT, RESERVED_SERVE_NAMES } from './serve/names.js';
+export { DEFAULT_SPLIT_IDLE_MS } from './serve/gateway/defaults.js';
 export { parseListenAddress, type ListenAddress } from './serve/address.js';
 export type { MountSpec } from './serve/mounts.js';
-export type { RunningServer, ServeOptions } from './serve/server.js';
+export type { GatewayServeOptions, RunningServer, ServeOptions } from './serve/server.js';
 export type { CatalogServing } from './serve/catalog-mounts.js';
 
 // ---- pins ----

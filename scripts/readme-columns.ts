@@ -28,6 +28,7 @@ export function columnTables(): string {
     steps: 'one row per turn.',
     tool_calls: 'one row per tool call.',
     sources: 'one row per source document (a file, or a line of a JSONL file).',
+    events: 'one row per canonical event the gateway accepted (`serve --gateway`, `--gateway-config`), written when its trace is projected; empty in imported datasets.',
     contents: 'the content store: each string of 512 characters or more, once, under its hash (see Dataset layout).',
   };
   const tables = Object.entries(STORYLINE_RELATIONS).map(([name, columns]) => table(name, intros[name] ?? '', columns));

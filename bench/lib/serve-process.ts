@@ -8,6 +8,11 @@ import { toolScript } from './tools.js';
 export interface ServeProcess {
   url: string;
   controlUrl: string | undefined;
+  /** With --gateway: the event gateway's listener. */
+  gatewayUrl: string | undefined;
+  /** With --gateway-config: the capture gateway's proxy and admin listeners. */
+  captureUrl: string | undefined;
+  captureAdminUrl: string | undefined;
   child: ChildProcess;
   stderr(): string;
   /** SIGTERM, then the exit code. */
@@ -31,14 +36,20 @@ export function startServeProcess(args: string[], options: { env?: NodeJS.Proces
     });
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString('utf8');
-      const url = /^serving (\S+)$/m.exec(out)?.[1];
-      const wantsControl = args.includes('--control');
-      const controlUrl = /^control (\S+)$/m.exec(out)?.[1];
-      if (!url || (wantsControl && !controlUrl)) return;
+      const line = (name: string): string | undefined => new RegExp(`^${name} (\\S+)$`, 'm').exec(out)?.[1];
+      const url = line('serving');
+      const controlUrl = line('control');
+      const gatewayUrl = line('gateway');
+      const captureUrl = line('capture');
+      const captureAdminUrl = line('capture-admin');
+      if (!url || (args.includes('--control') && !controlUrl) || (args.includes('--gateway') && !gatewayUrl) || (args.includes('--gateway-config') && (!captureUrl || !captureAdminUrl))) return;
       clearTimeout(timer);
       resolve({
         url,
         controlUrl,
+        gatewayUrl,
+        captureUrl,
+        captureAdminUrl,
         child,
         stderr: () => err,
         stop: async () => {

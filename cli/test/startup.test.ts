@@ -22,6 +22,7 @@ const LIGHT_MODULES = [
   'pipelines/search/limits.js',
   'pipelines/dataset/defaults.js',
   'pipelines/sync/defaults.js',
+  'pipelines/serve/gateway/defaults.js',
   'pipelines/stats/reports.js',
   'pipelines/agent/names.js',
   'pipelines/onboard/sections.js',

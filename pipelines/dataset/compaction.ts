@@ -23,6 +23,10 @@ import { IndexBuilder, relationColumns } from './sqlite-index.js';
 import type { ObjectStore } from './store.js';
 import { tempSiblingOf } from '../../lib/durable.js';
 import { COMPACTION_DEFAULTS } from './defaults.js';
+import { lockOptions, withWriterLock } from './lock.js';
+import { canonicalPath } from './recover.js';
+import { LocalObjectStore } from './store.js';
+import type { Logger } from '../../lib/log.js';
 
 
 export interface CompactionLimits {
@@ -184,4 +188,28 @@ export async function reclaimSuperseded(store: ObjectStore, currentId: string, g
     removedParts += 1;
   }
   return { snapshots: removedSnapshots, parts: removedParts };
+}
+
+export interface MaintainOptions {
+  /** What the lock's holder is doing, for the messages of writers that wait for it. */
+  purpose: string;
+  graceMs: number;
+  limits?: CompactionLimits;
+  signal?: AbortSignal;
+  log: Logger;
+}
+
+/**
+ * Compacts the local dataset at `path` when it is due and reclaims what the grace period has passed,
+ * holding its writer lock: what the writers of many small appends (sync, the gateway's projection) do after each.
+ */
+export async function maintainDataset(path: string, options: MaintainOptions): Promise<void> {
+  const root = canonicalPath(path);
+  await withWriterLock(root, lockOptions(options.purpose, { ...(options.signal ? { signal: options.signal } : {}), log: options.log }), async () => {
+    const store = new LocalObjectStore(root);
+    const compacted = await compactDataset(store, root, options.limits);
+    if (compacted.snapshot) options.log.info(`${root}: compacted ${compacted.partsBefore} parts into ${compacted.partsAfter} (snapshot ${compacted.snapshot.id})`);
+    const reclaimed = await reclaimSuperseded(store, compacted.currentId, options.graceMs);
+    if (reclaimed.snapshots + reclaimed.parts > 0) options.log.info(`${root}: removed ${reclaimed.snapshots} superseded snapshot(s) and ${reclaimed.parts} unlisted part(s)`);
+  });
 }

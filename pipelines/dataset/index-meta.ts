@@ -10,9 +10,10 @@ import { openDatabase, type SqliteDatabase } from './sqlite.js';
  * describes no snapshot this build can use, so it is rebuilt like a stale one.
  * 1: FTS5 trigram; 2: unicode61 words with Chinese, Japanese and Korean per character (fts-text.ts);
  * 3: without the columns only export reads (relations.ts, `sql`); 4: with the usage columns of layout 4;
- * 5: the content store (`contents`, `<relation>_stored` tables under views, contents.ts).
+ * 5: the content store (`contents`, `<relation>_stored` tables under views, contents.ts);
+ * 6: the `events` relation of gateway datasets.
  */
-export const INDEX_FORMAT = '5';
+export const INDEX_FORMAT = '6';
 
 /** The snapshot id recorded in an open index; undefined when it has none or is of another format. */
 export function snapshotIdOf(db: SqliteDatabase): string | undefined {

@@ -5,6 +5,8 @@
  *   parts/<relation>/<part>.parquet    immutable Parquet parts, the truth
  *   index.sqlite                       derived SQLite index (local datasets), rebuilt when missing or stale
  *   sync-state.json                    what `sync` last converted (local datasets it writes; sync/state.ts)
+ *   gateway/                           the state of `serve --gateway` writing this dataset (its event log;
+ *                                      serve/gateway/gateway.ts), unless `--gateway-state` put it elsewhere
  *
  * A snapshot id is the first 20 hex digits of the SHA-256 of the descriptor's canonical JSON
  * (without the id): it never changes once written and names exactly one set of parts.
@@ -31,6 +33,8 @@ export const LAYOUT_VERSION = 5;
 const READABLE_VERSIONS: Record<DatasetKind, readonly number[]> = { storyline: [2, 3, 4, 5], compact: [1, 2, 3, 4, 5] };
 export const INDEX_FILE = 'index.sqlite';
 export const SYNC_STATE_FILE = 'sync-state.json';
+/** The directory of the gateway's state, in `--gateway-state` (by default the dataset's own directory). */
+export const GATEWAY_STATE_DIR = 'gateway';
 export type DatasetKind = 'storyline' | 'compact';
 
 export interface Manifest {

@@ -145,13 +145,37 @@ export const RECORDS: readonly ColumnDef[] = [
   parquetOnly(col('raw', 'binary', 'the record exact bytes including its line ending', false)),
 ];
 
+/**
+ * Canonical trajectory events, one row per event the gateway (`serve --gateway`, `--gateway-config`)
+ * accepted, written with the Storyline runs decoded from them (a trace's rows are replaced whole
+ * when it is projected again). Imports write none.
+ */
+export const EVENTS: readonly ColumnDef[] = [
+  col('document_id', 'string', 'the run decoded from the event\'s trace', false),
+  col('session_id', 'string', 'the trace\'s session (`session_id` of the gateway body)', false),
+  col('agent_id', 'string', 'the trace\'s agent (`agent_id` of the gateway body)', false),
+  col('root_session_id', 'string', '`root_session_id` of the gateway body'),
+  col('source_path', 'string', 'the trace: `[<partition>/]<agent_id>/<session_id>`', false),
+  col('partition', 'string', 'the `--gateway-split` partition of the trace (empty without a split)', false),
+  col('ordinal', 'int64', 'position of the event in its trace (by `seq`, then arrival), from 0', false),
+  col('seq', 'int64', 'the event\'s `seq`', false),
+  col('source', 'string', 'the event\'s `source` (with `seq`, its identity: a retried batch is not stored twice)', false),
+  col('kind', 'string', '`llm.request`, `llm.response`, `llm.response.stream`, `session.started`, `tool.execution`, ...', false),
+  col('event_id', 'string', '`event_id`'),
+  col('call_id', 'string', '`call_id` (pairs a request with its response)'),
+  col('trace_id', 'string', '`trace_id`'),
+  col('timestamp', 'string', '`timestamp`, else `timestamp_unix_ms`, normalised to RFC 3339 UTC'),
+  col('received_at', 'string', 'when the gateway acknowledged it', false),
+  col('record_json', 'json', 'the event record as it was sent', false),
+];
+
 /** The content store of a Storyline dataset: each large string once, under its hash (contents.ts). */
 export const CONTENTS: readonly ColumnDef[] = [
   col('hash', 'string', 'SHA-256 of the value (base64url); cells refer to it as U+0001 followed by the hash', false),
   col('value', 'string', 'the string', false),
 ];
 
-export const STORYLINE_RELATIONS = { runs: RUNS, steps: STEPS, tool_calls: TOOL_CALLS, sources: SOURCES, contents: CONTENTS } as const;
+export const STORYLINE_RELATIONS = { runs: RUNS, steps: STEPS, tool_calls: TOOL_CALLS, sources: SOURCES, events: EVENTS, contents: CONTENTS } as const;
 export type StorylineRelation = keyof typeof STORYLINE_RELATIONS;
 
 /** The relations whose cells may refer to the content store. */
@@ -166,6 +190,6 @@ export type Relation = StorylineRelation | 'records';
 
 /**
  * The column by which a snapshot retires rows of a part (layout.ts `PartRef.retired`): a run's rows
- * go by its document id, a source's by its path. The content store and compact records are never retired.
+ * go by its document id, a source's and a gateway trace's events by its path. The content store and compact records are never retired.
  */
-export const RETIRE_KEY: Partial<Record<Relation, string>> = { runs: 'document_id', steps: 'document_id', tool_calls: 'document_id', sources: 'source_path' };
+export const RETIRE_KEY: Partial<Record<Relation, string>> = { runs: 'document_id', steps: 'document_id', tool_calls: 'document_id', sources: 'source_path', events: 'source_path' };

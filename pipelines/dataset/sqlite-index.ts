@@ -139,6 +139,7 @@ export class IndexBuilder {
         this.db.exec('CREATE INDEX runs_session ON runs_stored(session_id)');
         this.db.exec('CREATE INDEX steps_document ON steps_stored(document_id, turn_ordinal)');
         this.db.exec('CREATE INDEX tool_calls_document ON tool_calls_stored(document_id, turn_ordinal)');
+        this.db.exec('CREATE INDEX events_trace ON events(source_path, ordinal)');
         try {
           this.db.exec(`CREATE VIRTUAL TABLE steps_fts USING fts5(${FTS_COLUMNS.join(', ')}, content='steps', content_rowid='rowid', tokenize='${FTS_TOKENIZE}')`);
           // Merge segments less eagerly than the default (4): each batch is its own transaction and

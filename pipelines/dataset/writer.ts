@@ -228,7 +228,7 @@ export class DatasetWriter implements DatasetSink {
 
   /**
    * Retires what earlier writes brought in from these source paths (an append of a Storyline
-   * dataset, before any row is added): their runs, steps, tool calls and source rows leave the new
+   * dataset, before any row is added): their runs, steps, tool calls, source rows and gateway events leave the new
    * snapshot, which marks them in the parts that hold them (PartRef.retired) instead of rewriting
    * those; the index drops them. So a source converted again replaces its runs (sync): one run per
    * session, never `#2` copies. Older snapshots, and their readers, still see them.
@@ -252,9 +252,10 @@ export class DatasetWriter implements DatasetSink {
       }
       for (const relation of ['runs', 'steps', 'tool_calls'] as const) rows[relation] = count(`${relation}_stored`, 'document_id', documents);
       rows.sources = count('sources', 'source_path', paths);
+      rows.events = count('events', 'source_path', paths);
     });
-    const keysOf = (relation: Relation): string[] => (relation === 'sources' ? [...paths] : documents);
-    for (const relation of ['runs', 'steps', 'tool_calls', 'sources'] as const) {
+    const keysOf = (relation: Relation): string[] => (relation === 'sources' || relation === 'events' ? [...paths] : documents);
+    for (const relation of ['runs', 'steps', 'tool_calls', 'sources', 'events'] as const) {
       const keys = keysOf(relation);
       if (keys.length === 0) continue;
       await this.storage.retire(relation, keys);

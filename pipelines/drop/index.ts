@@ -11,7 +11,7 @@ import { lstatSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { parse, resolve } from 'node:path';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
-import { INDEX_FILE, MANIFEST_KEY, SYNC_STATE_FILE, readManifest, type Manifest } from '../dataset/layout.js';
+import { INDEX_FILE, MANIFEST_KEY, SYNC_STATE_FILE, GATEWAY_STATE_DIR, readManifest, type Manifest } from '../dataset/layout.js';
 import { lockOptions, withWriterLock, type LockWait } from '../dataset/lock.js';
 import { scratchPathOf, readableRoot, recoverBeside } from '../dataset/recover.js';
 import { LocalObjectStore } from '../dataset/store.js';
@@ -20,7 +20,7 @@ import type { S3Place } from '../pins/pins.js';
 import { TEMP_MARKER, renameDurably } from '../../lib/durable.js';
 
 /** Top-level entries a dataset directory may hold (the layout of layout.ts, plus the index's own files and temporaries). */
-const DATASET_ENTRIES = new Set([MANIFEST_KEY, 'snapshots', 'parts', INDEX_FILE, SYNC_STATE_FILE]);
+const DATASET_ENTRIES = new Set([MANIFEST_KEY, 'snapshots', 'parts', INDEX_FILE, SYNC_STATE_FILE, GATEWAY_STATE_DIR]);
 const isDatasetEntry = (name: string): boolean => DATASET_ENTRIES.has(name) || name.startsWith(INDEX_FILE) || name.includes(TEMP_MARKER);
 
 export interface DropTarget {

@@ -118,8 +118,9 @@ export class Mounts {
     }
   }
 
-  reload(): void {
-    for (const mount of this.mounts.values()) mount.reload();
+  /** Forgets the open snapshot of every mount, or of the one named: the next request opens it again. */
+  reload(name?: string): void {
+    for (const [n, mount] of this.mounts) if (name === undefined || n === name) mount.reload();
   }
 
   close(): void {

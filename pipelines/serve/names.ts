@@ -5,3 +5,6 @@ export const DEFAULT_SERVE_MOUNT = 'default';
 
 /** Names the server keeps for itself: `catalog` is the directory service's (and a subcommand's). */
 export const RESERVED_SERVE_NAMES: ReadonlySet<string> = new Set(['catalog']);
+
+/** The mount of the gateway's dataset (`--gateway-dataset`), beside the positional mounts. */
+export const GATEWAY_MOUNT = 'gateway';

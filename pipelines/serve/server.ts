@@ -8,16 +8,19 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
-import { isLoopbackHostHeader, parseListenAddress, type ListenAddress } from './address.js';
+import { parseListenAddress, type ListenAddress } from './address.js';
+import { refuseOtherHosts } from './loopback-host.js';
 import type { ServeContext } from './context.js';
 import { errorBody, toHttpError } from './errors.js';
 import { Mounts, type MountSpec } from './mounts.js';
-import { DEFAULT_SERVE_MOUNT } from './names.js';
+import { DEFAULT_SERVE_MOUNT, GATEWAY_MOUNT } from './names.js';
 import { controlRoutes, type ServeCounters } from './routes/control.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { searchRoutes } from './routes/search.js';
 import { statsRoutes } from './routes/stats.js';
 import { webRoutes } from './routes/web.js';
+import type { Capture } from './capture/capture.js';
+import type { Gateway } from './gateway/index.js';
 
 
 export interface ServeOptions {
@@ -29,11 +32,35 @@ export interface ServeOptions {
   log: Logger;
   /** More routes on the API listener (the directory service registers here). */
   extend?: (app: FastifyInstance) => Promise<void> | void;
+  /** The event gateway and the LLM capture gateway, writing into one dataset (gateway/, capture/). */
+  gateway?: GatewayServeOptions;
+}
+
+export interface GatewayServeOptions {
+  /** `--gateway ADDRESS`: the event gateway's listener (POST /v1/events, OTLP traces). */
+  listen?: string;
+  /** `--gateway-dataset`: a path, an s3:// uri or a pin; mounted as GATEWAY_MOUNT. */
+  dataset: string;
+  /** `--gateway-state`. */
+  state?: string;
+  /** `--gateway-split`. */
+  split?: string;
+  /** `--gateway-split-idle`, in ms. */
+  idleMs: number;
+  /** `--gateway-config FILE`: the LLM capture gateway. */
+  config?: string;
+  streamMarkdown: boolean;
+  debug: boolean;
 }
 
 export interface RunningServer {
   url: string;
   controlUrl: string | undefined;
+  /** The event gateway's listener, with --gateway. */
+  gatewayUrl?: string;
+  /** The capture gateway's proxy and admin listeners, with --gateway-config. */
+  captureUrl?: string;
+  captureAdminUrl?: string;
   close(): Promise<void>;
 }
 
@@ -46,13 +73,11 @@ const urlOf = (app: FastifyInstance): string => {
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
-  app.addHook('onRequest', async (req, reply) => {
+  app.addHook('onRequest', async (req) => {
     counters.requests++;
     (req as { startedAt?: bigint }).startedAt = process.hrtime.bigint();
-    if (!isLoopbackHostHeader(req.headers.host)) {
-      return reply.code(403).send(errorBody(403, 'forbidden', `Host ${JSON.stringify(req.headers.host)} is not a loopback name: serve answers requests for this machine only`, 'use http://127.0.0.1:PORT/ or http://localhost:PORT/ (a reverse proxy in front must pass the original Host or rewrite it)'));
-    }
   });
+  refuseOtherHosts(app, (reply, message) => reply.send(errorBody(403, 'forbidden', message, 'a reverse proxy in front must send a loopback Host')));
   app.addHook('onResponse', async (req, reply) => {
     const started = (req as { startedAt?: bigint }).startedAt ?? process.hrtime.bigint();
     const ms = Number(process.hrtime.bigint() - started) / 1e6;
@@ -79,18 +104,45 @@ async function listen(app: FastifyInstance, address: ListenAddress, flag: string
   }
 }
 
+/** The gateway (and capture gateway) of `serve`, started before the mounts are opened: it may create its dataset. */
+async function startGateways(rc: ResolveContext, options: GatewayServeOptions, log: Logger): Promise<{ gateway: Gateway; capture: Capture | undefined }> {
+  const { startGateway, checkGatewayArguments, loadCaptureConfig, startCapture } = await import('./gateway/index.js');
+  checkGatewayArguments(options);
+  // The configuration is read (and refused) before the dataset is touched.
+  const config = options.config === undefined ? undefined : loadCaptureConfig(options.config, rc.env);
+  const gateway = await startGateway(rc, { dataset: options.dataset, state: options.state, split: options.split, idleMs: options.idleMs, log });
+  return { gateway, capture: config ? startCapture(config, gateway, { streamMarkdown: options.streamMarkdown, debug: options.debug, log }) : undefined };
+}
+
 export async function startServer(rc: ResolveContext, options: ServeOptions): Promise<RunningServer> {
   // Checked before anything binds or opens: a bad address exits without having listened.
   const listenAt = parseListenAddress(options.listen, '--listen');
   const controlAt = options.control === undefined ? undefined : parseListenAddress(options.control, '--control');
+  const gatewayAt = options.gateway?.listen === undefined ? undefined : parseListenAddress(options.gateway.listen, '--gateway');
   if (controlAt && !options.mounts.some((m) => m.name === DEFAULT_SERVE_MOUNT)) {
     throw new InvalidInputError(`--control needs a mount named ${DEFAULT_SERVE_MOUNT}`, { hint: `give one bare DATASET, or ${DEFAULT_SERVE_MOUNT}=DATASET among the mounts` });
   }
-  const mounts = new Mounts(options.mounts, rc);
+  if (options.gateway && options.mounts.some((m) => m.name === GATEWAY_MOUNT)) {
+    throw new InvalidInputError(`the mount name ${GATEWAY_MOUNT} is the gateway's dataset (--gateway-dataset)`, { hint: 'choose another NAME in NAME=DATASET' });
+  }
+  const gateways = options.gateway ? await startGateways(rc, options.gateway, options.log) : undefined;
+  const stopGateways = async (): Promise<void> => {
+    await gateways?.capture?.close();
+    await gateways?.gateway.close();
+  };
+  let mounts: Mounts;
+  try {
+    mounts = new Mounts(gateways ? [...options.mounts, { name: GATEWAY_MOUNT, dataset: gateways.gateway.mountArg }] : options.mounts, rc);
+    // Every mount is opened once before listening: a missing dataset fails here, not on a first request.
+    for (const name of mounts.names()) await mounts.use(name, () => undefined);
+  } catch (error) {
+    await stopGateways();
+    throw error;
+  }
+  // A local mount sees a new snapshot by its manifest; an object-store one reads a local copy of one snapshot, so it is told.
+  gateways?.gateway.projection.committed.subscribe(() => mounts.reload(GATEWAY_MOUNT));
   const ctx: ServeContext = { mounts, log: options.log };
   const counters: ServeCounters = { startedAt: new Date(), requests: 0 };
-  // Every mount is opened once before listening: a missing dataset fails here, not on a first request.
-  for (const name of mounts.names()) await mounts.use(name, () => undefined);
 
   const app = newApp(ctx, counters);
   datasetRoutes(app, ctx);
@@ -98,22 +150,38 @@ export async function startServer(rc: ResolveContext, options: ServeOptions): Pr
   statsRoutes(app, ctx);
   webRoutes(app, options.webRoot);
   if (options.extend) await app.register(async (scope) => options.extend?.(scope));
+  if (gateways) {
+    const { liveTraceRoutes } = await import('./gateway/index.js');
+    liveTraceRoutes(app, gateways.gateway, GATEWAY_MOUNT);
+  }
   const control = controlAt ? newApp(ctx, counters) : undefined;
   if (control) controlRoutes(control, ctx, counters);
+  const gatewayApp = gateways && gatewayAt ? (await import('./gateway/index.js')).gatewayApp(gateways.gateway, options.log) : undefined;
+  const capture = gateways?.capture;
+  const apps = [app, control, gatewayApp, capture?.proxy, capture?.admin];
+  const close = async (): Promise<void> => {
+    // Listeners first (requests under way finish, capture calls included), then what they write to.
+    await Promise.all(apps.map((a) => a?.close()));
+    await stopGateways();
+    mounts.close();
+  };
   try {
     await listen(app, listenAt, '--listen');
     if (control && controlAt) await listen(control, controlAt, '--control');
+    if (gatewayApp && gatewayAt) await listen(gatewayApp, gatewayAt, '--gateway');
+    if (capture) {
+      await listen(capture.proxy, parseListenAddress(capture.config.listen, 'listen'), `listen of ${capture.config.path}`);
+      await listen(capture.admin, parseListenAddress(capture.config.adminListen, 'admin_listen'), `admin_listen of ${capture.config.path}`);
+    }
   } catch (error) {
-    await Promise.all([app.close(), control?.close()]);
-    mounts.close();
+    await close();
     throw error;
   }
   return {
     url: urlOf(app),
     controlUrl: control ? urlOf(control) : undefined,
-    async close() {
-      await Promise.all([app.close(), control?.close()]);
-      mounts.close();
-    },
+    ...(gatewayApp ? { gatewayUrl: urlOf(gatewayApp) } : {}),
+    ...(capture ? { captureUrl: urlOf(capture.proxy), captureAdminUrl: urlOf(capture.admin) } : {}),
+    close,
   };
 }

@@ -15,10 +15,8 @@ import { Readable } from 'node:stream';
 import { writeFileDurably } from '../../lib/durable.js';
 import type { Logger } from '../../lib/log.js';
 import type { CompactSpec } from '../dataset/compact/paths.js';
-import { compactDataset, reclaimSuperseded, type CompactionLimits } from '../dataset/compaction.js';
+import { maintainDataset, type CompactionLimits } from '../dataset/compaction.js';
 import { readManifest } from '../dataset/layout.js';
-import { lockOptions, withWriterLock } from '../dataset/lock.js';
-import { canonicalPath } from '../dataset/recover.js';
 import { LocalObjectStore } from '../dataset/store.js';
 import type { InputFormat } from '../formats/registry.js';
 import { runCompactImport } from '../import/compact.js';
@@ -107,7 +105,7 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     else state.delete(rel);
   }
   writeState(target.convert, target.from, state);
-  await maintain(target, signal);
+  await maintainDataset(target.convert, { purpose: 'sync compaction', graceMs: target.graceMs, ...(target.compaction ? { limits: target.compaction } : {}), signal, log: target.log });
   return { files: paths.length, records: summary.total.runs };
 }
 
@@ -118,18 +116,6 @@ function readIfThere(path: string): Buffer | undefined {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
   }
-}
-
-/** Compacts the dataset when it is due and reclaims what the grace period has passed, holding its writer lock. */
-async function maintain(target: SyncTarget, signal: AbortSignal): Promise<void> {
-  const path = canonicalPath(target.convert);
-  await withWriterLock(path, lockOptions('sync compaction', { signal, log: target.log }), async () => {
-    const store = new LocalObjectStore(path);
-    const compacted = await compactDataset(store, path, target.compaction);
-    if (compacted.snapshot) target.log.info(`${path}: compacted ${compacted.partsBefore} parts into ${compacted.partsAfter} (snapshot ${compacted.snapshot.id})`);
-    const reclaimed = await reclaimSuperseded(store, compacted.currentId, target.graceMs);
-    if (reclaimed.snapshots + reclaimed.parts > 0) target.log.info(`${path}: removed ${reclaimed.snapshots} superseded snapshot(s) and ${reclaimed.parts} unlisted part(s)`);
-  });
 }
 
 /**

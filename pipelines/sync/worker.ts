@@ -41,10 +41,11 @@ export interface BatchReport {
 }
 
 /**
- * Files waiting for a batch. Each entry carries the number of the scan that last saw it change, so
- * a batch that read a file before a later change clears it only if nothing changed it since.
+ * Keys waiting for a batch (sync: files; the gateway's projection: traces). Each entry carries the
+ * number of the addition that last named it, so a batch that took a key before a later change
+ * clears it only if nothing named it since.
  */
-class PendingSet {
+export class PendingSet {
   private readonly entries = new Map<string, number>();
   private generation = 0;
 

@@ -7,13 +7,13 @@
  * snapshots are served without a restart, the control listener, and request tracing by --log-level.
  */
 import { cpSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { request } from 'node:http';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { toHttpError } from '../serve/errors.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
+import { requestWithHost } from './helpers/host-header.js';
 import { sandbox } from './helpers/sandbox.js';
 
 const { home, env, run: trajstore } = sandbox('serve-api-');
@@ -92,30 +92,17 @@ test('listeners must be loopback: anything else exits 2 before a dataset is open
   assert.is(loopback.code, 3, loopback.stderr);
 });
 
-/** A GET with the Host header given (fetch sets its own). */
-function getWithHost(path: string, host: string, base: string): Promise<{ status: number; body: Json }> {
-  return new Promise((resolve, reject) => {
-    const req = request(new URL(path, base), { headers: { host } }, (res) => {
-      let text = '';
-      res.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Json }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
 test('a request for another host name is refused (DNS rebinding): 403 on the API and the control listener', async () => {
   for (const base of [server.url, server.controlUrl!]) {
     for (const host of ['attacker.example', 'attacker.example:80', `localhost.attacker.example:${new URL(base).port}`]) {
-      assertError(await getWithHost('/api/mounts', host, base), 403, 'forbidden', /not a loopback name/);
+      assertError(await requestWithHost(new URL('/api/mounts', base).href, host), 403, 'forbidden', /not a loopback name/);
     }
     for (const host of [`127.0.0.1:${new URL(base).port}`, `localhost:${new URL(base).port}`]) {
-      assert.is.not((await getWithHost('/api/mounts', host, base)).status, 403, host);
+      assert.is.not((await requestWithHost(new URL('/api/mounts', base).href, host)).status, 403, host);
     }
   }
   // The web interface too: a rebound page must not even load.
-  assertError(await getWithHost('/', 'attacker.example', server.url), 403, 'forbidden');
+  assertError(await requestWithHost(server.url, 'attacker.example'), 403, 'forbidden');
 });
 
 test('mount rules: one bare dataset, NAME=DATASET for several, --control needs default, catalog reserved, --catalog-config conflicts', async () => {

@@ -1,0 +1,401 @@
+/**
+ * The LLM capture gateway (`serve --gateway-config FILE`): a forwarding proxy for OpenAI
+ * chat-completions (`POST /v1/chat/completions`, also without `/v1`) and Anthropic messages
+ * (`POST /v1/messages`), plain and streamed, that records every call as canonical events.
+ *
+ * Forwarding (reference/capture-gateway.md):
+ * - the route is the first `[[models]]` entry whose name matches the request's `model`; a
+ *   `forward` route rewrites the model to its target's name and uses the target's upstream;
+ * - the URL is the upstream base joined with the request's path, an overlap of whole segments
+ *   taken once (`.../v1` + `/v1/chat/completions` = `.../v1/chat/completions`); the query passes;
+ * - end-to-end headers pass; `host`, `content-length`, hop-by-hop headers, proxy credentials, the
+ *   client's LLM credentials (`authorization`, `x-api-key`, `api-key`, `x-goog-api-key`) and the
+ *   gateway's own headers are removed; the route's credential is set (`authorization: Bearer` for
+ *   chat-completions, `x-api-key` for messages);
+ * - the answer (status, headers but hop-by-hop ones, body) goes back to the client as its bytes
+ *   arrive, untouched; a copy is read on the side (response.ts). Redirects are returned, not
+ *   followed. An upstream error is returned as it is and closes the captured call; an upstream
+ *   that cannot be reached gets the client a 502.
+ *
+ * Capture: per call an `llm.request` event when it starts and an `llm.response` (or
+ * `llm.response.stream`) event when its answer ends (`http.cancel` when the client goes away
+ * first), with the same `call_id`, `source` CAPTURE_SOURCE and increasing `seq` within the session,
+ * into the trace of the agent (`agent_id`, or the request's AGENT_HEADER) and session (the
+ * configured session header, `default` when absent). What the payloads hold depends on the
+ * capture level (summary: models, status, usage, timing and byte counts; dialogue: also the user's
+ * newest text, the system prompt, tool results, the assistant's text, reasoning and tool calls;
+ * full: also the parsed request and answer bodies and their headers, credentials removed). Events
+ * are appended after the call's bytes have gone to the client, never in its way. The route's and
+ * the client's credentials are scrubbed from everything recorded (an upstream may echo one).
+ */
+import { randomUUID } from 'node:crypto';
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Logger } from '../../../lib/log.js';
+import { requestFacts, responseFacts } from '../gateway/decode.js';
+import type { EventRecord } from '../gateway/events.js';
+import { safeSegment } from '../gateway/identity.js';
+import type { Gateway } from '../gateway/gateway.js';
+import { USER_HEADER } from '../gateway/split.js';
+import { chooseRoute, type CaptureConfig, type ModelRoute, type RouteChoice } from './config.js';
+import { AnswerReader, type Protocol } from './response.js';
+import type { CaptureState } from './state.js';
+import { refuseOtherHosts } from '../loopback-host.js';
+
+/** `source` of the events the capture gateway records. */
+export const CAPTURE_SOURCE = 'trajstore-capture';
+/** A request header naming the agent of the call, over the configured `agent_id`. */
+export const AGENT_HEADER = 'x-trajstore-agent-id';
+/** Session of a call without the session header. */
+export const DEFAULT_SESSION = 'default';
+/** Largest request body the gateway takes. */
+const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
+
+/** Headers never forwarded either way (RFC 9110 §7.6.1 hop-by-hop, and what the proxy sets itself). */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
+/** Client credentials of LLM APIs: removed from the forwarded request, never recorded. */
+const CREDENTIAL_HEADERS = new Set(['authorization', 'x-api-key', 'api-key', 'x-goog-api-key', 'cookie', 'proxy-authorization']);
+
+/** The upstream URL of a request: the base joined with the path, whole segments both end with and start with taken once. */
+export function upstreamUrl(base: URL, pathAndQuery: string): URL {
+  const q = pathAndQuery.indexOf('?');
+  const path = q < 0 ? pathAndQuery : pathAndQuery.slice(0, q);
+  const query = q < 0 ? '' : pathAndQuery.slice(q);
+  const baseSegments = base.pathname.split('/').filter((s) => s !== '');
+  const pathSegments = path.split('/').filter((s) => s !== '');
+  let overlap = 0;
+  for (let n = Math.min(baseSegments.length, pathSegments.length); n > 0; n--) {
+    if (baseSegments.slice(-n).join('/') === pathSegments.slice(0, n).join('/')) {
+      overlap = n;
+      break;
+    }
+  }
+  const url = new URL(base.href);
+  url.pathname = `/${[...baseSegments, ...pathSegments.slice(overlap)].join('/')}`;
+  url.search = query;
+  return url;
+}
+
+/** Replaces every occurrence of the secrets in a text with `***`. */
+export function scrubber(secrets: readonly string[]): (text: string) => string {
+  const list = secrets.filter((s) => s.length >= 4);
+  return (text) => list.reduce((t, secret) => (t.includes(secret) ? t.split(secret).join('***') : t), text);
+}
+
+/** Values of the client's credential headers (Bearer tokens without the scheme too), to scrub. */
+function clientSecrets(headers: IncomingHttpHeaders): string[] {
+  const out: string[] = [];
+  for (const name of CREDENTIAL_HEADERS) {
+    const value = headers[name];
+    for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) {
+      out.push(v);
+      const token = /^\s*\w+\s+(.+)$/.exec(v)?.[1];
+      if (token) out.push(token);
+    }
+  }
+  return out;
+}
+
+function forwardHeaders(incoming: IncomingHttpHeaders, drop: ReadonlySet<string>, route: ModelRoute, protocol: Protocol, length: number): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(incoming)) {
+    if (value === undefined || HOP_BY_HOP.has(name) || CREDENTIAL_HEADERS.has(name) || drop.has(name)) continue;
+    out[name] = value;
+  }
+  if (route.apiKey !== undefined) {
+    if (protocol === 'anthropic-messages') out['x-api-key'] = route.apiKey;
+    else out.authorization = `Bearer ${route.apiKey}`;
+  }
+  out['content-length'] = String(length);
+  return out;
+}
+
+/** Headers of an answer as recorded (full capture): without hop-by-hop and credential headers. */
+function recordedHeaders(headers: IncomingHttpHeaders): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(headers)) if (!HOP_BY_HOP.has(name) && !CREDENTIAL_HEADERS.has(name) && name !== 'set-cookie') out[name] = value;
+  return out;
+}
+
+/** An error answer in the client's protocol (the SDKs read these shapes). */
+function apiError(reply: FastifyReply, protocol: Protocol, status: number, type: string, message: string): FastifyReply {
+  const body = protocol === 'anthropic-messages' ? { type: 'error', error: { type, message } } : { error: { message, type, code: null } };
+  return reply.code(status).header('content-type', 'application/json').send(body);
+}
+
+/** A header value as one path-safe segment (unsafe characters become `_`), or undefined. */
+function segmentOf(value: string | string[] | undefined): string | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  return text === undefined ? undefined : safeSegment(text);
+}
+
+export interface CaptureCounters {
+  calls: number;
+  inFlight: number;
+  upstreamErrors: number;
+  captureFailures: number;
+}
+
+interface Call {
+  id: string;
+  protocol: Protocol;
+  agentId: string;
+  sessionId: string;
+  user: string | undefined;
+  choice: RouteChoice;
+  modelRequested: string;
+  stream: boolean;
+  startedAt: string;
+  started: number;
+  scrub: (text: string) => string;
+}
+
+export class CaptureProxy {
+  readonly counters: CaptureCounters = { calls: 0, inFlight: 0, upstreamErrors: 0, captureFailures: 0 };
+  private readonly writes = new Set<Promise<unknown>>();
+  private readonly nextSeq = new Map<string, number>();
+  private readonly agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
+  private readonly ownHeaders: ReadonlySet<string>;
+  private readonly routeSecrets: string[];
+
+  constructor(
+    private readonly config: CaptureConfig,
+    private readonly gateway: Gateway,
+    private readonly state: CaptureState,
+    private readonly log: Logger,
+  ) {
+    this.ownHeaders = new Set([config.sessionHeader, AGENT_HEADER, USER_HEADER]);
+    this.routeSecrets = config.routes.flatMap((r) => (r.apiKey === undefined ? [] : [r.apiKey]));
+  }
+
+  app(): FastifyInstance {
+    const app = Fastify({ logger: false, bodyLimit: MAX_REQUEST_BYTES, return503OnClosing: true });
+    // Another site's page must not spend the routes' credentials through the user's browser.
+    refuseOtherHosts(app, (reply, message) => apiError(reply, reply.request.url.startsWith('/v1/messages') ? 'anthropic-messages' : 'openai-chat', 403, 'permission_error', message));
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+    app.addHook('onResponse', async (req, reply) => this.log.info(`capture: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
+    app.setErrorHandler((error, req, reply) => {
+      const status = (error as { statusCode?: number }).statusCode;
+      const protocol: Protocol = req.url.startsWith('/v1/messages') ? 'anthropic-messages' : 'openai-chat';
+      if (typeof status === 'number' && status >= 400 && status < 500) return apiError(reply, protocol, status, 'invalid_request_error', (error as Error).message);
+      this.log.error(`capture: ${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
+      return apiError(reply, protocol, 500, 'api_error', 'internal error of the capture gateway (see its log)');
+    });
+    app.setNotFoundHandler((req, reply) => apiError(reply, 'openai-chat', 404, 'invalid_request_error', `the capture gateway has no route ${req.method} ${req.url.split('?')[0]}`));
+    const chat = (req: FastifyRequest, reply: FastifyReply) => this.handle(req, reply, 'openai-chat');
+    app.post('/v1/chat/completions', chat);
+    app.post('/chat/completions', chat);
+    app.post('/v1/messages', (req, reply) => this.handle(req, reply, 'anthropic-messages'));
+    app.get('/v1/models', async () => ({ object: 'list', data: this.config.routes.filter((r) => !r.name.includes('*')).map((r) => ({ id: r.name, object: 'model', created: 0, owned_by: 'trajstore-gateway' })) }));
+    return app;
+  }
+
+  private async handle(req: FastifyRequest, reply: FastifyReply, protocol: Protocol): Promise<FastifyReply | void> {
+    const started = performance.now();
+    const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    let body: Record<string, unknown>;
+    try {
+      body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+    } catch {
+      return apiError(reply, protocol, 400, 'invalid_request_error', 'the request body is not JSON');
+    }
+    if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof body.model !== 'string' || body.model === '') {
+      return apiError(reply, protocol, 400, 'invalid_request_error', 'the request needs a "model"');
+    }
+    const choice = chooseRoute(this.config.routes, body.model);
+    if (!choice) return apiError(reply, protocol, 404, 'not_found_error', `no route of the capture gateway matches the model ${JSON.stringify(body.model)}`);
+    const base = protocol === 'anthropic-messages' ? (choice.target.upstreamAnthropic ?? (choice.target.provider === 'anthropic' ? choice.target.upstream : undefined)) : (choice.target.upstream ?? choice.target.upstreamAnthropic);
+    if (!base) return apiError(reply, protocol, 400, 'invalid_request_error', `the route ${JSON.stringify(choice.target.name)} has no upstream for ${protocol === 'anthropic-messages' ? 'Anthropic messages (upstream_anthropic)' : 'chat completions (upstream)'}`);
+    const sent = choice.rewritten ? Buffer.from(JSON.stringify({ ...body, model: choice.modelSent }), 'utf8') : raw;
+    const call: Call = {
+      id: randomUUID(),
+      protocol,
+      agentId: segmentOf(req.headers[AGENT_HEADER]) ?? this.config.agentId,
+      sessionId: segmentOf(req.headers[this.config.sessionHeader]) ?? DEFAULT_SESSION,
+      user: segmentOf(req.headers[USER_HEADER]),
+      choice,
+      modelRequested: body.model,
+      stream: body.stream === true,
+      startedAt: new Date().toISOString(),
+      started,
+      scrub: scrubber([...this.routeSecrets, ...clientSecrets(req.headers)]),
+    };
+    this.counters.calls += 1;
+    this.counters.inFlight += 1;
+    const url = upstreamUrl(base, req.url);
+    const headers = forwardHeaders(req.headers, this.ownHeaders, choice.target, protocol, sent.length);
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const upstream = send(url, { method: 'POST', headers, agent: url.protocol === 'https:' ? this.agents.https : this.agents.http });
+    reply.hijack();
+    const client = reply.raw;
+    let answered = false;
+    let clientGone = false;
+    upstream.on('response', (res: IncomingMessage) => {
+      if (clientGone) {
+        // The client left while the upstream was answering: its call is recorded as cancelled already.
+        res.destroy();
+        return;
+      }
+      answered = true;
+      const headersAt = performance.now();
+      const out: OutgoingHttpHeaders = {};
+      for (const [name, value] of Object.entries(res.headers)) if (value !== undefined && (!HOP_BY_HOP.has(name) || name === 'content-length')) out[name] = value;
+      client.writeHead(res.statusCode ?? 502, out);
+      client.flushHeaders();
+      const reader = new AnswerReader(protocol, /^text\/event-stream/i.test(String(res.headers['content-type'] ?? '')), String(res.headers['content-encoding'] ?? '').toLowerCase() || undefined);
+      let firstAt: number | undefined;
+      res.on('error', () => {}); // the upstream cut short: 'close' below records it
+      res.on('data', (chunk: Buffer) => {
+        firstAt ??= performance.now();
+        if (!client.write(chunk)) {
+          res.pause();
+          client.once('drain', () => res.resume());
+        }
+        reader.push(chunk);
+      });
+      let ended = false;
+      res.on('end', () => {
+        ended = true;
+        client.end();
+        const timing = { upstream_headers_ms: headersAt - started, ttft_ms: (firstAt ?? performance.now()) - started, total_ms: performance.now() - started };
+        void this.record(call, sent, body, () => this.answered(call, res, reader, timing));
+      });
+      res.on('close', () => {
+        if (ended) return;
+        // The upstream went away part-way, or the client did (which destroyed the upstream request).
+        client.destroy();
+        const timing = { upstream_headers_ms: headersAt - started, total_ms: performance.now() - started };
+        void this.record(call, sent, body, () => (clientGone ? cancelled('the client closed the connection before the answer ended', timing) : this.answered(call, res, reader, timing, 'the upstream closed the connection before the answer ended')));
+      });
+    });
+    client.on('close', () => {
+      if (client.writableFinished) return;
+      clientGone = true;
+      upstream.destroy();
+      if (!answered) void this.record(call, sent, body, () => cancelled('the client closed the connection before the upstream answered', { total_ms: performance.now() - started }));
+    });
+    upstream.on('error', (error: Error) => {
+      if (answered || clientGone) return;
+      this.counters.upstreamErrors += 1;
+      const message = `the upstream of route ${JSON.stringify(choice.target.name)} (${url.origin}) could not be reached: ${(error as NodeJS.ErrnoException).code ?? error.message}`;
+      this.log.warn(`capture: ${message}`);
+      const errorBody = protocol === 'anthropic-messages' ? { type: 'error', error: { type: 'api_error', message } } : { error: { message, type: 'upstream_error', code: null } };
+      client.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify(errorBody));
+      void this.record(call, sent, body, async () => ({ payload: { status: 502, timing: { total_ms: performance.now() - started }, response_bytes: 0, error: { type: 'upstream_unreachable', message } }, kind: 'llm.response', failed: true }));
+    });
+    upstream.end(sent);
+    // Off the call's path: the user's text of a live Markdown session.
+    setImmediate(() => this.state.markdown(call.agentId, call.sessionId, `## ${call.startedAt} user (${call.modelRequested}${choice.rewritten ? ` -> ${choice.modelSent}` : ''})\n\n${contentTextOf(requestFacts({ http: { request_body: body } }).user)}\n\n`));
+  }
+
+  /** Records a call's two events (its request, then its end), after the fact, in the log; tracked for close(). */
+  private record(call: Call, sent: Buffer, body: Record<string, unknown>, end: () => Promise<Outcome>): Promise<void> {
+    this.counters.inFlight -= 1;
+    const work = (async () => {
+      const outcome = await end();
+      const request = this.requestPayload(call, sent, body);
+      const seq = this.allocate(call, 2);
+      const common = { source: CAPTURE_SOURCE, call_id: call.id, agent_id: call.agentId, session_id: call.sessionId, producer: 'trajstore serve --gateway-config' };
+      const records: EventRecord[] = [
+        { ...common, seq, kind: 'llm.request', timestamp: call.startedAt, payload: request },
+        { ...common, seq: seq + 1, kind: outcome.kind, timestamp: new Date().toISOString(), payload: outcome.payload },
+      ].map((r) => JSON.parse(call.scrub(JSON.stringify(r))) as EventRecord);
+      await this.gateway.append({ agentId: call.agentId, sessionId: call.sessionId, user: call.user, records, mustTake: true });
+      const at = new Date().toISOString();
+      this.log.info(`capture: ${call.protocol} ${call.choice.matched.name} ${call.modelRequested}${call.choice.rewritten ? ` -> ${call.choice.modelSent}` : ''} session ${call.sessionId}: ${outcome.kind} ${String(outcome.payload.status ?? '-')} ${Math.round(performance.now() - call.started)}ms`);
+      this.state.called(call.agentId, call.sessionId, call.choice.modelSent, outcome.failed, at);
+      this.state.debug({ at, call_id: call.id, agent_id: call.agentId, session_id: call.sessionId, route: call.choice.matched.name, model_requested: call.modelRequested, model_sent: call.choice.modelSent, kind: outcome.kind, status: outcome.payload.status, timing: outcome.payload.timing, request_bytes: sent.length, response_bytes: outcome.payload.response_bytes }, sent, outcome.answer);
+    })().catch((error: unknown) => {
+      this.counters.captureFailures += 1;
+      this.log.error(`capture: the call ${call.id} of session ${call.sessionId} could not be recorded: ${call.scrub((error as Error).message)}`);
+    });
+    this.writes.add(work);
+    void work.finally(() => this.writes.delete(work));
+    return work;
+  }
+
+  /** `count` consecutive seqs of the call's session, after every seq the session has in the log. */
+  private allocate(call: Call, count: number): number {
+    const key = `${call.agentId}/${call.sessionId}`;
+    const known = this.gateway.events.get({ agentId: call.agentId, sessionId: call.sessionId })?.lastSeq.get(CAPTURE_SOURCE) ?? -1;
+    const next = Math.max(this.nextSeq.get(key) ?? 0, known + 1);
+    this.nextSeq.set(key, next + count);
+    return next;
+  }
+
+  private requestPayload(call: Call, sent: Buffer, body: Record<string, unknown>): Record<string, unknown> {
+    const level = this.config.captureLevel;
+    const payload: Record<string, unknown> = {
+      protocol: call.protocol,
+      route: call.choice.matched.name,
+      model: call.modelRequested,
+      model_sent: call.choice.modelSent,
+      model_rewritten: call.choice.rewritten,
+      stream: call.stream,
+      request_bytes: sent.length,
+      capture_level: level,
+    };
+    if (level === 'summary') return payload;
+    const facts = requestFacts({ http: { request_body: body } });
+    if (facts.user !== undefined) payload.user_content = facts.user;
+    if (facts.system !== undefined) payload.system = facts.system;
+    if (facts.toolResults.length > 0) payload.tool_results = facts.toolResults.map((r) => ({ call_id: r.callId, content: r.content, ...(r.isError ? { is_error: true } : {}) }));
+    if (level === 'full') payload.http = { method: 'POST', path: call.protocol === 'anthropic-messages' ? '/v1/messages' : '/v1/chat/completions', request_body: body, headers_redacted: true };
+    return payload;
+  }
+
+  private async answered(call: Call, res: IncomingMessage, reader: AnswerReader, timing: Record<string, number>, broken?: string): Promise<Outcome> {
+    const status = res.statusCode ?? 0;
+    const answer = await reader.result();
+    const failed = status >= 400 || broken !== undefined;
+    if (status >= 400) this.counters.upstreamErrors += 1;
+    const level = this.config.captureLevel;
+    const payload: Record<string, unknown> = { status, timing, response_bytes: reader.bytes, ...(reader.truncated ? { truncated: true } : {}) };
+    if (answer) {
+      const facts = responseFacts({ http: { response_body: answer } });
+      if (facts.model !== undefined) payload.model = facts.model;
+      if (facts.usage !== undefined) payload.usage = facts.usage;
+      if (facts.finish !== undefined) payload.finish_reason = facts.finish;
+      if (level !== 'summary' && status < 400) {
+        payload.assistant_content = facts.text;
+        if (facts.reasoning !== undefined) payload.reasoning_content = facts.reasoning;
+        if (facts.calls.length > 0) payload.tool_calls = facts.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.args }));
+      }
+      if (level === 'full') payload.http = { status, headers: recordedHeaders(res.headers), response_body: answer, headers_redacted: true };
+    }
+    if (status >= 400) payload.error = { type: 'upstream_error', ...(level !== 'summary' && answer ? { body: answer.error ?? answer } : {}) };
+    if (broken !== undefined) payload.error = { type: 'upstream_closed', message: broken };
+    const text = payload.assistant_content;
+    if (typeof text === 'string' || status >= 400) {
+      this.state.markdown(call.agentId, call.sessionId, `### assistant (${payload.model ?? call.choice.modelSent}, status ${status})\n\n${typeof text === 'string' ? text : JSON.stringify(payload.error)}\n\n`);
+    }
+    return { payload, kind: reader.streamed ? 'llm.response.stream' : 'llm.response', failed, ...(answer ? { answer: Buffer.from(JSON.stringify(answer)) } : {}) };
+  }
+
+  /** Waits for the recording of every call that has ended (those under way are recorded when they end). */
+  async close(): Promise<void> {
+    while (this.writes.size > 0) await Promise.all([...this.writes]);
+    this.agents.http.destroy();
+    this.agents.https.destroy();
+  }
+}
+
+interface Outcome {
+  payload: Record<string, unknown>;
+  kind: string;
+  failed: boolean;
+  answer?: Buffer;
+}
+
+/** The end of a call the client left before its answer ended. */
+async function cancelled(reason: string, timing: Record<string, number>): Promise<Outcome> {
+  return { payload: { timing, reason }, kind: 'http.cancel', failed: true };
+}
+
+function contentTextOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) return content.map((p) => (typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : '')).join('\n');
+  return '';
+}

@@ -1,0 +1,225 @@
+/**
+ * What the capture gateway reads of an upstream's answer, from a copy of its bytes (the client gets
+ * the bytes themselves, untouched): a JSON body, or a server-sent event stream of OpenAI
+ * chat-completion chunks or Anthropic message events, aggregated into the message it streamed
+ * (text, reasoning, tool calls, usage, model, finish reason). A compressed answer is decompressed
+ * for reading. Reading stops keeping bytes past MAX_KEPT_BYTES (the answer still passes through
+ * whole; the capture says it was cut).
+ */
+import { createBrotliDecompress, createGunzip, createInflate, type Gunzip } from 'node:zlib';
+import { jsonOrAsGiven } from '../gateway/decode.js';
+
+/** Bytes of one answer the capture keeps to read. */
+export const MAX_KEPT_BYTES = 64 * 1024 * 1024;
+
+export type Protocol = 'openai-chat' | 'anthropic-messages';
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+interface ToolCallDraft {
+  id: string;
+  name: string;
+  arguments: string;
+  /** Anthropic's tool_use blocks start with an input object (usually empty) before the JSON deltas. */
+  input?: unknown;
+}
+
+/** The message a stream carried, in the shape of the protocol's non-streamed answer. */
+class StreamAggregate {
+  text = '';
+  reasoning = '';
+  readonly calls = new Map<number, ToolCallDraft>();
+  usage: Json | undefined;
+  model: string | undefined;
+  id: string | undefined;
+  finish: string | undefined;
+  error: unknown;
+  events = 0;
+
+  constructor(private readonly protocol: Protocol) {}
+
+  add(event: Json): void {
+    this.events += 1;
+    if (this.protocol === 'openai-chat') this.addOpenAi(event);
+    else this.addAnthropic(event);
+  }
+
+  private addOpenAi(chunk: Json): void {
+    if (typeof chunk.model === 'string') this.model = chunk.model;
+    if (typeof chunk.id === 'string') this.id = chunk.id;
+    if (isObject(chunk.usage)) this.usage = chunk.usage;
+    if (chunk.error !== undefined) this.error = chunk.error;
+    const choice = Array.isArray(chunk.choices) && isObject(chunk.choices[0]) ? chunk.choices[0] : undefined;
+    if (!choice) return;
+    if (typeof choice.finish_reason === 'string') this.finish = choice.finish_reason;
+    const delta = isObject(choice.delta) ? choice.delta : {};
+    if (typeof delta.content === 'string') this.text += delta.content;
+    const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : '';
+    this.reasoning += reasoning;
+    for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObject) : []) {
+      const index = typeof call.index === 'number' ? call.index : this.calls.size;
+      const draft = this.calls.get(index) ?? { id: '', name: '', arguments: '' };
+      if (typeof call.id === 'string') draft.id = call.id;
+      const fn = isObject(call.function) ? call.function : {};
+      if (typeof fn.name === 'string') draft.name += fn.name;
+      if (typeof fn.arguments === 'string') draft.arguments += fn.arguments;
+      this.calls.set(index, draft);
+    }
+  }
+
+  private addAnthropic(event: Json): void {
+    switch (event.type) {
+      case 'message_start': {
+        const message = isObject(event.message) ? event.message : {};
+        if (typeof message.model === 'string') this.model = message.model;
+        if (typeof message.id === 'string') this.id = message.id;
+        if (isObject(message.usage)) this.usage = { ...message.usage };
+        break;
+      }
+      case 'content_block_start': {
+        const block = isObject(event.content_block) ? event.content_block : {};
+        const index = typeof event.index === 'number' ? event.index : this.calls.size;
+        if (block.type === 'text' && typeof block.text === 'string') this.text += block.text;
+        if (block.type === 'tool_use') this.calls.set(index, { id: String(block.id ?? ''), name: String(block.name ?? ''), arguments: '', input: block.input });
+        break;
+      }
+      case 'content_block_delta': {
+        const delta = isObject(event.delta) ? event.delta : {};
+        if (delta.type === 'text_delta' && typeof delta.text === 'string') this.text += delta.text;
+        if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') this.reasoning += delta.thinking;
+        const draft = typeof event.index === 'number' ? this.calls.get(event.index) : undefined;
+        if (delta.type === 'input_json_delta' && draft && typeof delta.partial_json === 'string') draft.arguments += delta.partial_json;
+        break;
+      }
+      case 'message_delta': {
+        const delta = isObject(event.delta) ? event.delta : {};
+        if (typeof delta.stop_reason === 'string') this.finish = delta.stop_reason;
+        if (isObject(event.usage)) this.usage = { ...this.usage, ...event.usage };
+        break;
+      }
+      case 'error':
+        this.error = event.error ?? event;
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** The streamed message as the protocol's non-streamed answer would have been (what decode.ts reads). */
+  body(): Json {
+    const calls = [...this.calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c);
+    if (this.protocol === 'openai-chat') {
+      const message: Json = { role: 'assistant', content: this.text };
+      if (this.reasoning) message.reasoning_content = this.reasoning;
+      if (calls.length > 0) message.tool_calls = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+      return { ...(this.id ? { id: this.id } : {}), object: 'chat.completion', ...(this.model ? { model: this.model } : {}), choices: [{ index: 0, message, finish_reason: this.finish ?? null }], ...(this.usage ? { usage: this.usage } : {}) };
+    }
+    const content: Json[] = [];
+    if (this.reasoning) content.push({ type: 'thinking', thinking: this.reasoning });
+    if (this.text) content.push({ type: 'text', text: this.text });
+    for (const c of calls) content.push({ type: 'tool_use', id: c.id, name: c.name, input: parseArguments(c.arguments, c.input) });
+    return { ...(this.id ? { id: this.id } : {}), type: 'message', role: 'assistant', ...(this.model ? { model: this.model } : {}), content, stop_reason: this.finish ?? null, ...(this.usage ? { usage: this.usage } : {}) };
+  }
+}
+
+/** A tool's streamed JSON arguments as an object; the text as it came when it is not JSON. */
+const parseArguments = (text: string, fallback: unknown): unknown => (text === '' ? (fallback ?? {}) : jsonOrAsGiven(text));
+
+/** Reads a copy of an answer's bytes as they pass; `result` once it has ended. */
+export class AnswerReader {
+  private readonly decoder = new TextDecoder();
+  private readonly chunks: Buffer[] = [];
+  private kept = 0;
+  private pending = '';
+  private inflate: Gunzip | undefined;
+  private inflated: Promise<void> = Promise.resolve();
+  readonly aggregate: StreamAggregate;
+  /** Bytes of the answer as sent (compressed when it was). */
+  bytes = 0;
+  truncated = false;
+
+  constructor(
+    protocol: Protocol,
+    readonly streamed: boolean,
+    encoding: string | undefined,
+  ) {
+    this.aggregate = new StreamAggregate(protocol);
+    const make = encoding === 'gzip' ? createGunzip : encoding === 'deflate' ? createInflate : encoding === 'br' ? createBrotliDecompress : undefined;
+    if (make) {
+      const inflate = make() as Gunzip;
+      this.inflate = inflate;
+      inflate.on('data', (chunk: Buffer) => this.read(chunk));
+      this.inflated = new Promise((resolve) => {
+        inflate.on('end', resolve);
+        inflate.on('error', () => {
+          this.truncated = true;
+          resolve();
+        });
+      });
+    }
+  }
+
+  push(chunk: Buffer): void {
+    this.bytes += chunk.length;
+    if (this.inflate) this.inflate.write(chunk);
+    else this.read(chunk);
+  }
+
+  private read(chunk: Buffer): void {
+    if (!this.streamed) {
+      if (this.kept + chunk.length > MAX_KEPT_BYTES) {
+        this.truncated = true;
+        return;
+      }
+      this.chunks.push(chunk);
+      this.kept += chunk.length;
+      return;
+    }
+    this.pending += this.decoder.decode(chunk, { stream: true });
+    for (let end = this.pending.search(/\r?\n\r?\n/); end >= 0; end = this.pending.search(/\r?\n\r?\n/)) {
+      const block = this.pending.slice(0, end);
+      this.pending = this.pending.slice(end).replace(/^\r?\n\r?\n/, '');
+      this.event(block);
+    }
+    if (this.pending.length > MAX_KEPT_BYTES) {
+      this.truncated = true;
+      this.pending = '';
+    }
+  }
+
+  /** One server-sent event: its data lines joined, as JSON. */
+  private event(block: string): void {
+    const data = block
+      .split(/\r?\n/)
+      .filter((line) => line.startsWith('data:'))
+      .map((line) => line.slice(5).replace(/^ /, ''))
+      .join('\n');
+    if (data === '' || data === '[DONE]') return;
+    try {
+      const value = JSON.parse(data) as unknown;
+      if (isObject(value)) this.aggregate.add(value);
+    } catch {
+      this.truncated = true;
+    }
+  }
+
+  /** The answer's body as JSON (the aggregate of a stream); undefined when it is not JSON. */
+  async result(): Promise<Json | undefined> {
+    if (this.inflate) {
+      this.inflate.end();
+      await this.inflated;
+    }
+    if (this.streamed) {
+      if (this.pending.trim() !== '') this.event(this.pending);
+      return this.aggregate.events > 0 ? this.aggregate.body() : undefined;
+    }
+    if (this.truncated) return undefined;
+    try {
+      const value = JSON.parse(Buffer.concat(this.chunks).toString('utf8')) as unknown;
+      return isObject(value) ? value : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * The capture gateway's runtime state, under `<state>/gateway/capture/`:
+ * - `sessions.json`: the session index (per agent and session: calls, errors, models, first and
+ *   last call), rewritten crash-safely at most once a second while calls come (RxJS auditTime) and
+ *   when the gateway stops; it is what `/admin/sessions` answers;
+ * - `debug.log` (`--gateway-debug`, or `debug = true`): one JSON line per call with its route,
+ *   models, status, timing and sizes, and the first bytes of its request and answer;
+ * - `markdown/<agent_id>/<session_id>.md` (`--gateway-stream-markdown`): each session as it goes,
+ *   the user's text when a call starts and the assistant's when it ends.
+ * Nothing here holds a credential: every line is passed through `scrub` first, and the headers
+ * that carry them are never written.
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { auditTime, Subject, type Subscription } from 'rxjs';
+import type { Logger } from '../../../lib/log.js';
+import { writeStateFile } from '../gateway/projection.js';
+
+export interface SessionEntry {
+  agent_id: string;
+  session_id: string;
+  calls: number;
+  errors: number;
+  models: string[];
+  first_call_at: string;
+  last_call_at: string;
+}
+
+/** Bytes of a request or answer body a debug line keeps. */
+const DEBUG_HEAD_BYTES = 2048;
+
+export class CaptureState {
+  private readonly sessions = new Map<string, SessionEntry>();
+  private readonly changed = new Subject<void>();
+  private readonly saving: Subscription;
+  readonly dir: string;
+
+  constructor(
+    gatewayDir: string,
+    private readonly options: { debug: boolean; markdown: boolean; log: Logger; scrub: (text: string) => string },
+  ) {
+    this.dir = join(gatewayDir, 'capture');
+    mkdirSync(this.dir, { recursive: true });
+    const index = join(this.dir, 'sessions.json');
+    if (existsSync(index)) {
+      try {
+        for (const entry of (JSON.parse(readFileSync(index, 'utf8')) as { sessions: SessionEntry[] }).sessions) this.sessions.set(`${entry.agent_id}/${entry.session_id}`, entry);
+      } catch (error) {
+        options.log.warn(`${index}: unreadable session index, starting a new one (${(error as Error).message})`);
+      }
+    }
+    this.saving = this.changed.pipe(auditTime(1000)).subscribe(() => this.save());
+  }
+
+  list(): SessionEntry[] {
+    return [...this.sessions.values()].sort((a, b) => b.last_call_at.localeCompare(a.last_call_at));
+  }
+
+  /** Counts a finished call in its session. */
+  called(agentId: string, sessionId: string, model: string | undefined, failed: boolean, at: string): void {
+    const key = `${agentId}/${sessionId}`;
+    const entry = this.sessions.get(key) ?? { agent_id: agentId, session_id: sessionId, calls: 0, errors: 0, models: [], first_call_at: at, last_call_at: at };
+    entry.calls += 1;
+    if (failed) entry.errors += 1;
+    if (model !== undefined && !entry.models.includes(model)) entry.models.push(model);
+    entry.last_call_at = at;
+    this.sessions.set(key, entry);
+    this.changed.next();
+  }
+
+  private save(): void {
+    try {
+      writeStateFile(join(this.dir, 'sessions.json'), `${JSON.stringify({ sessions: this.list() }, null, 1)}\n`);
+    } catch (error) {
+      this.options.log.warn(`${this.dir}: could not write the session index: ${(error as Error).message}`);
+    }
+  }
+
+  debug(line: Record<string, unknown>, request?: Buffer, answer?: Buffer): void {
+    if (!this.options.debug) return;
+    const head = (bytes: Buffer | undefined): string | undefined => (bytes === undefined ? undefined : bytes.subarray(0, DEBUG_HEAD_BYTES).toString('utf8'));
+    const text = JSON.stringify({ ...line, request_head: head(request), answer_head: head(answer) });
+    this.append(join(this.dir, 'debug.log'), `${this.options.scrub(text)}\n`);
+  }
+
+  markdown(agentId: string, sessionId: string, text: string): void {
+    if (!this.options.markdown || text === '') return;
+    this.append(join(this.dir, 'markdown', agentId, `${sessionId}.md`), this.options.scrub(text));
+  }
+
+  private append(path: string, text: string): void {
+    try {
+      mkdirSync(dirname(path), { recursive: true });
+      appendFileSync(path, text);
+    } catch (error) {
+      this.options.log.warn(`${path}: ${(error as Error).message}`);
+    }
+  }
+
+  close(): void {
+    this.saving.unsubscribe();
+    this.save();
+  }
+}

@@ -1,0 +1,429 @@
+/**
+ * The gateway's durable event log: the canonical copy of every event it acknowledged, in
+ * `<state>/gateway/events/segment-<n>.log`. A `200` of the gateway means the events are in this
+ * log and fsynced: the dataset's `events` relation and the runs decoded from them (projection.ts)
+ * are derived from it and may lag behind.
+ *
+ * - **Entries.** One line per accepted batch of one trace: `<JSON>\t<CRC-32 of the JSON, 8 hex
+ *   digits>\n`, the JSON `{a: agent_id, s: session_id, root?: root_session_id, p: partition,
+ *   at: received at, records: [...]}` with only the records that were new. JSON text holds no raw
+ *   newline, so a line is an entry; the checksum tells a whole entry from a torn one.
+ * - **Group commit.** Appends that arrive while a write and its fsync are under way wait and go
+ *   out together in the next one: one `write` and one `fdatasync` for every batch of every trace
+ *   that arrived meanwhile, so concurrent clients share the cost of durability. Each append's
+ *   promise settles after the fsync that covers it.
+ * - **Idempotence.** A record is known by its trace and its `source` and `seq` (events.ts
+ *   `eventKey`); one already stored, or in a write under way, is not written again (a retry whose
+ *   first attempt is still being written waits for it). The keys are rebuilt from the log when it
+ *   is opened, so this holds across restarts.
+ * - **Crashes.** Opening the log reads every segment: a torn last entry (written, never
+ *   acknowledged: the fsync had not returned) is cut off; every acknowledged one was fsynced whole.
+ *   A failed write (disk full, a file size limit) is cut off the file at once, and its appends
+ *   fail; if it cannot be cut off, the log refuses further appends until it is opened again.
+ * - **Capacity.** At most `maxPendingBytes` of entries may be on their way to the disk (waiting for
+ *   their write, or in it); past that an append is refused (CapacityError) rather than queued
+ *   without bound, unless nothing is on its way at all.
+ *
+ * Segments are started past SEGMENT_BYTES. Each trace keeps, in memory, where its entries are
+ * (segment, offset, length) and its event keys; its events are read back from the segments.
+ */
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, ftruncateSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import { Subject } from 'rxjs';
+import type { Logger } from '../../../lib/log.js';
+import { fsyncPath } from '../../../lib/durable.js';
+import { eventKey, type EventRecord } from './events.js';
+import { GatewayFailure } from './failure.js';
+
+/** A new segment is started once the current one is past this. */
+export const SEGMENT_BYTES = 64 * 1024 * 1024;
+/** Default bound of the bytes waiting for a write (TRAJSTORE_GATEWAY_MAX_PENDING_BYTES overrides it). */
+export const DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024;
+
+export interface TraceRef {
+  agentId: string;
+  sessionId: string;
+}
+
+/** The text that names a trace: both parts are path-safe segments, so `/` cannot be inside either. */
+export const traceIdOf = (ref: TraceRef): string => `${ref.agentId}/${ref.sessionId}`;
+
+interface Location {
+  segment: number;
+  offset: number;
+  length: number;
+}
+
+/** What the log knows of one trace (a session of an agent). */
+export interface Trace extends TraceRef {
+  id: string;
+  rootSessionId: string | undefined;
+  /** The `--gateway-split` partition ('' without one); a trace stays in its first. */
+  partition: string;
+  /** Events stored (durable). */
+  events: number;
+  /** Bytes of its entries in the log. */
+  bytes: number;
+  firstReceivedAt: string | undefined;
+  lastReceivedAt: string | undefined;
+  /** Highest `seq` stored per `source`. */
+  readonly lastSeq: Map<string, number>;
+  readonly entries: Location[];
+  readonly keys: Set<string>;
+  /** Keys in a write under way, and that write. */
+  readonly pending: Map<string, Promise<void>>;
+}
+
+/** One event as stored: the record as it was sent, and when the gateway acknowledged it. */
+export interface StoredEvent {
+  record: EventRecord;
+  receivedAt: string;
+}
+
+export interface AppendRequest extends TraceRef {
+  rootSessionId?: string | undefined;
+  /** The partition of a trace seen for the first time (ignored for a known one). */
+  partition: () => string;
+  records: readonly EventRecord[];
+  /** Taken even past the capacity bound (the capture gateway's own records: a call already answered must not be lost). */
+  mustTake?: boolean | undefined;
+}
+
+export interface AppendResult {
+  trace: Trace;
+  /** Records written by this append. */
+  stored: number;
+  /** Records of the request that were stored already (or twice in it). */
+  duplicates: number;
+}
+
+/** The log has more on its way to the disk than it may hold: the client should retry later (HTTP 429). */
+export class CapacityError extends GatewayFailure {
+  constructor(message: string) {
+    super(429, 'capacity_exhausted', message);
+  }
+}
+/** The write or its fsync failed: nothing of this append is acknowledged (HTTP 503). */
+export class AppendFailedError extends GatewayFailure {
+  constructor(message: string) {
+    super(503, 'append_failed', message);
+  }
+}
+
+interface Waiting {
+  bytes: Buffer;
+  trace: Trace;
+  keys: string[];
+  records: EventRecord[];
+  at: string;
+  settle: (error?: Error) => void;
+}
+
+const segmentName = (n: number): string => `segment-${String(n).padStart(8, '0')}.log`;
+
+/** An entry line: the JSON, a tab, its CRC-32 in hex, a newline. */
+function entryLine(json: string): Buffer {
+  const body = Buffer.from(json, 'utf8');
+  return Buffer.concat([body, Buffer.from(`\t${crc32(body).toString(16).padStart(8, '0')}\n`, 'latin1')]);
+}
+
+interface EntryJson {
+  a: string;
+  s: string;
+  root?: string;
+  p: string;
+  at: string;
+  records: EventRecord[];
+}
+
+/** The entry of a line (without its newline), or undefined when it is torn or damaged. */
+function parseEntry(line: Buffer): EntryJson | undefined {
+  const tab = line.lastIndexOf(0x09);
+  if (tab < 0 || line.length - tab !== 9) return undefined;
+  const body = line.subarray(0, tab);
+  if (crc32(body).toString(16).padStart(8, '0') !== line.subarray(tab + 1).toString('latin1')) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8')) as EntryJson;
+  } catch {
+    return undefined;
+  }
+}
+
+export class EventLog {
+  private readonly traces = new Map<string, Trace>();
+  private readonly waiting: Waiting[] = [];
+  /** Bytes of entries not yet durable: waiting for their write, or in it. */
+  private unsyncedBytes = 0;
+  private flushing: Promise<void> | undefined;
+  private handle: FileHandle | undefined;
+  private segment = 0;
+  private size = 0;
+  private broken: Error | undefined;
+  private closed = false;
+  /** Traces whose events became durable, once per write (projection listens). */
+  readonly appended = new Subject<Trace>();
+
+  private constructor(
+    readonly dir: string,
+    private readonly log: Logger,
+    private readonly maxPendingBytes: number,
+  ) {}
+
+  /** Opens (or creates) the log in `dir`, reading every entry back; cuts off a torn last entry. */
+  static async open(dir: string, log: Logger, maxPendingBytes = DEFAULT_MAX_PENDING_BYTES): Promise<EventLog> {
+    mkdirSync(dir, { recursive: true });
+    const events = new EventLog(dir, log, maxPendingBytes);
+    const segments = readdirSync(dir)
+      .map((name) => /^segment-(\d{8})\.log$/.exec(name))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => Number(m[1]))
+      .sort((a, b) => a - b);
+    segments.forEach((n, i) => events.replay(n, i === segments.length - 1));
+    await events.openSegment(segments.at(-1) ?? 1);
+    return events;
+  }
+
+  /** Reads a segment's entries into the traces; in the last segment a damaged entry and all after it are cut off. */
+  private replay(segment: number, last: boolean): void {
+    const path = join(this.dir, segmentName(segment));
+    const bytes = readFileSync(path);
+    let offset = 0;
+    while (offset < bytes.length) {
+      const end = bytes.indexOf(0x0a, offset);
+      const entry = end < 0 ? undefined : parseEntry(bytes.subarray(offset, end));
+      if (!entry) {
+        if (last) {
+          this.log.warn(`${path}: cut off ${bytes.length - offset} bytes of an entry that was never acknowledged (a write cut short by a crash)`);
+          const fd = openSync(path, 'r+');
+          try {
+            ftruncateSync(fd, offset);
+            fsyncSync(fd);
+          } finally {
+            closeSync(fd);
+          }
+          return;
+        }
+        this.log.error(`${path}: a damaged entry at byte ${offset} is left out`);
+        offset = end < 0 ? bytes.length : end + 1;
+        continue;
+      }
+      const length = end + 1 - offset;
+      const trace = this.traceFor({ agentId: entry.a, sessionId: entry.s }, entry.root, () => entry.p);
+      this.stored(trace, { segment, offset, length }, entry.records.map(eventKey), entry.records, entry.at);
+      offset = end + 1;
+    }
+  }
+
+  private async openSegment(n: number): Promise<void> {
+    const path = join(this.dir, segmentName(n));
+    const created = !existsSync(path);
+    const handle = await open(path, 'a');
+    if (created) {
+      await handle.sync();
+      fsyncPath(this.dir);
+    }
+    const old = this.handle;
+    this.handle = handle;
+    this.segment = n;
+    this.size = (await handle.stat()).size;
+    await old?.close();
+  }
+
+  private traceFor(ref: TraceRef, rootSessionId: string | undefined, partition: () => string): Trace {
+    const id = traceIdOf(ref);
+    let trace = this.traces.get(id);
+    if (!trace) {
+      trace = {
+        ...ref,
+        id,
+        rootSessionId,
+        partition: partition(),
+        events: 0,
+        bytes: 0,
+        firstReceivedAt: undefined,
+        lastReceivedAt: undefined,
+        lastSeq: new Map(),
+        entries: [],
+        keys: new Set(),
+        pending: new Map(),
+      };
+      this.traces.set(id, trace);
+    }
+    return trace;
+  }
+
+  /** Records that an entry is durable. */
+  private stored(trace: Trace, at: Location, keys: readonly string[], records: readonly Pick<EventRecord, 'source' | 'seq'>[], receivedAt: string): void {
+    trace.entries.push(at);
+    for (const key of keys) trace.keys.add(key);
+    for (const r of records) trace.lastSeq.set(r.source, Math.max(trace.lastSeq.get(r.source) ?? -1, r.seq));
+    trace.events += records.length;
+    trace.bytes += at.length;
+    trace.firstReceivedAt ??= receivedAt;
+    trace.lastReceivedAt = receivedAt;
+  }
+
+  /** Known traces (with at least one stored event), in the order they were first seen. */
+  list(): Trace[] {
+    return [...this.traces.values()].filter((t) => t.events > 0);
+  }
+
+  get(ref: TraceRef | string): Trace | undefined {
+    const trace = this.traces.get(typeof ref === 'string' ? ref : traceIdOf(ref));
+    return trace && trace.events > 0 ? trace : undefined;
+  }
+
+  /** The partition of a route (an agent and its root session) already placed, so a subagent's session follows its root. */
+  partitionOfRoute(agentId: string, rootSessionId: string): string | undefined {
+    return this.traces.get(traceIdOf({ agentId, sessionId: rootSessionId }))?.partition;
+  }
+
+  /**
+   * Appends a trace's records; resolves once they are durable. Records whose key is stored already
+   * (or repeated in the request) are not written again; one in a write under way is waited for.
+   */
+  async append(request: AppendRequest): Promise<AppendResult> {
+    if (this.closed) throw new AppendFailedError('the gateway is stopping');
+    if (this.broken) throw new AppendFailedError(`the event log cannot be written: ${this.broken.message}`);
+    const trace = this.traceFor(request, request.rootSessionId, request.partition);
+    const fresh: EventRecord[] = [];
+    const keys: string[] = [];
+    const inFlight = new Set<Promise<void>>();
+    const seen = new Set<string>();
+    for (const record of request.records) {
+      const key = eventKey(record);
+      if (seen.has(key) || trace.keys.has(key)) {
+        seen.add(key);
+        continue;
+      }
+      seen.add(key);
+      const pending = trace.pending.get(key);
+      if (pending) {
+        inFlight.add(pending);
+        continue;
+      }
+      fresh.push(record);
+      keys.push(key);
+    }
+    const write = fresh.length === 0 ? undefined : this.enqueue(trace, fresh, keys, request.mustTake === true);
+    await Promise.all([...inFlight, ...(write ? [write] : [])]);
+    return { trace, stored: fresh.length, duplicates: request.records.length - fresh.length };
+  }
+
+  /** Whether an append of about `bytes` would be taken now (callers that build entries lazily ask first). */
+  hasRoomFor(bytes: number): boolean {
+    return this.unsyncedBytes === 0 || this.unsyncedBytes + bytes <= this.maxPendingBytes;
+  }
+
+  private enqueue(trace: Trace, records: EventRecord[], keys: string[], mustTake: boolean): Promise<void> {
+    const at = new Date().toISOString();
+    const entry: EntryJson = { a: trace.agentId, s: trace.sessionId, ...(trace.rootSessionId !== undefined ? { root: trace.rootSessionId } : {}), p: trace.partition, at, records };
+    const bytes = entryLine(JSON.stringify(entry));
+    if (!mustTake && !this.hasRoomFor(bytes.length)) throw new CapacityError(`${this.unsyncedBytes} bytes of events are waiting to be written (at most ${this.maxPendingBytes}); retry shortly`);
+    const done = new Promise<void>((resolve, reject) => {
+      this.waiting.push({ bytes, trace, keys, records, at, settle: (error) => (error ? reject(error) : resolve()) });
+    });
+    this.unsyncedBytes += bytes.length;
+    for (const key of keys) trace.pending.set(key, done);
+    // A failed append is answered through its own promise; this copy only keeps the others' waits quiet.
+    done.catch(() => {});
+    this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
+    return done;
+  }
+
+  /** Writes what waits, one group at a time, until nothing does. */
+  private async flush(): Promise<void> {
+    while (this.waiting.length > 0) {
+      const group = this.waiting.splice(0);
+      const bytes = Buffer.concat(group.map((w) => w.bytes));
+      const start = this.size;
+      try {
+        if (this.broken) throw this.broken;
+        const handle = this.handle as FileHandle;
+        for (let written = 0; written < bytes.length; ) {
+          const { bytesWritten } = await handle.write(bytes, written, bytes.length - written, start + written);
+          written += bytesWritten;
+        }
+        await handle.datasync();
+        this.size = start + bytes.length;
+      } catch (error) {
+        this.failGroup(group, start, error as Error);
+        continue;
+      } finally {
+        this.unsyncedBytes -= bytes.length;
+      }
+      let offset = start;
+      for (const w of group) {
+        this.stored(w.trace, { segment: this.segment, offset, length: w.bytes.length }, w.keys, w.records, w.at);
+        for (const key of w.keys) w.trace.pending.delete(key);
+        offset += w.bytes.length;
+      }
+      for (const w of group) w.settle();
+      for (const trace of new Set(group.map((w) => w.trace))) this.appended.next(trace);
+      if (this.size >= SEGMENT_BYTES) {
+        try {
+          await this.openSegment(this.segment + 1);
+        } catch (error) {
+          this.broken = error as Error;
+          this.log.error(`${this.dir}: cannot start a new segment: ${(error as Error).message}`);
+        }
+      }
+    }
+  }
+
+  /** A write that failed: its bytes cut off the segment (so the next entry starts on a clean line), its appends failed. */
+  private failGroup(group: Waiting[], start: number, error: Error): void {
+    this.log.error(`${this.dir}: writing ${group.length} batch(es) of events failed: ${error.message}`);
+    try {
+      const fd = openSync(join(this.dir, segmentName(this.segment)), 'r+');
+      try {
+        ftruncateSync(fd, start);
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+    } catch (cut) {
+      this.broken = new Error(`a failed write could not be cut off (${(cut as Error).message})`);
+    }
+    const failure = new AppendFailedError(`writing the events failed: ${error.message}`);
+    for (const w of group) {
+      for (const key of w.keys) w.trace.pending.delete(key);
+      w.settle(failure);
+    }
+  }
+
+  /** The stored events of a trace, in the order they were acknowledged. */
+  events(trace: Trace): StoredEvent[] {
+    const out: StoredEvent[] = [];
+    const fds = new Map<number, number>();
+    try {
+      for (const at of [...trace.entries]) {
+        let fd = fds.get(at.segment);
+        if (fd === undefined) fds.set(at.segment, (fd = openSync(join(this.dir, segmentName(at.segment)), 'r')));
+        const line = Buffer.alloc(at.length);
+        for (let read = 0; read < at.length; ) {
+          const n = readSync(fd, line, read, at.length - read, at.offset + read);
+          if (n === 0) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is cut short`);
+          read += n;
+        }
+        const entry = parseEntry(line.subarray(0, at.length - 1));
+        if (!entry) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is damaged`);
+        for (const record of entry.records) out.push({ record, receivedAt: entry.at });
+      }
+    } finally {
+      for (const fd of fds.values()) closeSync(fd);
+    }
+    return out;
+  }
+
+  /** Waits for the writes under way (every acknowledged append is then durable) and closes; later appends fail. */
+  async close(): Promise<void> {
+    this.closed = true;
+    while (this.flushing) await this.flushing;
+    await this.handle?.close();
+    this.handle = undefined;
+    this.appended.complete();
+  }
+}

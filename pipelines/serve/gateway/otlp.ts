@@ -1,0 +1,252 @@
+/**
+ * OpenTelemetry traces over OTLP/HTTP JSON (`POST /v1/traces`, the OTLP path, and Langfuse's
+ * `POST /api/public/otel/v1/traces`), following the GenAI semantic conventions
+ * (reference/trajectory-formats.md §6), stored as the same canonical events as `POST /v1/events`:
+ *
+ * | span (`gen_ai.operation.name`)              | events (source `otlp/<trace id>/<span id>`, seq = µs since the epoch) |
+ * |---------------------------------------------|------------------------------------------------------------------------|
+ * | `invoke_agent`, `create_agent`              | `session.started` at its start, `session.ended` at its end             |
+ * | `chat`, `generate_content`, `text_completion` | `llm.request` at its start, `llm.response` at its end (call_id = span id): model, usage, the input's newest user text, tool results and system instructions, the output's text, reasoning and tool calls |
+ * | `execute_tool`                              | `tool.execution` at its end: name, call id, arguments, result, error  |
+ * | anything else                               | `otel.span` at its end                                                 |
+ *
+ * A span's trace (the agent and session it belongs to) is `gen_ai.agent.id` (else `.name`, else the
+ * resource's `service.name`, else `otel`) and `gen_ai.conversation.id` (else its OTLP trace id),
+ * each inherited from the nearest ancestor span in the request that has it, made path-safe. The
+ * end event of every span carries the span itself (name, ids, kind, attributes, status, events).
+ * Since an event is known by its source and seq, an exporter's retry of a batch stores nothing twice.
+ * Only JSON is taken (`application/json`); protobuf gets 415.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { jsonOrAsGiven } from './decode.js';
+import type { EventRecord } from './events.js';
+import { MAX_RECORDS, RejectedBatch } from './events.js';
+import { safeSegment } from './identity.js';
+import type { Gateway } from './gateway.js';
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** An OTLP AnyValue as plain JSON. */
+function anyValue(value: unknown): unknown {
+  if (!isObject(value)) return null;
+  if ('stringValue' in value) return value.stringValue;
+  if ('boolValue' in value) return value.boolValue;
+  if ('intValue' in value) return Number(value.intValue);
+  if ('doubleValue' in value) return Number(value.doubleValue);
+  if ('bytesValue' in value) return value.bytesValue;
+  if (isObject(value.arrayValue)) return (Array.isArray(value.arrayValue.values) ? value.arrayValue.values : []).map(anyValue);
+  if (isObject(value.kvlistValue)) return attributes(value.kvlistValue.values);
+  return null;
+}
+
+/** A KeyValue list as an object. */
+function attributes(list: unknown): Json {
+  const out: Json = {};
+  for (const kv of Array.isArray(list) ? list : []) if (isObject(kv) && typeof kv.key === 'string') out[kv.key] = anyValue(kv.value);
+  return out;
+}
+
+/** A JSON attribute (GenAI messages are JSON text on spans), parsed; undefined when absent. */
+const jsonAttribute = (value: unknown): unknown => jsonOrAsGiven(value ?? undefined);
+
+/** Nanoseconds since the epoch (a decimal string or a number) as microseconds; undefined when missing. */
+function micros(value: unknown): number | undefined {
+  if (typeof value === 'number' && Number.isFinite(value)) return Math.floor(value / 1000);
+  if (typeof value === 'string' && /^\d+$/.test(value)) return Number(BigInt(value) / 1000n);
+  return undefined;
+}
+
+/** An identity made path-safe (identity.ts), or `fallback`. */
+function safeIdentity(value: unknown, fallback: string): string {
+  return typeof value === 'string' || typeof value === 'number' ? (safeSegment(String(value)) ?? fallback) : fallback;
+}
+
+interface Message {
+  role?: string;
+  parts?: Json[];
+}
+
+function messagesOf(value: unknown): Message[] {
+  const parsed = jsonAttribute(value);
+  return Array.isArray(parsed) ? parsed.filter(isObject).map((m) => ({ ...(typeof m.role === 'string' ? { role: m.role } : {}), parts: Array.isArray(m.parts) ? m.parts.filter(isObject) : [] })) : [];
+}
+
+const partsText = (parts: readonly Json[], type: string): string =>
+  parts
+    .filter((p) => p.type === type)
+    .map((p) => (typeof p.content === 'string' ? p.content : ''))
+    .join('\n');
+
+/** What an inference span's input says: its newest user text (when it ends with the user's message), tool results, system instructions. */
+function inputFacts(attrs: Json): Json {
+  const messages = messagesOf(attrs['gen_ai.input.messages']);
+  const out: Json = {};
+  const last = messages.at(-1);
+  if (last?.role === 'user') {
+    const text = partsText(last.parts ?? [], 'text');
+    if (text !== '') out.user_content = text;
+  }
+  const lastAssistant = messages.map((m) => m.role).lastIndexOf('assistant');
+  const results = messages
+    .slice(lastAssistant + 1)
+    .flatMap((m) => m.parts ?? [])
+    .filter((p) => p.type === 'tool_call_response' && typeof p.id === 'string')
+    .map((p) => ({ call_id: p.id, content: typeof p.response === 'string' ? p.response : JSON.stringify(p.response ?? null) }));
+  if (results.length > 0) out.tool_results = results;
+  const system = jsonAttribute(attrs['gen_ai.system_instructions']);
+  const systemText = typeof system === 'string' ? system : Array.isArray(system) ? partsText(system.filter(isObject), 'text') : '';
+  if (systemText !== '') out.system = systemText;
+  return out;
+}
+
+/** What an inference span's output says: text, reasoning, tool calls. */
+function outputFacts(attrs: Json): Json {
+  const parts = messagesOf(attrs['gen_ai.output.messages']).flatMap((m) => (m.role === undefined || m.role === 'assistant' ? (m.parts ?? []) : []));
+  const out: Json = {};
+  const text = partsText(parts, 'text');
+  if (text !== '' || parts.length > 0) out.assistant_content = text;
+  const reasoning = partsText(parts, 'reasoning');
+  if (reasoning !== '') out.reasoning_content = reasoning;
+  const calls = parts.filter((p) => p.type === 'tool_call').map((p) => ({ id: p.id ?? '', name: p.name ?? '', arguments: p.arguments ?? {} }));
+  if (calls.length > 0) out.tool_calls = calls;
+  return out;
+}
+
+function usageOf(attrs: Json): Json | undefined {
+  const usage: Json = {};
+  for (const [name, key] of [
+    ['input_tokens', 'gen_ai.usage.input_tokens'],
+    ['output_tokens', 'gen_ai.usage.output_tokens'],
+    ['cache_read.input_tokens', 'gen_ai.usage.cache_read.input_tokens'],
+    ['cache_creation.input_tokens', 'gen_ai.usage.cache_creation.input_tokens'],
+  ] as const) {
+    if (typeof attrs[key] === 'number') usage[name] = attrs[key];
+  }
+  return Object.keys(usage).length > 0 ? usage : undefined;
+}
+
+const INFERENCE = new Set(['chat', 'generate_content', 'text_completion']);
+
+interface Span {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  name: string;
+  attrs: Json;
+  resource: Json;
+  raw: Json;
+}
+
+export interface OtlpGroup {
+  agentId: string;
+  sessionId: string;
+  records: EventRecord[];
+}
+
+/** The canonical events of an OTLP JSON export request, grouped by trace (agent and session); throws RejectedBatch for a request that is not one. */
+export function otlpEvents(body: unknown): OtlpGroup[] {
+  if (!isObject(body)) throw new RejectedBatch(400, 'invalid_event', 'the body must be an OTLP ExportTraceServiceRequest: a JSON object {resourceSpans: [...]}');
+  if (body.resourceSpans !== undefined && !Array.isArray(body.resourceSpans)) throw new RejectedBatch(400, 'invalid_event', '/resourceSpans: must be an array');
+  const spans: Span[] = [];
+  (body.resourceSpans as unknown[] | undefined ?? []).forEach((rs, i) => {
+    if (!isObject(rs)) throw new RejectedBatch(400, 'invalid_event', `/resourceSpans/${i}: must be an object`);
+    const resource = attributes(isObject(rs.resource) ? rs.resource.attributes : undefined);
+    (Array.isArray(rs.scopeSpans) ? rs.scopeSpans : []).forEach((ss, j) => {
+      if (!isObject(ss)) throw new RejectedBatch(400, 'invalid_event', `/resourceSpans/${i}/scopeSpans/${j}: must be an object`);
+      (Array.isArray(ss.spans) ? ss.spans : []).forEach((span, k) => {
+        const where = `/resourceSpans/${i}/scopeSpans/${j}/spans/${k}`;
+        if (!isObject(span) || typeof span.traceId !== 'string' || typeof span.spanId !== 'string' || span.traceId === '' || span.spanId === '') {
+          throw new RejectedBatch(400, 'invalid_event', `${where}: a span needs a traceId and a spanId`);
+        }
+        if (micros(span.startTimeUnixNano) === undefined) throw new RejectedBatch(400, 'invalid_event', `${where}/startTimeUnixNano: must be nanoseconds since the epoch`);
+        spans.push({ traceId: span.traceId, spanId: span.spanId, parentSpanId: typeof span.parentSpanId === 'string' ? span.parentSpanId : '', name: typeof span.name === 'string' ? span.name : '', attrs: attributes(span.attributes), resource, raw: span });
+      });
+    });
+  });
+  const byId = new Map(spans.map((s) => [`${s.traceId}/${s.spanId}`, s]));
+  /** An attribute of the span or of its nearest ancestor in this request that has it. */
+  const inherited = (span: Span, key: string): unknown => {
+    for (let s: Span | undefined = span, hops = 0; s && hops < 64; s = byId.get(`${s.traceId}/${s.parentSpanId}`), hops++) if (s.attrs[key] !== undefined && s.attrs[key] !== null) return s.attrs[key];
+    return undefined;
+  };
+  const groups = new Map<string, OtlpGroup>();
+  for (const span of spans) {
+    const agentId = safeIdentity(inherited(span, 'gen_ai.agent.id') ?? inherited(span, 'gen_ai.agent.name') ?? span.resource['service.name'], 'otel');
+    const sessionId = safeIdentity(inherited(span, 'gen_ai.conversation.id'), safeIdentity(span.traceId, 'otel'));
+    const key = `${agentId}/${sessionId}`;
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = { agentId, sessionId, records: [] }));
+    group.records.push(...spanEvents(span, agentId, sessionId));
+  }
+  return [...groups.values()];
+}
+
+/** The events of one span. */
+function spanEvents(span: Span, agentId: string, sessionId: string): EventRecord[] {
+  const a = span.attrs;
+  const op = typeof a['gen_ai.operation.name'] === 'string' ? a['gen_ai.operation.name'] : (span.name.split(' ')[0] ?? '');
+  const start = micros(span.raw.startTimeUnixNano) as number;
+  const end = Math.max(micros(span.raw.endTimeUnixNano) ?? start, start + 1);
+  const status = isObject(span.raw.status) ? span.raw.status : {};
+  const failed = status.code === 2 || status.code === 'STATUS_CODE_ERROR' || a['error.type'] !== undefined;
+  const base = { source: `otlp/${span.traceId}/${span.spanId}`, agent_id: agentId, session_id: sessionId, trace_id: span.traceId, call_id: span.spanId, producer: 'otlp' };
+  const at = (us: number) => ({ seq: us, timestamp: new Date(Math.floor(us / 1000)).toISOString(), timestamp_unix_ms: Math.floor(us / 1000) });
+  const spanRecord = { name: span.name, trace_id: span.traceId, span_id: span.spanId, parent_span_id: span.parentSpanId || null, kind: span.raw.kind ?? null, attributes: a, status, events: span.raw.events ?? [] };
+  const durationMs = (end - start) / 1000;
+  const error = failed ? { type: a['error.type'] ?? 'error', ...(typeof status.message === 'string' ? { message: status.message } : {}) } : undefined;
+  if (op === 'invoke_agent' || op === 'create_agent') {
+    return [
+      { ...base, ...at(start), kind: 'session.started', payload: { agent_name: a['gen_ai.agent.name'], agent_id: a['gen_ai.agent.id'], agent_description: a['gen_ai.agent.description'], agent_version: a['gen_ai.agent.version'], model: a['gen_ai.request.model'] } },
+      { ...base, ...at(end), kind: 'session.ended', payload: { ...(error ? { error } : {}), span: spanRecord } },
+    ];
+  }
+  if (INFERENCE.has(op)) {
+    return [
+      { ...base, ...at(start), kind: 'llm.request', payload: { model: a['gen_ai.request.model'], provider: a['gen_ai.provider.name'] ?? a['gen_ai.system'], ...inputFacts(a) } },
+      {
+        ...base,
+        ...at(end),
+        kind: 'llm.response',
+        payload: {
+          model: a['gen_ai.response.model'] ?? a['gen_ai.request.model'],
+          ...(usageOf(a) ? { usage: usageOf(a) } : {}),
+          ...outputFacts(a),
+          ...(Array.isArray(a['gen_ai.response.finish_reasons']) && typeof a['gen_ai.response.finish_reasons'][0] === 'string' ? { finish_reason: a['gen_ai.response.finish_reasons'][0] } : {}),
+          ...(error ? { error } : {}),
+          timing: { total_ms: durationMs },
+          span: spanRecord,
+        },
+      },
+    ];
+  }
+  if (op === 'execute_tool') {
+    const callId = typeof a['gen_ai.tool.call.id'] === 'string' ? a['gen_ai.tool.call.id'] : span.spanId;
+    return [
+      {
+        ...base,
+        ...at(end),
+        call_id: callId,
+        kind: 'tool.execution',
+        payload: { name: a['gen_ai.tool.name'] ?? span.name, call_id: callId, arguments: jsonAttribute(a['gen_ai.tool.call.arguments']) ?? {}, ...(a['gen_ai.tool.call.result'] !== undefined ? { result: jsonAttribute(a['gen_ai.tool.call.result']) } : {}), ...(failed ? { is_error: true, error } : {}), duration_ms: durationMs, span: spanRecord },
+      },
+    ];
+  }
+  return [{ ...base, ...at(end), kind: 'otel.span', payload: { span: spanRecord } }];
+}
+
+export function otlpRoutes(app: FastifyInstance, gateway: Gateway, userOf: (req: FastifyRequest) => string | undefined): void {
+  const handler = async (req: FastifyRequest): Promise<Json> => {
+    const user = userOf(req);
+    for (const group of otlpEvents(req.body)) {
+      // One request of /v1/events holds at most MAX_RECORDS; an export may hold many more spans.
+      for (let at = 0; at < group.records.length; at += MAX_RECORDS) {
+        await gateway.append({ agentId: group.agentId, sessionId: group.sessionId, user, records: group.records.slice(at, at + MAX_RECORDS) });
+      }
+    }
+    // OTLP: a full success is an ExportTraceServiceResponse without partialSuccess.
+    return {};
+  };
+  app.post('/v1/traces', handler);
+  app.post('/api/public/otel/v1/traces', handler);
+}

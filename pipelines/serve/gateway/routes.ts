@@ -1,0 +1,186 @@
+/**
+ * The gateway's HTTP routes.
+ *
+ * On the gateway listener (`--gateway ADDRESS`), a fastify app of its own whose errors are
+ * `{error, message}` (reference/trajectory-formats.md §5.2):
+ *   POST /v1/events                         canonical events (events.ts); 200 once durable
+ *   POST /v1/traces                         OTLP/HTTP JSON traces (otlp.ts); also at Langfuse's
+ *   POST /api/public/otel/v1/traces         path
+ *   GET  /healthz                           liveness and what the gateway writes to
+ *
+ * On the read-only API listener (registered beside its routes), answering from the event log, so a
+ * trace is readable as soon as its events are acknowledged, before any projection:
+ *   GET /api/gateway                                   the gateway: dataset, split, idle, projection
+ *   GET /api/gateway/traces                            the traces it knows, newest first
+ *   GET /api/gateway/traces/:agent_id/:session_id              one trace's facts
+ *   GET /api/gateway/traces/:agent_id/:session_id/events       its events, in trace order
+ *   GET /api/gateway/traces/:agent_id/:session_id/storyline    its Storyline document
+ *   GET /api/gateway/traces/:agent_id/:session_id/trajectory   its trajectory as ATIF
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { NotFoundError } from '../../../lib/errors.js';
+import type { Logger } from '../../../lib/log.js';
+import { loadFormat } from '../../formats/registry.js';
+import type { Storyline } from '../../storyline/schema.js';
+import { inTraceOrder, storylineOf, tracePath } from './decode.js';
+import type { Trace } from './event-log.js';
+import { AppendAnswer, checkBody, checkIdentity, GatewayError, MAX_BODY_BYTES } from './events.js';
+import { isGatewayFailure } from './failure.js';
+import type { Gateway } from './gateway.js';
+import { refuseOtherHosts } from '../loopback-host.js';
+import { otlpRoutes } from './otlp.js';
+import { USER_HEADER } from './split.js';
+
+const sendError = (reply: FastifyReply, status: number, error: string, message: string): FastifyReply => reply.code(status).send({ error, message } satisfies GatewayError);
+
+/** The `{user}` of a request: its USER_HEADER, which must be one path-safe segment; undefined when absent. */
+export function userOf(req: FastifyRequest): string | undefined {
+  const value = req.headers[USER_HEADER];
+  if (value === undefined) return undefined;
+  const user = Array.isArray(value) ? value.join(',') : value;
+  checkIdentity(USER_HEADER, user);
+  return user;
+}
+
+/** Fastify's own client errors (bad JSON, too large, wrong content type) by status, as the gateway's codes. */
+const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_found', 405: 'method_not_allowed', 413: 'body_too_large', 415: 'unsupported_media_type' };
+
+/**
+ * A body bigger than this is not read to its end: the connection is closed after the 413. Up to it,
+ * an oversize body is read and dropped, so that the client (still sending) gets the answer.
+ */
+const DRAIN_LIMIT_BYTES = 8 * MAX_BODY_BYTES;
+
+/** JSON bodies up to MAX_BODY_BYTES; a larger one is read and dropped (up to DRAIN_LIMIT_BYTES) and answered 413. */
+function jsonBody(req: FastifyRequest, payload: NodeJS.ReadableStream, done: (error: Error | null, body?: unknown) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let settled = false;
+  const settle = (error: Error | null, body?: unknown): void => {
+    if (!settled) {
+      settled = true;
+      done(error, body);
+    }
+  };
+  const tooLarge = (): Error => Object.assign(new Error(`the body is larger than ${MAX_BODY_BYTES} bytes`), { statusCode: 413 });
+  payload.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+    else if (size > DRAIN_LIMIT_BYTES) {
+      req.raw.destroy();
+      settle(tooLarge());
+    }
+  });
+  payload.on('error', (error: Error) => settle(Object.assign(error, { statusCode: 400 })));
+  payload.on('end', () => {
+    if (size > MAX_BODY_BYTES) return settle(tooLarge());
+    const text = Buffer.concat(chunks).toString('utf8');
+    try {
+      settle(null, JSON.parse(text) as unknown);
+    } catch (error) {
+      settle(Object.assign(new Error(`the body is not JSON: ${(error as Error).message}`), { statusCode: 400 }));
+    }
+  });
+}
+
+/** The gateway listener's app. */
+export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: DRAIN_LIMIT_BYTES, return503OnClosing: true });
+  refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', (req, payload, done) => jsonBody(req, payload, done));
+  app.addHook('onResponse', async (req, reply) => log.info(`gateway: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
+  app.setErrorHandler((error, req, reply) => {
+    if (isGatewayFailure(error)) {
+      if (error.status === 429) void reply.header('retry-after', '1');
+      return sendError(reply, error.status, error.code, error.message);
+    }
+    const status = (error as { statusCode?: number }).statusCode;
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      return sendError(reply, status, CLIENT_CODES[status] ?? 'bad_request', status === 413 ? `the body is larger than ${MAX_BODY_BYTES} bytes` : (error as Error).message);
+    }
+    log.error(`gateway: ${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
+    return sendError(reply, 500, 'internal', 'internal error (see the server log)');
+  });
+  app.setNotFoundHandler((req, reply) => sendError(reply, 404, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
+
+  app.post('/v1/events', { schema: { response: { 200: AppendAnswer, '4xx': GatewayError, '5xx': GatewayError } } }, async (req) => {
+    const body = checkBody(req.body);
+    const { result: _result, ...answer } = await gateway.append({ agentId: body.agent_id, sessionId: body.session_id, rootSessionId: body.root_session_id, user: userOf(req), records: body.records });
+    return answer;
+  });
+  otlpRoutes(app, gateway, userOf);
+  app.get('/healthz', async () => ({ status: 'ok', mode: 'ingest', dataset: gateway.datasetUri, split: gateway.split?.source ?? null, traces: gateway.events.list().length }));
+  return app;
+}
+
+const TraceParams = Type.Object({ agent_id: Type.String(), session_id: Type.String() });
+const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
+
+function traceFacts(gateway: Gateway, trace: Trace): Record<string, unknown> {
+  return {
+    agent_id: trace.agentId,
+    session_id: trace.sessionId,
+    root_session_id: trace.rootSessionId ?? null,
+    partition: trace.partition,
+    storage: tracePath(trace),
+    events: trace.events,
+    projected_events: gateway.projection.projectedEvents(trace),
+    first_received_at: trace.firstReceivedAt ?? null,
+    last_received_at: trace.lastReceivedAt ?? null,
+  };
+}
+
+/** ATIF of one Storyline document. */
+async function atifOf(doc: Storyline): Promise<unknown> {
+  const atif = await loadFormat('atif');
+  for await (const encoded of atif.encode?.((async function* () {
+    yield doc;
+  })()) ?? []) return encoded.value;
+  return null;
+}
+
+/** The live trace routes on the read-only API listener. */
+export function liveTraceRoutes(app: FastifyInstance, gateway: Gateway, mount: string): void {
+  const find = (params: Static<typeof TraceParams>): Trace => {
+    const trace = gateway.events.get({ agentId: params.agent_id, sessionId: params.session_id });
+    if (!trace) throw new NotFoundError(`the gateway has no trace of agent ${JSON.stringify(params.agent_id)} and session ${JSON.stringify(params.session_id)}`);
+    return trace;
+  };
+  app.get('/api/gateway', async () => ({
+    dataset: gateway.datasetUri,
+    mount,
+    split: gateway.split?.source ?? null,
+    split_idle_ms: gateway.idleMs,
+    traces: gateway.events.list().length,
+    projection: gateway.projection.status,
+  }));
+  app.get<{ Querystring: Static<typeof ListQuery> }>('/api/gateway/traces', { schema: { querystring: ListQuery } }, async (req) => {
+    const all = gateway.events.list().sort((a, b) => String(b.lastReceivedAt).localeCompare(String(a.lastReceivedAt)));
+    const offset = req.query.offset ?? 0;
+    const page = all.slice(offset, offset + (req.query.limit ?? 100));
+    return { total: all.length, offset, traces: page.map((t) => traceFacts(gateway, t)) };
+  });
+  const opts = { schema: { params: TraceParams } };
+  app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id', opts, async (req) => ({ trace: traceFacts(gateway, find(req.params)) }));
+  app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id/events', opts, async (req) => {
+    const trace = find(req.params);
+    const events = inTraceOrder(gateway.events.events(trace)).map((e) => ({ ...e.record, received_at: e.receivedAt }));
+    return { trace: traceFacts(gateway, trace), events };
+  });
+  app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id/storyline', opts, async (req) => {
+    const trace = find(req.params);
+    return storylineOf(trace, gateway.events.events(trace));
+  });
+  app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id/trajectory', opts, async (req) => {
+    const trace = find(req.params);
+    return atifOf(storylineOf(trace, gateway.events.events(trace)));
+  });
+}

@@ -1,0 +1,377 @@
+/**
+ * The event gateway of `trajstore serve` as a client meets it: a real server process, real HTTP.
+ * Every error status with its `{error, message}` body (a table of bad requests: none gets a 5xx),
+ * the 200 answer, idempotent retries (sequential and concurrent), the live trace endpoints,
+ * projection into the dataset after the idle wait (seen by `query`, `find` and the read-only API,
+ * and replaced, not doubled, when a trace gets more events), OTLP/HTTP JSON traces, split
+ * templates (good ones, and bad ones refused before anything is opened), the flag rules, 429 when
+ * the log's capacity is exhausted and 503 when the log cannot be written (a file size limit).
+ */
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { requestWithHost } from './helpers/host-header.js';
+import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
+import { toolScript } from '../../lib/testing/run-tool.js';
+import { eventually, queryRows, type Json } from './helpers/gateway.js';
+import { sandbox } from './helpers/sandbox.js';
+
+const { home, env, run: trajstore, path } = sandbox('gateway-events-');
+const dataset = path('live');
+let server: ServeProcess;
+
+interface Answer {
+  status: number;
+  body: Json;
+  headers: Headers;
+}
+
+async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Json, headers: response.headers };
+}
+const events = (body: unknown, headers?: Record<string, string>): Promise<Answer> => post(new URL('/v1/events', server.gatewayUrl).href, body, headers);
+async function get(path: string, base = server.url): Promise<{ status: number; body: Json }> {
+  const response = await fetch(new URL(path, base));
+  return { status: response.status, body: (await response.json()) as Json };
+}
+const record = (seq: number, extra: Json = {}): Json => ({ seq, source: 'sdk', kind: 'note', payload: { text: `event ${seq}` }, ...extra });
+function assertGatewayError(r: Answer, status: number, code: string, what: string): void {
+  assert.is(r.status, status, `${what}: ${JSON.stringify(r.body)}`);
+  assert.equal(Object.keys(r.body).sort(), ['error', 'message'], what);
+  assert.is(r.body.error, code, what);
+  assert.type(r.body.message, 'string');
+}
+test.before(async () => {
+  server = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', dataset, '--gateway-split-idle', '300ms'], { env, cwd: home });
+});
+
+test.after(async () => {
+  await server?.stop();
+});
+
+test('bad requests get the right 4xx and an {error, message} body, never a 5xx', async () => {
+  const ok = { agent_id: 'agent', session_id: 'bad-input', records: [record(1)] };
+  const cases: Array<[string, unknown, number, string, Record<string, string>?]> = [
+    ['malformed JSON', '{"agent_id": "a", ', 400, 'invalid_json'],
+    ['an empty body', '', 400, 'invalid_json'],
+    ['a JSON array', '[]', 400, 'invalid_event'],
+    ['a JSON string', '"x"', 400, 'invalid_event'],
+    ['no agent_id', { session_id: 's', records: [] }, 400, 'invalid_identity'],
+    ['agent_id a number', { ...ok, agent_id: 7 }, 400, 'invalid_identity'],
+    ['session_id null', { ...ok, session_id: null }, 400, 'invalid_identity'],
+    ['root_session_id a number', { ...ok, root_session_id: 1 }, 400, 'invalid_identity'],
+    ['agent_id with a slash', { ...ok, agent_id: 'a/b' }, 400, 'invalid_identity'],
+    ['session_id ..', { ...ok, session_id: '..' }, 400, 'invalid_identity'],
+    ['session_id .', { ...ok, session_id: '.' }, 400, 'invalid_identity'],
+    ['session_id empty', { ...ok, session_id: '' }, 400, 'invalid_identity'],
+    ['agent_id with a backslash', { ...ok, agent_id: 'a\\b' }, 400, 'invalid_identity'],
+    ['agent_id with a newline', { ...ok, agent_id: 'a\nb' }, 400, 'invalid_identity'],
+    ['agent_id with a space at its end', { ...ok, agent_id: 'a ' }, 400, 'invalid_identity'],
+    ['agent_id of 201 characters', { ...ok, agent_id: 'a'.repeat(201) }, 400, 'invalid_identity'],
+    ['root_session_id with a slash', { ...ok, root_session_id: 'x/y' }, 400, 'invalid_identity'],
+    ['a record whose session_id contradicts the body', { ...ok, records: [record(1, { session_id: 'other' })] }, 400, 'invalid_identity'],
+    ['the user header with a slash', ok, 400, 'invalid_identity', { 'x-trajstore-user-id': 'a/b' }],
+    ['an unknown top-level key', { ...ok, extra: 1 }, 400, 'invalid_event'],
+    ['records not an array', { ...ok, records: {} }, 400, 'invalid_event'],
+    ['no records', { agent_id: 'a', session_id: 's' }, 400, 'invalid_event'],
+    ['a record that is not an object', { ...ok, records: [1] }, 400, 'invalid_event'],
+    ['an unknown key in a record', { ...ok, records: [record(1, { colour: 'red' })] }, 400, 'invalid_event'],
+    ['seq a string', { ...ok, records: [record(1, { seq: '1' })] }, 400, 'invalid_event'],
+    ['seq negative', { ...ok, records: [record(1, { seq: -1 })] }, 400, 'invalid_event'],
+    ['seq fractional', { ...ok, records: [record(1, { seq: 1.5 })] }, 400, 'invalid_event'],
+    ['seq past 2^53', { ...ok, records: [record(1, { seq: 2 ** 53 })] }, 400, 'invalid_event'],
+    ['no seq', { ...ok, records: [{ source: 'sdk', kind: 'note', payload: {} }] }, 400, 'invalid_event'],
+    ['no payload', { ...ok, records: [{ seq: 1, source: 'sdk', kind: 'note' }] }, 400, 'invalid_event'],
+    ['source empty', { ...ok, records: [record(1, { source: '' })] }, 400, 'invalid_event'],
+    ['kind blank', { ...ok, records: [record(1, { kind: '  ' })] }, 400, 'invalid_event'],
+    ['timestamp a number', { ...ok, records: [record(1, { timestamp: 5 })] }, 400, 'invalid_event'],
+    ['257 records', { ...ok, records: Array.from({ length: 257 }, (_, i) => record(i)) }, 413, 'too_many_records'],
+    ['a body over 8 MiB', { ...ok, records: [record(1, { payload: 'x'.repeat(8 * 1024 * 1024) })] }, 413, 'body_too_large'],
+  ];
+  for (const [what, body, status, code, headers] of cases) assertGatewayError(await events(body, headers), status, code, what);
+  const wrongType = await fetch(new URL('/v1/events', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify(ok) });
+  assertGatewayError({ status: wrongType.status, body: (await wrongType.json()) as Json, headers: wrongType.headers }, 415, 'unsupported_media_type', 'text/plain');
+  const noRoute = await fetch(new URL('/v1/nothing', server.gatewayUrl));
+  assertGatewayError({ status: noRoute.status, body: (await noRoute.json()) as Json, headers: noRoute.headers }, 404, 'not_found', 'an unknown route');
+  // Nothing of it was stored.
+  assert.is((await get('/api/gateway/traces/agent/bad-input')).status, 404);
+  assert.is((await get('/healthz', server.gatewayUrl)).body.status, 'ok');
+});
+
+test('a request for another host name is refused 403 (DNS rebinding), and nothing it sent is stored', async () => {
+  const body = { agent_id: 'rebind', session_id: 'rebound', records: [record(1)] };
+  const refused = await requestWithHost(new URL('/v1/events', server.gatewayUrl).href, 'attacker.example:80', 'POST', body);
+  assert.is(refused.status, 403);
+  assert.equal(refused.body.error, 'forbidden');
+  const local = await requestWithHost(new URL('/healthz', server.gatewayUrl).href, `localhost:${new URL(server.gatewayUrl!).port}`);
+  assert.is(local.status, 200);
+  assert.is((await get('/api/gateway/traces/rebind/rebound')).status, 404);
+});
+
+test('a batch is acknowledged with the trace, and a retry stores nothing twice', async () => {
+  const batch = { agent_id: 'agent', session_id: 'retry', records: [record(1), record(2), record(3)] };
+  const first = await events(batch);
+  assert.is(first.status, 200, JSON.stringify(first.body));
+  assert.equal(Object.keys(first.body).sort(), ['accepted_records', 'agent_id', 'dataset', 'note', 'session_id', 'status', 'storage']);
+  assert.equal({ ...first.body, note: '' }, { storage: 'agent/retry', agent_id: 'agent', session_id: 'retry', accepted_records: 3, dataset, status: 'ok', note: '' });
+  const again = await events(batch);
+  assert.is(again.status, 200);
+  assert.match(again.body.note, /3 record\(s\) were stored before/);
+  // Overlapping, and five identical retries at once.
+  assert.is((await events({ ...batch, records: [record(3), record(4)] })).status, 200);
+  const concurrent = await Promise.all(Array.from({ length: 5 }, () => events({ ...batch, records: [record(5), record(6)] })));
+  assert.ok(concurrent.every((r) => r.status === 200));
+  // The same seq from another source is another event.
+  assert.is((await events({ ...batch, records: [record(1, { source: 'other' })] })).status, 200);
+  const live = await get('/api/gateway/traces/agent/retry/events');
+  assert.is(live.status, 200);
+  assert.equal(live.body.events.map((e: Json) => `${e.source}:${e.seq}`), ['sdk:1', 'other:1', 'sdk:2', 'sdk:3', 'sdk:4', 'sdk:5', 'sdk:6']);
+  assert.is(live.body.trace.events, 7);
+});
+
+test('live endpoints read a trace at once; projection writes it after the idle wait, and again (replacing it) after more events', async () => {
+  const id = { agent_id: 'coder', session_id: 'live-1' };
+  const call = (seq: number, extra: Json) => ({ seq, source: 'sdk', call_id: `c${seq}`, ...extra });
+  const r = await events({
+    ...id,
+    records: [
+      call(1, { kind: 'llm.request', payload: { model: 'm-1', user_content: 'count the lines of lighthouse.py' } }),
+      call(2, { kind: 'llm.response', call_id: 'c1', payload: { model: 'm-1', assistant_content: 'I will count them.', tool_calls: [{ id: 'tc-1', name: 'bash', arguments: '{"cmd":"wc -l lighthouse.py"}' }], usage: { prompt_tokens: 100, completion_tokens: 12 } } }),
+      call(3, { kind: 'llm.request', payload: { model: 'm-1', tool_results: [{ call_id: 'tc-1', content: '42 lighthouse.py' }] } }),
+      call(4, { kind: 'llm.response', call_id: 'c3', payload: { model: 'm-1', assistant_content: 'It has 42 lines.', usage: { prompt_tokens: 130, completion_tokens: 6 } } }),
+    ],
+  });
+  assert.is(r.status, 200, JSON.stringify(r.body));
+  const storyline = (await get('/api/gateway/traces/coder/live-1/storyline')).body;
+  assert.is(storyline.schema_version, 'storyline/v1');
+  assert.equal(storyline.turns.map((t: Json) => t.src), ['user', 'agent', 'agent']);
+  assert.is(storyline.turns[1].tool_calls[0].fn, 'bash');
+  assert.equal(storyline.turns[1].tool_calls[0].args, { cmd: 'wc -l lighthouse.py' });
+  assert.is(storyline.turns[1].observation.results[0].content, '42 lighthouse.py');
+  assert.equal(storyline.turns[2].metrics, { prompt_tokens: 130, completion_tokens: 6 });
+  const trajectory = (await get('/api/gateway/traces/coder/live-1/trajectory')).body;
+  assert.match(trajectory.schema_version, /^ATIF-v1\./);
+  assert.is(trajectory.steps.length, 3);
+  const listed = (await get('/api/gateway/traces')).body;
+  assert.ok(listed.traces.some((t: Json) => t.session_id === 'live-1' && t.events === 4));
+  assert.is((await get('/api/gateway/traces/coder/nobody')).status, 404);
+  assert.is((await get('/api/gateway/traces/coder/nobody/events')).body.error.code, 'not_found');
+
+  // Projected after 300 ms idle: the dataset has the run, its steps and its events.
+  await eventually(async () => {
+    const rows = await queryRows(trajstore, dataset, "SELECT count(*) AS n FROM dataset.events WHERE session_id = 'live-1'");
+    assert.is(rows[0]?.n, 4);
+  }, 'projection of live-1');
+  const [run] = await queryRows(trajstore, dataset, "SELECT document_id, source_path, source_format, step_count, tool_call_count, prompt_tokens FROM dataset.runs WHERE session_id = 'live-1'");
+  assert.equal(run, { document_id: 'live-1', source_path: 'coder/live-1', source_format: 'gateway-events', step_count: 3, tool_call_count: 1, prompt_tokens: 230 });
+  const found = await trajstore(['find', dataset, '--match', 'lighthouse', '--format', 'json']);
+  assert.is(found.code, 0, found.stderr);
+  assert.ok((JSON.parse(found.stdout) as Json).matches.some((m: Json) => m.session_id === 'live-1'));
+  const runs = await eventually(async () => {
+    const body = (await get('/api/mounts/gateway/runs')).body;
+    assert.ok(body.runs.some((x: Json) => x.session_id === 'live-1'), JSON.stringify(body));
+    return body;
+  }, 'the API serving the new snapshot');
+  assert.ok(runs.snapshot_id);
+
+  // More events: the trace is projected again and replaces its rows.
+  assert.is((await events({ ...id, records: [call(5, { kind: 'note', payload: { text: 'done' } })] })).status, 200);
+  await eventually(async () => {
+    const rows = await queryRows(trajstore, dataset, "SELECT (SELECT count(*) FROM dataset.events WHERE session_id = 'live-1') AS events, (SELECT count(*) FROM dataset.runs WHERE session_id = 'live-1') AS runs, (SELECT step_count FROM dataset.runs WHERE session_id = 'live-1') AS steps");
+    assert.equal(rows[0], { events: 5, runs: 1, steps: 4 });
+  }, 'projection of live-1 again');
+  const trace = (await get('/api/gateway/traces/coder/live-1')).body.trace;
+  assert.is(trace.projected_events, 5);
+});
+
+test('OTLP/HTTP JSON traces with GenAI spans become the same events; a retried export stores nothing twice', async () => {
+  const ns = (ms: number): string => String(BigInt(1_780_000_000_000 + ms) * 1_000_000n);
+  const kv = (key: string, value: unknown): Json => ({ key, value: typeof value === 'number' ? (Number.isInteger(value) ? { intValue: String(value) } : { doubleValue: value }) : { stringValue: String(value) } });
+  const span = (spanId: string, parent: string, name: string, start: number, end: number, attributes: Json[]): Json => ({ traceId: '5b8efff798038103d269b633813fc60c', spanId, parentSpanId: parent, name, kind: 1, startTimeUnixNano: ns(start), endTimeUnixNano: ns(end), attributes, status: {} });
+  const exportRequest = {
+    resourceSpans: [
+      {
+        resource: { attributes: [kv('service.name', 'otel-agent')] },
+        scopeSpans: [
+          {
+            scope: { name: 'test' },
+            spans: [
+              span('a000000000000001', '', 'invoke_agent Helper', 0, 100, [kv('gen_ai.operation.name', 'invoke_agent'), kv('gen_ai.agent.name', 'Helper'), kv('gen_ai.agent.id', 'helper-1'), kv('gen_ai.conversation.id', 'conv-9')]),
+              span('a000000000000002', 'a000000000000001', 'chat gpt-x', 10, 40, [
+                kv('gen_ai.operation.name', 'chat'),
+                kv('gen_ai.request.model', 'gpt-x'),
+                kv('gen_ai.response.model', 'gpt-x-2026'),
+                kv('gen_ai.usage.input_tokens', 50),
+                kv('gen_ai.usage.output_tokens', 7),
+                kv('gen_ai.input.messages', JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'what is the weather in Paris' }] }])),
+                kv('gen_ai.output.messages', JSON.stringify([{ role: 'assistant', parts: [{ type: 'tool_call', id: 'call-w', name: 'get_weather', arguments: { city: 'Paris' } }], finish_reason: 'tool_call' }])),
+              ]),
+              span('a000000000000003', 'a000000000000001', 'execute_tool get_weather', 41, 45, [kv('gen_ai.operation.name', 'execute_tool'), kv('gen_ai.tool.name', 'get_weather'), kv('gen_ai.tool.call.id', 'call-w'), kv('gen_ai.tool.call.result', 'rainy, 12 C')]),
+              span('a000000000000004', 'a000000000000001', 'chat gpt-x', 46, 90, [
+                kv('gen_ai.operation.name', 'chat'),
+                kv('gen_ai.request.model', 'gpt-x'),
+                kv('gen_ai.usage.input_tokens', 70),
+                kv('gen_ai.usage.output_tokens', 9),
+                kv('gen_ai.output.messages', JSON.stringify([{ role: 'assistant', parts: [{ type: 'text', content: 'It is rainy in Paris.' }] }])),
+              ]),
+            ],
+          },
+        ],
+      },
+    ],
+  };
+  const first = await post(new URL('/v1/traces', server.gatewayUrl).href, exportRequest);
+  assert.is(first.status, 200, JSON.stringify(first.body));
+  assert.equal(first.body, {});
+  // A retry, through Langfuse's path.
+  assert.is((await post(new URL('/api/public/otel/v1/traces', server.gatewayUrl).href, exportRequest)).status, 200);
+  const live = (await get('/api/gateway/traces/helper-1/conv-9/events')).body;
+  assert.equal(live.events.map((e: Json) => e.kind), ['session.started', 'llm.request', 'llm.response', 'tool.execution', 'llm.request', 'llm.response', 'session.ended']);
+  const doc = (await get('/api/gateway/traces/helper-1/conv-9/storyline')).body;
+  assert.is(doc.agent.name, 'Helper');
+  assert.equal(doc.turns.map((t: Json) => [t.src, t.msg]), [['user', 'what is the weather in Paris'], ['agent', ''], ['agent', 'It is rainy in Paris.']]);
+  assert.equal(doc.turns[1].tool_calls, [{ tcid: 'call-w', fn: 'get_weather', args: { city: 'Paris' }, result: 'rainy, 12 C', duration_ms: 4 }]);
+  assert.equal(doc.turns[1].observation.results, [{ source_call_id: 'call-w', content: 'rainy, 12 C' }]);
+  assert.equal(doc.turns[1].metrics, { prompt_tokens: 50, completion_tokens: 7 });
+  assert.is(doc.turns[1].model, 'gpt-x-2026');
+  // Not OTLP JSON, or protobuf.
+  assertGatewayError(await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: {} }), 400, 'invalid_event', 'resourceSpans an object');
+  assertGatewayError(await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: [{ scopeSpans: [{ spans: [{ spanId: 'x' }] }] }] }), 400, 'invalid_event', 'a span without a traceId');
+  const protobuf = await fetch(new URL('/v1/traces', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array([10, 0]) });
+  assert.is(protobuf.status, 415);
+});
+
+test('split templates: {user}, {date}, {hour}; a session stays in its first partition', async () => {
+  const splitDataset = path('split');
+  const split = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', splitDataset, '--gateway-split', 'team-{user}/{date}/h{hour}', '--gateway-split-idle', '1h'], { env, cwd: home });
+  try {
+    const url = new URL('/v1/events', split.gatewayUrl).href;
+    const now = new Date();
+    const two = (n: number): string => String(n).padStart(2, '0');
+    const day = `${now.getUTCFullYear()}-${two(now.getUTCMonth() + 1)}-${two(now.getUTCDate())}`;
+    const alice = await post(url, { agent_id: 'a', session_id: 's1', records: [record(1)] }, { 'x-trajstore-user-id': 'alice' });
+    assert.is(alice.status, 200, JSON.stringify(alice.body));
+    assert.match(alice.body.storage, new RegExp(`^team-alice/${day}/h\\d\\d/a/s1$`));
+    // The same session from another user stays where it began.
+    const bob = await post(url, { agent_id: 'a', session_id: 's1', records: [record(2)] }, { 'x-trajstore-user-id': 'bob' });
+    assert.is(bob.body.storage, alice.body.storage);
+    const nobody = await post(url, { agent_id: 'a', session_id: 's2', records: [record(1)] });
+    assert.match(nobody.body.storage, /^team-_unknown\//);
+    // A subagent session (root_session_id) follows its root.
+    const sub = await post(url, { agent_id: 'a', session_id: 's1-sub', root_session_id: 's1', records: [record(1)] }, { 'x-trajstore-user-id': 'carol' });
+    assert.is(sub.body.storage, alice.body.storage.replace(/s1$/, 's1-sub'));
+  } finally {
+    await split.stop();
+  }
+});
+
+test('bad split templates and gateway flags exit 2 before anything is opened or bound', async () => {
+  const untouched = path('never-created');
+  for (const template of ['{foo}', '{user', 'user}', '{user} x', '{user}//{date}', '../{user}', '', '{date}/..', '{USER}', '{user}\\x']) {
+    const r = await trajstore(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', untouched, '--gateway-split', template]);
+    assert.is(r.code, 2, `${JSON.stringify(template)}: ${r.stderr}`);
+    assert.match(r.stderr, /--gateway-split/);
+  }
+  for (const [args, message] of [
+    [['--gateway', '127.0.0.1:0'], /--gateway-dataset/],
+    [['--gateway-dataset', untouched], /needs --gateway ADDRESS or --gateway-config/],
+    [['--gateway-split', '{user}'], /needs --gateway ADDRESS/],
+    [['--gateway', '0.0.0.0:0', '--gateway-dataset', untouched], /--gateway .*loopback/],
+    [['--gateway', '10.1.2.3:80', '--gateway-dataset', untouched], /loopback/],
+    [['--gateway', '127.0.0.1:0', '--gateway-dataset', untouched, '--gateway-debug'], /--gateway-debug needs --gateway-config/],
+    [['--gateway', '127.0.0.1:0', '--gateway-dataset', untouched, '--gateway-split-idle', 'soon'], /--gateway-split-idle/],
+    [['--gateway', '127.0.0.1:0', '--gateway-dataset', 's3://bucket/prefix'], /--gateway-state/],
+    [['--gateway', '127.0.0.1:0', '--gateway-dataset', dataset, `gateway=${dataset}`], /gateway/],
+  ] as Array<[string[], RegExp]>) {
+    const r = await trajstore(['serve', '--listen', '127.0.0.1:0', ...args]);
+    assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+  }
+  assert.not.ok(existsSync(untouched));
+  // A place that holds something else is not made a dataset.
+  mkdirSync(path('stranger'));
+  writeFileSync(path('stranger', 'notes.txt'), 'mine');
+  const stranger = await trajstore(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', path('stranger')]);
+  assert.is(stranger.code, 2, stranger.stderr);
+  assert.match(stranger.stderr, /not a trajstore dataset/);
+  assert.equal(readdirSync(path('stranger')), ['notes.txt']);
+});
+
+test('429 capacity_exhausted when more waits for the disk than the log may hold; every acknowledged event is stored once', async () => {
+  const ds = path('capacity');
+  const busy = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', ds, '--gateway-split-idle', '1h'], { env: { ...env, TRAJSTORE_GATEWAY_MAX_PENDING_BYTES: '1' }, cwd: home });
+  try {
+    const url = new URL('/v1/events', busy.gatewayUrl).href;
+    const send = (i: number) => post(url, { agent_id: 'a', session_id: 'busy', records: [record(i, { payload: 'x'.repeat(20_000) })] });
+    let answers = await Promise.all(Array.from({ length: 40 }, (_, i) => send(i)));
+    const refused = answers.filter((a) => a.status === 429);
+    assert.ok(refused.length > 0, 'some were refused');
+    for (const a of refused) {
+      assertGatewayError(a, 429, 'capacity_exhausted', '429');
+      assert.is(a.headers.get('retry-after'), '1');
+    }
+    assert.ok(answers.every((a) => a.status === 200 || a.status === 429));
+    // The client retries what was refused, one at a time.
+    for (let i = 0; i < 40; i++) if (answers[i]?.status === 429) assert.is((await send(i)).status, 200);
+    answers = [];
+    const live = (await get('/api/gateway/traces/a/busy/events', busy.url)).body;
+    assert.equal(live.events.map((e: Json) => e.seq), Array.from({ length: 40 }, (_, i) => i));
+  } finally {
+    await busy.stop();
+  }
+  // The state inside the dataset does not keep drop from taking it.
+  const dropped = await trajstore(['drop', ds, '--yes']);
+  assert.is(dropped.code, 0, dropped.stderr);
+  assert.not.ok(existsSync(ds));
+});
+
+test('503 append_failed when the log cannot be written (a file size limit); the server lives on, acknowledged events stay', async () => {
+  const ds = path('full');
+  // RLIMIT_FSIZE, with SIGXFSZ ignored (inherited through exec): a write past the limit fails with EFBIG.
+  const limited = spawn('bash', ['-c', `trap '' XFSZ; ulimit -f 2048; exec "$0" "$@"`, process.execPath, toolScript('trajstore'), 'serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', ds, '--gateway-split-idle', '1h'], { env: { ...process.env, ...env }, cwd: home, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  limited.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  limited.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  try {
+    const gatewayUrl = await eventually(async () => {
+      const m = /^gateway (\S+)$/m.exec(out);
+      if (!m) throw new Error(`not listening yet: ${err}`);
+      return m[1] as string;
+    }, 'the limited server');
+    const url = new URL('/v1/events', gatewayUrl).href;
+    const acknowledged: number[] = [];
+    let failed: Answer | undefined;
+    for (let i = 0; i < 40 && !failed; i++) {
+      const r = await post(url, { agent_id: 'a', session_id: 'full', records: [record(i, { payload: 'y'.repeat(200_000) })] });
+      if (r.status === 200) acknowledged.push(i);
+      else failed = r;
+    }
+    assert.ok(failed, 'a write failed');
+    assertGatewayError(failed as Answer, 503, 'append_failed', '503');
+    assert.ok(acknowledged.length > 0);
+    const health = await fetch(new URL('/healthz', gatewayUrl));
+    assert.is(health.status, 200);
+    limited.kill('SIGTERM');
+    await new Promise((resolve) => limited.once('exit', resolve));
+    const again = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', ds, '--gateway-split-idle', '1h'], { env, cwd: home });
+    try {
+      const live = (await get('/api/gateway/traces/a/full/events', again.url)).body;
+      assert.equal(live.events.map((e: Json) => e.seq), acknowledged);
+    } finally {
+      await again.stop();
+    }
+  } finally {
+    if (limited.exitCode === null) limited.kill('SIGKILL');
+  }
+});
+
+test('the gateway keeps its state in the dataset directory by default', async () => {
+  assert.ok(statSync(join(dataset, 'gateway', 'events')).isDirectory());
+  assert.ok(readdirSync(join(dataset, 'gateway', 'events')).some((n) => n.startsWith('segment-')));
+});
+
+test.run();
