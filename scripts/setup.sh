@@ -54,6 +54,8 @@ build_typescript() {
   tsc -p tsconfig.json || [ "${SETUP_ALLOW_TYPE_ERRORS:-}" = 1 ]
   bash scripts/build-native.sh
   node dist/scripts/bundle.js
+  # The serving tests' tiny model (dist/models/tiny.gguf), generated from the in-repo corpus; rewritten only when it changed.
+  node dist/scripts/tiny-model.js
 }
 
 install_cargo() {
