@@ -36,6 +36,7 @@ export type { ActorEntry, MemberEntry } from './node/observed.js';
 export type { ClientCall, ClientCallMode } from './node/call-client.js';
 export { isActorError, type ActorError, type ActorErrorCode } from './core/errors.js';
 export type { BenchConfig, BenchIO, BenchReport, LatencySummary, PhaseReport, Slo, TokenTarget } from './loadgen/types.js';
+export type { ChatMessage, FinishReason, GenerateChunk, GenerateRequest, LoadReport, Usage } from './serving/contract.js';
 export type { ModelShape } from './serving/models/tiny.js';
 
 // ---- actors ----
