@@ -108,7 +108,7 @@ export class LoadedModel {
     return this.chatWrapper.wrapperName;
   }
 
-  /** A free sequence of the context; the caller disposes of it when done. */
+  /** One of the context's sequences (there are as many as the config says; the runner keeps them all). */
   sequence(): LlamaContextSequence {
     return this.context.getSequence();
   }
