@@ -171,19 +171,22 @@ test('a fixed seed gives the same reply, alone or among concurrent requests, on 
 
 test('requests wait for a free sequence in order, and a new request joins the batch while others generate', async () => {
   const open = (worker: ActorHandle, seed: number): AsyncIterator<GenerateChunk> => worker.stream<GenerateChunk>('generateStream', [{ prompt: 'The', seed, ...GREEDY, max_tokens: 1000 }])[Symbol.asyncIterator]();
-  // Generation is pulled by the reader: two readers that stop reading hold the two sequences of `capped`.
-  const a = open(capped, 1);
-  const b = open(capped, 2);
+  // A request whose reader stops reading sits out steps once it is a few dozen chunks ahead, holding its sequence.
+  const a = open(local, 1);
   assert.is((await a.next()).value?.type, 'text');
-  assert.is((await b.next()).value?.type, 'text');
-  const c = open(capped, 3);
+  const b = open(local, 2);
+  const bFirst = b.next();
+  await until('b queued', async () => (await load(local)).queued === 1);
+  const c = open(local, 3);
   const cFirst = c.next();
-  const waiting = await until('c queued', async () => (await load(capped)).queued === 1 && load(capped));
-  assert.is((waiting as LoadReport).active, 2);
-  // c gets its sequence when a or b ends.
-  for (let r = await a.next(); !r.done; r = await a.next());
-  assert.is((await cFirst).value?.type, 'text');
+  const waiting = await until('b and c queued', async () => (await load(local)).queued === 2 && load(local));
+  assert.is((waiting as LoadReport).active, 1);
+  // First come, first served: b gets the sequence when a leaves, c still waits.
+  await a.return?.();
+  assert.is((await bFirst).value?.type, 'text');
+  assert.is((await load(local)).queued, 1);
   await b.return?.();
+  assert.is((await cFirst).value?.type, 'text');
   await c.return?.();
 
   // On `engine`, a request that arrives while another is mid-reply is decoded beside it: the first is not finished yet.
@@ -195,6 +198,7 @@ test('requests wait for a free sequence in order, and a new request joins the ba
   assert.is((await first.next()).value?.type, 'text', 'the first request is still generating');
   await first.return?.();
   await second.return?.();
+  await until('both workers to be idle', async () => (await load(local)).active === 0 && (await load(engine)).active === 0);
 });
 
 test('a caller that leaves the stream stops the generation, also while its request waits in the queue', async () => {
