@@ -2,9 +2,10 @@
  * The one contract of every serving worker (LocalModelWorker, EngineWorker), as the Router and any
  * other caller in the cluster see it:
  *
- * - `generateStream(request)`, a streamed call: chat messages or a plain prompt in; text chunks out,
- *   then exactly one last chunk: `end` (finish reason and token usage) or `error` (what was wrong).
- *   Leaving the stream (breaking out of the loop, a reset HTTP/2 stream) stops the generation.
+ * - `generateStream(request)`, a streamed call: chat messages or a plain prompt in; text chunks out
+ *   (the first at once, then at most one every 10 ms holding the text made meanwhile), then exactly
+ *   one last chunk: `end` (finish reason and token usage) or `error` (what was wrong). Leaving the
+ *   stream (breaking out of the loop, a reset HTTP/2 stream) stops the generation.
  * - `load()`, an ask: the worker's load report.
  *
  * There is no non-streamed `generate` ask: an ask holds the actor's mailbox until it returns, so a

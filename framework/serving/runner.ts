@@ -40,6 +40,8 @@ const DETOKENIZE_CONTEXT = 8;
 const MAX_PARTIAL_TOKENS = 4;
 /** Chunks a request may have waiting for its reader before it sits out steps. */
 const MAX_AHEAD = 64;
+/** A request's text goes to its reader at most this often (what comes between goes with the next). */
+const TEXT_INTERVAL_MS = 10;
 
 /** Tokens generated over the last few seconds, in slots. */
 class RateMeter {
@@ -159,11 +161,19 @@ function invalid(input: unknown): GenerateChunk | undefined {
 /**
  * The chunks of one request that its reader has not taken: the reader takes the text chunks
  * waiting as one; `full` says the request should sit out steps, `room()` waits until it need not.
+ *
+ * Text is handed out at most every TEXT_INTERVAL_MS: text made sooner after the last waits and goes
+ * out with what follows. A reply then costs its reader tens of chunks a second, not one per token
+ * (each one a frame, and at the Router an event, each a system call); the first text and the end
+ * of a reply are never held back, so neither the first token nor the end comes later.
  */
 class ChunkBuffer {
   private readonly chunks: GenerateChunk[] = [];
   private ended = false;
   private failure: unknown;
+  private lastText = -Infinity;
+  /** The reader holds text back until the interval has passed: only the end, or more than text, wakes it sooner. */
+  private holding = false;
   private wakeReader: (() => void) | undefined;
   private wakeWriter: (() => void) | undefined;
 
@@ -173,7 +183,7 @@ class ChunkBuffer {
 
   push(chunk: GenerateChunk): void {
     this.chunks.push(chunk);
-    this.wake('reader');
+    if (!this.holding || chunk.type !== 'text') this.wake('reader');
   }
 
   /** Resolves when the reader has taken chunks, or the buffer has ended. */
@@ -192,19 +202,28 @@ class ChunkBuffer {
 
   async *read(): AsyncGenerator<GenerateChunk> {
     for (;;) {
-      const first = this.chunks.shift();
-      if (first) {
-        let chunk = first;
+      const first = this.chunks[0];
+      const wait = TEXT_INTERVAL_MS - (performance.now() - this.lastText);
+      if (first && (first.type !== 'text' || wait <= 0 || this.ended || this.chunks.some((c) => c.type !== 'text'))) {
+        let chunk = this.chunks.shift()!;
         while (chunk.type === 'text' && this.chunks[0]?.type === 'text') {
           const next = this.chunks.shift() as typeof chunk;
           chunk = { type: 'text', text: chunk.text + next.text, tokens: chunk.tokens + next.tokens };
         }
+        if (chunk.type === 'text') this.lastText = performance.now();
         this.wake('writer');
         yield chunk;
-      } else if (this.ended) {
+      } else if (!first && this.ended) {
         if (this.failure !== undefined) throw this.failure;
         return;
-      } else await new Promise<void>((resolve) => (this.wakeReader = resolve));
+      } else {
+        this.holding = first !== undefined;
+        await new Promise<void>((resolve) => {
+          this.wakeReader = resolve;
+          if (this.holding) setTimeout(() => this.wake('reader'), wait);
+        });
+        this.holding = false;
+      }
     }
   }
 

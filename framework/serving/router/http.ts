@@ -27,8 +27,6 @@ export interface ApiOptions {
 const BODY_LIMIT = 1024 * 1024;
 /** Attempts of a non-streamed request whose worker fails before the end. */
 const COLLECT_ATTEMPTS = 2;
-/** Text events of a stream are at least this far apart (what comes between waits for the next one). */
-const FLUSH_MS = 10;
 
 /** A failed request as a status and OpenAI's error body. */
 class ApiError extends Error {
@@ -190,21 +188,19 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   /** Server-sent events: the role, text deltas, the finish reason, usage if asked for, `[DONE]`. */
   async function stream(reply: FastifyReply, shape: ResponseShape, opened: OpenedRequest): Promise<void> {
     reply.hijack();
-    const events = new EventStream(reply.raw, shape);
+    const events = new EventStream(reply.raw);
     try {
       if (shape.chat) events.send(shape.chunk('role'));
       for (let chunk: GenerateChunk | undefined = opened.first; chunk && events.open; chunk = await next(opened)) {
         if (chunk.type === 'text') {
-          events.text(chunk.text);
+          events.send(shape.chunk({ text: chunk.text }));
           await events.writable();
         } else if (chunk.type === 'end') {
-          events.flush();
           events.send(shape.chunk({ finish: chunk.finish_reason }));
           if (shape.includeUsage) events.send(shape.usageChunk(chunk.usage));
           events.send('[DONE]');
           return;
         } else {
-          events.flush();
           events.send({ error: workerError(chunk).body.error });
           return;
         }
@@ -214,7 +210,6 @@ export function apiServer(options: ApiOptions): FastifyInstance {
       if (events.open) {
         opened.failed(error);
         options.counters.failed++;
-        events.flush();
         events.send({ error: workerFailed(opened, error).error });
       }
     } finally {
@@ -231,21 +226,9 @@ async function next(opened: OpenedRequest): Promise<GenerateChunk | undefined> {
   return result.done ? undefined : result.value;
 }
 
-/**
- * The server-sent events of one response. Text that comes within FLUSH_MS of the last text event
- * waits and goes out with what follows in one event, so that a fast reply costs tens of writes a
- * second, not one per token (each write is a system call); the first text goes out at once, and
- * the end of the reply flushes what waits, so neither the first token nor the end is delayed.
- */
+/** The server-sent events of one response (workers hand out text at most every 10 ms, so an event holds what came meanwhile). */
 class EventStream {
-  private pending = '';
-  private lastText = -Infinity;
-  private timer: NodeJS.Timeout | undefined;
-
-  constructor(
-    private readonly raw: ServerResponse,
-    private readonly shape: ResponseShape,
-  ) {
+  constructor(private readonly raw: ServerResponse) {
     raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
   }
 
@@ -258,22 +241,6 @@ class EventStream {
     if (this.open) this.raw.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
   }
 
-  text(text: string): void {
-    this.pending += text;
-    const since = performance.now() - this.lastText;
-    if (since >= FLUSH_MS) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), FLUSH_MS - since);
-  }
-
-  flush(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    if (!this.pending) return;
-    this.send(this.shape.chunk({ text: this.pending }));
-    this.pending = '';
-    this.lastText = performance.now();
-  }
-
   /** Resolves when the client has taken what was written (or has gone): its pace is the worker's. */
   async writable(): Promise<void> {
     if (!this.raw.writableNeedDrain || !this.open) return;
@@ -284,7 +251,6 @@ class EventStream {
   }
 
   end(): void {
-    clearTimeout(this.timer);
     this.raw.end();
   }
 }
