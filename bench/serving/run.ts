@@ -17,11 +17,12 @@
  *
  *   node dist/bench/serving/run.js [--seconds 6] [--rounds 3] [--threads 1]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { cpus, loadavg as loadavg1, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSystem, writeGeneratedModel, type ActorHandle, type ActorSystem, type GenerateChunk, type ModelShape } from '../../framework/index.js';
+import { startChild } from '../lib/child.js';
 import { closedLoop, type LoopResult } from '../lib/closed-loop.js';
 import { freePort } from '../lib/free-port.js';
 import { positiveIntFlag } from '../lib/int-flag.js';
@@ -40,12 +41,8 @@ const PROMPT = 'The';
  */
 const BENCH_SHAPE: ModelShape = { name: 'bench', embedding: 768, layers: 6, feedForward: 2048, heads: 8, contextLength: 2048 };
 
-const children = new Set<ChildProcess>();
 const scratch = mkdtempSync(join(tmpdir(), 'serving-bench-'));
-process.on('exit', () => {
-  for (const c of children) c.kill('SIGKILL');
-  rmSync(scratch, { recursive: true, force: true });
-});
+process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
 process.on('SIGINT', () => process.exit(130));
 
 interface Node {
@@ -55,20 +52,10 @@ interface Node {
 }
 
 /** `actorctl actor <classPath>` as a user starts it, joining the benchmark's node; resolves once it prints where it started. */
-function startActor(classPath: string, name: string, params: string[]): Promise<Node> {
+async function startActor(classPath: string, name: string, params: string[]): Promise<Node> {
   const args = [toolScript('actorctl'), 'actor', classPath, '--addr', '127.0.0.1:0', '--name', name, '--seeds', client.addr, '--', ...params];
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.add(proc);
-  proc.once('exit', () => children.delete(proc));
-  let out = '';
-  return new Promise((resolve, reject) => {
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c;
-      const m = /Started at (\S+) \(node ([0-9a-f]+)\)/.exec(out);
-      if (m) resolve({ proc, addr: m[1]!, nodeId: m[2]! });
-    });
-    proc.once('exit', (code) => reject(new Error(`${classPath} exited (${code}) before starting: ${out}`)));
-  });
+  const { proc, match } = await startChild(args, /Started at (\S+) \(node ([0-9a-f]+)\)/);
+  return { proc, addr: match[1]!, nodeId: match[2]! };
 }
 
 async function stop(node: Node): Promise<void> {
