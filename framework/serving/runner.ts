@@ -295,8 +295,8 @@ class Generation {
 
 export class ModelRunner {
   /**
-   * The context's sequences not in use. They are made once and cleared between requests: a
-   * sequence made and disposed of per request cost a third of the batched throughput (measured).
+   * The context's sequences not in use. They are made once, all at the start (so their ids follow
+   * the order they were made in, the order each step asks them in), and cleared between requests.
    */
   private readonly free: LlamaContextSequence[];
   /** Each sequence's place in the order they were made: the order of their ids in a fresh context. */
@@ -376,6 +376,12 @@ export class ModelRunner {
       return;
     }
     const generation = new Generation(this.model, sequence, this.slots.get(sequence)!, prompt, request, maxTokens);
+    // The caller leaving ends the request at the next step, even while its reader waits for text.
+    const leave = (): void => {
+      generation.left = true;
+      generation.buffer.end();
+    };
+    signal.addEventListener('abort', leave, { once: true });
     this.generating.add(generation);
     if (!this.looping) void this.loop();
     let outcome: Outcome;
@@ -388,8 +394,8 @@ export class ModelRunner {
       return yield { type: 'error', code: 'internal', message: `generation failed: ${(error as Error).message}` };
     } finally {
       // The reply ended, or its reader left: then the loop drops the request at its next step.
-      generation.left = true;
-      generation.buffer.end();
+      signal.removeEventListener('abort', leave);
+      leave();
       if (!(await generation.done) && !failed) this.cancelled++;
     }
     if (!outcome) return;
@@ -425,8 +431,12 @@ export class ModelRunner {
             this.generated++;
             this.rate.add(1);
           }
-          const outcome = g.take(result);
-          if (outcome) this.retire(g, outcome);
+          try {
+            const outcome = g.take(result);
+            if (outcome) this.retire(g, outcome);
+          } catch (error) {
+            this.retire(g, undefined, error as Error);
+          }
         });
       }
     } finally {
