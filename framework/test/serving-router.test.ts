@@ -8,6 +8,7 @@ import OpenAI from 'openai';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { freePort } from '../../bench/lib/free-port.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import type { ActorHandle } from '../core/context.js';
 import { ActorSystem } from '../core/system.js';
 import type { LoadReport } from '../serving/contract.js';
@@ -177,6 +178,23 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
   assert.is(((await unknown.json()) as { error: { code: string } }).error.code, 'unknown_url');
   assert.is((await fetch(`${base}/health`)).status, 200);
   assert.ok((await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, max_tokens: 2 })).choices[0]!.message.content);
+});
+
+test('safe by default: another HTTP host needs an API key or --http_insecure; with a key, /v1 needs it', async () => {
+  const refused = await runTool('actorctl', ['actor', 'framework.serving.Router', '--addr', '127.0.0.1:0', '--', '--http_host', '0.0.0.0', '--http_port', '0', '--model_name', 'tiny'], { env: { ACTORCTL_ROUTER_API_KEY: '' }, timeoutMs: 20_000 });
+  assert.is(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, 'http_host 0.0.0.0 is reachable from other machines, and without an API key anyone who reaches it can use the model');
+  const port = await freePort();
+  const keyed = await startNode({ classPath: 'framework.serving.Router', name: 'keyed', seeds: [router.addr], params: ['--http_port', String(port), '--model_name', 'tiny'], env: { ACTORCTL_ROUTER_API_KEY: 'sesame' } });
+  const url = `http://127.0.0.1:${port}`;
+  const denied = await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer wrong' } });
+  assert.is(denied.status, 401);
+  assert.is(((await denied.json()) as { error: { code: string } }).error.code, 'invalid_api_key');
+  assert.is((await fetch(`${url}/v1/models`)).status, 401);
+  assert.is((await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer sesame' } })).status, 200);
+  assert.is((await fetch(`${url}/health`)).status, 200, '/health stays open');
+  keyed.proc.kill('SIGKILL');
+  await keyed.exited;
 });
 
 test('a client that disconnects cancels the generation on its worker, streaming or not', async () => {
