@@ -7,6 +7,7 @@
  * Operations take typed arguments and return results (a running system, what inspect found, a
  * benchmark report); they never parse flags or render.
  */
+import { join } from 'node:path';
 import type { TObject } from '@sinclair/typebox';
 import type { CaRequest, CertificateFiles, LeafRequest } from './core/cert-files.js';
 import type { LoadedActorClass } from './core/loader.js';
@@ -16,6 +17,7 @@ import type { ActorsOptions, ClusterActors, ClusterMetrics, ClusterView, Inspect
 import type { ClientCall } from './node/call-client.js';
 import type { ActorEntry } from './node/observed.js';
 import type { BenchConfig, BenchIO, BenchReport } from './loadgen/types.js';
+import type { ModelShape } from './serving/models/tiny.js';
 
 // Address checks are pure functions of a leaf module: the command line checks --addr and --seeds with them.
 export { DEFAULT_NODE_PORT, normalizeAddr, parseAddr } from './core/address.js';
@@ -34,6 +36,8 @@ export type { ActorEntry, MemberEntry } from './node/observed.js';
 export type { ClientCall, ClientCallMode } from './node/call-client.js';
 export { isActorError, type ActorError, type ActorErrorCode } from './core/errors.js';
 export type { BenchConfig, BenchIO, BenchReport, LatencySummary, PhaseReport, Slo, TokenTarget } from './loadgen/types.js';
+export type { ChatMessage, FinishReason, GenerateChunk, GenerateRequest, LoadReport, Usage } from './serving/contract.js';
+export type { ModelShape } from './serving/models/tiny.js';
 
 // ---- actors ----
 
@@ -114,4 +118,22 @@ export async function callActor(call: ClientCall, onItem: (item: unknown) => voi
 /** Runs a load test against a chat-completions endpoint and returns its report. */
 export async function runBenchmark(config: BenchConfig, io: BenchIO): Promise<BenchReport> {
   return (await import('./loadgen/run.js')).runBenchmark(config, io);
+}
+
+// ---- serving ----
+
+/**
+ * Writes the project's generated model (a bigram model of its own corpus, serving/models/tiny.ts)
+ * of `shape` to `path`; false when the file already held exactly those bytes.
+ */
+export async function writeGeneratedModel(path: string, shape: ModelShape): Promise<boolean> {
+  return (await import('./serving/models/tiny.js')).writeBigramModel(path, shape);
+}
+
+/** Makes the tiny model among the build's own models (`dist/models/tiny.gguf`), where workers find it by the name `tiny`. */
+export async function makeTinyModel(): Promise<{ path: string; written: boolean }> {
+  const { TINY_SHAPE, writeBigramModel } = await import('./serving/models/tiny.js');
+  const { TINY_MODEL, builtinModelsDirectory } = await import('./serving/models/locate.js');
+  const path = join(builtinModelsDirectory(), `${TINY_MODEL}.gguf`);
+  return { path, written: writeBigramModel(path, TINY_SHAPE) };
 }

@@ -37,12 +37,14 @@ install_node() {
 }
 
 install_npm_packages() {
-  # npm ci is skipped when the lockfile has not changed since the last install.
+  # npm ci is skipped when the lockfile and .npmrc have not changed since the last install.
+  # .npmrc says omit=optional: no GPU builds of node-llama-cpp (the platform packages the project
+  # needs are direct dependencies); NODE_LLAMA_CPP_SKIP_DOWNLOAD guards against a source download.
   local stamp=node_modules/.setup-stamp
-  local want; want="$(node --version) $(sha256sum package-lock.json | cut -d' ' -f1)"
+  local want; want="$(node --version) $(cat package-lock.json .npmrc | sha256sum | cut -d' ' -f1)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
   say "npm ci"
-  npm ci --no-audit --no-fund --loglevel=error
+  NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm ci --no-audit --no-fund --loglevel=error
   echo "$want" > "$stamp"
 }
 
@@ -52,6 +54,8 @@ build_typescript() {
   tsc -p tsconfig.json || [ "${SETUP_ALLOW_TYPE_ERRORS:-}" = 1 ]
   bash scripts/build-native.sh
   node dist/scripts/bundle.js
+  # The serving tests' tiny model (dist/models/tiny.gguf), generated from the in-repo corpus; rewritten only when it changed.
+  node dist/scripts/tiny-model.js
 }
 
 install_cargo() {

@@ -11,7 +11,7 @@
  *
  *   node dist/bench/actors/cluster.js [--trials 5] [--seconds 3] [--baseline /path/to/other/dist]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import { tmpdir } from 'node:os';
@@ -19,6 +19,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createCa, createCertificate, startSystem, type TlsFiles } from '../../framework/index.js';
+import { startChild } from '../lib/child.js';
 import { closedLoop, type LoopResult } from '../lib/closed-loop.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -27,10 +28,6 @@ const TRIALS = Number(values.trials);
 const SECONDS = Number(values.seconds);
 const CLUSTER = 'bench';
 
-const children = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const c of children) c.kill('SIGKILL');
-});
 process.on('SIGINT', () => process.exit(130));
 
 interface Node {
@@ -46,18 +43,7 @@ function startNode(seeds: string[], tls: TlsFiles | undefined): { started: numbe
   if (seeds.length) args.push('--seeds', seeds.join(','));
   if (tls) args.push('--tls-ca', tls.ca, '--tls-cert', tls.cert, '--tls-key', tls.key);
   const started = performance.now();
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.add(proc);
-  proc.once('exit', () => children.delete(proc));
-  const ready = new Promise<Node & { readyAt: number }>((resolve, reject) => {
-    let out = '';
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c;
-      const m = /Started at (\S+)/.exec(out);
-      if (m) resolve({ proc, addr: m[1]!, readyAt: performance.now() });
-    });
-    proc.once('exit', (code) => reject(new Error(`node exited ${code}: ${out}`)));
-  });
+  const ready = startChild(args, /Started at (\S+)/).then(({ proc, match }) => ({ proc, addr: match[1]!, readyAt: performance.now() }));
   return { started, ready };
 }
 

@@ -9,13 +9,14 @@
  *
  *   node dist/bench/actors/run.js [--seconds 3] [--trials 3] [--nodes 10]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadActorClass, startSystem } from '../../framework/index.js';
+import { killChildren, startChild } from '../lib/child.js';
 import { closedLoop, type LoopResult } from '../lib/closed-loop.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -24,12 +25,9 @@ const SECONDS = Number(values.seconds);
 const TRIALS = Number(values.trials);
 const NODES = Number(values.nodes);
 
-const children = new Set<ChildProcess>();
-const cleanup = (): void => {
-  for (const c of children) c.kill('SIGKILL');
-};
-process.on('exit', cleanup);
 process.on('SIGINT', () => process.exit(130));
+/** What a node (`Started at`) or the bare HTTP/2 server (`LISTENING`) prints once it listens. */
+const STARTED = /(?:Started at|LISTENING) (\S+)/;
 
 interface Load extends LoopResult {
   /** CPU time of this process and of `peer` (the server process) per call, in µs. */
@@ -57,25 +55,10 @@ async function load(inFlight: number, call: () => Promise<unknown>, seconds = SE
   return { ...result, cpuUsPerCall: (cpuSeconds * 1e6) / result.calls };
 }
 
-function startChild(args: string[]): Promise<{ proc: ChildProcess; line: RegExpExecArray }> {
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.add(proc);
-  proc.once('exit', () => children.delete(proc));
-  let out = '';
-  return new Promise((resolve, reject) => {
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c;
-      const m = /(?:Started at|LISTENING) (\S+)/.exec(out);
-      if (m) resolve({ proc, line: m });
-    });
-    proc.once('exit', (code) => reject(new Error(`child exited ${code}: ${out}`)));
-  });
-}
-
 function startNode(seeds: string[], name = 'echo'): Promise<{ proc: ChildProcess; addr: string }> {
   const args = [join(DIST, 'cli', 'actorctl.js'), 'actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '--name', name];
   if (seeds.length) args.push('--seeds', seeds.join(','));
-  return startChild(args).then(({ proc, line }) => ({ proc, addr: line[1]! }));
+  return startChild(args, STARTED).then(({ proc, match }) => ({ proc, addr: match[1]! }));
 }
 
 /** A bare h2c server answering every POST with its body: what HTTP/2 alone costs. */
@@ -150,11 +133,11 @@ const report: Record<string, unknown> = {};
 // ---- remote ----
 {
   const node = await startNode([]);
-  const bare = await startChild(['--input-type=module', '-e', BARE_SERVER]);
+  const bare = await startChild(['--input-type=module', '-e', BARE_SERVER], STARTED);
   const client = await startSystem({ seeds: [node.addr], log: () => {} });
   await until(async () => client.instances('echo').length === 1, 10_000);
   const echo = client.resolve('echo');
-  const session = http2.connect(`http://${bare.line[1]}`);
+  const session = http2.connect(`http://${bare.match[1]}`);
   const body = JSON.stringify({ method: 'echo', args: [1] });
   await load(64, () => echo.ask('echo', [1]), 1); // warm-up (JIT, connection)
   await load(64, () => bareRequest(session, body), 1);
@@ -219,7 +202,7 @@ const report: Record<string, unknown> = {};
   const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
   report.failure_detection = { trials: suspects.length, suspect_ms: suspects, failed_ms: faileds, suspect_mean_ms: mean(suspects), failed_mean_ms: mean(faileds) };
   console.log(`failure detection (default timers, ${suspects.length} trials): Suspect mean ${fmt(mean(suspects))} ms (max ${fmt(Math.max(...suspects))}), Failed mean ${fmt(mean(faileds))} ms (max ${fmt(Math.max(...faileds))})`);
-  cleanup();
+  killChildren();
 }
 
 console.log(JSON.stringify(report, null, 2));

@@ -71,6 +71,9 @@ export class Listener {
     this.h2.on('stream', (stream, headers) => {
       // A peer that resets or breaks its stream must never take the node down.
       stream.on('error', () => {});
+      // Node announces a stream a tick after its headers came: the session may be gone by then (its
+      // peer closed the connection), and with it the peer the routes look up; nobody is left to answer.
+      if (!stream.session) return void stream.destroy();
       options.onStream(stream, headers);
     });
     this.h2.on('session', (session) => {

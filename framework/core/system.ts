@@ -12,7 +12,7 @@ import { CallServer } from '../node/calls.js';
 import { joinCluster } from '../node/gossip.js';
 import { http1Observers, nodeRoutes } from '../node/routes.js';
 import { remote } from './actor.js';
-import { formatAddr, parseAddr } from './address.js';
+import { formatAddr, isLoopback, parseAddr } from './address.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
 import { Caller, type ActorRef } from './caller.js';
 import type { ActorClass, ActorContext, ActorSystemView, ResolveOptions, SpawnOptions } from './context.js';
@@ -212,11 +212,6 @@ export class ActorSystem implements ActorSystemView {
     this.stopReclaim?.();
     await this.listener.close();
   }
-}
-
-/** Whether only this machine can reach a host: 127.0.0.0/8, ::1 or localhost. */
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 /** The host other nodes should dial: a wildcard bind advertises the first external IPv4 address. */

@@ -1,0 +1,162 @@
+/**
+ * The model backend: a GGUF model loaded with node-llama-cpp (its prebuilt CPU binary from npm;
+ * nothing is downloaded or built), one context whose sequences the workers decode, and what turns
+ * a request into prompt tokens (the model's chat template, from its GGUF metadata when it has one)
+ * and generated tokens back into text.
+ *
+ * node-llama-cpp is imported when a model is loaded, never when this module is: the Router's
+ * process, which loads the serving module too, does not pay for it.
+ */
+import type { ChatHistoryItem, ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+import { InvalidInputError } from '../../lib/errors.js';
+import type { ChatMessage, GenerateRequest } from './contract.js';
+import { locateModel } from './models/locate.js';
+
+export interface ModelConfig {
+  /** A model name (models directory) or a path to a GGUF file. */
+  model: string;
+  /** CPU threads for decoding. */
+  threads: number;
+  /** Tokens each sequence holds (prompt and generated), at most the model's own context length. */
+  contextSize: number;
+  /** Sequences of the one context: how many requests are decoded together. */
+  sequences: number;
+}
+
+/** A request as tokens, with what ends its generation besides the end-of-text token. */
+export interface Prompt {
+  tokens: Token[];
+  stopStrings: string[];
+  stopTokens: Set<Token>;
+  /** Whether the text continues the prompt's (a completion) or starts a reply (a chat). */
+  continues: boolean;
+}
+
+/** GGUF keys without which the native library aborts the process (instead of throwing) or cannot run the model. */
+const REQUIRED_ARCH_KEYS = ['context_length', 'embedding_length', 'block_count', 'feed_forward_length', 'attention.head_count'];
+const REQUIRED_KEYS = ['general.architecture', 'tokenizer.ggml.model', 'tokenizer.ggml.tokens'];
+
+type NodeLlamaCpp = typeof import('node-llama-cpp');
+
+let library: Promise<{ cpp: NodeLlamaCpp; llama: Llama }> | undefined;
+
+/** node-llama-cpp and its CPU backend, once per process (the first caller's thread count is the process's). */
+function llamaCpp(threads: number): Promise<{ cpp: NodeLlamaCpp; llama: Llama }> {
+  library ??= (async () => {
+    // Never download or build llama.cpp: the prebuilt binary of @node-llama-cpp/linux-x64 is the only one used.
+    process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD ??= 'true';
+    const cpp = await import('node-llama-cpp');
+    const llama = await cpp.getLlama({ gpu: false, build: 'never', maxThreads: threads, logLevel: cpp.LlamaLogLevel.warn });
+    return { cpp, llama };
+  })();
+  return library;
+}
+
+function metadataValue(metadata: unknown, key: string): unknown {
+  let value: unknown = metadata;
+  for (const part of key.split('.')) value = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[part] : undefined;
+  return value;
+}
+
+/** Reads the file's GGUF header and checks the keys the native library needs before it is given the file. */
+async function checkModelFile(cpp: NodeLlamaCpp, path: string): Promise<void> {
+  let metadata: unknown;
+  try {
+    ({ metadata } = await cpp.readGgufFileInfo(path, { sourceType: 'filesystem', readTensorInfo: false, logWarnings: false }));
+  } catch (error) {
+    throw new InvalidInputError(`model file ${path} is not a readable GGUF file: ${(error as Error).message}`);
+  }
+  const architecture = metadataValue(metadata, 'general.architecture');
+  const keys = [...REQUIRED_KEYS, ...(typeof architecture === 'string' ? REQUIRED_ARCH_KEYS.map((k) => `${architecture}.${k}`) : [])];
+  const missing = keys.filter((key) => metadataValue(metadata, key) === undefined);
+  if (missing.length) throw new InvalidInputError(`model file ${path} lacks GGUF keys the model needs: ${missing.join(', ')}`);
+}
+
+export class LoadedModel {
+  private constructor(
+    readonly name: string,
+    readonly path: string,
+    private readonly model: LlamaModel,
+    readonly context: LlamaContext,
+    private readonly chatWrapper: ChatWrapper,
+  ) {}
+
+  /** Finds, checks and loads a model, and makes its context. Invalid input (exit 2) names the model and what is wrong. */
+  static async load(config: ModelConfig): Promise<LoadedModel> {
+    const path = locateModel(config.model);
+    const { cpp, llama } = await llamaCpp(config.threads);
+    await checkModelFile(cpp, path);
+    const model = await llama.loadModel({ modelPath: path });
+    try {
+      const contextSize = Math.min(config.contextSize, model.trainContextSize);
+      const context = await model.createContext({ contextSize, sequences: config.sequences, threads: config.threads });
+      const chatWrapper = cpp.resolveChatWrapper(model) ?? new cpp.GeneralChatWrapper();
+      return new LoadedModel(config.model, path, model, context, chatWrapper);
+    } catch (error) {
+      await model.dispose();
+      throw error;
+    }
+  }
+
+  /** Tokens one sequence holds. */
+  get contextSize(): number {
+    return this.context.contextSize;
+  }
+
+  /** Which chat template applies: the name of node-llama-cpp's wrapper (`JinjaTemplate` for the GGUF's own). */
+  get chatTemplate(): string {
+    return this.chatWrapper.wrapperName;
+  }
+
+  /** One of the context's sequences (there are as many as the config says; the runner keeps them all). */
+  sequence(): LlamaContextSequence {
+    return this.context.getSequence();
+  }
+
+  /** The request as tokens: a chat through the chat template, a prompt as it is (after the BOS token when the model wants one). */
+  prompt(request: GenerateRequest): Prompt {
+    const stopStrings = [...(request.stop ?? [])];
+    const stopTokens = new Set<Token>();
+    if (request.messages) {
+      const state = this.chatWrapper.generateContextState({ chatHistory: [...request.messages.map(chatItem), { type: 'model', response: [] }] });
+      // The template's own end-of-turn markers: text ones stop like stop strings, a special token by its id.
+      for (const trigger of state.stopGenerationTriggers) {
+        if (trigger.values.every((v) => typeof v === 'string')) stopStrings.push(trigger.values.join(''));
+        else {
+          const tokens = trigger.tokenize(this.model.tokenizer);
+          if (tokens.length === 1) stopTokens.add(tokens[0]!);
+        }
+      }
+      return { tokens: state.contextText.tokenize(this.model.tokenizer), stopStrings: stopStrings.filter(Boolean), stopTokens, continues: false };
+    }
+    const bos = this.model.tokens.bos;
+    const tokens = [...(bos !== null && this.model.tokens.shouldPrependBosToken ? [bos] : []), ...this.model.tokenize(request.prompt ?? '')];
+    return { tokens, stopStrings, stopTokens, continues: true };
+  }
+
+  isEndOfText(token: Token): boolean {
+    return this.model.isEogToken(token);
+  }
+
+  /** The text of `tokens`, which follow `before` (a leading space is kept or dropped as the tokenizer would). */
+  text(tokens: readonly Token[], before: readonly Token[]): string {
+    return this.model.detokenize(tokens, false, before);
+  }
+
+  async close(): Promise<void> {
+    await this.context.dispose();
+    await this.model.dispose();
+  }
+}
+
+function chatItem(message: ChatMessage): ChatHistoryItem {
+  switch (message.role) {
+    case 'system':
+    case 'developer':
+      return { type: 'system', text: message.content };
+    case 'user':
+      return { type: 'user', text: message.content };
+    case 'assistant':
+      return { type: 'model', response: [message.content] };
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * The one contract of every serving worker (LocalModelWorker, EngineWorker), as the Router and any
+ * other caller in the cluster see it:
+ *
+ * - `generateStream(request)`, a streamed call: chat messages or a plain prompt in; text chunks out
+ *   (the first at once, then at most one every 10 ms holding the text made meanwhile), then exactly
+ *   one last chunk: `end` (finish reason and token usage) or `error` (what was wrong). Leaving the
+ *   stream (breaking out of the loop, a reset HTTP/2 stream) stops the generation.
+ * - `load()`, an ask: the worker's load report.
+ *
+ * There is no non-streamed `generate` ask: an ask holds the actor's mailbox until it returns, so a
+ * long generation would hold up every other call of the worker (its load reports among them). A
+ * caller that wants the whole text collects the stream.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+
+export const CHAT_ROLES = ['system', 'developer', 'user', 'assistant'] as const;
+
+/** Stop strings a request may give (as OpenAI allows). */
+export const MAX_STOP_STRINGS = 4;
+
+export const ChatMessage = Type.Object(
+  {
+    role: Type.Union(CHAT_ROLES.map((r) => Type.Literal(r))),
+    content: Type.String(),
+  },
+  { additionalProperties: false },
+);
+export type ChatMessage = Static<typeof ChatMessage>;
+
+export const GenerateRequest = Type.Object(
+  {
+    /** A chat, rendered with the model's chat template; or `prompt`, a text continued as it is. */
+    messages: Type.Optional(Type.Array(ChatMessage, { minItems: 1 })),
+    prompt: Type.Optional(Type.String()),
+    /** Upper bound of generated tokens; the worker's own cap and the context's room bound it too. */
+    max_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
+    temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 2 })),
+    top_p: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+    stop: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: MAX_STOP_STRINGS })),
+    /** Fixes the sampling: the same request with the same seed gives the same tokens. */
+    seed: Type.Optional(Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),
+  },
+  { additionalProperties: false },
+);
+export type GenerateRequest = Static<typeof GenerateRequest>;
+
+export type FinishReason = 'stop' | 'length';
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/**
+ * Why a request was not served: `invalid_request` and `context_length_exceeded` are the caller's
+ * (HTTP 400), `overloaded` is worth retrying elsewhere (503), `internal` is the worker's (500).
+ */
+export type GenerateErrorCode = 'invalid_request' | 'context_length_exceeded' | 'overloaded' | 'internal';
+
+export type GenerateChunk =
+  /** `tokens`: how many generated tokens this text stands for. */
+  | { type: 'text'; text: string; tokens: number }
+  | { type: 'end'; finish_reason: FinishReason; usage: Usage }
+  | { type: 'error'; code: GenerateErrorCode; message: string; param?: string };
+
+/** What a worker reports as its load; the Router sends a request where `active + queued` is lowest. */
+export interface LoadReport {
+  model: string;
+  /** Sequences generating now. */
+  active: number;
+  /** Requests waiting for a free sequence. */
+  queued: number;
+  /** Sequences the worker decodes together (1 for LocalModelWorker). */
+  sequences: number;
+  /** Generated tokens per second over the last few seconds. */
+  tokens_per_s: number;
+  /** Totals since the worker started. */
+  generated_tokens: number;
+  completed: number;
+  /** Requests whose caller left before their end: their generation was stopped. */
+  cancelled: number;
+}

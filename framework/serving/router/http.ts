@@ -1,0 +1,260 @@
+/**
+ * The Router's HTTP API on fastify: `POST /v1/chat/completions` and `POST /v1/completions` (a JSON
+ * object, or server-sent events with `stream: true`), `GET /v1/models` and `GET /health`.
+ *
+ * One request goes to one worker (pool.ts) as a stream of chunks. Nothing is sent to the client
+ * before the worker's first chunk, so a request no worker can serve, or one the worker refuses,
+ * still gets a proper status: 400 (OpenAI's error body, naming the field), 404 for another
+ * model, 503 when no worker is alive or every one is overloaded. A client that disconnects cancels
+ * the generation on its worker. When a worker dies mid-stream, the stream ends with an `error`
+ * event (no `[DONE]`); a non-streamed request is retried on another worker, since nothing was sent.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
+import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, type ApiRequest } from './openai.js';
+import { NoWorkerError, type OpenedRequest, type WorkerPool } from './pool.js';
+
+export interface ApiOptions {
+  modelName: string;
+  pool: WorkerPool;
+  /** When set, every /v1 request must carry `Authorization: Bearer <apiKey>`. */
+  apiKey: string | undefined;
+  counters: { requests: number; failed: number; cancelled: number };
+}
+
+const BODY_LIMIT = 1024 * 1024;
+/** Attempts of a non-streamed request whose worker fails before the end. */
+const COLLECT_ATTEMPTS = 2;
+
+/** A failed request as a status and OpenAI's error body. */
+class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: ErrorBody,
+  ) {
+    super(body.error.message);
+  }
+}
+
+const WORKER_ERRORS: Record<GenerateErrorCode, [number, string]> = {
+  invalid_request: [400, 'invalid_request_error'],
+  context_length_exceeded: [400, 'invalid_request_error'],
+  overloaded: [503, 'server_error'],
+  internal: [500, 'server_error'],
+};
+
+function workerError(chunk: Extract<GenerateChunk, { type: 'error' }>): ApiError {
+  const [status, type] = WORKER_ERRORS[chunk.code] ?? [500, 'server_error'];
+  return new ApiError(status, errorBody(chunk.message, type, chunk.code === 'invalid_request' ? null : chunk.code, chunk.param || null));
+}
+
+function unavailable(error: NoWorkerError): ApiError {
+  return new ApiError(503, errorBody(error.message, 'server_error', error.overloaded ? 'overloaded' : 'no_worker'));
+}
+
+/** `/messages/0/content` -> `messages[0].content`. */
+function paramOf(path: string): string {
+  return path
+    .split('/')
+    .filter(Boolean)
+    .map((part, i) => (/^\d+$/.test(part) ? `[${part}]` : i ? `.${part}` : part))
+    .join('');
+}
+
+/** Fastify's errors (validation, bad JSON, a body too large) in OpenAI's shape; anything else is a 500 that says nothing more. */
+function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  const e = error as { validation?: Array<{ keyword: string; instancePath: string; message?: string; params?: Record<string, unknown> }>; statusCode?: number; code?: string; message?: string };
+  const first = e.validation?.[0];
+  if (first) {
+    if (first.keyword === 'additionalProperties') {
+      const field = String(first.params?.additionalProperty ?? '');
+      const param = paramOf(`${first.instancePath}/${field}`);
+      return new ApiError(400, errorBody(`Unrecognized request argument supplied: ${param}`, 'invalid_request_error', null, param));
+    }
+    if (first.keyword === 'required') {
+      const param = paramOf(`${first.instancePath}/${String(first.params?.missingProperty ?? '')}`);
+      return new ApiError(400, errorBody(`Missing required parameter: '${param}'.`, 'invalid_request_error', 'missing_required_parameter', param));
+    }
+    const param = paramOf(first.instancePath);
+    return new ApiError(400, errorBody(param ? `Invalid value for '${param}': ${first.message ?? 'invalid'}.` : `Invalid request body: ${first.message ?? 'invalid'}.`, 'invalid_request_error', 'invalid_value', param || null));
+  }
+  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    const message = e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? `The request body is not valid JSON: ${e.message ?? ''}` : (e.message ?? 'bad request');
+    return new ApiError(e.statusCode, errorBody(message, 'invalid_request_error'));
+  }
+  return new ApiError(500, errorBody('The server had an error while processing your request.', 'server_error'));
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export function apiServer(options: ApiOptions): FastifyInstance {
+  // Types as given are checked, never coerced ("5" is not a number), and unknown fields refused, not dropped.
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: true, ajv: { customOptions: { removeAdditional: false, coerceTypes: false } } });
+  const started = Math.floor(Date.now() / 1000);
+
+  app.setErrorHandler((error, _req, reply) => {
+    const { status, body } = toApiError(error);
+    if (status >= 500) options.counters.failed++;
+    void reply.code(status).send(body);
+  });
+  app.setNotFoundHandler((req, reply) => {
+    void reply.code(404).send(errorBody(`Unknown request URL: ${req.method} ${req.url.split('?')[0]}.`, 'invalid_request_error', 'unknown_url'));
+  });
+  if (options.apiKey !== undefined) {
+    const expected = options.apiKey;
+    app.addHook('onRequest', async (req) => {
+      if (!req.url.startsWith('/v1/')) return;
+      const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
+      if (!sameSecret(given, expected)) throw new ApiError(401, errorBody('Incorrect or missing API key.', 'invalid_request_error', 'invalid_api_key'));
+    });
+  }
+
+  const errors = { 400: ErrorBody, 404: ErrorBody, 500: ErrorBody, 503: ErrorBody };
+  app.post('/v1/chat/completions', { schema: { body: ChatRequest, response: { 200: ChatCompletion, ...errors } } }, (req, reply) => serve(req as FastifyRequest<{ Body: ChatRequest }>, reply, true));
+  app.post('/v1/completions', { schema: { body: CompletionRequest, response: { 200: Completion, ...errors } } }, (req, reply) => serve(req as FastifyRequest<{ Body: CompletionRequest }>, reply, false));
+  app.get('/v1/models', { schema: { response: { 200: ModelList } } }, async (): Promise<ModelList> => ({
+    object: 'list',
+    data: [{ id: options.modelName, object: 'model', created: started, owned_by: 'actorctl' }],
+  }));
+  app.get('/health', { schema: { response: { 200: Health, 503: Health } } }, async (_req, reply) => {
+    const workers = options.pool.alive().map((w) => {
+      const report = options.pool.fresh(w);
+      return { node_id: w.nodeId, addr: w.addr, ...(report ? { active: report.active, queued: report.queued, tokens_per_s: report.tokens_per_s } : {}) };
+    });
+    const body: Health = { status: workers.length ? 'ok' : 'unavailable', model: options.modelName, workers };
+    return reply.code(workers.length ? 200 : 503).send(body);
+  });
+
+  async function serve(req: FastifyRequest<{ Body: ApiRequest }>, reply: FastifyReply, chat: boolean): Promise<unknown> {
+    options.counters.requests++;
+    const body = req.body;
+    if (body.model !== options.modelName) {
+      throw new ApiError(404, errorBody(`The model '${body.model}' does not exist: this router serves '${options.modelName}'.`, 'invalid_request_error', 'model_not_found', 'model'));
+    }
+    const request = generateRequest(body);
+    const includeUsage = body.stream === true && body.stream_options?.include_usage === true;
+    const shape = new ResponseShape(chat, options.modelName, includeUsage);
+    // The client leaving (the connection closes before the response is finished) cancels the generation.
+    const controller = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) {
+        options.counters.cancelled++;
+        controller.abort();
+      }
+    });
+    if (body.stream) return stream(reply, shape, await open(request, controller.signal));
+    return collect(shape, request, controller.signal);
+  }
+
+  /** A worker's first chunk, or the error that answers the request. */
+  async function open(request: ReturnType<typeof generateRequest>, signal: AbortSignal): Promise<OpenedRequest> {
+    let opened: OpenedRequest;
+    try {
+      opened = await options.pool.open(request, signal);
+    } catch (error) {
+      if (error instanceof NoWorkerError) throw unavailable(error);
+      throw error;
+    }
+    if (opened.first.type === 'error') throw workerError(opened.first);
+    return opened;
+  }
+
+  /** The whole reply as one object; a worker that fails before the end is replaced once. */
+  async function collect(shape: ResponseShape, request: ReturnType<typeof generateRequest>, signal: AbortSignal): Promise<unknown> {
+    for (let attempt = 1; ; attempt++) {
+      const opened = await open(request, signal);
+      let text = '';
+      try {
+        for (let chunk: GenerateChunk | undefined = opened.first; chunk; chunk = await next(opened)) {
+          if (chunk.type === 'text') text += chunk.text;
+          else if (chunk.type === 'end') return shape.complete(text, chunk.finish_reason, chunk.usage);
+          else throw workerError(chunk);
+        }
+        throw new Error(`worker on ${opened.worker} ended the stream without an end chunk`);
+      } catch (error) {
+        if (error instanceof ApiError || signal.aborted || attempt >= COLLECT_ATTEMPTS) throw error instanceof ApiError ? error : new ApiError(502, workerFailed(opened, error));
+        opened.failed(error);
+      }
+    }
+  }
+
+  /** Server-sent events: the role, text deltas, the finish reason, usage if asked for, `[DONE]`. */
+  async function stream(reply: FastifyReply, shape: ResponseShape, opened: OpenedRequest): Promise<void> {
+    reply.hijack();
+    const events = new EventStream(reply.raw);
+    try {
+      if (shape.chat) events.send(shape.chunk('role'));
+      for (let chunk: GenerateChunk | undefined = opened.first; chunk && events.open; chunk = await next(opened)) {
+        if (chunk.type === 'text') {
+          events.send(shape.chunk({ text: chunk.text }));
+          await events.writable();
+        } else if (chunk.type === 'end') {
+          events.send(shape.chunk({ finish: chunk.finish_reason }));
+          if (shape.includeUsage) events.send(shape.usageChunk(chunk.usage));
+          events.send('[DONE]');
+          return;
+        } else {
+          events.send({ error: workerError(chunk).body.error });
+          return;
+        }
+      }
+      if (events.open) events.send({ error: workerFailed(opened, new Error('the stream ended without an end chunk')).error });
+    } catch (error) {
+      if (events.open) {
+        opened.failed(error);
+        options.counters.failed++;
+        events.send({ error: workerFailed(opened, error).error });
+      }
+    } finally {
+      void opened.rest.return?.();
+      events.end();
+    }
+  }
+
+  return app;
+}
+
+async function next(opened: OpenedRequest): Promise<GenerateChunk | undefined> {
+  const result = await opened.rest.next();
+  return result.done ? undefined : result.value;
+}
+
+/** The server-sent events of one response (workers hand out text at most every 10 ms, so an event holds what came meanwhile). */
+class EventStream {
+  constructor(private readonly raw: ServerResponse) {
+    raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+  }
+
+  /** Whether the client is still there. */
+  get open(): boolean {
+    return !this.raw.destroyed;
+  }
+
+  send(data: object | string): void {
+    if (this.open) this.raw.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+  }
+
+  /** Resolves when the client has taken what was written (or has gone): its pace is the worker's. */
+  async writable(): Promise<void> {
+    if (!this.raw.writableNeedDrain || !this.open) return;
+    await new Promise<void>((resolve) => {
+      this.raw.once('drain', resolve);
+      this.raw.once('close', resolve);
+    });
+  }
+
+  end(): void {
+    this.raw.end();
+  }
+}
+
+function workerFailed(opened: OpenedRequest, error: unknown): ErrorBody {
+  return errorBody(`The worker on ${opened.worker} failed during generation: ${(error as Error).message}`, 'server_error', 'worker_failed');
+}

@@ -1,0 +1,171 @@
+/**
+ * The Router's view of its workers: the Alive instances of the named worker actor across the
+ * cluster, their load reports (polled), and which one takes the next request.
+ *
+ * - A worker's load is `active + queued` from its last report, plus the requests this Router sent
+ *   it since that report. Reports older than LOAD_FRESH_MS count as unknown; when no worker has a
+ *   fresh one, workers take turns (round-robin), and so do workers tied at the lowest load.
+ * - A worker whose call failed as unreachable (killed, partitioned) is set aside until a load
+ *   report comes from it again, so later requests go elsewhere before membership has noticed; it
+ *   is still tried when no other worker is left.
+ * - `open` sends a request and waits for its first chunk, trying the next worker when a worker
+ *   cannot be reached or is overloaded: nothing has reached the client yet, so it is safe.
+ */
+import type { ActorHandle, ActorSystemView } from '../../core/context.js';
+import { isActorError } from '../../core/errors.js';
+import type { GenerateChunk, GenerateRequest, LoadReport } from '../contract.js';
+
+const LOAD_POLL_MS = 500;
+const LOAD_FRESH_MS = 2_000;
+const LOAD_TIMEOUT_MS = 1_000;
+/** A call's reply (the stream's start, for a stream) must begin within this. */
+const OPEN_TIMEOUT_MS = 10_000;
+/** Workers one request may try before it fails. */
+const MAX_ATTEMPTS = 3;
+
+interface WorkerState {
+  nodeId: string;
+  addr: string;
+  handle: ActorHandle;
+  report: LoadReport | undefined;
+  reportedAt: number;
+  /** Requests sent to this worker; `sentAtReport` is the count when the last report was asked for. */
+  sent: number;
+  sentAtReport: number;
+  /** Set aside after an unreachable call, until it reports again. */
+  down: boolean;
+}
+
+/** A request a worker took: its first chunk, the rest, and how to tell the pool if the worker then fails. */
+export interface OpenedRequest {
+  worker: string;
+  first: GenerateChunk;
+  rest: AsyncIterator<GenerateChunk>;
+  /** The worker failed mid-stream: set it aside. */
+  failed(error: unknown): void;
+}
+
+/** No worker took the request: none is alive, or every one tried failed or was overloaded. */
+export class NoWorkerError extends Error {
+  constructor(
+    message: string,
+    readonly overloaded: boolean,
+  ) {
+    super(message);
+  }
+}
+
+export class WorkerPool {
+  private readonly workers = new Map<string, WorkerState>();
+  private turn = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly system: ActorSystemView,
+    readonly workerName: string,
+  ) {
+    this.timer = setInterval(() => void this.poll(), LOAD_POLL_MS);
+    this.timer.unref();
+    void this.poll();
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+
+  /** The Alive workers (membership's view), with what the Router knows of each. */
+  alive(): WorkerState[] {
+    const members = this.system.instances(this.workerName);
+    const seen = new Set<string>();
+    const out = members.map((m) => {
+      seen.add(m.id);
+      let state = this.workers.get(m.id);
+      if (!state) {
+        state = { nodeId: m.id, addr: m.addr, handle: this.system.resolve(this.workerName, { nodeId: m.id }), report: undefined, reportedAt: 0, sent: 0, sentAtReport: 0, down: false };
+        this.workers.set(m.id, state);
+      }
+      return state;
+    });
+    for (const id of this.workers.keys()) if (!seen.has(id)) this.workers.delete(id);
+    return out;
+  }
+
+  /** The worker's fresh report, or undefined. */
+  fresh(w: WorkerState): LoadReport | undefined {
+    return w.report && Date.now() - w.reportedAt <= LOAD_FRESH_MS ? w.report : undefined;
+  }
+
+  private async poll(): Promise<void> {
+    await Promise.all(
+      this.alive().map(async (w) => {
+        const sentAtAsk = w.sent;
+        try {
+          w.report = await w.handle.ask<LoadReport>('load', [], { timeoutMs: LOAD_TIMEOUT_MS });
+          w.reportedAt = Date.now();
+          w.sentAtReport = sentAtAsk;
+          w.down = false;
+        } catch {
+          // Unknown until it answers again; membership decides whether it is still a worker.
+        }
+      }),
+    );
+  }
+
+  /** The worker to send the next request to, among those not yet tried; undefined when none is left. */
+  private pick(tried: ReadonlySet<string>): WorkerState | undefined {
+    const untried = this.alive().filter((w) => !tried.has(w.nodeId));
+    const up = untried.filter((w) => !w.down);
+    const candidates = up.length ? up : untried;
+    if (!candidates.length) return undefined;
+    const loads = candidates.map((w) => {
+      const report = this.fresh(w);
+      return report ? report.active + report.queued + (w.sent - w.sentAtReport) : undefined;
+    });
+    let pool = candidates;
+    if (loads.some((l) => l !== undefined)) {
+      const least = Math.min(...loads.map((l) => l ?? Infinity));
+      pool = candidates.filter((_, i) => (loads[i] ?? Infinity) === least);
+    }
+    return pool[this.turn++ % pool.length];
+  }
+
+  /** Sends a request to a worker and waits for its first chunk; the signal cancels it (the worker stops generating). */
+  async open(request: GenerateRequest, signal: AbortSignal): Promise<OpenedRequest> {
+    const tried = new Set<string>();
+    let overloaded = false;
+    let lastError = '';
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const worker = this.pick(tried);
+      if (!worker) break;
+      tried.add(worker.nodeId);
+      worker.sent++;
+      const rest = worker.handle.stream<GenerateChunk>('generateStream', [request], { signal, timeoutMs: OPEN_TIMEOUT_MS })[Symbol.asyncIterator]();
+      let first: IteratorResult<GenerateChunk>;
+      try {
+        first = await rest.next();
+      } catch (error) {
+        if (signal.aborted) throw error;
+        this.setAside(worker, error);
+        lastError = `worker on ${worker.addr}: ${(error as Error).message}`;
+        continue;
+      }
+      if (first.done) {
+        lastError = `worker on ${worker.addr} ended the stream without a chunk`;
+        continue;
+      }
+      if (first.value.type === 'error' && first.value.code === 'overloaded') {
+        void rest.return?.();
+        overloaded = true;
+        lastError = `worker on ${worker.addr}: ${first.value.message}`;
+        continue;
+      }
+      return { worker: worker.addr, first: first.value, rest, failed: (error) => this.setAside(worker, error) };
+    }
+    if (!tried.size) throw new NoWorkerError(`no worker '${this.workerName}' is alive`, false);
+    throw new NoWorkerError(`no worker could take the request (${tried.size} tried; last: ${lastError})`, overloaded);
+  }
+
+  private setAside(worker: WorkerState, error: unknown): void {
+    if (isActorError(error) && (error.code === 'unreachable' || error.code === 'not-found' || error.code === 'stopped')) worker.down = true;
+  }
+}

@@ -1,0 +1,263 @@
+/**
+ * The serving deployment as the spec starts it: a Router and two EngineWorkers, each its own
+ * `actorctl actor` process, joined through seeds, on the real tiny model; requests from the official
+ * `openai` client (and raw HTTP for what a client library would not send). The workers' load
+ * reports, asked from a node that joins the cluster, show what happened on the workers.
+ */
+import OpenAI from 'openai';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { freePort } from '../../bench/lib/free-port.js';
+import { runTool } from '../../lib/testing/run-tool.js';
+import type { ActorHandle } from '../core/context.js';
+import { ActorSystem } from '../core/system.js';
+import type { LoadReport } from '../serving/contract.js';
+import { FAST_CLIENT_TIMERS, killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
+
+let router: NodeProcess;
+let workers: NodeProcess[];
+let observer: ActorSystem;
+let base: string;
+let openai: OpenAI;
+
+const MESSAGES = [{ role: 'user' as const, content: 'Tell me about the town.' }];
+/** Greedy decoding of the tiny model never ends by itself: a reply is as long as max_tokens. */
+const LONG = { temperature: 0, max_tokens: 2000 };
+
+const workerRef = (w: NodeProcess): ActorHandle => observer.resolve('worker', { nodeId: w.nodeId });
+const load = (w: NodeProcess): Promise<LoadReport> => workerRef(w).ask<LoadReport>('load');
+const loads = (): Promise<LoadReport[]> => Promise.all(workers.map(load));
+const sum = (reports: LoadReport[], key: 'completed' | 'cancelled' | 'generated_tokens' | 'active'): number => reports.reduce((a, r) => a + r[key], 0);
+
+async function post(path: string, body: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<{ status: number; json: { error?: { message: string; type: string; param: string | null; code: string | null } } & Record<string, unknown> }> {
+  const response = await fetch(`${base}${path}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: response.status, json: (await response.json()) as never };
+}
+
+test.before(async () => {
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  router = await startNode({ classPath: 'framework.serving.Router', name: 'router', params: ['--http_port', String(port), '--model_name', 'tiny', '--worker_name', 'worker'] });
+  workers = await Promise.all(
+    [0, 1].map(() => startNode({ classPath: 'framework.serving.engine.EngineWorker', name: 'worker', seeds: [router.addr], params: ['--model', 'tiny', '--role', 'aggregated', '--max_new_tokens', '2000', '--sequences', '4'] })),
+  );
+  observer = await ActorSystem.start({ seeds: [router.addr], timers: FAST_CLIENT_TIMERS, log: () => {} });
+  openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'not-needed', maxRetries: 0, timeout: 20_000 });
+  await waitFor('the router to know both workers and their loads', async () => {
+    const health = (await (await fetch(`${base}/health`)).json()) as { workers: Array<{ active?: number }> };
+    return health.workers.length === 2 && health.workers.every((w) => w.active !== undefined);
+  });
+  await waitFor('the observer to see both workers', () => observer.instances('worker').length === 2);
+});
+
+test.after(async () => {
+  await observer?.shutdown();
+  await killAll();
+});
+
+test('GET /v1/models and /health', async () => {
+  const models = await openai.models.list();
+  assert.equal(
+    models.data.map((m) => [m.id, m.object]),
+    [['tiny', 'model']],
+  );
+  const health = (await (await fetch(`${base}/health`)).json()) as { status: string; model: string; workers: Array<{ addr: string }> };
+  assert.is(health.status, 'ok');
+  assert.equal(health.workers.map((w) => w.addr).sort(), workers.map((w) => w.addr).sort());
+});
+
+test('chat completions, non-streaming and streaming: the same reply for a seed, the role first, finish_reason, usage, [DONE]', async () => {
+  const whole = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed: 7, max_tokens: 30 });
+  const reply = whole.choices[0]!;
+  assert.is(whole.object, 'chat.completion');
+  assert.is(reply.message.role, 'assistant');
+  assert.ok(reply.message.content!.length > 0);
+  assert.ok(reply.finish_reason === 'stop' || reply.finish_reason === 'length');
+  assert.ok(whole.usage!.completion_tokens <= 30 && whole.usage!.prompt_tokens > 0);
+
+  const stream = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed: 7, max_tokens: 30, stream: true, stream_options: { include_usage: true } });
+  const chunks: OpenAI.Chat.ChatCompletionChunk[] = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  assert.is(chunks[0]!.choices[0]!.delta.role, 'assistant');
+  assert.ok(chunks.every((c) => c.object === 'chat.completion.chunk' && c.id === chunks[0]!.id));
+  assert.is(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), reply.message.content);
+  const last = chunks[chunks.length - 1]!;
+  assert.equal(last.choices, []);
+  assert.equal(last.usage, whole.usage);
+  assert.is(chunks[chunks.length - 2]!.choices[0]!.finish_reason, reply.finish_reason);
+
+  // The raw stream: server-sent events ending with data: [DONE].
+  const raw = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', messages: MESSAGES, max_tokens: 3, stream: true }) });
+  assert.match(raw.headers.get('content-type') ?? '', 'text/event-stream');
+  const text = await raw.text();
+  assert.ok(text.endsWith('data: [DONE]\n\n'), text);
+  assert.not.match(text, '"usage"', 'no usage unless include_usage');
+});
+
+test('completions: max_tokens, stop, temperature 0; streaming gives the same text', async () => {
+  const whole = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 12 });
+  assert.is(whole.object, 'text_completion');
+  assert.is(whole.choices[0]!.finish_reason, 'length');
+  assert.is(whole.usage!.completion_tokens, 12);
+  const text = whole.choices[0]!.text;
+  assert.ok(text.startsWith(' '), 'a completion continues its prompt');
+  const streamed = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 12, stream: true });
+  let joined = '';
+  for await (const chunk of streamed) joined += chunk.choices[0]?.text ?? '';
+  assert.is(joined, text);
+  const word = text.trim().split(' ')[2]!;
+  const stopped = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 12, stop: [word] });
+  assert.is(stopped.choices[0]!.text, text.slice(0, text.indexOf(word)));
+  assert.is(stopped.choices[0]!.finish_reason, 'stop');
+});
+
+test('concurrent requests are spread over both workers; a fixed seed gives the same reply whatever else runs', async () => {
+  const seeds = Array.from({ length: 16 }, (_, i) => 100 + i);
+  const ask = (seed: number) => openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed, max_tokens: 24 }).then((r) => r.choices[0]!.message.content);
+  const alone: string[] = [];
+  for (const seed of seeds.slice(0, 4)) alone.push((await ask(seed))!);
+  const before = await loads();
+  const together = await Promise.all(
+    seeds.map(async (seed) => {
+      const stream = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed, max_tokens: 24, stream: true });
+      let text = '';
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+      return text;
+    }),
+  );
+  assert.equal(together.slice(0, 4), alone);
+  assert.ok(new Set(together).size > 8, 'seeds give different replies');
+  const after = await loads();
+  const served = after.map((r, i) => r.completed - before[i]!.completed);
+  assert.is(served[0]! + served[1]!, 16);
+  assert.ok(served.every((n) => n > 0), `both workers served: ${served.join(' + ')}`);
+});
+
+test('bad requests get 400 with an OpenAI error body naming the parameter; the router keeps serving', async () => {
+  const chat = (extra: Record<string, unknown>): Record<string, unknown> => ({ model: 'tiny', messages: MESSAGES, ...extra });
+  const cases: Array<[unknown, string | null, RegExp]> = [
+    ['{"model": "tiny", "messages": [', null, /not valid JSON/],
+    ['', null, /not valid JSON/],
+    [[], null, /Invalid request body/],
+    [{ model: 'tiny' }, 'messages', /Missing required parameter: 'messages'/],
+    [chat({ messages: [] }), 'messages', /fewer than 1 items/],
+    [chat({ max_tokens: 10 ** 12 }), 'max_tokens', /Invalid value for 'max_tokens'/],
+    [chat({ max_tokens: '5' }), 'max_tokens', /must be integer/],
+    [chat({ max_tokens: 0 }), 'max_tokens', />= 1/],
+    [chat({ temperature: 3 }), 'temperature', /<= 2/],
+    [chat({ top_p: -1 }), 'top_p', />= 0/],
+    [chat({ n: 2 }), 'n', /<= 1/],
+    [chat({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'stop', /Invalid value for 'stop'/],
+    [chat({ frobnicate: true }), 'frobnicate', /Unrecognized request argument supplied: frobnicate/],
+    [chat({ messages: [{ role: 'robot', content: 'hi' }] }), 'messages[0].role', /Invalid value for 'messages\[0\]\.role'/],
+    [chat({ messages: [{ role: 'user', content: 5 }] }), 'messages[0].content', /Invalid value for 'messages\[0\]\.content'/],
+    [chat({ messages: [{ role: 'user', content: 'hi', extra: 1 }] }), 'messages[0].extra', /Unrecognized request argument supplied: messages\[0\]\.extra/],
+    [chat({ stream: 'yes' }), 'stream', /Invalid value for 'stream'/],
+    [chat({ seed: 1.5 }), 'seed', /must be integer/],
+  ];
+  for (const [body, param, message] of cases) {
+    const { status, json } = await post('/v1/chat/completions', body);
+    assert.is(status, 400, JSON.stringify(body));
+    assert.is(json.error?.type, 'invalid_request_error', JSON.stringify(json));
+    assert.is(json.error?.param, param, JSON.stringify(body));
+    assert.match(json.error!.message, message, JSON.stringify(json));
+    assert.equal(Object.keys(json.error!).sort(), ['code', 'message', 'param', 'type']);
+  }
+  const completion = await post('/v1/completions', { model: 'tiny', prompt: ['a', 'b'] });
+  assert.is(completion.status, 400);
+  assert.is(completion.json.error?.param, 'prompt');
+  const model = await post('/v1/chat/completions', chat({ model: 'gpt-4' }));
+  assert.equal([model.status, model.json.error?.code, model.json.error?.param], [404, 'model_not_found', 'model']);
+  const tooLong = await post('/v1/chat/completions', chat({ messages: [{ role: 'user', content: 'the harbor is quiet '.repeat(600) }] }));
+  assert.equal([tooLong.status, tooLong.json.error?.code], [400, 'context_length_exceeded']);
+  const huge = await post('/v1/chat/completions', chat({ messages: [{ role: 'user', content: 'x'.repeat(2 * 1024 * 1024) }] }));
+  assert.is(huge.status, 413);
+  assert.is(huge.json.error?.type, 'invalid_request_error');
+  const unknown = await fetch(`${base}/v1/engines`);
+  assert.is(unknown.status, 404);
+  assert.is(((await unknown.json()) as { error: { code: string } }).error.code, 'unknown_url');
+  assert.is((await fetch(`${base}/health`)).status, 200);
+  assert.ok((await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, max_tokens: 2 })).choices[0]!.message.content);
+});
+
+test('safe by default: another HTTP host needs an API key or --http_insecure; with a key, /v1 needs it', async () => {
+  const refused = await runTool('actorctl', ['actor', 'framework.serving.Router', '--addr', '127.0.0.1:0', '--', '--http_host', '0.0.0.0', '--http_port', '0', '--model_name', 'tiny'], { env: { ACTORCTL_ROUTER_API_KEY: '' }, timeoutMs: 20_000 });
+  assert.is(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, 'http_host 0.0.0.0 is reachable from other machines, and without an API key anyone who reaches it can use the model');
+  const port = await freePort();
+  const keyed = await startNode({ classPath: 'framework.serving.Router', name: 'keyed', seeds: [router.addr], params: ['--http_port', String(port), '--model_name', 'tiny'], env: { ACTORCTL_ROUTER_API_KEY: 'sesame' } });
+  const url = `http://127.0.0.1:${port}`;
+  const denied = await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer wrong' } });
+  assert.is(denied.status, 401);
+  assert.is(((await denied.json()) as { error: { code: string } }).error.code, 'invalid_api_key');
+  assert.is((await fetch(`${url}/v1/models`)).status, 401);
+  assert.is((await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer sesame' } })).status, 200);
+  assert.is((await fetch(`${url}/health`)).status, 200, '/health stays open');
+  keyed.proc.kill('SIGKILL');
+  await keyed.exited;
+});
+
+test('a client that disconnects cancels the generation on its worker, streaming or not', async () => {
+  const before = await loads();
+  const stream = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, ...LONG, stream: true });
+  let chunks = 0;
+  for await (const chunk of stream) if (chunk.choices[0]?.delta.content && ++chunks === 3) break;
+  const afterStream = await waitFor('the streamed generation to stop', async () => {
+    const reports = await loads();
+    return sum(reports, 'active') === 0 && sum(reports, 'cancelled') === sum(before, 'cancelled') + 1 && reports;
+  });
+  assert.ok(sum(afterStream, 'generated_tokens') - sum(before, 'generated_tokens') < 1000, 'stopped long before max_tokens');
+
+  const leave = new AbortController();
+  const request = fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', messages: MESSAGES, ...LONG }), signal: leave.signal });
+  await waitFor('the request to be generating', async () => sum(await loads(), 'active') === 1, 5_000, 5);
+  leave.abort();
+  await request.catch(() => undefined);
+  const afterWhole = await waitFor('the non-streamed generation to stop', async () => {
+    const reports = await loads();
+    return sum(reports, 'active') === 0 && sum(reports, 'cancelled') === sum(before, 'cancelled') + 2 && reports;
+  });
+  assert.ok(sum(afterWhole, 'completed') === sum(before, 'completed'), 'neither request ran to its end');
+});
+
+test('a worker killed mid-stream ends the stream with an error; later requests go to the other worker; none alive: 503', async () => {
+  const stream = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, ...LONG, stream: true });
+  const chunks = stream[Symbol.asyncIterator]();
+  for (let i = 0; i < 3; i++) await chunks.next();
+  const reports = await loads();
+  const index = reports.findIndex((r) => r.active === 1);
+  assert.ok(index >= 0, 'one worker generates');
+  const [victim, survivor] = [workers[index]!, workers[1 - index]!];
+  victim.proc.kill('SIGKILL');
+  await victim.exited;
+  const failure = await (async () => {
+    for (;;) if ((await chunks.next()).done) return undefined;
+  })().then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.instance(failure, OpenAI.APIError, 'the stream ends with an error event, not as if complete');
+  assert.match((failure as Error).message, `The worker on ${victim.addr} failed during generation`);
+
+  const before = await load(survivor);
+  for (let i = 0; i < 3; i++) {
+    const reply = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, max_tokens: 4 });
+    assert.ok(reply.choices[0]!.message.content);
+  }
+  assert.is((await load(survivor)).completed, before.completed + 3);
+
+  survivor.proc.kill('SIGKILL');
+  await survivor.exited;
+  const none = await post('/v1/chat/completions', { model: 'tiny', messages: MESSAGES, max_tokens: 4 });
+  assert.is(none.status, 503);
+  assert.is(none.json.error?.type, 'server_error');
+  const health = await waitFor('membership to find no worker', async () => {
+    const response = await fetch(`${base}/health`);
+    return response.status === 503 && ((await response.json()) as { status: string });
+  });
+  assert.is(health.status, 'unavailable');
+  const alone = await post('/v1/chat/completions', { model: 'tiny', messages: MESSAGES, max_tokens: 4 });
+  assert.equal([alone.status, alone.json.error?.code], [503, 'no_worker']);
+});
+
+test.run();
