@@ -10,7 +10,7 @@ import { ResourceLimitError } from '../../lib/errors.js';
 import { invalid, LifecycleError, notSupported } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, SandboxService } from '../service/sandboxes.js';
-import { secretEquals } from '../service/secret.js';
+import { secretEquals } from '../../lib/secret.js';
 import { PROXY_PATH, proxyHandler, STREAM_HIGH_WATER_MARK } from './proxy.js';
 import { createdView, sandboxView } from './render.js';
 import { CreateSandboxBody, RenewBody, UNSUPPORTED_FIELDS } from './schemas.js';

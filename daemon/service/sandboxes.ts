@@ -16,7 +16,8 @@ import type { Registry } from '../store/registry.js';
 import type { SandboxRecord, SandboxState } from '../store/record.js';
 import { badState, expired, invalid, LifecycleError, notFound, notSupported, unavailable } from './errors.js';
 import { KeyedLock } from './keyed-lock.js';
-import { newToken, secretEquals } from './secret.js';
+import { secretEquals } from '../../lib/secret.js';
+import { newToken } from './secret.js';
 
 export interface Capacity {
   maxSandboxes: number;

@@ -9,12 +9,12 @@
  * the generation on its worker. When a worker dies mid-stream, the stream ends with an `error`
  * event (no `[DONE]`); a non-streamed request is retried on another worker, since nothing was sent.
  */
-import { timingSafeEqual } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
 import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, type ApiRequest } from './openai.js';
 import { NoWorkerError, type OpenedRequest, type WorkerPool } from './pool.js';
+import { secretEquals } from '../../../lib/secret.js';
 
 export interface ApiOptions {
   modelName: string;
@@ -88,12 +88,6 @@ function toApiError(error: unknown): ApiError {
   return new ApiError(500, errorBody('The server had an error while processing your request.', 'server_error'));
 }
 
-function sameSecret(given: string, expected: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
-}
-
 export function apiServer(options: ApiOptions): FastifyInstance {
   // Types as given are checked, never coerced ("5" is not a number), and unknown fields refused, not dropped.
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: true, ajv: { customOptions: { removeAdditional: false, coerceTypes: false } } });
@@ -112,7 +106,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     app.addHook('onRequest', async (req) => {
       if (!req.url.startsWith('/v1/')) return;
       const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
-      if (!sameSecret(given, expected)) throw new ApiError(401, errorBody('Incorrect or missing API key.', 'invalid_request_error', 'invalid_api_key'));
+      if (!secretEquals(given, expected)) throw new ApiError(401, errorBody('Incorrect or missing API key.', 'invalid_request_error', 'invalid_api_key'));
     });
   }
 
