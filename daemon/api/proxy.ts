@@ -10,12 +10,13 @@ import { request, type IncomingMessage, type ServerResponse, type IncomingHttpHe
 import { pipeline } from 'node:stream';
 import { LifecycleError } from '../service/errors.js';
 import { SANDBOX_TOKEN_HEADER, type SandboxService } from '../service/sandboxes.js';
+import { GuestExchange } from './guest-exchange.js';
 
 export const PROXY_PATH = /^\/v1\/sandboxes\/([^/?]+)\/proxy\/([^/?]+)(\/[^?]*)?(\?.*)?$/;
 export const UPSTREAM_HEADERS_TIMEOUT_MS = 120_000;
 /** Larger buffers than Node's 16 KiB default: fewer, bigger writes per streamed megabyte. */
 export const STREAM_HIGH_WATER_MARK = 1 << 20;
-/** A body of known length from here up is bulk data (a download), sent with TCP's coalescing (see below). */
+/** A body of known length from here up is bulk data (a download): sent raw (guest-exchange.ts), with TCP's coalescing. */
 const BULK_BODY_BYTES = 1 << 20;
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-connection']);
 const CONTROL_CREDENTIALS = new Set(['svc-api-key', SANDBOX_TOKEN_HEADER.toLowerCase(), 'open-sandbox-api-key', 'authorization', 'cookie', 'host', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
@@ -35,6 +36,14 @@ function forwardable(headers: IncomingHttpHeaders, drop: Set<string>): Record<st
     out[name] = value;
   }
   return out;
+}
+
+/** The length of a bulk body of this answer (a download), or undefined when it is not one. */
+function bulkLength(method: string | undefined, answer: IncomingMessage): number | undefined {
+  if (method === 'HEAD' || answer.statusCode === 204 || answer.statusCode === 304 || answer.headers['transfer-encoding'] !== undefined) return undefined;
+  const text = answer.headers['content-length'];
+  const length = text !== undefined && /^\d+$/.test(text) ? Number(text) : undefined;
+  return length !== undefined && length >= BULK_BODY_BYTES ? length : undefined;
 }
 
 /** Exactly one value of a header, or undefined when absent or repeated. */
@@ -61,11 +70,12 @@ export function proxyHandler(service: SandboxService, keyMatches: (key: string) 
       if (error instanceof LifecycleError) return sendError(res, error.status, error.code, error.message);
       return sendError(res, 502, 'BAD_GATEWAY', (error as Error).message);
     }
+    const exchange = new GuestExchange(socket);
     const upstream = request({
       method: req.method,
       path: `${rest}${query}`,
       headers: { ...forwardable(req.headers, CONTROL_CREDENTIALS), host: 'sandbox' },
-      createConnection: () => socket.resume(),
+      createConnection: () => exchange,
     });
     const timer = setTimeout(() => {
       upstream.destroy();
@@ -74,15 +84,28 @@ export function proxyHandler(service: SandboxService, keyMatches: (key: string) 
     upstream.on('response', (answer) => {
       clearTimeout(timer);
       if (answer.statusCode === 101) return sendError(res, 502, 'BAD_GATEWAY', 'the upstream switched protocols');
-      // Node's HTTP server turns Nagle's algorithm off, so each read from the guest goes out as a
-      // segment of its own and wakes the client. For a large body of known length that is bulk data:
-      // coalescing took a 1 GiB proxied download from half the direct throughput to three quarters
-      // (bench/sandboxd). Streams (SSE, command output) and small answers keep it off: every event
-      // must go out at once.
-      if (Number(answer.headers['content-length']) >= BULK_BODY_BYTES) res.socket?.setNoDelay(false);
       res.writeHead(answer.statusCode ?? 502, forwardable(answer.headers, new Set()));
       res.flushHeaders();
-      pipeline(answer, res, () => socket.destroy());
+      const length = bulkLength(req.method, answer);
+      if (length === undefined || !res.socket) {
+        exchange.parseBody();
+        pipeline(answer, res, () => socket.destroy());
+        return;
+      }
+      // A download: its bytes go from the guest's socket to the client's as they are, after the head
+      // Node wrote (same socket, so in order). Node's HTTP server turns Nagle's algorithm off, which
+      // sends each read as a segment of its own and wakes the client for it; for bulk data TCP may
+      // coalesce. Streams (SSE, command output) and small answers keep it off: every event goes out at once.
+      res.socket.setNoDelay(false);
+      exchange.sendBody(length, res.socket, (error) => {
+        if (error) res.destroy(error);
+        else res.end();
+      });
+      // The HTTP client waits for a body it will never see: let it go quietly.
+      upstream.removeAllListeners('error');
+      upstream.on('error', () => undefined);
+      answer.on('error', () => undefined);
+      upstream.destroy();
     });
     upstream.on('error', (error) => {
       clearTimeout(timer);

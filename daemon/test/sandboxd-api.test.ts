@@ -3,7 +3,9 @@
  * ids, token scoping on the data plane, and a table of bad requests that must each get the right
  * 4xx (or 501), never a 5xx, and leave nothing half-written.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -115,6 +117,49 @@ if ('skip' in mount) {
     for (const path of ['a/../ping', './ping', '%2e%2e/ping', 'a//ping']) {
       const answer = await rawHttp(`GET /v1/sandboxes/${a.id}/proxy/44772/${path} HTTP/1.1\r\nHost: x\r\nX-SVC-SANDBOX-TOKEN: ${a.token}\r\nConnection: close\r\n\r\n`);
       assert.match(answer, /^HTTP\/1\.1 400 /, path);
+    }
+  });
+
+  test('downloads through the proxy: large ones byte for byte (the raw path), small ones parsed, on one kept-alive connection; a client that leaves mid-way does not hurt', async () => {
+    const a = sandboxes[0]!;
+    const files = { large: join(fixture.root, 'large.bin'), small: join(fixture.root, 'small.bin') };
+    // Not sparse, not repeating on a power of two: a byte out of place changes the hash.
+    writeFileSync(files.large, Buffer.from(Array.from({ length: 5 * 1024 * 1024 + 7 }, (_, i) => (i * 7919) % 251)));
+    writeFileSync(files.small, 'small answer');
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = (file: string, init: { signal?: AbortSignal } = {}) =>
+      new Promise<IncomingMessage>((resolve, reject) => {
+        const req = httpRequest(`${daemon.url}/v1/sandboxes/${a.id}/proxy/44772/files/download?path=${encodeURIComponent(file)}`, { agent, headers: { 'X-SVC-SANDBOX-TOKEN': a.token, 'X-EXECD-ACCESS-TOKEN': a.execdToken }, ...init }, resolve);
+        req.on('error', reject);
+        req.end();
+      });
+    const digest = async (res: IncomingMessage): Promise<string> => {
+      const hash = createHash('sha256');
+      for await (const chunk of res) hash.update(chunk as Buffer);
+      return hash.digest('hex');
+    };
+    const want = (file: string): string => createHash('sha256').update(readFileSync(file)).digest('hex');
+    try {
+      const sockets = new Set<unknown>();
+      for (const file of [files.large, files.small, files.large]) {
+        const res = await get(file);
+        assert.is(res.statusCode, 200);
+        sockets.add(res.socket);
+        assert.is(await digest(res), want(file), file);
+      }
+      assert.is(sockets.size, 1, 'the three downloads shared one kept-alive connection');
+      // A client that leaves after the first megabyte: the daemon drops the guest's side, and serves the next one.
+      const abort = new AbortController();
+      const leaving = await get(files.large, { signal: abort.signal });
+      for await (const chunk of leaving) {
+        void chunk;
+        abort.abort();
+        break;
+      }
+      const after = await get(files.large);
+      assert.is(await digest(after), want(files.large));
+    } finally {
+      agent.destroy();
     }
   });
 
