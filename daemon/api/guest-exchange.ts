@@ -101,8 +101,8 @@ export class GuestExchange extends Duplex {
       }
       const head = this.pending.subarray(0, end + HEAD_END.length);
       this.pending = this.pending.subarray(end + HEAD_END.length);
-      // The parser checks the head; here only its status class matters (`HTTP/1.1 1xx` is interim).
-      if (!/^HTTP\/1\.[01] 1\d\d /.test(head.subarray(0, 13).toString('latin1'))) {
+      // The parser checks the head; here only whether another follows (a 1xx other than 101 is interim).
+      if (!/^HTTP\/1\.[01] 1(?!01)\d\d /.test(head.subarray(0, 13).toString('latin1'))) {
         this.mode = 'waiting';
         this.guest.pause();
       }

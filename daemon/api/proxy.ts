@@ -83,7 +83,10 @@ export function proxyHandler(service: SandboxService, keyMatches: (key: string) 
     }, UPSTREAM_HEADERS_TIMEOUT_MS);
     upstream.on('response', (answer) => {
       clearTimeout(timer);
-      if (answer.statusCode === 101) return sendError(res, 502, 'BAD_GATEWAY', 'the upstream switched protocols');
+      if (answer.statusCode === 101) {
+        upstream.destroy();
+        return sendError(res, 502, 'BAD_GATEWAY', 'the upstream switched protocols');
+      }
       res.writeHead(answer.statusCode ?? 502, forwardable(answer.headers, new Set()));
       res.flushHeaders();
       const length = bulkLength(req.method, answer);
