@@ -99,10 +99,13 @@ export function proxyHandler(service: SandboxService, keyMatches: (key: string) 
       // Node wrote (same socket, so in order). Node's HTTP server turns Nagle's algorithm off, which
       // sends each read as a segment of its own and wakes the client for it; for bulk data TCP may
       // coalesce. Streams (SSE, command output) and small answers keep it off: every event goes out at once.
-      res.socket.setNoDelay(false);
-      exchange.sendBody(length, res.socket, (error) => {
-        if (error) res.destroy(error);
-        else res.end();
+      const client = res.socket;
+      client.setNoDelay(false);
+      exchange.sendBody(length, client, (error) => {
+        if (error) return void res.destroy(error);
+        // The connection may carry a stream next (kept alive): no-delay again, which also sends what TCP held.
+        client.setNoDelay(true);
+        res.end();
       });
       // The HTTP client waits for a body it will never see: let it go quietly.
       upstream.removeAllListeners('error');
