@@ -1,7 +1,8 @@
 /**
  * `trajstore onboard`: an interactive walkthrough. Each step says what it shows, prints the
  * command, runs it (the real trajstore, as the user would type it) and waits for Enter, unless
- * --no-pause or stdin has ended. `q` then Enter stops.
+ * --no-pause or stdin has ended. `q` then Enter stops. child_process and readline are loaded when
+ * the walkthrough runs: at start-up every command would pay for them.
  */
 import { shellQuote } from '../../lib/shell.js';
 import { existsSync } from 'node:fs';
@@ -37,8 +38,6 @@ function flags(args: ParsedArgs): OnboardFlags {
   }
   return { sections: [...ONBOARD_SECTIONS], dataset: first, pause };
 }
-
-// child_process and readline are loaded when the walkthrough runs: at start-up every command would pay for them.
 
 /** Runs `trajstore ARGS` as a child with the same configuration, its output on ours; resolves to its exit status. */
 async function runTrajstore(ctx: CommandContext, args: string[]): Promise<number> {
