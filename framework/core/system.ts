@@ -8,11 +8,12 @@ import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import { networkInterfaces } from 'node:os';
 import { InvalidInputError } from '../../lib/errors.js';
+import { isLoopbackHost } from '../../lib/loopback.js';
 import { CallServer } from '../node/calls.js';
 import { joinCluster } from '../node/gossip.js';
 import { http1Observers, nodeRoutes } from '../node/routes.js';
 import { remote } from './actor.js';
-import { formatAddr, isLoopback, parseAddr } from './address.js';
+import { formatAddr, parseAddr } from './address.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
 import { Caller, type ActorRef } from './caller.js';
 import type { ActorClass, ActorContext, ActorSystemView, ResolveOptions, SpawnOptions } from './context.js';
@@ -118,7 +119,7 @@ export class ActorSystem implements ActorSystemView {
     system.cluster = clusterOfNode(options.cluster, material);
     system.tls = material !== undefined;
     const { host } = parseAddr(addr);
-    if (!material && !isLoopback(host)) {
+    if (!material && !isLoopbackHost(host)) {
       if (!options.insecure) {
         throw new InvalidInputError(`address ${addr} is reachable from other machines, and without TLS anyone who reaches it can join the cluster and call its actors`, {
           hint: 'configure TLS ([tls] ca, cert, key; see `actorctl cert`), bind 127.0.0.1, or accept the risk with --insecure',

@@ -4,31 +4,11 @@
  * refused rather than resolved: what a name resolves to may change between the check and the bind.
  */
 import { InvalidInputError } from '../../lib/errors.js';
+import { isLoopbackHost } from '../../lib/loopback.js';
 
 export interface ListenAddress {
   host: string;
   port: number;
-}
-
-/** A dotted-quad IPv4 address (what node:net's isIP accepts; that module is not loaded at start-up for this). */
-const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
-
-/** The canonical text of an IPv6 address (the WHATWG URL parser checks and compresses it), or undefined. */
-function canonicalIpv6(host: string): string | undefined {
-  if (!host.includes(':') || host.includes('%')) return undefined;
-  try {
-    return new URL(`http://[${host}]/`).hostname.slice(1, -1);
-  } catch {
-    return undefined;
-  }
-}
-
-function isLoopback(host: string): boolean {
-  if (host === 'localhost') return true;
-  if (IPV4.test(host)) return host.split('.')[0] === '127';
-  const v6 = canonicalIpv6(host);
-  // The URL parser writes an IPv4-mapped address in hex: ::ffff:127.0.0.1 is ::ffff:7f00:1.
-  return v6 !== undefined && (v6 === '::1' || /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(v6));
 }
 
 /** `HOST:PORT`, `[V6]:PORT` or `PORT` (on 127.0.0.1); `flag` names the option in errors. */
@@ -41,12 +21,12 @@ export function parseListenAddress(text: string, flag: string): ListenAddress {
   const host = parts[1] as string;
   const port = Number(parts[2]);
   if (!Number.isInteger(port) || port > 65535) throw new InvalidInputError(`invalid ${flag} ${JSON.stringify(text)}: the port must be 0 to 65535`);
-  if (!isLoopback(host)) {
+  if (!isLoopbackHost(host)) {
     throw new InvalidInputError(`${flag} ${JSON.stringify(text)} is not a loopback address: serve only listens on this machine`, {
       hint: 'use 127.0.0.1, [::1] or localhost; put a reverse proxy in front to share it',
     });
   }
-  return { host: host === 'localhost' ? '127.0.0.1' : host, port };
+  return { host: host.toLowerCase() === 'localhost' ? '127.0.0.1' : host, port };
 }
 
 /**
@@ -60,6 +40,5 @@ export function isLoopbackHostHeader(header: string | undefined): boolean {
   if (header === undefined) return true;
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::\d{1,5})?$/.exec(header);
   if (!m) return false;
-  return isLoopback((m[1] ?? m[2] ?? '').toLowerCase());
+  return isLoopbackHost(m[1] ?? m[2] ?? '');
 }
-

@@ -1,0 +1,27 @@
+/**
+ * Whether a host, as written in an address, is this machine only: 127.0.0.0/8, ::1 (any spelling,
+ * IPv4-mapped 127.x included) or `localhost`. Decided on the text, never by resolving a name: what
+ * a name resolves to may change between the check and its use. node:net is not loaded for it (the
+ * tools check their listener flags at start-up).
+ */
+
+/** A dotted-quad IPv4 address, as node:net's isIP accepts it. */
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
+/** The canonical text of an IPv6 address (the WHATWG URL parser checks and compresses it), or undefined. */
+function canonicalIpv6(host: string): string | undefined {
+  if (!host.includes(':') || host.includes('%')) return undefined;
+  try {
+    return new URL(`http://[${host}]/`).hostname.slice(1, -1);
+  } catch {
+    return undefined;
+  }
+}
+
+export function isLoopbackHost(host: string): boolean {
+  if (host.toLowerCase() === 'localhost') return true;
+  if (IPV4.test(host)) return host.split('.')[0] === '127';
+  const v6 = canonicalIpv6(host);
+  // The URL parser writes an IPv4-mapped address in hex: ::ffff:127.0.0.1 is ::ffff:7f00:1.
+  return v6 !== undefined && (v6 === '::1' || /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(v6));
+}
