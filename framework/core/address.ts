@@ -11,11 +11,6 @@ export function parseAddr(addr: string): { host: string; port: number } {
   return { host: m[1], port };
 }
 
-/** Whether only this machine can reach a host: 127.0.0.0/8, ::1 or localhost. */
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
-
 export function formatAddr(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }

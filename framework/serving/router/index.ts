@@ -12,7 +12,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { remote } from '../../core/actor.js';
-import { isLoopback } from '../../core/address.js';
+import { isLoopbackHost } from '../../../lib/loopback.js';
 import type { ActorContext } from '../../core/context.js';
 import { apiServer, type ApiOptions } from './http.js';
 import { WorkerPool } from './pool.js';
@@ -41,7 +41,7 @@ class Router {
   async onStart(): Promise<void> {
     const { http_host: host, http_port: port } = this.params;
     const apiKey = process.env[API_KEY_ENV] || undefined;
-    if (!isLoopback(host) && apiKey === undefined) {
+    if (!isLoopbackHost(host) && apiKey === undefined) {
       if (!this.params.http_insecure) {
         throw new Error(`http_host ${host} is reachable from other machines, and without an API key anyone who reaches it can use the model: set $${API_KEY_ENV}, listen on 127.0.0.1, or accept the risk with --http_insecure`);
       }
