@@ -18,7 +18,17 @@ export interface ServerLimits {
   maxConnections: number;
   /** A request body must arrive whole within this time. */
   bodyTimeoutMs: number;
+  /**
+   * Streams a connection's peer may reset (RST_STREAM) per second, with ten seconds' worth as a
+   * burst; past that the connection is closed (nghttp2's guard against rapid-reset floods). A
+   * caller resets every call it gives up on: a Router whose HTTP clients leave mid-reply, a
+   * client whose calls time out. nghttp2's own 33/s would close busy callers' connections.
+   */
+  maxResetsPerSecond: number;
 }
+
+/** The burst of stream resets a connection may make at once, in seconds of maxResetsPerSecond. */
+export const RESET_BURST_SECONDS = 10;
 
 export const DEFAULT_LIMITS: ServerLimits = {
   maxCallBytes: 4 * 1024 * 1024,
@@ -27,6 +37,7 @@ export const DEFAULT_LIMITS: ServerLimits = {
   maxStreams: 128,
   maxConnections: 512,
   bodyTimeoutMs: 30_000,
+  maxResetsPerSecond: 1_000,
 };
 
 /** `-D limits.<name>` settings (`[limits]` keys of the configuration file) by limit: `maxCallBytes` is `limits.max_call_bytes`. */

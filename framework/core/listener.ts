@@ -15,7 +15,7 @@ import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { parseAddr } from './address.js';
 import { ConnectionBudget, NodeBudget } from './budget.js';
-import type { ServerLimits } from './limits.js';
+import { RESET_BURST_SECONDS, type ServerLimits } from './limits.js';
 import { peerClusterProblem, peerIsNode, type TlsMaterial } from './tls.js';
 import { raiseSessionWindow } from './transport.js';
 
@@ -67,7 +67,11 @@ export class Listener {
   private constructor(private readonly options: ListenerOptions) {
     const { limits } = options;
     this.budget = new NodeBudget(limits.maxNodeBytes);
-    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: limits.maxStreams } });
+    this.h2 = http2.createServer({
+      settings: { maxConcurrentStreams: limits.maxStreams },
+      streamResetRate: limits.maxResetsPerSecond,
+      streamResetBurst: limits.maxResetsPerSecond * RESET_BURST_SECONDS,
+    });
     this.h2.on('stream', (stream, headers) => {
       // A peer that resets or breaks its stream must never take the node down.
       stream.on('error', () => {});

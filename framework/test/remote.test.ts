@@ -4,9 +4,10 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ActorError } from '../core/errors.js';
 import { ActorSystem } from '../core/system.js';
-import { encodeFrame } from '../core/codec.js';
+import { END_FRAME, encodeFrame, jsonFrame } from '../core/codec.js';
+import { remoteStream } from '../core/remote.js';
 import { DEFAULT_CLUSTER } from '../core/members.js';
-import { CLUSTER_HEADER } from '../core/transport.js';
+import { CLUSTER_HEADER, Transport } from '../core/transport.js';
 import { killAll, startNode, waitFor, FAST_CLIENT_TIMERS, FAST_TIMERS, type NodeProcess } from './helpers/cluster.js';
 
 let node: NodeProcess;
@@ -113,6 +114,83 @@ test('breaking out of a remote stream resets it and the node keeps serving', asy
   };
   await waitFor('the remote generator to stop', async () => (await activeStreams()) === '0', 3000);
   assert.is(await echo.ask('echo', ['still']), 're: still');
+});
+
+/**
+ * A stand-in callee on raw HTTP/2 that answers every call with `frames` and, `endAfterMs` later,
+ * ends the stream; `resetBeforeEnd` records, per call, whether the caller had reset it by then.
+ */
+async function rawCallee(frames: Buffer[], endAfterMs: number | undefined): Promise<{ addr: string; resetBeforeEnd: boolean[]; close: () => void }> {
+  const resetBeforeEnd: boolean[] = [];
+  const server = http2.createServer();
+  server.on('stream', (stream) => {
+    stream.on('error', () => {});
+    stream.respond({ ':status': 200, 'x-response-type': 'stream' });
+    for (const frame of frames) stream.write(frame);
+    if (endAfterMs !== undefined) {
+      setTimeout(() => {
+        resetBeforeEnd.push(stream.closed);
+        if (!stream.closed) stream.end();
+      }, endAfterMs);
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return { addr: `127.0.0.1:${port}`, resetBeforeEnd, close: () => server.close() };
+}
+
+async function readAll(stream: AsyncIterable<unknown>): Promise<unknown[]> {
+  const items: unknown[] = [];
+  for await (const item of stream) items.push(item);
+  return items;
+}
+
+test('a stream read to its end is closed by its callee, never reset by its caller', async () => {
+  // Every reset spends the callee's reset budget; a caller that reset each finished stream had its
+  // connection closed after about a thousand calls (nghttp2's rapid-reset guard).
+  const callee = await rawCallee([jsonFrame('one'), END_FRAME], 50);
+  const transport = new Transport();
+  try {
+    assert.equal(await readAll(remoteStream(transport, callee.addr, '/named/x', '{}', 5_000, undefined)), ['one']);
+    await waitFor('the callee to end its stream', () => callee.resetBeforeEnd.length === 1);
+    assert.equal(callee.resetBeforeEnd, [false], 'the caller waited for the end of the stream');
+  } finally {
+    transport.close();
+    callee.close();
+  }
+});
+
+test('a stream its callee never closes after the END frame is reset after a grace, and one that goes on after it fails', async () => {
+  const lingering = await rawCallee([jsonFrame('one'), END_FRAME], undefined);
+  const chatty = await rawCallee([jsonFrame('one'), END_FRAME, jsonFrame('two')], 50);
+  const transport = new Transport();
+  try {
+    const started = Date.now();
+    assert.equal(await readAll(remoteStream(transport, lingering.addr, '/named/x', '{}', 5_000, undefined)), ['one']);
+    const waited = Date.now() - started;
+    assert.ok(waited >= 900 && waited < 4_000, `gave the stream about a second to close (${waited} ms)`);
+    const error = await readAll(remoteStream(transport, chatty.addr, '/named/x', '{}', 5_000, undefined)).then(() => undefined, (e: unknown) => e);
+    assert.instance(error, ActorError);
+    assert.match((error as Error).message, /after the END frame/);
+  } finally {
+    transport.close();
+    lingering.close();
+    chatty.close();
+  }
+});
+
+test('a caller that gives up on 1,500 streams in a burst keeps its connection (a reset budget of 10,000 at once, not nghttp2 default 1,000)', async () => {
+  const echo = client.resolve('echo');
+  const failures: string[] = [];
+  for (let call = 0; call < 1500; call++) {
+    try {
+      for await (const _ of echo.stream('stream', [10])) break;
+    } catch (error) {
+      failures.push((error as Error).message);
+    }
+  }
+  assert.equal(failures.slice(0, 3), [], 'no call failed');
+  assert.is(await echo.ask('echo', ['after']), 're: after');
 });
 
 test('malformed bodies get a stream error and the node keeps serving', async () => {
