@@ -39,7 +39,11 @@ test.before(async () => {
   base = `http://127.0.0.1:${port}`;
   router = await startNode({ classPath: 'framework.serving.Router', name: 'router', params: ['--http_port', String(port), '--model_name', 'tiny', '--worker_name', 'worker'] });
   workers = await Promise.all(
-    [0, 1].map(() => startNode({ classPath: 'framework.serving.engine.EngineWorker', name: 'worker', seeds: [router.addr], params: ['--model', 'tiny', '--role', 'aggregated', '--max_new_tokens', '2000', '--sequences', '4'] })),
+    // A worker node takes 10 stream resets at once, then one a second (the default is 10,000, then
+    // 1,000/s): the Router must close a finished stream cleanly, never reset it.
+    [0, 1].map(() =>
+      startNode({ classPath: 'framework.serving.engine.EngineWorker', name: 'worker', seeds: [router.addr], extraArgs: ['-D', 'limits.max_resets_per_second=1'], params: ['--model', 'tiny', '--role', 'aggregated', '--max_new_tokens', '2000', '--sequences', '4'] }),
+    ),
   );
   observer = await ActorSystem.start({ seeds: [router.addr], timers: FAST_CLIENT_TIMERS, log: () => {} });
   openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'not-needed', maxRetries: 0, timeout: 20_000 });
@@ -131,6 +135,31 @@ test('concurrent requests are spread over both workers; a fixed seed gives the s
   const served = after.map((r, i) => r.completed - before[i]!.completed);
   assert.is(served[0]! + served[1]!, 16);
   assert.ok(served.every((n) => n > 0), `both workers served: ${served.join(' + ')}`);
+});
+
+test('the Router closes a finished worker stream, never resets it: 40 streamed requests, 4 at a time, to a worker that closes 50 ms after its end', async () => {
+  // A reset spends the worker node's reset budget (here 10, then 1 a second); past it the node
+  // closes the Router's connection and the requests on it fail. This worker closes its streams
+  // late, so a Router that left a stream at its end chunk would reset it.
+  const port = await freePort();
+  const slowRouter = await startNode({ classPath: 'framework.serving.Router', name: 'slow-router', seeds: [router.addr], params: ['--http_port', String(port), '--model_name', 'tiny', '--worker_name', 'slow-worker'] });
+  const worker = await startNode({ classPath: 'framework.test.helpers.slow-closing-worker.SlowClosingWorker', name: 'slow-worker', seeds: [slowRouter.addr], extraArgs: ['-D', 'limits.max_resets_per_second=1'] });
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'not-needed', maxRetries: 0, timeout: 20_000 });
+  try {
+    await waitFor('the slow router to know its worker', async () => ((await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as { workers: unknown[] }).workers.length === 1);
+    // Four at a time, so that a connection closed for its resets takes requests in flight with it.
+    const requests = async (loop: number): Promise<void> => {
+      for (let i = 0; i < 10; i++) {
+        let text = '';
+        for await (const chunk of await client.completions.create({ model: 'tiny', prompt: 'The', max_tokens: 1, stream: true })) text += chunk.choices[0]?.text ?? '';
+        assert.is(text, 'hi', `request ${loop}.${i}`);
+      }
+    };
+    await Promise.all([0, 1, 2, 3].map(requests));
+  } finally {
+    worker.proc.kill('SIGKILL');
+    slowRouter.proc.kill('SIGKILL');
+  }
 });
 
 test('bad requests get 400 with an OpenAI error body naming the parameter; the router keeps serving', async () => {
