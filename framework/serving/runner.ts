@@ -40,7 +40,13 @@ const DETOKENIZE_CONTEXT = 8;
 const MAX_PARTIAL_TOKENS = 4;
 /** Chunks a request may have waiting for its reader before it sits out steps. */
 const MAX_AHEAD = 64;
-/** A request's text goes to its reader at most this often (what comes between goes with the next). */
+/**
+ * A request's text goes to its reader at most once per tick of a clock this long, shared by all
+ * requests (what comes between goes with the next). Shared, so that the requests of a batch send
+ * their text on the same step: their frames leave together, and the Router and clients wake once
+ * per tick rather than once per request (at 8 requests that was 0.87-0.95 of the direct latency
+ * through the Router; on a shared clock, 0.94-1.03).
+ */
 const TEXT_INTERVAL_MS = 10;
 
 /** Tokens generated over the last few seconds, in slots. */
@@ -162,17 +168,18 @@ function invalid(input: unknown): GenerateChunk | undefined {
  * The chunks of one request that its reader has not taken: the reader takes the text chunks
  * waiting as one; `full` says the request should sit out steps, `room()` waits until it need not.
  *
- * Text is handed out at most every TEXT_INTERVAL_MS: text made sooner after the last waits and goes
- * out with what follows. A reply then costs its reader tens of chunks a second, not one per token
- * (each one a frame, and at the Router an event, each a system call); the first text and the end
- * of a reply are never held back, so neither the first token nor the end comes later.
+ * Text is handed out at most once per TEXT_INTERVAL_MS tick: text made later in the tick of the
+ * last waits and goes out with what follows. A reply then costs its reader tens of chunks a second,
+ * not one per token (each one a frame, and at the Router an event, each a system call); the first
+ * text and the end of a reply are never held back, so neither the first token nor the end comes later.
  */
 class ChunkBuffer {
   private readonly chunks: GenerateChunk[] = [];
   private ended = false;
   private failure: unknown;
-  private lastText = -Infinity;
-  /** The reader holds text back until the interval has passed: only the end, or more than text, wakes it sooner. */
+  /** The tick of the shared clock (TEXT_INTERVAL_MS long) in which text last went out. */
+  private lastTextTick = -Infinity;
+  /** The reader holds text back until the next tick: only the end, or more than text, wakes it sooner. */
   private holding = false;
   private wakeReader: (() => void) | undefined;
   private wakeWriter: (() => void) | undefined;
@@ -203,14 +210,15 @@ class ChunkBuffer {
   async *read(): AsyncGenerator<GenerateChunk> {
     for (;;) {
       const first = this.chunks[0];
-      const wait = TEXT_INTERVAL_MS - (performance.now() - this.lastText);
+      const now = performance.now();
+      const wait = (this.lastTextTick + 1) * TEXT_INTERVAL_MS - now;
       if (first && (first.type !== 'text' || wait <= 0 || this.ended || this.chunks.some((c) => c.type !== 'text'))) {
         let chunk = this.chunks.shift()!;
         while (chunk.type === 'text' && this.chunks[0]?.type === 'text') {
           const next = this.chunks.shift() as typeof chunk;
           chunk = { type: 'text', text: chunk.text + next.text, tokens: chunk.tokens + next.tokens };
         }
-        if (chunk.type === 'text') this.lastText = performance.now();
+        if (chunk.type === 'text') this.lastTextTick = Math.floor(now / TEXT_INTERVAL_MS);
         this.wake('writer');
         yield chunk;
       } else if (!first && this.ended) {
@@ -220,7 +228,7 @@ class ChunkBuffer {
         this.holding = first !== undefined;
         await new Promise<void>((resolve) => {
           this.wakeReader = resolve;
-          if (this.holding) setTimeout(() => this.wake('reader'), wait);
+          if (this.holding) setTimeout(() => this.wake('reader'), Math.ceil(wait));
         });
         this.holding = false;
       }
