@@ -12,8 +12,9 @@
  * Every request is greedy (temperature 0): the generated models never end such a reply by
  * themselves, so each one is exactly max_tokens long, and this is checked.
  *
- * Each comparison runs its two sides in turns (--rounds), so that other load on the machine falls
- * on both alike; the figures are medians over the rounds, and the machine's load average is shown.
+ * Each comparison runs its two sides in turns (--rounds, the order swapped every round), so that
+ * other load on the machine falls on both alike; each side's figures are medians over the rounds,
+ * each ratio the median of the rounds' own ratios, and the machine's load average is shown.
  *
  *   node dist/bench/serving/run.js [--seconds 6] [--rounds 3] [--threads 1]
  */
@@ -118,17 +119,38 @@ interface Side {
   tokensPerSecond: number;
 }
 
+/** Two sides measured in turns: each side's medians, and the medians of the per-round ratios (B over A). */
+interface Turns {
+  a: Side;
+  b: Side;
+  /** Median over rounds of A's p50 ÷ B's p50: above 1 when B answers sooner. */
+  latencyRatio: number;
+  /** Median over rounds of B's tokens/s ÷ A's. */
+  throughputRatio: number;
+}
+
 /**
  * Two ways of serving the same requests, measured in turns at one concurrency: ROUNDS rounds of
- * SECONDS/ROUNDS each, A then B, so that the load other work puts on the machine falls on both
- * alike; each figure is the median over the rounds.
+ * SECONDS/ROUNDS each, A then B, then B then A, so that the load other work puts on the machine
+ * falls on both alike. The ratios are taken within each round (the two sides ran seconds apart)
+ * and their median reported: a round the machine was slow in moves both sides.
  */
-async function inTurns(concurrency: number, tokens: number, a: () => Promise<void>, b: () => Promise<void>): Promise<[Side, Side]> {
+async function inTurns(concurrency: number, tokens: number, a: () => Promise<void>, b: () => Promise<void>): Promise<Turns> {
   const rounds: Array<[LoopResult, LoopResult]> = [];
   for (const call of [a, b]) await closedLoop(concurrency, call, 0.5); // warm-up
-  for (let round = 0; round < ROUNDS; round++) rounds.push([await closedLoop(concurrency, a, SECONDS / ROUNDS), await closedLoop(concurrency, b, SECONDS / ROUNDS)]);
+  for (let round = 0; round < ROUNDS; round++) {
+    const swap = round % 2 === 1;
+    const first = await closedLoop(concurrency, swap ? b : a, SECONDS / ROUNDS);
+    const second = await closedLoop(concurrency, swap ? a : b, SECONDS / ROUNDS);
+    rounds.push(swap ? [second, first] : [first, second]);
+  }
   const side = (i: 0 | 1): Side => ({ p50Ms: median(rounds.map((r) => r[i].p50Ms)), tokensPerSecond: median(rounds.map((r) => r[i].perSecond * tokens)) });
-  return [side(0), side(1)];
+  return {
+    a: side(0),
+    b: side(1),
+    latencyRatio: median(rounds.map(([ra, rb]) => ra.p50Ms / rb.p50Ms)),
+    throughputRatio: median(rounds.map(([ra, rb]) => rb.perSecond / ra.perSecond)),
+  };
 }
 
 async function routerOverhead(): Promise<void> {
@@ -142,8 +164,8 @@ async function routerOverhead(): Promise<void> {
   console.log(`\n1. Router overhead: tiny model, ${OVERHEAD_TOKENS}-token streamed completions, closed loop, ${SECONDS} s per point each`);
   console.log('concurrency | direct p50 ms | Router p50 ms | latency ratio (direct/Router) | direct tok/s | Router tok/s | tokens/s ratio (Router/direct)');
   for (const concurrency of [1, 8]) {
-    const [d, r] = await inTurns(concurrency, OVERHEAD_TOKENS, () => direct(handle, OVERHEAD_TOKENS), () => viaRouter(url, 'tiny', OVERHEAD_TOKENS));
-    console.log(`${concurrency} | ${fmt(d.p50Ms, 1)} | ${fmt(r.p50Ms, 1)} | ${fmt(d.p50Ms / r.p50Ms, 3)} | ${fmt(d.tokensPerSecond)} | ${fmt(r.tokensPerSecond)} | ${fmt(r.tokensPerSecond / d.tokensPerSecond, 3)}`);
+    const { a: d, b: r, latencyRatio, throughputRatio } = await inTurns(concurrency, OVERHEAD_TOKENS, () => direct(handle, OVERHEAD_TOKENS), () => viaRouter(url, 'tiny', OVERHEAD_TOKENS));
+    console.log(`${concurrency} | ${fmt(d.p50Ms, 1)} | ${fmt(r.p50Ms, 1)} | ${fmt(latencyRatio, 3)} | ${fmt(d.tokensPerSecond)} | ${fmt(r.tokensPerSecond)} | ${fmt(throughputRatio, 3)}`);
   }
   await stop(router);
   await stop(worker);
@@ -163,8 +185,8 @@ async function workerThroughput(): Promise<void> {
   console.log(`\n2. EngineWorker vs LocalModelWorker: generated model ${fmt(mb, 1)} MB (${BENCH_SHAPE.layers} blocks, ${BENCH_SHAPE.embedding} wide, F32, made in ${fmt((performance.now() - started) / 1000, 1)} s), ${THROUGHPUT_TOKENS}-token replies, ${THREADS} thread(s), ${SECONDS} s per point each`);
   console.log('concurrency | LocalModelWorker tok/s | p50 ms | EngineWorker tok/s | p50 ms | throughput ratio (Engine/Local)');
   for (const concurrency of [1, 8, 32]) {
-    const [local, engine] = await inTurns(concurrency, THROUGHPUT_TOKENS, () => direct(l, THROUGHPUT_TOKENS), () => direct(e, THROUGHPUT_TOKENS));
-    console.log(`${concurrency} | ${fmt(local.tokensPerSecond)} | ${fmt(local.p50Ms)} | ${fmt(engine.tokensPerSecond)} | ${fmt(engine.p50Ms)} | ${fmt(engine.tokensPerSecond / local.tokensPerSecond, 2)}`);
+    const { a: local, b: engine, throughputRatio } = await inTurns(concurrency, THROUGHPUT_TOKENS, () => direct(l, THROUGHPUT_TOKENS), () => direct(e, THROUGHPUT_TOKENS));
+    console.log(`${concurrency} | ${fmt(local.tokensPerSecond)} | ${fmt(local.p50Ms)} | ${fmt(engine.tokensPerSecond)} | ${fmt(engine.p50Ms)} | ${fmt(throughputRatio, 2)}`);
   }
   await Promise.all([stop(local), stop(engine)]);
 }

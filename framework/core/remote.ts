@@ -45,9 +45,16 @@ export async function* remoteStream(transport: Transport, addr: string, path: st
   let timer = setTimeout(cancel, timeoutMs);
   try {
     const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-      request.once('response', resolve);
-      request.once('close', () => reject(new ActorError(signal?.aborted ? 'cancelled' : 'unreachable', `${addr}: stream closed before a reply`)));
-      request.once('error', (e) => reject(new ActorError('unreachable', `${addr}: ${e.message}`)));
+      const closed = (): void => reject(new ActorError(signal?.aborted ? 'cancelled' : 'unreachable', `${addr}: stream closed before a reply`));
+      const failed = (e: Error): void => reject(new ActorError('unreachable', `${addr}: ${e.message}`));
+      // Once the reply has begun, its end is the loop's to read: no error is built for every stream that closes.
+      request.once('response', (h) => {
+        request.off('close', closed);
+        request.off('error', failed);
+        resolve(h);
+      });
+      request.once('close', closed);
+      request.once('error', failed);
     });
     clearTimeout(timer);
     const status = Number(headers[':status']);
