@@ -10,6 +10,7 @@
 import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { distPath } from '../../lib/install.js';
 import type { NodeBudget } from './budget.js';
 
 export interface ReclaimOptions {
@@ -33,7 +34,8 @@ let collector: (() => void) | undefined | null;
 function nativeTools(): Native | undefined {
   if (native === undefined) {
     try {
-      native = createRequire(import.meta.url)('./reclaim.node') as Native;
+      // From the installation, not beside this module: in the actorctl bundle it runs from dist/bin/ops/.
+      native = createRequire(import.meta.url)(distPath('framework', 'core', 'reclaim.node')) as Native;
     } catch {
       native = null;
     }
