@@ -4,7 +4,8 @@
 # - the SQLite watchdog extension of `query`/`find` (pipelines/search/sql/watchdog.c), compiled
 #   against the SQLite headers that better-sqlite3 ships;
 # - the kill-point shim of the crash tests (lib/testing/killpoint.c), an LD_PRELOAD library;
-# - malloc_trim for actor nodes (framework/core/reclaim.c), a Node-API module (no Node headers needed).
+# - malloc_trim for actor nodes (framework/core/reclaim.c), a Node-API module (no Node headers needed);
+# - sandboxd's in-kernel relay of proxied downloads (daemon/api/splice-relay.c), another.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,3 +27,4 @@ headers=node_modules/better-sqlite3/deps/sqlite3
 build dist/pipelines/search/sql/watchdog.so pipelines/search/sql/watchdog.c "$headers/sqlite3ext.h" -- -I "$headers" -lpthread
 build dist/lib/testing/killpoint.so lib/testing/killpoint.c -- -ldl
 build dist/framework/core/reclaim.node framework/core/reclaim.c --
+build dist/daemon/api/splice-relay.node daemon/api/splice-relay.c -- -lpthread

@@ -11,8 +11,44 @@
  * anything else goes on through the client's parser (`parseBody`: chunked and streamed answers,
  * small ones, HEAD, 204, 304), which frames and checks it as it always did.
  */
-import { Duplex, type Writable } from 'node:stream';
+import { createRequire } from 'node:module';
+import { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
+import { distPath } from '../../lib/install.js';
+
+/**
+ * splice-relay.c, built into dist/daemon/api/ (found from the installation, since this module may
+ * run from a bundle elsewhere); undefined where it is not built (the body then goes through Node).
+ */
+interface SpliceRelay {
+  relay(guestFd: number, clientFd: number, length: number, done: (error: string | undefined, moved: number) => void): object;
+  cancel(handle: object): void;
+}
+
+let spliceRelay: SpliceRelay | undefined | null;
+
+/** Whether downloads can move inside the kernel here (the tests check that the module loads). */
+export function kernelRelayLoaded(): boolean {
+  return nativeRelay() !== undefined;
+}
+
+function nativeRelay(): SpliceRelay | undefined {
+  if (spliceRelay === undefined) {
+    try {
+      spliceRelay = createRequire(import.meta.url)(distPath('daemon', 'api', 'splice-relay.node')) as SpliceRelay;
+    } catch {
+      spliceRelay = null;
+    }
+  }
+  return spliceRelay ?? undefined;
+}
+
+/** The descriptor of a plain socket (never a TLS one: its bytes must go through TLS), or undefined. */
+function descriptorOf(socket: Socket): number | undefined {
+  if ('encrypted' in socket) return undefined;
+  const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  return typeof fd === 'number' && fd >= 0 ? fd : undefined;
+}
 
 /** The head may not grow past this (Node's own limit for the headers it parses is 16 KiB). */
 const MAX_HEAD_BYTES = 64 * 1024;
@@ -54,9 +90,59 @@ export class GuestExchange extends Duplex {
    * Sends the body to `out` as raw bytes, exactly `length` of them, from here on (the parser sees
    * nothing more), at `out`'s pace. `done` is called once: with an error when the guest stopped
    * short, sent more than it announced, or `out` closed first; the guest's socket is closed then.
+   * The bytes move inside the kernel (splice-relay.c) where the module is built and both sockets
+   * are plain ones; else through Node (`through: 'node'` asks for that, as the tests do).
    */
-  sendBody(length: number, out: Writable, done: (error?: Error) => void): void {
+  sendBody(length: number, out: Socket, done: (error?: Error) => void, through: 'kernel' | 'node' = 'kernel'): void {
     this.mode = 'raw';
+    const native = through === 'kernel' ? nativeRelay() : undefined;
+    const guestFd = descriptorOf(this.guest);
+    const clientFd = descriptorOf(out);
+    if (native && guestFd !== undefined && clientFd !== undefined) return this.spliceBody(native, guestFd, clientFd, length, out, done);
+    this.relayBody(length, out, done);
+  }
+
+  /**
+   * The body in the kernel. Node stops reading the guest, and what it has read already (the
+   * body's start) goes to the client through Node; once Node has written everything it holds for
+   * the client, the relay's thread moves the rest between the two descriptors.
+   */
+  private spliceBody(native: SpliceRelay, guestFd: number, clientFd: number, length: number, out: Socket, done: (error?: Error) => void): void {
+    const guest = this.guest;
+    guest.off('data', this.onData);
+    guest.pause();
+    const held = [this.pending];
+    this.pending = Buffer.alloc(0);
+    // What the socket buffered after its pause; reading it must come before stopping the reads (read() may restart them).
+    for (let chunk: Buffer | null; (chunk = guest.read() as Buffer | null) !== null; ) held.push(chunk);
+    (guest as unknown as { _handle?: { readStop?: () => number } })._handle?.readStop?.();
+    const start = Buffer.concat(held);
+    let finished = false;
+    let handle: object | undefined;
+    const finish = (error?: Error): void => {
+      if (finished) return;
+      finished = true;
+      out.off('close', onClose);
+      guest.destroy();
+      done(error);
+    };
+    const onClose = (): void => (handle ? native.cancel(handle) : finish(new Error('the client went away')));
+    out.once('close', onClose);
+    if (start.length > length) return finish(new Error(`the guest sent more than the ${length} bytes it announced`));
+    // The callback runs once this and everything written before it is with the kernel: only then may the thread write.
+    out.write(start, (error) => {
+      if (finished) return;
+      if (error) return finish(error);
+      try {
+        handle = native.relay(guestFd, clientFd, length - start.length, (failure) => finish(failure === undefined ? undefined : new Error(failure)));
+      } catch (error) {
+        finish(error as Error);
+      }
+    });
+  }
+
+  /** The body through Node: read from the guest, written to the client, the guest paused while the client lags. */
+  private relayBody(length: number, out: Socket, done: (error?: Error) => void): void {
     let left = length;
     let finished = false;
     const finish = (error?: Error): void => {
