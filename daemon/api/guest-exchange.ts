@@ -11,37 +11,22 @@
  * anything else goes on through the client's parser (`parseBody`: chunked and streamed answers,
  * small ones, HEAD, 204, 304), which frames and checks it as it always did.
  */
-import { createRequire } from 'node:module';
 import { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
-import { distPath } from '../../lib/install.js';
+import { optionalNative } from '../../lib/native.js';
 
-/**
- * splice-relay.c, built into dist/daemon/api/ (found from the installation, since this module may
- * run from a bundle elsewhere); undefined where it is not built (the body then goes through Node).
- */
+/** splice-relay.c; where it is not built the body goes through Node. */
 interface SpliceRelay {
   relay(guestFd: number, clientFd: number, length: number, done: (error: string | undefined, moved: number) => void): object;
   cancel(handle: object): void;
 }
-
-let spliceRelay: SpliceRelay | undefined | null;
 
 /** Whether downloads can move inside the kernel here (the tests check that the module loads). */
 export function kernelRelayLoaded(): boolean {
   return nativeRelay() !== undefined;
 }
 
-function nativeRelay(): SpliceRelay | undefined {
-  if (spliceRelay === undefined) {
-    try {
-      spliceRelay = createRequire(import.meta.url)(distPath('daemon', 'api', 'splice-relay.node')) as SpliceRelay;
-    } catch {
-      spliceRelay = null;
-    }
-  }
-  return spliceRelay ?? undefined;
-}
+const nativeRelay = (): SpliceRelay | undefined => optionalNative<SpliceRelay>('daemon', 'api', 'splice-relay.node');
 
 /** The descriptor of a plain socket (never a TLS one: its bytes must go through TLS), or undefined. */
 function descriptorOf(socket: Socket): number | undefined {

@@ -7,10 +7,9 @@
  * (reclaim.c, built beside this file). Both are skipped quietly where unavailable (another libc,
  * a build without the native module).
  */
-import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { distPath } from '../../lib/install.js';
+import { optionalNative } from '../../lib/native.js';
 import type { NodeBudget } from './budget.js';
 
 export interface ReclaimOptions {
@@ -27,21 +26,10 @@ interface Native {
   mmapThreshold(bytes: number): boolean;
 }
 
-let native: Native | undefined | null;
 let collector: (() => void) | undefined | null;
 
-/** malloc_trim and the mmap threshold (reclaim.c), loaded once; undefined where unavailable. */
-function nativeTools(): Native | undefined {
-  if (native === undefined) {
-    try {
-      // From the installation, not beside this module: in the actorctl bundle it runs from dist/bin/ops/.
-      native = createRequire(import.meta.url)(distPath('framework', 'core', 'reclaim.node')) as Native;
-    } catch {
-      native = null;
-    }
-  }
-  return native ?? undefined;
-}
+/** malloc_trim and the mmap threshold (reclaim.c); undefined where unavailable. */
+const nativeTools = (): Native | undefined => optionalNative<Native>('framework', 'core', 'reclaim.node');
 
 /** The full collector, made once when first needed (a new context costs a few ms at start-up). */
 function gcFunction(): (() => void) | undefined {
