@@ -3,7 +3,8 @@
  * other caller in the cluster see it:
  *
  * - `generateStream(request)`, a streamed call: chat messages or a plain prompt in; text chunks out
- *   (the first at once, then at most one every 10 ms holding the text made meanwhile), then exactly
+ *   (the first at once, then at most one per 10 ms tick of a clock the worker's requests share,
+ *   holding the text made meanwhile), then exactly
  *   one last chunk: `end` (finish reason and token usage) or `error` (what was wrong). Leaving the
  *   stream (breaking out of the loop, a reset HTTP/2 stream) stops the generation.
  * - `load()`, an ask: the worker's load report.

@@ -233,7 +233,7 @@ async function next(opened: OpenedRequest): Promise<GenerateChunk | undefined> {
   return result.done ? undefined : result.value;
 }
 
-/** The server-sent events of one response (workers hand out text at most every 10 ms, so an event holds what came meanwhile). */
+/** The server-sent events of one response (workers hand out text at most once per 10 ms tick, so an event holds what came meanwhile). */
 class EventStream {
   constructor(private readonly raw: ServerResponse) {
     raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
