@@ -1,8 +1,7 @@
 /**
  * The sending side of calls: references to actors, resolution of a named actor to one of its Alive
  * instances (round-robin, random or least-load), and asks, tells and streams to a local cell or to
- * another node. Remote asks and tells ride the peer's call channel; a streamed reply has an HTTP/2
- * stream of its own.
+ * another node. Remote calls, streamed replies too, ride the peer's call channel.
  */
 import type { ActorCell, Delivery } from './cell.js';
 import { ChannelPool } from './channel.js';
@@ -12,7 +11,7 @@ import type { MemberRecord } from './members.js';
 import type { Membership } from './membership.js';
 import type { NodeMetrics } from './metrics.js';
 import type { LocalActors } from './registry.js';
-import { callJson, decodeReply, remoteStream } from './remote.js';
+import { callJson, decodeReply } from './remote.js';
 import type { Transport } from './transport.js';
 
 /** Where a call goes: a local cell, or a node address plus the path of the actor there. */
@@ -35,7 +34,7 @@ export class ActorRef implements ActorHandle {
     await this.caller.call(this.pick(), method, args, 'tell', options);
   }
 
-  /** A streamed reply; breaking out of the loop cancels the call (and resets its HTTP/2 stream). */
+  /** A streamed reply; breaking out of the loop cancels the call. */
   stream<T = unknown>(method: string, args: unknown[] = [], options: CallOptions = {}): AsyncIterable<T> {
     return this.caller.openStream(this.pick, method, args, options) as AsyncIterable<T>;
   }
@@ -53,7 +52,7 @@ export interface CallerOptions {
 }
 
 export class Caller {
-  /** Asks and tells to other nodes ride one call channel per peer (see channel.ts). */
+  /** Calls to other nodes ride one call channel per peer (see channel.ts). */
   private readonly channels: ChannelPool;
   private readonly roundRobin = new Map<string, number>();
   /** Remote calls in flight by `<node id>/<name>`: the load least-load compares for other nodes. */
@@ -169,7 +168,7 @@ export class Caller {
       return;
     }
     this.hot.calls.remote.stream();
-    yield* remoteStream(this.options.transport, target.addr, target.path, callJson(method, args), timeoutMs, options.signal);
+    yield* this.channels.stream(target.addr, target.path, callJson(method, args), timeoutMs, options.signal);
   }
 
   /** Channels never end on their own: closing them lets the sessions close gracefully. */

@@ -1,21 +1,29 @@
 /**
- * The call channel: node-to-node asks and tells ride one long-lived HTTP/2 stream per peer
- * (`POST /_channel` on the node's h2c listener, over the pooled session) instead of one stream per
- * call. Opening, HPACK-coding and closing a stream costs Node about 30 µs of CPU on each side, which
- * caps a stream per call near 30k calls/s; on the channel many calls share one write.
+ * The call channel: node-to-node calls ride one long-lived HTTP/2 stream per peer (`POST /_channel`
+ * on the node's h2c listener, over the pooled session) instead of one stream per call. Opening,
+ * HPACK-coding and closing a stream costs Node about 30 µs of CPU on each side, which caps a stream
+ * per call near 30k calls/s; on the channel many calls share one write, and the items that the
+ * streamed replies of one tick carry go out together.
  *
  * Records use the framing of codec.ts (`u32 BE length | body`); a body is
  *   u8 kind | u32 BE call id | by kind:
- *   CALL   (1): u8 mode (0 ask, 1 tell) | u16 BE target length | target | JSON {method, args}
- *   REPLY  (2): u16 BE status | JSON reply, as the per-message routes answer ({result} or {error})
- *   CANCEL (3): nothing; the caller gave up (abort or timeout), the callee aborts the call's signal
+ *   CALL   (1): u8 mode (0 ask, 1 tell, 2 stream) | u16 BE target length | target | JSON {method, args}
+ *   REPLY  (2): u16 BE status | JSON reply, as the per-message routes answer ({result} or {error});
+ *               for a stream call, status 200 (body `{}`) says its items follow
+ *   CANCEL (3): nothing; the caller gave up (abort, timeout, left the stream), the callee stops the call
+ *   ITEM   (4): one frame of a streamed reply, as codec.ts encodes them (a value, END or ERROR)
+ *   CREDIT (5): u32 BE bytes; the caller has read that many bytes of the stream's items
  * The target is the path of the per-message route (`/named/<name>` or `/actors/<id>`).
- * Streamed replies do not ride the channel: they stay one HTTP/2 stream per call.
+ *
+ * A stream's items are flow-controlled on their own, as HTTP/2 streams are: the callee sends value
+ * items while fewer than STREAM_WINDOW_BYTES of them are unread, so a slow reader holds back its own
+ * stream only, never the channel. END and ERROR items need no window.
  */
 import http2 from 'node:http2';
-import { FrameError, LengthPrefixedDecoder, allocRecord } from './codec.js';
-import { ActorError } from './errors.js';
+import { END_FRAME, FLAG_END, FLAG_ERROR, FrameError, LengthPrefixedDecoder, allocRecord, errorFrame, frameValue, jsonFrame, parseFrame, type Frame } from './codec.js';
+import { ActorError, errorMessage } from './errors.js';
 import type { ConnectionBudget } from './budget.js';
+import { decodeReply } from './remote.js';
 import { MAX_REPLY_BYTES, type Reply, type Transport } from './transport.js';
 
 const { NGHTTP2_CANCEL, NGHTTP2_PROTOCOL_ERROR } = http2.constants;
@@ -31,20 +39,28 @@ export const channelDecoder = (maxBodyBytes = MAX_REPLY_BYTES): LengthPrefixedDe
 export const CALL = 1;
 export const REPLY = 2;
 export const CANCEL = 3;
+export const ITEM = 4;
+export const CREDIT = 5;
 
-export type ChannelMode = 'ask' | 'tell';
+/** Unread bytes of value items a stream may have in flight (HTTP/2's default stream window). */
+export const STREAM_WINDOW_BYTES = 64 * 1024;
+
+export type ChannelMode = 'ask' | 'tell' | 'stream';
+const MODES: readonly ChannelMode[] = ['ask', 'tell', 'stream'];
 
 export type ChannelRecord =
   | { kind: typeof CALL; id: number; mode: ChannelMode; target: string; body: Buffer }
   | { kind: typeof REPLY; id: number; status: number; body: Buffer }
-  | { kind: typeof CANCEL; id: number };
+  | { kind: typeof CANCEL; id: number }
+  | { kind: typeof ITEM; id: number; frame: Frame; size: number }
+  | { kind: typeof CREDIT; id: number; bytes: number };
 
 export function encodeCall(id: number, mode: ChannelMode, target: string, json: string): Buffer {
   const targetLength = Buffer.byteLength(target);
   const out = allocRecord(1 + 4 + 1 + 2 + targetLength + Buffer.byteLength(json));
   let at = out.writeUInt8(CALL, 4);
   at = out.writeUInt32BE(id, at);
-  at = out.writeUInt8(mode === 'ask' ? 0 : 1, at);
+  at = out.writeUInt8(MODES.indexOf(mode), at);
   at = out.writeUInt16BE(targetLength, at);
   at += out.write(target, at);
   out.write(json, at);
@@ -67,6 +83,23 @@ export function encodeCancel(id: number): Buffer {
   return out;
 }
 
+/** An ITEM record carrying `frame` (as codec.ts encodes it, length prefix included). */
+export function encodeItem(id: number, frame: Buffer): Buffer {
+  const out = allocRecord(1 + 4 + frame.length - 4);
+  out.writeUInt8(ITEM, 4);
+  out.writeUInt32BE(id, 5);
+  frame.copy(out, 9, 4);
+  return out;
+}
+
+export function encodeCredit(id: number, bytes: number): Buffer {
+  const out = allocRecord(1 + 4 + 4);
+  out.writeUInt8(CREDIT, 4);
+  out.writeUInt32BE(id, 5);
+  out.writeUInt32BE(bytes, 9);
+  return out;
+}
+
 /** Parses one record body; throws FrameError naming what is wrong. */
 export function parseChannelRecord(body: Buffer): ChannelRecord {
   if (body.length < 5) throw new FrameError(`channel record of ${body.length} bytes is shorter than its header`);
@@ -74,11 +107,11 @@ export function parseChannelRecord(body: Buffer): ChannelRecord {
   const id = body.readUInt32BE(1);
   if (kind === CALL) {
     if (body.length < 8) throw new FrameError('CALL record truncated in its header');
-    const mode = body[5]!;
-    if (mode > 1) throw new FrameError(`CALL record has unknown mode ${mode}`);
+    const mode = MODES[body[5]!];
+    if (!mode) throw new FrameError(`CALL record has unknown mode ${body[5]}`);
     const targetLength = body.readUInt16BE(6);
     if (8 + targetLength > body.length) throw new FrameError('CALL record truncated in its target');
-    return { kind, id, mode: mode === 0 ? 'ask' : 'tell', target: body.toString('utf8', 8, 8 + targetLength), body: body.subarray(8 + targetLength) };
+    return { kind, id, mode, target: body.toString('utf8', 8, 8 + targetLength), body: body.subarray(8 + targetLength) };
   }
   if (kind === REPLY) {
     if (body.length < 7) throw new FrameError('REPLY record truncated in its status');
@@ -87,6 +120,11 @@ export function parseChannelRecord(body: Buffer): ChannelRecord {
   if (kind === CANCEL) {
     if (body.length !== 5) throw new FrameError(`CANCEL record has ${body.length - 5} trailing bytes`);
     return { kind, id };
+  }
+  if (kind === ITEM) return { kind, id, frame: parseFrame(body.subarray(5)), size: body.length - 5 };
+  if (kind === CREDIT) {
+    if (body.length !== 9) throw new FrameError(`CREDIT record has ${body.length - 5} bytes where 4 belong`);
+    return { kind, id, bytes: body.readUInt32BE(5) };
   }
   throw new FrameError(`unknown channel record kind ${kind}`);
 }
@@ -153,9 +191,28 @@ interface Pending {
 
 const NO_HEADERS: http2.IncomingHttpHeaders = {};
 
+/** A streamed reply being received: what arrived and is unread, and how the reader is woken. */
+interface IncomingStream {
+  target: string;
+  /** The callee's REPLY 200 came: its items follow (until then the call's timeout runs). */
+  started: boolean;
+  /** The END or ERROR item came (or an error REPLY): the callee is done with the call. */
+  ended: boolean;
+  items: Array<{ frame: Frame; size: number }>;
+  /** Why reading stops before the items run out: cancelled, timed out, the channel broke. */
+  failure: ActorError | undefined;
+  wake: (() => void) | undefined;
+  timer: NodeJS.Timeout;
+  /** Bytes of value items received and not yet given back as CREDIT. */
+  unacknowledged: number;
+  /** Bytes of value items read since the last CREDIT. */
+  read: number;
+}
+
 /** The caller's end of a channel to one peer. */
 class ClientChannel {
   private readonly pending = new Map<number, Pending>();
+  private readonly streams = new Map<number, IncomingStream>();
   private readonly writer: BatchWriter;
   private nextId = 1;
   private closed = false;
@@ -179,23 +236,33 @@ class ClientChannel {
         return this.break(`${addr} sent a malformed channel record: ${(error as Error).message}`, NGHTTP2_PROTOCOL_ERROR);
       }
       for (const record of records) {
-        if (record.kind !== REPLY) return this.break(`${addr} sent a channel record of kind ${record.kind}; only REPLY goes this way`, NGHTTP2_PROTOCOL_ERROR);
-        const call = this.pending.get(record.id);
-        // No pending call: it was cancelled or timed out and its late reply is dropped.
-        if (!call) continue;
-        this.settle(record.id, call);
-        call.resolve({ status: record.status, headers: NO_HEADERS, body: record.body });
+        if (record.kind === REPLY) {
+          const call = this.pending.get(record.id);
+          if (call) {
+            this.settle(record.id, call);
+            call.resolve({ status: record.status, headers: NO_HEADERS, body: record.body });
+          } else this.streamReply(record.id, record.status, record.body);
+          // Neither: the call was cancelled or timed out and its late reply is dropped.
+        } else if (record.kind === ITEM) {
+          const problem = this.streamItem(record.id, record.frame, record.size);
+          if (problem) return this.break(`${addr} ${problem}`, NGHTTP2_PROTOCOL_ERROR);
+        } else return this.break(`${addr} sent a channel record of kind ${record.kind}; only REPLY and ITEM go this way`, NGHTTP2_PROTOCOL_ERROR);
       }
     });
     stream.once('end', () => this.break(`${addr} closed the call channel`));
     stream.once('close', () => this.break(`${addr}: call channel closed (code ${stream.rstCode ?? 'none'})`));
   }
 
-  call(mode: ChannelMode, target: string, json: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<Reply> {
-    if (signal?.aborted) return Promise.reject(new ActorError('cancelled', `call to ${this.addr}${target} cancelled`));
-    // Ids wrap at 2^32; a call still pending after four billion others is long timed out.
+  /** Ids wrap at 2^32; a call still pending after four billion others is long timed out. */
+  private takeId(): number {
     const id = this.nextId;
     this.nextId = id === 0xffffffff ? 1 : id + 1;
+    return id;
+  }
+
+  call(mode: 'ask' | 'tell', target: string, json: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<Reply> {
+    if (signal?.aborted) return Promise.reject(new ActorError('cancelled', `call to ${this.addr}${target} cancelled`));
+    const id = this.takeId();
     this.writer.write(encodeCall(id, mode, target, json));
     return new Promise<Reply>((resolve, reject) => {
       const call: Pending = {
@@ -213,6 +280,105 @@ class ClientChannel {
     });
   }
 
+  /**
+   * A stream call: its items as they come. The timeout bounds the wait for the stream to start,
+   * not its length; the signal, or leaving the loop before the end, sends CANCEL.
+   */
+  async *streamCall(target: string, json: string, timeoutMs: number, signal: AbortSignal | undefined): AsyncGenerator<unknown> {
+    if (signal?.aborted) throw new ActorError('cancelled', `stream from ${this.addr}${target} cancelled`);
+    const id = this.takeId();
+    const fail = (error: ActorError): void => {
+      if (s.ended || s.failure) return;
+      s.failure = error;
+      s.wake?.();
+    };
+    const s: IncomingStream = {
+      target,
+      started: false,
+      ended: false,
+      items: [],
+      failure: undefined,
+      wake: undefined,
+      timer: setTimeout(() => fail(new ActorError('timeout', `${this.addr}${target} did not start its stream within ${timeoutMs} ms`)), timeoutMs),
+      unacknowledged: 0,
+      read: 0,
+    };
+    const onAbort = (): void => fail(new ActorError('cancelled', `stream from ${this.addr}${target} cancelled`));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.streams.set(id, s);
+    this.writer.write(encodeCall(id, 'stream', target, json));
+    try {
+      for (;;) {
+        if (s.failure) throw s.failure;
+        const item = s.items.shift();
+        if (!item) {
+          await new Promise<void>((resolve) => (s.wake = resolve));
+          s.wake = undefined;
+          continue;
+        }
+        if (item.frame.flags & FLAG_ERROR) throw new ActorError('failed', item.frame.error ?? 'stream failed');
+        if (item.frame.flags & FLAG_END) return;
+        this.credit(id, s, item.size);
+        let value: unknown;
+        try {
+          value = frameValue(item.frame);
+        } catch (error) {
+          throw new ActorError('failed', `${this.addr}${target} sent a stream item that is not JSON: ${(error as Error).message}`);
+        }
+        yield value;
+      }
+    } finally {
+      clearTimeout(s.timer);
+      signal?.removeEventListener('abort', onAbort);
+      this.streams.delete(id);
+      if (!s.ended && !this.closed) this.writer.write(encodeCancel(id));
+    }
+  }
+
+  /** A stream call's REPLY: 200 starts its items; anything else is why it failed. */
+  private streamReply(id: number, status: number, body: Buffer): void {
+    const s = this.streams.get(id);
+    if (!s || s.started || s.ended) return;
+    clearTimeout(s.timer);
+    if (status === 200) {
+      s.started = true;
+      return;
+    }
+    s.ended = true;
+    try {
+      decodeReply(status, body, this.addr);
+      s.failure ??= new ActorError('failed', `${this.addr}${s.target} answered ${status}, not a stream`);
+    } catch (error) {
+      s.failure ??= error as ActorError;
+    }
+    s.wake?.();
+  }
+
+  /** Queues an ITEM for its reader; says what is wrong when the callee broke the protocol. */
+  private streamItem(id: number, frame: Frame, size: number): string | undefined {
+    const s = this.streams.get(id);
+    // No reader: it left or gave up, and CANCEL is on its way.
+    if (!s) return undefined;
+    if (!s.started || s.ended) return `sent an item for call ${id}, ${s.ended ? 'after its end' : 'before its stream started'}`;
+    if (frame.flags & (FLAG_END | FLAG_ERROR)) s.ended = true;
+    else {
+      if (s.unacknowledged >= STREAM_WINDOW_BYTES) return `sent past the window of stream ${id}`;
+      s.unacknowledged += size;
+    }
+    s.items.push({ frame, size });
+    s.wake?.();
+    return undefined;
+  }
+
+  /** The reader took `size` bytes: once half the window is read, the callee may send that much more. */
+  private credit(id: number, s: IncomingStream, size: number): void {
+    s.read += size;
+    if (s.read < STREAM_WINDOW_BYTES / 2 || s.ended || this.closed) return;
+    this.writer.write(encodeCredit(id, s.read));
+    s.unacknowledged -= s.read;
+    s.read = 0;
+  }
+
   /** The caller stopped waiting: fail the call now and tell the callee to abort it. */
   private giveUp(id: number, error: ActorError): void {
     const call = this.pending.get(id);
@@ -228,7 +394,7 @@ class ClientChannel {
     if (call.onAbort) call.signal!.removeEventListener('abort', call.onAbort);
   }
 
-  /** Fails every pending call with `unreachable` (as a broken stream did) and drops the channel. */
+  /** Fails every pending call and unfinished stream with `unreachable` (as a broken stream did) and drops the channel. */
   break(message: string, code = NGHTTP2_CANCEL): void {
     if (!this.closed) {
       this.closed = true;
@@ -239,6 +405,11 @@ class ClientChannel {
       this.settle(id, call);
       call.reject(new ActorError('unreachable', message));
     }
+    for (const s of this.streams.values()) {
+      if (s.ended || s.failure) continue;
+      s.failure = new ActorError('unreachable', message);
+      s.wake?.();
+    }
   }
 }
 
@@ -248,13 +419,19 @@ export class ChannelPool {
 
   constructor(private readonly transport: Transport) {}
 
-  call(addr: string, mode: ChannelMode, target: string, json: string, timeoutMs: number, signal?: AbortSignal): Promise<Reply> {
+  call(addr: string, mode: 'ask' | 'tell', target: string, json: string, timeoutMs: number, signal?: AbortSignal): Promise<Reply> {
     try {
       this.transport.assertReachable(addr);
       return this.channel(addr).call(mode, target, json, timeoutMs, signal);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /** A streamed reply over the channel to `addr` (see ClientChannel.streamCall). */
+  async *stream(addr: string, target: string, json: string, timeoutMs: number, signal?: AbortSignal): AsyncGenerator<unknown> {
+    this.transport.assertReachable(addr);
+    yield* this.channel(addr).streamCall(target, json, timeoutMs, signal);
   }
 
   private channel(addr: string): ClientChannel {
@@ -273,16 +450,27 @@ export class ChannelPool {
   }
 }
 
-/** A call arriving on a channel; `reply` answers it (once), `onCancel` learns of the caller's CANCEL. */
+/**
+ * A call arriving on a channel; `reply` answers it (once), or for a stream call `stream` sends its
+ * items; `onCancel` learns of the caller's CANCEL.
+ */
 export interface IncomingCall {
   mode: ChannelMode;
   target: string;
   body: Buffer;
   reply(status: number, json: string): void;
+  /** Starts a stream call's reply and sends the items of `iterable`, within the stream's window, until it ends or the caller cancels. */
+  stream(iterable: AsyncIterable<unknown>): Promise<void>;
   /** The call no longer holds its body: its bytes leave the connection's budget (once). */
   release(): void;
   /** Set by the handler for calls that keep running after it returns. */
   onCancel?: () => void;
+}
+
+/** A streamed reply being sent: bytes of its value items the caller has not read yet, and its sender's wake-up. */
+interface OutgoingStream {
+  unacknowledged: number;
+  resume: (() => void) | undefined;
 }
 
 export interface ServerChannelOptions {
@@ -290,18 +478,25 @@ export interface ServerChannelOptions {
   budget: ConnectionBudget;
   /** Largest CALL body; a longer record resets the channel. */
   maxRecordBytes: number;
+  /** Stream calls one channel may run at once (as HTTP/2's concurrent streams); more are answered `overloaded`. */
+  maxStreams: number;
   handle(call: IncomingCall): void;
   malformed(message: string): void;
   closed(channel: ServerChannel): void;
 }
 
 /**
- * The callee's end of a channel: dispatches CALLs, writes REPLYs, forwards CANCELs. A peer sending
- * more than the budget allows is slowed, not refused: the channel stops reading, so HTTP/2 flow
- * control holds the peer's writes until calls are answered and their bytes given back.
+ * The callee's end of a channel: dispatches CALLs, writes REPLYs and streamed ITEMs, forwards
+ * CANCELs, takes CREDITs. A peer sending more than the budget allows is slowed, not refused: the
+ * channel stops reading, so HTTP/2 flow control holds the peer's writes until calls are answered
+ * and their bytes given back.
  */
 export class ServerChannel {
   private readonly running = new Map<number, IncomingCall>();
+  /** Streamed replies being sent, by call id. */
+  private readonly sending = new Map<number, OutgoingStream>();
+  /** Stream calls from their CALL to their end (queued, or sending). */
+  private streamCalls = 0;
   private readonly writer: BatchWriter;
   private readonly decoder: LengthPrefixedDecoder<ChannelRecord>;
   /** The caller ended its side: end ours once the calls still running have replied. */
@@ -321,7 +516,7 @@ export class ServerChannel {
     stream.on('data', (chunk: Buffer) => this.receive(chunk));
     stream.once('end', () => {
       this.draining = true;
-      if (!this.running.size) this.writer.end();
+      this.endIfDrained();
     });
     stream.once('close', () => {
       options.closed(this);
@@ -355,6 +550,12 @@ export class ServerChannel {
           this.options.malformed(`call id ${record.id} is already in use on this channel`);
           return this.reset();
         }
+        if (record.mode === 'stream' && this.streamCalls >= this.options.maxStreams) {
+          this.give(record.body.length);
+          const error = { code: 'overloaded', message: `this channel runs ${this.options.maxStreams} stream calls already (limits.max_streams)` };
+          this.writer.write(encodeReply(record.id, 503, JSON.stringify({ error })));
+          continue;
+        }
         const call = this.incoming(record.id, record.mode, record.target, record.body);
         this.running.set(record.id, call);
         this.options.handle(call);
@@ -362,8 +563,18 @@ export class ServerChannel {
         const call = this.running.get(record.id);
         this.running.delete(record.id);
         call?.onCancel?.();
+      } else if (record.kind === CREDIT) {
+        // No stream: it ended meanwhile and needs no more credit.
+        const out = this.sending.get(record.id);
+        if (!out) continue;
+        if (record.bytes > out.unacknowledged) {
+          this.options.malformed(`CREDIT of ${record.bytes} bytes for stream ${record.id}, which has ${out.unacknowledged} unread`);
+          return this.reset();
+        }
+        out.unacknowledged -= record.bytes;
+        out.resume?.();
       } else {
-        this.options.malformed(`a REPLY record (call ${record.id}) was sent to the callee`);
+        this.options.malformed(`a ${record.kind === REPLY ? 'REPLY' : 'ITEM'} record (call ${record.id}) was sent to the callee`);
         return this.reset();
       }
     }
@@ -380,24 +591,76 @@ export class ServerChannel {
 
   private incoming(id: number, mode: ChannelMode, target: string, body: Buffer): IncomingCall {
     let held = body.length;
+    let countedAsStream = mode === 'stream';
+    if (countedAsStream) this.streamCalls++;
+    const ended = (): void => {
+      if (countedAsStream) this.streamCalls--;
+      countedAsStream = false;
+    };
     const call: IncomingCall = {
       mode,
       target,
       body,
       reply: (status, json) => {
+        ended();
         // Answered once; a call cancelled by its caller (or whose channel closed) is no longer
         // running and nobody waits for its reply.
         if (this.running.get(id) !== call) return;
         this.running.delete(id);
         this.writer.write(encodeReply(id, status, json));
-        if (this.draining && !this.running.size) this.writer.end();
+        this.endIfDrained();
       },
+      stream: (iterable) => this.sendStream(id, call, iterable).finally(ended),
       release: () => {
         this.give(held);
         held = 0;
       },
     };
     return call;
+  }
+
+  /** A stream call's REPLY 200, then its items while the caller's window has room, then END (or ERROR). */
+  private async sendStream(id: number, call: IncomingCall, iterable: AsyncIterable<unknown>): Promise<void> {
+    const iterator = iterable[Symbol.asyncIterator]();
+    // Cancelled, or the channel closed, while the call waited for its actor.
+    if (this.running.get(id) !== call) return stopProducer(iterator);
+    const out: OutgoingStream = { unacknowledged: 0, resume: undefined };
+    let stopped = false;
+    call.onCancel = () => {
+      stopped = true;
+      stopProducer(iterator);
+      out.resume?.();
+    };
+    this.sending.set(id, out);
+    this.writer.write(encodeReply(id, 200, '{}'));
+    try {
+      for (;;) {
+        while (out.unacknowledged >= STREAM_WINDOW_BYTES && !stopped) await new Promise<void>((resolve) => (out.resume = resolve));
+        out.resume = undefined;
+        if (stopped) return;
+        const next = await iterator.next();
+        if (stopped) return;
+        if (next.done) break;
+        const frame = jsonFrame(next.value);
+        out.unacknowledged += frame.length - 4;
+        this.writer.write(encodeItem(id, frame));
+      }
+      this.writer.write(encodeItem(id, END_FRAME));
+    } catch (error) {
+      if (stopped) return;
+      // An item JSON cannot carry fails the stream: its producer stops too.
+      stopProducer(iterator);
+      this.writer.write(encodeItem(id, errorFrame(errorMessage(error))));
+    } finally {
+      this.sending.delete(id);
+      if (this.running.get(id) === call) this.running.delete(id);
+      this.endIfDrained();
+    }
+  }
+
+  /** The caller ended its side: ours ends once no call is left running. */
+  private endIfDrained(): void {
+    if (this.draining && !this.running.size) this.writer.end();
   }
 
   private reset(): void {
@@ -408,4 +671,9 @@ export class ServerChannel {
   end(): void {
     this.writer.end();
   }
+}
+
+/** Stops a producer whose reader went away; a producer that fails while stopping has nobody left to tell. */
+export function stopProducer(iterator: AsyncIterator<unknown>): void {
+  iterator.return?.().catch(() => {});
 }

@@ -143,7 +143,8 @@ export class FrameDecoder extends LengthPrefixedDecoder<Frame> {
   }
 }
 
-function parseFrame(body: Buffer): Frame {
+/** Parses one frame's body (without its length prefix); throws FrameError naming what is wrong. */
+export function parseFrame(body: Buffer): Frame {
   const need = (at: number, n: number, what: string): void => {
     if (at + n > body.length) throw new FrameError(`frame truncated in ${what}`);
   };

@@ -12,7 +12,7 @@ export interface ServerLimits {
   maxConnectionBytes: number;
   /** Bytes of unanswered call bodies all connections together may hold. */
   maxNodeBytes: number;
-  /** Concurrent HTTP/2 streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  /** Concurrent HTTP/2 streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS), and stream calls per call channel. */
   maxStreams: number;
   /** Open connections; more are closed as they arrive. */
   maxConnections: number;
@@ -20,9 +20,10 @@ export interface ServerLimits {
   bodyTimeoutMs: number;
   /**
    * Streams a connection's peer may reset (RST_STREAM) per second, with ten seconds' worth as a
-   * burst; past that the connection is closed (nghttp2's guard against rapid-reset floods). A
-   * caller resets every call it gives up on: a Router whose HTTP clients leave mid-reply, a
-   * client whose calls time out. nghttp2's own 33/s would close busy callers' connections.
+   * burst; past that the connection is closed (nghttp2's guard against rapid-reset floods). An
+   * external client on the per-message routes resets every call it gives up on (calls between
+   * nodes ride the call channel and cancel with a record); nghttp2's own 33/s would close a busy
+   * client's connection.
    */
   maxResetsPerSecond: number;
 }

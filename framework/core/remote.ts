@@ -1,7 +1,8 @@
 /**
- * A call to another node, as its client sees it: the body it sends, the reply it decodes (a value,
- * or the ActorError the callee answered with), and a streamed reply read frame by frame. Shared by
- * the caller of a node (caller.ts) and clients that call from outside a cluster (`actorctl call`).
+ * A call to another node, as its client sees it: the body it sends and the reply it decodes (a
+ * value, or the ActorError the callee answered with), shared by the call channel (channel.ts) and
+ * clients that call from outside a cluster (`actorctl call`); and, for those clients, a streamed
+ * reply on the call's own HTTP/2 stream, read frame by frame.
  */
 import http2 from 'node:http2';
 import { FLAG_END, FLAG_ERROR, FrameDecoder, frameValue, toJson } from './codec.js';

@@ -1,14 +1,15 @@
 /**
  * Serving calls. A call arrives one of two ways: as a record on a call channel (`POST /_channel`,
- * asks and tells between nodes), or as an HTTP/2 stream of its own (`POST /named/<name>` or
- * `/actors/<id>`, for external clients and streamed replies). Both become one `ServedCall` and take
- * one path: the body is checked, the target found, the call delivered to its cell, and the outcome
- * answered as a status and JSON body (`{result}` or `{error: {code, message}}`).
+ * every call between nodes), or as an HTTP/2 stream of its own (`POST /named/<name>` or
+ * `/actors/<id>`, for external clients). Both become one `ServedCall` and take one path: the body
+ * is checked, the target found, the call delivered to its cell, and the outcome answered as a
+ * status and JSON body (`{result}` or `{error: {code, message}}`), or for a stream call as items
+ * (channel ITEM records, or frames on the call's own stream).
  */
 import type http2 from 'node:http2';
 import type { ActorCell, CallMode } from '../core/cell.js';
 import type { ServerLimits } from '../core/limits.js';
-import { ServerChannel } from '../core/channel.js';
+import { ServerChannel, stopProducer } from '../core/channel.js';
 import { END_FRAME, errorFrame, jsonFrame, parseCallBody, toJson } from '../core/codec.js';
 import { ActorError, STATUS_OF, errorMessage, type ActorErrorCode } from '../core/errors.js';
 import type { NodeMetrics } from '../core/metrics.js';
@@ -51,7 +52,8 @@ export class CallServer {
     const channel = new ServerChannel(stream, {
       budget: this.options.peerOf(stream).budget,
       maxRecordBytes: this.options.limits.maxCallBytes,
-      handle: (call) => this.serve(call),
+      maxStreams: this.options.limits.maxStreams,
+      handle: (call) => this.serve(call, (iterable) => call.stream(iterable)),
       malformed: (problem) => {
         this.options.metrics.badRequests.inc({ path: 'channel' });
         this.options.log(`call channel reset: ${problem}`);
@@ -97,7 +99,7 @@ export class CallServer {
    * The one way every call is served; `streamReply` writes the reply of a `stream` call. Whatever
    * a call carries, its failure is its reply: nothing it does may throw into the transport.
    */
-  private serve(call: ServedCall, streamReply?: (iterable: AsyncIterable<unknown>) => Promise<void>): void {
+  private serve(call: ServedCall, streamReply: (iterable: AsyncIterable<unknown>) => Promise<void>): void {
     try {
       this.deliver(call, streamReply);
     } catch (error) {
@@ -105,7 +107,7 @@ export class CallServer {
     }
   }
 
-  private deliver(call: ServedCall, streamReply?: (iterable: AsyncIterable<unknown>) => Promise<void>): void {
+  private deliver(call: ServedCall, streamReply: (iterable: AsyncIterable<unknown>) => Promise<void>): void {
     let body;
     try {
       body = parseCallBody(call.body);
@@ -129,7 +131,7 @@ export class CallServer {
     delivery.result.then(
       (value) => {
         call.onCancel = undefined;
-        if (call.mode === 'stream' && streamReply) {
+        if (call.mode === 'stream') {
           call.release();
           return void streamReply(value as AsyncIterable<unknown>);
         }
@@ -186,10 +188,10 @@ async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unk
   let closed = stream.closed;
   const onClose = (): void => {
     closed = true;
-    stop(iterator);
+    stopProducer(iterator);
   };
   stream.once('close', onClose);
-  if (closed) return stop(iterator);
+  if (closed) return stopProducer(iterator);
   stream.respond({ ':status': 200, 'content-type': 'application/octet-stream', 'x-response-type': 'stream' });
   try {
     for (;;) {
@@ -203,13 +205,11 @@ async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unk
     }
     stream.end(END_FRAME);
   } catch (error) {
-    if (!closed) stream.end(errorFrame(errorMessage(error)));
+    if (closed) return;
+    // An item JSON cannot carry fails the stream: its producer stops too.
+    stopProducer(iterator);
+    stream.end(errorFrame(errorMessage(error)));
   } finally {
     stream.off('close', onClose);
   }
-}
-
-/** Stops a producer whose reader went away; a producer that fails while stopping has nobody left to tell. */
-function stop(iterator: AsyncIterator<unknown>): void {
-  iterator.return?.().catch(() => {});
 }

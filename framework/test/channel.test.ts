@@ -142,7 +142,7 @@ test('a callee that answers garbage or refuses the channel fails the calls with 
       stream.end('{"error":{"code":"not-found","message":"no route"}}');
     },
   ];
-  const expected = [/malformed channel record: unknown channel record kind 9/, /only REPLY goes this way/, /refused the call channel \(status 404\)/];
+  const expected = [/malformed channel record: unknown channel record kind 9/, /only REPLY and ITEM go this way/, /refused the call channel \(status 404\)/];
   for (const [i, answer] of answers.entries()) {
     const server = http2.createServer();
     server.on('stream', (stream) => {

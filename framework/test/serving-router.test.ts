@@ -137,10 +137,11 @@ test('concurrent requests are spread over both workers; a fixed seed gives the s
   assert.ok(served.every((n) => n > 0), `both workers served: ${served.join(' + ')}`);
 });
 
-test('the Router closes a finished worker stream, never resets it: 40 streamed requests, 4 at a time, to a worker that closes 50 ms after its end', async () => {
-  // A reset spends the worker node's reset budget (here 10, then 1 a second); past it the node
-  // closes the Router's connection and the requests on it fail. This worker closes its streams
-  // late, so a Router that left a stream at its end chunk would reset it.
+test('the Router lets go of a worker stream at its end chunk without costing the worker node its connection: 40 streamed requests, 4 at a time, to a worker that ends 50 ms after its end chunk', async () => {
+  // The Router leaves each stream at its end chunk, before this worker has ended it. On the call
+  // channel that is a CANCEL record; were it an HTTP/2 stream, it would be a reset, spending the
+  // worker node's reset budget (here 10, then 1 a second), and past it the node would close the
+  // Router's connection and fail the requests on it.
   const port = await freePort();
   const slowRouter = await startNode({ classPath: 'framework.serving.Router', name: 'slow-router', seeds: [router.addr], params: ['--http_port', String(port), '--model_name', 'tiny', '--worker_name', 'slow-worker'] });
   const worker = await startNode({ classPath: 'framework.test.helpers.slow-closing-worker.SlowClosingWorker', name: 'slow-worker', seeds: [slowRouter.addr], extraArgs: ['-D', 'limits.max_resets_per_second=1'] });

@@ -157,7 +157,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
       throw error;
     }
     if (opened.first.type === 'error') {
-      opened.release(true);
+      opened.release();
       throw workerError(opened.first);
     }
     return opened;
@@ -168,14 +168,12 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     for (let attempt = 1; ; attempt++) {
       const opened = await open(request, signal);
       let text = '';
-      let finished = false;
       try {
         for (let chunk: GenerateChunk | undefined = opened.first; chunk; chunk = await next(opened)) {
           if (chunk.type === 'text') {
             text += chunk.text;
             continue;
           }
-          finished = true;
           if (chunk.type === 'end') return shape.complete(text, chunk.finish_reason, chunk.usage);
           throw workerError(chunk);
         }
@@ -184,7 +182,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
         if (error instanceof ApiError || signal.aborted || attempt >= COLLECT_ATTEMPTS) throw error instanceof ApiError ? error : new ApiError(502, workerFailed(opened, error));
         opened.failed(error);
       } finally {
-        opened.release(finished);
+        opened.release();
       }
     }
   }
@@ -193,7 +191,6 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   async function stream(reply: FastifyReply, shape: ResponseShape, opened: OpenedRequest): Promise<void> {
     reply.hijack();
     const events = new EventStream(reply.raw);
-    let finished = false;
     try {
       if (shape.chat) events.send(shape.chunk('role'));
       for (let chunk: GenerateChunk | undefined = opened.first; chunk && events.open; chunk = await next(opened)) {
@@ -201,13 +198,11 @@ export function apiServer(options: ApiOptions): FastifyInstance {
           events.send(shape.chunk({ text: chunk.text }));
           await events.writable();
         } else if (chunk.type === 'end') {
-          finished = true;
           events.send(shape.chunk({ finish: chunk.finish_reason }));
           if (shape.includeUsage) events.send(shape.usageChunk(chunk.usage));
           events.send('[DONE]');
           return;
         } else {
-          finished = true;
           events.send({ error: workerError(chunk).body.error });
           return;
         }
@@ -220,7 +215,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
         events.send({ error: workerFailed(opened, error).error });
       }
     } finally {
-      opened.release(finished);
+      opened.release();
       events.end();
     }
   }

@@ -10,11 +10,8 @@
  *   is still tried when no other worker is left.
  * - `open` sends a request and waits for its first chunk, trying the next worker when a worker
  *   cannot be reached or is overloaded: nothing has reached the client yet, so it is safe.
- * - `release` lets a request's stream go. The worker closes it right after its last chunk (the end,
- *   or an error), so a finished stream is read to that close: leaving it would reset it, and a node
- *   closes the connection of a peer that resets streams faster than its limit
- *   (`limits.max_resets_per_second`), failing every other request on it. A stream left before its
- *   end (the client went), or not closed within CLOSE_GRACE_MS, is cancelled: its worker stops.
+ * - `release` lets a request's stream go: one left before its end (the client went) is cancelled,
+ *   and its worker stops generating.
  */
 import type { ActorHandle, ActorSystemView } from '../../core/context.js';
 import { isActorError } from '../../core/errors.js';
@@ -27,8 +24,6 @@ const LOAD_TIMEOUT_MS = 1_000;
 const OPEN_TIMEOUT_MS = 10_000;
 /** Workers one request may try before it fails. */
 const MAX_ATTEMPTS = 3;
-/** How long a worker has to close its stream after its last chunk before the stream is cancelled. */
-const CLOSE_GRACE_MS = 1_000;
 
 interface WorkerState {
   nodeId: string;
@@ -50,8 +45,8 @@ export interface OpenedRequest {
   rest: AsyncIterator<GenerateChunk>;
   /** The worker failed mid-stream: set it aside. */
   failed(error: unknown): void;
-  /** The Router is done with the stream: `finished` when the worker's last chunk came (it then closes the stream itself). */
-  release(finished: boolean): void;
+  /** The Router is done with the stream; before its end, this cancels it. */
+  release(): void;
 }
 
 /** No worker took the request: none is alive, or every one tried failed or was overloaded. */
@@ -148,9 +143,8 @@ export class WorkerPool {
       if (!worker) break;
       tried.add(worker.nodeId);
       worker.sent++;
-      const stream = new AbortController();
-      const rest = worker.handle.stream<GenerateChunk>('generateStream', [request], { signal: AbortSignal.any([signal, stream.signal]), timeoutMs: OPEN_TIMEOUT_MS })[Symbol.asyncIterator]();
-      const release = (finished: boolean): void => void releaseStream(rest, stream, finished);
+      const rest = worker.handle.stream<GenerateChunk>('generateStream', [request], { signal, timeoutMs: OPEN_TIMEOUT_MS })[Symbol.asyncIterator]();
+      const release = (): void => void rest.return?.();
       let first: IteratorResult<GenerateChunk>;
       try {
         first = await rest.next();
@@ -165,7 +159,7 @@ export class WorkerPool {
         continue;
       }
       if (first.value.type === 'error' && first.value.code === 'overloaded') {
-        release(true);
+        release();
         overloaded = true;
         lastError = `worker on ${worker.addr}: ${first.value.message}`;
         continue;
@@ -178,22 +172,5 @@ export class WorkerPool {
 
   private setAside(worker: WorkerState, error: unknown): void {
     if (isActorError(error) && (error.code === 'unreachable' || error.code === 'not-found' || error.code === 'stopped')) worker.down = true;
-  }
-}
-
-/** See `release` in the header: a finished stream is read to its close, within a grace; any other is cancelled. */
-async function releaseStream(rest: AsyncIterator<GenerateChunk>, stream: AbortController, finished: boolean): Promise<void> {
-  if (!finished) {
-    stream.abort();
-    await rest.return?.();
-    return;
-  }
-  const grace = setTimeout(() => stream.abort(), CLOSE_GRACE_MS);
-  try {
-    while (!(await rest.next()).done);
-  } catch {
-    // Cancelled after the grace, or the worker failed after its last chunk: the request is over either way.
-  } finally {
-    clearTimeout(grace);
   }
 }
