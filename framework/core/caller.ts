@@ -48,6 +48,8 @@ export interface CallerOptions {
   metrics: NodeMetrics;
   /** Default timeout of ask and stream calls. */
   callTimeoutMs: number;
+  /** Stream calls sent to one peer at once; more wait their turn. */
+  maxStreamsPerPeer: number;
   log(message: string): void;
 }
 
@@ -61,7 +63,7 @@ export class Caller {
   private readonly hot;
 
   constructor(private readonly options: CallerOptions) {
-    this.channels = new ChannelPool(options.transport);
+    this.channels = new ChannelPool(options.transport, options.maxStreamsPerPeer);
     const { calls, latency } = options.metrics;
     this.hot = {
       localLatency: latency.bind({ locality: 'local' }),

@@ -23,6 +23,7 @@ import http2 from 'node:http2';
 import { END_FRAME, FLAG_END, FLAG_ERROR, FrameError, LengthPrefixedDecoder, allocRecord, errorFrame, frameValue, jsonFrame, parseFrame, type Frame } from './codec.js';
 import { ActorError, errorMessage } from './errors.js';
 import type { ConnectionBudget } from './budget.js';
+import { DEFAULT_LIMITS } from './limits.js';
 import { decodeReply } from './remote.js';
 import { MAX_REPLY_BYTES, type Reply, type Transport } from './transport.js';
 
@@ -194,6 +195,8 @@ const NO_HEADERS: http2.IncomingHttpHeaders = {};
 /** A streamed reply being received: what arrived and is unread, and how the reader is woken. */
 interface IncomingStream {
   target: string;
+  /** Its CALL went out: it holds one of the channel's stream slots. */
+  sent: boolean;
   /** The callee's REPLY 200 came: its items follow (until then the call's timeout runs). */
   started: boolean;
   /** The END or ERROR item came (or an error REPLY): the callee is done with the call. */
@@ -213,6 +216,9 @@ interface IncomingStream {
 class ClientChannel {
   private readonly pending = new Map<number, Pending>();
   private readonly streams = new Map<number, IncomingStream>();
+  /** Stream calls whose CALL went out and that are not over yet, and those waiting for one of them to end. */
+  private streamsSent = 0;
+  private readonly streamsWaiting: Array<() => void> = [];
   private readonly writer: BatchWriter;
   private nextId = 1;
   private closed = false;
@@ -220,6 +226,8 @@ class ClientChannel {
   constructor(
     private readonly addr: string,
     private readonly stream: http2.ClientHttp2Stream,
+    /** Stream calls sent at once; more wait for one to end, as HTTP/2 holds streams past the peer's limit. */
+    private readonly maxStreams: number,
     private readonly onClosed: (channel: ClientChannel) => void,
   ) {
     this.writer = new BatchWriter(stream);
@@ -281,8 +289,9 @@ class ClientChannel {
   }
 
   /**
-   * A stream call: its items as they come. The timeout bounds the wait for the stream to start,
-   * not its length; the signal, or leaving the loop before the end, sends CANCEL.
+   * A stream call: its items as they come. The timeout bounds the wait for the stream to start
+   * (a free stream slot included), not its length; the signal, or leaving the loop before the end,
+   * sends CANCEL.
    */
   async *streamCall(target: string, json: string, timeoutMs: number, signal: AbortSignal | undefined): AsyncGenerator<unknown> {
     if (signal?.aborted) throw new ActorError('cancelled', `stream from ${this.addr}${target} cancelled`);
@@ -294,6 +303,7 @@ class ClientChannel {
     };
     const s: IncomingStream = {
       target,
+      sent: false,
       started: false,
       ended: false,
       items: [],
@@ -305,9 +315,14 @@ class ClientChannel {
     };
     const onAbort = (): void => fail(new ActorError('cancelled', `stream from ${this.addr}${target} cancelled`));
     signal?.addEventListener('abort', onAbort, { once: true });
-    this.streams.set(id, s);
-    this.writer.write(encodeCall(id, 'stream', target, json));
     try {
+      if (this.streamsSent >= this.maxStreams) await this.streamSlot(s);
+      if (s.failure) throw s.failure;
+      if (this.closed) throw new ActorError('unreachable', `${this.addr}: the call channel closed while the stream waited to start`);
+      this.streamsSent++;
+      s.sent = true;
+      this.streams.set(id, s);
+      this.writer.write(encodeCall(id, 'stream', target, json));
       for (;;) {
         if (s.failure) throw s.failure;
         const item = s.items.shift();
@@ -330,9 +345,27 @@ class ClientChannel {
     } finally {
       clearTimeout(s.timer);
       signal?.removeEventListener('abort', onAbort);
-      this.streams.delete(id);
-      if (!s.ended && !this.closed) this.writer.write(encodeCancel(id));
+      if (s.sent) {
+        this.streams.delete(id);
+        if (!s.ended && !this.closed) this.writer.write(encodeCancel(id));
+        this.streamsSent--;
+        this.streamsWaiting.shift()?.();
+      }
     }
+  }
+
+  /** Waits until a stream slot is free, or the stream fails (cancelled, timed out, channel broken) while it waits. */
+  private async streamSlot(s: IncomingStream): Promise<void> {
+    let wake!: () => void;
+    await new Promise<void>((resolve) => {
+      wake = resolve;
+      s.wake = resolve;
+      this.streamsWaiting.push(resolve);
+    });
+    s.wake = undefined;
+    // Woken by its failure: its place in the line goes to the next in it.
+    const at = this.streamsWaiting.indexOf(wake);
+    if (at >= 0) this.streamsWaiting.splice(at, 1);
   }
 
   /** A stream call's REPLY: 200 starts its items; anything else is why it failed. */
@@ -410,6 +443,8 @@ class ClientChannel {
       s.failure = new ActorError('unreachable', message);
       s.wake?.();
     }
+    // Streams waiting for a slot fail too, once woken.
+    for (const wake of this.streamsWaiting.splice(0)) wake();
   }
 }
 
@@ -417,7 +452,11 @@ class ClientChannel {
 export class ChannelPool {
   private readonly channels = new Map<string, ClientChannel>();
 
-  constructor(private readonly transport: Transport) {}
+  constructor(
+    private readonly transport: Transport,
+    /** Stream calls one channel sends at once (the node's `limits.max_streams`). */
+    private readonly maxStreams = DEFAULT_LIMITS.maxStreams,
+  ) {}
 
   call(addr: string, mode: 'ask' | 'tell', target: string, json: string, timeoutMs: number, signal?: AbortSignal): Promise<Reply> {
     try {
@@ -438,7 +477,7 @@ export class ChannelPool {
     const existing = this.channels.get(addr);
     if (existing) return existing;
     const stream = this.transport.open(addr, CHANNEL_PATH, { keepOpen: true, headers: { 'content-type': 'application/octet-stream' } });
-    const channel = new ClientChannel(addr, stream, (c) => {
+    const channel = new ClientChannel(addr, stream, this.maxStreams, (c) => {
       if (this.channels.get(addr) === c) this.channels.delete(addr);
     });
     this.channels.set(addr, channel);
@@ -495,7 +534,7 @@ export class ServerChannel {
   private readonly running = new Map<number, IncomingCall>();
   /** Streamed replies being sent, by call id. */
   private readonly sending = new Map<number, OutgoingStream>();
-  /** Stream calls from their CALL to their end (queued, or sending). */
+  /** Stream calls running (from their CALL to their end or the caller's CANCEL). */
   private streamCalls = 0;
   private readonly writer: BatchWriter;
   private readonly decoder: LengthPrefixedDecoder<ChannelRecord>;
@@ -522,6 +561,7 @@ export class ServerChannel {
       options.closed(this);
       for (const call of this.running.values()) call.onCancel?.();
       this.running.clear();
+      this.streamCalls = 0;
       // Everything the channel held leaves the budget now; calls still finishing give back nothing more.
       this.give(this.charged);
       this.gone = true;
@@ -561,7 +601,7 @@ export class ServerChannel {
         this.options.handle(call);
       } else if (record.kind === CANCEL) {
         const call = this.running.get(record.id);
-        this.running.delete(record.id);
+        if (call) this.finish(record.id, call);
         call?.onCancel?.();
       } else if (record.kind === CREDIT) {
         // No stream: it ended meanwhile and needs no more credit.
@@ -591,26 +631,20 @@ export class ServerChannel {
 
   private incoming(id: number, mode: ChannelMode, target: string, body: Buffer): IncomingCall {
     let held = body.length;
-    let countedAsStream = mode === 'stream';
-    if (countedAsStream) this.streamCalls++;
-    const ended = (): void => {
-      if (countedAsStream) this.streamCalls--;
-      countedAsStream = false;
-    };
+    if (mode === 'stream') this.streamCalls++;
     const call: IncomingCall = {
       mode,
       target,
       body,
       reply: (status, json) => {
-        ended();
         // Answered once; a call cancelled by its caller (or whose channel closed) is no longer
         // running and nobody waits for its reply.
         if (this.running.get(id) !== call) return;
-        this.running.delete(id);
+        this.finish(id, call);
         this.writer.write(encodeReply(id, status, json));
         this.endIfDrained();
       },
-      stream: (iterable) => this.sendStream(id, call, iterable).finally(ended),
+      stream: (iterable) => this.sendStream(id, call, iterable),
       release: () => {
         this.give(held);
         held = 0;
@@ -653,9 +687,18 @@ export class ServerChannel {
       this.writer.write(encodeItem(id, errorFrame(errorMessage(error))));
     } finally {
       this.sending.delete(id);
-      if (this.running.get(id) === call) this.running.delete(id);
+      if (this.running.get(id) === call) this.finish(id, call);
       this.endIfDrained();
     }
+  }
+
+  /**
+   * A running call is over for its caller: answered, ended, or cancelled. A stream call's slot is
+   * free from then on, as the caller counts it, even while a cancelled producer winds down.
+   */
+  private finish(id: number, call: IncomingCall): void {
+    this.running.delete(id);
+    if (call.mode === 'stream') this.streamCalls--;
   }
 
   /** The caller ended its side: ours ends once no call is left running. */

@@ -163,6 +163,7 @@ export class ActorSystem implements ActorSystemView {
       actors: system.actors,
       metrics: system.metrics,
       callTimeoutMs: options.callTimeoutMs ?? 30_000,
+      maxStreamsPerPeer: system.limits.maxStreams,
       log: system.log,
     });
     await system.actors.spawnSystem(nodeActor(system), SYSTEM_NODE_ACTOR);

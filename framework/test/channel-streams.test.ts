@@ -132,6 +132,33 @@ test(`a channel runs ${MAX_STREAMS} stream calls at once; one more is refused as
   assert.is(n, 5);
 });
 
+test('a caller sends as many stream calls to a peer as its own limits.max_streams; more wait their turn (or time out, or are aborted, waiting)', async () => {
+  const small = await ActorSystem.start({ seeds: [node.addr], timers: FAST_CLIENT_TIMERS, limits: { maxStreams: 2 }, log: () => {} });
+  try {
+    await waitFor('the producer to be known', () => small.instances('producer').length === 1);
+    const ref = small.resolve('producer');
+    const open = [0, 1].map(() => ref.stream('items', [-1, 8])[Symbol.asyncIterator]());
+    for (const s of open) assert.ok(!(await s.next()).done);
+    const timedOut = await ref.stream('items', [1, 8], { timeoutMs: 200 })[Symbol.asyncIterator]().next().catch((e: unknown) => e);
+    assert.is((timedOut as ActorError).code, 'timeout', 'the third waited for a slot until its timeout');
+    const controller = new AbortController();
+    const aborted = ref.stream('items', [1, 8], { signal: controller.signal })[Symbol.asyncIterator]().next().catch((e: unknown) => e);
+    const waiting = (async () => {
+      let n = 0;
+      for await (const _ of ref.stream('items', [3, 8])) n++;
+      return n;
+    })();
+    controller.abort();
+    assert.is(((await aborted) as ActorError).code, 'cancelled');
+    await new Promise((r) => setTimeout(r, 100));
+    await open[0]!.return?.(undefined);
+    assert.is(await waiting, 3, 'the waiting stream started once a slot was free');
+    await open[1]!.return?.(undefined);
+  } finally {
+    await small.shutdown();
+  }
+});
+
 /** A stand-in callee that answers a channel's first stream call with `answer`. */
 async function withFakeCallee(answer: (write: (b: Buffer) => void, id: number) => void, run: (pool: ChannelPool, addr: string) => Promise<void>): Promise<void> {
   const server = http2.createServer();
