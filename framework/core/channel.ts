@@ -195,7 +195,7 @@ const NO_HEADERS: http2.IncomingHttpHeaders = {};
 /** A streamed reply being received: what arrived and is unread, and how the reader is woken. */
 interface IncomingStream {
   target: string;
-  /** Its CALL went out: it holds one of the channel's stream slots. */
+  /** Its CALL went out. */
   sent: boolean;
   /** The callee's REPLY 200 came: its items follow (until then the call's timeout runs). */
   started: boolean;
@@ -216,9 +216,9 @@ interface IncomingStream {
 class ClientChannel {
   private readonly pending = new Map<number, Pending>();
   private readonly streams = new Map<number, IncomingStream>();
-  /** Stream calls whose CALL went out and that are not over yet, and those waiting for one of them to end. */
-  private streamsSent = 0;
-  private readonly streamsWaiting: Array<() => void> = [];
+  /** Stream calls holding a slot (sent, or about to be), and those waiting for one: a freed slot goes to the first in line. */
+  private streamSlots = 0;
+  private readonly streamsWaiting: Array<(granted: boolean) => void> = [];
   private readonly writer: BatchWriter;
   private nextId = 1;
   private closed = false;
@@ -315,11 +315,12 @@ class ClientChannel {
     };
     const onAbort = (): void => fail(new ActorError('cancelled', `stream from ${this.addr}${target} cancelled`));
     signal?.addEventListener('abort', onAbort, { once: true });
+    let holdsSlot = false;
     try {
-      if (this.streamsSent >= this.maxStreams) await this.streamSlot(s);
+      if (this.streamSlots < this.maxStreams) this.streamSlots++;
+      else if (!(await this.streamSlot(s))) throw s.failure ?? new ActorError('unreachable', `${this.addr}: the call channel closed while the stream waited to start`);
+      holdsSlot = true;
       if (s.failure) throw s.failure;
-      if (this.closed) throw new ActorError('unreachable', `${this.addr}: the call channel closed while the stream waited to start`);
-      this.streamsSent++;
       s.sent = true;
       this.streams.set(id, s);
       this.writer.write(encodeCall(id, 'stream', target, json));
@@ -348,24 +349,28 @@ class ClientChannel {
       if (s.sent) {
         this.streams.delete(id);
         if (!s.ended && !this.closed) this.writer.write(encodeCancel(id));
-        this.streamsSent--;
-        this.streamsWaiting.shift()?.();
+      }
+      if (holdsSlot) {
+        const next = this.streamsWaiting.shift();
+        if (next) next(true);
+        else this.streamSlots--;
       }
     }
   }
 
-  /** Waits until a stream slot is free, or the stream fails (cancelled, timed out, channel broken) while it waits. */
-  private async streamSlot(s: IncomingStream): Promise<void> {
-    let wake!: () => void;
-    await new Promise<void>((resolve) => {
-      wake = resolve;
-      s.wake = resolve;
-      this.streamsWaiting.push(resolve);
+  /** Resolves true when a slot is handed over, false when the stream fails (cancelled, timed out, channel broken) while it waits. */
+  private streamSlot(s: IncomingStream): Promise<boolean> {
+    return new Promise((resolve) => {
+      const waiter = (granted: boolean): void => {
+        s.wake = undefined;
+        resolve(granted);
+      };
+      this.streamsWaiting.push(waiter);
+      s.wake = () => {
+        this.streamsWaiting.splice(this.streamsWaiting.indexOf(waiter), 1);
+        waiter(false);
+      };
     });
-    s.wake = undefined;
-    // Woken by its failure: its place in the line goes to the next in it.
-    const at = this.streamsWaiting.indexOf(wake);
-    if (at >= 0) this.streamsWaiting.splice(at, 1);
   }
 
   /** A stream call's REPLY: 200 starts its items; anything else is why it failed. */
@@ -443,8 +448,8 @@ class ClientChannel {
       s.failure = new ActorError('unreachable', message);
       s.wake?.();
     }
-    // Streams waiting for a slot fail too, once woken.
-    for (const wake of this.streamsWaiting.splice(0)) wake();
+    // Streams waiting for a slot fail too.
+    for (const waiter of this.streamsWaiting.splice(0)) waiter(false);
   }
 }
 
