@@ -255,4 +255,45 @@ test('a caller that credits more than it was sent, or sends items to the callee,
   assert.is(n, 3);
 });
 
+test('random sequences of stream records from a caller (seeded) never take the node down', async () => {
+  // A small deterministic generator (mulberry32), so that a failure names a seed that replays it.
+  const rng = (seed: number) => () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
+    const random = rng(seed);
+    const pick = <T>(items: T[]): T => items[Math.floor(random() * items.length)]!;
+    const id = (): number => 1 + Math.floor(random() * 6);
+    const records: Buffer[] = [];
+    for (let i = 0; i < 40; i++) {
+      records.push(
+        pick([
+          () => encodeCall(id(), pick(['stream', 'ask', 'tell'] as const), pick(['/named/producer', '/named/ghost', '/actors/x']), callJson(pick(['items', 'counts', 'nope']), [pick([-1, 0, 3]), pick([1, 5000])])),
+          () => encodeCredit(id(), Math.floor(random() * 2 ** 32)),
+          () => encodeCredit(id(), Math.floor(random() * 4096)),
+          () => Buffer.from([0, 0, 0, 5, 3, 0, 0, 0, id()]),
+          () => encodeItem(id(), END_FRAME),
+          () => encodeCall(id(), 'stream', '/named/producer', '{"method":"items","args":[1e309'),
+        ])(),
+      );
+    }
+    const raw = await rawStreamCall([2, 1]);
+    for (const record of records) {
+      if (raw.stream.closed) break;
+      raw.stream.write(record);
+      if (random() < 0.3) await new Promise((r) => setTimeout(r, 1));
+    }
+    raw.stream.close();
+    await raw.closed;
+    raw.session.close();
+    assert.ok(typeof (await counts()).produced === 'number', `the node answers after seed ${seed}`);
+  }
+  let n = 0;
+  for await (const _ of client.resolve('producer').stream('items', [4, 8])) n++;
+  assert.is(n, 4, 'and its streams still work');
+});
+
 test.run();
