@@ -17,6 +17,10 @@ import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-proc
 import { toolScript } from '../../lib/testing/run-tool.js';
 import { eventually, queryRows, type Json } from './helpers/gateway.js';
 import { sandbox } from './helpers/sandbox.js';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 
 const { home, env, run: trajstore, path } = sandbox('gateway-events-');
 const dataset = path('live');
@@ -36,6 +40,13 @@ const events = (body: unknown, headers?: Record<string, string>): Promise<Answer
 async function get(path: string, base = server.url): Promise<{ status: number; body: Json }> {
   const response = await fetch(new URL(path, base));
   return { status: response.status, body: (await response.json()) as Json };
+}
+/** A protobuf varint. */
+function varint(n: number): Buffer {
+  const out: number[] = [];
+  for (; n >= 0x80; n = Math.floor(n / 0x80)) out.push((n % 0x80) | 0x80);
+  out.push(n);
+  return Buffer.from(out);
 }
 const record = (seq: number, extra: Json = {}): Json => ({ seq, source: 'sdk', kind: 'note', payload: { text: `event ${seq}` }, ...extra });
 function assertGatewayError(r: Answer, status: number, code: string, what: string): void {
@@ -237,11 +248,69 @@ test('OTLP/HTTP JSON traces with GenAI spans become the same events; a retried e
   assert.equal(doc.turns[1].observation.results, [{ source_call_id: 'call-w', content: 'rainy, 12 C' }]);
   assert.equal(doc.turns[1].metrics, { prompt_tokens: 50, completion_tokens: 7 });
   assert.is(doc.turns[1].model, 'gpt-x-2026');
-  // Not OTLP JSON, or protobuf.
+  // Not OTLP JSON.
   assertGatewayError(await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: {} }), 400, 'invalid_event', 'resourceSpans an object');
   assertGatewayError(await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: [{ scopeSpans: [{ spans: [{ spanId: 'x' }] }] }] }), 400, 'invalid_event', 'a span without a traceId');
-  const protobuf = await fetch(new URL('/v1/traces', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array([10, 0]) });
-  assert.is(protobuf.status, 415);
+});
+
+test('OTLP/HTTP protobuf from the OpenTelemetry SDK’s own exporter becomes the same events; bodies that are not an ExportTraceServiceRequest get 400 naming the field', async () => {
+  const provider = new TracerProvider({ resource: resourceFromAttributes({ 'service.name': 'proto-agent' }), spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: new URL('/v1/traces', server.gatewayUrl).href }) })] });
+  const tracer = provider.getTracer('gateway-test');
+  // Spans a few milliseconds apart, as real ones are: events of one trace are ordered by time.
+  const later = (): Promise<unknown> => new Promise((resolve) => setTimeout(resolve, 3));
+  const agent = tracer.startSpan('invoke_agent Proto', { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'Proto', 'gen_ai.agent.id': 'proto-1', 'gen_ai.conversation.id': 'conv-proto' } });
+  const inside = trace.setSpan(context.active(), agent);
+  await later();
+  const chat = tracer.startSpan('chat gpt-x', { attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-x', 'gen_ai.usage.input_tokens': 50, 'gen_ai.usage.output_tokens': 7, 'gen_ai.input.messages': JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'weather in Oslo? é✓' }] }]) } }, inside);
+  await later();
+  chat.end();
+  await later();
+  const tool = tracer.startSpan('execute_tool get_weather', { attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'get_weather', 'gen_ai.tool.call.id': 'call-o', 'gen_ai.tool.call.arguments': '{"city":"Oslo"}', 'gen_ai.tool.call.result': 'snow, -3 C', flags: [1, 2, 3] } }, inside);
+  tool.setStatus({ code: SpanStatusCode.ERROR, message: 'rate limited' });
+  await later();
+  tool.end();
+  await later();
+  agent.end();
+  await provider.forceFlush();
+  await provider.shutdown();
+  const live = (await get('/api/gateway/traces/proto-1/conv-proto/events')).body;
+  assert.equal(live.events.map((e: Json) => e.kind), ['session.started', 'llm.request', 'llm.response', 'tool.execution', 'session.ended']);
+  const byKind = (kind: string): Json => live.events.find((e: Json) => e.kind === kind).payload;
+  assert.equal(byKind('llm.response').usage, { input_tokens: 50, output_tokens: 7 });
+  assert.is(byKind('llm.request').model, 'gpt-x');
+  const tooled = byKind('tool.execution');
+  assert.equal([tooled.name, tooled.call_id, tooled.arguments, tooled.result, tooled.is_error], ['get_weather', 'call-o', { city: 'Oslo' }, 'snow, -3 C', true]);
+  assert.equal(tooled.span.attributes.flags, [1, 2, 3]);
+  assert.equal(tooled.span.status, { code: 2, message: 'rate limited' });
+  assert.match(JSON.stringify(byKind('llm.request')), /weather in Oslo\? é✓/);
+  // Bodies that are not an ExportTraceServiceRequest, and protobuf where only JSON is taken.
+  const protobuf = (path: string, bytes: number[] | Buffer): Promise<Answer> =>
+    fetch(new URL(path, server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array(bytes) }).then(async (r) => ({ status: r.status, headers: r.headers, body: (await r.json()) as Json }));
+  const nested = (depth: number): Buffer => {
+    // An AnyValue that is an array holding the next, `depth` deep, as the value of attribute "k" of a span.
+    let value = Buffer.from([0x0a, 0x01, 0x78]);
+    for (let i = 0; i < depth; i++) value = Buffer.concat([Buffer.from([0x2a]), varint(Buffer.concat([Buffer.from([0x0a]), varint(value.length), value]).length), Buffer.from([0x0a]), varint(value.length), value]);
+    const kv = Buffer.concat([Buffer.from([0x0a, 0x01, 0x6b, 0x12]), varint(value.length), value]);
+    const span = Buffer.concat([Buffer.from([0x4a]), varint(kv.length), kv]);
+    const scope = Buffer.concat([Buffer.from([0x12]), varint(span.length), span]);
+    const rs = Buffer.concat([Buffer.from([0x12]), varint(scope.length), scope]);
+    return Buffer.concat([Buffer.from([0x0a]), varint(rs.length), rs]);
+  };
+  const bad: Array<[number[] | Buffer, RegExp]> = [
+    [[0x0a, 0x05, 0x01], /ExportTraceServiceRequest: a length of 5 runs past the end/],
+    [[0x08, 0x01], /resource_spans has wire type 0, not 2/],
+    [[0x0a, 0x04, 0x12, 0x02, 0x12, 0x05], /scope_spans\[0\].*runs past the end/],
+    [[0x0a, 0x07, 0x12, 0x05, 0x12, 0x03, 0x2a, 0x01, 0xff], /spans\[0\]: name is not UTF-8/],
+    [nested(40), /nested deeper than 32/],
+    [[0x0f], /wire type 7/],
+  ];
+  for (const [bytes, reason] of bad) {
+    const answer = await protobuf('/v1/traces', bytes);
+    assertGatewayError(answer, 400, 'invalid_event', String(reason));
+    assert.match(answer.body.message as string, reason);
+  }
+  assert.is((await protobuf('/v1/traces', nested(8))).status, 400, 'a well-formed span without ids is still refused as a span');
+  assert.is((await fetch(new URL('/v1/events', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array([10, 0]) })).status, 415);
 });
 
 test('split templates: {user}, {date}, {hour}; a session stays in its first partition', async () => {

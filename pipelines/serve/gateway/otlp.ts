@@ -1,6 +1,6 @@
 /**
- * OpenTelemetry traces over OTLP/HTTP JSON (`POST /v1/traces`, the OTLP path, and Langfuse's
- * `POST /api/public/otel/v1/traces`), following the GenAI semantic conventions
+ * OpenTelemetry traces over OTLP/HTTP, JSON or protobuf (`POST /v1/traces`, the OTLP path, and
+ * Langfuse's `POST /api/public/otel/v1/traces`), following the GenAI semantic conventions
  * (reference/trajectory-formats.md §6), stored as the same canonical events as `POST /v1/events`:
  *
  * | span (`gen_ai.operation.name`)              | events (source `otlp/<trace id>/<span id>`, seq = µs since the epoch) |
@@ -15,14 +15,19 @@
  * each inherited from the nearest ancestor span in the request that has it, made path-safe. The
  * end event of every span carries the span itself (name, ids, kind, attributes, status, events).
  * Since an event is known by its source and seq, an exporter's retry of a batch stores nothing twice.
- * Only JSON is taken (`application/json`); protobuf gets 415.
+ * A protobuf body (`application/x-protobuf`, otlp-protobuf.ts) is decoded into the JSON form first,
+ * and answered in protobuf: an empty ExportTraceServiceResponse.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { boundedBody } from './body.js';
 import { jsonOrAsGiven } from './decode.js';
 import type { EventRecord } from './events.js';
 import { MAX_RECORDS, RejectedBatch } from './events.js';
 import { safeSegment } from './identity.js';
 import type { Gateway } from './gateway.js';
+import { decodeTraceRequest, OtlpProtobufError } from './otlp-protobuf.js';
+
+const PROTOBUF = 'application/x-protobuf';
 
 type Json = Record<string, unknown>;
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -235,18 +240,35 @@ function spanEvents(span: Span, agentId: string, sessionId: string): EventRecord
   return [{ ...base, ...at(end), kind: 'otel.span', payload: { span: spanRecord } }];
 }
 
+/** A protobuf body as its OTLP/JSON object; one that is not an ExportTraceServiceRequest is the client's error. */
+function decodeProtobuf(body: Buffer): Json {
+  try {
+    return decodeTraceRequest(body);
+  } catch (error) {
+    if (error instanceof OtlpProtobufError) throw new RejectedBatch(400, 'invalid_event', `the protobuf body is not an ExportTraceServiceRequest: ${error.message}`);
+    throw error;
+  }
+}
+
 export function otlpRoutes(app: FastifyInstance, gateway: Gateway, userOf: (req: FastifyRequest) => string | undefined): void {
-  const handler = async (req: FastifyRequest): Promise<Json> => {
+  const handler = async (req: FastifyRequest, reply: FastifyReply): Promise<Json | FastifyReply> => {
     const user = userOf(req);
-    for (const group of otlpEvents(req.body)) {
+    const protobuf = Buffer.isBuffer(req.body);
+    const body = protobuf ? decodeProtobuf(req.body as Buffer) : req.body;
+    for (const group of otlpEvents(body)) {
       // One request of /v1/events holds at most MAX_RECORDS; an export may hold many more spans.
       for (let at = 0; at < group.records.length; at += MAX_RECORDS) {
         await gateway.append({ agentId: group.agentId, sessionId: group.sessionId, user, records: group.records.slice(at, at + MAX_RECORDS) });
       }
     }
-    // OTLP: a full success is an ExportTraceServiceResponse without partialSuccess.
+    // OTLP: a full success is an ExportTraceServiceResponse without partialSuccess, in the request's encoding.
+    if (protobuf) return reply.type(PROTOBUF).send(Buffer.alloc(0));
     return {};
   };
-  app.post('/v1/traces', handler);
-  app.post('/api/public/otel/v1/traces', handler);
+  // The protobuf parser belongs to these routes only: /v1/events stays JSON.
+  void app.register(async (otlp) => {
+    otlp.addContentTypeParser(PROTOBUF, boundedBody((raw) => raw));
+    otlp.post('/v1/traces', handler);
+    otlp.post('/api/public/otel/v1/traces', handler);
+  });
 }

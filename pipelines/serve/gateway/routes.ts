@@ -4,7 +4,7 @@
  * On the gateway listener (`--gateway ADDRESS`), a fastify app of its own whose errors are
  * `{error, message}` (reference/trajectory-formats.md §5.2):
  *   POST /v1/events                         canonical events (events.ts); 200 once durable
- *   POST /v1/traces                         OTLP/HTTP JSON traces (otlp.ts); also at Langfuse's
+ *   POST /v1/traces                         OTLP/HTTP traces, JSON or protobuf (otlp.ts); also at Langfuse's
  *   POST /api/public/otel/v1/traces         path
  *   GET  /healthz                           liveness and what the gateway writes to
  *
@@ -29,6 +29,7 @@ import { AppendAnswer, checkBody, checkIdentity, GatewayError, MAX_BODY_BYTES } 
 import { isGatewayFailure } from './failure.js';
 import type { Gateway } from './gateway.js';
 import { refuseOtherHosts } from '../loopback-host.js';
+import { boundedBody, DRAIN_LIMIT_BYTES } from './body.js';
 import { otlpRoutes } from './otlp.js';
 import { USER_HEADER } from './split.js';
 
@@ -46,42 +47,12 @@ export function userOf(req: FastifyRequest): string | undefined {
 /** Fastify's own client errors (bad JSON, too large, wrong content type) by status, as the gateway's codes. */
 const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_found', 405: 'method_not_allowed', 413: 'body_too_large', 415: 'unsupported_media_type' };
 
-/**
- * A body bigger than this is not read to its end: the connection is closed after the 413. Up to it,
- * an oversize body is read and dropped, so that the client (still sending) gets the answer.
- */
-const DRAIN_LIMIT_BYTES = 8 * MAX_BODY_BYTES;
-
-/** JSON bodies up to MAX_BODY_BYTES; a larger one is read and dropped (up to DRAIN_LIMIT_BYTES) and answered 413. */
-function jsonBody(req: FastifyRequest, payload: NodeJS.ReadableStream, done: (error: Error | null, body?: unknown) => void): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let settled = false;
-  const settle = (error: Error | null, body?: unknown): void => {
-    if (!settled) {
-      settled = true;
-      done(error, body);
-    }
-  };
-  const tooLarge = (): Error => Object.assign(new Error(`the body is larger than ${MAX_BODY_BYTES} bytes`), { statusCode: 413 });
-  payload.on('data', (chunk: Buffer) => {
-    size += chunk.length;
-    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
-    else if (size > DRAIN_LIMIT_BYTES) {
-      req.raw.destroy();
-      settle(tooLarge());
-    }
-  });
-  payload.on('error', (error: Error) => settle(Object.assign(error, { statusCode: 400 })));
-  payload.on('end', () => {
-    if (size > MAX_BODY_BYTES) return settle(tooLarge());
-    const text = Buffer.concat(chunks).toString('utf8');
-    try {
-      settle(null, JSON.parse(text) as unknown);
-    } catch (error) {
-      settle(Object.assign(new Error(`the body is not JSON: ${(error as Error).message}`), { statusCode: 400 }));
-    }
-  });
+function parseJson(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString('utf8')) as unknown;
+  } catch (error) {
+    throw Object.assign(new Error(`the body is not JSON: ${(error as Error).message}`), { statusCode: 400 });
+  }
 }
 
 /** The gateway listener's app. */
@@ -89,7 +60,7 @@ export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: DRAIN_LIMIT_BYTES, return503OnClosing: true });
   refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', (req, payload, done) => jsonBody(req, payload, done));
+  app.addContentTypeParser('application/json', boundedBody(parseJson));
   app.addHook('onResponse', async (req, reply) => log.info(`gateway: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
   app.setErrorHandler((error, req, reply) => {
     if (isGatewayFailure(error)) {
