@@ -8,7 +8,8 @@ cd "$REPO_ROOT"
 NODE_VERSION=22.23.3
 # Debian packages the tools and tests need; extended by the issues that need more.
 # chromium and fonts-wqy-microhei: the web interface tests of `trajstore serve` (headless, with CJK text).
-APT_PACKAGES=(build-essential pkg-config python3 python3-venv acpica-tools lz4 passt e2fsprogs chromium fonts-wqy-microhei)
+# ripgrep: the baseline of bench/find-query, so that every benchmark runs after set-up.
+APT_PACKAGES=(build-essential pkg-config python3 python3-venv acpica-tools lz4 passt e2fsprogs chromium fonts-wqy-microhei ripgrep)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 
