@@ -87,6 +87,8 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
     ['the user header with a slash', ok, 400, 'invalid_identity', { 'x-trajstore-user-id': 'a/b' }],
     ['an unknown top-level key', { ...ok, extra: 1 }, 400, 'invalid_event'],
     ['records not an array', { ...ok, records: {} }, 400, 'invalid_event'],
+    // Past what a date can hold: accepted, it would have stopped its trace's projection for good.
+    ['timestamp_unix_ms past the last date', { ...ok, records: [record(1, { timestamp_unix_ms: 8_700_000_000_000_000 })] }, 400, 'invalid_event'],
     ['no records', { agent_id: 'a', session_id: 's' }, 400, 'invalid_event'],
     ['a record that is not an object', { ...ok, records: [1] }, 400, 'invalid_event'],
     ['an unknown key in a record', { ...ok, records: [record(1, { colour: 'red' })] }, 400, 'invalid_event'],
@@ -251,6 +253,13 @@ test('OTLP/HTTP JSON traces with GenAI spans become the same events; a retried e
   // Not OTLP JSON.
   assertGatewayError(await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: {} }), 400, 'invalid_event', 'resourceSpans an object');
   assertGatewayError(await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: [{ scopeSpans: [{ spans: [{ spanId: 'x' }] }] }] }), 400, 'invalid_event', 'a span without a traceId');
+  // Times past a fixed64 (and past what a date can hold) are the client's error, not the server's.
+  for (const start of ['9'.repeat(40), 1e300, 18446744073709551616n.toString(), -5, 12.5]) {
+    const farOff = { resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: 'ab', spanId: 'cd', name: 'x', startTimeUnixNano: start }] }] }] };
+    const answer = await post(new URL('/v1/traces', server.gatewayUrl).href, farOff);
+    assertGatewayError(answer, 400, 'invalid_event', `startTimeUnixNano ${String(start).slice(0, 24)}`);
+    assert.match(answer.body.message as string, /startTimeUnixNano: must be nanoseconds since the epoch/);
+  }
 });
 
 test('OTLP/HTTP protobuf from the OpenTelemetry SDK’s own exporter becomes the same events; bodies that are not an ExportTraceServiceRequest get 400 naming the field', async () => {

@@ -22,7 +22,7 @@
 import type { Row } from '../../dataset/parquet.js';
 import { normaliseTimestamp } from '../../dataset/rows.js';
 import { STORYLINE_SCHEMA_VERSION, type Content, type Metrics, type Storyline, type ToolCall, type Turn } from '../../storyline/schema.js';
-import type { EventRecord } from './events.js';
+import { MAX_UNIX_MS, type EventRecord } from './events.js';
 import type { StoredEvent, Trace } from './event-log.js';
 
 /** `source_format` of the runs projection writes. */
@@ -42,10 +42,19 @@ export function inTraceOrder(events: readonly StoredEvent[]): StoredEvent[] {
   return events.map((e, i) => ({ e, i })).sort((a, b) => a.e.record.seq - b.e.record.seq || a.i - b.i).map(({ e }) => e);
 }
 
-/** An event's time: `timestamp`, else `timestamp_unix_ms`, else when it was received. */
+/**
+ * A record's own time: `timestamp`, else `timestamp_unix_ms`. A log written before the gateway
+ * bounded `timestamp_unix_ms` may hold one past what a date can hold: such a time is no time,
+ * rather than an error that would stop its trace's projection for good.
+ */
+function recordTime(r: StoredEvent['record']): string | undefined {
+  const ms = r.timestamp_unix_ms;
+  return normaliseTimestamp(r.timestamp) ?? (ms !== undefined && Math.abs(ms) <= MAX_UNIX_MS ? new Date(ms).toISOString() : undefined);
+}
+
+/** An event's time: its record's, else when it was received. */
 function timeOf(event: StoredEvent): string {
-  const r = event.record;
-  return normaliseTimestamp(r.timestamp) ?? (r.timestamp_unix_ms !== undefined ? new Date(r.timestamp_unix_ms).toISOString() : event.receivedAt);
+  return recordTime(event.record) ?? event.receivedAt;
 }
 
 /** Text of message content: a string, or the text of its text parts / blocks. */
@@ -333,7 +342,7 @@ export function eventRows(trace: Trace, stored: readonly StoredEvent[], document
       event_id: r.event_id ?? null,
       call_id: r.call_id ?? null,
       trace_id: r.trace_id ?? null,
-      timestamp: normaliseTimestamp(r.timestamp) ?? (r.timestamp_unix_ms !== undefined ? new Date(r.timestamp_unix_ms).toISOString() : null),
+      timestamp: recordTime(r) ?? null,
       received_at: event.receivedAt,
       record_json: JSON.stringify(r),
     };

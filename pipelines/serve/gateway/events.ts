@@ -21,6 +21,9 @@ export const MAX_BODY_BYTES = 8 * 1024 * 1024;
 /** `seq` is an integer JSON number; beyond 2^53 JavaScript (and most JSON readers) cannot hold it exactly. */
 const Seq = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
 const OptionalText = Type.Optional(Type.String());
+/** Milliseconds since the epoch, within what a date can hold (±8.64e15 ms; before the epoch is not a time an event has). */
+export const MAX_UNIX_MS = 8_640_000_000_000_000;
+const UnixMs = Type.Integer({ minimum: 0, maximum: MAX_UNIX_MS });
 
 export const EventRecord = Type.Object(
   {
@@ -29,7 +32,7 @@ export const EventRecord = Type.Object(
     attempt_id: OptionalText,
     storyline_id: OptionalText,
     turn_id: OptionalText,
-    timestamp_unix_ms: Type.Optional(Seq),
+    timestamp_unix_ms: Type.Optional(UnixMs),
     producer: OptionalText,
     seq: Seq,
     source: Type.String({ minLength: 1 }),

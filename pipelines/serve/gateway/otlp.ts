@@ -55,10 +55,13 @@ function attributes(list: unknown): Json {
 /** A JSON attribute (GenAI messages are JSON text on spans), parsed; undefined when absent. */
 const jsonAttribute = (value: unknown): unknown => jsonOrAsGiven(value ?? undefined);
 
-/** Nanoseconds since the epoch (a decimal string or a number) as microseconds; undefined when missing. */
+/** OTLP times are fixed64 nanoseconds: anything at or past 2^64 is not one (and would be past what a Date can hold). */
+const MAX_NANOS = 2n ** 64n;
+
+/** Nanoseconds since the epoch (a decimal string or a number) as microseconds; undefined when missing or not a fixed64. */
 function micros(value: unknown): number | undefined {
-  if (typeof value === 'number' && Number.isFinite(value)) return Math.floor(value / 1000);
-  if (typeof value === 'string' && /^\d+$/.test(value)) return Number(BigInt(value) / 1000n);
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value < Number(MAX_NANOS)) return Math.floor(value / 1000);
+  if (typeof value === 'string' && /^\d{1,20}$/.test(value) && BigInt(value) < MAX_NANOS) return Number(BigInt(value) / 1000n);
   return undefined;
 }
 
