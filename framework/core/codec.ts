@@ -4,6 +4,7 @@
  *   u32 data length | data | (ERROR only) u16 error length | error text
  * An END frame closes the stream; an ERROR frame carries the producer's failure.
  */
+import { jsonDepthExceeds } from '../../lib/json-depth.js';
 import { ActorError, errorMessage, type ActorErrorCode } from './errors.js';
 
 export const FLAG_END = 0x01;
@@ -179,26 +180,6 @@ export function frameValue(frame: Frame): unknown {
 
 /** Deepest nesting of arrays and objects a call body may have (as trajstore's documents). */
 export const MAX_CALL_DEPTH = 512;
-
-/**
- * The depth `raw` (JSON) nests arrays and objects to, counted without parsing and stopping past
- * `limit`: JSON.parse takes seconds over megabytes of `[`, and what it builds cannot be sent back.
- */
-export function jsonDepthExceeds(raw: Buffer, limit: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < raw.length; i++) {
-    const c = raw[i]!;
-    if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped byte
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x5b || c === 0x7b) {
-      if (++depth > limit) return true;
-    } else if (c === 0x5d || c === 0x7d) depth--;
-  }
-  return false;
-}
 
 /** Parses and checks a call body; the message names what is wrong. */
 export function parseCallBody(raw: Buffer): CallBody {

@@ -88,6 +88,8 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
     ['an unknown top-level key', { ...ok, extra: 1 }, 400, 'invalid_event'],
     ['records not an array', { ...ok, records: {} }, 400, 'invalid_event'],
     // Past what a date can hold: accepted, it would have stopped its trace's projection for good.
+    // Deeper than a stored document may nest: it could not be written back (JSON.stringify overflows the stack).
+    ['a payload nested 5,000 deep', `{"agent_id":"a","session_id":"s","records":[{"seq":1,"source":"x","kind":"note","payload":${'['.repeat(5000)}${']'.repeat(5000)}}]}`, 400, 'invalid_json'],
     ['timestamp_unix_ms past the last date', { ...ok, records: [record(1, { timestamp_unix_ms: 8_700_000_000_000_000 })] }, 400, 'invalid_event'],
     ['no records', { agent_id: 'a', session_id: 's' }, 400, 'invalid_event'],
     ['a record that is not an object', { ...ok, records: [1] }, 400, 'invalid_event'],
@@ -253,6 +255,12 @@ test('OTLP/HTTP JSON traces with GenAI spans become the same events; a retried e
   // Not OTLP JSON.
   assertGatewayError(await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: {} }), 400, 'invalid_event', 'resourceSpans an object');
   assertGatewayError(await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: [{ scopeSpans: [{ spans: [{ spanId: 'x' }] }] }] }), 400, 'invalid_event', 'a span without a traceId');
+  // JSON text in an attribute nested deeper than a document may be is kept as the text it came as.
+  const deepArguments = '['.repeat(5000) + ']'.repeat(5000);
+  const deep = { resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: 'ee', spanId: 'ff', name: 'execute_tool t', startTimeUnixNano: ns(1), endTimeUnixNano: ns(2), attributes: [kv('gen_ai.operation.name', 'execute_tool'), kv('gen_ai.conversation.id', 'deep-conv'), kv('gen_ai.agent.id', 'deep-agent'), kv('gen_ai.tool.call.arguments', deepArguments)] }] }] }] };
+  assert.is((await post(new URL('/v1/traces', server.gatewayUrl).href, deep)).status, 200);
+  const deepEvents = (await get('/api/gateway/traces/deep-agent/deep-conv/events')).body;
+  assert.is(deepEvents.events[0].payload.arguments, deepArguments);
   // Times past a fixed64 (and past what a date can hold) are the client's error, not the server's.
   for (const start of ['9'.repeat(40), 1e300, 18446744073709551616n.toString(), -5, 12.5]) {
     const farOff = { resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: 'ab', spanId: 'cd', name: 'x', startTimeUnixNano: start }] }] }] };

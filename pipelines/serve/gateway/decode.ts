@@ -21,6 +21,7 @@
  */
 import type { Row } from '../../dataset/parquet.js';
 import { normaliseTimestamp } from '../../dataset/rows.js';
+import { withinDepth } from '../../formats/lines.js';
 import { STORYLINE_SCHEMA_VERSION, type Content, type Metrics, type Storyline, type ToolCall, type Turn } from '../../storyline/schema.js';
 import { MAX_UNIX_MS, type EventRecord } from './events.js';
 import type { StoredEvent, Trace } from './event-log.js';
@@ -145,7 +146,9 @@ export interface ResponseFacts {
 export function jsonOrAsGiven(value: unknown): unknown {
   if (typeof value !== 'string') return value;
   try {
-    return JSON.parse(value) as unknown;
+    const parsed = JSON.parse(value) as unknown;
+    // Nested deeper than a stored document may be (it could not be written back): kept as the text it came as.
+    return withinDepth(parsed) ? parsed : value;
   } catch {
     return value;
   }

@@ -21,6 +21,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { NotFoundError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
+import { jsonDepthExceeds } from '../../../lib/json-depth.js';
+import { MAX_JSON_DEPTH } from '../../formats/lines.js';
 import { loadFormat } from '../../formats/registry.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { inTraceOrder, storylineOf, tracePath } from './decode.js';
@@ -48,6 +50,7 @@ export function userOf(req: FastifyRequest): string | undefined {
 const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_found', 405: 'method_not_allowed', 413: 'body_too_large', 415: 'unsupported_media_type' };
 
 function parseJson(raw: Buffer): unknown {
+  if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) throw Object.assign(new Error(`the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`), { statusCode: 400 });
   try {
     return JSON.parse(raw.toString('utf8')) as unknown;
   } catch (error) {
