@@ -195,8 +195,6 @@ const NO_HEADERS: http2.IncomingHttpHeaders = {};
 /** A streamed reply being received: what arrived and is unread, and how the reader is woken. */
 interface IncomingStream {
   target: string;
-  /** Its CALL went out. */
-  sent: boolean;
   /** The callee's REPLY 200 came: its items follow (until then the call's timeout runs). */
   started: boolean;
   /** The END or ERROR item came (or an error REPLY): the callee is done with the call. */
@@ -303,7 +301,6 @@ class ClientChannel {
     };
     const s: IncomingStream = {
       target,
-      sent: false,
       started: false,
       ended: false,
       items: [],
@@ -321,7 +318,6 @@ class ClientChannel {
       else if (!(await this.streamSlot(s))) throw s.failure ?? new ActorError('unreachable', `${this.addr}: the call channel closed while the stream waited to start`);
       holdsSlot = true;
       if (s.failure) throw s.failure;
-      s.sent = true;
       this.streams.set(id, s);
       this.writer.write(encodeCall(id, 'stream', target, json));
       for (;;) {
@@ -346,10 +342,8 @@ class ClientChannel {
     } finally {
       clearTimeout(s.timer);
       signal?.removeEventListener('abort', onAbort);
-      if (s.sent) {
-        this.streams.delete(id);
-        if (!s.ended && !this.closed) this.writer.write(encodeCancel(id));
-      }
+      // Its CALL went out: the callee may still be running it.
+      if (this.streams.delete(id) && !s.ended && !this.closed) this.writer.write(encodeCancel(id));
       if (holdsSlot) {
         const next = this.streamsWaiting.shift();
         if (next) next(true);

@@ -40,7 +40,8 @@ test.before(async () => {
   router = await startNode({ classPath: 'framework.serving.Router', name: 'router', params: ['--http_port', String(port), '--model_name', 'tiny', '--worker_name', 'worker'] });
   workers = await Promise.all(
     // A worker node takes 10 stream resets at once, then one a second (the default is 10,000, then
-    // 1,000/s): the Router must close a finished stream cleanly, never reset it.
+    // 1,000/s): the Router's worker streams must stay on the call channel, where leaving one is a
+    // CANCEL record, not a reset.
     [0, 1].map(() =>
       startNode({ classPath: 'framework.serving.engine.EngineWorker', name: 'worker', seeds: [router.addr], extraArgs: ['-D', 'limits.max_resets_per_second=1'], params: ['--model', 'tiny', '--role', 'aggregated', '--max_new_tokens', '2000', '--sequences', '4'] }),
     ),

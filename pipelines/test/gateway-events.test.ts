@@ -198,8 +198,11 @@ test('live endpoints read a trace at once; projection writes it after the idle w
     const rows = await queryRows(trajstore, dataset, "SELECT (SELECT count(*) FROM dataset.events WHERE session_id = 'live-1') AS events, (SELECT count(*) FROM dataset.runs WHERE session_id = 'live-1') AS runs, (SELECT step_count FROM dataset.runs WHERE session_id = 'live-1') AS steps");
     assert.equal(rows[0], { events: 5, runs: 1, steps: 4 });
   }, 'projection of live-1 again');
-  const trace = (await get('/api/gateway/traces/coder/live-1')).body.trace;
-  assert.is(trace.projected_events, 5);
+  // The gateway counts the projected events once the batch is committed, just after its rows are readable.
+  await eventually(async () => {
+    const trace = (await get('/api/gateway/traces/coder/live-1')).body.trace;
+    assert.is(trace.projected_events, 5);
+  }, 'the gateway to count the second projection');
 });
 
 test('OTLP/HTTP JSON traces with GenAI spans become the same events; a retried export stores nothing twice', async () => {
