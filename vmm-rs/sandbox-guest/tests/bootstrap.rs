@@ -100,8 +100,8 @@ fn start_with(name: &str, workload: &[&str], mut config: Value, flags: &[&str]) 
     let hello = read_frame(&mut control);
     assert_eq!(hello["type"], "hello");
     assert_eq!(hello["version"], 1);
-    config["cwd"] = json!(dir.display().to_string());
-    control_frame::write_frame(&mut control, &config, control_frame::DEFAULT_MAX_FRAME).unwrap();
+    // Found before the config goes out: the bootstrap waits for it, while a refused config
+    // ends the process at once and would leave unshare with no child to name.
     let pid = if namespaced {
         let children = format!("/proc/{0}/task/{0}/children", child.id());
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -116,6 +116,8 @@ fn start_with(name: &str, workload: &[&str], mut config: Value, flags: &[&str]) 
     } else {
         child.id() as i32
     };
+    config["cwd"] = json!(dir.display().to_string());
+    control_frame::write_frame(&mut control, &config, control_frame::DEFAULT_MAX_FRAME).unwrap();
     Guest { child, pid, control, bridges, runtime, dir }
 }
 
