@@ -20,12 +20,13 @@
  * stream only, never the channel. END and ERROR items need no window.
  */
 import http2 from 'node:http2';
-import { END_FRAME, FLAG_END, FLAG_ERROR, FrameError, LengthPrefixedDecoder, allocRecord, errorFrame, frameValue, jsonFrame, parseFrame, type Frame } from './codec.js';
-import { ActorError, errorMessage } from './errors.js';
+import { FLAG_END, FLAG_ERROR, FrameError, LengthPrefixedDecoder, allocRecord, frameValue, parseFrame, type Frame } from './codec.js';
+import { ActorError } from './errors.js';
 import type { ConnectionBudget } from './budget.js';
 import { DEFAULT_LIMITS } from './limits.js';
 import { decodeReply } from './remote.js';
 import { MAX_REPLY_BYTES, type Reply, type Transport } from './transport.js';
+import { sendItems, stopProducer } from './stream-out.js';
 
 const { NGHTTP2_CANCEL, NGHTTP2_PROTOCOL_ERROR } = http2.constants;
 
@@ -667,23 +668,18 @@ export class ServerChannel {
     this.sending.set(id, out);
     this.writer.write(encodeReply(id, 200, '{}'));
     try {
-      for (;;) {
-        while (out.unacknowledged >= STREAM_WINDOW_BYTES && !stopped) await new Promise<void>((resolve) => (out.resume = resolve));
-        out.resume = undefined;
-        if (stopped) return;
-        const next = await iterator.next();
-        if (stopped) return;
-        if (next.done) break;
-        const frame = jsonFrame(next.value);
-        out.unacknowledged += frame.length - 4;
-        this.writer.write(encodeItem(id, frame));
-      }
-      this.writer.write(encodeItem(id, END_FRAME));
-    } catch (error) {
-      if (stopped) return;
-      // An item JSON cannot carry fails the stream: its producer stops too.
-      stopProducer(iterator);
-      this.writer.write(encodeItem(id, errorFrame(errorMessage(error))));
+      await sendItems(iterator, {
+        get gone() {
+          return stopped;
+        },
+        // Any CREDIT (or the cancel) wakes the sender, which looks again.
+        room: () => (stopped || out.unacknowledged < STREAM_WINDOW_BYTES ? undefined : new Promise<void>((resolve) => (out.resume = resolve))),
+        send: (frame) => {
+          out.unacknowledged += frame.length - 4;
+          this.writer.write(encodeItem(id, frame));
+        },
+        last: (frame) => this.writer.write(encodeItem(id, frame)),
+      });
     } finally {
       this.sending.delete(id);
       if (this.running.get(id) === call) this.finish(id, call);
@@ -713,9 +709,4 @@ export class ServerChannel {
   end(): void {
     this.writer.end();
   }
-}
-
-/** Stops a producer whose reader went away; a producer that fails while stopping has nobody left to tell. */
-export function stopProducer(iterator: AsyncIterator<unknown>): void {
-  iterator.return?.().catch(() => {});
 }

@@ -9,12 +9,13 @@
 import type http2 from 'node:http2';
 import type { ActorCell, CallMode } from '../core/cell.js';
 import type { ServerLimits } from '../core/limits.js';
-import { ServerChannel, stopProducer } from '../core/channel.js';
-import { END_FRAME, errorFrame, jsonFrame, parseCallBody, toJson } from '../core/codec.js';
+import { ServerChannel } from '../core/channel.js';
+import { parseCallBody, toJson } from '../core/codec.js';
 import { ActorError, STATUS_OF, errorMessage, type ActorErrorCode } from '../core/errors.js';
 import type { NodeMetrics } from '../core/metrics.js';
 import type { Peer } from '../core/listener.js';
 import type { LocalActors } from '../core/registry.js';
+import { sendItems, stopProducer } from '../core/stream-out.js';
 import { readBody } from '../core/transport.js';
 import { refuseWithError, respondJson } from './route-table.js';
 
@@ -190,26 +191,32 @@ async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unk
     closed = true;
     stopProducer(iterator);
   };
-  stream.once('close', onClose);
   if (closed) return stopProducer(iterator);
+  stream.once('close', onClose);
   stream.respond({ ':status': 200, 'content-type': 'application/octet-stream', 'x-response-type': 'stream' });
   try {
-    for (;;) {
-      const next = await iterator.next();
-      if (closed) return;
-      if (next.done) break;
-      if (!stream.write(jsonFrame(next.value))) await new Promise<void>((resolve) => {
-        stream.once('drain', resolve);
-        stream.once('close', resolve);
-      });
-    }
-    stream.end(END_FRAME);
-  } catch (error) {
-    if (closed) return;
-    // An item JSON cannot carry fails the stream: its producer stops too.
-    stopProducer(iterator);
-    stream.end(errorFrame(errorMessage(error)));
+    await sendItems(iterator, {
+      get gone() {
+        return closed;
+      },
+      room: () => (closed || !stream.writableNeedDrain ? undefined : drained(stream)),
+      send: (frame) => void stream.write(frame),
+      last: (frame) => stream.end(frame),
+    });
   } finally {
     stream.off('close', onClose);
   }
+}
+
+/** Resolves when the stream has drained or closed (and leaves no listener behind either way). */
+function drained(stream: http2.ServerHttp2Stream): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      stream.off('drain', done);
+      stream.off('close', done);
+      resolve();
+    };
+    stream.once('drain', done);
+    stream.once('close', done);
+  });
 }

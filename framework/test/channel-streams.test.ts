@@ -1,7 +1,8 @@
 /**
  * Streamed replies on the call channel (channel.ts): items in order, each stream's own window (a
  * reader that stops holds back its producer, and nothing else on the channel), cancellation
- * reaching the producer, the cap on streams per channel, and peers that break the protocol.
+ * reaching the producer, the cap on streams per channel, and peers that break the protocol. Also
+ * the same pace rules for an external caller, whose stream call has an HTTP/2 stream of its own.
  */
 import http2 from 'node:http2';
 import { test } from 'uvu';
@@ -9,6 +10,7 @@ import * as assert from 'uvu/assert';
 import { CHANNEL_PATH, CREDIT, ChannelPool, ITEM, REPLY, STREAM_WINDOW_BYTES, channelDecoder, encodeCall, encodeCredit, encodeItem, encodeReply } from '../core/channel.js';
 import { END_FRAME, FrameError, jsonFrame } from '../core/codec.js';
 import { ActorError } from '../core/errors.js';
+import { remoteStream } from '../core/remote.js';
 import { DEFAULT_CLUSTER } from '../core/members.js';
 import { ActorSystem } from '../core/system.js';
 import { CLUSTER_HEADER, Transport } from '../core/transport.js';
@@ -94,8 +96,31 @@ test('a reader that stops holds back its own producer within the window, and not
   assert.ok(after.produced - before - 200 >= 500, 'the producer resumed when its reader did');
 });
 
+test('an external caller that stops reading holds back the producer (HTTP/2 flow control); reading on drains it to the end, and leaving stops it', async () => {
+  const transport = new Transport();
+  const itemBytes = 1024;
+  try {
+    const before = await counts();
+    const stalled = remoteStream(transport, node.addr, '/named/producer', callJson('items', [-1, itemBytes]), 5_000, undefined);
+    assert.is(((await stalled.next()).value as { i: number }).i, 0);
+    await new Promise((r) => setTimeout(r, 300));
+    const held = (await counts()).produced - before.produced;
+    // The caller's HTTP/2 window (64 KiB) and the stream's write buffer, with room to spare: not unbounded.
+    assert.ok(held < (256 * 1024) / itemBytes, `the producer ran ahead of its reader: ${held} items of ${itemBytes} bytes`);
+    // Far past the window: the producer waits for the stream to drain many times over.
+    for (let read = 1; read < 2_000; read++) assert.is(((await stalled.next()).value as { i: number }).i, read);
+    await stalled.return(undefined);
+    await waitFor('the external stream’s producer to stop', async () => (await counts()).stopped === before.stopped + 1);
+    // Waiting for a drain many times leaves no listener behind (Node warns past 10 on one stream).
+    assert.not.match(node.output(), /MaxListenersExceeded/);
+  } finally {
+    transport.close();
+  }
+});
+
 test('an aborted stream stops its producer; a stream call that fails before it starts carries the callee’s error', async () => {
   const ref = client.resolve('producer');
+  const stoppedBefore = (await counts()).stopped;
   const controller = new AbortController();
   let seen = 0;
   const error = await (async () => {
@@ -105,7 +130,7 @@ test('an aborted stream stops its producer; a stream call that fails before it s
     (e: unknown) => e,
   );
   assert.is((error as ActorError).code, 'cancelled');
-  await waitFor('the aborted producer to stop', async () => (await counts()).stopped === 2);
+  await waitFor('the aborted producer to stop', async () => (await counts()).stopped === stoppedBefore + 1);
   const missing = await (async () => {
     for await (const _ of client.resolve('producer').stream('nope')) {
       // nothing arrives
@@ -119,6 +144,7 @@ test('an aborted stream stops its producer; a stream call that fails before it s
 
 test(`a channel runs ${MAX_STREAMS} stream calls at once; one more is refused as overloaded, and room comes back`, async () => {
   const ref = client.resolve('producer');
+  const stoppedBefore = (await counts()).stopped;
   const open = Array.from({ length: MAX_STREAMS }, () => ref.stream('items', [-1, 8])[Symbol.asyncIterator]());
   for (const s of open) assert.ok(!(await s.next()).done);
   const refused = await ref.stream('items', [1, 8])[Symbol.asyncIterator]().next().catch((e: unknown) => e);
@@ -126,7 +152,7 @@ test(`a channel runs ${MAX_STREAMS} stream calls at once; one more is refused as
   assert.is((refused as ActorError).code, 'overloaded');
   assert.match((refused as ActorError).message, /limits\.max_streams/);
   for (const s of open) await s.return?.(undefined);
-  await waitFor('the streams to be stopped', async () => (await counts()).stopped === 2 + MAX_STREAMS);
+  await waitFor('the streams to be stopped', async () => (await counts()).stopped === stoppedBefore + MAX_STREAMS);
   let n = 0;
   for await (const _ of ref.stream('items', [5, 8])) n++;
   assert.is(n, 5);
