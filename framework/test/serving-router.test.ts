@@ -194,6 +194,16 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     assert.match(json.error!.message, message, JSON.stringify(json));
     assert.equal(Object.keys(json.error!).sort(), ['code', 'message', 'param', 'type']);
   }
+  // A JSON body sent as anything but JSON (curl -d sends a form) is named for what it is, not parsed as something else.
+  for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+    // A Blob without a type is the one body fetch sends with no Content-Type at all.
+    const body = new Blob([JSON.stringify(chat({ max_tokens: 2 }))]);
+    const response = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: contentType ? { 'content-type': contentType } : {}, body });
+    const json = (await response.json()) as { error: { message: string; type: string } };
+    assert.is(response.status, 415, String(contentType));
+    assert.is(json.error.type, 'invalid_request_error');
+    assert.match(json.error.message, `Content-Type: application/json (this request's Content-Type: ${contentType ? `'${contentType}'` : 'none'})`);
+  }
   const completion = await post('/v1/completions', { model: 'tiny', prompt: ['a', 'b'] });
   assert.is(completion.status, 400);
   assert.is(completion.json.error?.param, 'prompt');

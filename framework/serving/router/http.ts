@@ -63,8 +63,8 @@ function paramOf(path: string): string {
     .join('');
 }
 
-/** Fastify's errors (validation, bad JSON, a body too large) in OpenAI's shape; anything else is a 500 that says nothing more. */
-function toApiError(error: unknown): ApiError {
+/** Fastify's errors (validation, bad JSON, a body that is not JSON, too large) in OpenAI's shape; anything else is a 500 that says nothing more. */
+function toApiError(error: unknown, contentType: string | undefined): ApiError {
   if (error instanceof ApiError) return error;
   const e = error as { validation?: Array<{ keyword: string; instancePath: string; message?: string; params?: Record<string, unknown> }>; statusCode?: number; code?: string; message?: string };
   const first = e.validation?.[0];
@@ -81,6 +81,10 @@ function toApiError(error: unknown): ApiError {
     const param = paramOf(first.instancePath);
     return new ApiError(400, errorBody(param ? `Invalid value for '${param}': ${first.message ?? 'invalid'}.` : `Invalid request body: ${first.message ?? 'invalid'}.`, 'invalid_request_error', 'invalid_value', param || null));
   }
+  if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    const given = contentType ? `'${contentType.slice(0, 100)}'` : 'none';
+    return new ApiError(415, errorBody(`The request body must be JSON, sent with Content-Type: application/json (this request's Content-Type: ${given}).`, 'invalid_request_error'));
+  }
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     const message = e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? `The request body is not valid JSON: ${e.message ?? ''}` : (e.message ?? 'bad request');
     return new ApiError(e.statusCode, errorBody(message, 'invalid_request_error'));
@@ -93,8 +97,11 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: true, ajv: { customOptions: { removeAdditional: false, coerceTypes: false } } });
   const started = Math.floor(Date.now() / 1000);
 
-  app.setErrorHandler((error, _req, reply) => {
-    const { status, body } = toApiError(error);
+  // Fastify would take a text/plain body as a string; only JSON is a request here (a page elsewhere
+  // can send text/plain from a browser without asking first).
+  app.removeContentTypeParser('text/plain');
+  app.setErrorHandler((error, req, reply) => {
+    const { status, body } = toApiError(error, req.headers['content-type']);
     if (status >= 500) options.counters.failed++;
     void reply.code(status).send(body);
   });
