@@ -4,6 +4,7 @@
  * `openai` client (and raw HTTP for what a client library would not send). The workers' load
  * reports, asked from a node that joins the cluster, show what happened on the workers.
  */
+import { gzipSync } from 'node:zlib';
 import OpenAI from 'openai';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -204,6 +205,11 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     assert.is(json.error.type, 'invalid_request_error');
     assert.match(json.error.message, `Content-Type: application/json (this request's Content-Type: ${contentType ? `'${contentType}'` : 'none'})`);
   }
+  // A compressed body is named for what it is, not refused as broken JSON.
+  const gzipped = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify(chat({ max_tokens: 2 }))) });
+  assert.is(gzipped.status, 415);
+  assert.match(((await gzipped.json()) as { error: { message: string } }).error.message, "Content-Encoding 'gzip' is not supported");
+  assert.is((await post('/v1/chat/completions', chat({ max_tokens: 2 }), { 'content-type': 'application/json', 'content-encoding': 'identity' })).status, 200);
   const completion = await post('/v1/completions', { model: 'tiny', prompt: ['a', 'b'] });
   assert.is(completion.status, 400);
   assert.is(completion.json.error?.param, 'prompt');

@@ -108,6 +108,12 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   app.setNotFoundHandler((req, reply) => {
     void reply.code(404).send(errorBody(`Unknown request URL: ${req.method} ${req.url.split('?')[0]}.`, 'invalid_request_error', 'unknown_url'));
   });
+  // Bodies are read as sent: a compressed one would only fail as broken JSON, so it is named for what it is.
+  app.addHook('onRequest', (req, _reply, done) => {
+    const encoding = req.headers['content-encoding'];
+    if (encoding === undefined || encoding.toLowerCase() === 'identity') return done();
+    done(new ApiError(415, errorBody(`Content-Encoding '${encoding.slice(0, 100)}' is not supported: send the request body uncompressed.`, 'invalid_request_error')));
+  });
   if (options.apiKey !== undefined) {
     const expected = options.apiKey;
     app.addHook('onRequest', async (req) => {
