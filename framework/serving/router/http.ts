@@ -14,6 +14,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
 import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, type ApiRequest } from './openai.js';
 import { NoWorkerError, type OpenedRequest, type WorkerPool } from './pool.js';
+import { boundedBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import { secretEquals } from '../../../lib/secret.js';
 
 export interface ApiOptions {
@@ -24,7 +25,8 @@ export interface ApiOptions {
   counters: { requests: number; failed: number; cancelled: number };
 }
 
-const BODY_LIMIT = 1024 * 1024;
+/** Bodies up to 1 MiB; a larger one is read and dropped up to 8 MiB, so that its sender gets the 413. */
+const BODY_LIMITS: BodyLimits = { maxBytes: 1024 * 1024, drainBytes: 8 * 1024 * 1024 };
 /** Attempts of a non-streamed request whose worker fails before the end. */
 const COLLECT_ATTEMPTS = 2;
 
@@ -63,6 +65,14 @@ function paramOf(path: string): string {
     .join('');
 }
 
+function parseJson(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString('utf8')) as unknown;
+  } catch (error) {
+    throw Object.assign(new Error(`The request body is not valid JSON: ${(error as Error).message}`), { statusCode: 400 });
+  }
+}
+
 /** Fastify's errors (validation, bad JSON, a body that is not JSON, too large) in OpenAI's shape; anything else is a 500 that says nothing more. */
 function toApiError(error: unknown, contentType: string | undefined): ApiError {
   if (error instanceof ApiError) return error;
@@ -86,20 +96,21 @@ function toApiError(error: unknown, contentType: string | undefined): ApiError {
     return new ApiError(415, errorBody(`The request body must be JSON, sent with Content-Type: application/json (this request's Content-Type: ${given}).`, 'invalid_request_error'));
   }
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-    const message = e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? `The request body is not valid JSON: ${e.message ?? ''}` : (e.message ?? 'bad request');
-    return new ApiError(e.statusCode, errorBody(message, 'invalid_request_error'));
+    return new ApiError(e.statusCode, errorBody(e.message ?? 'bad request', 'invalid_request_error'));
   }
   return new ApiError(500, errorBody('The server had an error while processing your request.', 'server_error'));
 }
 
 export function apiServer(options: ApiOptions): FastifyInstance {
   // Types as given are checked, never coerced ("5" is not a number), and unknown fields refused, not dropped.
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: true, ajv: { customOptions: { removeAdditional: false, coerceTypes: false } } });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMITS.drainBytes, forceCloseConnections: true, ajv: { customOptions: { removeAdditional: false, coerceTypes: false } } });
   const started = Math.floor(Date.now() / 1000);
 
-  // Fastify would take a text/plain body as a string; only JSON is a request here (a page elsewhere
-  // can send text/plain from a browser without asking first).
-  app.removeContentTypeParser('text/plain');
+  // Only JSON is a request here: fastify would also take a text/plain body (which a page elsewhere
+  // can send from a browser without asking first), and its JSON parser answers an oversize body
+  // before reading it, so a client still sending could see its connection closed, not the 413.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, parseJson));
   app.setErrorHandler((error, req, reply) => {
     const { status, body } = toApiError(error, req.headers['content-type']);
     if (status >= 500) options.counters.failed++;

@@ -8,6 +8,7 @@
  * `session_id`, `root_session_id`) are one path-safe segment: a trace is stored under them.
  * A record may repeat the body's `agent_id` or `session_id` but not contradict it.
  */
+import type { BodyLimits } from '../../../lib/bounded-body.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { GatewayFailure } from './failure.js';
@@ -17,6 +18,8 @@ import { isPathSafe } from './identity.js';
 export const MAX_RECORDS = 256;
 /** ...and this many bytes of body. */
 export const MAX_BODY_BYTES = 8 * 1024 * 1024;
+/** Request bodies: up to MAX_BODY_BYTES; a larger one is read and dropped up to 8 times that, so its sender gets the 413. */
+export const BODY_LIMITS: BodyLimits = { maxBytes: MAX_BODY_BYTES, drainBytes: 8 * MAX_BODY_BYTES };
 
 /** `seq` is an integer JSON number; beyond 2^53 JavaScript (and most JSON readers) cannot hold it exactly. */
 const Seq = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });

@@ -19,10 +19,10 @@
  * and answered in protobuf: an empty ExportTraceServiceResponse.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { boundedBody } from './body.js';
+import { boundedBody } from '../../../lib/bounded-body.js';
 import { jsonOrAsGiven } from './decode.js';
 import type { EventRecord } from './events.js';
-import { MAX_RECORDS, RejectedBatch } from './events.js';
+import { BODY_LIMITS, MAX_RECORDS, RejectedBatch } from './events.js';
 import { safeSegment } from './identity.js';
 import type { Gateway } from './gateway.js';
 import { decodeTraceRequest, OtlpProtobufError } from './otlp-protobuf.js';
@@ -270,7 +270,7 @@ export function otlpRoutes(app: FastifyInstance, gateway: Gateway, userOf: (req:
   };
   // The protobuf parser belongs to these routes only: /v1/events stays JSON.
   void app.register(async (otlp) => {
-    otlp.addContentTypeParser(PROTOBUF, boundedBody((raw) => raw));
+    otlp.addContentTypeParser(PROTOBUF, boundedBody(BODY_LIMITS, (raw) => raw));
     otlp.post('/v1/traces', handler);
     otlp.post('/api/public/otel/v1/traces', handler);
   });

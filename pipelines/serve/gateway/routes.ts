@@ -21,17 +21,17 @@ import { Type, type Static } from '@sinclair/typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { NotFoundError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
+import { boundedBody } from '../../../lib/bounded-body.js';
 import { jsonDepthExceeds } from '../../../lib/json-depth.js';
 import { MAX_JSON_DEPTH } from '../../formats/lines.js';
 import { loadFormat } from '../../formats/registry.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { inTraceOrder, storylineOf, tracePath } from './decode.js';
 import type { Trace } from './event-log.js';
-import { AppendAnswer, checkBody, checkIdentity, GatewayError, MAX_BODY_BYTES } from './events.js';
+import { AppendAnswer, BODY_LIMITS, checkBody, checkIdentity, GatewayError, MAX_BODY_BYTES } from './events.js';
 import { isGatewayFailure } from './failure.js';
 import type { Gateway } from './gateway.js';
 import { refuseOtherHosts } from '../loopback-host.js';
-import { boundedBody, DRAIN_LIMIT_BYTES } from './body.js';
 import { otlpRoutes } from './otlp.js';
 import { USER_HEADER } from './split.js';
 
@@ -60,10 +60,10 @@ function parseJson(raw: Buffer): unknown {
 
 /** The gateway listener's app. */
 export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: DRAIN_LIMIT_BYTES, return503OnClosing: true });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMITS.drainBytes, return503OnClosing: true });
   refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', boundedBody(parseJson));
+  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, parseJson));
   app.addHook('onResponse', async (req, reply) => log.info(`gateway: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
   app.setErrorHandler((error, req, reply) => {
     if (isGatewayFailure(error)) {
