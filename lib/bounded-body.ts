@@ -1,21 +1,74 @@
 /**
- * A fastify content-type parser for bodies read whole up to `maxBytes`, then parsed. A larger body is
- * read and dropped up to `drainBytes`, so that a client still sending gets its 413 rather than a
- * connection closed under its upload (fastify's own parsers answer from Content-Length before
- * reading anything); past `drainBytes` the connection is closed after the 413.
+ * A fastify content-type parser for bodies read whole, undone from their Content-Encoding, up to
+ * `maxBytes` (decoded), then parsed.
+ *
+ * A body that is refused (too large, in a coding not known here, or not valid in its coding) is
+ * still read and dropped up to `drainBytes` sent, so that a client still sending gets its answer
+ * rather than a connection closed under its upload (fastify's own parsers answer from
+ * Content-Length before reading anything); past `drainBytes` the connection is closed after the
+ * answer. Decoding stops as soon as the decoded body passes `maxBytes`, so a small compressed body
+ * that would inflate to gigabytes costs no more than `maxBytes` of memory.
+ *
+ * Errors carry the status they answer: 413 too large, 415 an unknown coding, 400 a body that is
+ * not what its coding says (and whatever `parse` throws).
  */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Transform } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+
 export interface BodyLimits {
+  /** Largest body taken, decoded. */
   maxBytes: number;
+  /** Bytes sent that are read and dropped before a refused body's connection is closed. */
   drainBytes: number;
 }
 
 type Done = (error: Error | null, body?: unknown) => void;
 
-/** `parse` gets the whole body and throws errors carrying a `statusCode`. */
-export function boundedBody(limits: BodyLimits, parse: (raw: Buffer) => unknown): (req: { raw: { destroy(): void } }, payload: NodeJS.ReadableStream, done: Done) => void {
+/** The content codings undone here (RFC 9110 §8.4.1; `x-gzip` is gzip's old name). */
+const DECODERS = new Map<string, () => Transform>([
+  ['gzip', createGunzip],
+  ['x-gzip', createGunzip],
+  ['deflate', createInflate],
+  ['br', createBrotliDecompress],
+]);
+
+const failure = (statusCode: number, message: string): Error => Object.assign(new Error(message), { statusCode });
+
+/**
+ * The codings of a Content-Encoding header, in the order they were applied (`identity` dropped),
+ * or the 415 that names one not known here.
+ */
+export function contentCodings(header: string | undefined): string[] | Error {
+  const codings = (header ?? '')
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '' && c !== 'identity');
+  const unknown = codings.find((c) => !DECODERS.has(c));
+  if (unknown === undefined) return codings;
+  return failure(415, `Content-Encoding '${unknown.slice(0, 100)}' is not supported: send the body uncompressed, or as gzip, deflate or br`);
+}
+
+/** A body as JSON; one that is not JSON is the client's error (400). */
+export function jsonBody(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString('utf8')) as unknown;
+  } catch (error) {
+    throw failure(400, `the body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** `parse` gets the whole decoded body and throws errors carrying a `statusCode`. */
+export function boundedBody(limits: BodyLimits, parse: (raw: Buffer) => unknown): (req: { headers: IncomingHttpHeaders; raw: { destroy(): void } }, payload: NodeJS.ReadableStream, done: Done) => void {
   return (req, payload, done) => {
+    const codings = contentCodings(req.headers['content-encoding']);
+    const decoder = Array.isArray(codings) && codings.length ? decoderChain(codings) : undefined;
     const chunks: Buffer[] = [];
-    let size = 0;
+    let sent = 0;
+    let decoded = 0;
+    let refused: Error | undefined = codings instanceof Error ? codings : undefined;
+    /** Whether the whole body has been sent (a decoder may still be working on it). */
+    let received = false;
     let settled = false;
     const settle = (error: Error | null, body?: unknown): void => {
       if (!settled) {
@@ -23,23 +76,66 @@ export function boundedBody(limits: BodyLimits, parse: (raw: Buffer) => unknown)
         done(error, body);
       }
     };
-    const tooLarge = (): Error => Object.assign(new Error(`the body is larger than ${limits.maxBytes} bytes`), { statusCode: 413 });
-    payload.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limits.maxBytes) chunks.push(chunk);
-      else if (size > limits.drainBytes) {
-        req.raw.destroy();
-        settle(tooLarge());
-      }
-    });
-    payload.on('error', (error: Error) => settle(Object.assign(error, { statusCode: 400 })));
-    payload.on('end', () => {
-      if (size > limits.maxBytes) return settle(tooLarge());
+    const refuse = (error: Error): void => {
+      refused ??= error;
+      decoder?.destroy();
+      if (received) finish();
+    };
+    const take = (chunk: Buffer): void => {
+      decoded += chunk.length;
+      if (decoded <= limits.maxBytes) chunks.push(chunk);
+      else refuse(failure(413, `the body is larger than ${limits.maxBytes} bytes${decoder ? ' decoded' : ''}`));
+    };
+    const finish = (): void => {
+      if (refused) return settle(refused);
       try {
         settle(null, parse(Buffer.concat(chunks)));
       } catch (error) {
         settle(error as Error);
       }
+    };
+
+    if (decoder) {
+      decoder.output.on('data', take);
+      decoder.output.on('end', finish);
+      decoder.onError((coding, error) => refuse(failure(400, `the body is not valid ${coding}: ${error.message}`)));
+    }
+    payload.on('data', (chunk: Buffer) => {
+      sent += chunk.length;
+      if (sent > limits.drainBytes) {
+        req.raw.destroy();
+        decoder?.destroy();
+        return settle(refused ?? failure(413, `the body is larger than ${limits.maxBytes} bytes`));
+      }
+      if (refused) return;
+      if (decoder) decoder.input.write(chunk);
+      else take(chunk);
     });
+    payload.on('error', (error: Error) => settle(Object.assign(error, { statusCode: 400 })));
+    payload.on('end', () => {
+      received = true;
+      // A decoder ends once it has given out the last of its bytes, which finishes the body.
+      if (decoder && !refused) decoder.input.end();
+      else finish();
+    });
+  };
+}
+
+interface DecoderChain {
+  input: Transform;
+  output: Transform;
+  destroy(): void;
+  onError(handler: (coding: string, error: Error) => void): void;
+}
+
+/** Decoders for codings applied in order: the last one applied is undone first. */
+function decoderChain(codings: string[]): DecoderChain {
+  const stages = [...codings].reverse().map((coding) => ({ coding, stream: DECODERS.get(coding)!() }));
+  for (let i = 1; i < stages.length; i++) stages[i - 1]!.stream.pipe(stages[i]!.stream);
+  return {
+    input: stages[0]!.stream,
+    output: stages[stages.length - 1]!.stream,
+    destroy: () => stages.forEach((s) => s.stream.destroy()),
+    onError: (handler) => stages.forEach((s) => s.stream.on('error', (error: Error) => handler(s.coding, error))),
   };
 }

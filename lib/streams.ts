@@ -12,3 +12,19 @@ export async function readBounded(stream: Readable, maxBytes: number): Promise<B
   }
   return Buffer.concat(chunks);
 }
+
+/**
+ * Resolves when a writable stream has drained or closed, and leaves no listener behind either way
+ * (a writer that waits often on a slow reader would otherwise pile up `close` listeners).
+ */
+export function drained(stream: NodeJS.EventEmitter): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      stream.off('drain', done);
+      stream.off('close', done);
+      resolve();
+    };
+    stream.once('drain', done);
+    stream.once('close', done);
+  });
+}

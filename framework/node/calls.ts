@@ -17,6 +17,7 @@ import type { Peer } from '../core/listener.js';
 import type { LocalActors } from '../core/registry.js';
 import { sendItems, stopProducer } from '../core/stream-out.js';
 import { readBody } from '../core/transport.js';
+import { drained } from '../../lib/streams.js';
 import { refuseWithError, respondJson } from './route-table.js';
 
 /** One call to serve, whichever way it came. */
@@ -206,17 +207,4 @@ async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unk
   } finally {
     stream.off('close', onClose);
   }
-}
-
-/** Resolves when the stream has drained or closed (and leaves no listener behind either way). */
-function drained(stream: http2.ServerHttp2Stream): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      stream.off('drain', done);
-      stream.off('close', done);
-      resolve();
-    };
-    stream.once('drain', done);
-    stream.once('close', done);
-  });
 }

@@ -205,10 +205,17 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     assert.is(json.error.type, 'invalid_request_error');
     assert.match(json.error.message, `Content-Type: application/json (this request's Content-Type: ${contentType ? `'${contentType}'` : 'none'})`);
   }
-  // A compressed body is named for what it is, not refused as broken JSON.
-  const gzipped = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify(chat({ max_tokens: 2 }))) });
-  assert.is(gzipped.status, 415);
-  assert.match(((await gzipped.json()) as { error: { message: string } }).error.message, "Content-Encoding 'gzip' is not supported");
+  // A compressed body is read decoded; a coding not known here is named for what it is, not refused as broken JSON.
+  const compressed = (encoding: string, body: Buffer) => fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': encoding }, body: new Uint8Array(body) });
+  const gzipped = await compressed('gzip', gzipSync(JSON.stringify(chat({ max_tokens: 2 }))));
+  assert.is(gzipped.status, 200, await gzipped.clone().text());
+  assert.is(((await gzipped.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 2);
+  const zstd = await compressed('zstd', Buffer.from([0x28, 0xb5, 0x2f, 0xfd])); // zstd's magic number
+  assert.is(zstd.status, 415);
+  assert.match(((await zstd.json()) as { error: { message: string } }).error.message, "Content-Encoding 'zstd' is not supported");
+  const broken = await compressed('gzip', Buffer.from(JSON.stringify(chat({ max_tokens: 2 }))));
+  assert.is(broken.status, 400);
+  assert.match(((await broken.json()) as { error: { message: string } }).error.message, 'the body is not valid gzip');
   assert.is((await post('/v1/chat/completions', chat({ max_tokens: 2 }), { 'content-type': 'application/json', 'content-encoding': 'identity' })).status, 200);
   const completion = await post('/v1/completions', { model: 'tiny', prompt: ['a', 'b'] });
   assert.is(completion.status, 400);

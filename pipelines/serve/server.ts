@@ -5,6 +5,7 @@
  * error), so `--log-level` filters them.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
+import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
@@ -70,9 +71,15 @@ const urlOf = (app: FastifyInstance): string => {
   return `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}/`;
 };
 
+/** Request bodies are queries, not datasets: up to 1 MiB; a larger one is read and dropped up to 8 MiB, so that its sender gets the 413. */
+const BODY_LIMITS: BodyLimits = { maxBytes: 1024 * 1024, drainBytes: 8 * 1024 * 1024 };
+
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMITS.drainBytes, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
+  // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));
   app.addHook('onRequest', async (req) => {
     counters.requests++;
     (req as { startedAt?: bigint }).startedAt = process.hrtime.bigint();

@@ -13,6 +13,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import OpenAI from 'openai';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -211,6 +212,21 @@ test('openai client, streamed: the chunks come through, and the bytes are the up
   const bytes = Buffer.from(await response.arrayBuffer());
   assert.is(response.headers.get('content-type'), 'text/event-stream');
   assert.ok(bytes.equals(lastSeen().sent), 'the client got exactly what the upstream sent');
+});
+
+test('a compressed request is read decoded, routed by its model and forwarded uncompressed; an unknown coding is 415', async () => {
+  const call = (encoding: string, body: Buffer) =>
+    fetch(new URL('/v1/chat/completions', server.captureUrl), { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': encoding, authorization: `Bearer ${CLIENT_KEY}`, 'x-trajstore-session-id': 'sess-zipped' }, body: new Uint8Array(body) });
+  const request = JSON.stringify({ model: 'alias', messages: [{ role: 'user', content: 'Compressed?' }] });
+  const zipped = await call('gzip', gzipSync(request));
+  assert.is(zipped.status, 200, await zipped.clone().text());
+  assert.is(((await zipped.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, 'The lighthouse is on the cliff.');
+  const upstreamSaw = lastSeen();
+  assert.is(upstreamSaw.headers['content-encoding'], undefined);
+  assert.equal([upstreamSaw.body.model, upstreamSaw.body.messages], ['real-model', [{ role: 'user', content: 'Compressed?' }]]);
+  const unknown = await call('zstd', Buffer.from(request));
+  assert.is(unknown.status, 415);
+  assert.match(((await unknown.json()) as { error: { message: string } }).error.message, "Content-Encoding 'zstd' is not supported");
 });
 
 test('a forward route rewrites the model; the capture keeps both', async () => {

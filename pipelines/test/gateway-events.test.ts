@@ -10,6 +10,7 @@
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { requestWithHost } from './helpers/host-header.js';
@@ -331,6 +332,36 @@ test('OTLP/HTTP protobuf from the OpenTelemetry SDK’s own exporter becomes the
   }
   assert.is((await protobuf('/v1/traces', nested(8))).status, 400, 'a well-formed span without ids is still refused as a span');
   assert.is((await fetch(new URL('/v1/events', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array([10, 0]) })).status, 415);
+});
+
+test('compressed bodies are read decoded: a gzip OTLP export (as the Collector sends by default) and gzip events; unknown or broken codings are refused', async () => {
+  // The SDK's exporter compresses when told to by the environment, as a deployment configures it.
+  process.env.OTEL_EXPORTER_OTLP_TRACES_COMPRESSION = 'gzip';
+  const provider = new TracerProvider({ spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: new URL('/api/public/otel/v1/traces', server.gatewayUrl).href }) })] });
+  delete process.env.OTEL_EXPORTER_OTLP_TRACES_COMPRESSION;
+  const tracer = provider.getTracer('gateway-test');
+  const agent = tracer.startSpan('invoke_agent Zipped', { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.id': 'zipped-1', 'gen_ai.conversation.id': 'conv-zipped' } });
+  await new Promise((resolve) => setTimeout(resolve, 3));
+  tracer.startSpan('chat gpt-z', { attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-z' } }, trace.setSpan(context.active(), agent)).end();
+  await new Promise((resolve) => setTimeout(resolve, 3));
+  agent.end();
+  await provider.forceFlush();
+  await provider.shutdown();
+  const live = (await get('/api/gateway/traces/zipped-1/conv-zipped/events')).body;
+  assert.equal(live.events?.map((e: Json) => e.kind), ['session.started', 'llm.request', 'llm.response', 'session.ended'], JSON.stringify(live));
+
+  const compressed = (encoding: string, body: Buffer): Promise<Answer> =>
+    fetch(new URL('/v1/events', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': encoding }, body: new Uint8Array(body) }).then(async (r) => ({ status: r.status, headers: r.headers, body: (await r.json()) as Json }));
+  const batch = JSON.stringify({ agent_id: 'zipped-2', session_id: 's', records: [record(1)] });
+  const zipped = (await compressed('gzip', gzipSync(batch))).body;
+  assert.equal([zipped.status, zipped.agent_id, zipped.accepted_records], ['ok', 'zipped-2', 1], JSON.stringify(zipped));
+  assertGatewayError(await compressed('zstd', Buffer.from(batch)), 415, 'unsupported_media_type', 'an unknown coding');
+  const broken = await compressed('gzip', Buffer.from(batch));
+  assertGatewayError(broken, 400, 'invalid_json', 'plain JSON said to be gzip');
+  assert.match(broken.body.message as string, 'the body is not valid gzip');
+  const bomb = await compressed('gzip', gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20)));
+  assertGatewayError(bomb, 413, 'body_too_large', 'a body that decodes past the limit');
+  assert.match(bomb.body.message as string, 'decoded');
 });
 
 test('split templates: {user}, {date}, {hour}; a session stays in its first partition', async () => {

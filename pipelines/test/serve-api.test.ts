@@ -8,6 +8,7 @@
  */
 import { cpSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
@@ -316,6 +317,12 @@ test('POST /api/mounts/:mount/query: read-only SQL with the command line\'s limi
   assertError(await post('/api/mounts/default/query', '{"sql": '), 400, 'bad_request');
   assertError(await post('/api/mounts/default/query', { sql: `SELECT '${'x'.repeat(2 * 1024 * 1024)}'` }), 413, 'payload_too_large');
   assertError(await post('/api/mounts/nope/query', { sql: 'SELECT 1' }), 404, 'not_found');
+  // A body is JSON, read decoded when compressed; anything else is 415.
+  const send = (headers: Record<string, string>, body: Uint8Array<ArrayBuffer> | string) => fetch(new URL('/api/mounts/default/query', server.url), { method: 'POST', headers, body }).then(async (r) => ({ status: r.status, body: (await r.json()) as Json }));
+  const zipped = await send({ 'content-type': 'application/json', 'content-encoding': 'gzip' }, new Uint8Array(gzipSync(JSON.stringify({ sql: 'SELECT 41 + 1 AS n' }))));
+  assert.equal([zipped.status, zipped.body.rows], [200, [[42]]], JSON.stringify(zipped.body));
+  assertError(await send({ 'content-type': 'text/plain' }, JSON.stringify({ sql: 'SELECT 1' })), 415, 'bad_request');
+  assertError(await send({ 'content-type': 'application/json', 'content-encoding': 'zstd' }, JSON.stringify({ sql: 'SELECT 1' })), 415, 'bad_request', /Content-Encoding 'zstd'/);
 });
 
 test('GET /api/mounts/:mount/stats/:report: the command line\'s reports, and the usage timeline', async () => {

@@ -14,8 +14,9 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
 import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, type ApiRequest } from './openai.js';
 import { NoWorkerError, type OpenedRequest, type WorkerPool } from './pool.js';
-import { boundedBody, type BodyLimits } from '../../../lib/bounded-body.js';
+import { boundedBody, jsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import { secretEquals } from '../../../lib/secret.js';
+import { drained } from '../../../lib/streams.js';
 
 export interface ApiOptions {
   modelName: string;
@@ -65,14 +66,6 @@ function paramOf(path: string): string {
     .join('');
 }
 
-function parseJson(raw: Buffer): unknown {
-  try {
-    return JSON.parse(raw.toString('utf8')) as unknown;
-  } catch (error) {
-    throw Object.assign(new Error(`The request body is not valid JSON: ${(error as Error).message}`), { statusCode: 400 });
-  }
-}
-
 /** Fastify's errors (validation, bad JSON, a body that is not JSON, too large) in OpenAI's shape; anything else is a 500 that says nothing more. */
 function toApiError(error: unknown, contentType: string | undefined): ApiError {
   if (error instanceof ApiError) return error;
@@ -110,7 +103,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   // can send from a browser without asking first), and its JSON parser answers an oversize body
   // before reading it, so a client still sending could see its connection closed, not the 413.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, parseJson));
+  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));
   app.setErrorHandler((error, req, reply) => {
     const { status, body } = toApiError(error, req.headers['content-type']);
     if (status >= 500) options.counters.failed++;
@@ -118,12 +111,6 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   });
   app.setNotFoundHandler((req, reply) => {
     void reply.code(404).send(errorBody(`Unknown request URL: ${req.method} ${req.url.split('?')[0]}.`, 'invalid_request_error', 'unknown_url'));
-  });
-  // Bodies are read as sent: a compressed one would only fail as broken JSON, so it is named for what it is.
-  app.addHook('onRequest', (req, _reply, done) => {
-    const encoding = req.headers['content-encoding'];
-    if (encoding === undefined || encoding.toLowerCase() === 'identity') return done();
-    done(new ApiError(415, errorBody(`Content-Encoding '${encoding.slice(0, 100)}' is not supported: send the request body uncompressed.`, 'invalid_request_error')));
   });
   if (options.apiKey !== undefined) {
     const expected = options.apiKey;
@@ -269,11 +256,7 @@ class EventStream {
 
   /** Resolves when the client has taken what was written (or has gone): its pace is the worker's. */
   async writable(): Promise<void> {
-    if (!this.raw.writableNeedDrain || !this.open) return;
-    await new Promise<void>((resolve) => {
-      this.raw.once('drain', resolve);
-      this.raw.once('close', resolve);
-    });
+    if (this.raw.writableNeedDrain && this.open) await drained(this.raw);
   }
 
   end(): void {

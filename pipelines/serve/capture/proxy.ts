@@ -8,6 +8,8 @@
  *   `forward` route rewrites the model to its target's name and uses the target's upstream;
  * - the URL is the upstream base joined with the request's path, an overlap of whole segments
  *   taken once (`.../v1` + `/v1/chat/completions` = `.../v1/chat/completions`); the query passes;
+ * - a compressed request body (gzip, deflate, br) is forwarded decoded, without its
+ *   Content-Encoding;
  * - end-to-end headers pass; `host`, `content-length`, hop-by-hop headers, proxy credentials, the
  *   client's LLM credentials (`authorization`, `x-api-key`, `api-key`, `x-goog-api-key`) and the
  *   gateway's own headers are removed; the route's credential is set (`authorization: Bearer` for
@@ -32,6 +34,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { boundedBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import type { Logger } from '../../../lib/log.js';
 import { requestFacts, responseFacts } from '../gateway/decode.js';
 import type { EventRecord } from '../gateway/events.js';
@@ -49,8 +52,8 @@ export const CAPTURE_SOURCE = 'trajstore-capture';
 export const AGENT_HEADER = 'x-trajstore-agent-id';
 /** Session of a call without the session header. */
 export const DEFAULT_SESSION = 'default';
-/** Largest request body the gateway takes. */
-const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
+/** Request bodies up to 32 MiB (decoded); a larger one is read and dropped up to 64 MiB, so that its sender gets the 413. */
+const REQUEST_LIMITS: BodyLimits = { maxBytes: 32 * 1024 * 1024, drainBytes: 64 * 1024 * 1024 };
 
 /** Headers never forwarded either way (RFC 9110 §7.6.1 hop-by-hop, and what the proxy sets itself). */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
@@ -100,7 +103,8 @@ function clientSecrets(headers: IncomingHttpHeaders): string[] {
 function forwardHeaders(incoming: IncomingHttpHeaders, drop: ReadonlySet<string>, route: ModelRoute, protocol: Protocol, length: number): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || CREDENTIAL_HEADERS.has(name) || drop.has(name)) continue;
+    // The body goes out as read, decoded: its Content-Encoding no longer applies.
+    if (value === undefined || HOP_BY_HOP.has(name) || CREDENTIAL_HEADERS.has(name) || drop.has(name) || name === 'content-encoding') continue;
     out[name] = value;
   }
   if (route.apiKey !== undefined) {
@@ -170,11 +174,12 @@ export class CaptureProxy {
   }
 
   app(): FastifyInstance {
-    const app = Fastify({ logger: false, bodyLimit: MAX_REQUEST_BYTES, return503OnClosing: true });
+    const app = Fastify({ logger: false, bodyLimit: REQUEST_LIMITS.drainBytes, return503OnClosing: true });
     // Another site's page must not spend the routes' credentials through the user's browser.
     refuseOtherHosts(app, (reply, message) => apiError(reply, reply.request.url.startsWith('/v1/messages') ? 'anthropic-messages' : 'openai-chat', 403, 'permission_error', message));
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+    // The body is read decoded (a compressed request is forwarded uncompressed): its JSON picks the route.
+    app.addContentTypeParser('*', boundedBody(REQUEST_LIMITS, (raw) => raw));
     app.addHook('onResponse', async (req, reply) => this.log.info(`capture: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
     app.setErrorHandler((error, req, reply) => {
       const status = (error as { statusCode?: number }).statusCode;

@@ -21,7 +21,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { NotFoundError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
-import { boundedBody } from '../../../lib/bounded-body.js';
+import { boundedBody, jsonBody } from '../../../lib/bounded-body.js';
 import { jsonDepthExceeds } from '../../../lib/json-depth.js';
 import { MAX_JSON_DEPTH } from '../../formats/lines.js';
 import { loadFormat } from '../../formats/registry.js';
@@ -51,11 +51,7 @@ const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_fo
 
 function parseJson(raw: Buffer): unknown {
   if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) throw Object.assign(new Error(`the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`), { statusCode: 400 });
-  try {
-    return JSON.parse(raw.toString('utf8')) as unknown;
-  } catch (error) {
-    throw Object.assign(new Error(`the body is not JSON: ${(error as Error).message}`), { statusCode: 400 });
-  }
+  return jsonBody(raw);
 }
 
 /** The gateway listener's app. */
@@ -72,7 +68,7 @@ export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
     }
     const status = (error as { statusCode?: number }).statusCode;
     if (typeof status === 'number' && status >= 400 && status < 500) {
-      return sendError(reply, status, CLIENT_CODES[status] ?? 'bad_request', status === 413 ? `the body is larger than ${MAX_BODY_BYTES} bytes` : (error as Error).message);
+      return sendError(reply, status, CLIENT_CODES[status] ?? 'bad_request', (error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? `the body is larger than ${MAX_BODY_BYTES} bytes` : (error as Error).message);
     }
     log.error(`gateway: ${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
     return sendError(reply, 500, 'internal', 'internal error (see the server log)');

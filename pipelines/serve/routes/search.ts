@@ -45,9 +45,6 @@ const QueryBody = Type.Object(
   { additionalProperties: false },
 );
 
-/** Largest accepted query body: a statement, not a dataset. */
-const MAX_QUERY_BODY = 1024 * 1024;
-
 /** The identity of a find request, with the command line's rules (one way to search; step needs session). */
 function identityOf(q: FindQuery): Identity | undefined {
   const ways = [(q.match ?? []).length > 0, q.run_id !== undefined, q.document_id !== undefined, q.session_id !== undefined].filter(Boolean).length;
@@ -91,7 +88,7 @@ export function searchRoutes(app: FastifyInstance, { mounts }: ServeContext): vo
 
   app.post<{ Params: Static<typeof MountParams>; Body: Static<typeof QueryBody> }>(
     '/api/mounts/:mount/query',
-    { schema: { params: MountParams, body: QueryBody }, bodyLimit: MAX_QUERY_BODY },
+    { schema: { params: MountParams, body: QueryBody } },
     (req) => {
       const b = req.body;
       if (b.sql.trim() === '') throw new InvalidInputError('the SQL statement is empty');
