@@ -33,6 +33,9 @@ const DECODERS = new Map<string, () => Transform>([
   ['br', createBrotliDecompress],
 ]);
 
+/** Codings undone on one body (one is what clients send; two is already rare). */
+const MAX_CODINGS = 2;
+
 const failure = (statusCode: number, message: string): Error => Object.assign(new Error(message), { statusCode });
 
 /**
@@ -45,8 +48,10 @@ export function contentCodings(header: string | undefined): string[] | Error {
     .map((c) => c.trim().toLowerCase())
     .filter((c) => c !== '' && c !== 'identity');
   const unknown = codings.find((c) => !DECODERS.has(c));
-  if (unknown === undefined) return codings;
-  return failure(415, `Content-Encoding '${unknown.slice(0, 100)}' is not supported: send the body uncompressed, or as gzip, deflate or br`);
+  if (unknown !== undefined) return failure(415, `Content-Encoding '${unknown.slice(0, 100)}' is not supported: send the body uncompressed, or as gzip, deflate or br`);
+  // Each coding costs a decoder's memory: a header listing thousands must not buy thousands.
+  if (codings.length > MAX_CODINGS) return failure(415, `Content-Encoding lists ${codings.length} codings; at most ${MAX_CODINGS} are undone`);
+  return codings;
 }
 
 /** A body as JSON; one that is not JSON is the client's error (400). */
@@ -112,6 +117,10 @@ export function boundedBody(limits: BodyLimits, parse: (raw: Buffer) => unknown)
       else take(chunk);
     });
     payload.on('error', (error: Error) => settle(Object.assign(error, { statusCode: 400 })));
+    // A client that leaves mid-body takes its decoders with it.
+    payload.on('close', () => {
+      if (!received) decoder?.destroy();
+    });
     payload.on('end', () => {
       received = true;
       // A decoder ends once it has given out the last of its bytes, which finishes the body.

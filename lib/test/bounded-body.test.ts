@@ -49,6 +49,9 @@ test('Content-Encoding: each known coding, stacked codings, identity and case', 
   assert.equal(contentCodings('deflate, br'), ['deflate', 'br']);
   // Names of an object's own machinery are codings like any other unknown one.
   for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) assert.instance(contentCodings(name), Error, name);
+  const many = contentCodings(Array(3000).fill('gzip').join(','));
+  assert.instance(many, Error);
+  assert.is((many as Error).message, 'Content-Encoding lists 3000 codings; at most 2 are undone');
   const unknown = contentCodings('gzip, zstd');
   assert.instance(unknown, Error);
   assert.is((unknown as Error & { statusCode: number }).statusCode, 415);

@@ -5,12 +5,14 @@
  * error), so `--log-level` filters them.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
+import { REQUEST_TIMEOUT_MS, SHUTDOWN_GRACE_MS } from './http-limits.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import { parseListenAddress, type ListenAddress } from './address.js';
 import { refuseOtherHosts } from './loopback-host.js';
+import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
 import { errorBody, toHttpError } from './errors.js';
 import { Mounts, type MountSpec } from './mounts.js';
@@ -76,10 +78,11 @@ const BODY_LIMITS: BodyLimits = { maxBytes: 1024 * 1024, drainBytes: 8 * 1024 * 
 
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMITS.drainBytes, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
   // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));
+  strictQueryNumbers(app);
   app.addHook('onRequest', async (req) => {
     counters.requests++;
     (req as { startedAt?: bigint }).startedAt = process.hrtime.bigint();
@@ -167,8 +170,11 @@ export async function startServer(rc: ResolveContext, options: ServeOptions): Pr
   const capture = gateways?.capture;
   const apps = [app, control, gatewayApp, capture?.proxy, capture?.admin];
   const close = async (): Promise<void> => {
-    // Listeners first (requests under way finish, capture calls included), then what they write to.
+    // Listeners first (requests under way finish, capture calls included, for SHUTDOWN_GRACE_MS at
+    // most: a client that never ends its request must not keep the server up), then what they write to.
+    const cut = setTimeout(() => apps.forEach((a) => a?.server.closeAllConnections()), SHUTDOWN_GRACE_MS);
     await Promise.all(apps.map((a) => a?.close()));
+    clearTimeout(cut);
     await stopGateways();
     mounts.close();
   };

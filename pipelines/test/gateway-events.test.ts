@@ -83,6 +83,9 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
     ['agent_id with a newline', { ...ok, agent_id: 'a\nb' }, 400, 'invalid_identity'],
     ['agent_id with a space at its end', { ...ok, agent_id: 'a ' }, 400, 'invalid_identity'],
     ['agent_id of 201 characters', { ...ok, agent_id: 'a'.repeat(201) }, 400, 'invalid_identity'],
+    // Stored, it would be U+FFFD, and share its trace's path with another agent's.
+    ['agent_id with a lone surrogate', { ...ok, agent_id: 'a\ud800' }, 400, 'invalid_identity'],
+    ['session_id with a lone low surrogate', { ...ok, session_id: '\udc00x' }, 400, 'invalid_identity'],
     ['root_session_id with a slash', { ...ok, root_session_id: 'x/y' }, 400, 'invalid_identity'],
     ['a record whose session_id contradicts the body', { ...ok, records: [record(1, { session_id: 'other' })] }, 400, 'invalid_identity'],
     ['the user header with a slash', ok, 400, 'invalid_identity', { 'x-trajstore-user-id': 'a/b' }],
@@ -265,8 +268,17 @@ test('OTLP/HTTP JSON traces with GenAI spans become the same events; a retried e
   assert.is((await post(new URL('/v1/traces', server.gatewayUrl).href, deep)).status, 200);
   const deepEvents = (await get('/api/gateway/traces/deep-agent/deep-conv/events')).body;
   assert.is(deepEvents.events[0].payload.arguments, deepArguments);
+  // An attribute named __proto__ is data like any other: it must not lend the span the attributes it holds.
+  const protoKey = { key: '__proto__', value: { kvlistValue: { values: [kv('gen_ai.operation.name', 'chat')] } } };
+  const proto = { resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: 'e1', spanId: 'f1', name: 'step', startTimeUnixNano: ns(1), endTimeUnixNano: ns(2), attributes: [kv('gen_ai.conversation.id', 'proto-conv'), kv('gen_ai.agent.id', 'proto-agent'), protoKey] }] }] }] };
+  assert.is((await post(new URL('/v1/traces', server.gatewayUrl).href, proto)).status, 200);
+  const protoEvents = (await get('/api/gateway/traces/proto-agent/proto-conv/events')).body.events as Json[];
+  assert.equal(protoEvents.map((e) => e.kind), ['otel.span']);
+  assert.equal(Object.keys(protoEvents[0]!.payload.span.attributes), ['gen_ai.conversation.id', 'gen_ai.agent.id', '__proto__']);
+  assert.equal(protoEvents[0]!.payload.span.attributes.__proto__, { 'gen_ai.operation.name': 'chat' });
   // Times past a fixed64 (and past what a date can hold) are the client's error, not the server's.
-  for (const start of ['9'.repeat(40), 1e300, 18446744073709551616n.toString(), -5, 12.5]) {
+  // 2^64-1 ns is a fixed64, but its microseconds (an event's seq) are past 2^53.
+  for (const start of ['9'.repeat(40), 1e300, 18446744073709551616n.toString(), 18446744073709551615n.toString(), -5, 12.5]) {
     const farOff = { resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: 'ab', spanId: 'cd', name: 'x', startTimeUnixNano: start }] }] }] };
     const answer = await post(new URL('/v1/traces', server.gatewayUrl).href, farOff);
     assertGatewayError(answer, 400, 'invalid_event', `startTimeUnixNano ${String(start).slice(0, 24)}`);

@@ -7,6 +7,7 @@
  * snapshots are served without a restart, the control listener, and request tracing by --log-level.
  */
 import { cpSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
@@ -222,6 +223,11 @@ test('GET /api/mounts/:mount/runs: filters match SQL over the same runs; cursor 
 
   assertError(await get('/api/mounts/default/runs?limit=0'), 400, 'bad_request', /limit/);
   assertError(await get('/api/mounts/default/runs?limit=501'), 400, 'bad_request');
+  // Numbers are decimal: JavaScript's own reading would take 1e400 as Infinity (past every maximum), 0x10 as 16.
+  for (const [path, value] of [['runs?limit', '1e400'], ['runs?limit', '0x10'], ['runs?limit', '%205'], ['runs?min_cost', 'Infinity'], ['find?match=the&timeout_ms', '1e400'], ['find?match=the&max_results', '1e400']]) {
+    assertError(await get(`/api/mounts/default/${path}=${value}`), 400, 'bad_request', /must be a decimal number/);
+  }
+  assert.is((await get('/api/mounts/default/runs?limit=2&min_cost=0.5')).status, 200);
   assertError(await get('/api/mounts/default/runs?sort=name'), 400, 'bad_request', /sort/);
   assertError(await get('/api/mounts/default/runs?colour=red'), 400, 'bad_request', /additional/);
   assertError(await get('/api/mounts/default/runs?min_cost=cheap'), 400, 'bad_request');
@@ -391,6 +397,22 @@ test('requests are traced to stderr at --log-level info, and not at the default 
   assert.is(await quiet.stop(), 0);
   assert.not.match(quiet.stderr(), /GET/);
   assert.match(quiet.stderr(), `no browser to open here; open ${quiet.url}`);
+});
+
+test('SIGTERM: a request whose body never ends does not keep the server up', async () => {
+  const stuck = await startServeProcess(['serve', dataset, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  const { hostname, port } = new URL(stuck.url);
+  const socket = connect(Number(port), hostname);
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  socket.on('error', () => {});
+  // 50 bytes promised, 5 sent.
+  socket.write(`POST /api/mounts/default/query HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"sql`);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const started = Date.now();
+  assert.is(await stuck.stop(), 0);
+  // It waits for requests under way, 10 s at most, then closes their connections.
+  assert.ok(Date.now() - started < 20_000, `exited after ${Date.now() - started} ms`);
+  await closed;
 });
 
 test.run();

@@ -5,6 +5,7 @@
  * values the Storyline can only hold in a normalised form (a `null` message kept as `""`, an id that
  * had to be renamed): the encoder writes the normalised value and the restore puts the original back.
  */
+import { setOwn } from '../../../lib/own-property.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { escapePointerToken } from '../../storyline/validate.js';
 
@@ -119,7 +120,7 @@ export function synthesizedSet(storyline: Storyline): Set<string> {
 /** Copies the defined properties of `source` (drops `undefined` values, keeps `null`). */
 export function defined<T extends JsonObject>(source: T): T {
   const out: JsonObject = {};
-  for (const [key, value] of Object.entries(source)) if (value !== undefined) out[key] = value;
+  for (const [key, value] of Object.entries(source)) if (value !== undefined) setOwn(out, key, value);
   return out as T;
 }
 

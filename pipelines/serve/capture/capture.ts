@@ -4,6 +4,7 @@
  * stores its events. server.ts binds the two apps to `listen` and `admin_listen`.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
+import { REQUEST_TIMEOUT_MS } from '../http-limits.js';
 import type { Logger } from '../../../lib/log.js';
 import type { Gateway } from '../gateway/gateway.js';
 import type { CaptureConfig } from './config.js';
@@ -32,7 +33,7 @@ export function startCapture(config: CaptureConfig, gateway: Gateway, options: C
   const state = new CaptureState(gateway.dir, { debug: options.debug || config.debug, markdown: options.streamMarkdown, log: options.log, scrub });
   const proxy = new CaptureProxy(config, gateway, state, options.log);
   const startedAt = new Date();
-  const admin = Fastify({ logger: false, return503OnClosing: true });
+  const admin = Fastify({ logger: false, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
   refuseOtherHosts(admin, (reply, message) => reply.send({ error: 'forbidden', message }));
   admin.setNotFoundHandler((req, reply) => reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));
   admin.get('/admin/status', async () => ({

@@ -34,6 +34,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { REQUEST_TIMEOUT_MS } from '../http-limits.js';
 import { boundedBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import type { Logger } from '../../../lib/log.js';
 import { requestFacts, responseFacts } from '../gateway/decode.js';
@@ -174,7 +175,7 @@ export class CaptureProxy {
   }
 
   app(): FastifyInstance {
-    const app = Fastify({ logger: false, bodyLimit: REQUEST_LIMITS.drainBytes, return503OnClosing: true });
+    const app = Fastify({ logger: false, bodyLimit: REQUEST_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
     // Another site's page must not spend the routes' credentials through the user's browser.
     refuseOtherHosts(app, (reply, message) => apiError(reply, reply.request.url.startsWith('/v1/messages') ? 'anthropic-messages' : 'openai-chat', 403, 'permission_error', message));
     app.removeAllContentTypeParsers();

@@ -94,7 +94,7 @@ export class RejectedBatch extends GatewayFailure {
 
 export function checkIdentity(field: string, value: string): void {
   if (!isPathSafe(value)) {
-    throw new RejectedBatch(400, 'invalid_identity', `${field} ${JSON.stringify(value.slice(0, 80))} is not one path-safe segment (1-200 characters, no / or \\, no control characters, not . or .., no space at either end)`);
+    throw new RejectedBatch(400, 'invalid_identity', `${field} ${JSON.stringify(value.slice(0, 80))} is not one path-safe segment (1-200 characters, no / or \\, no control characters, not . or .., no space at either end, no lone surrogate)`);
   }
 }
 

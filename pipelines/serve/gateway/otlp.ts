@@ -20,6 +20,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { boundedBody } from '../../../lib/bounded-body.js';
+import { setOwn } from '../../../lib/own-property.js';
 import { jsonOrAsGiven } from './decode.js';
 import type { EventRecord } from './events.js';
 import { BODY_LIMITS, MAX_RECORDS, RejectedBatch } from './events.js';
@@ -48,21 +49,24 @@ function anyValue(value: unknown): unknown {
 /** A KeyValue list as an object. */
 function attributes(list: unknown): Json {
   const out: Json = {};
-  for (const kv of Array.isArray(list) ? list : []) if (isObject(kv) && typeof kv.key === 'string') out[kv.key] = anyValue(kv.value);
+  for (const kv of Array.isArray(list) ? list : []) if (isObject(kv) && typeof kv.key === 'string') setOwn(out, kv.key, anyValue(kv.value));
   return out;
 }
 
 /** A JSON attribute (GenAI messages are JSON text on spans), parsed; undefined when absent. */
 const jsonAttribute = (value: unknown): unknown => jsonOrAsGiven(value ?? undefined);
 
-/** OTLP times are fixed64 nanoseconds: anything at or past 2^64 is not one (and would be past what a Date can hold). */
-const MAX_NANOS = 2n ** 64n;
+/**
+ * OTLP times are fixed64 nanoseconds; an event's `seq` is its time in microseconds, which must be a
+ * safe integer (2^53 µs is in the year 2255), as /v1/events asks of it.
+ */
+const MAX_MICROS = BigInt(Number.MAX_SAFE_INTEGER);
 
-/** Nanoseconds since the epoch (a decimal string or a number) as microseconds; undefined when missing or not a fixed64. */
+/** Nanoseconds since the epoch (a decimal string or a number) as microseconds; undefined when missing, not a fixed64 or past MAX_MICROS. */
 function micros(value: unknown): number | undefined {
-  if (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value < Number(MAX_NANOS)) return Math.floor(value / 1000);
-  if (typeof value === 'string' && /^\d{1,20}$/.test(value) && BigInt(value) < MAX_NANOS) return Number(BigInt(value) / 1000n);
-  return undefined;
+  const nanos = typeof value === 'number' && Number.isInteger(value) && value >= 0 ? BigInt(value) : typeof value === 'string' && /^\d{1,20}$/.test(value) ? BigInt(value) : undefined;
+  if (nanos === undefined || nanos / 1000n > MAX_MICROS) return undefined;
+  return Number(nanos / 1000n);
 }
 
 /** An identity made path-safe (identity.ts), or `fallback`. */

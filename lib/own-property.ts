@@ -1,0 +1,9 @@
+/**
+ * Sets `key` on `target` as an own, enumerable property, even when the key is `__proto__`: plain
+ * assignment of that key replaces the object's prototype instead, so a key that came from input
+ * would vanish from the data and lend the object inherited fields.
+ */
+export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+  else target[key] = value;
+}
