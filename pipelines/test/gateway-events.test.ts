@@ -376,6 +376,14 @@ test('compressed bodies are read decoded: a gzip OTLP export (as the Collector s
   assert.match(bomb.body.message as string, 'decoded');
 });
 
+test('identities as long as taken (200 characters, any script) can be read back from the live API', async () => {
+  const session = 'é'.repeat(100) + 's'.repeat(100);
+  assert.is((await events({ agent_id: 'long-ids', session_id: session, records: [record(1)] })).status, 200);
+  const live = await get(`/api/gateway/traces/long-ids/${encodeURIComponent(session)}/events`);
+  assert.is(live.status, 200, JSON.stringify(live.body));
+  assert.is(live.body.events.length, 1);
+});
+
 test('split templates: {user}, {date}, {hour}; a session stays in its first partition', async () => {
   const splitDataset = path('split');
   const split = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', splitDataset, '--gateway-split', 'team-{user}/{date}/h{hour}', '--gateway-split-idle', '1h'], { env, cwd: home });

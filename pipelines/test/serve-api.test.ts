@@ -359,6 +359,21 @@ test('unknown routes and internal errors keep the error shape; a 500 tells nothi
   assert.is(page.status, 200);
   assert.match(await page.text(), '<script type="module" src="assets/app.js">');
   assertError(await get('/assets/nothing.js'), 404, 'not_found');
+  // Failures before any route runs have the same shape.
+  assertError(await get('/api/mounts/%E0%A4%A'), 400, 'bad_request', /percent-encoding/);
+  assertError(await get(`/api/mounts/default/runs/${'d'.repeat(300)}`), 404, 'not_found');
+  assertError(await get(`/api/mounts/default/runs/${'d'.repeat(5000)}`), 414, 'uri_too_long');
+  const raw = async (request: string): Promise<{ status: number; body: Json }> => {
+    const { hostname, port } = new URL(server.url);
+    const socket = connect(Number(port), hostname);
+    socket.end(request);
+    let text = '';
+    for await (const chunk of socket) text += String(chunk);
+    const [head = '', body = ''] = text.split('\r\n\r\n');
+    return { status: Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1]), body: JSON.parse(body) as Json };
+  };
+  assertError(await raw('GET /api/mounts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n'), 400, 'bad_request', /not valid HTTP/);
+  assertError(await raw(`GET /api/mounts HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'x'.repeat(20_000)}\r\n\r\n`), 431, 'headers_too_large');
 });
 
 test('a new snapshot is served without a restart; the dataset is never written; the control listener reports and reloads', async () => {

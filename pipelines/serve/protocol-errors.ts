@@ -1,0 +1,44 @@
+/**
+ * Failures met before any route runs, in the listener's own error shape rather than fastify's or
+ * Node's: a request that is not valid HTTP, headers too large, a request not sent in time (408), a
+ * URL whose percent-encoding does not decode, a path parameter past MAX_PARAM_LENGTH. A client
+ * then reads every failure of a listener the same way.
+ */
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+/** A failure's body in the listener's shape. */
+export type ErrorShape = (status: number, code: string, message: string) => object;
+
+/**
+ * Longest path parameter: an identity of 200 characters, percent-encoded (up to 12 bytes a
+ * character), with room. Fastify's default of 100 refused some names the gateway takes.
+ */
+const MAX_PARAM_LENGTH = 4096;
+
+/** What a malformed request is told, by Node's error code. */
+function clientFailure(code: string | undefined): [number, string, string] {
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return [408, 'request_timeout', 'the request was not sent in time'];
+  if (code === 'HPE_HEADER_OVERFLOW') return [431, 'headers_too_large', 'the request headers are larger than this server takes'];
+  return [400, 'bad_request', `the request is not valid HTTP${code ? ` (${code})` : ''}`];
+}
+
+/** Fastify options that answer these failures with `shape`. */
+export function protocolErrorOptions(shape: ErrorShape) {
+  return {
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors: (error: Error & { code?: string; statusCode?: number }, _req: FastifyRequest, reply: FastifyReply): void => {
+      const message = error.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid: its percent-encoding does not decode' : error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? `a path segment is longer than ${MAX_PARAM_LENGTH} characters` : 'the request could not be routed';
+      const status = error.statusCode ?? 400;
+      void reply.code(status).send(shape(status, status === 414 ? 'uri_too_long' : 'bad_request', message));
+    },
+    clientErrorHandler: (error: Error & { code?: string }, socket: Socket): void => {
+      if (error.code === 'ECONNRESET' || socket.destroyed) return;
+      const [status, code, message] = clientFailure(error.code);
+      const body = JSON.stringify(shape(status, code, message));
+      if (socket.writable) socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      socket.destroy();
+    },
+  };
+}
