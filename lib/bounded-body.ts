@@ -5,8 +5,8 @@
  * A body that is refused (too large, in a coding not known here, or not valid in its coding) is
  * still read and dropped up to `drainBytes` sent, so that a client still sending gets its answer
  * rather than a connection closed under its upload (fastify's own parsers answer from
- * Content-Length before reading anything); past `drainBytes` the connection is closed after the
- * answer. Decoding stops as soon as the decoded body passes `maxBytes`, so a small compressed body
+ * Content-Length before reading anything); past `drainBytes` it is answered at once, and its
+ * connection closed LINGER_MS later. Decoding stops as soon as the decoded body passes `maxBytes`, so a small compressed body
  * that would inflate to gigabytes costs no more than `maxBytes` of memory.
  *
  * Errors carry the status they answer: 413 too large, 415 an unknown coding, 400 a body that is
@@ -32,6 +32,9 @@ const DECODERS = new Map<string, () => Transform>([
   ['deflate', createInflate],
   ['br', createBrotliDecompress],
 ]);
+
+/** How long a body past `drainBytes` is still read, and dropped, after its answer. */
+const LINGER_MS = 1000;
 
 /** Codings undone on one body (one is what clients send; two is already rare). */
 const MAX_CODINGS = 2;
@@ -108,9 +111,14 @@ export function boundedBody(limits: BodyLimits, parse: (raw: Buffer) => unknown)
     payload.on('data', (chunk: Buffer) => {
       sent += chunk.length;
       if (sent > limits.drainBytes) {
-        req.raw.destroy();
+        if (settled) return;
         decoder?.destroy();
-        return settle(refused ?? failure(413, `the body is larger than ${limits.maxBytes} bytes`));
+        settle(refused ?? failure(413, `the body is larger than ${limits.maxBytes} bytes`));
+        // The answer goes out now; reading on (and dropping) a while before closing lets the
+        // client see it: closing a socket with bytes unread resets it, and the reset can
+        // overtake the answer.
+        setTimeout(() => req.raw.destroy(), LINGER_MS).unref();
+        return;
       }
       if (refused) return;
       if (decoder) decoder.input.write(chunk);

@@ -133,5 +133,27 @@ test('a refused body that is still being sent is read and dropped, so its sender
   }
 });
 
+test('a body past the drain limit is answered at once, and its connection closed only after', async () => {
+  // Chunked (no Content-Length, which fastify would refuse from the header): 8 MiB, past the 4 MiB drain limit.
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/', headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    const piece = Buffer.alloc(64 * 1024, 0x20);
+    let left = 128;
+    const write = (): void => {
+      while (left > 0) {
+        left--;
+        if (!req.write(piece)) return void req.once('drain', write);
+      }
+      req.end();
+    };
+    write();
+  });
+  assert.is(status, 413);
+});
+
 test.after(() => app.close());
 test.run();
