@@ -376,6 +376,17 @@ test('compressed bodies are read decoded: a gzip OTLP export (as the Collector s
   assert.match(bomb.body.message as string, 'decoded');
 });
 
+test('a live trace\'s events come in pages: total and offset say where a page is', async () => {
+  const batch = (from: number, count: number) => events({ agent_id: 'paged', session_id: 's', records: Array.from({ length: count }, (_, i) => record(from + i)) });
+  assert.is((await batch(0, 200)).status, 200);
+  assert.is((await batch(200, 100)).status, 200);
+  const whole = (await get('/api/gateway/traces/paged/s/events')).body;
+  assert.equal([whole.total, whole.offset, whole.events.length], [300, 0, 300]);
+  const page = (await get('/api/gateway/traces/paged/s/events?offset=250&limit=100')).body;
+  assert.equal([page.total, page.offset, page.events.map((e: Json) => e.seq)], [300, 250, Array.from({ length: 50 }, (_, i) => 250 + i)]);
+  for (const bad of ['limit=0', 'limit=10001', 'offset=-1', 'limit=1e400', 'colour=red']) assert.is((await get(`/api/gateway/traces/paged/s/events?${bad}`)).status, 400, bad);
+});
+
 test('identities as long as taken (200 characters, any script) can be read back from the live API', async () => {
   const session = 'é'.repeat(100) + 's'.repeat(100);
   assert.is((await events({ agent_id: 'long-ids', session_id: session, records: [record(1)] })).status, 200);

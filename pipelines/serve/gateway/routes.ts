@@ -96,6 +96,16 @@ const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** Events per page of a live trace by default: a trace can hold hundreds of thousands. */
+const EVENTS_PAGE = 1000;
+const EventsQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10 * EVENTS_PAGE })),
+    offset: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
+
 function traceFacts(gateway: Gateway, trace: Trace): Record<string, unknown> {
   return {
     agent_id: trace.agentId,
@@ -142,10 +152,12 @@ export function liveTraceRoutes(app: FastifyInstance, gateway: Gateway, mount: s
   });
   const opts = { schema: { params: TraceParams } };
   app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id', opts, async (req) => ({ trace: traceFacts(gateway, find(req.params)) }));
-  app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id/events', opts, async (req) => {
+  app.get<{ Params: Static<typeof TraceParams>; Querystring: Static<typeof EventsQuery> }>('/api/gateway/traces/:agent_id/:session_id/events', { schema: { params: TraceParams, querystring: EventsQuery } }, async (req) => {
     const trace = find(req.params);
-    const events = inTraceOrder(gateway.events.events(trace)).map((e) => ({ ...e.record, received_at: e.receivedAt }));
-    return { trace: traceFacts(gateway, trace), events };
+    const all = inTraceOrder(gateway.events.events(trace));
+    const offset = req.query.offset ?? 0;
+    const events = all.slice(offset, offset + (req.query.limit ?? EVENTS_PAGE)).map((e) => ({ ...e.record, received_at: e.receivedAt }));
+    return { trace: traceFacts(gateway, trace), total: all.length, offset, events };
   });
   app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id/storyline', opts, async (req) => {
     const trace = find(req.params);
