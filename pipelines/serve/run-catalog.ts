@@ -122,7 +122,7 @@ class RunCatalog {
       at = desc ? lo - 1 : lo;
       if (desc && at >= 0 && entry(at).rowid === rowid && compare(entry(at)[request.sort], key) === 0) at--;
     }
-    const prefix = request.source?.replace(/\/+$/, '');
+    const prefix = request.source === undefined ? undefined : withoutTrailingSlashes(request.source);
     const picked: Entry[] = [];
     for (let i = at; i >= 0 && i < order.length && picked.length <= request.limit; i += desc ? -1 : 1) {
       const e = entry(i);
@@ -159,4 +159,11 @@ export function runCatalog(dataset: OpenDataset): RunCatalog {
     catalogs.set(dataset, catalog);
   }
   return catalog;
+}
+
+/** `source` without its trailing slashes (a loop: the regex /\/+$/ takes quadratic time on a run of slashes that ends before the end). */
+function withoutTrailingSlashes(source: string): string {
+  let end = source.length;
+  while (end > 0 && source[end - 1] === '/') end--;
+  return source.slice(0, end);
 }
