@@ -37,8 +37,16 @@ export class RouteTable {
     return this;
   }
 
-  /** The listener's stream handler. */
+  /** The listener's stream handler: whatever one request brings, a throw here must not end the node. */
   readonly dispatch = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void => {
+    try {
+      this.route(stream, headers);
+    } catch (error) {
+      if (!stream.destroyed) refuseWithError(stream, error);
+    }
+  };
+
+  private route(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     const method = headers[':method'] ?? 'GET';
     const raw = headers[':path'] ?? '/';
     // Calls are the hot path: their paths carry no query, so they are matched on the raw path and skip URL parsing.
@@ -46,19 +54,31 @@ export class RouteTable {
     let query: URLSearchParams | undefined;
     let methods = this.exact.get(raw) ?? this.prefixes.find(([prefix]) => raw.startsWith(prefix))?.[1];
     if (!methods) {
-      const url = new URL(raw, 'http://node');
-      path = url.pathname;
-      query = url.searchParams;
+      ({ path, query } = splitTarget(raw));
       methods = this.exact.get(path);
     }
     if (!methods) return refuse(stream, 404, { error: { code: 'not-found', message: `no route ${path}` } });
     const handler = methods.get(method);
     if (!handler) return refuse(stream, 405, { error: { code: 'bad-request', message: `${method} not allowed on ${path}; use ${[...methods.keys()][0]}` } });
     handler({ stream, headers, path, query });
-  };
+  }
 }
 
 /** A JSON reply, unless the stream is already answered or gone. */
+/**
+ * A request target's path and query, split by hand: `new URL()` throws on targets a client may
+ * send (`//[::1` reads as a host), and a throw here would end the node. Routes match paths exactly,
+ * so nothing else of URL parsing is wanted.
+ */
+export function splitTarget(target: string): { path: string; query: URLSearchParams } {
+  // The absolute form (`http://host/health`, as proxies send) names its path after the authority.
+  const raw = target.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '');
+  const end = raw.search(/[?#]/);
+  if (end < 0) return { path: raw, query: new URLSearchParams() };
+  const hash = raw.indexOf('#', end);
+  return { path: raw.slice(0, end), query: new URLSearchParams(raw[end] === '?' ? raw.slice(end + 1, hash < 0 ? undefined : hash) : '') };
+}
+
 export function respond(stream: http2.ServerHttp2Stream, status: number, body: unknown, headers: http2.OutgoingHttpHeaders = {}): void {
   respondJson(stream, status, JSON.stringify(body), headers);
 }

@@ -16,7 +16,7 @@ import type { CallServer } from './calls.js';
 import { serveSwim } from './gossip.js';
 import { OBSERVER_PATHS } from './observed.js';
 import { actorList, health, memberList, renderMetrics, type ObservedNode } from './observers.js';
-import { RouteTable, refuse, respond, type Handler } from './route-table.js';
+import { RouteTable, refuse, respond, splitTarget, type Handler } from './route-table.js';
 
 const POST = ['POST'];
 /** Observers answer HEAD too, as any read-only HTTP resource does. */
@@ -90,19 +90,19 @@ function nodesOnly(node: ServedNode, handler: Handler): Handler {
 export function http1Observers(node: ObservedNode): http.RequestListener {
   const table = resources(node);
   return (req, res) => {
-    const url = new URL(req.url ?? '/', 'http://node');
-    const resource = table.get(url.pathname);
+    const url = splitTarget(req.url ?? '/');
+    const resource = table.get(url.path);
     const answer = (status: number, type: string, body: string, extra: http.OutgoingHttpHeaders = {}): void => {
       res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), ...extra });
       res.end(req.method === 'HEAD' ? undefined : body);
     };
     if (!resource) {
-      return answer(404, JSON_TYPE, JSON.stringify({ error: { code: 'not-found', message: `no resource ${url.pathname} over HTTP/1.1 (the observers: ${[...table.keys()].join(', ')}); calls and membership use HTTP/2` } }));
+      return answer(404, JSON_TYPE, JSON.stringify({ error: { code: 'not-found', message: `no resource ${url.path} over HTTP/1.1 (the observers: ${[...table.keys()].join(', ')}); calls and membership use HTTP/2` } }));
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      return answer(405, JSON_TYPE, JSON.stringify({ error: { code: 'bad-request', message: `${req.method} not allowed on ${url.pathname}; use GET` } }), { allow: 'GET, HEAD' });
+      return answer(405, JSON_TYPE, JSON.stringify({ error: { code: 'bad-request', message: `${req.method} not allowed on ${url.path}; use GET` } }), { allow: 'GET, HEAD' });
     }
-    const { type, body } = resource(url.searchParams);
+    const { type, body } = resource(url.query);
     answer(200, type, body);
   };
 }

@@ -192,6 +192,25 @@ test('a cleartext cluster: deep nesting, unfinished bodies, forged membership an
     assert.match(viaChannel.body.error!.message, 'deeper than 512 levels');
   }
   phase('deep nesting');
+  // Request targets no URL parser takes (`//[::1` reads as a host), with no cluster header, over both protocols: 404, not a crash.
+  for (const n of nodes) {
+    for (const path of ['//[::1', '//[::1/health', '/%']) {
+      const h2 = await request(n.addr, PLAIN, { ':path': path });
+      assert.ok('status' in h2 && h2.status === 404, `h2 ${path} on ${n.addr}: ${JSON.stringify(h2)}`);
+    }
+    const [host, port] = [n.addr.slice(0, n.addr.lastIndexOf(':')), Number(n.addr.slice(n.addr.lastIndexOf(':') + 1))];
+    for (const [target, status] of [['//[::1/health', 404], ['http://x/health', 200]] as const) {
+      const answer = await new Promise<string>((resolve) => {
+        const socket = net.connect(port, host, () => socket.end(`GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`));
+        let text = '';
+        socket.on('data', (c: Buffer) => (text += c.toString()));
+        socket.on('close', () => resolve(text));
+        socket.on('error', () => {});
+      });
+      assert.match(answer, new RegExp(`^HTTP/1.1 ${status} `), `HTTP/1.1 ${target} on ${n.addr}: ${answer.slice(0, 200)}`);
+    }
+  }
+  phase('targets');
   // 2. 100 streams on one connection and 100 more over ten, each trying to send 15 MiB and never ending.
   const peaks = new Map(nodes.map((n) => [n.addr, 0]));
   const drops = nodes.map((n) => [floodStreams(n.addr, 1, 100, 15 * MiB), floodStreams(n.addr, 10, 100, 15 * MiB)]).flat();
