@@ -25,3 +25,17 @@ export function isLoopbackHost(host: string): boolean {
   // The URL parser writes an IPv4-mapped address in hex: ::ffff:127.0.0.1 is ::ffff:7f00:1.
   return v6 !== undefined && (v6 === '::1' || /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(v6));
 }
+
+/**
+ * Whether a request's Host header names this machine: a loopback address or `localhost`, with any
+ * port. A loopback listener is still reachable from a web page through DNS rebinding (a name the
+ * page's server controls, re-pointed at 127.0.0.1), and the browser then sends that name as Host;
+ * refusing it keeps other sites' pages from using what the listener serves.
+ * A request without Host (HTTP/1.0) cannot come from a browser and is let through.
+ */
+export function isLoopbackHostHeader(header: string | undefined): boolean {
+  if (header === undefined) return true;
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::\d{1,5})?$/.exec(header);
+  if (!m) return false;
+  return isLoopbackHost(m[1] ?? m[2] ?? '');
+}

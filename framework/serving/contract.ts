@@ -37,7 +37,7 @@ export const GenerateRequest = Type.Object(
     /** Upper bound of generated tokens; the worker's own cap and the context's room bound it too. */
     max_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
     temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 2 })),
-    top_p: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+    top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: '0 keeps only the most likely token (greedy), as OpenAI reads it' })),
     stop: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: MAX_STOP_STRINGS })),
     /** Fixes the sampling: the same request with the same seed gives the same tokens. */
     seed: Type.Optional(Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),

@@ -270,8 +270,9 @@ class Generation {
   ) {
     this.text = new TextAssembler(model, prompt.stopStrings, prompt);
     this.tokens = sequence.evaluate(prompt.tokens, {
-      temperature: request.temperature ?? DEFAULT_TEMPERATURE,
-      ...(request.top_p === undefined ? {} : { topP: request.top_p }),
+      // top_p 0 is greedy, as OpenAI reads it (it is not handed to the sampler, which reads 0 its own way).
+      temperature: request.top_p === 0 ? 0 : (request.temperature ?? DEFAULT_TEMPERATURE),
+      ...(request.top_p === undefined || request.top_p === 0 ? {} : { topP: request.top_p }),
       seed: request.seed === undefined ? Math.floor(Math.random() * 2 ** 32) : Number(BigInt.asUintN(32, BigInt(request.seed))),
       yieldEogToken: true,
     });

@@ -6,6 +6,7 @@
  */
 import { gzipSync } from 'node:zlib';
 import OpenAI from 'openai';
+import { requestWithHost } from '../../lib/testing/host-header.js';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { freePort } from '../../bench/lib/free-port.js';
@@ -115,6 +116,11 @@ test('completions: max_tokens, stop, temperature 0; streaming gives the same tex
   const stopped = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 12, stop: [word] });
   assert.is(stopped.choices[0]!.text, text.slice(0, text.indexOf(word)));
   assert.is(stopped.choices[0]!.finish_reason, 'stop');
+  // top_p 0 keeps only the most likely token: greedy at any temperature and seed.
+  for (const seed of [1, 2, 3]) {
+    const nucleus = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 1.5, top_p: 0, seed, max_tokens: 12 });
+    assert.is(nucleus.choices[0]!.text, text, `seed ${seed}`);
+  }
 });
 
 test('concurrent requests are spread over both workers; a fixed seed gives the same reply whatever else runs', async () => {
@@ -247,6 +253,12 @@ test('safe by default: another HTTP host needs an API key or --http_insecure; wi
   assert.is((await fetch(`${url}/v1/models`)).status, 401);
   assert.is((await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer sesame' } })).status, 200);
   assert.is((await fetch(`${url}/health`)).status, 200, '/health stays open');
+  // A loopback API without a key answers only requests for a loopback name: a page re-pointing its own name (DNS rebinding) sends that name.
+  const rebound = await requestWithHost(`${base}/v1/chat/completions`, 'evil.example', 'POST', { model: 'tiny', messages: MESSAGES, max_tokens: 2 });
+  assert.equal([rebound.status, rebound.body.error.code], [403, 'forbidden_host']);
+  assert.is((await requestWithHost(`${base}/v1/models`, `localhost:${new URL(base).port}`)).status, 200);
+  // With a key the name does not matter (a page cannot send the key), so a reverse proxy's Host passes.
+  assert.is((await requestWithHost(`${url}/v1/models`, 'models.example', 'GET', undefined, { authorization: 'Bearer sesame' })).status, 200);
   keyed.proc.kill('SIGKILL');
   await keyed.exited;
 });

@@ -28,17 +28,3 @@ export function parseListenAddress(text: string, flag: string): ListenAddress {
   }
   return { host: host.toLowerCase() === 'localhost' ? '127.0.0.1' : host, port };
 }
-
-/**
- * Whether a request's Host header names this machine: a loopback address or `localhost`, with any
- * port. A loopback listener is still reachable from a web page through DNS rebinding (a name the
- * page's server controls, re-pointed at 127.0.0.1), and the browser then sends that name as Host;
- * refusing it keeps other sites' pages from reading the datasets or spending a route's credential.
- * A request without Host (HTTP/1.0) cannot come from a browser and is let through.
- */
-export function isLoopbackHostHeader(header: string | undefined): boolean {
-  if (header === undefined) return true;
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::\d{1,5})?$/.exec(header);
-  if (!m) return false;
-  return isLoopbackHost(m[1] ?? m[2] ?? '');
-}

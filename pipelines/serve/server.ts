@@ -5,14 +5,14 @@
  * error), so `--log-level` filters them.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
-import { REQUEST_TIMEOUT_MS, SHUTDOWN_GRACE_MS } from './http-limits.js';
+import { REQUEST_TIMEOUT_MS, SHUTDOWN_GRACE_MS } from '../../lib/http-limits.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import { parseListenAddress, type ListenAddress } from './address.js';
-import { refuseOtherHosts } from './loopback-host.js';
-import { protocolErrorOptions } from './protocol-errors.js';
+import { refuseOtherHosts } from '../../lib/loopback-host.js';
+import { protocolErrorOptions } from '../../lib/protocol-errors.js';
 import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
 import { errorBody, toHttpError } from './errors.js';

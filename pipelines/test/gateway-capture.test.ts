@@ -17,7 +17,7 @@ import { gzipSync } from 'node:zlib';
 import OpenAI from 'openai';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { requestWithHost } from './helpers/host-header.js';
+import { requestWithHost } from '../../lib/testing/host-header.js';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { upstreamUrl } from '../serve/capture/proxy.js';
 import { runTool } from '../../lib/testing/run-tool.js';

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { requestWithHost } from './helpers/host-header.js';
+import { requestWithHost } from '../../lib/testing/host-header.js';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { toolScript } from '../../lib/testing/run-tool.js';
 import { eventually, queryRows, type Json } from './helpers/gateway.js';

@@ -15,7 +15,7 @@ import * as assert from 'uvu/assert';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { toHttpError } from '../serve/errors.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
-import { requestWithHost } from './helpers/host-header.js';
+import { requestWithHost } from '../../lib/testing/host-header.js';
 import { sandbox } from './helpers/sandbox.js';
 
 const { home, env, run: trajstore } = sandbox('serve-api-');

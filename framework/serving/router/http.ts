@@ -15,6 +15,9 @@ import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
 import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, type ApiRequest } from './openai.js';
 import { NoWorkerError, type OpenedRequest, type WorkerPool } from './pool.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
+import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
+import { refuseOtherHosts } from '../../../lib/loopback-host.js';
+import { protocolErrorOptions } from '../../../lib/protocol-errors.js';
 import { secretEquals } from '../../../lib/secret.js';
 import { drained } from '../../../lib/streams.js';
 
@@ -23,6 +26,8 @@ export interface ApiOptions {
   pool: WorkerPool;
   /** When set, every /v1 request must carry `Authorization: Bearer <apiKey>`. */
   apiKey: string | undefined;
+  /** Refuse requests whose Host is not a loopback name (a loopback listener without a key: DNS rebinding). */
+  loopbackHostsOnly: boolean;
   counters: { requests: number; failed: number; cancelled: number };
 }
 
@@ -96,7 +101,16 @@ function toApiError(error: unknown, contentType: string | undefined): ApiError {
 
 export function apiServer(options: ApiOptions): FastifyInstance {
   // Types as given are checked, never coerced ("5" is not a number), and unknown fields refused, not dropped.
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMITS.drainBytes, forceCloseConnections: true, ajv: { customOptions: { removeAdditional: false, coerceTypes: false } } });
+  const app = Fastify({
+    ...protocolErrorOptions((status, code, message) => errorBody(message, status >= 500 ? 'server_error' : 'invalid_request_error', code)),
+    logger: false,
+    bodyLimit: BODY_LIMITS.drainBytes,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    forceCloseConnections: true,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
+  });
+  // Without a key, a loopback API is still open to a web page that re-points its own name at 127.0.0.1.
+  if (options.loopbackHostsOnly) refuseOtherHosts(app, (reply, message) => reply.send(errorBody(message, 'invalid_request_error', 'forbidden_host')));
   const started = Math.floor(Date.now() / 1000);
 
   // Only JSON is a request here: fastify would also take a text/plain body (which a page elsewhere

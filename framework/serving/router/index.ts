@@ -48,7 +48,7 @@ class Router {
       process.stderr.write(`warn: the HTTP API listens on ${host}:${port} without an API key (--http_insecure): anyone who reaches it can use the model\n`);
     }
     this.pool = new WorkerPool(this.context!.system, this.params.worker_name);
-    this.app = apiServer({ modelName: this.params.model_name, pool: this.pool, apiKey, counters: this.counters });
+    this.app = apiServer({ modelName: this.params.model_name, pool: this.pool, apiKey, loopbackHostsOnly: isLoopbackHost(host) && apiKey === undefined, counters: this.counters });
     try {
       await this.app.listen({ host, port });
     } catch (error) {

@@ -4,13 +4,13 @@
  * stores its events. server.ts binds the two apps to `listen` and `admin_listen`.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
-import { REQUEST_TIMEOUT_MS } from '../http-limits.js';
+import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import type { Logger } from '../../../lib/log.js';
 import type { Gateway } from '../gateway/gateway.js';
 import type { CaptureConfig } from './config.js';
 import { CaptureProxy, scrubber } from './proxy.js';
 import { CaptureState } from './state.js';
-import { refuseOtherHosts } from '../loopback-host.js';
+import { refuseOtherHosts } from '../../../lib/loopback-host.js';
 
 export interface CaptureOptions {
   /** `--gateway-stream-markdown`. */

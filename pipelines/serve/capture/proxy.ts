@@ -34,7 +34,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { REQUEST_TIMEOUT_MS } from '../http-limits.js';
+import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import { boundedBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import type { Logger } from '../../../lib/log.js';
 import { requestFacts, responseFacts } from '../gateway/decode.js';
@@ -45,7 +45,7 @@ import { USER_HEADER } from '../gateway/split.js';
 import { chooseRoute, type CaptureConfig, type ModelRoute, type RouteChoice } from './config.js';
 import { AnswerReader, type Protocol } from './response.js';
 import type { CaptureState } from './state.js';
-import { refuseOtherHosts } from '../loopback-host.js';
+import { refuseOtherHosts } from '../../../lib/loopback-host.js';
 
 /** `source` of the events the capture gateway records. */
 export const CAPTURE_SOURCE = 'trajstore-capture';

@@ -19,8 +19,8 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { REQUEST_TIMEOUT_MS } from '../http-limits.js';
-import { protocolErrorOptions } from '../protocol-errors.js';
+import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
+import { protocolErrorOptions } from '../../../lib/protocol-errors.js';
 import { NotFoundError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
 import { boundedBody, jsonBody } from '../../../lib/bounded-body.js';
@@ -33,7 +33,7 @@ import type { Trace } from './event-log.js';
 import { AppendAnswer, BODY_LIMITS, checkBody, checkIdentity, GatewayError, MAX_BODY_BYTES } from './events.js';
 import { isGatewayFailure } from './failure.js';
 import type { Gateway } from './gateway.js';
-import { refuseOtherHosts } from '../loopback-host.js';
+import { refuseOtherHosts } from '../../../lib/loopback-host.js';
 import { otlpRoutes } from './otlp.js';
 import { USER_HEADER } from './split.js';
 

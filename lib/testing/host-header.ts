@@ -6,10 +6,10 @@ export interface HostAnswer {
   body: any;
 }
 
-/** Sends `method url` with `Host: host` (and a JSON body when given); the status and the parsed answer. */
-export function requestWithHost(url: string, host: string, method = 'GET', body?: unknown): Promise<HostAnswer> {
+/** Sends `method url` with `Host: host` (and a JSON body when given, and `extra` headers); the status and the parsed answer. */
+export function requestWithHost(url: string, host: string, method = 'GET', body?: unknown, extra: Record<string, string> = {}): Promise<HostAnswer> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = { host, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
+    const headers: Record<string, string> = { ...extra, host, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
     const req = request(url, { method, headers }, (res) => {
       let text = '';
       res.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));

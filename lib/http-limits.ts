@@ -1,4 +1,4 @@
-/** Time limits shared by every `serve` listener. */
+/** Time limits of the HTTP listeners (trajstore serve, the serving Router). */
 
 /**
  * Time a client has to send a whole request, headers and body; past it Node's server answers 408
