@@ -4,7 +4,7 @@
  */
 import { callableMethods, type ActorMeta } from './actor.js';
 import type { ActorContext } from './context.js';
-import { ActorError, errorMessage } from './errors.js';
+import { ActorError, errorMessage, type ActorErrorCode } from './errors.js';
 
 export type CallMode = 'ask' | 'tell' | 'stream';
 
@@ -37,6 +37,9 @@ export interface CellHooks {
 
 /** Senders held back beyond this many times the capacity are refused outright: the actor is overloaded. */
 const WAITING_FACTOR = 4;
+
+/** Failures of the call, not of the actor (no such method, ask of a stream or stream of an ask): no reason to restart it. */
+const CALLER_ERRORS: ReadonlySet<ActorErrorCode> = new Set<ActorErrorCode>(['no-method', 'not-stream', 'is-stream']);
 
 export class ActorCell {
   private queue: Envelope[] = [];
@@ -179,7 +182,7 @@ export class ActorCell {
           this.processed++;
           this.hooks.observe((performance.now() - started) / 1000, true);
           envelope.reject(error instanceof ActorError ? error : new ActorError('failed', errorMessage(error)));
-          if (this.meta.restart === 'on-failure' && !(error instanceof ActorError && error.code === 'no-method')) {
+          if (this.meta.restart === 'on-failure' && !(error instanceof ActorError && CALLER_ERRORS.has(error.code))) {
             await this.restart(error);
           }
         }

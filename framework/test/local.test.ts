@@ -99,6 +99,28 @@ test('supervision: on-failure restarts with a fresh instance; never keeps the in
   const limited = await system.spawn(remote(Fragile, { restart: 'on-failure', maxRestarts: 2, minBackoffMs: 1 }));
   for (let i = 0; i < 3; i++) await code(limited.ask('fail'));
   assert.is(await code(limited.ask('ok')), 'stopped', 'the actor stops after too many restarts');
+  // A caller's mistake (no such method, ask of a stream, stream of an ask) is not the actor's failure: no restart.
+  class Streamer extends Actor {
+    constructor() {
+      super();
+      builds++;
+    }
+    async *lines(): AsyncGenerator<string> {
+      yield 'a';
+    }
+    one(): string {
+      return 'one';
+    }
+  }
+  const streamer = await system.spawn(remote(Streamer, { restart: 'on-failure', maxRestarts: 2, minBackoffMs: 1 }));
+  const built = builds;
+  for (let i = 0; i < 4; i++) {
+    assert.is(await code(streamer.ask('lines')), 'is-stream');
+    assert.is(await code(streamer.ask('nothing')), 'no-method');
+    assert.is(await code((async () => { for await (const _ of streamer.stream('one')) void _; })()), 'not-stream');
+  }
+  assert.is(await streamer.ask('one'), 'one', 'still running after twelve mistakes');
+  assert.is(builds, built, 'never restarted');
 });
 
 test('named actors resolve locally; names and parameters are checked', async () => {
