@@ -373,7 +373,10 @@ export function isRecord(value: unknown): value is MemberRecord {
     typeof r.id === 'string' &&
     typeof r.addr === 'string' &&
     STATUSES.includes(r.status as MemberStatus) &&
-    Number.isInteger(r.inc) &&
+    // Safe integers only: past 2^53 a refutation's inc + 1 is the same number, and could never win.
+    Number.isSafeInteger(r.inc) &&
+    (r.inc as number) >= 0 &&
+    (r.inc as number) < Number.MAX_SAFE_INTEGER &&
     typeof r.started === 'number' &&
     Array.isArray(r.actors) &&
     r.actors.every((a) => typeof a === 'string')

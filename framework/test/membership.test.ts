@@ -1,6 +1,7 @@
 /** Membership rules checked on in-process nodes (real h2c on loopback), with short timers. */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { isRecord } from '../core/membership.js';
 import { ActorSystem } from '../core/system.js';
 import { waitFor } from './helpers/cluster.js';
 
@@ -46,6 +47,9 @@ test('a member refutes a suspicion with a higher incarnation', async () => {
   assert.is(statusOf(a, b.nodeId), 'Suspect');
   await waitFor('b refuted', () => statusOf(a, b.nodeId) === 'Alive' && a.membership.get(b.nodeId)!.inc > record.inc, 3000, 5);
   assert.ok(b.membership.self.inc > record.inc);
+  // An incarnation past the safe integers is not a record: refuting it with inc + 1 could never win.
+  for (const inc of [2 ** 53, Number.MAX_SAFE_INTEGER, -1, 1.5]) assert.not.ok(isRecord({ ...record, status: 'Suspect', inc }), String(inc));
+  assert.ok(isRecord({ ...record, status: 'Suspect', inc: 2 ** 40 }));
 });
 
 test('a new process at a known address replaces the old member; Left is final', async () => {
