@@ -133,7 +133,8 @@ export function parseChannelRecord(body: Buffer): ChannelRecord {
 
 /**
  * Writes records of one tick as one HTTP/2 DATA write (the queue is flushed on process.nextTick,
- * after the microtasks that produced the records); on backpressure it holds records until 'drain'.
+ * after the microtasks that produced the records); on backpressure it holds records until 'drain',
+ * and tells `onBacklog` when it starts and stops holding.
  */
 class BatchWriter {
   private queue: Buffer[] = [];
@@ -142,7 +143,10 @@ class BatchWriter {
   private waiting = false;
   private ending = false;
 
-  constructor(private readonly stream: http2.Http2Stream) {}
+  constructor(
+    private readonly stream: http2.Http2Stream,
+    private readonly onBacklog: (held: boolean) => void = () => {},
+  ) {}
 
   write(record: Buffer): void {
     this.queue.push(record);
@@ -172,10 +176,12 @@ class BatchWriter {
 
   private waitForDrain(): void {
     this.waiting = true;
+    this.onBacklog(true);
     const resume = (): void => {
       this.stream.off('drain', resume);
       this.stream.off('close', resume);
       this.waiting = false;
+      this.onBacklog(false);
       this.flush();
     };
     this.stream.on('drain', resume);
@@ -549,7 +555,9 @@ export class ServerChannel {
     private readonly stream: http2.ServerHttp2Stream,
     private readonly options: ServerChannelOptions,
   ) {
-    this.writer = new BatchWriter(stream);
+    // A caller that does not read its replies gets no more calls read: they would only pile up
+    // replies here. Its flow-control window then stops it sending.
+    this.writer = new BatchWriter(stream, (held) => (held ? stream.pause() : stream.resume()));
     this.decoder = new LengthPrefixedDecoder(parseChannelRecord, options.maxRecordBytes + MAX_RECORD_OVERHEAD);
     stream.respond({ ':status': 200, 'content-type': 'application/octet-stream' });
     stream.on('data', (chunk: Buffer) => this.receive(chunk));

@@ -230,6 +230,30 @@ test('a cleartext cluster: deep nesting, unfinished bodies, forged membership an
   }
 
   phase('flood');
+  // 2b. A channel caller that never reads its replies (its window shut: INITIAL_WINDOW_SIZE 0) and keeps
+  // calling echo with 4 MB arguments: the node stops reading its calls, so replies do not pile up.
+  const argument = JSON.stringify({ method: 'echo', args: ['a'.repeat(4 * MiB)] });
+  for (const n of nodes) {
+    const session = http2.connect(`http://${n.addr}`, { settings: { initialWindowSize: 0 } });
+    session.on('error', () => {});
+    const channel = session.request({ ':method': 'POST', ':path': CHANNEL_PATH, [CLUSTER_HEADER]: DEFAULT_CLUSTER });
+    channel.on('error', () => {});
+    let id = 0;
+    const calls = setInterval(() => {
+      if (!channel.destroyed && channel.writableLength < 64 * MiB) channel.write(encodeCall(++id, 'ask', '/named/echo', argument));
+    }, 20);
+    let peak = 0;
+    const start = rss(n.proc.pid!);
+    const watch = setInterval(() => (peak = Math.max(peak, rss(n.proc.pid!))), 50);
+    await new Promise((r) => setTimeout(r, 3000));
+    const health = await request(n.addr, PLAIN, { ':path': '/health' });
+    clearInterval(calls);
+    clearInterval(watch);
+    session.destroy();
+    assert.ok('status' in health && health.status === 200, `${n.addr} answers /health while a caller does not read`);
+    assert.ok(peak - start < 200 * MiB, `${n.addr} grew ${fmt(peak - start)} for a caller that reads nothing (${id} calls sent)`);
+  }
+  phase('unread replies');
   // 3. Forged membership messages: naming no cluster, or another; none is believed, none reaches the decoy.
   const fake = await decoy();
   try {
