@@ -71,11 +71,29 @@ function paramOf(path: string): string {
     .join('');
 }
 
+interface ValidationError {
+  keyword: string;
+  instancePath: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+/**
+ * The error that tells the client most. A value that may take several forms (`stop`: a string or
+ * up to 4; `content`: a string or text parts) fails each form: the first, "must be string", says
+ * nothing of a list of 5 stops. The deepest path wins, then anything but the type of the first
+ * form and the summary of the alternatives.
+ */
+function telling(errors: ValidationError[]): ValidationError | undefined {
+  const vague = (error: ValidationError): number => (error.keyword === 'anyOf' || error.keyword === 'type' ? 1 : 0);
+  return [...errors].sort((a, b) => b.instancePath.split('/').length - a.instancePath.split('/').length || vague(a) - vague(b))[0];
+}
+
 /** Fastify's errors (validation, bad JSON, a body that is not JSON, too large) in OpenAI's shape; anything else is a 500 that says nothing more. */
 function toApiError(error: unknown, contentType: string | undefined): ApiError {
   if (error instanceof ApiError) return error;
-  const e = error as { validation?: Array<{ keyword: string; instancePath: string; message?: string; params?: Record<string, unknown> }>; statusCode?: number; code?: string; message?: string };
-  const first = e.validation?.[0];
+  const e = error as { validation?: ValidationError[]; statusCode?: number; code?: string; message?: string };
+  const first = e.validation && telling(e.validation);
   if (first) {
     if (first.keyword === 'additionalProperties') {
       const field = String(first.params?.additionalProperty ?? '');
