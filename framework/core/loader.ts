@@ -40,7 +40,9 @@ export async function loadActorClass(classPath: string): Promise<LoadedActorClas
   const tried: string[] = [];
   const candidates = [join(DIST_ROOT, `${modulePath}.js`), join(DIST_ROOT, modulePath, 'index.js')];
   for (const file of candidates) {
-    const shown = relative(process.cwd(), file) || file;
+    // Relative to where the command runs when it is below it; else whole (`../../x` helps nobody).
+    const below = relative(process.cwd(), file);
+    const shown = below && !below.startsWith('..') ? below : file;
     if (!existsSync(file)) {
       tried.push(`${shown}: no such file`);
       continue;

@@ -60,7 +60,7 @@ export async function* remoteStream(transport: Transport, addr: string, path: st
     clearTimeout(timer);
     const status = Number(headers[':status']);
     if (status !== 200 || headers['x-response-type'] !== 'stream') {
-      decodeReply(status, await readBody(request, { maxBytes: MAX_REPLY_BYTES }), addr);
+      decodeReply(status, await readBody(request, { maxBytes: MAX_REPLY_BYTES, limitName: 'largest reply' }), addr);
       throw new ActorError('failed', `${addr} did not answer with a stream`);
     }
     const decoder = new FrameDecoder();

@@ -46,6 +46,8 @@ export interface RequestOptions {
 export interface BodyLimits {
   /** More bytes than this fail with `too-large`. */
   maxBytes: number;
+  /** The limit's name in that error (`max_call_bytes`, or what a fixed limit is for). */
+  limitName: string;
   /** Bytes are charged here as they arrive and stay charged (the caller gives them back); while it is full, reading waits. */
   budget?: ConnectionBudget | undefined;
   /** The whole body must arrive within this time. */
@@ -75,7 +77,7 @@ export function readBody(stream: http2.Http2Stream, limits: BodyLimits): Promise
       reject(error);
     };
     const onData = (chunk: Buffer): void => {
-      if (size + chunk.length > limits.maxBytes) return stop(new ActorError('too-large', `body exceeds ${limits.maxBytes} bytes (limit max_call_bytes)`));
+      if (size + chunk.length > limits.maxBytes) return stop(new ActorError('too-large', `body exceeds ${limits.maxBytes} bytes (limit ${limits.limitName})`));
       size += chunk.length;
       chunks.push(chunk);
       if (!limits.budget) return;

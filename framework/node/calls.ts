@@ -76,7 +76,7 @@ export class CallServer {
     const { maxCallBytes, bodyTimeoutMs } = this.options.limits;
     let body: Buffer;
     try {
-      body = await readBody(stream, { maxBytes: maxCallBytes, budget, timeoutMs: bodyTimeoutMs });
+      body = await readBody(stream, { maxBytes: maxCallBytes, limitName: 'max_call_bytes', budget, timeoutMs: bodyTimeoutMs });
     } catch (error) {
       this.options.metrics.badRequests.inc({ path: 'call' });
       return refuseWithError(stream, error);

@@ -54,7 +54,7 @@ export async function serveSwim(node: SwimServing, stream: http2.ServerHttp2Stre
   const { swimBudget: budget } = node.listener.peerOf(stream);
   let body: Buffer;
   try {
-    body = await readBody(stream, { maxBytes: MAX_SWIM_BYTES, budget, timeoutMs: node.limits.bodyTimeoutMs });
+    body = await readBody(stream, { maxBytes: MAX_SWIM_BYTES, limitName: 'largest membership message', budget, timeoutMs: node.limits.bodyTimeoutMs });
   } catch (error) {
     return refuseWithError(stream, error);
   }

@@ -110,7 +110,7 @@ export function http1Observers(node: ObservedNode): http.RequestListener {
 /** The test-only fault hook: outgoing traffic to the addresses in `{block: [...]}` fails from now on. */
 async function blockAddresses(transport: Transport, stream: http2.ServerHttp2Stream): Promise<void> {
   try {
-    const { block } = JSON.parse((await readBody(stream, { maxBytes: 64 * 1024 })).toString('utf8')) as { block: string[] };
+    const { block } = JSON.parse((await readBody(stream, { maxBytes: 64 * 1024, limitName: 'test fault hook' })).toString('utf8')) as { block: string[] };
     transport.blocked.clear();
     for (const a of block) transport.blocked.add(a);
     respond(stream, 200, { blocked: block });
