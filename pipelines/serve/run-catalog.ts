@@ -70,8 +70,10 @@ function decodeCursor(cursor: string): [Key, number] {
   } catch {
     // Reported below.
   }
-  throw new InvalidInputError('invalid cursor: pass back the next_cursor of the previous page unchanged');
+  throw invalidCursor();
 }
+
+const invalidCursor = (): InvalidInputError => new InvalidInputError('invalid cursor: pass back the next_cursor of the previous page unchanged, with the same sort');
 
 class RunCatalog {
   private readonly orders = new Map<RunSort, Int32Array>();
@@ -110,6 +112,8 @@ class RunCatalog {
     let at = desc ? order.length - 1 : 0;
     if (request.cursor !== undefined) {
       const [key, rowid] = decodeCursor(request.cursor);
+      // A cursor of another sort (a date where a cost belongs) would compare as no real key does.
+      if (typeof key !== (request.sort === 'started_at' ? 'string' : 'number')) throw invalidCursor();
       let lo = 0;
       let hi = order.length;
       // The first position whose (key, rowid) is greater than the cursor's.

@@ -232,6 +232,8 @@ test('GET /api/mounts/:mount/runs: filters match SQL over the same runs; cursor 
   assertError(await get('/api/mounts/default/runs?colour=red'), 400, 'bad_request', /additional/);
   assertError(await get('/api/mounts/default/runs?min_cost=cheap'), 400, 'bad_request');
   assertError(await get('/api/mounts/default/runs?cursor=not-a-cursor'), 422, 'invalid_input', /cursor/);
+  const dateCursor = Buffer.from(JSON.stringify(['zzz', 1])).toString('base64url');
+  assertError(await get(`/api/mounts/default/runs?sort=cost_usd&cursor=${dateCursor}`), 422, 'invalid_input', /same sort/);
   assertError(await get('/api/mounts/nope/runs'), 404, 'not_found');
 });
 
