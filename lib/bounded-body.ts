@@ -5,12 +5,12 @@
  * A body that is refused (too large, in a coding not known here, or not valid in its coding) is
  * still read and dropped up to `drainBytes` sent, so that a client still sending gets its answer
  * rather than a connection closed under its upload (fastify's own parsers answer from
- * Content-Length before reading anything); past `drainBytes` it is answered at once, and its
- * connection closed LINGER_MS later. Decoding stops as soon as the decoded body passes `maxBytes`, so a small compressed body
+ * Content-Length before reading anything); past `drainBytes`, or past `timeoutMs`, it is answered
+ * at once, and its connection closed LINGER_MS later. Decoding stops as soon as the decoded body passes `maxBytes`, so a small compressed body
  * that would inflate to gigabytes costs no more than `maxBytes` of memory.
  *
  * Errors carry the status they answer: 413 too large, 415 an unknown coding, 400 a body that is
- * not what its coding says (and whatever `parse` throws).
+ * not what its coding says, 408 too slow (and whatever `parse` throws).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Transform } from 'node:stream';
@@ -21,6 +21,8 @@ export interface BodyLimits {
   maxBytes: number;
   /** Bytes sent that are read and dropped before a refused body's connection is closed. */
   drainBytes: number;
+  /** When set, a body not all sent within this is answered 408 and its connection closed. */
+  timeoutMs?: number;
 }
 
 type Done = (error: Error | null, body?: unknown) => void;
@@ -33,7 +35,10 @@ const DECODERS = new Map<string, () => Transform>([
   ['br', createBrotliDecompress],
 ]);
 
-/** How long a body past `drainBytes` is still read, and dropped, after its answer. */
+/**
+ * How long a body cut short (past `drainBytes`, or late) is still read, and dropped, after its
+ * answer: closing a socket with bytes unread resets it, and the reset can overtake the answer.
+ */
 const LINGER_MS = 1000;
 
 /** Codings undone on one body (one is what clients send; two is already rare). */
@@ -66,6 +71,29 @@ export function jsonBody(raw: Buffer): unknown {
   }
 }
 
+/**
+ * jsonBody, refusing a key that merging the object into another would turn into a prototype
+ * (`__proto__`, or `constructor` holding `prototype`), as fastify's own parser does.
+ */
+export function strictJsonBody(raw: Buffer): unknown {
+  const refuse = (key: string): never => {
+    throw failure(400, `the body holds a "${key}" key, which is refused (it would reach an object's prototype)`);
+  };
+  const value = jsonBody(raw);
+  // A loop, not recursion: a body may nest as deep as its bytes allow.
+  const pending: unknown[] = [value];
+  while (pending.length) {
+    const node = pending.pop();
+    if (typeof node !== 'object' || node === null) continue;
+    for (const [key, child] of Object.entries(node)) {
+      if (key === '__proto__') refuse(key);
+      if (key === 'constructor' && typeof child === 'object' && child !== null && 'prototype' in child) refuse(key);
+      pending.push(child);
+    }
+  }
+  return value;
+}
+
 /** `parse` gets the whole decoded body and throws errors carrying a `statusCode`. */
 export function boundedBody(limits: BodyLimits, parse: (raw: Buffer) => unknown): (req: { headers: IncomingHttpHeaders; raw: { destroy(): void } }, payload: NodeJS.ReadableStream, done: Done) => void {
   return (req, payload, done) => {
@@ -81,9 +109,17 @@ export function boundedBody(limits: BodyLimits, parse: (raw: Buffer) => unknown)
     const settle = (error: Error | null, body?: unknown): void => {
       if (!settled) {
         settled = true;
+        clearTimeout(timer);
         done(error, body);
       }
     };
+    /** Answers at once, then reads on and drops a while before closing (see LINGER_MS). */
+    const cutShort = (error: Error): void => {
+      decoder?.destroy();
+      settle(error);
+      setTimeout(() => req.raw.destroy(), LINGER_MS).unref();
+    };
+    const timer = limits.timeoutMs === undefined ? undefined : setTimeout(() => cutShort(failure(408, `the body was not all sent within ${limits.timeoutMs! / 1000} s`)), limits.timeoutMs).unref();
     const refuse = (error: Error): void => {
       refused ??= error;
       decoder?.destroy();
@@ -111,13 +147,7 @@ export function boundedBody(limits: BodyLimits, parse: (raw: Buffer) => unknown)
     payload.on('data', (chunk: Buffer) => {
       sent += chunk.length;
       if (sent > limits.drainBytes) {
-        if (settled) return;
-        decoder?.destroy();
-        settle(refused ?? failure(413, `the body is larger than ${limits.maxBytes} bytes`));
-        // The answer goes out now; reading on (and dropping) a while before closing lets the
-        // client see it: closing a socket with bytes unread resets it, and the reset can
-        // overtake the answer.
-        setTimeout(() => req.raw.destroy(), LINGER_MS).unref();
+        if (!settled) cutShort(refused ?? failure(413, `the body is larger than ${limits.maxBytes} bytes`));
         return;
       }
       if (refused) return;

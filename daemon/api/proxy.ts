@@ -56,13 +56,14 @@ export function proxyHandler(service: SandboxService, keyMatches: (key: string) 
   return async (req: IncomingMessage, res: ServerResponse, match: RegExpExecArray): Promise<void> => {
     res.setHeader('x-request-id', randomUUID());
     const [, id, portText, rest = '/', query = ''] = match as unknown as string[];
-    if (!/^\d{1,5}$/.test(portText!)) return sendError(res, 400, 'INVALID_REQUEST', `port ${JSON.stringify(portText)} is not a port number`);
-    // A path that normalization would change could reach somewhere else than it says.
-    if (/(^|\/)\.\.?(\/|$)|%2e|%2f|\/\//i.test(rest!)) return sendError(res, 400, 'INVALID_REQUEST', 'proxy path: dot segments, encoded separators and empty segments are refused');
+    // Who asks first: a client without credentials learns nothing of what else is wrong.
     const key = single(req, 'svc-api-key');
     const token = single(req, SANDBOX_TOKEN_HEADER.toLowerCase());
     const allowed = (key !== undefined && keyMatches(key)) || (token !== undefined && service.tokenMatches(id!, token));
     if (!allowed) return sendError(res, 401, 'UNAUTHORIZED', 'a valid SVC-API-KEY or this sandbox\'s X-SVC-SANDBOX-TOKEN is required');
+    if (!/^\d{1,5}$/.test(portText!) || Number(portText) < 1 || Number(portText) > 65535) return sendError(res, 400, 'INVALID_REQUEST', `port ${JSON.stringify(portText)} is not a port number (1-65535)`);
+    // A path that normalization would change could reach somewhere else than it says.
+    if (/(^|\/)\.\.?(\/|$)|%2e|%2f|\/\//i.test(rest!)) return sendError(res, 400, 'INVALID_REQUEST', 'proxy path: dot segments, encoded separators and empty segments are refused');
     let socket;
     try {
       socket = await service.openDataPlane(id!, Number(portText));

@@ -6,7 +6,9 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { boundedBody, strictJsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { ResourceLimitError } from '../../lib/errors.js';
+import { protocolErrorOptions } from '../../lib/protocol-errors.js';
 import { invalid, LifecycleError, notSupported } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, SandboxService } from '../service/sandboxes.js';
@@ -15,7 +17,9 @@ import { PROXY_PATH, proxyHandler, STREAM_HIGH_WATER_MARK } from './proxy.js';
 import { createdView, sandboxView } from './render.js';
 import { CreateSandboxBody, RenewBody, UNSUPPORTED_FIELDS } from './schemas.js';
 
-export const BODY_LIMIT = 1 << 20;
+const BODY_LIMIT = 1 << 20;
+/** Lifecycle bodies: 1 MiB (decoded), read and dropped up to 8 MiB, all sent within 30 s. */
+const BODY_LIMITS: BodyLimits = { maxBytes: BODY_LIMIT, drainBytes: 8 * BODY_LIMIT, timeoutMs: 30_000 };
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const MAX_PAGE_SIZE = 200;
 
@@ -74,7 +78,11 @@ function createInput(body: CreateSandboxBody) {
     if (p.os !== 'linux' || p.arch !== 'amd64') throw notSupported('platform: only linux/amd64 runs here');
   }
   const env = body.env ?? {};
-  for (const key of Object.keys(env)) if (!ENV_KEY.test(key)) throw invalid(`env: ${JSON.stringify(key)} is not a variable name`);
+  for (const [key, value] of Object.entries(env)) {
+    if (!ENV_KEY.test(key)) throw invalid(`env: ${JSON.stringify(key)} is not a variable name`);
+    // The guest could not start a process with it, and would only say so by timing out.
+    if (value.includes('\0')) throw invalid(`env: the value of ${key} must not contain NUL`);
+  }
   for (const arg of body.entrypoint) if (arg.includes('\0')) throw invalid('entrypoint: arguments must not contain NUL');
   if (body.entrypoint[0] === '') throw invalid('entrypoint[0] must not be empty');
   const size = [...body.entrypoint, ...Object.entries(env).flat()].reduce((n, s) => n + Buffer.byteLength(s) + 1, 0);
@@ -90,6 +98,9 @@ function createInput(body: CreateSandboxBody) {
   };
 }
 
+/** Codes of client errors that are not INVALID_REQUEST. */
+const CLIENT_CODES: Record<number, string> = { 408: 'REQUEST_TIMEOUT', 413: 'PAYLOAD_TOO_LARGE' };
+
 export interface ApiOptions {
   service: SandboxService;
   apiKey: string;
@@ -99,7 +110,8 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
   const keyMatches = (key: string): boolean => secretEquals(key, apiKey);
   const proxy = proxyHandler(service, keyMatches);
   const app = Fastify({
-    bodyLimit: BODY_LIMIT,
+    ...protocolErrorOptions((status, code, message) => ({ code: status === 400 ? 'INVALID_REQUEST' : code.toUpperCase(), message })),
+    bodyLimit: BODY_LIMITS.drainBytes,
     genReqId: () => randomUUID(),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
     serverFactory: (handler) => {
@@ -110,7 +122,7 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
       });
       // WebSocket and CONNECT are not routed.
       const refuse = (req: IncomingMessage, socket: Duplex): void => {
-        const body = JSON.stringify({ code: 'NOT_IMPLEMENTED', message: `${req.method === 'CONNECT' ? 'CONNECT' : 'WebSocket upgrades'} are not supported` });
+        const body = JSON.stringify({ code: 'NOT_IMPLEMENTED', message: req.method === 'CONNECT' ? 'CONNECT is not supported' : 'WebSocket upgrades are not supported' });
         socket.end(`HTTP/1.1 501 Not Implemented\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`);
       };
       server.on('upgrade', refuse);
@@ -119,9 +131,11 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
     },
   });
 
-  // JSON only: any other body is 415, not parsed as something else.
+  // JSON only: any other body is 415, not parsed as something else. Read decoded, refused after
+  // being read (so a client still sending gets the answer), and within BODY_TIMEOUT_MS: the server
+  // itself sets no request timeout, as proxied uploads may take long.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
+  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, strictJsonBody));
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     reply.header('x-request-id', request.id);
@@ -130,12 +144,13 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
     if (!keyMatches(keys[0])) return reply.code(401).send({ code: 'UNAUTHORIZED', message: 'the SVC-API-KEY header is not valid' });
   });
 
-  app.setErrorHandler((error: Error & { statusCode?: number; code?: string; validation?: unknown }, _request, reply) => {
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string; validation?: unknown }, request, reply) => {
     if (error instanceof LifecycleError) return fail(reply, error);
     if (error instanceof ResourceLimitError) return reply.code(429).send({ code: 'CAPACITY_EXCEEDED', message: error.message });
     if (error.validation) return reply.code(400).send({ code: 'INVALID_REQUEST', message: `body${error.message.replace(/^body/, '')}` });
     const status = error.statusCode ?? 500;
-    if (status >= 400 && status < 500) return reply.code(status).send({ code: status === 413 ? 'PAYLOAD_TOO_LARGE' : 'INVALID_REQUEST', message: error.message });
+    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.code(415).send({ code: 'INVALID_REQUEST', message: `the body must be JSON, sent with Content-Type: application/json (this request's: ${JSON.stringify(request.headers['content-type'] ?? 'none').slice(0, 100)})` });
+    if (status >= 400 && status < 500) return reply.code(status).send({ code: CLIENT_CODES[status] ?? 'INVALID_REQUEST', message: error.message });
     reply.log?.error?.(error);
     return reply.code(500).send({ code: 'INTERNAL_ERROR', message: 'internal error' });
   });

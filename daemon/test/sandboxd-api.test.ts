@@ -8,6 +8,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { cgroup2Mount, makeFixture, type Fixture } from './supervisor/fixture.js';
@@ -117,7 +118,11 @@ if ('skip' in mount) {
     for (const path of ['a/../ping', './ping', '%2e%2e/ping', 'a//ping']) {
       const answer = await rawHttp(`GET /v1/sandboxes/${a.id}/proxy/44772/${path} HTTP/1.1\r\nHost: x\r\nX-SVC-SANDBOX-TOKEN: ${a.token}\r\nConnection: close\r\n\r\n`);
       assert.match(answer, /^HTTP\/1\.1 400 /, path);
+      // Without credentials the answer is 401, whatever else is wrong.
+      const anonymous = await rawHttp(`GET /v1/sandboxes/${a.id}/proxy/44772/${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      assert.match(anonymous, /^HTTP\/1\.1 401 /, path);
     }
+    for (const port of ['0', '65536', '99999']) assert.is((await call('GET', `/v1/sandboxes/${a.id}/proxy/${port}/ping`, { key: null, headers: { 'X-SVC-SANDBOX-TOKEN': a.token } })).status, 400, port);
   });
 
   test('downloads through the proxy: large ones byte for byte (the raw path), small ones parsed, on one kept-alive connection; a client that leaves mid-way does not hurt', async () => {
@@ -214,6 +219,11 @@ if ('skip' in mount) {
     ['cpu bad', { ...GOOD, resourceLimits: { cpu: 'lots', memory: '1Gi' } }, 400],
     ['cpu zero', { ...GOOD, resourceLimits: { cpu: '0', memory: '1Gi' } }, 400],
     ['cpu negative', { ...GOOD, resourceLimits: { cpu: '-1', memory: '1Gi' } }, 400],
+    ['cpu below the smallest quota', { ...GOOD, resourceLimits: { cpu: '9m', memory: '1Gi' } }, 400],
+    ['cpu past any number', { ...GOOD, resourceLimits: { cpu: '9999999999999999999', memory: '1Gi' } }, 400],
+    ['memory of one byte', { ...GOOD, resourceLimits: { cpu: '1', memory: '1' } }, 400],
+    ['memory below 64Mi', { ...GOOD, resourceLimits: { cpu: '1', memory: '63Mi' } }, 400],
+    ['NUL in an env value', { ...GOOD, env: { A: 'x\0y' } }, 400],
     ['memory bad', { ...GOOD, resourceLimits: { cpu: '1', memory: '1.5Gi' } }, 400],
     ['memory a number', { ...GOOD, resourceLimits: { cpu: '1', memory: 1024 } }, 400],
     ['gpu', { ...GOOD, resourceLimits: { cpu: '1', memory: '1Gi', gpu: '1' } }, 400],
@@ -256,11 +266,19 @@ if ('skip' in mount) {
       ['not JSON', 'image=test', { 'content-type': 'text/plain' }, 415],
       ['form encoded', 'image=test', { 'content-type': 'application/x-www-form-urlencoded' }, 415],
       ['oversized body', JSON.stringify({ ...GOOD, metadata: { a: 'x'.repeat(2 << 20) } }), { 'content-type': 'application/json' }, 413],
+      ['a __proto__ key', JSON.stringify(GOOD).replace('{', '{"__proto__": {"x": 1}, '), { 'content-type': 'application/json' }, 400],
+      ['a constructor.prototype key', JSON.stringify({ ...GOOD, metadata: { constructor: { prototype: { x: 1 } } } }), { 'content-type': 'application/json' }, 400],
+      ['an unknown Content-Encoding', JSON.stringify(GOOD), { 'content-type': 'application/json', 'content-encoding': 'zstd' }, 415],
+      ['plain JSON said to be gzip', JSON.stringify(GOOD), { 'content-type': 'application/json', 'content-encoding': 'gzip' }, 400],
     ];
     for (const [name, body, headers, status] of raw) {
       const res = await call('POST', '/v1/sandboxes', { raw: body, headers });
       assert.is(res.status, status, `${name}: ${res.text}`);
     }
+    // A compressed body is read decoded: its fields are checked as sent.
+    const zipped = await fetch(`${daemon.url}/v1/sandboxes`, { method: 'POST', headers: { 'SVC-API-KEY': fixture.apiKey, 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: new Uint8Array(gzipSync(JSON.stringify({ ...GOOD, image: { uri: 5 } }))) });
+    assert.is(zipped.status, 400);
+    assert.match(((await zipped.json()) as { message: string }).message, 'image/uri');
     const after = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
     assert.is(after.totalItems, before.totalItems);
   });
@@ -280,6 +298,8 @@ if ('skip' in mount) {
       ['GET', `/v1/sandboxes/${id}/endpoints/44772?expires=100`, undefined, 400],
       ['GET', '/v1/sandboxes/sb-none/endpoints/44772', undefined, 404],
       ['GET', '/v1/sandboxes/sb-none', undefined, 404],
+      ['GET', `/v1/sandboxes/${'x'.repeat(300)}`, undefined, 404],
+      ['GET', '/v1/sandboxes/%ff', undefined, 400],
       ['DELETE', '/v1/sandboxes/sb-none', undefined, 404],
       ['POST', '/v1/sandboxes/sb-none/pause', undefined, 404],
       ['POST', `/v1/sandboxes/${id}/renew-expiration`, { expiresAt: new Date(Date.now() + 3600e3).toISOString() }, 409],

@@ -1,6 +1,6 @@
 /** boundedBody: bodies read whole and decoded up to a limit, on a real fastify server over real sockets. */
 import { request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import Fastify from 'fastify';
 import { test } from 'uvu';
@@ -153,6 +153,26 @@ test('a body past the drain limit is answered at once, and its connection closed
     write();
   });
   assert.is(status, 413);
+});
+
+test('a body not all sent in time is answered 408 and its connection closed', async () => {
+  const slow = Fastify({ logger: false });
+  slow.removeAllContentTypeParsers();
+  slow.addContentTypeParser('application/json', boundedBody({ ...LIMITS, timeoutMs: 300 }, jsonBody));
+  slow.setErrorHandler((error: Error & { statusCode?: number }, _req, reply) => void reply.code(error.statusCode ?? 500).send({ message: error.message }));
+  slow.post('/', async (req) => ({ got: req.body }));
+  await slow.listen({ host: '127.0.0.1', port: 0 });
+  try {
+    const socket = connect((slow.server.address() as AddressInfo).port, '127.0.0.1');
+    socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"text": ');
+    let text = '';
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    await new Promise((resolve) => socket.on('close', resolve));
+    assert.match(text, /^HTTP\/1\.1 408 /);
+    assert.match(text, 'the body was not all sent within 0.3 s');
+  } finally {
+    await slow.close();
+  }
 });
 
 test.after(() => app.close());
