@@ -24,20 +24,21 @@ function clientFailure(code: string | undefined): [number, string, string] {
   return [400, 'bad_request', `the request is not valid HTTP${code ? ` (${code})` : ''}`];
 }
 
-/** Fastify options that answer these failures with `shape`. */
-export function protocolErrorOptions(shape: ErrorShape) {
+/** Fastify options that answer these failures with `shape`, and with `headers()` when the listener sets some on every answer. */
+export function protocolErrorOptions(shape: ErrorShape, headers: () => Record<string, string> = () => ({})) {
   return {
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: (error: Error & { code?: string; statusCode?: number }, _req: FastifyRequest, reply: FastifyReply): void => {
       const message = error.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid: its percent-encoding does not decode' : error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? `a path segment is longer than ${MAX_PARAM_LENGTH} characters` : 'the request could not be routed';
       const status = error.statusCode ?? 400;
-      void reply.code(status).send(shape(status, status === 414 ? 'uri_too_long' : 'bad_request', message));
+      void reply.code(status).headers(headers()).send(shape(status, status === 414 ? 'uri_too_long' : 'bad_request', message));
     },
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket): void => {
       if (error.code === 'ECONNRESET' || socket.destroyed) return;
       const [status, code, message] = clientFailure(error.code);
       const body = JSON.stringify(shape(status, code, message));
-      if (socket.writable) socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      const extra = Object.entries(headers()).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+      if (socket.writable) socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`);
       socket.destroy();
     },
   };

@@ -110,7 +110,10 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
   const keyMatches = (key: string): boolean => secretEquals(key, apiKey);
   const proxy = proxyHandler(service, keyMatches);
   const app = Fastify({
-    ...protocolErrorOptions((status, code, message) => ({ code: status === 400 ? 'INVALID_REQUEST' : code.toUpperCase(), message })),
+    ...protocolErrorOptions(
+      (status, code, message) => ({ code: status === 400 ? 'INVALID_REQUEST' : code.toUpperCase(), message }),
+      () => ({ 'x-request-id': randomUUID() }),
+    ),
     bodyLimit: BODY_LIMITS.drainBytes,
     genReqId: () => randomUUID(),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },

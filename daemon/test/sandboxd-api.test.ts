@@ -83,10 +83,15 @@ if ('skip' in mount) {
     // A repeated key goes raw: fetch would merge the two into one value.
     const twice = await rawHttp(`GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nSVC-API-KEY: ${fixture.apiKey}\r\nSVC-API-KEY: ${fixture.apiKey}\r\nConnection: close\r\n\r\n`);
     assert.match(twice, /^HTTP\/1\.1 401 /);
-    for (const path of ['/v1/sandboxes', '/v1/nowhere', `/v1/sandboxes/${sandboxes[0]!.id}`, '/v1/sandboxes/sb-none']) {
+    for (const path of ['/v1/sandboxes', '/v1/nowhere', `/v1/sandboxes/${sandboxes[0]!.id}`, '/v1/sandboxes/sb-none', '/v1/sandboxes/%ff']) {
       const res = await call('GET', path);
       assert.match(res.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/, path);
     }
+    // Also on what fails before any route: a request that is not valid HTTP.
+    const malformed = await rawHttp('GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n');
+    assert.match(malformed, /^HTTP\/1\.1 400 /);
+    assert.match(malformed, /x-request-id: [0-9a-f-]{36}/i);
+    assert.match(malformed, /"code":"INVALID_REQUEST"/);
     // The key never appears in an answer.
     const listed = await call('GET', '/v1/sandboxes');
     assert.not.match(listed.text, fixture.apiKey);
