@@ -6,8 +6,9 @@
  * still read and dropped up to `drainBytes` sent, so that a client still sending gets its answer
  * rather than a connection closed under its upload (fastify's own parsers answer from
  * Content-Length before reading anything); past `drainBytes`, or past `timeoutMs`, it is answered
- * at once, and its connection closed LINGER_MS later. Decoding stops as soon as the decoded body passes `maxBytes`, so a small compressed body
- * that would inflate to gigabytes costs no more than `maxBytes` of memory.
+ * at once, and its connection closed LINGER_MS later. Decoding stops as soon as the decoded body
+ * passes `maxBytes`, so a small compressed body that would inflate to gigabytes costs no more than
+ * `maxBytes` of memory.
  *
  * Errors carry the status they answer: 413 too large, 415 an unknown coding, 400 a body that is
  * not what its coding says, 408 too slow (and whatever `parse` throws).
