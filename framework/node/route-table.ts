@@ -64,7 +64,6 @@ export class RouteTable {
   }
 }
 
-/** A JSON reply, unless the stream is already answered or gone. */
 /**
  * A request target's path and query, split by hand: `new URL()` throws on targets a client may
  * send (`//[::1` reads as a host), and a throw here would end the node. Routes match paths exactly,
@@ -79,6 +78,7 @@ export function splitTarget(target: string): { path: string; query: URLSearchPar
   return { path: raw.slice(0, end), query: new URLSearchParams(raw[end] === '?' ? raw.slice(end + 1, hash < 0 ? undefined : hash) : '') };
 }
 
+/** A JSON reply, unless the stream is already answered or gone. */
 export function respond(stream: http2.ServerHttp2Stream, status: number, body: unknown, headers: http2.OutgoingHttpHeaders = {}): void {
   respondJson(stream, status, JSON.stringify(body), headers);
 }
