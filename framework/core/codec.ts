@@ -182,6 +182,9 @@ export function frameValue(frame: Frame): unknown {
 export const MAX_CALL_DEPTH = 512;
 
 /** Parses and checks a call body; the message names what is wrong. */
+/** Most arguments a remote call may pass. */
+export const MAX_CALL_ARGS = 1024;
+
 export function parseCallBody(raw: Buffer): CallBody {
   if (jsonDepthExceeds(raw, MAX_CALL_DEPTH)) throw new FrameError(`body nests arrays and objects deeper than ${MAX_CALL_DEPTH} levels`);
   let value: unknown;
@@ -194,5 +197,8 @@ export function parseCallBody(raw: Buffer): CallBody {
   const { method, args } = value as Record<string, unknown>;
   if (typeof method !== 'string' || method === '') throw new FrameError('body field `method` must be a non-empty string');
   if (args !== undefined && !Array.isArray(args)) throw new FrameError('body field `args` must be an array');
+  // Spread into the method's parameters: past some hundred thousand the call itself overflows the
+  // stack, which would count as the actor's failure. A list belongs in one argument.
+  if (Array.isArray(args) && args.length > MAX_CALL_ARGS) throw new FrameError(`body field \`args\` holds ${args.length} arguments; at most ${MAX_CALL_ARGS} (pass a list as one argument)`);
   return { method, args: (args as unknown[] | undefined) ?? [] };
 }

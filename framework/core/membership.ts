@@ -206,6 +206,7 @@ export class Membership {
         if (other.started > r.started) return false; // news of an older process at that address
         this.remove(other.id);
       }
+      if (this.members.size >= MAX_MEMBERS - 1) return false; // with this node, the table is full
       this.set(r, undefined);
       return true;
     }
@@ -365,6 +366,16 @@ export class Membership {
   }
 }
 
+/**
+ * The most members a node keeps, and so the most records a message may carry. Each new record is
+ * checked against every member (a new process at a known address replaces the old one): a
+ * message of tens of thousands of records froze a node for seconds.
+ */
+export const MAX_MEMBERS = 1024;
+
+/** A member's address as nodes give theirs: a host name or IP (IPv6 in brackets) and a port 1-65535. */
+const MEMBER_ADDR = /^(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9.-]{1,253}):(?:[1-9]\d{0,3}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])$/;
+
 /** Checks the shape of a record received from the network. */
 export function isRecord(value: unknown): value is MemberRecord {
   if (typeof value !== 'object' || value === null) return false;
@@ -372,6 +383,7 @@ export function isRecord(value: unknown): value is MemberRecord {
   return (
     typeof r.id === 'string' &&
     typeof r.addr === 'string' &&
+    MEMBER_ADDR.test(r.addr) &&
     STATUSES.includes(r.status as MemberStatus) &&
     // Safe integers only: past 2^53 a refutation's inc + 1 is the same number, and could never win.
     Number.isSafeInteger(r.inc) &&
@@ -389,6 +401,7 @@ export function parseSwimMessage(value: unknown): SwimMessage {
   const m = value as Record<string, unknown>;
   if (!isRecord(m.from)) throw new Error('membership message needs a valid `from` member record');
   const list = (key: string): void => {
+    if (Array.isArray(m[key]) && m[key].length > MAX_MEMBERS) throw new Error(`membership message field \`${key}\` holds ${m[key].length} records; at most ${MAX_MEMBERS}`);
     if (!Array.isArray(m[key]) || !(m[key] as unknown[]).every(isRecord)) throw new Error(`membership message field \`${key}\` must be a list of member records`);
   };
   switch (m.type) {

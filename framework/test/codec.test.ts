@@ -52,6 +52,9 @@ test('call bodies are checked field by field', () => {
   assert.throws(() => parseCallBody(Buffer.from('[1]')), /JSON object/);
   assert.throws(() => parseCallBody(Buffer.from('{"method":""}')), /`method`/);
   assert.throws(() => parseCallBody(Buffer.from('{"method":"m","args":{}}')), /`args`/);
+  // Arguments are spread into a call: 500,000 of them would overflow the stack in the actor, and count as its failure.
+  assert.is(parseCallBody(Buffer.from(JSON.stringify({ method: 'm', args: Array(1024).fill(0) }))).args.length, 1024);
+  assert.throws(() => parseCallBody(Buffer.from(JSON.stringify({ method: 'm', args: Array(500_000).fill(0) }))), /holds 500000 arguments; at most 1024/);
   // Nesting is counted before parsing; brackets inside strings do not count.
   const nested = (n: number): string => `{"method":"m","args":[${'['.repeat(n - 2)}${']'.repeat(n - 2)}]}`;
   assert.equal(parseCallBody(Buffer.from(nested(512))).method, 'm');

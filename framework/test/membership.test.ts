@@ -1,7 +1,7 @@
 /** Membership rules checked on in-process nodes (real h2c on loopback), with short timers. */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { isRecord } from '../core/membership.js';
+import { isRecord, MAX_MEMBERS, parseSwimMessage } from '../core/membership.js';
 import { ActorSystem } from '../core/system.js';
 import { waitFor } from './helpers/cluster.js';
 
@@ -50,6 +50,18 @@ test('a member refutes a suspicion with a higher incarnation', async () => {
   // An incarnation past the safe integers is not a record: refuting it with inc + 1 could never win.
   for (const inc of [2 ** 53, Number.MAX_SAFE_INTEGER, -1, 1.5]) assert.not.ok(isRecord({ ...record, status: 'Suspect', inc }), String(inc));
   assert.ok(isRecord({ ...record, status: 'Suspect', inc: 2 ** 40 }));
+  // An address is host:port as nodes give theirs; anything else is not a record.
+  for (const addr of ['//[::1', '', '127.0.0.1:99999', '127.0.0.1:0', 'host', `${'x'.repeat(300)}:1`, 'a b:1']) assert.not.ok(isRecord({ ...record, addr }), addr);
+  for (const addr of ['127.0.0.1:8000', '[::1]:8000', 'node-3.example:65535']) assert.ok(isRecord({ ...record, addr }), addr);
+});
+
+test('the member table and each message are bounded: a flood of new members does not grow the table past MAX_MEMBERS', async () => {
+  const a = await start();
+  const fake = (i: number) => ({ id: i.toString(16).padStart(32, '0'), addr: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}:8000`, status: 'Alive' as const, inc: 0, started: 1, actors: [] });
+  const many = Array.from({ length: MAX_MEMBERS + 1 }, (_, i) => fake(i + 1));
+  assert.throws(() => parseSwimMessage({ type: 'join', from: fake(0), members: many }), /holds 1025 records; at most 1024/);
+  for (const r of many) a.membership.apply(r);
+  assert.is(a.membership.list().length, MAX_MEMBERS, 'this node and MAX_MEMBERS - 1 others');
 });
 
 test('a new process at a known address replaces the old member; Left is final', async () => {
