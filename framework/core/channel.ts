@@ -27,6 +27,7 @@ import { DEFAULT_LIMITS } from './limits.js';
 import { decodeReply } from './remote.js';
 import { MAX_REPLY_BYTES, type Reply, type Transport } from './transport.js';
 import { sendItems, stopProducer } from './stream-out.js';
+import { drained } from '../../lib/streams.js';
 
 const { NGHTTP2_CANCEL, NGHTTP2_PROTOCOL_ERROR } = http2.constants;
 
@@ -177,15 +178,11 @@ class BatchWriter {
   private waitForDrain(): void {
     this.waiting = true;
     this.onBacklog(true);
-    const resume = (): void => {
-      this.stream.off('drain', resume);
-      this.stream.off('close', resume);
+    void drained(this.stream).then(() => {
       this.waiting = false;
       this.onBacklog(false);
       this.flush();
-    };
-    this.stream.on('drain', resume);
-    this.stream.on('close', resume);
+    });
   }
 }
 
