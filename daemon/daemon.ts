@@ -7,7 +7,7 @@
 import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { InvalidInputError, UnavailableError } from '../lib/errors.js';
-import { SHUTDOWN_GRACE_MS } from '../lib/http-limits.js';
+import { closeWithGrace } from '../lib/http-limits.js';
 import type { Logger } from '../lib/log.js';
 import { buildApi } from './api/server.js';
 import { parseHostPort, publicAuthority } from './listen.js';
@@ -73,11 +73,8 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
       service,
       close: async () => {
         service.stopMaintenance();
-        // Requests under way get SHUTDOWN_GRACE_MS; a client that never ends its own must not keep
-        // the state directory locked for good.
-        const cut = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
-        await app.close();
-        clearTimeout(cut);
+        // Within the grace: a client that never ends its request must not keep the state directory locked.
+        await closeWithGrace(app);
         await lock.release();
       },
     };

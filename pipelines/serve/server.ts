@@ -5,7 +5,7 @@
  * error), so `--log-level` filters them.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
-import { REQUEST_TIMEOUT_MS, SHUTDOWN_GRACE_MS } from '../../lib/http-limits.js';
+import { closeWithGrace, REQUEST_TIMEOUT_MS } from '../../lib/http-limits.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
@@ -171,11 +171,8 @@ export async function startServer(rc: ResolveContext, options: ServeOptions): Pr
   const capture = gateways?.capture;
   const apps = [app, control, gatewayApp, capture?.proxy, capture?.admin];
   const close = async (): Promise<void> => {
-    // Listeners first (requests under way finish, capture calls included, for SHUTDOWN_GRACE_MS at
-    // most: a client that never ends its request must not keep the server up), then what they write to.
-    const cut = setTimeout(() => apps.forEach((a) => a?.server.closeAllConnections()), SHUTDOWN_GRACE_MS);
-    await Promise.all(apps.map((a) => a?.close()));
-    clearTimeout(cut);
+    // Listeners first (requests under way finish, capture calls included, within the grace), then what they write to.
+    await Promise.all(apps.map((a) => a && closeWithGrace(a)));
     await stopGateways();
     mounts.close();
   };
