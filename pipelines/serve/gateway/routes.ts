@@ -88,23 +88,28 @@ export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
 }
 
 const TraceParams = Type.Object({ agent_id: Type.String(), session_id: Type.String() });
-const ListQuery = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-    offset: Type.Optional(Type.Integer({ minimum: 0 })),
-  },
-  { additionalProperties: false },
-);
+/** `limit` (up to `maximum`) and `offset` of a paged list. */
+const pageQuery = (maximum: number) =>
+  Type.Object(
+    {
+      limit: Type.Optional(Type.Integer({ minimum: 1, maximum })),
+      offset: Type.Optional(Type.Integer({ minimum: 0 })),
+    },
+    { additionalProperties: false },
+  );
+type PageQuery = Static<ReturnType<typeof pageQuery>>;
 
+/** The page of `all` a query asks for (`limit` defaults to `size`), and where it starts. */
+function pageOf<T>(all: T[], query: PageQuery, size: number): { offset: number; items: T[] } {
+  const offset = query.offset ?? 0;
+  return { offset, items: all.slice(offset, offset + (query.limit ?? size)) };
+}
+
+const TRACES_PAGE = 100;
+const TracesQuery = pageQuery(1000);
 /** Events per page of a live trace by default: a trace can hold hundreds of thousands. */
 const EVENTS_PAGE = 1000;
-const EventsQuery = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10 * EVENTS_PAGE })),
-    offset: Type.Optional(Type.Integer({ minimum: 0 })),
-  },
-  { additionalProperties: false },
-);
+const EventsQuery = pageQuery(10 * EVENTS_PAGE);
 
 function traceFacts(gateway: Gateway, trace: Trace): Record<string, unknown> {
   return {
@@ -144,20 +149,18 @@ export function liveTraceRoutes(app: FastifyInstance, gateway: Gateway, mount: s
     traces: gateway.events.list().length,
     projection: gateway.projection.status,
   }));
-  app.get<{ Querystring: Static<typeof ListQuery> }>('/api/gateway/traces', { schema: { querystring: ListQuery } }, async (req) => {
+  app.get<{ Querystring: PageQuery }>('/api/gateway/traces', { schema: { querystring: TracesQuery } }, async (req) => {
     const all = gateway.events.list().sort((a, b) => String(b.lastReceivedAt).localeCompare(String(a.lastReceivedAt)));
-    const offset = req.query.offset ?? 0;
-    const page = all.slice(offset, offset + (req.query.limit ?? 100));
-    return { total: all.length, offset, traces: page.map((t) => traceFacts(gateway, t)) };
+    const { offset, items } = pageOf(all, req.query, TRACES_PAGE);
+    return { total: all.length, offset, traces: items.map((t) => traceFacts(gateway, t)) };
   });
   const opts = { schema: { params: TraceParams } };
   app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id', opts, async (req) => ({ trace: traceFacts(gateway, find(req.params)) }));
-  app.get<{ Params: Static<typeof TraceParams>; Querystring: Static<typeof EventsQuery> }>('/api/gateway/traces/:agent_id/:session_id/events', { schema: { params: TraceParams, querystring: EventsQuery } }, async (req) => {
+  app.get<{ Params: Static<typeof TraceParams>; Querystring: PageQuery }>('/api/gateway/traces/:agent_id/:session_id/events', { schema: { params: TraceParams, querystring: EventsQuery } }, async (req) => {
     const trace = find(req.params);
     const all = inTraceOrder(gateway.events.events(trace));
-    const offset = req.query.offset ?? 0;
-    const events = all.slice(offset, offset + (req.query.limit ?? EVENTS_PAGE)).map((e) => ({ ...e.record, received_at: e.receivedAt }));
-    return { trace: traceFacts(gateway, trace), total: all.length, offset, events };
+    const { offset, items } = pageOf(all, req.query, EVENTS_PAGE);
+    return { trace: traceFacts(gateway, trace), total: all.length, offset, events: items.map((e) => ({ ...e.record, received_at: e.receivedAt })) };
   });
   app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id/storyline', opts, async (req) => {
     const trace = find(req.params);
