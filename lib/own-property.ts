@@ -7,3 +7,9 @@ export function setOwn(target: Record<string, unknown>, key: string, value: unkn
   if (key === '__proto__') Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
   else target[key] = value;
 }
+
+/** Object.assign with every key of `source` set as setOwn sets it (Object.assign would take `__proto__` as the prototype). */
+export function assignOwn<T extends Record<string, unknown>>(target: T, source: Record<string, unknown>): T {
+  for (const [key, value] of Object.entries(source)) setOwn(target, key, value);
+  return target;
+}

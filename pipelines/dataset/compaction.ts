@@ -16,7 +16,7 @@
  * Both run under the dataset's writer lock, so they never race a sync batch or an import.
  */
 import { join } from 'node:path';
-import { INDEX_FILE, newPartStamp, partWrittenAt, publishSnapshot, readSnapshot, requireManifest, snapshotKey, type PartRef, type Snapshot } from './layout.js';
+import { INDEX_FILE, newPartStamp, parseSnapshot, partWrittenAt, publishSnapshot, readSnapshot, requireManifest, snapshotKey, type PartRef, type Snapshot } from './layout.js';
 import { CONTENT_REFS_METADATA, flatCells, openPart, PartWriter } from './parquet.js';
 import { RETIRE_KEY, type Relation } from './relations.js';
 import { IndexBuilder, relationColumns } from './sqlite-index.js';
@@ -153,11 +153,12 @@ export interface ReclaimResult {
 export async function reclaimSuperseded(store: ObjectStore, currentId: string, graceMs: number, now = Date.now()): Promise<ReclaimResult> {
   const snapshots: Snapshot[] = [];
   for (const key of await store.list('snapshots/')) {
-    if (!key.endsWith('.json')) continue;
+    const id = /^snapshots\/(.+)\.json$/.exec(key)?.[1];
+    if (!id) continue;
     const bytes = await store.get(key);
     if (!bytes) continue;
     try {
-      snapshots.push(JSON.parse(bytes.toString('utf8')) as Snapshot);
+      snapshots.push(parseSnapshot(store.uri, id, bytes));
     } catch {
       // A torn descriptor is a writer's leftover: recover.ts removes it with the lock held.
     }

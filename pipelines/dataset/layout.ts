@@ -79,6 +79,8 @@ export interface Snapshot {
 }
 
 export const snapshotKey = (id: string): string => `snapshots/${id}.json`;
+/** What snapshotIdOf makes: 20 hex digits. */
+const SNAPSHOT_ID = /^[0-9a-f]{20}$/;
 
 /**
  * The stamp that starts the names of the parts one writer writes (`<stamp>-<sequence>`): the time
@@ -128,7 +130,7 @@ export function parseManifest(store: ObjectStore, bytes: Buffer): Manifest {
   } catch (error) {
     throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest (${(error as Error).message})`);
   }
-  if ((manifest.kind !== 'storyline' && manifest.kind !== 'compact') || typeof manifest.snapshot_id !== 'string') {
+  if (manifest === null || typeof manifest !== 'object' || (manifest.kind !== 'storyline' && manifest.kind !== 'compact') || typeof manifest.snapshot_id !== 'string') {
     throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest`);
   }
   if (manifest.layout_version === 1 && manifest.kind === 'storyline') {
@@ -136,6 +138,8 @@ export function parseManifest(store: ObjectStore, bytes: Buffer): Manifest {
       hint: 'import its sources again into a new dataset (--mode replace rewrites it in place)',
     });
   }
+  // The id becomes a key (`snapshots/<id>.json`): nothing but an id may name a file there.
+  if (!SNAPSHOT_ID.test(manifest.snapshot_id)) throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest (snapshot_id ${JSON.stringify(manifest.snapshot_id.slice(0, 80))} is not a snapshot id)`);
   if (!READABLE_VERSIONS[manifest.kind].includes(manifest.layout_version)) {
     const newer = typeof manifest.layout_version === 'number' && manifest.layout_version > LAYOUT_VERSION;
     throw new UnsupportedLayoutError(`${store.uri}: dataset layout version ${manifest.layout_version} is not supported (this build reads ${LAYOUT_VERSION})`, newer ? { hint: 'a newer trajstore wrote it; read it with that version' } : {});
@@ -155,7 +159,48 @@ export async function requireManifest(store: ObjectStore): Promise<Manifest> {
 export async function readSnapshot(store: ObjectStore, id: string): Promise<Snapshot> {
   const bytes = await store.get(snapshotKey(id));
   if (!bytes) throw new NotFoundError(`${store.uri}: snapshot ${id} named by the manifest is missing`);
-  return JSON.parse(bytes.toString('utf8')) as Snapshot;
+  return parseSnapshot(store.uri, id, bytes);
+}
+
+/** A part's key: `parts/<relation>/<name>.parquet`, the name one plain path segment. */
+const PART_KEY = /^parts\/([a-z_]+)\/[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.parquet$/;
+const RELATION_NAMES: ReadonlySet<string> = new Set<Relation>(['runs', 'steps', 'tool_calls', 'sources', 'events', 'contents', 'records']);
+const isCount = (value: unknown): boolean => Number.isSafeInteger(value) && (value as number) >= 0;
+
+/**
+ * The snapshot descriptor `id` in `bytes`, checked before anything is read through it: a dataset
+ * is data, and a descriptor edited (or written by someone else, on a shared bucket) to list
+ * `../../etc/passwd` as a part would otherwise have that file read, or a local cache write there.
+ */
+export function parseSnapshot(uri: string, id: string, bytes: Buffer): Snapshot {
+  const where = `${uri}/${snapshotKey(id)}`;
+  let snapshot: Snapshot;
+  try {
+    snapshot = JSON.parse(bytes.toString('utf8')) as Snapshot;
+  } catch (error) {
+    throw new InvalidInputError(`${where}: not a snapshot descriptor (${(error as Error).message})`);
+  }
+  const invalid = (what: string): InvalidInputError => new InvalidInputError(`${where}: not a valid snapshot descriptor: ${what}`);
+  if (snapshot === null || typeof snapshot !== 'object' || Array.isArray(snapshot)) throw invalid('not a JSON object');
+  if (snapshot.id !== id) throw invalid(`its id ${JSON.stringify(snapshot.id)} is not ${id}`);
+  if (snapshot.parent !== null && !(typeof snapshot.parent === 'string' && SNAPSHOT_ID.test(snapshot.parent))) throw invalid('parent is neither null nor a snapshot id');
+  const relations: unknown = snapshot.relations;
+  if (relations === null || typeof relations !== 'object' || Array.isArray(relations)) throw invalid('relations is not an object');
+  const keys = new Set<string>();
+  for (const [relation, parts] of Object.entries(relations)) {
+    if (!RELATION_NAMES.has(relation)) throw invalid(`unknown relation ${JSON.stringify(relation)}`);
+    if (!Array.isArray(parts)) throw invalid(`relations.${relation} is not a list`);
+    for (const part of parts as unknown[]) {
+      const ref = part as Partial<PartRef> | null;
+      const key = ref?.key;
+      if (typeof key !== 'string' || PART_KEY.exec(key)?.[1] !== relation) throw invalid(`relations.${relation} lists ${JSON.stringify(key)}, not a key of the form parts/${relation}/<name>.parquet`);
+      if (keys.has(key)) throw invalid(`${key} is listed twice`);
+      keys.add(key);
+      if (!isCount(ref?.rows) || !isCount(ref?.bytes)) throw invalid(`${key}: rows and bytes must be counts`);
+      if (ref?.retired !== undefined && !(Array.isArray(ref.retired) && ref.retired.every((value) => typeof value === 'string'))) throw invalid(`${key}: retired must be a list of strings`);
+    }
+  }
+  return snapshot;
 }
 
 /** Writes the snapshot descriptor (immutable), then swaps the manifest to it atomically. */

@@ -15,6 +15,7 @@ import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { snappyCompressor, snappyUncompressor } from 'hysnappy';
 import { constants as zlib, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { parquetMetadataAsync, parquetReadObjects, type AsyncBuffer, type FileMetaData, type SchemaElement } from 'hyparquet';
+import { InvalidInputError, ToolError } from '../../lib/errors.js';
 import type { Snapshot } from './layout.js';
 import { RETIRE_KEY, type ColumnDef, type Relation } from './relations.js';
 import type { ObjectStore, ObjectWriter } from './store.js';
@@ -250,9 +251,15 @@ const decompressors = {
 
 export async function openPart(store: ObjectStore, key: string): Promise<PartReader> {
   const size = await store.size(key);
-  if (size === undefined) throw new Error(`${store.uri}: part ${key} is missing`);
+  if (size === undefined) throw new InvalidInputError(`${store.uri}: part ${key} is missing (the snapshot lists it: the dataset is damaged)`);
   const file = asyncBufferOf(store, key, size);
-  const metadata = await parquetMetadataAsync(file);
+  // A part that does not parse is a damaged dataset, not a fault of this program: say which part.
+  // The store's own errors (a bucket that stopped answering, a signal) stay what they are.
+  const damaged = (error: unknown): Error =>
+    error instanceof ToolError ? error : new InvalidInputError(`${store.uri}: part ${key} is not a readable Parquet file (${(error as Error).message}): the dataset is damaged`);
+  const metadata = await parquetMetadataAsync(file).catch((error: unknown) => {
+    throw damaged(error);
+  });
   // A part written by an earlier layout may lack columns added since: rows come back without them.
   const present = new Set(metadata.schema.map((element) => element.name));
   return {
@@ -263,7 +270,9 @@ export async function openPart(store: ObjectStore, key: string): Promise<PartRea
       let start = 0;
       for (const group of metadata.row_groups) {
         const end = start + Number(group.num_rows);
-        const rows = await parquetReadObjects({ file, metadata, rowStart: start, rowEnd: end, utf8: false, compressors: decompressors, ...(wanted ? { columns: wanted } : {}) });
+        const rows = await parquetReadObjects({ file, metadata, rowStart: start, rowEnd: end, utf8: false, compressors: decompressors, ...(wanted ? { columns: wanted } : {}) }).catch((error: unknown) => {
+          throw damaged(error);
+        });
         yield rows as Row[];
         start = end;
       }

@@ -16,6 +16,7 @@
  * Text and JSON cells are written through a `CellStore`: as they are, or (contents.ts) with their
  * large strings kept once in the content store and referred to.
  */
+import { setOwn } from '../../lib/own-property.js';
 import { InvalidInputError } from '../../lib/errors.js';
 import type { Row } from './parquet.js';
 import type { Content, ObservationResult, Storyline, ToolCall, Turn } from '../storyline/schema.js';
@@ -123,7 +124,7 @@ function turnJson(turn: Turn, observed: Map<string, ObservationResult>, cells: C
   const rest: Record<string, unknown> = {};
   for (const key in turn) {
     if (key === 'msg' || key === 'observation' || (key === 'reason' && typeof turn.reason === 'string')) continue;
-    rest[key] = turn[key as keyof Turn];
+    setOwn(rest, key, turn[key as keyof Turn]);
   }
   if (turn.tool_calls) {
     const fromObservation: number[] = [];
@@ -144,7 +145,7 @@ function turnJson(turn: Turn, observed: Map<string, ObservationResult>, cells: C
 /** The Storyline document without its turns (they are the `steps` rows). */
 function documentJson(doc: Storyline, cells: CellStore): string {
   const rest: Record<string, unknown> = {};
-  for (const key in doc) if (key !== 'turns') rest[key] = doc[key as keyof Storyline];
+  for (const key in doc) if (key !== 'turns') setOwn(rest, key, doc[key as keyof Storyline]);
   return cells.json(rest) as string;
 }
 
@@ -347,7 +348,7 @@ function withContent(result: Record<string, unknown>, callResults: ReadonlyMap<u
   const restored: Record<string, unknown> = {};
   for (const key in result) {
     if (key === OBSERVATION_CONTENT_FROM_CALL) restored.content = parse(stored);
-    else restored[key] = result[key];
+    else setOwn(restored, key, result[key]);
   }
   return restored as ObservationResult;
 }

@@ -8,7 +8,7 @@
  *   $XDG_CACHE_HOME/trajstore/s3/                (default ~/.cache/trajstore/s3)
  *     parts/<store>/<part key>      parts as downloaded, shared by every snapshot of a dataset
  *                                   (<store>: a hash of endpoint, bucket and prefix)
- *     snapshots/<snapshot id>/      one snapshot as a local dataset: trajstore.json, snapshots/<id>.json,
+ *     snapshots/<store>-<snapshot id>/  one snapshot of one store as a local dataset: trajstore.json, snapshots/<id>.json,
  *                                   parts/... (hard links into parts/<store>/), index.sqlite (built on
  *                                   first open)
  *     builds/                       writers' scratch (s3-writer.ts)
@@ -31,7 +31,7 @@ import { NotFoundError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
 import type { S3Place } from '../pins/pins.js';
-import { MANIFEST_KEY, parseManifest, snapshotKey, type Manifest, type Snapshot } from './layout.js';
+import { MANIFEST_KEY, parseManifest, parseSnapshot, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import { S3ObjectStore } from './s3-store.js';
 import { LocalObjectStore } from './store.js';
 
@@ -51,13 +51,18 @@ function cacheMaxBytes(env: NodeJS.ProcessEnv): number {
   return Number.isFinite(value) && value > 0 ? value : DEFAULT_CACHE_MAX_BYTES;
 }
 
-/** The cache directory of a store's parts: one per endpoint, bucket and prefix. */
-export function partsPoolOf(root: string, place: S3Place): string {
-  const id = createHash('sha256').update(`${place.endpoint ?? ''}\n${place.bucket}\n${place.prefix}`).digest('hex').slice(0, 16);
-  return join(root, 'parts', id);
-}
+/** What names a store in the cache: a hash of its endpoint, bucket and prefix. */
+const storeIdOf = (place: S3Place): string => createHash('sha256').update(`${place.endpoint ?? ''}\n${place.bucket}\n${place.prefix}`).digest('hex').slice(0, 16);
 
-export const snapshotCopyOf = (root: string, snapshotId: string): string => join(root, 'snapshots', snapshotId);
+/** The cache directory of a store's parts: one per endpoint, bucket and prefix. */
+export const partsPoolOf = (root: string, place: S3Place): string => join(root, 'parts', storeIdOf(place));
+
+/**
+ * The copy of one snapshot of one store. A snapshot id names the same descriptor everywhere, but
+ * not the same part bytes: another prefix may list the same keys with other contents (a copy of
+ * the dataset, or a bucket made to look like one), so a copy is never shared between stores.
+ */
+export const snapshotCopyOf = (root: string, place: S3Place, snapshotId: string): string => join(root, 'snapshots', `${storeIdOf(place)}-${snapshotId}`);
 
 /** The object-store dataset's current manifest, with its version for a conditional put; exit 3 when there is none. */
 export async function currentManifest(store: S3ObjectStore): Promise<{ manifest: Manifest; etag: string } | undefined> {
@@ -90,14 +95,14 @@ export async function localSnapshotOf(place: S3Place, env: NodeJS.ProcessEnv): P
 export async function localCopyOf(store: S3ObjectStore, place: S3Place, env: NodeJS.ProcessEnv, current: { manifest: Manifest; etag: string }): Promise<LocalSnapshot> {
   const root = s3CacheRoot(env);
   const id = current.manifest.snapshot_id;
-  const dir = snapshotCopyOf(root, id);
+  const dir = snapshotCopyOf(root, place, id);
   // A copy is published whole (publishCopy) and a descriptor never changes (its name is its hash):
   // a cached copy's descriptor is the store's, without asking the store for it again.
   const cached = await new LocalObjectStore(dir).get(snapshotKey(id));
   if (cached) touch(dir);
   const snapshotBytes = cached ?? (await store.get(snapshotKey(id)));
   if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${id} named by the manifest is missing`);
-  const snapshot = JSON.parse(snapshotBytes.toString('utf8')) as Snapshot;
+  const snapshot = parseSnapshot(place.uri, id, snapshotBytes);
   if (!cached) await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
   evict(root, cacheMaxBytes(env), dir);
   return { dir, ...current, snapshot };

@@ -125,7 +125,7 @@ export class S3DatasetWriter implements DatasetSink {
     const root = s3CacheRoot(this.options.env);
     for (const key of partKeysOf(snapshot)) addToPool(root, remote, key, join(this.build, ...key.split('/')));
     mkdirSync(join(root, 'snapshots'), { recursive: true });
-    publishCopy(this.build, snapshotCopyOf(root, snapshot.id));
+    publishCopy(this.build, snapshotCopyOf(root, remote, snapshot.id));
     this.finish();
     return snapshot;
   }

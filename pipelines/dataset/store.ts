@@ -10,6 +10,7 @@
 import { closeSync, openSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { DurableFile, writeFileDurably } from '../../lib/durable.js';
+import { InvalidInputError } from '../../lib/errors.js';
 import { walkFiles } from '../../lib/walk.js';
 
 /** A write in progress to one key; nothing is visible under the key until `commit`. */
@@ -63,8 +64,13 @@ export class LocalObjectStore implements ObjectStore {
     return this.root;
   }
 
+  /** The file of `key`; a key that would step out of the root (`..`, an empty or absolute segment) is refused, whoever wrote it. */
   private pathOf(key: string): string {
-    return join(this.root, ...key.split('/'));
+    const segments = key.split('/');
+    if (segments.some((segment) => segment === '' || segment === '.' || segment === '..' || segment.includes('\0'))) {
+      throw new InvalidInputError(`${this.root}: ${JSON.stringify(key)} is not a key inside the dataset`);
+    }
+    return join(this.root, ...segments);
   }
 
   async get(key: string): Promise<Buffer | undefined> {

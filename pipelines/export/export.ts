@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import { isInsideOrSame } from '../../lib/real-path.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
 import { contentName } from '../formats/common/documents.js';
@@ -313,6 +314,11 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
   const location = await resolveDataset(options.from, { ...rc, purpose: 'read' });
   const { root, shown, ref } = await localRootOf(location, rc.env);
   if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);
+  // Written into, the dataset would lose its own files (an export over trajstore.json) or gain
+  // foreign ones, which drop then refuses to remove.
+  if (options.to !== '-' && isInsideOrSame(options.to, root)) {
+    throw new InvalidInputError(`-t ${options.to}: inside the dataset being exported (${shown}); export writes outside it`);
+  }
   const store = new LocalObjectStore(root);
   const manifest = await requireManifest(store);
   const snapshot = await readSnapshot(store, manifest.snapshot_id);

@@ -173,6 +173,9 @@ class SqlBuilder {
 
   /** Case-insensitive (ASCII) substring test with `%`, `_` and `\` in the term taken literally. */
   private like(columns: readonly string[], text: string): string {
+    // LIKE reads its pattern as C text: a NUL would end it there, and `%a\0b%` would become `%a`
+    // (a NUL alone: `%`, every row). instr compares whole values, byte for byte (so case counts).
+    if (text.includes('\0')) return `(${columns.map((c) => `instr(COALESCE(${c}, ''), ${this.bind(text)}) > 0`).join(' OR ')})`;
     const pattern = `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     // COALESCE: a NULL column "does not contain" the term, so that NOT of it holds.
     return `(${columns.map((c) => `COALESCE(${c}, '') LIKE ${this.bind(pattern)} ESCAPE '\\'`).join(' OR ')})`;

@@ -35,7 +35,13 @@ export interface SyncPlan {
 
 const within = (path: string, dir: string): boolean => path === dir || path.startsWith(dir.endsWith(sep) ? dir : `${dir}${sep}`);
 
+/** A pin (`@name`) where sync wants a path would otherwise become a directory named `@name`. */
+function refusePin(flag: string, value: string): void {
+  if (value.startsWith('@')) throw new InvalidInputError(`${flag} ${value}: sync takes directory paths, not pins`, { hint: `give the directory itself (\`trajstore dataset show ${value}\` prints a pin's path), or ./${value} for a directory of that name` });
+}
+
 function localDirectory(flag: string, value: string): string {
+  refusePin(flag, value);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) throw new InvalidInputError(`${flag} ${value}: sync writes local directories only`);
   const path = canonicalPath(value);
   if (existsSync(path) && !statSync(path).isDirectory()) throw new InvalidInputError(`${flag} ${value}: not a directory`);
@@ -43,6 +49,7 @@ function localDirectory(flag: string, value: string): string {
 }
 
 export async function planSync(request: SyncRequest): Promise<SyncPlan> {
+  refusePin('--from', request.from);
   if (!existsSync(request.from)) throw new NotFoundError(`--from ${request.from}: no such directory`);
   if (!statSync(request.from).isDirectory()) throw new InvalidInputError(`--from ${request.from}: not a directory`);
   const from = canonicalPath(request.from);

@@ -20,6 +20,7 @@
  * failed runs are known to bend (upstream coerces them); timestamps and metric values of an
  * unexpected type; unknown keys.
  */
+import { setOwn } from '../../../lib/own-property.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
@@ -245,7 +246,7 @@ function decodeTool(
   fail: Fail,
 ): ToolCall {
   const extra: JsonObject = {};
-  for (const [key, value] of Object.entries(tool)) if (!TOOL_KEYS.has(key)) extra[key] = value;
+  for (const [key, value] of Object.entries(tool)) if (!TOOL_KEYS.has(key)) setOwn(extra, key, value);
   let tcid: string;
   if (isNonEmptyString(tool.id)) {
     tcid = tool.id;
@@ -312,7 +313,7 @@ function decodeObservation(observation: JsonObject, pointer: string, stepTools: 
   const result: ObservationResult = {};
   const extra: JsonObject = {};
   for (const [key, value] of Object.entries(observation)) {
-    if (key !== linkKey && key !== contentKey && !(key === 'is_error' && typeof value === 'boolean')) extra[key] = value;
+    if (key !== linkKey && key !== contentKey && !(key === 'is_error' && typeof value === 'boolean')) setOwn(extra, key, value);
   }
   if (linkKey !== undefined) {
     const id = observation[linkKey];

@@ -5,6 +5,7 @@
  * Others are folded into ACTF's shape: every agent turn is a step, and the user and system turns
  * before it become that step's `user_content` and `system_prompt`.
  */
+import { assignOwn } from '../../../lib/own-property.js';
 import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import type { EncodedDocument } from '../types.js';
 import { resultsByCallingTurn } from '../common/observations.js';
@@ -38,12 +39,12 @@ function encodeDocument(group: Storyline[]): EncodedDocument {
   });
   const root: JsonObject = { task_id: taskId };
   if (fromActf) {
-    Object.assign(root, task.extra ?? {});
+    assignOwn(root, task.extra ?? {});
     if (task.llm?.k !== undefined) root.k = task.llm.k;
   } else {
     // ACTF's required document keys, from what the Storylines say.
     const correct = group.some((doc) => doc.task?.result?.correct === true);
-    Object.assign(root, { category: 'uncategorized', k: group.length, correct, attempts_tried: group.length, solved_at: null }, task.extra ?? {});
+    assignOwn(Object.assign(root, { category: 'uncategorized', k: group.length, correct, attempts_tried: group.length, solved_at: null }), task.extra ?? {});
     if (task.llm?.k !== undefined) root.k = task.llm.k;
   }
   root.attempts = attempts;

@@ -19,6 +19,7 @@
  * `step_id` repeated within a session, or two `run_id`s in one session. Unknown roles and message
  * keys are kept.
  */
+import { setOwn } from '../../../lib/own-property.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { Storyline, Turn } from '../../storyline/schema.js';
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
@@ -219,7 +220,7 @@ function annotateRow(turn: Turn, row: JsonObject, doc: JsonObject): void {
   for (const [key, value] of Object.entries(row)) {
     // Document-level keys are kept on the row only where the row differs from the first row.
     const keep = Object.hasOwn(doc, key) ? value !== doc[key] : !ROW_MAPPED.has(key);
-    if (keep) rest[key] = value;
+    if (keep) setOwn(rest, key, value);
   }
   if (Object.hasOwn(row, 'created_at') && turn.ts === undefined) rest.created_at = row.created_at;
   if (Object.hasOwn(row, 'llm_model') && turn.model === undefined) rest.llm_model = row.llm_model;

@@ -6,6 +6,7 @@
  * outcome. Adjacent Storylines decoded from the same per-call file are written back as one document
  * (the envelope or the array).
  */
+import { assignOwn } from '../../../lib/own-property.js';
 import type { ObservationResult, Storyline, Turn } from '../../storyline/schema.js';
 import type { EncodedDocument } from '../types.js';
 import { resultsByCallingTurn } from '../common/observations.js';
@@ -95,7 +96,7 @@ function sessionRows(doc: Storyline): JsonObject[] {
     if (extraRow.meta_json === undefined && (turn.metrics || turn.latency_ms != null || turn.ttft_ms != null)) {
       row.meta_json = { env_state: defined({ ...(turn.metrics ?? {}), extra: undefined, total_latency_ms: turn.latency_ms ?? undefined, ttft_ms: turn.ttft_ms ?? undefined }) };
     }
-    Object.assign(row, extraRow);
+    assignOwn(row, extraRow);
     rows.push(row);
     history.push(...turnMessages(turn, own, true));
   });

@@ -6,6 +6,7 @@
  * Message keys without a Storyline field go to the turn's `extra` (the result's `extra` for tool
  * messages) and come back from there.
  */
+import { setOwn } from '../../../lib/own-property.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
@@ -51,7 +52,7 @@ export function appendMessage(ctx: MessageContext, message: unknown, pointer: st
     return undefined;
   }
   const extra: JsonObject = {};
-  for (const [key, value] of Object.entries(message)) if (!MESSAGE_KEYS.has(key)) extra[key] = value;
+  for (const [key, value] of Object.entries(message)) if (!MESSAGE_KEYS.has(key)) setOwn(extra, key, value);
   if (!ROLES.has(role)) ctx.unknown.set(childPointer(pointer, 'role'), role);
   const src: Turn['src'] = role === 'assistant' ? 'agent' : role === 'system' || role === 'developer' ? 'system' : 'user';
   const turn: Turn = { id: nextId(ctx), src, msg: '' };
@@ -86,7 +87,7 @@ function decodeCall(ctx: MessageContext, call: unknown, pointer: string, turnInd
   if (!isObject(call)) throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer }, 'a tool call must be a JSON object');
   const fn = isObject(call.function) ? call.function : {};
   const extra: JsonObject = {};
-  for (const [key, value] of Object.entries(call)) if (!['id', 'type', 'function'].includes(key)) extra[key] = value;
+  for (const [key, value] of Object.entries(call)) if (!['id', 'type', 'function'].includes(key)) setOwn(extra, key, value);
   for (const [key, value] of Object.entries(fn)) if (!['name', 'arguments'].includes(key)) extra[`function.${key}`] = value;
   let tcid = typeof call.id === 'string' && call.id !== '' ? call.id : `call-${turnIndex + 1}-${index}`;
   if (tcid !== call.id) {
@@ -129,7 +130,7 @@ function attachToolResult(ctx: MessageContext, message: JsonObject, pointer: str
   if (isContent(message.content) || message.content === null) result.content = message.content;
   else if (Object.hasOwn(message, 'content')) ctx.unknown.set(childPointer(pointer, 'content'), message.content);
   const extra: JsonObject = {};
-  for (const [key, value] of Object.entries(message)) if (!['role', 'content', 'tool_call_id'].includes(key)) extra[key] = value;
+  for (const [key, value] of Object.entries(message)) if (!['role', 'content', 'tool_call_id'].includes(key)) setOwn(extra, key, value);
   if (Object.keys(extra).length > 0) result.extra = extra;
   if (!owner) {
     // Attach to the last agent turn, or to a turn made to hold results that follow no assistant message.
@@ -162,8 +163,8 @@ function encodeCall(call: ToolCall): JsonObject {
   const fnExtra: JsonObject = {};
   const extra: JsonObject = {};
   for (const [key, value] of Object.entries(call.extra ?? {})) {
-    if (key.startsWith('function.')) fnExtra[key.slice('function.'.length)] = value;
-    else extra[key] = value;
+    if (key.startsWith('function.')) setOwn(fnExtra, key.slice('function.'.length), value);
+    else setOwn(extra, key, value);
   }
   return {
     id: call.tcid,

@@ -4,6 +4,7 @@
  * in the following `tool` value, linked by position. The values are re-created from the turns; where
  * that would not give the exact source text, the source text is kept at its pointer.
  */
+import { setOwn } from '../../../lib/own-property.js';
 import type { ObservationResult, Turn } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
 import { childPointer, isObject, markSynthesized, type JsonObject } from '../common/unknown.js';
@@ -24,7 +25,7 @@ export function appendConversation(ctx: MessageContext, conversation: unknown[],
     const value = typeof entry.value === 'string' ? entry.value : '';
     if (typeof entry.value !== 'string') ctx.unknown.set(childPointer(at, 'value'), entry.value);
     const extra: JsonObject = {};
-    for (const [key, v] of Object.entries(entry)) if (key !== 'from' && key !== 'value') extra[key] = v;
+    for (const [key, v] of Object.entries(entry)) if (key !== 'from' && key !== 'value') setOwn(extra, key, v);
     if (TOOL_FROM.has(from)) {
       appendResponses(ctx, value, at, extra);
       if (from !== 'tool') ctx.unknown.set(childPointer(at, 'from'), from);

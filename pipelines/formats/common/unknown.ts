@@ -73,7 +73,9 @@ export function restoreUnknown(target: JsonObject, fields: JsonObject, prefix = 
       if (Array.isArray(node)) {
         node = node[Number(token)];
       } else if (isObject(node)) {
-        if (node[token] === undefined) node[token] = {};
+        // Own properties only: `node.__proto__` of a plain object is Object.prototype, and a key
+        // restored into it would reach every object of the process, not the document.
+        if (!Object.hasOwn(node, token) || node[token] === undefined) setOwn(node, token, {});
         node = node[token];
       } else {
         ok = false;
@@ -86,7 +88,7 @@ export function restoreUnknown(target: JsonObject, fields: JsonObject, prefix = 
       const index = Number(last);
       if (Number.isInteger(index) && index >= 0 && index <= node.length) node[index] = value;
     } else if (isObject(node)) {
-      node[last] = value;
+      setOwn(node, last, value);
     }
   }
 }
@@ -129,7 +131,7 @@ export function defined<T extends JsonObject>(source: T): T {
  * keeps `null`): a lenient read that found nothing leaves the field absent rather than `undefined`.
  */
 export function assignDefined<T extends object>(target: T, values: Partial<T>): void {
-  for (const [key, value] of Object.entries(values)) if (value !== undefined) (target as JsonObject)[key] = value;
+  for (const [key, value] of Object.entries(values)) if (value !== undefined) setOwn(target as JsonObject, key, value);
 }
 
 /**

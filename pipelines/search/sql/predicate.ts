@@ -41,6 +41,19 @@ export function checkPredicate(text: string, flag: string): void {
     else if (c === ')') {
       if (--depth < 0) refuse(`the ")" at character ${i + 1} closes a parenthesis the predicate did not open`);
     } else if (c === ';') refuse(`";" at character ${i + 1}: one expression, not statements`);
+    else if (isParameter(text, i)) refuse(`"${c}" at character ${i + 1} is a parameter, and ${flag} has no values to bind: write the value into the predicate`);
   }
   if (depth > 0) refuse(`${depth} parenthes${depth === 1 ? 'is is' : 'es are'} never closed`);
+}
+
+/**
+ * Whether a bind parameter starts at `i`: `?`, or `:name`, `@name`, `$name` (SQLite's forms). The
+ * statement binds values of its own, which a parameter of the predicate would take in their place.
+ */
+function isParameter(text: string, i: number): boolean {
+  const c = text[i];
+  if (c === '?') return true;
+  if (c !== ':' && c !== '@' && c !== '$') return false;
+  // `$` may also be inside a name (`a$b`), never at its start.
+  return /[A-Za-z0-9_]/.test(text[i + 1] ?? '') && !(c === '$' && /[A-Za-z0-9_$]/.test(text[i - 1] ?? ''));
 }

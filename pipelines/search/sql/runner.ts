@@ -79,6 +79,20 @@ function prepare(db: SqliteDatabase, sql: string): SqliteStatement {
   return statement;
 }
 
+/**
+ * The statement's rows with `params` bound. better-sqlite3 refuses values that do not fit the
+ * statement's parameters when binding (a RangeError for a count, a TypeError for a missing name):
+ * the statement's fault (a user's `?` or `:name`, which query and --where have no values for).
+ */
+function bound(statement: SqliteStatement, params: SqlRequest['params']): Iterable<unknown[]> {
+  try {
+    return statement.iterate(...params) as Iterable<unknown[]>;
+  } catch (error) {
+    if (error instanceof RangeError || error instanceof TypeError) throw new InvalidInputError(`SQL error: ${error.message} (a statement here can take no parameters: write values into it, not ?, :name, @name or $name)`);
+    throw error;
+  }
+}
+
 export function runReadOnlySql(request: SqlRequest): SqlOutcome {
   const db = openReadOnly(request.mounts);
   let delivered = 0;
@@ -92,7 +106,7 @@ export function runReadOnlySql(request: SqlRequest): SqlOutcome {
     request.onColumns?.(columns);
     let bytes = 0;
     let truncated: SqlOutcome['truncated'] = null;
-    for (const row of statement.iterate(...request.params) as Iterable<unknown[]>) {
+    for (const row of bound(statement, request.params)) {
       if (delivered >= request.maxRows) {
         truncated = 'rows';
         break;

@@ -1,0 +1,119 @@
+/**
+ * A bucket is data written by someone else: its manifest and snapshot descriptors decide which
+ * keys a reader downloads and where the local cache puts them. Through the real CLI against a real
+ * S3-compatible server process (moto): descriptors that name keys outside `parts/`, ids that are
+ * paths, and a prefix that copies another dataset's snapshot id with other bytes.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
+import { runTool } from '../../lib/testing/run-tool.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
+import type { Manifest, Snapshot } from '../dataset/layout.js';
+import { S3ObjectStore } from '../dataset/s3-store.js';
+import { PROJECT_TESTDATA } from './helpers/fixtures.js';
+
+const ATIF = join(PROJECT_TESTDATA, 'samples', 'atif');
+const CLAUDE = join(PROJECT_TESTDATA, 'samples', 'agentb-code');
+const home = scratchDir('s3-hostile');
+let server: S3TestServer;
+
+const env = (cache: string): NodeJS.ProcessEnv => ({
+  HOME: home,
+  XDG_CONFIG_HOME: join(home, 'config'),
+  XDG_DATA_HOME: join(home, 'data'),
+  XDG_CACHE_HOME: join(home, cache),
+  AWS_ENDPOINT_URL_S3: server.endpoint,
+  AWS_ACCESS_KEY_ID: TEST_ACCESS_KEY,
+  AWS_SECRET_ACCESS_KEY: TEST_SECRET_KEY,
+  AWS_REGION: 'us-west-2',
+});
+const trajstore = (args: string[], cache: string) => runTool('trajstore', args, { env: env(cache), cwd: home });
+
+function storeAt(prefix: string): S3ObjectStore {
+  return new S3ObjectStore({ uri: `s3://lake/${prefix}`, bucket: 'lake', prefix, endpoint: server.endpoint, region: 'us-west-2' }, env('unused'));
+}
+
+/** Copies every object of one prefix to another, with `edit` applied to each (return undefined to keep it as it is). */
+async function copyPrefix(from: string, to: string, edit: (key: string, bytes: Buffer) => Buffer | string | undefined = () => undefined): Promise<void> {
+  const [source, target] = [storeAt(from), storeAt(to)];
+  try {
+    for (const key of await source.list('')) {
+      const bytes = (await source.get(key))!;
+      await target.put(key, edit(key, bytes) ?? bytes);
+    }
+  } finally {
+    source.close();
+    target.close();
+  }
+}
+
+async function runCount(prefix: string, cache: string): Promise<number> {
+  const r = await trajstore(['query', `s3://lake/${prefix}`, '--sql', 'SELECT count(*) AS n FROM dataset.runs', '--format', 'json'], cache);
+  assert.is(r.code, 0, r.stderr);
+  return (JSON.parse(r.stdout) as Array<{ n: number }>)[0]!.n;
+}
+
+test.before(async () => {
+  server = await S3TestServer.start();
+  await server.createBucket('lake');
+  const made = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/good'], 'cache-setup');
+  assert.is(made.code, 0, made.stderr);
+});
+
+test.after(async () => {
+  await server?.stop();
+});
+
+test('a descriptor listing a part key that climbs out of the cache is refused (exit 2) and nothing is written outside', async () => {
+  const escape = `parts/runs/../../../../../../..${home}/PWNED.parquet`;
+  await copyPrefix('good', 'climb', (key, bytes) => {
+    if (!key.startsWith('snapshots/')) return undefined;
+    const snapshot = JSON.parse(bytes.toString('utf8')) as Snapshot;
+    snapshot.relations.runs![0]!.key = escape;
+    return JSON.stringify(snapshot);
+  });
+  const store = storeAt('climb');
+  await store.put(escape, 'attacker bytes');
+  store.close();
+  const r = await trajstore(['list', 's3://lake/climb'], 'cache-climb');
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /not a valid snapshot descriptor: relations\.runs lists .* not a key of the form parts\/runs\/<name>\.parquet/);
+  assert.not.ok(existsSync(join(home, 'PWNED.parquet')), 'the key was not downloaded outside the cache');
+});
+
+test('a manifest whose snapshot id is a path is refused before any file is made from it', async () => {
+  await copyPrefix('good', 'idpath', (key, bytes) => {
+    if (key !== 'trajstore.json') return undefined;
+    const manifest = JSON.parse(bytes.toString('utf8')) as Manifest;
+    return JSON.stringify({ ...manifest, snapshot_id: `../../../../../..${home}/SNAPDIR` });
+  });
+  const r = await trajstore(['list', 's3://lake/idpath'], 'cache-idpath');
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /trajstore\.json: not a trajstore manifest \(snapshot_id .* is not a snapshot id\)/);
+  assert.not.ok(existsSync(join(home, 'SNAPDIR')) || existsSync(join(home, 'SNAPDIR.json')));
+});
+
+test("a prefix naming another dataset's snapshot id with other parts does not change what that dataset reads", async () => {
+  // `decoy` is the good dataset's snapshot with the runs part swapped for another dataset's.
+  const other = await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/other'], 'cache-setup');
+  assert.is(other.code, 0, other.stderr);
+  const otherStore = storeAt('other');
+  const otherRuns = (await otherStore.list('parts/runs/'))[0]!;
+  const otherBytes = (await otherStore.get(otherRuns))!;
+  otherStore.close();
+  await copyPrefix('good', 'decoy', (key) => (key.startsWith('parts/runs/') ? otherBytes : undefined));
+  const cache = 'cache-shared';
+  const good = await runCount('good', 'cache-good-alone');
+  const decoy = await runCount('decoy', cache);
+  assert.is.not(decoy, good, 'the decoy reads its own bytes');
+  // Read after the decoy, with the same cache: the good dataset still reads its own parts.
+  assert.is(await runCount('good', cache), good);
+  const append = await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/good', '--mode', 'append'], cache);
+  assert.is(append.code, 0, append.stderr);
+  assert.is(await runCount('good', 'cache-fresh'), await runCount('good', cache), 'the append built on the good snapshot, readable from a clean cache');
+});
+
+test.run();
