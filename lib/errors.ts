@@ -81,3 +81,36 @@ export class InterruptedError extends ToolError {
 export function exitCodeOf(error: unknown): ExitCode {
   return error instanceof ToolError ? error.exitCode : ExitCode.Internal;
 }
+
+/**
+ * Node's fs errors that say a path cannot be used as given: the user's input or the machine's
+ * state, not a bug. Each with its exit code and words; `CODE syscall` entries are read first.
+ */
+const PATH_ERRORS: Readonly<Record<string, readonly [ExitCode, string]>> = {
+  EACCES: [ExitCode.InvalidInput, 'permission denied'],
+  EPERM: [ExitCode.InvalidInput, 'operation not permitted'],
+  EROFS: [ExitCode.InvalidInput, 'read-only file system'],
+  ENOTDIR: [ExitCode.InvalidInput, 'not a directory'],
+  EISDIR: [ExitCode.InvalidInput, 'is a directory'],
+  ELOOP: [ExitCode.InvalidInput, 'too many levels of symbolic links'],
+  ENAMETOOLONG: [ExitCode.InvalidInput, 'file name too long'],
+  EEXIST: [ExitCode.Conflict, 'already exists'],
+  ENOENT: [ExitCode.NotFound, 'no such file or directory'],
+  // Writers make missing parents, so a directory that cannot be made is in a place that takes no
+  // new directories (`/proc/x`): the place is wrong, nothing is missing.
+  'ENOENT mkdir': [ExitCode.InvalidInput, 'cannot make a directory there'],
+};
+
+/**
+ * A Node fs error about a path (`EACCES: permission denied, mkdir '/x/.ds.lock-1'`) as the typed
+ * error it is (`/x/.ds.lock-1: permission denied`, exit 2), named by `subject` when given (the error
+ * of a read names no path). Anything else is returned as it is.
+ */
+export function pathError(error: unknown, subject?: string): unknown {
+  if (error instanceof ToolError || !(error instanceof Error)) return error;
+  const { code, syscall, path, dest } = error as NodeJS.ErrnoException & { dest?: string };
+  const known = PATH_ERRORS[`${code} ${syscall}`] ?? PATH_ERRORS[String(code)];
+  const named = subject ?? (path === undefined ? undefined : dest === undefined ? path : `${path} -> ${dest}`);
+  if (!known || named === undefined) return error;
+  return new ToolError(known[0], `${named}: ${known[1]}`, { cause: error });
+}

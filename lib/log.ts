@@ -4,6 +4,7 @@
  */
 import { InvalidInputError } from './errors.js';
 import { redactUserInfo } from './redact.js';
+import { escapeControls } from './width.js';
 
 export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -15,6 +16,15 @@ export function parseLogLevel(value: unknown): LogLevel {
   throw new InvalidInputError(`invalid --log-level ${JSON.stringify(String(value))}`, {
     hint: `use one of: ${LOG_LEVELS.join(', ')}`,
   });
+}
+
+/**
+ * A message as it may reach stderr: no credential in a URI, and no control character from the data
+ * it quotes (a file name, a model id) that would drive the terminal. A message cannot tell its own
+ * line breaks and tabs from quoted ones, so those two stay; every other control shows escaped.
+ */
+export function diagnosticText(message: string): string {
+  return escapeControls(redactUserInfo(message), '\n\t');
 }
 
 export interface LogSink {
@@ -48,6 +58,6 @@ export class Logger {
   }
 
   private emit(level: LogLevel, message: string): void {
-    if (this.enabled(level)) this.sink.write(`${level}: ${redactUserInfo(message)}\n`);
+    if (this.enabled(level)) this.sink.write(`${level}: ${diagnosticText(message)}\n`);
   }
 }

@@ -6,7 +6,7 @@
  * `""` there, so the two stay apart, as PostgreSQL's CSV does). A table given a width (a terminal's)
  * clips its widest cells with an ellipsis until the rows fit; without one, cells are printed whole.
  */
-import { clipToWidth, displayWidth } from './width.js';
+import { clipToWidth, displayWidth, escapeControls } from './width.js';
 import { InvalidInputError } from './errors.js';
 
 export const OUTPUT_FORMATS = ['table', 'json', 'jsonl', 'csv'] as const;
@@ -147,13 +147,10 @@ class CsvWriter implements RowWriter {
   end(): void {}
 }
 
-/** Control characters would break the grid, so tables show them escaped. */
+/** Control characters would break the grid (or drive the terminal), so tables show them escaped. */
 function tableText(value: Cell): string {
   if (value === null || value === undefined) return 'NULL';
-  return cellText(value).replace(/[\u0000-\u001f\u007f]/g, (ch) => {
-    const escapes: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
-    return escapes[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
-  });
+  return escapeControls(cellText(value));
 }
 
 /** Columns between two cells of a table. */
@@ -204,7 +201,7 @@ class TableWriter implements RowWriter {
     );
   }
   end(): void {
-    const header = this.columns.map((c) => (c.title ?? c.key).toUpperCase());
+    const header = this.columns.map((c) => tableText((c.title ?? c.key).toUpperCase()));
     const headerWidths = header.map(displayWidth);
     const natural = headerWidths.map((h, i) => Math.max(h, ...this.cells.map((r) => displayWidth(r[i] ?? ''))));
     const widths = this.maxWidth === undefined ? natural : fitWidths(natural, headerWidths, this.maxWidth);

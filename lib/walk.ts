@@ -5,16 +5,22 @@ import { join } from 'node:path';
 /**
  * Calls `visit` for every entry under `root` that is not a directory, with its path relative to
  * `root` (`/`-separated) and its absolute path. A directory that is missing (or removed while the
- * walk is under way) holds nothing.
+ * walk is under way) holds nothing. A directory below `root` that cannot be read (no permission)
+ * goes to `unreadable` when given, and the walk goes on; otherwise its error ends the walk.
  */
-export function walkFiles(root: string, visit: (relPath: string, entry: Dirent, path: string) => void): void {
+export function walkFiles(
+  root: string,
+  visit: (relPath: string, entry: Dirent, path: string) => void,
+  unreadable?: (relPath: string, path: string, error: Error) => void,
+): void {
   const walk = (dir: string, prefix: string): void => {
     let entries: Dirent[];
     try {
       entries = readdirSync(dir, { withFileTypes: true });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw error;
+      if (!unreadable || prefix === '') throw error;
+      return unreadable(prefix.slice(0, -1), dir, error as Error);
     }
     for (const entry of entries) {
       const rel = `${prefix}${entry.name}`;

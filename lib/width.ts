@@ -1,7 +1,8 @@
 /**
- * Display width of text in a terminal. Printable ASCII is one column a character; anything else
- * goes to string-width (graphemes, East Asian width, emoji), loaded on first use because building
- * its Unicode property regexes costs ~20 ms of start-up that most commands never need.
+ * Text shown in a terminal: its display width, clipping, and control characters escaped. Printable
+ * ASCII is one column a character; anything else goes to string-width (graphemes, East Asian width,
+ * emoji), loaded on first use because building its Unicode property regexes costs ~20 ms of start-up
+ * that most commands never need.
  */
 import { createRequire } from 'node:module';
 
@@ -33,4 +34,17 @@ export function clipToWidth(text: string, width: number): string {
     used += w;
   }
   return out + ELLIPSIS;
+}
+
+/**
+ * C0 controls, DEL and C1 controls (U+0080-U+009F): a terminal acts on them instead of showing them
+ * (ESC and the 8-bit CSI U+009B start sequences that move the cursor, clear the screen or write the
+ * clipboard), so text from data is shown with them escaped.
+ */
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
+const NAMED_CONTROLS: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/** `text` with each control character shown as `\n`, `\r`, `\t` or `\xNN`, except those in `keep`. */
+export function escapeControls(text: string, keep = ''): string {
+  return text.replace(CONTROLS, (ch) => (keep.includes(ch) ? ch : (NAMED_CONTROLS[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`)));
 }

@@ -9,13 +9,12 @@ import { cac, type CAC } from 'cac';
 import type { Readable } from 'node:stream';
 import { configEnvVar, locateConfig, type ConfigLocation } from '../../lib/config.js';
 import { Settings, loadSettings, type ConfigSchema } from './config-file.js';
-import { ToolError, ExitCode, InterruptedError, InvalidInputError, exitCodeOf, type StopSignal } from '../../lib/errors.js';
-import { LOG_LEVELS, Logger, parseLogLevel } from '../../lib/log.js';
+import { ToolError, ExitCode, InterruptedError, InvalidInputError, exitCodeOf, pathError, type StopSignal } from '../../lib/errors.js';
+import { LOG_LEVELS, Logger, diagnosticText, parseLogLevel } from '../../lib/log.js';
 import { ParsedArgs, camelCase, flagsOf, type OptionSpec } from './flags.js';
 import { closest } from './suggest.js';
 import { installation } from '../../lib/install.js';
 import { stderr, stdout, type Output } from '../../lib/stdio.js';
-import { redactUserInfo } from '../../lib/redact.js';
 
 export type { OptionSpec } from './flags.js';
 
@@ -324,9 +323,9 @@ class Tool {
     });
   }
 
-  /** cac reports misuse as plain errors named CACError; they are all invalid input. */
+  /** cac reports misuse as plain errors named CACError; they are all invalid input. So is a path that cannot be used (pathError). */
   private translate(error: unknown): unknown {
-    if (!(error instanceof Error) || error.name !== 'CACError') return error;
+    if (!(error instanceof Error) || error.name !== 'CACError') return pathError(error);
     const unknownOption = /^Unknown option `(.+)`$/.exec(error.message);
     const command = this.spec.commands.find((c) => error.message.includes(c.name));
     if (unknownOption?.[1]) {
@@ -343,14 +342,14 @@ class Tool {
     if (error instanceof HelpShown) return ExitCode.Ok;
     const name = this.spec.name;
     if (error instanceof ToolError) {
-      this.io.stderr.write(`${name}: error: ${redactUserInfo(error.message)}\n`);
-      if (error.hint) this.io.stderr.write(`${name}: hint: ${redactUserInfo(error.hint)}\n`);
+      this.io.stderr.write(`${name}: error: ${diagnosticText(error.message)}\n`);
+      if (error.hint) this.io.stderr.write(`${name}: hint: ${diagnosticText(error.hint)}\n`);
     } else {
       const message = error instanceof Error ? error.message : String(error);
-      this.io.stderr.write(`${name}: internal error: ${redactUserInfo(message)}\n`);
+      this.io.stderr.write(`${name}: internal error: ${diagnosticText(message)}\n`);
       if (!log.enabled('debug')) this.io.stderr.write(`${name}: hint: run with --log-level debug for a stack trace\n`);
     }
-    if (log.enabled('debug') && error instanceof Error && error.stack) this.io.stderr.write(`${redactUserInfo(error.stack)}\n`);
+    if (log.enabled('debug') && error instanceof Error && error.stack) this.io.stderr.write(`${diagnosticText(error.stack)}\n`);
     return exitCodeOf(error);
   }
 }

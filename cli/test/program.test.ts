@@ -28,6 +28,13 @@ test('an unexpected error is internal (1) with a stack trace only at debug level
   assert.match(debug.stderr, /Error: something broke\n\s+at /);
 });
 
+test('control characters a message quotes reach stderr escaped: warnings, errors and hints', async () => {
+  const r = await demo(['quote', 'x\x1b]52;c;QQ==\x07\u009b2J']);
+  assert.is(r.code, 2);
+  const shown = 'x\\x1b]52;c;QQ==\\x07\\x9b2J';
+  assert.is(r.stderr, `warn: read ${shown}\nkit-demo: error: bad input ${shown}\nkit-demo: hint: rename ${shown}\n`);
+});
+
 test('--log-level changes stderr only, never stdout or the exit code', async () => {
   for (const format of ['table', 'json', 'jsonl', 'csv']) {
     const runs = await Promise.all(['error', 'warn', 'info', 'debug'].map((level) => demo(['rows', '--format', format, '--log-level', level])));

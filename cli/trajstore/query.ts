@@ -1,5 +1,5 @@
 /** `trajstore query`: one read-only SQL statement over one or more datasets. */
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { DurableFile, hiddenTempSiblingOf } from '../../lib/durable.js';
 import { ConflictError, InvalidInputError, NotFoundError, ResourceLimitError, UnavailableError } from '../../lib/errors.js';
@@ -75,7 +75,10 @@ async function readSql(ctx: CommandContext, source: SqlSource): Promise<string> 
 /** `--output FILE`: written under a hidden temporary name and renamed into place, so a failed query leaves nothing. */
 function outputFile(path: string, overwrite: boolean): DurableFile {
   const target = resolve(path);
-  if (!overwrite && existsSync(target)) throw new ConflictError(`--output ${path}: the file exists`, { hint: 'pass --overwrite to replace it' });
+  const existing = statSync(target, { throwIfNoEntry: false });
+  // --overwrite replaces a file; a directory is no place for the rows, whatever the flags.
+  if (existing?.isDirectory()) throw new InvalidInputError(`--output ${path}: is a directory`, { hint: 'name the file to write' });
+  if (existing && !overwrite) throw new ConflictError(`--output ${path}: the file exists`, { hint: 'pass --overwrite to replace it' });
   try {
     return new DurableFile(target, { temp: hiddenTempSiblingOf(target) });
   } catch (error) {

@@ -86,6 +86,15 @@ test('table escapes control characters so rows stay on one line', () => {
   assert.is(text, 'A\nx\\ny\\tz\n');
 });
 
+test('tables escape the controls a terminal acts on, C1 (8-bit CSI) included; json and csv keep the bytes', () => {
+  const text = 'a\x1b]52;c;QQ==\x07b\u009b2Jc\x7f\u0085';
+  const table = renderRows([{ [text]: text }], [{ key: text }], 'table');
+  assert.is(table, 'A\\x1b]52;C;QQ==\\x07B\\x9b2JC\\x7f\\x85\na\\x1b]52;c;QQ==\\x07b\\x9b2Jc\\x7f\\x85\n');
+  assert.not.match(table, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+  assert.equal(JSON.parse(renderRows([{ t: text }], [{ key: 't' }], 'json')), [{ t: text }]);
+  assert.is(renderRows([{ t: text }], [{ key: 't' }], 'csv'), `t\n${text}\n`);
+});
+
 test('an unknown format is invalid input naming the flag', () => {
   assert.throws(() => parseOutputFormat('yaml'), (e: unknown) => e instanceof InvalidInputError && /--format "yaml"/.test(e.message));
   assert.is(parseOutputFormat('csv'), 'csv');

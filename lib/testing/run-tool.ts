@@ -18,6 +18,9 @@ export interface RunOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
   timeoutMs?: number;
+  /** Run as this user and group (the test runs as root): permissions bind other users only. */
+  uid?: number;
+  gid?: number;
 }
 
 /** The executable of a built tool (`trajstore`, `actorctl`, `sandboxd`), as a user runs it. */
@@ -31,6 +34,8 @@ export function runTool(tool: string, args: string[], options: RunOptions = {}):
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script, ...args], {
       cwd: options.cwd,
+      uid: options.uid,
+      gid: options.gid,
       env: { ...process.env, ...options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
       timeout: options.timeoutMs ?? 60_000,

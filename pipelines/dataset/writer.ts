@@ -15,7 +15,7 @@
  * before anything else reclaims what killed writers left (recover.ts), so that a crash at any point
  * ends with the old or the new dataset at the path and nothing else once the next writer has run.
  */
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { INDEX_FILE, LAYOUT_VERSION, newPartStamp, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
@@ -175,6 +175,11 @@ export class DatasetWriter implements DatasetSink {
   /** The current snapshot of the dataset an append adds to, with its leftovers reclaimed and its index current. */
   private static async appendable(path: string, options: DatasetWriterOptions): Promise<Snapshot> {
     if (!existsSync(path)) throw DatasetWriter.nothingToAppendTo(path);
+    // As a create or replace refuses it (exit 4): a file is in the dataset's place.
+    if (!statSync(path).isDirectory()) throw new ConflictError(`${path}: exists and is not a trajstore dataset; --mode append needs an existing Storyline dataset`);
+    // The storage thread writes in it first, and an fs error's code does not cross threads: a dataset
+    // the user cannot write is refused here (EACCES, exit 2), naming it.
+    accessSync(path, constants.W_OK);
     const store = new LocalObjectStore(path);
     const manifest = await readManifest(store);
     if (!manifest) throw new InvalidInputError(`${path}: not a trajstore dataset (no trajstore.json); --mode append needs an existing Storyline dataset`);

@@ -8,8 +8,8 @@
  * that is let in can exhaust a heap (V8 aborts the whole process when one large allocation does not
  * fit, instead of failing the thread).
  */
-import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { lstatSync, statSync } from 'node:fs';
+import { walkFiles } from '../../lib/walk.js';
 import { contentName } from '../formats/common/documents.js';
 import { MAX_DOCUMENT_BYTES } from '../formats/lines.js';
 
@@ -27,13 +27,17 @@ export function largestDocumentBytes(from: string): number {
   if (!stat) return 0;
   // A compressed file's content can be any size: room for the largest document.
   const sizeOf = (path: string, bytes: number): number => (contentName(path) !== path ? MAX_DOCUMENT_BYTES : bytes);
-  let largest = stat.isDirectory() ? 0 : sizeOf(from, stat.size);
-  if (stat.isDirectory()) {
-    for (const path of readdirSync(from, { recursive: true, encoding: 'utf8' })) {
-      largest = Math.max(largest, sizeOf(path, statSync(join(from, path), { throwIfNoEntry: false })?.size ?? 0));
-      if (largest >= MAX_DOCUMENT_BYTES) break;
-    }
-  }
+  if (!stat.isDirectory()) return Math.min(sizeOf(from, stat.size), MAX_DOCUMENT_BYTES);
+  let largest = 0;
+  // The files the import reads: symbolic links are not followed (a link to `..` would loop), and a
+  // directory that cannot be read holds none (the import names it when it comes to it).
+  walkFiles(
+    from,
+    (relPath, entry, path) => {
+      if (entry.isFile()) largest = Math.max(largest, sizeOf(relPath, lstatSync(path, { throwIfNoEntry: false })?.size ?? 0));
+    },
+    () => {},
+  );
   return Math.min(largest, MAX_DOCUMENT_BYTES);
 }
 

@@ -1,14 +1,15 @@
 /**
  * The files of an import source: one file, a directory walked recursively (paths in byte order,
- * symbolic links not followed), or `-` for stdin. Files compressed with gzip or zstd are read
- * through their decompressor (compression.ts); `.gz`/`.zst` names join the walk. Detection reads a local file up to the end of its
+ * symbolic links not followed), or `-` for stdin. Files (and stdin) compressed with gzip or zstd are
+ * read through their decompressor (compression.ts); `.gz`/`.zst` names join the walk. Detection reads a local file up to the end of its
  * first JSON value (formats/probe.ts); stdin's head is read once for detection and replayed in front
  * of the rest, so stdin too is read a single time.
  */
-import { lstatSync, openSync, readSync, closeSync, readdirSync, statSync, type Stats } from 'node:fs';
-import { basename, join, relative, sep } from 'node:path';
+import { lstatSync, openSync, readSync, closeSync, statSync, type Stats } from 'node:fs';
+import { basename } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { walkFiles } from '../../lib/walk.js';
 import type { SourceFile } from '../formats/types.js';
 import { contentName } from '../formats/common/documents.js';
 import { compressionOf, decompressed, type Compression } from './compression.js';
@@ -121,9 +122,31 @@ export function bytesFile(path: string, relPath: string, bytes: Buffer): ImportF
   };
 }
 
-/** Stdin as an import file: the head is buffered for detection and replayed on `open`. */
+/** Enough bytes for the longest magic (zstd's). */
+const MAGIC_BYTES = 4;
+
+/** The content of stdin: its bytes, or what they decompress to when they are gzip or zstd, as a file's are. */
+async function* stdinContent(stdin: Readable): AsyncGenerator<Buffer> {
+  const raw = (stdin as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+  const first: Buffer[] = [];
+  for (let have = 0; have < MAGIC_BYTES; ) {
+    const next = await raw.next();
+    if (next.done) break;
+    first.push(next.value);
+    have += next.value.length;
+  }
+  const start = Buffer.concat(first);
+  const all = (async function* () {
+    if (start.length > 0) yield start;
+    for (let next = await raw.next(); !next.done; next = await raw.next()) yield next.value;
+  })();
+  const compression = compressionOf(start);
+  yield* compression ? decompressed(compression, all, '-') : all;
+}
+
+/** Stdin as an import file: the head of its content is buffered for detection and replayed on `open`. */
 function stdinFile(stdin: Readable): ImportFile {
-  const iterator = (stdin as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+  const iterator = stdinContent(stdin);
   let head: Buffer | undefined;
   let opened = false;
   const readHead = async (): Promise<Buffer> => {
@@ -160,6 +183,18 @@ function stdinFile(stdin: Readable): ImportFile {
   };
 }
 
+/**
+ * A directory of the walk that cannot be read (no permission): it fails when the import comes to
+ * it, as an unreadable file does, so that it stops the import or, with `--on-error skip`, is left
+ * out and named like any other file.
+ */
+function unreadableDirectory(path: string, relPath: string, error: Error): ImportFile {
+  const fail = (): never => {
+    throw error;
+  };
+  return { path, relPath, size: undefined, head: async () => fail(), peek: fail, open: fail };
+}
+
 /** What a local source (`-f`) is; not found (exit 3) when nothing is there. */
 export function statSource(from: string): Stats {
   try {
@@ -179,16 +214,12 @@ export function listSources(from: string, stdin: Readable, extensions: readonly 
   if (stat.isFile()) return [localFile(from, basename(from), stat.size)];
   if (!stat.isDirectory()) throw new InvalidInputError(`-f ${from}: not a file or directory`);
   const files: ImportFile[] = [];
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(dir)) {
-      const path = join(dir, name);
-      const entry = lstatSync(path);
-      if (entry.isDirectory()) walk(path);
-      else if (entry.isFile() && extensions.some((ext) => contentName(name.toLowerCase()).endsWith(ext))) {
-        files.push(localFile(path, relative(from, path).split(sep).join('/'), entry.size));
-      }
-    }
-  };
-  walk(from);
+  walkFiles(
+    from,
+    (relPath, entry, path) => {
+      if (entry.isFile() && extensions.some((ext) => contentName(entry.name.toLowerCase()).endsWith(ext))) files.push(localFile(path, relPath, lstatSync(path).size));
+    },
+    (relPath, path, error) => files.push(unreadableDirectory(path, relPath, error)),
+  );
   return files.sort((a, b) => byteOrder(a.relPath, b.relPath));
 }

@@ -15,7 +15,7 @@ import { dirname } from 'node:path';
 import { stringify } from 'smol-toml';
 import type { ConfigLocation } from '../../lib/config.js';
 import { writeFileDurably } from '../../lib/durable.js';
-import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError, pathError } from '../../lib/errors.js';
 import { isPlainTable, KeyLines, parseToml } from '../../lib/toml.js';
 import type { Price } from '../pricing/prices.js';
 import { PIN_KEYS, PinError, pinNameProblem, toPin, DEFAULT_PIN, type Pin, type PinEntry, type PinKey } from './pins.js';
@@ -59,7 +59,8 @@ export async function loadConfig(location: ConfigLocation, options: LoadOptions)
     text = readFileSync(location.path, 'utf8');
     mode = statSync(location.path).mode;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    // A read's error (EISDIR) names no path.
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw pathError(error, `configuration file ${location.path}`);
     if (location.source !== 'default' && !options.allowMissing) {
       const via = location.source === 'flag' ? '-c/--config' : 'TRAJSTORE_CONFIG';
       throw new NotFoundError(`configuration file ${location.path} (from ${via}) does not exist`);

@@ -57,12 +57,14 @@ export function parseColumnFlags(flags: readonly string[]): CompactSpec {
     const name = flag.slice(0, eq);
     const path = flag.slice(eq + 1);
     if (!NAME.test(name)) throw new InvalidInputError(`--column ${JSON.stringify(flag)}: column name must match ${NAME.source}`);
-    if (RESERVED_COLUMNS.includes(name)) throw new InvalidInputError(`--column ${JSON.stringify(flag)}: ${name} is a reserved column name`, { hint: `reserved: ${RESERVED_COLUMNS.join(', ')}` });
-    if (seen.has(name)) throw new InvalidInputError(`--column ${JSON.stringify(flag)}: column ${name} given twice`);
-    seen.add(name);
+    // SQL names are case-insensitive: `A` and `a` are one column, and `ID` is `id`.
+    const key = name.toLowerCase();
+    if (RESERVED_COLUMNS.includes(key)) throw new InvalidInputError(`--column ${JSON.stringify(flag)}: ${name} is a reserved column name`, { hint: `reserved: ${RESERVED_COLUMNS.join(', ')}` });
+    if (seen.has(key)) throw new InvalidInputError(`--column ${JSON.stringify(flag)}: column ${name} given twice (column names are case-insensitive)`);
+    seen.add(key);
     parseJsonPath(path, `--column ${name}`);
-    if (name === 'id') spec.id_path = path;
-    else if (name === 'timestamp') spec.timestamp_path = path;
+    if (key === 'id') spec.id_path = path;
+    else if (key === 'timestamp') spec.timestamp_path = path;
     else spec.columns.push({ name, path });
   }
   return spec;

@@ -3,7 +3,7 @@
  * progress and abort bridged to the command's thread (client.ts).
  */
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { InterruptedError, ToolError } from '../../../lib/errors.js';
+import { InterruptedError, ToolError, pathError } from '../../../lib/errors.js';
 import { Logger, LOG_LEVELS } from '../../../lib/log.js';
 import type { ProgressSink } from '../../../lib/progress.js';
 import { runCompactImport } from '../compact.js';
@@ -47,7 +47,9 @@ async function work(port: MessagePort, data: ImportThreadData): Promise<void> {
         : await runCompactImport({ ...data.job.options, log, signal: controller.signal, progress });
     flushProgress();
     post({ type: 'done', summary });
-  } catch (error) {
+  } catch (thrown) {
+    // An fs error's code does not cross to the command's thread: it is typed here (exit 2 for a path that cannot be used).
+    const error = pathError(thrown);
     const typed = error instanceof ToolError ? error : undefined;
     post({
       type: 'error',

@@ -1,4 +1,5 @@
 /** A scratch home for CLI tests (removed when the test process exits): its own XDG directories, and trajstore run inside it. */
+import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { runTool } from '../../../lib/testing/run-tool.js';
@@ -9,6 +10,21 @@ export function sandbox(prefix: string) {
   const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
   const run = (args: string[], input?: string | Buffer) => runTool('trajstore', args, { env, cwd: home, ...(input !== undefined ? { input } : {}) });
   return { home, env, run, path: (...p: string[]) => join(home, ...p) };
+}
+
+/**
+ * A sandbox whose trajstore runs as a user that file permissions bind. Root reads and writes
+ * chmod-000 paths, so under root it runs as nobody (uid 65534), and the home (with what the test
+ * wrote in it) is made nobody's before each run.
+ */
+export function unprivilegedSandbox(prefix: string) {
+  const s = sandbox(prefix);
+  const root = process.getuid?.() === 0;
+  const run = (args: string[], input?: string | Buffer) => {
+    if (root) spawnSync('chown', ['-R', '65534:65534', s.home]);
+    return runTool('trajstore', args, { env: s.env, cwd: s.home, ...(root ? { uid: 65534, gid: 65534 } : {}), ...(input !== undefined ? { input } : {}) });
+  };
+  return { ...s, run };
 }
 
 /** Every file under a directory, relative, in byte order. */

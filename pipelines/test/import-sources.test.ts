@@ -1,0 +1,92 @@
+/**
+ * What `import -f` reads, through the real CLI: a directory walk never follows symbolic links (a link
+ * to `..` or a loop of links is no error), gzip and zstd on stdin are decompressed as compressed files
+ * are, and an unreadable directory or file is bad input naming it (exit 2), left out and listed by
+ * `--on-error skip`, in both modes alike.
+ */
+import { chmodSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { gzipSync, zstdCompressSync } from 'node:zlib';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { sandbox, unprivilegedSandbox } from './helpers/sandbox.js';
+
+const storyline = (id: string) => JSON.stringify({ schema_version: 'storyline/v1', session: id, trajectory: id, agent: { id: 'a' }, turns: [{ id: 1, src: 'user', msg: `hello ${id}` }] });
+
+interface Summary {
+  total: { runs: number };
+  skipped_files: Array<{ source_path: string; reason: string; exit_code: number }>;
+}
+
+test('symbolic links in a source directory are not followed: a link to .. and a loop of links are no error', async () => {
+  const s = sandbox('import-sources');
+  mkdirSync(s.path('src', 'sub'), { recursive: true });
+  writeFileSync(s.path('src', 'a.storyline.json'), storyline('a'));
+  writeFileSync(s.path('src', 'sub', 'b.storyline.json'), storyline('b'));
+  symlinkSync('..', s.path('src', 'sub', 'up'));
+  symlinkSync('loop2', s.path('src', 'loop1.storyline.json'));
+  symlinkSync('loop1.storyline.json', s.path('src', 'loop2'));
+  for (const [name, extra] of [['ds', []], ['ds-skip', ['--on-error', 'skip']]] as const) {
+    const r = await s.run(['import', '-f', s.path('src'), '-t', s.path(name), '--format', 'json', ...extra]);
+    assert.is(r.code, 0, r.stderr);
+    const summary = JSON.parse(r.stdout) as Summary;
+    assert.is(summary.total.runs, 2);
+    assert.equal(summary.skipped_files, []);
+  }
+  const listed = await s.run(['list', s.path('src'), '--format', 'json']);
+  assert.is(listed.code, 0, listed.stderr);
+  assert.equal((JSON.parse(listed.stdout) as Array<{ source_path: string }>).map((r) => r.source_path), ['a.storyline.json', 'sub/b.storyline.json']);
+});
+
+test('gzip and zstd on stdin are decompressed as a compressed file is, and detected from their content', async () => {
+  const s = sandbox('import-sources');
+  const jsonl = `${storyline('x')}\n${storyline('y')}\n`;
+  for (const [name, bytes] of [['gz', gzipSync(jsonl)], ['zst', zstdCompressSync(jsonl)]] as const) {
+    const r = await s.run(['--log-level', 'info', 'import', '-f', '-', '-t', s.path(name), '-o', 'preserve', '--format', 'json'], bytes);
+    assert.is(r.code, 0, `${name}: ${r.stderr}`);
+    assert.match(r.stderr, 'info: -: detected storyline');
+    assert.is((JSON.parse(r.stdout) as Summary).total.runs, 2);
+    const back = await s.run(['export', '-f', s.path(name), '-t', '-', '-o', 'storyline']);
+    assert.is(back.stdout, jsonl, name);
+  }
+  const damaged = await s.run(['import', '-f', '-', '-t', s.path('bad')], Buffer.concat([gzipSync(jsonl).subarray(0, 12), Buffer.from('garbage')]));
+  assert.is(damaged.code, 2, damaged.stderr);
+  assert.match(damaged.stderr, '-: not valid gzip data');
+  assert.not.ok(existsSync(s.path('bad')));
+});
+
+test('an unreadable directory or file in a source is bad input naming it; --on-error skip leaves it out and lists it', async () => {
+  const s = unprivilegedSandbox('import-sources');
+  mkdirSync(s.path('src', 'locked'), { recursive: true });
+  writeFileSync(s.path('src', 'ok.storyline.json'), storyline('ok'));
+  writeFileSync(s.path('src', 'locked', 'x.storyline.json'), storyline('x'));
+  chmodSync(s.path('src', 'locked'), 0o000);
+
+  const failed = await s.run(['import', '-f', 'src', '-t', 'ds']);
+  assert.is(failed.code, 2, failed.stderr);
+  assert.match(failed.stderr, 'trajstore: error: src/locked: permission denied');
+  assert.not.ok(existsSync(s.path('ds')));
+  const skipped = await s.run(['import', '-f', 'src', '-t', 'ds', '--on-error', 'skip', '--format', 'json']);
+  assert.is(skipped.code, 0, skipped.stderr);
+  const summary = JSON.parse(skipped.stdout) as Summary;
+  assert.is(summary.total.runs, 1);
+  assert.equal(summary.skipped_files.map((f) => [f.source_path, f.exit_code]), [['locked', 2]]);
+  assert.match(summary.skipped_files[0]?.reason ?? '', 'permission denied');
+  assert.match(skipped.stderr, 'warn: skipped locked: ');
+  const listed = await s.run(['list', 'src', '--format', 'json']);
+  assert.is(listed.code, 0, listed.stderr);
+  assert.match(listed.stderr, 'not listed: locked: ');
+
+  chmodSync(s.path('src', 'locked'), 0o755);
+  chmodSync(s.path('src', 'locked', 'x.storyline.json'), 0o000);
+  for (const from of ['src', 'src/locked/x.storyline.json']) {
+    const r = await s.run(['import', '-f', from, '-t', 'ds-file']);
+    assert.is(r.code, 2, `${from}: ${r.stderr}`);
+    assert.match(r.stderr, 'trajstore: error: src/locked/x.storyline.json: permission denied');
+    assert.not.ok(existsSync(s.path('ds-file')));
+  }
+  const fileSkipped = await s.run(['import', '-f', 'src', '-t', 'ds-file', '--on-error', 'skip', '--format', 'json']);
+  assert.is(fileSkipped.code, 0, fileSkipped.stderr);
+  assert.equal((JSON.parse(fileSkipped.stdout) as Summary).skipped_files.map((f) => [f.source_path, f.exit_code]), [['locked/x.storyline.json', 2]]);
+});
+
+test.run();
