@@ -91,11 +91,13 @@ export class ParsedArgs {
     return this.raw(long) !== undefined;
   }
 
-  /** Every value of a repeatable option, as typed. */
+  /** Every value of a repeatable option, as typed; an empty one is refused (`-t "$UNSET"` names no dataset). */
   list(long: string): string[] {
     const value = this.raw(long);
     if (value === undefined || value === null || value === false) return [];
-    return (Array.isArray(value) ? value : [value]).map((v) => String(v));
+    const values = (Array.isArray(value) ? value : [value]).map((v) => String(v));
+    if (values.includes('')) throw new InvalidInputError(`${this.display(long)} is empty`);
+    return values;
   }
 
   /** The one value of an option that must not repeat; undefined when absent. */

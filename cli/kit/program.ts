@@ -87,6 +87,9 @@ function commandWords(spec: CommandSpec): string {
 }
 
 /** Index of the first argument that is not a global option or its value. */
+/** An argument starting with `-` that cannot be a flag: `-`, a negative number, or text with white space in it. */
+const isDashedValue = (arg: string): boolean => arg === '-' || /^-(\d|\.\d)/.test(arg) || (arg.startsWith('-') && /\s/.test(arg));
+
 function firstPositional(argv: readonly string[]): number {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
@@ -126,7 +129,7 @@ class Tool {
       const cli = this.buildCac(matched ? [matched] : this.spec.commands, await this.helpOptions(joined));
       cli.parse(['node', this.spec.name, ...joined], { run: false });
       const options = cli.options as Record<string, unknown>;
-      this.restoreLiteralValues(joined, options);
+      this.restoreLiteralValues(joined, options, matched ? [matched] : this.spec.commands);
       if (options.help || options.version) return ExitCode.Ok;
       log = new Logger(parseLogLevel(options.logLevel), this.io.stderr);
       if (!cli.matchedCommand) return this.noCommand(cli.args[0]);
@@ -176,10 +179,14 @@ class Tool {
     return signal.aborted && signal.reason instanceof InterruptedError ? signal.reason : error;
   }
 
-  /** Long and short flags of every option that takes a value (`<x>` or `[x]`), by cac's camel-cased name. */
-  private valueFlags(): Map<string, string[]> {
+  /**
+   * Long and short flags of every option of `commands` that takes a value (`<x>` or `[x]`), by cac's
+   * camel-cased name. Of the command being run only: another command may give the same long flag
+   * another short one (`sync --to` has no `-t`), and the last one read would win.
+   */
+  private valueFlags(commands: readonly CommandSpec[]): Map<string, string[]> {
     const byName = new Map<string, string[]>([['config', ['-c', '--config']], ['logLevel', ['--log-level']]]);
-    for (const option of this.spec.commands.flatMap((c) => c.options ?? [])) {
+    for (const option of commands.flatMap((c) => c.options ?? [])) {
       if (!/[<[]/.test(option.flags)) continue;
       const flags = flagsOf(option);
       const long = flags.find((f) => f.startsWith('--'));
@@ -194,10 +201,10 @@ class Tool {
    * So the values of options that take one are taken from the arguments as typed: text, one value
    * or, when repeated, an array in order.
    */
-  private restoreLiteralValues(argv: readonly string[], options: Record<string, unknown>): void {
+  private restoreLiteralValues(argv: readonly string[], options: Record<string, unknown>, commands: readonly CommandSpec[]): void {
     const end = argv.indexOf('--');
     const args = end < 0 ? argv : argv.slice(0, end);
-    for (const [name, flags] of this.valueFlags()) {
+    for (const [name, flags] of this.valueFlags(commands)) {
       const typed: string[] = [];
       args.forEach((arg, i) => {
         const flag = flags.find((f) => arg === f || arg.startsWith(`${f}=`));
@@ -213,8 +220,11 @@ class Tool {
   }
 
   /**
-   * cac (mri) does not take a lone `-` as an option's value, yet `-` means stdin/stdout (`import -f -`,
-   * `export -t -`): `--opt -` becomes `--opt=-` for options that take a value.
+   * cac (mri) takes an argument that starts with `-` for a flag of its own, never an option's value:
+   * a lone `-` (stdin/stdout: `import -f -`), a negative number (`--max-results -1` would be the
+   * unknown flag `-1`), or SQL that opens with a comment (`--sql '-- why\nSELECT 1'`). For options
+   * that take a value, `--opt VALUE` becomes `--opt=VALUE` when VALUE is one of those; anything
+   * else that starts with `-` is still a flag (`--opt --yes`).
    */
   private attachDashValues(argv: string[]): string[] {
     const takesValue = new Set(GLOBAL_OPTIONS_WITH_VALUES);
@@ -225,8 +235,9 @@ class Tool {
     for (let i = 0; i < argv.length; i++) {
       const arg = argv[i] ?? '';
       if (arg === '--') return [...out, ...argv.slice(i)];
-      if (takesValue.has(arg) && argv[i + 1] === '-') {
-        out.push(`${arg}=-`);
+      const next = argv[i + 1];
+      if (takesValue.has(arg) && next !== undefined && isDashedValue(next)) {
+        out.push(`${arg}=${next}`);
         i++;
       } else out.push(arg);
     }

@@ -142,6 +142,26 @@ test('option values keep what the user typed when a number would change it', asy
   assert.equal(await values('--id', '0123', '--limit', '10'), { id: ['0123'], limit: '10' });
   assert.equal(await values('-i', '1e3', '--id=   ', '--id', '7'), { id: ['1e3', '   ', '7'] });
   assert.equal(await values('--id', 'abc', '--limit', '0x10'), { id: ['abc'], limit: '0x10' });
+  // Another command declares --id without -i: the short form of this one still keeps its text.
+  assert.equal(await values('-i', '0123'), { id: ['0123'] });
+});
+
+test('values that start with "-" but cannot be flags are values: "-", negative numbers, text with spaces', async () => {
+  const values = async (...args: string[]) => JSON.parse((await demo(['values', ...args])).stdout) as Record<string, unknown>;
+  assert.equal(await values('--limit', '-1', '-i', '-'), { id: ['-'], limit: '-1' });
+  assert.equal(await values('--limit', '-0.5'), { id: [], limit: '-0.5' });
+  assert.equal(await values('--id', '-- a comment\nSELECT 1'), { id: ['-- a comment\nSELECT 1'] });
+  const flag = await demo(['values', '--limit', '-x']);
+  assert.is(flag.code, 2, 'a dash word is still a flag');
+  assert.match(flag.stderr, /unknown option `-x`/);
+});
+
+test('an option given an empty value is invalid input naming it, never a value such as 0', async () => {
+  for (const args of [['values', '-i', ''], ['values', '--id', 'a', '--id', ''], ['other', '--id', '']]) {
+    const r = await demo(args);
+    assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /error: (-i\/)?--id is empty/);
+  }
 });
 
 test.run();
