@@ -9,6 +9,7 @@ import { lstatSync, openSync, readSync, closeSync, statSync, type Stats } from '
 import { basename } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { redactUserInfo } from '../../lib/redact.js';
 import { walkFiles } from '../../lib/walk.js';
 import type { SourceFile } from '../formats/types.js';
 import { contentName } from '../formats/common/documents.js';
@@ -200,6 +201,11 @@ export function statSource(from: string): Stats {
   try {
     return statSync(from);
   } catch {
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(from)) {
+      throw new InvalidInputError(`-f ${redactUserInfo(from)}: import reads local files, directories or stdin, not a URI`, {
+        hint: 'to copy an object-store dataset, export it to a local path first (trajstore export -f URI -t out/), then import that',
+      });
+    }
     throw new NotFoundError(`-f ${from}: no such file or directory`);
   }
 }

@@ -158,4 +158,11 @@ test('SQL parameters have no values to take: query and --where refuse them as in
   assert.is(ok.code, 0, ok.stderr);
 });
 
+test('import -f of a URI says import reads local sources, without the credentials the URI holds', async () => {
+  const r = await s.run(['import', '-f', 's3://key:secret@lake/ds', '-t', s.path('from-uri')]);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /-f s3:\/\/\*\*\*@lake\/ds: import reads local files, directories or stdin, not a URI/);
+  assert.not.match(r.stderr, /secret/);
+});
+
 test.run();
