@@ -340,10 +340,13 @@ class Tool {
     const unknownOption = /^Unknown option `(.+)`$/.exec(error.message);
     const command = this.spec.commands.find((c) => error.message.includes(c.name));
     if (unknownOption?.[1]) {
+      // cac names the option camel-cased (`--secretKey` for the `--secret-key` typed).
+      const given = unknownOption[1].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
       const flags = this.spec.commands.flatMap((c) => c.options ?? []).flatMap((o) => flagsOf(o));
-      const guess = closest(unknownOption[1], [...flags, '--config', '--log-level', '--help', '--version']);
-      return new InvalidInputError(`unknown option \`${unknownOption[1]}\``, {
-        hint: guess ? `did you mean \`${guess}\`?` : `run with --help for the options`,
+      const guess = closest(given, [...flags, '--config', '--log-level', '--help', '--version']);
+      // The flags are every command's: one of another command is no better spelling of itself.
+      return new InvalidInputError(`unknown option \`${given}\``, {
+        hint: guess && guess !== given ? `did you mean \`${guess}\`?` : `run with --help for the options`,
       });
     }
     return new InvalidInputError(error.message, { hint: command ? `usage: ${this.spec.name} ${command.name}` : 'run with --help for usage' });

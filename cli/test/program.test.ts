@@ -73,6 +73,13 @@ test('an unknown option exits 2 with a hint', async () => {
   assert.is(r.code, 2);
   assert.match(r.stderr, 'unknown option `--formatt`');
   assert.match(r.stderr, 'did you mean `--format`?');
+  // An option of another command: named as typed, and never suggested as a spelling of itself.
+  const other = await demo(['rows', '--limit-count=3']);
+  assert.is(other.code, 2);
+  assert.match(other.stderr, 'unknown option `--limit-count`');
+  const elsewhere = await demo(['rows', '--limit', '3']);
+  assert.is(elsewhere.code, 2);
+  assert.not.match(elsewhere.stderr, 'did you mean `--limit`');
 });
 
 test('a missing argument exits 2 with the usage', async () => {
