@@ -129,7 +129,7 @@ function subagentLine(s: Transcript['subagents'][number]): string {
  * tools can hold terminal escapes, which must not reach the terminal (or the pasted Markdown).
  */
 function cleaned(t: Transcript): Transcript {
-  return JSON.parse(JSON.stringify(t), (_key, value: unknown) => (typeof value === 'string' ? value.replace(/[\x00-\x08\x0b-\x1f\x7f\x9b]/g, '\ufffd') : value)) as Transcript;
+  return JSON.parse(JSON.stringify(t), (_key, value: unknown) => (typeof value === 'string' ? value.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, '\ufffd') : value)) as Transcript;
 }
 
 export function renderText(transcript: Transcript, style: TranscriptStyle): string {

@@ -23,7 +23,7 @@ const RUNS: RunSpec[] = [
     session_id: 's-long',
     source_path: 'c/long.json',
     steps: [
-      { source: 'user', message: 'print the log \x1b[31mred\x1b[0m please', timestamp: '2026-05-03T08:00:00.000Z' },
+      { source: 'user', message: 'print the log \x1b[31mred\x1b[0m please \u009d52;c;AA==\u0007', timestamp: '2026-05-03T08:00:00.000Z' },
       { source: 'agent', message: 'here it is', timestamp: '2026-05-03T08:00:03.500Z', tokens: { prompt: 2000, completion: 12, cached: 0 }, tools: [{ name: 'cat_log', result: LONG_RESULT }] },
     ],
   },
@@ -60,7 +60,7 @@ test('long tool results are clipped (lines and width) unless --full; control cha
   assert.not.ok(clipped.stdout.includes('line 12 '));
   for (const line of clipped.stdout.split('\n')) assert.ok(line.length <= 120, `a line wider than 120 columns: ${line.length}`);
   assert.not.ok(clipped.stdout.includes('\x1b'));
-  assert.ok(clipped.stdout.includes('print the log \ufffd[31mred\ufffd[0m please'));
+  assert.ok(clipped.stdout.includes('print the log \ufffd[31mred\ufffd[0m please \ufffd52;c;AA==\ufffd'));
   const fewer = await s.run(['show', ds, '--document-id', 'doc-long', '--max-lines', '3']);
   assert.ok(fewer.stdout.includes('… 37 more lines'));
   const full = await s.run(['show', ds, '--document-id', 'doc-long', '--full']);
