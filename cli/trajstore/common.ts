@@ -9,7 +9,7 @@ import type { CommandContext, OptionSpec } from '../kit/program.js';
 
 /** Where the engine resolves DATASET arguments: the command's configuration file and environment. */
 export function resolveContext(ctx: CommandContext): ResolveContext {
-  return { config: ctx.config, env: ctx.env };
+  return { config: ctx.config, env: ctx.env, signal: ctx.signal };
 }
 
 /** Progress of the engine's long work, drawn on stderr when it is a terminal. */

@@ -74,12 +74,14 @@ export interface OpenOptions {
   progress?: ProgressFactory;
   /** Never write in the dataset, not even its index: a missing or stale index is rebuilt in the cache (`serve`). */
   neverWrite?: boolean;
+  /** Stops the object-store requests of an s3:// dataset's opening. */
+  signal?: AbortSignal;
 }
 
 /** Resolves a DATASET argument (a pin, a path, or the default dataset) and opens it for reading. */
 export async function openDatasetArg(rc: ResolveContext, arg: string | undefined, options: OpenOptions = {}): Promise<OpenDataset> {
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
-  return openDataset(location, rc.env, options);
+  return openDataset(location, rc.env, { ...(rc.signal ? { signal: rc.signal } : {}), ...options });
 }
 
 /** Where a dataset is read from locally: its directory, or the cache's copy of an object-store dataset's current snapshot. */
@@ -91,11 +93,11 @@ export interface LocalRoot {
   ref: DatasetRef;
 }
 
-export async function localRootOf(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env): Promise<LocalRoot> {
+export async function localRootOf(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, signal?: AbortSignal): Promise<LocalRoot> {
   if (typeof ref !== 'string' && ref.kind === 's3') {
     // Loaded only here: the AWS SDK costs every local command start-up time.
     const { localSnapshotOf } = await import('./s3-cache.js');
-    const { dir } = await localSnapshotOf(placeOf(ref), env);
+    const { dir } = await localSnapshotOf(placeOf(ref), env, signal);
     return { root: dir, shown: ref.uri, ref: { kind: 'local', path: dir, display: ref.uri } };
   }
   const shown = localPathOf(ref);
@@ -104,7 +106,7 @@ export async function localRootOf(ref: DatasetRef, env: NodeJS.ProcessEnv = proc
 
 export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, options: OpenOptions = {}): Promise<OpenDataset> {
   if (typeof ref !== 'string' && ref.kind === 's3') {
-    const local = await localRootOf(ref, env);
+    const local = await localRootOf(ref, env, options.signal);
     return { ...(await openDataset(local.ref, env, options)), uri: local.shown };
   }
   const shown = localPathOf(ref);

@@ -31,7 +31,7 @@ import { NotFoundError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
 import type { S3Place } from '../pins/pins.js';
-import { MANIFEST_KEY, parseManifest, parseSnapshot, snapshotKey, type Manifest, type Snapshot } from './layout.js';
+import { MANIFEST_KEY, parseManifest, parseSnapshot, snapshotKey, type Manifest, type PartRef, type Snapshot } from './layout.js';
 import { S3ObjectStore } from './s3-store.js';
 import { LocalObjectStore } from './store.js';
 
@@ -80,8 +80,8 @@ export interface LocalSnapshot {
 }
 
 /** The current snapshot of an object-store dataset as a local dataset, fetching the parts the cache lacks. */
-export async function localSnapshotOf(place: S3Place, env: NodeJS.ProcessEnv): Promise<LocalSnapshot> {
-  const store = new S3ObjectStore(place, env);
+export async function localSnapshotOf(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<LocalSnapshot> {
+  const store = new S3ObjectStore(place, env, signal);
   try {
     const current = await currentManifest(store);
     if (!current) throw new NotFoundError(`${place.uri}: not a trajstore dataset (no ${MANIFEST_KEY})`);
@@ -122,13 +122,19 @@ export function partKeysOf(snapshot: Snapshot): string[] {
   return Object.values(snapshot.relations).flatMap((parts) => (parts ?? []).map((part) => part.key));
 }
 
-/** Links a cached part into a snapshot copy, downloading it first when the cache lacks it (or lost it to an eviction meanwhile). */
-async function linkPart(store: S3ObjectStore, pool: string, key: string, into: string): Promise<void> {
-  const cached = join(pool, ...key.split('/'));
-  const target = join(into, ...key.split('/'));
+/**
+ * Links a cached part into a snapshot copy, downloading it first when the cache lacks it (or lost it
+ * to an eviction meanwhile). A download is checked against the size the snapshot gives; so is a part
+ * already cached, which an older build may have kept damaged.
+ */
+async function linkPart(store: S3ObjectStore, pool: string, part: PartRef, into: string): Promise<void> {
+  const cached = join(pool, ...part.key.split('/'));
+  const target = join(into, ...part.key.split('/'));
   mkdirSync(dirname(target), { recursive: true });
+  const size = statSync(cached, { throwIfNoEntry: false })?.size;
+  if (size !== undefined && size !== part.bytes) rmSync(cached, { force: true });
   for (let attempt = 0; ; attempt++) {
-    if (!existsSync(cached)) await store.download(key, cached);
+    if (!existsSync(cached)) await store.download(part.key, cached, part.bytes);
     try {
       linkSync(cached, target);
       return;
@@ -143,7 +149,7 @@ async function buildSnapshotCopy(store: S3ObjectStore, place: S3Place, root: str
   const temp = join(dirname(dir), `.${snapshot.id}${TEMP_MARKER}${randomSuffix()}`);
   mkdirSync(temp, { recursive: true });
   try {
-    for (const key of partKeysOf(snapshot)) await linkPart(store, pool, key, temp);
+    for (const part of Object.values(snapshot.relations).flat()) await linkPart(store, pool, part, temp);
     mkdirSync(join(temp, 'snapshots'));
     writeFileSync(join(temp, snapshotKey(snapshot.id)), snapshotBytes);
     writeFileSync(join(temp, MANIFEST_KEY), `${JSON.stringify(manifest, null, 2)}\n`);

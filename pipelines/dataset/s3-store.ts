@@ -10,18 +10,29 @@
  *   dataset, so two mounts of two pins each reach their own store. An endpoint means path-style
  *   addressing; `http://` is plain HTTP. Without keys the command stops (exit 2) instead of asking
  *   the SDK's default chain, whose last resort is the EC2 metadata address.
- * - Retries: the SDK's standard strategy (exponential backoff with jitter) on throttling, 5xx and
- *   connection errors, MAX_ATTEMPTS in all; what still fails is classified (`classify`): unreachable,
- *   throttled or 5xx -> exit 6, no such bucket -> exit 3, a failed precondition -> exit 4.
+ * - Retries: the SDK's standard strategy (exponential backoff with jitter) on throttling, 5xx,
+ *   connection errors and timeouts, MAX_ATTEMPTS in all; what still fails is classified (`classify`):
+ *   unreachable, timed out, throttled or 5xx -> exit 6, no such bucket or key -> exit 3, a failed
+ *   precondition -> exit 4. Every body the SDK sends is a Buffer, which it can send again (it gives
+ *   up on a stream at the first error).
+ * - Time limits: a connection not made in CONNECT_TIMEOUT_MS, and a request during which nothing
+ *   moves for the request timeout (`TRAJSTORE_S3_TIMEOUT_MS`), count as failed attempts. The
+ *   command's signal (Ctrl-C, SIGTERM) goes with every request, so a stop never waits for the server.
+ * - A server is not trusted to behave: a listing that does not advance, or passes MAX_LISTED_KEYS,
+ *   stops; a download is checked against its length, its ETag when that is an MD5, and the size the
+ *   caller expects, and fetched again when damaged.
+ * - The SDK's logger is silenced: what it would print on stderr, the errors here say.
  * - Checksums only where S3 requires them: S3-compatible servers differ in the trailing checksums
  *   newer SDKs add to every upload.
  * - Nothing here puts a key into a message: errors name the dataset and the object, never the keys.
  */
+import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, mkdirSync, openSync, closeSync, writeSync, rmSync, statSync } from 'node:fs';
-import { rename } from 'node:fs/promises';
+import { readFile, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Readable } from 'node:stream';
 import {
   DeleteObjectCommand,
@@ -33,7 +44,7 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { ConflictError, InvalidInputError, NotFoundError, ToolError, UnavailableError } from '../../lib/errors.js';
+import { ConflictError, InvalidInputError, NotFoundError, ResourceLimitError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import type { S3Place } from '../pins/pins.js';
 import type { ObjectStore, ObjectWriter } from './store.js';
@@ -42,6 +53,18 @@ import type { ObjectStore, ObjectWriter } from './store.js';
 const MAX_ATTEMPTS = 5;
 /** A connection not made in this time counts as unreachable (then retried). */
 const CONNECT_TIMEOUT_MS = 5_000;
+/**
+ * A request during which nothing is sent or received for this long fails (then retried): a server
+ * that accepts connections and never answers would otherwise hold a command forever. An idle limit,
+ * not a total one, so a large part on a slow link is not cut off while it moves.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+const REQUEST_TIMEOUT_ENV = 'TRAJSTORE_S3_TIMEOUT_MS';
+/**
+ * Keys one listing may return. A dataset holds far fewer (compaction keeps parts few); a server that
+ * pages forever with new tokens would otherwise grow memory without bound.
+ */
+export const MAX_LISTED_KEYS = 1_000_000;
 /** Multipart uploads: parts of this size, this many at once. S3's minimum part is 5 MiB. */
 export const MULTIPART_PART_BYTES = 8 * 1024 * 1024;
 const MULTIPART_QUEUE = 4;
@@ -61,8 +84,35 @@ export function s3Environment(place: S3Place, env: NodeJS.ProcessEnv): NodeJS.Pr
   return out;
 }
 
-/** A client made from the standard variables of `env` alone (see the module comment). */
-function clientFromEnvironment(env: NodeJS.ProcessEnv, uri: string): S3Client {
+/** The SDK's logger, silenced: it would print on stderr, and everything it reports reaches the caller as an error. */
+const SILENT = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+
+/** `TRAJSTORE_S3_TIMEOUT_MS`, else DEFAULT_REQUEST_TIMEOUT_MS. */
+function requestTimeoutOf(env: NodeJS.ProcessEnv): number {
+  const text = env[REQUEST_TIMEOUT_ENV];
+  if (text === undefined || text === '') return DEFAULT_REQUEST_TIMEOUT_MS;
+  const ms = Number(text);
+  if (!Number.isSafeInteger(ms) || ms < 1) throw new InvalidInputError(`invalid ${REQUEST_TIMEOUT_ENV} ${JSON.stringify(text)}: expected a whole number of milliseconds, at least 1`);
+  return ms;
+}
+
+/**
+ * The place's region, checked: the SDK puts it into the endpoint's host name and the signature, and
+ * fails on a malformed one with an error that names nothing. Named with where it came from.
+ */
+function regionOf(place: S3Place, env: NodeJS.ProcessEnv): string {
+  if (/^[A-Za-z0-9-]+$/.test(place.region)) return place.region;
+  const source = env.AWS_REGION === place.region ? 'AWS_REGION' : !env.AWS_REGION && env.AWS_DEFAULT_REGION === place.region ? 'AWS_DEFAULT_REGION' : "the pin's region";
+  throw new InvalidInputError(`${place.uri}: the region ${JSON.stringify(place.region)} (from ${source}) is not a region name: letters, digits and hyphens only`, {
+    hint: 'for example us-west-2',
+  });
+}
+
+/** A client of a place made from the standard variables of `s3Environment` alone (see the module comment). */
+function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutMs: number): S3Client {
+  const region = regionOf(place, processEnv);
+  const env = s3Environment(place, processEnv);
+  const uri = place.uri;
   const endpoint = env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL;
   const accessKeyId = env.AWS_ACCESS_KEY_ID;
   const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
@@ -75,14 +125,15 @@ function clientFromEnvironment(env: NodeJS.ProcessEnv, uri: string): S3Client {
     throw new InvalidInputError(`${uri}: the endpoint ${JSON.stringify(endpoint)} is not an http:// or https:// URL`);
   }
   return new S3Client({
-    region: env.AWS_REGION || env.AWS_DEFAULT_REGION,
+    region,
     ...(endpoint ? { endpoint, forcePathStyle: true } : {}),
     credentials: { accessKeyId, secretAccessKey, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) },
     maxAttempts: MAX_ATTEMPTS,
     retryMode: 'standard',
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
-    requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS },
+    logger: SILENT,
+    requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: requestTimeoutMs, logger: SILENT },
   });
 }
 
@@ -90,33 +141,55 @@ interface SdkError {
   name?: string;
   code?: string;
   Code?: string;
-  $metadata?: { httpStatusCode?: number };
+  message?: string;
+  syscall?: string;
+  $metadata?: { httpStatusCode?: number; attempts?: number };
 }
 
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'TimeoutError', 'RequestTimeout']);
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ERR_STREAM_PREMATURE_CLOSE', 'TimeoutError', 'RequestTimeout']);
 
-/** What an SDK error means to the user, as one of the tool's errors (exit codes, spec/trajstore.md "Errors"). */
-export function classify(error: unknown, what: string): Error {
+/**
+ * What an SDK error means to the user, as one of the tool's errors (exit codes, spec/trajstore.md
+ * "Errors"). `timeoutMs` is the request timeout the client had, for the message of a timeout.
+ */
+export function classify(error: unknown, what: string, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS): Error {
   if (error instanceof ToolError) return error;
   const e = (error ?? {}) as SdkError;
   const name = e.name ?? e.Code ?? '';
   const status = e.$metadata?.httpStatusCode;
+  const tries = e.$metadata?.attempts ?? 1;
+  const attempts = `${tries} attempt${tries === 1 ? '' : 's'}`;
   if (name === 'NoSuchBucket') return new NotFoundError(`${what}: no such bucket`);
+  if (status === 404 || name === 'NoSuchKey' || name === 'NotFound') return new NotFoundError(`${what}: no such object`);
   if (status === 412 || name === 'PreconditionFailed') return new ConflictError(`${what}: changed by another writer`);
+  // The request timeout (the connection timeout says "connection" and is reported as unreachable).
+  if (name === 'TimeoutError' && !/connection/i.test(e.message ?? '')) {
+    return new UnavailableError(`${what}: no answer from the object store within ${timeoutMs / 1000} s (${attempts})`, { hint: `check that the server is up; ${REQUEST_TIMEOUT_ENV} changes the limit` });
+  }
   if ((e.code && UNREACHABLE.has(e.code)) || UNREACHABLE.has(name) || (e.$metadata !== undefined && status === undefined)) {
-    return new UnavailableError(`${what}: the object store is unreachable (${e.code ?? name ?? 'no answer'})`, { hint: 'check the endpoint (the pin\'s endpoint, or AWS_ENDPOINT_URL_S3) and that the server is up' });
+    return new UnavailableError(`${what}: the object store is unreachable (${e.code ?? name ?? 'no answer'}, ${attempts})`, { hint: 'check the endpoint (the pin\'s endpoint, or AWS_ENDPOINT_URL_S3) and that the server is up' });
   }
   if (status === 429 || name === 'SlowDown' || (status !== undefined && status >= 500)) {
-    return new UnavailableError(`${what}: the object store failed (HTTP ${status}${name ? ` ${name}` : ''}) after ${MAX_ATTEMPTS} attempts`);
+    return new UnavailableError(`${what}: the object store failed (HTTP ${status}${name ? ` ${name}` : ''}) after ${attempts}`);
   }
   if (status === 403 || status === 401) return new InvalidInputError(`${what}: access denied (HTTP ${status} ${name})`, { hint: 'check the credentials of the pin (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the region' });
-  return new InvalidInputError(`${what}: the object store refused the request (HTTP ${status}${name ? ` ${name}` : ''})`);
+  // A local file's error (writing a download): the caller's to report, not the store's.
+  if (status === undefined && e.syscall !== undefined) return error as Error;
+  return new InvalidInputError(`${what}: the object store refused the request (${status === undefined ? name || 'no HTTP status' : `HTTP ${status}${name ? ` ${name}` : ''}`})`);
 }
 
 const isMissingKey = (error: unknown): boolean => {
   const e = error as SdkError;
   return e?.name === 'NoSuchKey' || e?.name === 'NotFound' || (e?.$metadata?.httpStatusCode === 404 && e?.name !== 'NoSuchBucket');
 };
+
+/** The MD5 of an object's bytes, when its ETag is one: a single PUT's, without server-side encryption by KMS or a customer key. */
+function md5Of(out: { ETag?: string; ServerSideEncryption?: string; SSECustomerAlgorithm?: string }): string | undefined {
+  const etag = out.ETag?.replace(/"/g, '').toLowerCase();
+  if (!etag || !/^[0-9a-f]{32}$/.test(etag)) return undefined;
+  if (out.SSECustomerAlgorithm || out.ServerSideEncryption?.startsWith('aws:kms')) return undefined;
+  return etag;
+}
 
 async function bodyBytes(body: unknown): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -126,7 +199,7 @@ async function bodyBytes(body: unknown): Promise<Buffer> {
 
 /**
  * An object being written: spooled to a temporary local file (writes stay synchronous and memory
- * bounded, as the interface wants), streamed up by `commit`, multipart past MULTIPART_PART_BYTES.
+ * bounded, as the interface wants), uploaded by `commit` (S3ObjectStore.upload).
  */
 class S3SpoolWriter implements ObjectWriter {
   private readonly path = join(tmpdir(), `trajstore-upload${TEMP_MARKER}${randomSuffix()}`);
@@ -169,12 +242,18 @@ export class S3ObjectStore implements ObjectStore {
   readonly bucket: string;
   private readonly prefix: string;
   private readonly client: S3Client;
+  private readonly requestTimeoutMs: number;
+  /** What goes with every request: the command's signal, so that a stop ends a request at once. */
+  private readonly request: { abortSignal?: AbortSignal };
 
-  constructor(place: S3Place, env: NodeJS.ProcessEnv) {
+  /** `signal`: the command's (Ctrl-C, SIGTERM); it stops any request of this store and throws its reason. */
+  constructor(place: S3Place, env: NodeJS.ProcessEnv, private readonly signal?: AbortSignal) {
     this.uri = place.uri;
     this.bucket = place.bucket;
     this.prefix = place.prefix === '' ? '' : `${place.prefix}/`;
-    this.client = clientFromEnvironment(s3Environment(place, env), place.uri);
+    this.requestTimeoutMs = requestTimeoutOf(env);
+    this.client = clientOf(place, env, this.requestTimeoutMs);
+    this.request = signal ? { abortSignal: signal } : {};
   }
 
   private keyOf(key: string): string {
@@ -185,13 +264,28 @@ export class S3ObjectStore implements ObjectStore {
     return `${this.uri}/${key}`;
   }
 
-  private async send<T>(key: string, run: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  /** The error to throw for a failed request of `key`. */
+  private failure(error: unknown, key: string): unknown {
+    // Stopped on purpose: the stop's reason (InterruptedError), not a failure of the store.
+    if (this.signal?.aborted) return this.signal.reason;
+    return classify(error, this.where(key), this.requestTimeoutMs);
+  }
+
+  private async send<T>(key: string, run: () => Promise<T>): Promise<T> {
     try {
       return await run();
     } catch (error) {
-      // Stopped on purpose: the stop's reason (InterruptedError), not a failure of the store.
-      signal?.throwIfAborted();
-      throw classify(error, this.where(key));
+      throw this.failure(error, key);
+    }
+  }
+
+  /** As `send`, but a key that does not exist is undefined. */
+  private async sendIfPresent<T>(key: string, run: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run();
+    } catch (error) {
+      if (isMissingKey(error) && !this.signal?.aborted) return undefined;
+      throw this.failure(error, key);
     }
   }
 
@@ -201,35 +295,27 @@ export class S3ObjectStore implements ObjectStore {
 
   /** An object with its version (ETag), for a conditional put of its successor. */
   async getVersioned(key: string): Promise<{ bytes: Buffer; etag: string } | undefined> {
-    try {
-      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }));
+    return this.sendIfPresent(key, async () => {
+      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request);
       return { bytes: await bodyBytes(out.Body), etag: out.ETag ?? '' };
-    } catch (error) {
-      if (isMissingKey(error)) return undefined;
-      throw classify(error, this.where(key));
-    }
+    });
   }
 
   async getRange(key: string, start: number, end: number): Promise<Buffer> {
     if (end <= start) return Buffer.alloc(0);
     return this.send(key, async () => {
-      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Range: `bytes=${start}-${end - 1}` }));
+      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Range: `bytes=${start}-${end - 1}` }), this.request);
       return bodyBytes(out.Body);
     });
   }
 
   async size(key: string): Promise<number | undefined> {
-    try {
-      const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }));
-      return out.ContentLength;
-    } catch (error) {
-      if (isMissingKey(error)) return undefined;
-      throw classify(error, this.where(key));
-    }
+    const out = await this.sendIfPresent(key, () => this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request));
+    return out?.ContentLength;
   }
 
   async put(key: string, bytes: Uint8Array | string): Promise<void> {
-    await this.send(key, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes })));
+    await this.send(key, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes }), this.request));
   }
 
   /**
@@ -238,7 +324,10 @@ export class S3ObjectStore implements ObjectStore {
    */
   async putIf(key: string, bytes: Uint8Array | string, condition: PutCondition): Promise<string> {
     const out = await this.send(key, () =>
-      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes, ...('ifMatch' in condition ? { IfMatch: condition.ifMatch } : { IfNoneMatch: condition.ifNoneMatch }) })),
+      this.client.send(
+        new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes, ...('ifMatch' in condition ? { IfMatch: condition.ifMatch } : { IfNoneMatch: condition.ifNoneMatch }) }),
+        this.request,
+      ),
     );
     return out.ETag ?? '';
   }
@@ -248,16 +337,20 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /**
-   * Streams a local file up under `key`: one PUT when small, a multipart upload past MULTIPART_PART_BYTES.
-   * `signal` (Ctrl-C, SIGTERM) stops it where it is (a multipart upload is aborted) and throws its reason.
+   * Sends a local file up under `key`: one PUT when small, a multipart upload past MULTIPART_PART_BYTES.
+   * The single PUT's body is the file read whole (at most MULTIPART_PART_BYTES) and a multipart
+   * upload's parts are read into buffers: the SDK retries what fails with the same bytes, which it
+   * cannot do with a stream. The signal stops it where it is (a multipart upload is aborted).
    */
-  async upload(key: string, path: string, signal?: AbortSignal): Promise<void> {
+  async upload(key: string, path: string): Promise<void> {
     const size = statSync(path).size;
     await this.send(key, async () => {
       if (size <= MULTIPART_PART_BYTES) {
-        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: createReadStream(path), ContentLength: size }), signal ? { abortSignal: signal } : {});
+        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: await readFile(path) }), this.request);
         return;
       }
+      // Upload's own requests do not take the signal: it is aborted on it (below), which needs it not to have fired yet.
+      this.signal?.throwIfAborted();
       const upload = new Upload({
         client: this.client,
         params: { Bucket: this.bucket, Key: this.keyOf(key), Body: createReadStream(path) },
@@ -267,48 +360,102 @@ export class S3ObjectStore implements ObjectStore {
         leavePartsOnError: false,
       });
       const stop = (): void => void upload.abort().catch(() => {});
-      signal?.addEventListener('abort', stop, { once: true });
+      this.signal?.addEventListener('abort', stop, { once: true });
       try {
         await upload.done();
       } finally {
-        signal?.removeEventListener('abort', stop);
+        this.signal?.removeEventListener('abort', stop);
       }
-    }, signal);
+    });
   }
 
-  /** Streams `key` down into a local file, written under a temporary name and renamed into place: no torn files. */
-  async download(key: string, path: string): Promise<void> {
+  /**
+   * Fetches `key` into a local file, written under a temporary name and renamed into place: no torn
+   * files. What arrives is checked (`fetchInto`); damaged bytes are dropped and fetched again, up to
+   * MAX_ATTEMPTS times in all, so a part damaged in transit never reaches the cache. `expectedBytes`:
+   * the size the caller knows the object has (a snapshot's `part.bytes`), when it knows one.
+   */
+  async download(key: string, path: string, expectedBytes?: number): Promise<void> {
     mkdirSync(dirname(path), { recursive: true });
-    const temp = `${path}${TEMP_MARKER}${randomSuffix()}`;
-    try {
-      await this.send(key, async () => {
-        const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }));
-        await pipeline(out.Body as Readable, createWriteStream(temp, { mode: 0o644 }));
+    for (let attempt = 1; ; attempt++) {
+      const temp = `${path}${TEMP_MARKER}${randomSuffix()}`;
+      try {
+        const damage = await this.fetchInto(key, temp, expectedBytes);
+        if (damage === undefined) return await rename(temp, path);
+        if (attempt === MAX_ATTEMPTS) {
+          throw new UnavailableError(`${this.where(key)}: ${MAX_ATTEMPTS} downloads came damaged (the last: ${damage})`, {
+            hint: 'the server, or something on the way to it (a proxy), cuts or changes what it sends; try again later',
+          });
+        }
+      } finally {
+        rmSync(temp, { force: true });
+      }
+      // Backoff as the SDK's: about 0.1, 0.2, 0.4, 0.8 s with jitter; a stop does not wait for it.
+      await sleep(100 * 2 ** (attempt - 1) * (0.5 + Math.random()), undefined, { signal: this.signal }).catch((error: unknown) => {
+        throw this.failure(error, key);
       });
-      await rename(temp, path);
-    } catch (error) {
-      rmSync(temp, { force: true });
-      if (isMissingKey(error)) throw new NotFoundError(`${this.where(key)}: missing`);
-      throw error;
     }
   }
 
-  /** Keys under a prefix, in byte order: every page of ListObjectsV2 (1,000 keys each). */
+  /** One GET of `key` into the file `temp`: what is wrong with the bytes that arrived, or undefined when they are whole. */
+  private async fetchInto(key: string, temp: string, expectedBytes: number | undefined): Promise<string | undefined> {
+    const out = await this.send(key, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request));
+    const md5 = createHash('md5');
+    let size = 0;
+    try {
+      await pipeline(
+        out.Body as Readable,
+        async function* (chunks: AsyncIterable<Buffer>) {
+          for await (const chunk of chunks) {
+            md5.update(chunk);
+            size += chunk.length;
+            yield chunk;
+          }
+        },
+        createWriteStream(temp, { mode: 0o644 }),
+      );
+    } catch (error) {
+      const failure = this.failure(error, key);
+      if (!(failure instanceof UnavailableError)) throw failure;
+      // Cut off or stalled while the body came (the SDK retries a request, not its body): damaged too.
+      const e = error as SdkError;
+      return e.name === 'TimeoutError' ? `nothing arrived for ${this.requestTimeoutMs / 1000} s` : `the transfer broke off (${e.code ?? e.name})`;
+    }
+    if (out.ContentLength !== undefined && size !== out.ContentLength) return `${size} bytes arrived of the ${out.ContentLength} announced`;
+    if (expectedBytes !== undefined && size !== expectedBytes) return `${size} bytes arrived, ${expectedBytes} expected`;
+    const etag = md5Of(out);
+    if (etag !== undefined && md5.digest('hex') !== etag) return "the bytes do not match the MD5 of the object's ETag";
+    return undefined;
+  }
+
+  /**
+   * Keys under a prefix, in byte order: every page of ListObjectsV2 (1,000 keys each). A server that
+   * does not advance (a page marked truncated without a token, or with a token it gave before)
+   * would be listed forever: that is the store failing (exit 6). Past MAX_LISTED_KEYS, exit 5.
+   */
   async list(prefix: string): Promise<string[]> {
     const keys: string[] = [];
+    const tokens = new Set<string>();
     let token: string | undefined;
     do {
       const page = await this.send(prefix, () =>
-        this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.keyOf(prefix), ...(token ? { ContinuationToken: token } : {}) })),
+        this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.keyOf(prefix), ...(token ? { ContinuationToken: token } : {}) }), this.request),
       );
       for (const object of page.Contents ?? []) if (object.Key) keys.push(object.Key.slice(this.prefix.length));
+      if (keys.length > MAX_LISTED_KEYS) throw new ResourceLimitError(`${this.where(prefix)}: the listing passed ${MAX_LISTED_KEYS.toLocaleString('en-US')} keys; stopped`);
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      if (page.IsTruncated && (token === undefined || tokens.has(token))) {
+        throw new UnavailableError(`${this.where(prefix)}: the object store's listing does not advance (page ${tokens.size + 1} is marked truncated ${token === undefined ? 'without a continuation token' : 'with a continuation token it gave before'})`, {
+          hint: 'the server does not follow ListObjectsV2; use one that does',
+        });
+      }
+      if (token) tokens.add(token);
     } while (token);
     return keys.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
   }
 
   async delete(key: string): Promise<void> {
-    await this.send(key, () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) })));
+    await this.send(key, () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request));
   }
 
   /** Deletes keys 1,000 (S3's limit) per request. */
@@ -316,7 +463,7 @@ export class S3ObjectStore implements ObjectStore {
     for (let i = 0; i < keys.length; i += 1000) {
       const batch = keys.slice(i, i + 1000);
       const out = await this.send(batch[0] ?? '', () =>
-        this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((key) => ({ Key: this.keyOf(key) })), Quiet: true } })),
+        this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((key) => ({ Key: this.keyOf(key) })), Quiet: true } }), this.request),
       );
       const failed = out.Errors ?? [];
       if (failed.length > 0) throw new UnavailableError(`${this.uri}: ${failed.length} object(s) could not be deleted (${failed[0]?.Key}: ${failed[0]?.Code})`);

@@ -10,6 +10,9 @@
  *    other gets 412 and exits 4 (ConflictError), having changed nothing anyone reads: its parts and
  *    snapshot are unreferenced, to be reclaimed after a grace period by the next writer. There is no
  *    writer lock to wait for (lock.ts locks a local directory's writers only); a loser runs again.
+ *    A 412 can also answer the SDK's retry of a put that succeeded but whose answer was lost (the
+ *    connection cut): so on a 412 the manifest is read back, and one that names this writer's
+ *    snapshot (its id is a hash of its content, parts included) is this writer's commit.
  *
  * Until the manifest put, readers (and a crash, or the server going away part-way) see the previous
  * snapshot. After it, the local build becomes the cache's copy of the new snapshot, index and all.
@@ -23,7 +26,7 @@ import { join } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { randomSuffix } from '../../lib/durable.js';
 import type { S3Place } from '../pins/pins.js';
-import { INDEX_FILE, MANIFEST_KEY, snapshotKey, type Manifest, type Snapshot } from './layout.js';
+import { INDEX_FILE, MANIFEST_KEY, readManifest, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
 import { addToPool, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
@@ -53,7 +56,7 @@ export class S3DatasetWriter implements DatasetSink {
   static async begin(options: S3WriterOptions): Promise<S3DatasetWriter> {
     const { remote, mode } = options;
     if (remote.prefix === '') throw new InvalidInputError(`${remote.uri}: a dataset needs a prefix inside the bucket (s3://bucket/prefix)`);
-    const store = new S3ObjectStore(remote, options.env);
+    const store = new S3ObjectStore(remote, options.env, options.signal);
     const root = s3CacheRoot(options.env);
     const scratch = join(root, 'builds', randomSuffix());
     const build = join(scratch, 'dataset');
@@ -100,20 +103,28 @@ export class S3DatasetWriter implements DatasetSink {
     const { remote } = this.options;
     const before = new Set(this.previous ? partKeysOf(this.previous.snapshot) : []);
     const added = partKeysOf(snapshot).filter((key) => !before.has(key));
-    for (const key of added) await this.store.upload(key, join(this.build, ...key.split('/')), this.options.signal);
+    for (const key of added) await this.store.upload(key, join(this.build, ...key.split('/')));
     this.options.signal?.throwIfAborted();
     await this.store.put(snapshotKey(snapshot.id), readFileSync(join(this.build, snapshotKey(snapshot.id))));
     const manifest = readFileSync(join(this.build, MANIFEST_KEY));
     try {
       await this.store.putIf(MANIFEST_KEY, manifest, this.previous ? { ifMatch: this.previous.etag } : { ifNoneMatch: '*' });
     } catch (error) {
+      if (this.options.signal?.aborted) {
+        // Stopped while the put was on its way: the server may have taken it before the cut.
+        this.options.log?.warn(`${remote.uri}: stopped while committing snapshot ${snapshot.id}; the server may have taken the commit: check (trajstore list ${remote.uri}) before importing again`);
+        throw error;
+      }
       if (!(error instanceof ConflictError)) throw error;
-      throw new ConflictError(
-        this.previous
-          ? `${remote.uri}: another writer committed to the dataset after this import started from snapshot ${this.previous.snapshot.id}; nothing was committed`
-          : `${remote.uri}: another writer created the dataset meanwhile; nothing was committed`,
-        { hint: `run the import again (its ${added.length} uploaded part(s) are unreferenced and reclaimed later)` },
-      );
+      // Refused, perhaps by this writer's own put: a retry of one whose answer was lost (module comment).
+      if ((await readManifest(this.store))?.snapshot_id !== snapshot.id) {
+        throw new ConflictError(
+          this.previous
+            ? `${remote.uri}: another writer committed to the dataset after this import started from snapshot ${this.previous.snapshot.id}; nothing was committed`
+            : `${remote.uri}: another writer created the dataset meanwhile; nothing was committed`,
+          { hint: `run the import again (its ${added.length} uploaded part(s) are unreferenced and reclaimed later)` },
+        );
+      }
     }
     // Committed. What earlier losers of a race and superseded snapshots left is reclaimed once past
     // the grace period (which also covers a writer still uploading: its parts are younger). The

@@ -39,7 +39,7 @@ export async function checkDropTarget(rc: ResolveContext, arg: string): Promise<
     // Loaded only here: the AWS SDK costs every local command start-up time.
     const { checkS3Drop } = await import('./s3.js');
     const place = placeOf(location);
-    return { path: place.uri, manifest: await checkS3Drop(place, env), remote: { place, env } };
+    return { path: place.uri, manifest: await checkS3Drop(place, env, rc.signal), remote: { place, env } };
   }
   const target = localPathOf(location);
   // A replace killed part-way may have left the dataset aside: put back, it is what is dropped.
@@ -91,7 +91,7 @@ export type DropOptions = LockWait;
 export async function dropDataset(target: DropTarget, options: DropOptions = {}): Promise<void> {
   if (target.remote) {
     const { dropS3Dataset } = await import('./s3.js');
-    return dropS3Dataset(target.remote.place, target.remote.env);
+    return dropS3Dataset(target.remote.place, target.remote.env, options.signal);
   }
   await withWriterLock(target.path, lockOptions('drop', options), async () => {
     for (const note of recoverBeside(target.path)) options.log?.info(note);

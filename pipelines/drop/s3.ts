@@ -13,9 +13,10 @@ import type { S3Place } from '../pins/pins.js';
 
 const isDatasetKey = (key: string): boolean => key === MANIFEST_KEY || key.startsWith('snapshots/') || key.startsWith('parts/');
 
-async function withStore<T>(place: S3Place, env: NodeJS.ProcessEnv, run: (store: S3ObjectStore) => Promise<T>): Promise<T> {
+/** `signal`: the command's; it stops any request at once (S3ObjectStore). */
+async function withStore<T>(place: S3Place, env: NodeJS.ProcessEnv, signal: AbortSignal | undefined, run: (store: S3ObjectStore) => Promise<T>): Promise<T> {
   if (place.prefix === '') throw new InvalidInputError(`${place.uri}: is a whole bucket; refusing to drop it`, { hint: 'name the dataset\'s prefix: s3://bucket/prefix' });
-  const store = new S3ObjectStore(place, env);
+  const store = new S3ObjectStore(place, env, signal);
   try {
     return await run(store);
   } finally {
@@ -38,12 +39,12 @@ async function checkPrefix(store: S3ObjectStore): Promise<{ manifest: Manifest; 
   return { manifest: current.manifest, keys };
 }
 
-export function checkS3Drop(place: S3Place, env: NodeJS.ProcessEnv): Promise<Manifest> {
-  return withStore(place, env, async (store) => (await checkPrefix(store)).manifest);
+export function checkS3Drop(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<Manifest> {
+  return withStore(place, env, signal, async (store) => (await checkPrefix(store)).manifest);
 }
 
-export function dropS3Dataset(place: S3Place, env: NodeJS.ProcessEnv): Promise<void> {
-  return withStore(place, env, async (store) => {
+export function dropS3Dataset(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<void> {
+  return withStore(place, env, signal, async (store) => {
     const { keys } = await checkPrefix(store);
     await store.delete(MANIFEST_KEY);
     await store.deleteMany(keys.filter((key) => key !== MANIFEST_KEY));

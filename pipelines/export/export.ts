@@ -312,7 +312,7 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
     });
   }
   const location = await resolveDataset(options.from, { ...rc, purpose: 'read' });
-  const { root, shown, ref } = await localRootOf(location, rc.env);
+  const { root, shown, ref } = await localRootOf(location, rc.env, rc.signal);
   if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);
   // Written into, the dataset would lose its own files (an export over trajstore.json) or gain
   // foreign ones, which drop then refuses to remove.

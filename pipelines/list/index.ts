@@ -48,7 +48,7 @@ export async function listSources(rc: ResolveContext, arg: string | undefined, i
     const { listRawSources } = await import('./raw.js');
     return { kind: 'files', ...(await listRawSources(path, io)) };
   }
-  const dataset = await openDataset(location, rc.env, io.progress ? { progress: io.progress } : {});
+  const dataset = await openDataset(location, rc.env, { ...(io.progress ? { progress: io.progress } : {}), ...(rc.signal ? { signal: rc.signal } : {}) });
   try {
     return { kind: dataset.kind, rows: datasetSources(dataset), unreadable: 0 };
   } finally {

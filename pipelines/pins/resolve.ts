@@ -49,6 +49,8 @@ export function placeOf(ref: { kind: 's3' } & S3Place): S3Place {
 export interface ResolveContext {
   config: ConfigLocation;
   env: NodeJS.ProcessEnv;
+  /** The command's stop (a signal): requests to an object store end with it. */
+  signal?: AbortSignal;
 }
 
 export interface ResolveOptions extends ResolveContext {

@@ -66,7 +66,7 @@ async function indexStateOf(path: string): Promise<IndexState> {
 export async function datasetHealth(rc: ResolveContext, arg: string | undefined, progress?: ProgressFactory): Promise<DatasetHealth> {
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
   // Looked at before opening, because opening rebuilds a stale or missing index.
-  const local = await localRootOf(location, rc.env);
+  const local = await localRootOf(location, rc.env, rc.signal);
   const before = await indexStateOf(local.root);
   const dataset = await openDataset(local.ref, rc.env, progress ? { progress } : {});
   try {

@@ -104,7 +104,14 @@ test("a prefix naming another dataset's snapshot id with other parts does not ch
   const otherRuns = (await otherStore.list('parts/runs/'))[0]!;
   const otherBytes = (await otherStore.get(otherRuns))!;
   otherStore.close();
-  await copyPrefix('good', 'decoy', (key) => (key.startsWith('parts/runs/') ? otherBytes : undefined));
+  await copyPrefix('good', 'decoy', (key, bytes) => {
+    if (key.startsWith('parts/runs/')) return otherBytes;
+    if (!key.startsWith('snapshots/')) return undefined;
+    // The same id, with the runs part's size of the bytes it now holds.
+    const snapshot = JSON.parse(bytes.toString('utf8')) as Snapshot;
+    for (const part of snapshot.relations.runs ?? []) part.bytes = otherBytes.length;
+    return JSON.stringify(snapshot);
+  });
   const cache = 'cache-shared';
   const good = await runCount('good', 'cache-good-alone');
   const decoy = await runCount('decoy', cache);

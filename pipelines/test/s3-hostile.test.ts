@@ -1,0 +1,391 @@
+/**
+ * The object-store layer against servers that misbehave: the real CLI and the real S3 test server
+ * (moto), with a small hostile HTTP proxy between them that, for the requests a test names, never
+ * answers, cuts the connection after the server acted, answers 503 SlowDown, damages a body, or
+ * pages a listing forever. What each must come to: a time limit and a prompt stop on a signal, a
+ * listing that stops, a commit whose answer was lost still counted as a commit, a part upload
+ * retried, a damaged download fetched again, and exit codes that say what happened.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { toolScript } from '../../lib/testing/run-tool.js';
+import { scratchDir } from '../../lib/testing/scratch.js';
+import { freePort } from '../../bench/lib/free-port.js';
+import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
+import { walkFiles } from '../../lib/walk.js';
+import { S3ObjectStore } from '../dataset/s3-store.js';
+import type { S3Place } from '../pins/pins.js';
+import { PROJECT_TESTDATA } from './helpers/fixtures.js';
+
+const ATIF = join(PROJECT_TESTDATA, 'samples', 'atif');
+const STORYLINE = join(PROJECT_TESTDATA, 'samples', 'storyline');
+const home = scratchDir('s3-hostile');
+let server: S3TestServer;
+let proxy: HostileProxy;
+
+/**
+ * What the proxy does to the requests `match` (a regex on `METHOD /path?query`) picks, the first
+ * `times` of them (all without it); every other request goes to the server untouched.
+ * - hang: never answers; reset-after: forwards, then cuts the connection instead of answering;
+ * - slowdown: 503 SlowDown; corrupt: forwards, flipping bytes of the answer's body;
+ * - same-token: a listing marked truncated, with the same continuation token every time;
+ * - endless: listing pages of 250,000 (short) keys, each with a new token.
+ */
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'same-token' | 'endless';
+interface Rule {
+  act: Act;
+  match: RegExp;
+  times?: number;
+}
+
+class HostileProxy {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  private rule: Rule | undefined;
+  private applied = 0;
+  /** Every request, as `ACT METHOD /path?query` (`pass` for those forwarded untouched). */
+  readonly seen: string[] = [];
+
+  private constructor(
+    private readonly target: number,
+    readonly port: number,
+  ) {}
+
+  get endpoint(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  static async open(target: number): Promise<HostileProxy> {
+    const proxy = new HostileProxy(target, await freePort());
+    const server = createServer((req, res) => proxy.handle(req, res));
+    server.on('connection', (socket) => {
+      proxy.sockets.add(socket);
+      socket.once('close', () => proxy.sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(proxy.port, '127.0.0.1', resolve));
+    proxy.server = server;
+    return proxy;
+  }
+
+  /** From now on, `rule` (none: pass everything); forgets what was seen. */
+  set(rule?: Rule): void {
+    this.rule = rule;
+    this.applied = 0;
+    this.seen.length = 0;
+  }
+
+  count(pattern: RegExp): number {
+    return this.seen.filter((line) => pattern.test(line)).length;
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const line = `${req.method} ${req.url}`;
+      const rule = this.rule;
+      const act = rule && rule.match.test(line) && (rule.times === undefined || this.applied < rule.times) ? rule.act : 'pass';
+      if (act !== 'pass') this.applied++;
+      this.seen.push(`${act} ${line}`);
+      const answer = (status: number, headers: Record<string, string | string[] | undefined>, data: Buffer | string): void => {
+        res.writeHead(status, headers);
+        res.end(data);
+      };
+      switch (act) {
+        case 'pass':
+          return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data));
+        case 'hang':
+          return;
+        case 'reset-after':
+          return this.forward(req, body, () => req.socket.destroy());
+        case 'slowdown':
+          return answer(503, { 'content-type': 'application/xml' }, '<?xml version="1.0"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>');
+        case 'corrupt':
+          return this.forward(req, body, (up, data) => {
+            for (let i = 100; i < data.length; i += 97) data[i]! ^= 0xff;
+            answer(up.statusCode ?? 502, up.headers, data);
+          });
+        case 'same-token':
+          req.url = req.url?.replace(/&?continuation-token=[^&]*/, '');
+          return this.forward(req, body, (_up, data) =>
+            answer(200, { 'content-type': 'application/xml' }, data.toString().replace('<IsTruncated>false</IsTruncated>', '<IsTruncated>true</IsTruncated><NextContinuationToken>SAME</NextContinuationToken>')),
+          );
+        case 'endless': {
+          const prefix = new URL(req.url ?? '/', 'http://x').searchParams.get('prefix') ?? '';
+          res.writeHead(200, { 'content-type': 'application/xml' });
+          res.write(`<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>lake</Name><IsTruncated>true</IsTruncated><NextContinuationToken>T${this.applied}</NextContinuationToken>`);
+          for (let i = 0; i < 250_000; i++) res.write(`<Contents><Key>${prefix}${this.applied}-${i}</Key></Contents>`);
+          return res.end('</ListBucketResult>');
+        }
+      }
+    });
+  }
+
+  private forward(req: IncomingMessage, body: Buffer, done: (answer: IncomingMessage, data: Buffer) => void): void {
+    const upstream = httpRequest({ host: '127.0.0.1', port: this.target, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      const chunks: Buffer[] = [];
+      answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+      answer.on('end', () => done(answer, Buffer.concat(chunks)));
+    });
+    upstream.on('error', () => req.socket.destroy());
+    upstream.end(body);
+  }
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/**
+ * Runs trajstore through the proxy. `stop`: a signal sent once `when` holds. A run still going after
+ * `deadlineMs` is killed (code null): what the old code did against a server that never answers.
+ */
+function trajstore(args: string[], options: { env?: NodeJS.ProcessEnv; cache?: string; stop?: { signal: NodeJS.Signals; when: () => boolean }; deadlineMs?: number } = {}): Promise<Run> {
+  const env = {
+    ...process.env,
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, 'config'),
+    XDG_DATA_HOME: join(home, 'data'),
+    XDG_CACHE_HOME: options.cache ?? join(home, 'cache'),
+    AWS_ENDPOINT_URL_S3: proxy.endpoint,
+    AWS_ACCESS_KEY_ID: TEST_ACCESS_KEY,
+    AWS_SECRET_ACCESS_KEY: TEST_SECRET_KEY,
+    AWS_REGION: 'us-west-2',
+    ...options.env,
+  };
+  const started = Date.now();
+  const child = spawn(process.execPath, [toolScript('trajstore'), ...args], { env, cwd: home, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const deadline = setTimeout(() => child.kill('SIGKILL'), options.deadlineMs ?? 60_000);
+  const stop = options.stop;
+  const watch = stop
+    ? setInterval(() => {
+        if (stop.when()) {
+          clearInterval(watch);
+          child.kill(stop.signal);
+        }
+      }, 20)
+    : undefined;
+  return new Promise((resolve) =>
+    child.once('close', (code) => {
+      clearTimeout(deadline);
+      clearInterval(watch);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    }),
+  );
+}
+
+/** The store itself, reached without the proxy: what is really on the server. */
+function direct<T>(prefix: string, run: (store: S3ObjectStore) => Promise<T>): Promise<T> {
+  const place: S3Place = { uri: `s3://lake/${prefix}`, bucket: 'lake', prefix, endpoint: server.endpoint, region: 'us-west-2', credentials: { accessKeyId: TEST_ACCESS_KEY, secretAccessKey: TEST_SECRET_KEY } };
+  const store = new S3ObjectStore(place, {});
+  return run(store).finally(() => store.close());
+}
+
+const snapshotOf = (prefix: string): Promise<string | undefined> =>
+  direct(prefix, async (store) => {
+    const bytes = await store.get('trajstore.json');
+    return bytes && (JSON.parse(bytes.toString('utf8')) as { snapshot_id: string }).snapshot_id;
+  });
+
+/** The runs of a dataset, by source, read from the server with an empty cache. */
+async function runsOf(prefix: string): Promise<string> {
+  proxy.set();
+  const listed = await trajstore(['list', `s3://lake/${prefix}`, '--format', 'csv'], { cache: scratchDir('s3-hostile-reader') });
+  assert.is(listed.code, 0, listed.stderr);
+  return listed.stdout;
+}
+
+async function create(prefix: string, from = STORYLINE): Promise<void> {
+  proxy.set();
+  const made = await trajstore(['import', '-f', from, '-t', `s3://lake/${prefix}`]);
+  assert.is(made.code, 0, made.stderr);
+}
+
+test.before(async () => {
+  server = await S3TestServer.start();
+  await server.createBucket('lake');
+  proxy = await HostileProxy.open(server.port);
+});
+
+test.after(async () => {
+  await proxy?.close();
+  await server?.stop();
+});
+
+test('a server that never answers: a read ends with exit 6 naming the object once the request time limit passes (each attempt)', async () => {
+  await create('silent');
+  proxy.set({ act: 'hang', match: /./ });
+  const read = await trajstore(['list', 's3://lake/silent'], { cache: scratchDir('s3-hostile-silent'), env: { TRAJSTORE_S3_TIMEOUT_MS: '200' }, deadlineMs: 30_000 });
+  assert.is(read.code, 6, read.stderr);
+  assert.match(read.stderr, /s3:\/\/lake\/silent\/trajstore\.json: no answer from the object store within 0\.2 s \(5 attempts\)/);
+  assert.is(proxy.count(/^hang GET \/lake\/silent\/trajstore\.json/), 5);
+  const bad = await trajstore(['list', 's3://lake/silent'], { env: { TRAJSTORE_S3_TIMEOUT_MS: 'soon' } });
+  assert.is(bad.code, 2, bad.stderr);
+  assert.match(bad.stderr, /TRAJSTORE_S3_TIMEOUT_MS/);
+});
+
+test('a signal stops a hanging request at once: an append whose manifest put hangs (143), a drop whose delete hangs (130); the dataset stays as it was', async () => {
+  await create('stopped');
+  const before = await snapshotOf('stopped');
+  const cache = join(home, 'cache-stopped');
+  proxy.set({ act: 'hang', match: /^PUT \/lake\/stopped\/trajstore\.json/ });
+  let since = 0;
+  const hanging = (): boolean => {
+    if (proxy.count(/^hang PUT/) === 0) return false;
+    since = Date.now();
+    return true;
+  };
+  const append = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/stopped', '--mode', 'append'], { cache, stop: { signal: 'SIGTERM', when: hanging }, deadlineMs: 30_000 });
+  assert.is(append.code, 143, append.stderr);
+  assert.ok(Date.now() - since < 5_000, `stopped ${Date.now() - since} ms after the signal`);
+  assert.match(append.stderr, /may have taken the commit/);
+  assert.equal(readdirSync(join(cache, 'trajstore', 's3', 'builds')), [], 'the build is removed');
+  assert.is(await snapshotOf('stopped'), before);
+
+  // Readers and drop's check stop at once too, while a GET hangs.
+  proxy.set({ act: 'hang', match: /^GET \/lake\/stopped\/trajstore\.json/ });
+  for (const [args, signal, code] of [[['list', 's3://lake/stopped'], 'SIGINT', 130], [['query', 's3://lake/stopped', '--sql', 'SELECT 1'], 'SIGTERM', 143], [['drop', 's3://lake/stopped', '--yes'], 'SIGINT', 130]] as const) {
+    const seen = proxy.count(/^hang GET/);
+    const started = Date.now();
+    const r = await trajstore([...args], { cache: scratchDir('s3-hostile-reader'), stop: { signal, when: () => proxy.count(/^hang GET/) > seen }, deadlineMs: 30_000 });
+    assert.is(r.code, code, `${args[0]}: ${r.stderr}`);
+    assert.ok(Date.now() - started < 10_000, `${args[0]} stopped in ${Date.now() - started} ms`);
+  }
+
+  proxy.set({ act: 'hang', match: /^DELETE \/lake\/stopped\/trajstore\.json/ });
+  const drop = await trajstore(['drop', 's3://lake/stopped', '--yes'], { stop: { signal: 'SIGINT', when: () => proxy.count(/^hang DELETE/) > 0 }, deadlineMs: 30_000 });
+  assert.is(drop.code, 130, drop.stderr);
+  proxy.set();
+  assert.is(await snapshotOf('stopped'), before);
+});
+
+test('a listing that does not advance stops with exit 6 naming the prefix; one past the key limit with exit 5; an append still commits and warns', async () => {
+  await create('looping');
+  proxy.set({ act: 'same-token', match: /list-type=2/ });
+  const drop = await trajstore(['drop', 's3://lake/looping', '--yes'], { deadlineMs: 30_000 });
+  assert.is(drop.code, 6, drop.stderr);
+  assert.match(drop.stderr, /s3:\/\/lake\/looping\/: the object store's listing does not advance/);
+  assert.is(proxy.count(/^same-token/), 2);
+  // The reclamation after a commit lists too: the commit stands, and says what failed.
+  const before = await snapshotOf('looping');
+  proxy.set({ act: 'same-token', match: /list-type=2/ });
+  const append = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/looping', '--mode', 'append'], { deadlineMs: 30_000 });
+  assert.is(append.code, 0, append.stderr);
+  assert.match(append.stderr, /reclaiming superseded objects failed .*listing does not advance/);
+  assert.is.not(await snapshotOf('looping'), before);
+
+  proxy.set({ act: 'endless', match: /list-type=2/ });
+  const endless = await trajstore(['drop', 's3://lake/looping', '--yes'], { deadlineMs: 60_000 });
+  assert.is(endless.code, 5, endless.stderr);
+  assert.match(endless.stderr, /s3:\/\/lake\/looping\/: the listing passed 1,000,000 keys/);
+  assert.is(proxy.count(/^endless/), 5);
+});
+
+test('the manifest put took effect but its answer was lost: the retry meets 412, and the writer finds its own commit (append and create exit 0, no run doubled)', async () => {
+  await create('lost-ack');
+  const once = await runsOf('lost-ack');
+  proxy.set({ act: 'reset-after', match: /^PUT \/lake\/lost-ack\/trajstore\.json/, times: 1 });
+  const append = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/lost-ack', '--mode', 'append']);
+  assert.is(append.code, 0, append.stderr);
+  assert.is(proxy.count(/^(reset-after|pass) PUT \/lake\/lost-ack\/trajstore\.json/), 2, 'the put was sent again');
+  const after = await runsOf('lost-ack');
+  assert.is(after.trim().split('\n').length, once.trim().split('\n').length + 2, `the two ATIF files once each:\n${after}`);
+
+  proxy.set({ act: 'reset-after', match: /^PUT \/lake\/lost-ack-create\/trajstore\.json/, times: 1 });
+  const created = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/lost-ack-create']);
+  assert.is(created.code, 0, created.stderr);
+  assert.match(await runsOf('lost-ack-create'), /release-notes\.atif\.json/);
+});
+
+test('a part upload that meets one 503 is sent again, whole; one that meets only 503s fails with exit 6 after 5 attempts, as many as were made; the SDK prints nothing', async () => {
+  proxy.set({ act: 'slowdown', match: /^PUT \/lake\/throttled\/parts\//, times: 1 });
+  const once = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/throttled']);
+  assert.is(once.code, 0, once.stderr);
+  assert.not.match(once.stderr, /non-retryable|error/i);
+  const part = proxy.seen.find((line) => line.startsWith('slowdown'))!.split(' ')[2]!.split('?')[0]!;
+  assert.is(proxy.count(new RegExp(`^pass PUT ${part}`)), 1, 'the refused part was put again');
+  assert.match(await runsOf('throttled'), /release-notes\.atif\.json/);
+
+  proxy.set({ act: 'slowdown', match: /^PUT \/lake\/throttled-always\/parts\// });
+  const always = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/throttled-always']);
+  assert.is(always.code, 6, always.stderr);
+  assert.match(always.stderr, /parts\/\S+\.parquet: the object store failed \(HTTP 503 SlowDown\) after 5 attempts/);
+  assert.is(proxy.count(/^slowdown PUT/), 5);
+  assert.not.match(always.stderr, /non-retryable/);
+});
+
+test('a download damaged in transit is fetched again and never cached; one damaged every time exits 6 naming the object; the expected size is checked', async () => {
+  await create('damaged', ATIF);
+  const clean = await runsOf('damaged');
+  const cache = join(home, 'cache-damaged');
+  proxy.set({ act: 'corrupt', match: /^GET \/lake\/damaged\/parts\/steps\//, times: 1 });
+  const once = await trajstore(['list', 's3://lake/damaged', '--format', 'csv'], { cache });
+  assert.is(once.code, 0, once.stderr);
+  assert.is(once.stdout, clean);
+
+  const always = join(home, 'cache-damaged-always');
+  proxy.set({ act: 'corrupt', match: /^GET \/lake\/damaged\/parts\/steps\// });
+  const broken = await trajstore(['list', 's3://lake/damaged'], { cache: always });
+  assert.is(broken.code, 6, broken.stderr);
+  assert.match(broken.stderr, /s3:\/\/lake\/damaged\/parts\/steps\/\S+\.parquet: 5 downloads came damaged \(the last: the bytes do not match the MD5/);
+  const cached: string[] = [];
+  walkFiles(join(always, 'trajstore', 's3', 'parts'), (rel) => cached.push(rel));
+  assert.not.ok(cached.some((rel) => rel.includes('steps')), `no damaged part is cached: ${cached.join(', ')}`);
+  proxy.set();
+  const healed = await trajstore(['list', 's3://lake/damaged', '--format', 'csv'], { cache: always });
+  assert.is(healed.code, 0, healed.stderr);
+  assert.is(healed.stdout, clean);
+
+  // A size the caller knows (a snapshot's part.bytes) that the object does not have.
+  await direct('damaged', async (store) => {
+    const key = (await store.list('parts/steps/'))[0]!;
+    const size = (await store.size(key))!;
+    const path = join(home, 'downloaded.parquet');
+    await store.download(key, path, size);
+    assert.is(readFileSync(path).length, size);
+    const wrong = join(home, 'wrong-size.parquet');
+    const error = await store.download(key, wrong, size + 1).then(() => undefined, (e: unknown) => e as Error & { exitCode?: number });
+    assert.is(error?.exitCode, 6, String(error));
+    assert.match(String(error?.message), /bytes arrived, \d+ expected/);
+    assert.not.ok(existsSync(wrong));
+  });
+});
+
+test('a part missing from the server is not found (exit 3), naming it; a malformed region exits 2 naming the region and where it came from', async () => {
+  await create('missing', ATIF);
+  const key = await direct('missing', async (store) => {
+    const part = (await store.list('parts/runs/'))[0]!;
+    await store.delete(part);
+    return part;
+  });
+  proxy.set();
+  const read = await trajstore(['list', 's3://lake/missing'], { cache: scratchDir('s3-hostile-missing') });
+  assert.is(read.code, 3, read.stderr);
+  assert.match(read.stderr, new RegExp(`s3://lake/missing/${key.replace(/[.]/g, '\\.')}: no such object`));
+
+  for (const [variable, env] of [['AWS_REGION', { AWS_REGION: 'bad region!' }], ['AWS_DEFAULT_REGION', { AWS_REGION: '', AWS_DEFAULT_REGION: 'eu/west' }]] as const) {
+    const r = await trajstore(['list', 's3://lake/missing'], { env });
+    assert.is(r.code, 2, r.stderr);
+    assert.match(r.stderr, new RegExp(`the region "${(env.AWS_DEFAULT_REGION ?? env.AWS_REGION).replace(/[!/]/g, '\\$&')}" \\(from ${variable}\\)`));
+  }
+});
+
+test.run();
