@@ -24,7 +24,9 @@ pub struct Limits {
     /// With no byte read or written on a connection for this long, it is closed (an upload
     /// that stalls, a download nobody reads).
     pub idle_timeout: Duration,
-    /// Connections served at once; more are closed as they arrive.
+    /// Connections served at once. At the cap a new connection takes the place of the one
+    /// that has waited longest for its next request; it is closed on arrival only when every
+    /// connection is busy with a request.
     pub max_connections: usize,
 }
 
@@ -43,7 +45,8 @@ pub struct ServiceConfig {
     pub limits: Limits,
     /// Keep-alive `ping` interval of SSE streams (execution service).
     pub ping_interval_ms: u64,
-    /// Where background command logs go (execution service).
+    /// Where background command logs go (execution service); the service keeps it private
+    /// (0700, its own user's) and refuses one of another user.
     pub state_dir: PathBuf,
     /// Print the bound address as `listening <addr>` on stdout (tests bind port 0).
     pub announce: bool,

@@ -2,13 +2,14 @@
 //! message}` error envelope, query parsing, bounded request bodies, token checks, the
 //! descriptor limit and the accept loop with its limits.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify};
 
 use crate::config::Limits;
 
@@ -267,18 +268,114 @@ async fn idle(started: Instant, last: Arc<AtomicU64>, timeout: Duration) {
     }
 }
 
+/// The connections being served, for the cap. When it is reached, the connection that has
+/// waited longest for its next request's headers makes room for the newcomer: a client that
+/// holds idle keep-alive connections (no token needed for `/ping`) cannot keep everyone else
+/// out, and the evicted client loses no request, only its connection.
+struct Connections {
+    max: usize,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    last_id: u64,
+    slots: HashMap<u64, Slot>,
+}
+
+struct Slot {
+    /// Requests being answered, until their response bodies are sent.
+    busy: usize,
+    /// When the connection last started waiting for a request (arrival, or its last response).
+    idle_since: Instant,
+    /// Woken when the connection must close to make room.
+    evict: Arc<Notify>,
+}
+
+impl Connections {
+    /// Takes a slot for a new connection, first evicting the longest idle connection when at
+    /// the cap; None when every connection is busy. Returns the slot's id and eviction signal.
+    fn admit(&self) -> Option<(u64, Arc<Notify>)> {
+        let mut table = self.table.lock().unwrap();
+        if table.slots.len() >= self.max {
+            let oldest = table.slots.iter().filter(|(_, s)| s.busy == 0).min_by_key(|(_, s)| s.idle_since).map(|(id, _)| *id)?;
+            if let Some(evicted) = table.slots.remove(&oldest) {
+                evicted.evict.notify_one();
+            }
+        }
+        table.last_id += 1;
+        let id = table.last_id;
+        let evict = Arc::new(Notify::new());
+        table.slots.insert(id, Slot { busy: 0, idle_since: Instant::now(), evict: evict.clone() });
+        Some((id, evict))
+    }
+
+    /// Marks connection `id` busy with a request until the returned guard is dropped.
+    fn busy(self: &Arc<Self>, id: u64) -> Busy {
+        if let Some(slot) = self.table.lock().unwrap().slots.get_mut(&id) {
+            slot.busy += 1;
+        }
+        Busy { connections: self.clone(), id }
+    }
+
+    fn leave(&self, id: u64) {
+        self.table.lock().unwrap().slots.remove(&id);
+    }
+}
+
+struct Busy {
+    connections: Arc<Connections>,
+    id: u64,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Some(slot) = self.connections.table.lock().unwrap().slots.get_mut(&self.id) {
+            slot.busy -= 1;
+            if slot.busy == 0 {
+                slot.idle_since = Instant::now();
+            }
+        }
+    }
+}
+
+/// A response body that keeps its connection marked busy until it is sent (or dropped).
+struct BusyBody {
+    body: Body,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for BusyBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// Serves HTTP/1.1 connections from `listener` with `handler` until the process ends, within
 /// `limits`: a client that has not sent its request headers in time (which also bounds how
 /// long a kept-alive connection waits for the next request), or whose connection stays quiet
-/// too long, is disconnected, and connections beyond the cap are closed on arrival, so idle
-/// or half-sent connections cannot take every descriptor and starve the health checks.
+/// too long, is disconnected, and at the connection cap the longest idle connection makes
+/// room for a new one (a new one is closed on arrival only when every connection is busy), so
+/// idle or half-sent connections cannot take every descriptor and starve the health checks or
+/// the clients with a token.
 pub async fn serve<H, F>(listener: TcpListener, limits: Limits, handler: H) -> io::Result<()>
 where
     H: Fn(Request<Incoming>, SocketAddr) -> F + Send + Sync + 'static,
     F: Future<Output = Resp> + Send + 'static,
 {
     let handler = Arc::new(handler);
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = Arc::new(Connections { max: limits.max_connections, table: Mutex::default() });
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(pair) => pair,
@@ -289,18 +386,25 @@ where
                 continue;
             }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            // At the cap: closing at once is cheaper for everyone than a queue.
+        let Some((id, evict)) = connections.admit() else {
+            // Every connection is busy: closing at once is cheaper for everyone than a queue.
             continue;
         };
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
+        let connections = connections.clone();
         tokio::spawn(async move {
-            let _permit = permit;
-            let service = hyper::service::service_fn(move |req| {
-                let handler = handler.clone();
-                async move { Ok::<_, Infallible>(handler(req, peer).await) }
-            });
+            let service = {
+                let connections = connections.clone();
+                hyper::service::service_fn(move |req| {
+                    let handler = handler.clone();
+                    let busy = connections.busy(id);
+                    async move {
+                        let resp = handler(req, peer).await;
+                        Ok::<_, Infallible>(resp.map(|body| BusyBody { body, _busy: busy }.boxed()))
+                    }
+                })
+            };
             let started = Instant::now();
             let last = Arc::new(AtomicU64::new(0));
             let io = TokioIo::new(Tracked { stream, started, last: last.clone() });
@@ -313,7 +417,9 @@ where
             tokio::select! {
                 _ = connection => {}
                 _ = idle(started, last, limits.idle_timeout) => {}
+                _ = evict.notified() => {}
             }
+            connections.leave(id);
         });
     }
 }

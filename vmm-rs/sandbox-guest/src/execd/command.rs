@@ -3,6 +3,8 @@
 //! a slow client applies back-pressure to the command instead of growing a buffer.
 
 use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -16,8 +18,8 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::output::{event, exit_event, pump, sse_response, Stream, Utf8Carry};
-use super::process::{exit_code, kill_group, shell};
+use super::output::{event, exit_event, pump, sleep_until, sse_response, Stream, Utf8Carry};
+use super::process::{die_with_service, exit_code, kill_group, shell};
 use super::{random_id, Execd};
 use crate::http::{self, ApiError, ApiResult};
 
@@ -36,10 +38,11 @@ pub struct RunRequest {
     pub background: bool,
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// Wider than an id so that an out-of-range value is refused naming its field.
     #[serde(default)]
-    pub uid: Option<u32>,
+    pub uid: Option<i64>,
     #[serde(default)]
-    pub gid: Option<u32>,
+    pub gid: Option<i64>,
     #[serde(default)]
     pub envs: Option<HashMap<String, String>>,
 }
@@ -98,29 +101,93 @@ impl Registry {
             .cloned()
             .ok_or_else(|| ApiError::not_found("COMMAND_NOT_FOUND", format!("no command with id '{id}'")))
     }
+
+    /// Kills every foreground command: the service is stopping and their clients with it.
+    /// Background commands were started to outlive their request (a server, say) and stay.
+    pub fn kill_foreground(&self) {
+        for record in self.records.lock().unwrap().values() {
+            if record.log.is_none() && record.outcome.lock().unwrap().running {
+                kill_group(record.pgid);
+            }
+        }
+    }
+
+    /// A new log file for command `id`, readable by the service's user only: it may hold
+    /// whatever a command run as root printed.
+    fn create_log(&self, id: &str) -> io::Result<(PathBuf, std::fs::File)> {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.log_dir)?;
+        let path = self.log_dir.join(format!("{id}.log"));
+        let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+        Ok((path, file))
+    }
 }
 
-fn validate(req: &RunRequest) -> Result<(), ApiError> {
-    if req.command.trim().is_empty() {
-        return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'command' is empty"));
+fn invalid(message: String) -> ApiError {
+    ApiError::bad_request("INVALID_REQUEST_BODY", message)
+}
+
+/// Refuses a NUL byte, which no argument, variable or path can hold.
+pub fn check_no_nul(field: &str, value: &str) -> Result<(), ApiError> {
+    if value.contains('\0') {
+        return Err(invalid(format!("field '{field}' contains a NUL byte")));
     }
+    Ok(())
+}
+
+pub fn check_cwd(cwd: &str) -> Result<(), ApiError> {
+    if !std::path::Path::new(cwd).is_dir() {
+        return Err(invalid(format!("field 'cwd': '{cwd}' is not a directory")));
+    }
+    Ok(())
+}
+
+/// A user or group id: 0 to 2^32 - 2, as (uid_t)-1 means "unchanged" to the kernel.
+fn check_id(field: &str, id: Option<i64>) -> Result<Option<u32>, ApiError> {
+    match id {
+        Some(n) if !(0..i64::from(u32::MAX)).contains(&n) => Err(invalid(format!("field '{field}': {n} is not an id from 0 to {}", u32::MAX - 1))),
+        _ => Ok(id.map(|n| n as u32)),
+    }
+}
+
+/// Checks a request; returns the user and group ids to run as.
+fn validate(req: &RunRequest) -> Result<(Option<u32>, Option<u32>), ApiError> {
+    if req.command.trim().is_empty() {
+        return Err(invalid("field 'command' is empty".into()));
+    }
+    check_no_nul("command", &req.command)?;
     if req.timeout == Some(0) {
-        return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'timeout' must be at least 1 (milliseconds)"));
+        return Err(invalid("field 'timeout' must be at least 1 (milliseconds)".into()));
     }
     if req.gid.is_some() && req.uid.is_none() {
-        return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'gid' needs 'uid'"));
+        return Err(invalid("field 'gid' needs 'uid'".into()));
     }
     if let Some(cwd) = &req.cwd {
-        if !std::path::Path::new(cwd).is_dir() {
-            return Err(ApiError::bad_request("INVALID_REQUEST_BODY", format!("field 'cwd': '{cwd}' is not a directory")));
-        }
+        check_cwd(cwd)?;
     }
     if let Some(envs) = &req.envs {
         if let Some(bad) = envs.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0')) {
-            return Err(ApiError::bad_request("INVALID_REQUEST_BODY", format!("field 'envs': invalid variable name '{bad}'")));
+            return Err(invalid(format!("field 'envs': invalid variable name '{bad}'")));
+        }
+        if let Some(bad) = envs.iter().find_map(|(k, v)| v.contains('\0').then_some(k)) {
+            return Err(invalid(format!("field 'envs': the value of '{bad}' contains a NUL byte")));
         }
     }
-    Ok(())
+    Ok((check_id("uid", req.uid)?, check_id("gid", req.gid)?))
+}
+
+/// What a failed start means: the request's fault where the error can only come from what it
+/// asked for (checked above but for what only the kernel knows), else the service's.
+fn spawn_error(e: io::Error, req: &RunRequest) -> ApiError {
+    match e.raw_os_error() {
+        Some(libc::E2BIG) => invalid("field 'command' or 'envs': the command and its environment are longer than the system allows a new process (E2BIG)".into()),
+        // The directory is entered after switching user: that user may not enter it.
+        Some(libc::EACCES) if req.cwd.is_some() && req.uid.is_some() => {
+            invalid(format!("field 'cwd': user {} may not enter '{}'", req.uid.unwrap_or_default(), req.cwd.as_deref().unwrap_or_default()))
+        }
+        // An id the kernel cannot map (a user namespace without it).
+        Some(libc::EINVAL) if req.uid.is_some() => invalid(format!("field 'uid' or 'gid': the system cannot switch to these ids ({e})")),
+        _ => ApiError::runtime(format!("cannot start command: {e}")),
+    }
 }
 
 fn primary_gid(uid: u32) -> Option<u32> {
@@ -132,18 +199,21 @@ fn primary_gid(uid: u32) -> Option<u32> {
     }
 }
 
-fn build(req: &RunRequest) -> tokio::process::Command {
+fn build(req: &RunRequest, uid: Option<u32>, gid: Option<u32>) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(shell());
     cmd.arg("-c").arg(&req.command).stdin(Stdio::null()).process_group(0).kill_on_drop(false);
+    if !req.background {
+        die_with_service(&mut cmd);
+    }
     if let Some(cwd) = &req.cwd {
         cmd.current_dir(cwd);
     }
     if let Some(envs) = &req.envs {
         cmd.envs(envs);
     }
-    if let Some(uid) = req.uid {
+    if let Some(uid) = uid {
         // Without an explicit gid the user's primary group applies, as login would.
-        let gid = req.gid.or_else(|| primary_gid(uid)).unwrap_or(uid);
+        let gid = gid.or_else(|| primary_gid(uid)).unwrap_or(uid);
         cmd.uid(uid).gid(gid);
     }
     cmd
@@ -151,13 +221,11 @@ fn build(req: &RunRequest) -> tokio::process::Command {
 
 pub async fn run(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
     let body: RunRequest = http::read_json(req).await?;
-    validate(&body)?;
+    let (uid, gid) = validate(&body)?;
     let id = random_id();
-    let mut cmd = build(&body);
+    let mut cmd = build(&body, uid, gid);
     let log = if body.background {
-        std::fs::create_dir_all(&state.commands.log_dir).map_err(|e| ApiError::runtime(format!("cannot create log directory: {e}")))?;
-        let path = state.commands.log_dir.join(format!("{id}.log"));
-        let file = std::fs::File::create(&path).map_err(|e| ApiError::runtime(format!("cannot create command log: {e}")))?;
+        let (path, file) = state.commands.create_log(&id).map_err(|e| ApiError::runtime(format!("cannot create command log: {e}")))?;
         let dup = file.try_clone().map_err(|e| ApiError::runtime(e.to_string()))?;
         // Both streams go straight to one file: the kernel interleaves them in write order.
         cmd.stdout(Stdio::from(file)).stderr(Stdio::from(dup));
@@ -166,7 +234,7 @@ pub async fn run(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         None
     };
-    let mut child = cmd.spawn().map_err(|e| ApiError::runtime(format!("cannot start command: {e}")))?;
+    let mut child = cmd.spawn().map_err(|e| spawn_error(e, &body))?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let record = Arc::new(Record {
         command: body.command.clone(),
@@ -253,13 +321,6 @@ pub async fn run(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
         let _ = tx.send(exit_event(code, started, note)).await;
     });
     Ok(sse_response(resp_body))
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
 }
 
 async fn wait_with_timeout(child: &mut tokio::process::Child, pgid: i32, timeout: Option<Duration>) -> (i32, Option<String>) {

@@ -8,7 +8,10 @@ mod output;
 mod process;
 mod session;
 
+use std::io;
 use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
@@ -28,7 +31,7 @@ pub struct Execd {
 }
 
 pub async fn run(config: ServiceConfig) -> Result<(), String> {
-    std::fs::create_dir_all(&config.state_dir).map_err(|e| format!("--state-dir {}: {e}", config.state_dir.display()))?;
+    private_dir(&config.state_dir).map_err(|e| format!("--state-dir {}: {e}", config.state_dir.display()))?;
     let listener = tokio::net::TcpListener::bind(config.addr).await.map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     if config.announce {
@@ -41,7 +44,64 @@ pub async fn run(config: ServiceConfig) -> Result<(), String> {
         metrics: metrics::Sampler::start(),
         config,
     });
-    http::serve(listener, limits, move |req, peer| handle(state.clone(), req, peer)).await.map_err(|e| e.to_string())
+    let serving = {
+        let state = state.clone();
+        http::serve(listener, limits, move |req, peer| handle(state.clone(), req, peer))
+    };
+    tokio::select! {
+        served = serving => served.map_err(|e| e.to_string()),
+        () = stop_requested() => {
+            state.sessions.end_all().await;
+            state.commands.kill_foreground();
+            Ok(())
+        }
+    }
+}
+
+/// Resolves on SIGTERM (how the bootstrap stops the service) or SIGINT (a terminal's ^C).
+async fn stop_requested() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut term), Ok(mut int)) => tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        },
+        // Without handlers the signals keep their default action: the service just dies.
+        _ => std::future::pending().await,
+    }
+}
+
+/// Makes `dir` the service's private directory, for what commands print in the background
+/// (whatever a command run as root printed). Missing, it is made with mode 0700; present, it
+/// must be a directory of the service's own user, not a symbolic link (the default lies in
+/// the shared temp directory under a predictable name), and loses any group or other access.
+/// Checked on the opened directory, so a path swapped after a check cannot slip through.
+fn private_dir(dir: &Path) -> io::Result<()> {
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        made => made?,
+    }
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other("is a symbolic link; give the directory itself"),
+            _ => e,
+        })?;
+    let meta = opened.metadata()?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(io::Error::other(format!("belongs to uid {}, not to this service's uid {me}", meta.uid())));
+    }
+    if meta.mode() & 0o077 != 0 {
+        opened.set_permissions(std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 async fn handle(state: Arc<Execd>, req: Request<Incoming>, _peer: SocketAddr) -> Resp {

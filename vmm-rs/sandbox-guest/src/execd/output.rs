@@ -81,6 +81,14 @@ impl Stream {
     }
 }
 
+/// Sleeps until `deadline`, or for ever without one: a `select!` arm for an optional timer.
+pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Forwards a pipe as chunks of raw bytes until it closes.
 pub fn pump<R: tokio::io::AsyncRead + Unpin + Send + 'static>(mut pipe: R, which: Stream, tx: mpsc::Sender<(Stream, Vec<u8>)>) {
     tokio::spawn(async move {

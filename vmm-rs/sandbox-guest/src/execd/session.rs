@@ -1,12 +1,15 @@
 //! Bash sessions: one long-lived `bash` per session, so `cd`, variables and functions carry
-//! from one run to the next. After each command the session prints a random end marker with
-//! the exit status on stdout and on stderr; the streams are forwarded up to the marker.
+//! from one run to the next. The shell keeps private copies of its stdout and stderr (fds
+//! `OUT_FD` and `ERR_FD`, closed while the command runs); after each command it prints a
+//! random end marker with the exit status on both, so the streams are forwarded up to the
+//! markers, which arrive whatever the command did with its own fds 1 and 2.
 
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::Request;
 use serde::Deserialize;
@@ -14,23 +17,77 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::output::{event, exit_event, pump, sse_response, Stream, Utf8Carry};
+use super::command::{check_cwd, check_no_nul};
+use super::output::{event, exit_event, pump, sleep_until, sse_response, Stream, Utf8Carry};
 use super::process::{self, kill_group};
 use super::{random_id, Execd};
 use crate::http::{self, ApiError, ApiResult};
 
+/// The shell's private copies of its stdout and stderr, where the end markers go. Above the
+/// single digits scripts use; bash and busybox sh take them (dash would not, but where
+/// /bin/bash is missing /bin/sh is busybox).
+const OUT_FD: u32 = 61;
+const ERR_FD: u32 = 62;
+/// How long a run whose client went away waits, once its command was killed, for the shell to
+/// finish the run before the session is given up.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// How long ending a session waits for its shell, and then for the rest of its process group,
+/// to go.
+const REAP_WITHIN: Duration = Duration::from_secs(2);
+
 struct Session {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    output: mpsc::Receiver<(Stream, Vec<u8>)>,
+    /// The shell's process group (its pid): the shell and every command it runs.
     pgid: i32,
+    /// The shell until the session ends; whoever ends the session takes and reaps it.
+    shell: Mutex<Option<tokio::process::Child>>,
+    /// The shell's input and output, held by the run in progress (runs queue for it).
+    io: tokio::sync::Mutex<Io>,
 }
 
-type Shared = Arc<tokio::sync::Mutex<Option<Session>>>;
+struct Io {
+    stdin: tokio::process::ChildStdin,
+    output: mpsc::Receiver<(Stream, Vec<u8>)>,
+}
+
+impl Session {
+    fn ended(&self) -> bool {
+        self.shell.lock().unwrap().is_none()
+    }
+
+    /// Kills the shell and its whole process group and waits, bounded, for them to go. It
+    /// never waits for a run: the run in progress sees the shell's output end and says so.
+    async fn end(&self) {
+        let Some(mut shell) = self.shell.lock().unwrap().take() else { return };
+        // Before the reap, while the group's number cannot have been reused.
+        kill_group(self.pgid);
+        let _ = tokio::time::timeout(REAP_WITHIN, shell.wait()).await;
+        process::wait_group_gone(self.pgid, REAP_WITHIN).await;
+    }
+}
 
 #[derive(Default)]
 pub struct Sessions {
-    map: Mutex<HashMap<String, Shared>>,
+    map: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl Sessions {
+    fn get(&self, id: &str) -> Result<Arc<Session>, ApiError> {
+        self.map.lock().unwrap().get(id).cloned().ok_or_else(|| not_found(id))
+    }
+
+    fn remove(&self, id: &str) -> Option<Arc<Session>> {
+        self.map.lock().unwrap().remove(id)
+    }
+
+    /// Ends every session: the service is stopping, and no shell may outlive it.
+    pub async fn end_all(&self) {
+        let all: Vec<Arc<Session>> = self.map.lock().unwrap().drain().map(|(_, s)| s).collect();
+        futures_util::future::join_all(all.iter().map(|s| s.end())).await;
+    }
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found("SESSION_NOT_FOUND", format!("no bash session with id '{id}'"))
 }
 
 #[derive(Deserialize, Default)]
@@ -58,48 +115,31 @@ pub async fn create(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
     if shell.ends_with("bash") {
         cmd.args(["--noprofile", "--norc"]);
     }
-    cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+    process::die_with_service(&mut cmd);
     if let Some(cwd) = &body.cwd {
-        if !std::path::Path::new(cwd).is_dir() {
-            return Err(ApiError::bad_request("INVALID_REQUEST_BODY", format!("field 'cwd': '{cwd}' is not a directory")));
-        }
+        check_cwd(cwd)?;
         cmd.current_dir(cwd);
     }
     let mut child = cmd.spawn().map_err(|e| ApiError::runtime(format!("cannot start {shell}: {e}")))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin
+        .write_all(format!("exec {OUT_FD}>&1 {ERR_FD}>&2\n").as_bytes())
+        .await
+        .map_err(|e| ApiError::runtime(format!("{shell} did not start: {e}")))?;
     let (tx, output) = mpsc::channel(4);
     pump(child.stdout.take().expect("piped"), Stream::Stdout, tx.clone());
     pump(child.stderr.take().expect("piped"), Stream::Stderr, tx);
-    let stdin = child.stdin.take().expect("piped");
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let session = Session { pgid, shell: Mutex::new(Some(child)), io: tokio::sync::Mutex::new(Io { stdin, output }) };
     let id = random_id();
-    let session = Session { child, stdin, output, pgid };
-    state.sessions.map.lock().unwrap().insert(id.clone(), Arc::new(tokio::sync::Mutex::new(Some(session))));
+    state.sessions.map.lock().unwrap().insert(id.clone(), Arc::new(session));
     Ok(http::json(&json!({"session_id": id})))
 }
 
-fn lookup(state: &Execd, id: &str) -> Result<Shared, ApiError> {
-    state
-        .sessions
-        .map
-        .lock()
-        .unwrap()
-        .get(id)
-        .cloned()
-        .ok_or_else(|| ApiError::not_found("SESSION_NOT_FOUND", format!("no bash session with id '{id}'")))
-}
-
+/// Ends the session at once, also while a run is in progress (that run reports it).
 pub async fn delete(state: &Execd, id: &str) -> ApiResult {
-    let shared = lookup(state, id)?;
-    state.sessions.map.lock().unwrap().remove(id);
-    if let Some(mut s) = shared.lock().await.take() {
-        kill_group(s.pgid);
-        let _ = s.child.wait().await;
-    }
+    state.sessions.remove(id).ok_or_else(|| not_found(id))?.end().await;
     Ok(http::ok_empty())
 }
 
@@ -159,88 +199,138 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-pub async fn run(state: Arc<Execd>, id: &str, req: Request<Incoming>) -> ApiResult {
-    let shared = lookup(&state, id)?;
-    let body: RunRequest = http::read_json(req).await?;
+/// What the shell reads for one run. The command is one quoted word for `eval`, so no quote
+/// or brace it leaves open can swallow what follows; its stdin is /dev/null, so it cannot eat
+/// the lines after it either; the private fds are closed while it runs (bash puts them back
+/// afterwards), so only a command naming them could write there. `command` skips any function
+/// the user named `eval` or `printf`.
+fn script(body: &RunRequest, marker: &str) -> String {
+    let cd = body.cwd.as_deref().map(|c| format!("cd -- {} && ", single_quote(c))).unwrap_or_default();
+    let command = single_quote(&body.command);
+    format!(
+        "{cd}{{ command eval {command}\n}} </dev/null {OUT_FD}>&- {ERR_FD}>&-\n\
+         __sg_rc=$?; command printf '%s%d\\n' '{marker}' \"$__sg_rc\" >&{OUT_FD}; \
+         command printf '%s%d\\n' '{marker}' \"$__sg_rc\" >&{ERR_FD}\n"
+    )
+}
+
+fn validate(body: &RunRequest) -> Result<(), ApiError> {
     if body.command.trim().is_empty() {
         return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'command' is empty"));
     }
+    check_no_nul("command", &body.command)?;
     if body.timeout == Some(0) {
         return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'timeout' must be at least 1 (milliseconds)"));
     }
+    match &body.cwd {
+        // A relative cwd is relative to where the session's shell is: `cd` judges it.
+        Some(cwd) if cwd.starts_with('/') => check_cwd(cwd),
+        Some(cwd) => check_no_nul("cwd", cwd),
+        None => Ok(()),
+    }
+}
+
+/// How a run ended.
+enum Ending {
+    /// The command ended with this status; the session goes on.
+    Exited(i32),
+    /// It ran past its timeout.
+    TimedOut,
+    /// The shell's output ended: the shell exited, or the session was deleted.
+    Lost,
+    /// The client went away and the shell did not finish the run in time.
+    Abandoned,
+}
+
+pub async fn run(state: Arc<Execd>, id: &str, req: Request<Incoming>) -> ApiResult {
+    let session = state.sessions.get(id)?;
+    let body: RunRequest = http::read_json(req).await?;
+    validate(&body)?;
     let marker = format!("__SANDBOX_GUEST_END_{}__", random_id());
-    let cd = body.cwd.as_deref().map(|c| format!("cd -- {} && ", single_quote(c))).unwrap_or_default();
-    // stdin of the command is /dev/null so it cannot swallow the marker lines that follow.
-    let script = format!(
-        "{cd}{{ {}\n}} </dev/null\n__sg_rc=$?; printf '%s%d\\n' '{marker}' \"$__sg_rc\"; printf '%s%d\\n' '{marker}' \"$__sg_rc\" >&2\n",
-        body.command
-    );
+    let script = script(&body, &marker);
     let ping_every = Duration::from_millis(state.config.ping_interval_ms);
     let (tx, resp_body) = http::channel_body(8);
     let id = id.to_string();
     tokio::spawn(async move {
         let started = Instant::now();
-        let mut guard = shared.lock().await;
-        let Some(session) = guard.as_mut() else {
+        let mut io = session.io.lock().await;
+        if session.ended() {
             let _ = tx.send(event(json!({"type": "error", "error": {"ename": "SessionClosed", "evalue": "-1", "traceback": ["the session was deleted"]}}))).await;
             return;
-        };
+        }
         // Output a previous command left behind (background jobs) does not belong to this run.
-        while session.output.try_recv().is_ok() {}
+        while io.output.try_recv().is_ok() {}
         let _ = tx.send(event(json!({"type": "init", "text": id}))).await;
-        if session.stdin.write_all(script.as_bytes()).await.is_err() {
-            *guard = None;
-            state.sessions.map.lock().unwrap().remove(&id);
-            let _ = tx.send(exit_event(-1, started, Some("the session's shell has exited".into()))).await;
-            return;
+        let ending = match io.stdin.write_all(script.as_bytes()).await {
+            Ok(()) => forward(&mut io.output, &marker, &tx, body.timeout, ping_every, session.pgid).await,
+            Err(_) => Ending::Lost,
+        };
+        drop(io);
+        let (code, note) = match ending {
+            Ending::Exited(code) => (code, None),
+            // A shell in an unknown state cannot run the next command: end the session.
+            Ending::TimedOut => (137, Some(format!("command timed out after {} ms; the session was closed", body.timeout.unwrap_or(0)))),
+            Ending::Lost if session.ended() => (-1, Some("the session was deleted".to_string())),
+            Ending::Lost => (-1, Some("the session's shell has exited".to_string())),
+            Ending::Abandoned => (-1, None),
+        };
+        if !matches!(ending, Ending::Exited(_)) {
+            state.sessions.remove(&id);
+            session.end().await;
         }
-        let mut scans = [MarkerScan::new(&marker), MarkerScan::new(&marker)];
-        let mut carry = [Utf8Carry::default(), Utf8Carry::default()];
-        let deadline = body.timeout.map(|t| tokio::time::Instant::now() + Duration::from_millis(t));
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
-        let mut dead = None;
-        while scans.iter().any(|s| s.done.is_none()) {
-            tokio::select! {
-                chunk = session.output.recv() => match chunk {
-                    Some((which, bytes)) => {
-                        let i = which as usize;
-                        let text = carry[i].push(&scans[i].push(&bytes));
-                        if !text.is_empty() && tx.send(event(json!({"type": which.name(), "text": text}))).await.is_err() {
-                            dead = Some((130, "the client went away".to_string()));
-                            break;
-                        }
-                    }
-                    None => { dead = Some((-1, "the session's shell has exited".to_string())); break; }
-                },
-                _ = ticker.tick() => { let _ = tx.send(event(json!({"type": "ping"}))).await; }
-                _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
-                    dead = Some((137, format!("command timed out after {} ms; the session was closed", body.timeout.unwrap_or(0))));
-                    break;
+        let _ = tx.send(exit_event(code, started, note)).await;
+    });
+    Ok(sse_response(resp_body))
+}
+
+/// Forwards the shell's output to the client up to the end markers. When the client goes away
+/// (an event or a ping cannot be sent), the command and everything it started are killed and
+/// the shell gets `CANCEL_GRACE` to finish the run, so the session survives its client.
+async fn forward(
+    output: &mut mpsc::Receiver<(Stream, Vec<u8>)>,
+    marker: &str,
+    tx: &mpsc::Sender<Bytes>,
+    timeout: Option<u64>,
+    ping_every: Duration,
+    pgid: i32,
+) -> Ending {
+    let mut scans = [MarkerScan::new(marker), MarkerScan::new(marker)];
+    let mut carry = [Utf8Carry::default(), Utf8Carry::default()];
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + Duration::from_millis(t));
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+    let mut abandon_at = None;
+    let ending = loop {
+        if let (Some(code), Some(_)) = (scans[0].done, scans[1].done) {
+            break Ending::Exited(code);
+        }
+        let listening = abandon_at.is_none();
+        let sent = tokio::select! {
+            chunk = output.recv() => match chunk {
+                Some((which, bytes)) => {
+                    let i = which as usize;
+                    let text = carry[i].push(&scans[i].push(&bytes));
+                    !listening || text.is_empty() || tx.send(event(json!({"type": which.name(), "text": text}))).await.is_ok()
                 }
-            }
+                None => break Ending::Lost,
+            },
+            _ = ticker.tick(), if listening => tx.send(event(json!({"type": "ping"}))).await.is_ok(),
+            _ = sleep_until(deadline) => break Ending::TimedOut,
+            _ = sleep_until(abandon_at) => break Ending::Abandoned,
+        };
+        if !sent {
+            let _ = tokio::task::spawn_blocking(move || process::kill_group_but_leader(pgid)).await;
+            abandon_at = Some(tokio::time::Instant::now() + CANCEL_GRACE);
         }
+    };
+    if abandon_at.is_none() {
         for (i, which) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
             let text = carry[i].finish();
             if !text.is_empty() {
                 let _ = tx.send(event(json!({"type": which.name(), "text": text}))).await;
             }
         }
-        match dead {
-            Some((code, note)) => {
-                // A shell in an unknown state cannot run the next command: end the session.
-                kill_group(session.pgid);
-                let _ = session.child.wait().await;
-                *guard = None;
-                state.sessions.map.lock().unwrap().remove(&id);
-                let _ = tx.send(exit_event(code, started, Some(note))).await;
-            }
-            None => {
-                let code = scans[0].done.unwrap_or(0);
-                let _ = tx.send(exit_event(code, started, None)).await;
-            }
-        }
-    });
-    Ok(sse_response(resp_body))
+    }
+    ending
 }
 
 #[cfg(test)]

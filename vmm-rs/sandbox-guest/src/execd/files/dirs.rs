@@ -4,14 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 
 use hyper::body::Incoming;
 use hyper::Request;
 use serde_json::Value;
 
-use super::info::{apply_permission, file_info, mode_from_api, Permission};
-use super::{blocking, checked_path, io_error, query_paths};
+use super::info::{apply_to, file_info, Permission};
+use super::{blocking, checked_path, io_error, open_with, query_paths, refuse_root};
 use crate::http::{self, ApiError, ApiResult};
 
 pub async fn list_directory(req: Request<Incoming>) -> ApiResult {
@@ -47,14 +46,16 @@ pub async fn list_directory(req: Request<Incoming>) -> ApiResult {
 
 pub async fn make_directories(req: Request<Incoming>) -> ApiResult {
     let map: BTreeMap<String, Permission> = http::read_json(req).await?;
+    let plan = map.iter().map(|(raw, perm)| Ok((checked_path(raw, "request key")?, perm.resolve()?))).collect::<Result<Vec<_>, ApiError>>()?;
     blocking(move || {
-        for (raw, perm) in map {
-            let p = checked_path(&raw, "request key")?;
-            if let Some(mode) = perm.mode {
-                mode_from_api(mode)?;
-            }
+        for (p, own) in plan {
             fs::create_dir_all(&p).map_err(|e| io_error(&p, e))?;
-            apply_permission(&p, &perm)?;
+            if !own.is_empty() {
+                // Owner and mode go to the directory opened here, not followed through a symlink
+                // a workload may have put where the directory was to be made.
+                let dir = open_with(&p, libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
+                apply_to(&dir, &p, &own)?;
+            }
         }
         Ok(())
     })
@@ -65,17 +66,15 @@ pub async fn make_directories(req: Request<Incoming>) -> ApiResult {
 pub async fn delete_directories(req: Request<Incoming>) -> ApiResult {
     let paths = query_paths(&req)?;
     blocking(move || {
-        for p in paths {
-            let meta = fs::symlink_metadata(&p).map_err(|e| io_error(&p, e))?;
+        // Every path is checked before any is deleted: one refused fails the whole request.
+        for (_, p) in &paths {
+            let meta = fs::symlink_metadata(p).map_err(|e| io_error(p, e))?;
+            refuse_root(p, "delete")?;
             if !meta.is_dir() {
                 return Err(ApiError::bad_request("INVALID_FILE", format!("{}: is not a directory; use DELETE /files", p.display())));
             }
-            if p.as_os_str().as_bytes() == b"/" {
-                return Err(ApiError::bad_request("INVALID_FILE", "refusing to delete /"));
-            }
-            fs::remove_dir_all(&p).map_err(|e| io_error(&p, e))?;
         }
-        Ok(())
+        paths.iter().try_for_each(|(_, p)| fs::remove_dir_all(p).map_err(|e| io_error(p, e)))
     })
     .await?;
     Ok(http::ok_empty())

@@ -1,10 +1,12 @@
 //! `GET /files/download`: the file streamed from disk in fixed-size chunks (whole, a byte range,
-//! or a range of lines), so memory stays bounded whatever the file size and the client's pace
-//! sets the download's through HTTP back-pressure.
+//! or a range of lines), so memory stays bounded whatever the file size (or line length) and
+//! the client's pace sets the download's through HTTP back-pressure.
 
 use std::io;
+use std::ops::Range;
 use std::path::Path;
 
+use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
@@ -13,7 +15,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::{blocking, checked_path, io_error, open_regular};
-use crate::http::{self, ApiError, ApiResult};
+use crate::http::{self, ApiError, ApiResult, Resp};
 
 /// Chunk size of downloads: large enough for throughput, small enough to bound memory.
 const DOWNLOAD_CHUNK: usize = 256 * 1024;
@@ -59,16 +61,15 @@ pub async fn download(req: Request<Incoming>) -> ApiResult {
     let pairs = http::query_pairs(&req);
     let path = checked_path(&http::require_query(&pairs, "path")?, "query 'path'")?;
     let range_header = req.headers().get(hyper::header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let offset = http::query_one(&pairs, "offset");
-    let limit = http::query_one(&pairs, "limit");
+    let window = line_window(http::query_one(&pairs, "offset"), http::query_one(&pairs, "limit"))?;
     let opened = path.clone();
     let mut file = tokio::fs::File::from_std(blocking(move || open_regular(&opened, false)).await?);
     let meta = file.metadata().await.map_err(|e| io_error(&path, e))?;
-    if offset.is_some() || limit.is_some() {
+    if let Some(window) = window {
         if range_header.is_some() {
             return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "use either a Range header or offset/limit, not both"));
         }
-        return lines(file, &path, offset, limit).await;
+        return Ok(lines(file, window));
     }
     let len = meta.len();
     let (status, start, count) = match range_header.as_deref().map(|h| parse_range(h, len)) {
@@ -96,29 +97,73 @@ pub async fn download(req: Request<Incoming>) -> ApiResult {
     Ok(resp)
 }
 
-/// Line-based reading: skip `offset` lines, return at most `limit` lines (all when absent).
-async fn lines(file: tokio::fs::File, path: &Path, offset: Option<String>, limit: Option<String>) -> ApiResult {
-    let parse = |name: &str, v: Option<String>| -> Result<Option<usize>, ApiError> {
-        v.map(|s| s.parse::<usize>().map_err(|_| ApiError::bad_request("INVALID_REQUEST_BODY", format!("query '{name}': '{s}' is not a non-negative integer")))).transpose()
-    };
-    let skip = parse("offset", offset)?.unwrap_or(0);
-    let take = parse("limit", limit)?;
-    let mut reader = tokio::io::BufReader::new(file);
-    let mut out = Vec::new();
-    let mut line = Vec::new();
-    let mut index = 0usize;
-    loop {
-        line.clear();
-        let n = tokio::io::AsyncBufReadExt::read_until(&mut reader, b'\n', &mut line).await.map_err(|e| io_error(path, e))?;
-        if n == 0 || take.is_some_and(|t| index >= skip + t) {
-            break;
-        }
-        if index >= skip {
-            out.extend_from_slice(&line);
-        }
-        index += 1;
+/// The lines a line-mode download sends: `skip` lines are passed over, then `take` are sent
+/// (all the rest when `None`). Counted as the file streams by, so no line is ever held whole.
+#[derive(Debug, PartialEq)]
+struct LineWindow {
+    skip: u64,
+    take: Option<u64>,
+}
+
+/// The window `offset` and `limit` ask for, `None` when neither is given.
+fn line_window(offset: Option<String>, limit: Option<String>) -> Result<Option<LineWindow>, ApiError> {
+    if offset.is_none() && limit.is_none() {
+        return Ok(None);
     }
-    Ok(http::text(StatusCode::OK, out))
+    let parse = |name: &str, v: Option<String>| -> Result<Option<u64>, ApiError> {
+        v.map(|s| s.parse::<u64>().map_err(|_| ApiError::bad_request("INVALID_REQUEST_BODY", format!("query '{name}': '{s}' is not an integer from 0 to {}", u64::MAX))))
+            .transpose()
+    };
+    Ok(Some(LineWindow { skip: parse("offset", offset)?.unwrap_or(0), take: parse("limit", limit)? }))
+}
+
+impl LineWindow {
+    /// Takes the file's next `chunk`: the part of it to send, and whether the window is done.
+    fn select(&mut self, chunk: &[u8]) -> (Range<usize>, bool) {
+        let line_end = |from: usize| chunk[from..].iter().position(|b| *b == b'\n').map(|i| from + i + 1);
+        let mut start = 0;
+        while self.skip > 0 && self.take != Some(0) {
+            let Some(end) = line_end(start) else { return (chunk.len()..chunk.len(), false) };
+            start = end;
+            self.skip -= 1;
+        }
+        let Some(take) = self.take.as_mut() else { return (start..chunk.len(), false) };
+        let mut end = start;
+        while *take > 0 {
+            let Some(next) = line_end(end) else { return (start..chunk.len(), false) };
+            end = next;
+            *take -= 1;
+        }
+        (start..end, true)
+    }
+}
+
+/// Line-mode download: the lines of `window` streamed as text (the last line of the file
+/// counts even without its newline).
+fn lines(file: tokio::fs::File, window: LineWindow) -> Resp {
+    let state = (file, window, vec![0u8; DOWNLOAD_CHUNK], false);
+    let stream = futures_util::stream::try_unfold(state, |(mut file, mut window, mut buf, done)| async move {
+        if done {
+            return Ok(None);
+        }
+        loop {
+            let n = file.read(&mut buf).await?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let (send, done) = window.select(&buf[..n]);
+            if !send.is_empty() {
+                let frame = Frame::data(Bytes::copy_from_slice(&buf[send]));
+                return Ok(Some((frame, (file, window, buf, done))));
+            }
+            if done {
+                return Ok(None);
+            }
+        }
+    });
+    let mut resp = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp
 }
 
 #[cfg(test)]
@@ -135,5 +180,40 @@ mod tests {
         assert_eq!(parse_range("bytes=5-1", 100), Err(()));
         assert_eq!(parse_range("bytes=0-1,4-5", 100), Ok(None));
         assert_eq!(parse_range("items=0-1", 100), Ok(None));
+    }
+
+    /// Everything `window` sends of `text` fed in pieces of `size` bytes.
+    fn window_of(mut window: LineWindow, text: &str, size: usize) -> String {
+        let mut out = Vec::new();
+        for piece in text.as_bytes().chunks(size) {
+            let (send, done) = window.select(piece);
+            out.extend_from_slice(&piece[send]);
+            if done {
+                break;
+            }
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn line_windows_count_lines_across_chunks() {
+        let text = "l1\nl2\nl3\nlast";
+        for size in [1, 2, 3, 5, 64] {
+            let w = |skip, take| window_of(LineWindow { skip, take }, text, size);
+            assert_eq!(w(0, None), text, "size {size}");
+            assert_eq!(w(1, Some(1)), "l2\n", "size {size}");
+            assert_eq!(w(1, Some(u64::MAX)), "l2\nl3\nlast", "size {size}");
+            assert_eq!(w(3, None), "last", "size {size}");
+            assert_eq!(w(u64::MAX, Some(2)), "", "size {size}");
+            assert_eq!(w(0, Some(0)), "", "size {size}");
+        }
+    }
+
+    #[test]
+    fn line_window_queries_are_checked() {
+        assert_eq!(line_window(None, None).unwrap(), None);
+        assert_eq!(line_window(Some("1".into()), Some(u64::MAX.to_string())).unwrap(), Some(LineWindow { skip: 1, take: Some(u64::MAX) }));
+        assert_eq!(line_window(None, Some("18446744073709551616".into())).unwrap_err().status, StatusCode::BAD_REQUEST);
+        assert_eq!(line_window(Some("-1".into()), None).unwrap_err().status, StatusCode::BAD_REQUEST);
     }
 }

@@ -3,62 +3,128 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::Request;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::info::file_info;
+use super::info::{file_info, Ownership};
+use super::staged::Staged;
 use super::{blocking, checked_path, io_error, open_regular};
 use crate::http::{self, ApiError, ApiResult};
 
-/// Shell-style glob: `*` and `?` stop at `/`, `**` crosses it, `[abc]`/`[a-z]`/`[!x]` classes.
-fn glob_match(pattern: &[char], text: &[char]) -> bool {
-    match pattern.first() {
-        None => text.is_empty(),
-        Some('*') if pattern.get(1) == Some(&'*') => {
-            let rest = &pattern[2..];
-            (0..=text.len()).any(|i| glob_match(rest, &text[i..]))
-        }
-        Some('*') => {
-            let rest = &pattern[1..];
-            for i in 0..=text.len() {
-                if glob_match(rest, &text[i..]) {
-                    return true;
+/// One element of a glob pattern.
+enum Glob {
+    /// `*` (within a path segment) or, with `crosses`, `**` (across `/` too).
+    Star { crosses: bool },
+    /// `?`: any one character but `/`.
+    One,
+    /// `[abc]`, `[a-z]`, `[!x]`: one character in (or, negated, not in) the set.
+    Class { set: Vec<char>, negated: bool },
+    Literal(char),
+}
+
+/// Parses a shell-style glob: `*` and `?` stop at `/`, `**` crosses it, `[abc]`/`[a-z]`/`[!x]`
+/// classes (`]` right after the `[` or `[!` belongs to the set; a `[` never closed is literal).
+fn parse_glob(pattern: &str) -> Vec<Glob> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let (glob, width) = match chars[i] {
+            '*' if chars.get(i + 1) == Some(&'*') => (Glob::Star { crosses: true }, 2),
+            '*' => (Glob::Star { crosses: false }, 1),
+            '?' => (Glob::One, 1),
+            '[' => match class_end(&chars, i) {
+                Some(close) => {
+                    let set = &chars[i + 1..close];
+                    let negated = matches!(set.first(), Some('!' | '^'));
+                    (Glob::Class { set: set[usize::from(negated)..].to_vec(), negated }, close + 1 - i)
                 }
-                if text.get(i) == Some(&'/') {
-                    break;
-                }
+                None => (Glob::Literal('['), 1),
+            },
+            c => (Glob::Literal(c), 1),
+        };
+        out.push(glob);
+        i += width;
+    }
+    out
+}
+
+/// Where the class opened by the `[` at `open` closes: the first `]` after the one character
+/// that may be `]` itself.
+fn class_end(chars: &[char], open: usize) -> Option<usize> {
+    chars.iter().skip(open + 2).position(|c| *c == ']').map(|p| open + 2 + p)
+}
+
+/// Whether `c` is in a class's set, with `a-z` ranges.
+fn in_class(set: &[char], c: char) -> bool {
+    let mut i = 0;
+    while i < set.len() {
+        if i + 2 < set.len() && set[i + 1] == '-' {
+            if set[i] <= c && c <= set[i + 2] {
+                return true;
             }
-            false
+            i += 3;
+        } else {
+            if set[i] == c {
+                return true;
+            }
+            i += 1;
         }
-        Some('?') => text.first().is_some_and(|c| *c != '/') && glob_match(&pattern[1..], &text[1..]),
-        Some('[') => {
-            let Some(close) = pattern.iter().skip(2).position(|c| *c == ']').map(|i| i + 2) else {
-                return text.first() == Some(&'[') && glob_match(&pattern[1..], &text[1..]);
-            };
-            let Some(c) = text.first() else { return false };
-            let mut class = &pattern[1..close];
-            let negate = matches!(class.first(), Some('!') | Some('^'));
-            if negate {
-                class = &class[1..];
+    }
+    false
+}
+
+/// Matches `text` against a parsed glob in O(text × pattern) steps, whatever the pattern: the
+/// positions in the pattern the text so far can have reached are carried along together, where
+/// trying one star's extent after another's (backtracking) takes exponential time on patterns
+/// like `*a*a*a*a*b`.
+fn glob_match(pattern: &[Glob], text: &str) -> bool {
+    // reached[i]: the text read so far matches pattern[..i]. A star also matches nothing, so
+    // reaching a star reaches what follows it.
+    let close = |reached: &mut [bool]| {
+        for i in 0..pattern.len() {
+            if reached[i] && matches!(pattern[i], Glob::Star { .. }) {
+                reached[i + 1] = true;
             }
-            let mut hit = false;
-            let mut i = 0;
-            while i < class.len() {
-                if i + 2 < class.len() && class[i + 1] == '-' {
-                    hit |= class[i] <= *c && *c <= class[i + 2];
-                    i += 3;
-                } else {
-                    hit |= class[i] == *c;
-                    i += 1;
-                }
-            }
-            hit != negate && glob_match(&pattern[close + 1..], &text[1..])
         }
-        Some(p) => text.first() == Some(p) && glob_match(&pattern[1..], &text[1..]),
+    };
+    let mut reached = vec![false; pattern.len() + 1];
+    reached[0] = true;
+    close(&mut reached);
+    for c in text.chars() {
+        let mut next = vec![false; pattern.len() + 1];
+        for (i, glob) in pattern.iter().enumerate().filter(|(i, _)| reached[*i]) {
+            match glob {
+                Glob::Star { crosses } => next[i] |= *crosses || c != '/',
+                Glob::One => next[i + 1] |= c != '/',
+                Glob::Class { set, negated } => next[i + 1] |= in_class(set, c) != *negated,
+                Glob::Literal(l) => next[i + 1] |= *l == c,
+            }
+        }
+        close(&mut next);
+        if !next.contains(&true) {
+            return false;
+        }
+        reached = next;
+    }
+    reached[pattern.len()]
+}
+
+/// Sets its flag when dropped: the handler's future is dropped when the client goes away, and
+/// the search walking on a blocking thread sees the flag at its next entry and stops.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -66,12 +132,14 @@ pub async fn search(req: Request<Incoming>) -> ApiResult {
     let pairs = http::query_pairs(&req);
     let root = checked_path(&http::require_query(&pairs, "path")?, "query 'path'")?;
     let pattern = http::query_one(&pairs, "pattern").filter(|p| !p.is_empty()).unwrap_or_else(|| "*".into());
+    let gone = Arc::new(AtomicBool::new(false));
+    let _gone_on_drop = SetOnDrop(gone.clone());
     let found = blocking(move || {
         let meta = fs::metadata(&root).map_err(|e| io_error(&root, e))?;
         if !meta.is_dir() {
             return Err(ApiError::bad_request("INVALID_FILE", format!("{}: is not a directory", root.display())));
         }
-        let pat: Vec<char> = pattern.chars().collect();
+        let glob = parse_glob(&pattern);
         // A pattern with a slash matches the path below the root, otherwise the file name.
         let by_path = pattern.contains('/');
         let mut out = Vec::new();
@@ -79,6 +147,9 @@ pub async fn search(req: Request<Incoming>) -> ApiResult {
         while let Some(dir) = stack.pop() {
             let Ok(entries) = fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
+                if gone.load(Ordering::Relaxed) {
+                    return Ok(Vec::new());
+                }
                 let path = entry.path();
                 let Ok(ft) = entry.file_type() else { continue };
                 if ft.is_dir() {
@@ -90,7 +161,7 @@ pub async fn search(req: Request<Incoming>) -> ApiResult {
                 } else {
                     entry.file_name().to_string_lossy().into_owned()
                 };
-                if glob_match(&pat, &subject.chars().collect::<Vec<_>>()) {
+                if glob_match(&glob, &subject) {
                     if let Ok(info) = file_info(&path) {
                         out.push(info);
                     }
@@ -121,15 +192,7 @@ pub async fn replace(req: Request<Incoming>) -> ApiResult {
             if item.old.is_empty() {
                 return Err(ApiError::bad_request("INVALID_REQUEST_BODY", format!("{raw}: field 'old' is empty")));
             }
-            let mut bytes = Vec::new();
-            open_regular(&p, false)?.read_to_end(&mut bytes).map_err(|e| io_error(&p, e))?;
-            let text = String::from_utf8(bytes).map_err(|_| ApiError::bad_request("INVALID_FILE_CONTENT", format!("{raw}: not a UTF-8 text file")))?;
-            let n = text.matches(&item.old).count();
-            if n > 0 {
-                // Opened again for writing, and checked again: the path may have changed.
-                let mut file = open_regular(&p, true)?;
-                file.set_len(0).and_then(|_| file.write_all(text.replace(&item.old, &item.new).as_bytes())).map_err(|e| io_error(&p, e))?;
-            }
+            let n = replace_in_file(&p, &item.old, &item.new)?;
             counts.insert(raw, json!({"replacedCount": n}));
         }
         Ok(counts)
@@ -138,12 +201,101 @@ pub async fn replace(req: Request<Incoming>) -> ApiResult {
     Ok(if verbose { http::json(&Value::Object(counts)) } else { http::ok_empty() })
 }
 
+/// Replaces every `old` in the UTF-8 text file `path` with `new` and returns how many there
+/// were. The file streams through a staged copy that then takes its place with its owner and
+/// mode, so memory stays bounded whatever the file's size and readers see the old text or the
+/// new, never a mix. A first pass only counts: a file without `old` (or not UTF-8 text) is left
+/// as it was, not copied. A symlink at `path` is refused: a workload could point it at a file
+/// it may not write.
+fn replace_in_file(path: &Path, old: &str, new: &str) -> Result<usize, ApiError> {
+    let mut src = open_regular(path, true)?;
+    if splice_file(&mut src, path, old, new, &mut io::sink())? == 0 {
+        return Ok(0);
+    }
+    src.seek(io::SeekFrom::Start(0)).map_err(|e| io_error(path, e))?;
+    let meta = src.metadata().map_err(|e| io_error(path, e))?;
+    let staged = Staged::create(path, "replace")?;
+    let mut out = io::BufWriter::new(&staged.file);
+    let count = splice_file(&mut src, path, old, new, &mut out)?;
+    out.flush().map_err(|e| io_error(path, e))?;
+    drop(out);
+    staged.commit(&Ownership { uid: Some(meta.uid()), gid: Some(meta.gid()), mode: Some(meta.mode() & 0o7777) })?;
+    Ok(count)
+}
+
+/// How much of a file `POST /files/replace` reads at a time.
+const REPLACE_CHUNK: usize = 1 << 20;
+
+/// Streams `src` (named `path` in errors) to `out` with every `old` replaced by `new`; returns
+/// how many there were.
+fn splice_file(src: &mut fs::File, path: &Path, old: &str, new: &str, out: &mut impl Write) -> Result<usize, ApiError> {
+    let mut splice = Splice { old, new, held: Vec::new(), count: 0 };
+    let mut buf = vec![0u8; REPLACE_CHUNK];
+    let spliced: io::Result<()> = (|| loop {
+        let n = match src.read(&mut buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            read => read?,
+        };
+        splice.push(&buf[..n], out)?;
+        if n == 0 {
+            return Ok(());
+        }
+    })();
+    spliced.map_err(|e| match e.kind() {
+        io::ErrorKind::InvalidData => ApiError::bad_request("INVALID_FILE_CONTENT", format!("{}: not a UTF-8 text file", path.display())),
+        _ => io_error(path, e),
+    })?;
+    Ok(splice.count)
+}
+
+/// Find-and-replace over UTF-8 text that arrives in pieces. What no match can still straddle
+/// is written at once; only the rest (less than `old` and a character) is held for the next
+/// piece. Matches are found as `str::replace` finds them: leftmost first, not overlapping.
+struct Splice<'a> {
+    old: &'a str,
+    new: &'a str,
+    held: Vec<u8>,
+    count: usize,
+}
+
+impl Splice<'_> {
+    /// Takes the next piece of input (empty at its end) and writes what is settled to `out`;
+    /// input that is not UTF-8 is an `InvalidData` error.
+    fn push(&mut self, input: &[u8], out: &mut impl Write) -> io::Result<()> {
+        let end = input.is_empty();
+        self.held.extend_from_slice(input);
+        let valid = match std::str::from_utf8(&self.held) {
+            Ok(text) => text.len(),
+            // A character cut at the end of a piece is completed by the next one.
+            Err(e) if e.error_len().is_none() && !end => e.valid_up_to(),
+            Err(_) => return Err(io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text")),
+        };
+        let text = std::str::from_utf8(&self.held[..valid]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        // A match starting before `settled` ends within `text`; one starting later might not.
+        let mut settled = if end { valid } else { valid.saturating_sub(self.old.len() - 1) };
+        while !text.is_char_boundary(settled) {
+            settled -= 1;
+        }
+        let mut done = 0;
+        for (at, _) in text.match_indices(self.old).take_while(|(at, _)| *at < settled) {
+            out.write_all(&text.as_bytes()[done..at])?;
+            out.write_all(self.new.as_bytes())?;
+            done = at + self.old.len();
+            self.count += 1;
+        }
+        let settled = settled.max(done);
+        out.write_all(&text.as_bytes()[done..settled])?;
+        self.held.drain(..settled);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn g(p: &str, t: &str) -> bool {
-        glob_match(&p.chars().collect::<Vec<_>>(), &t.chars().collect::<Vec<_>>())
+        glob_match(&parse_glob(p), t)
     }
 
     #[test]
@@ -156,5 +308,91 @@ mod tests {
         assert!(!g("*.py", "a/b.py"));
         assert!(g("**/*.py", "a/b/c.py"));
         assert!(g("データ*", "データ.csv"));
+        assert!(g("[]]", "]"));
+        assert!(g("[x", "[x"));
+        assert!(!g("?", "/"));
+        assert!(g("a**", "a/b/c"));
+        assert!(!g("a*", "a/b"));
+        assert!(g("", ""));
+        assert!(!g("", "a"));
+    }
+
+    /// The recursive matcher the linear one replaced, as the oracle it must agree with.
+    fn backtracking(pattern: &[char], text: &[char]) -> bool {
+        match pattern.first() {
+            None => text.is_empty(),
+            Some('*') if pattern.get(1) == Some(&'*') => (0..=text.len()).any(|i| backtracking(&pattern[2..], &text[i..])),
+            Some('*') => (0..=text.len()).take_while(|i| *i == 0 || text[i - 1] != '/').any(|i| backtracking(&pattern[1..], &text[i..])),
+            Some('?') => text.first().is_some_and(|c| *c != '/') && backtracking(&pattern[1..], &text[1..]),
+            Some('[') => {
+                let Some(close) = class_end(pattern, 0) else {
+                    return text.first() == Some(&'[') && backtracking(&pattern[1..], &text[1..]);
+                };
+                let Some(c) = text.first() else { return false };
+                let class = &pattern[1..close];
+                let negated = matches!(class.first(), Some('!' | '^'));
+                in_class(&class[usize::from(negated)..], *c) != negated && backtracking(&pattern[close + 1..], &text[1..])
+            }
+            Some(p) => text.first() == Some(p) && backtracking(&pattern[1..], &text[1..]),
+        }
+    }
+
+    #[test]
+    fn the_linear_matcher_agrees_with_backtracking_on_every_short_pattern() {
+        let words = |alphabet: &'static [char], len: usize| -> Vec<Vec<char>> {
+            let n = alphabet.len();
+            (0..n.pow(len as u32)).map(|mut k| (0..len).map(|_| { let c = alphabet[k % n]; k /= n; c }).collect()).collect()
+        };
+        let texts: Vec<Vec<char>> = (0..=3).flat_map(|len| words(&['a', 'b', '/', '[', ']', '-'], len)).collect();
+        for pattern in (0..=4).flat_map(|len| words(&['a', 'b', '/', '*', '?', '[', ']', '!', '-'], len)) {
+            let parsed = parse_glob(&pattern.iter().collect::<String>());
+            for text in &texts {
+                let t: String = text.iter().collect();
+                assert_eq!(glob_match(&parsed, &t), backtracking(&pattern, text), "pattern {pattern:?} text {t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn many_stars_against_a_long_name_take_linear_time() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let name = "a".repeat(100);
+            let _ = tx.send((g("*a*a*a*a*a*a*a*a*a*a*b", &name), g(&"*a".repeat(40), &name)));
+        });
+        // Backtracking takes longer than the age of the universe here.
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("the match did not finish within 5 s");
+        assert_eq!(got, (false, true));
+    }
+
+    fn splice(input: &[&[u8]], old: &str, new: &str) -> io::Result<(String, usize)> {
+        let mut s = Splice { old, new, held: Vec::new(), count: 0 };
+        let mut out = Vec::new();
+        for piece in input.iter().copied().chain(std::iter::once(&b""[..])) {
+            s.push(piece, &mut out)?;
+        }
+        Ok((String::from_utf8(out).unwrap(), s.count))
+    }
+
+    #[test]
+    fn splicing_in_pieces_replaces_as_str_replace_does() {
+        let text = "héllo wörld, ö and öö: aaaa";
+        for (old, new) in [("ö", "oe"), ("aa", "b"), ("wörld", ""), ("x", "y"), ("aaaa", "<4>"), ("é", "ééé")] {
+            let want = (text.replace(old, new), text.matches(old).count());
+            // Every way to cut the text in two, also inside a character.
+            for cut in 0..=text.len() {
+                let (a, b) = text.as_bytes().split_at(cut);
+                assert_eq!(splice(&[a, b], old, new).unwrap(), want, "{old:?} cut at {cut}");
+            }
+            let bytes: Vec<&[u8]> = text.as_bytes().chunks(1).collect();
+            assert_eq!(splice(&bytes, old, new).unwrap(), want, "{old:?} byte by byte");
+        }
+    }
+
+    #[test]
+    fn splicing_refuses_what_is_not_utf8() {
+        assert_eq!(splice(&[b"ab\xffcd"], "a", "b").unwrap_err().kind(), io::ErrorKind::InvalidData);
+        // A character cut at the very end never completes.
+        assert_eq!(splice(&[b"ab\xc3"], "a", "b").unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 }

@@ -2,22 +2,24 @@
 //! its target and renamed into place, so memory stays bounded whatever the file size and the
 //! client's pace sets the upload's through HTTP back-pressure.
 
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::path::PathBuf;
 
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::Request;
 use serde::Deserialize;
 
-use super::info::{apply_permission, mode_from_api, Permission};
+use super::form::{Form, Part};
+use super::info::{Ownership, Permission};
+use super::staged::Staged;
 use super::{blocking, checked_path, io_error};
 use crate::http::{self, ApiError, ApiResult};
 
-/// Largest `metadata` part accepted.
-const MAX_METADATA: usize = 64 * 1024;
+/// Most `metadata` parts waiting for their `file` parts. Each holds a path shorter than
+/// PATH_MAX and numeric ids, so this bounds what an upload keeps besides the file it streams.
+const MAX_PENDING: usize = 1024;
 
 #[derive(Deserialize)]
 struct UploadMetadata {
@@ -26,60 +28,46 @@ struct UploadMetadata {
     perm: Permission,
 }
 
+/// A checked `metadata` part: where its file goes and the owner and mode it gets.
+struct Target {
+    path: PathBuf,
+    own: Ownership,
+}
+
 pub async fn upload(req: Request<Incoming>) -> ApiResult {
     let ctype = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let boundary = multer::parse_boundary(&ctype)
         .map_err(|_| ApiError::bad_request("INVALID_FILE", "the upload must be multipart/form-data with a boundary"))?;
-    let stream = req.into_body().into_data_stream();
-    let mut form = multer::Multipart::new(stream, boundary);
+    let mut form = Form::new(req.into_body(), boundary);
     let result = receive_parts(&mut form).await;
-    if result.is_err() {
-        // Read what the client is still sending before answering: closing on a client in the
-        // middle of its upload resets the connection and the client never sees the error.
-        let mut budget: usize = 64 << 20;
-        while let Ok(Some(mut field)) = form.next_field().await {
-            while let Ok(Some(chunk)) = field.chunk().await {
-                budget = budget.saturating_sub(chunk.len());
-                if budget == 0 {
-                    return result;
-                }
-            }
-        }
-    }
+    // The client may still be sending: the rest of a refused upload, or what follows the closing
+    // boundary (the end of a chunked body at least). Answering before the body ends would close
+    // the connection under it, and a reset can lose the answer.
+    form.drain().await;
     result
 }
 
-async fn receive_parts(form: &mut multer::Multipart<'_>) -> ApiResult {
-    let mut pending: std::collections::VecDeque<UploadMetadata> = Default::default();
+async fn receive_parts(form: &mut Form) -> ApiResult {
+    let mut pending: VecDeque<Target> = VecDeque::new();
     let mut written = 0usize;
-    while let Some(mut field) = form
-        .next_field()
-        .await
-        .map_err(|e| ApiError::bad_request("INVALID_FILE", format!("malformed multipart body: {e}")))?
-    {
-        match field.name() {
+    while let Some(mut part) = form.next_part().await? {
+        match part.name() {
             Some("metadata") => {
+                if pending.len() == MAX_PENDING {
+                    return Err(ApiError::bad_request("INVALID_FILE_METADATA", format!("more than {MAX_PENDING} 'metadata' parts wait for their 'file' parts")));
+                }
                 let mut raw = Vec::new();
-                while let Some(chunk) = field.chunk().await.map_err(|e| ApiError::bad_request("INVALID_FILE_METADATA", format!("cannot read metadata part: {e}")))? {
+                while let Some(chunk) = form.chunk(&mut part, "INVALID_FILE_METADATA", "metadata part").await? {
                     raw.extend_from_slice(&chunk);
-                    if raw.len() > MAX_METADATA {
-                        return Err(ApiError::bad_request("INVALID_FILE_METADATA", "metadata part is larger than 64 KiB"));
-                    }
                 }
-                let meta: UploadMetadata = serde_json::from_slice(&raw)
-                    .map_err(|e| ApiError::bad_request("INVALID_FILE_METADATA", format!("metadata part is not valid metadata JSON: {e}")))?;
-                checked_path(&meta.path, "metadata 'path'").map_err(|e| ApiError::bad_request("INVALID_FILE_METADATA", e.message))?;
-                if let Some(mode) = meta.perm.mode {
-                    mode_from_api(mode).map_err(|e| ApiError::bad_request("INVALID_FILE_METADATA", e.message))?;
-                }
-                pending.push_back(meta);
+                pending.push_back(target(&raw)?);
             }
             Some("file") => {
                 // Parts pair by position: the n-th file belongs to the n-th metadata part.
-                let meta = pending.pop_front().ok_or_else(|| {
+                let target = pending.pop_front().ok_or_else(|| {
                     ApiError::bad_request("INVALID_FILE_METADATA", "a 'file' part came without a preceding 'metadata' part")
                 })?;
-                write_part(&mut field, &meta).await?;
+                write_part(form, &mut part, target).await?;
                 written += 1;
             }
             other => {
@@ -96,54 +84,60 @@ async fn receive_parts(form: &mut multer::Multipart<'_>) -> ApiResult {
     Ok(http::ok_empty())
 }
 
-async fn write_part(field: &mut multer::Field<'_>, meta: &UploadMetadata) -> Result<(), ApiError> {
-    let target = PathBuf::from(&meta.path);
-    let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-    tokio::fs::create_dir_all(&parent).await.map_err(|e| io_error(&parent, e))?;
-    let name = target.file_name().ok_or_else(|| ApiError::bad_request("INVALID_FILE_METADATA", format!("metadata 'path': '{}' names no file", meta.path)))?;
-    // Write beside the target and rename, so readers never see a half-written file.
-    let tmp = parent.join(format!(".{}.upload-{}", name.to_string_lossy(), crate::execd::random_id()));
-    let result = async {
-        // One blocking thread owns the file for the whole part: tokio::fs would hand every
-        // write to the blocking pool separately, which costs more than the write itself.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
-        let path = tmp.clone();
-        let writer = tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
-            let file = fs::File::create(&path).map_err(|e| io_error(&path, e))?;
-            let mut out = io::BufWriter::with_capacity(1 << 20, file);
-            while let Some(chunk) = rx.blocking_recv() {
-                io::Write::write_all(&mut out, &chunk).map_err(|e| io_error(&path, e))?;
+/// Parses and checks a `metadata` part. Path, owner, group and mode are all checked here,
+/// before the file part streams: a bad one should not cost the client its whole upload.
+fn target(raw: &[u8]) -> Result<Target, ApiError> {
+    let invalid = |e: ApiError| ApiError::bad_request("INVALID_FILE_METADATA", e.message);
+    let meta: UploadMetadata = serde_json::from_slice(raw)
+        .map_err(|e| ApiError::bad_request("INVALID_FILE_METADATA", format!("metadata part is not valid metadata JSON: {e}")))?;
+    let path = checked_path(&meta.path, "metadata 'path'").map_err(invalid)?;
+    // A path ending in `/`, `.` or `..` names a directory, not a file to write.
+    if matches!(meta.path.rsplit('/').next(), Some("" | "." | "..")) {
+        return Err(ApiError::bad_request("INVALID_FILE_METADATA", format!("metadata 'path': '{}' names a directory, not a file", meta.path)));
+    }
+    Ok(Target { path, own: meta.perm.resolve().map_err(invalid)? })
+}
+
+async fn write_part(form: &Form, part: &mut Part, target: Target) -> Result<(), ApiError> {
+    let Target { path, own } = target;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        tokio::fs::create_dir_all(parent).await.map_err(|e| io_error(parent, e))?;
+    }
+    // One blocking thread owns the file for the whole part: tokio::fs would hand every write to
+    // the blocking pool separately, which costs more than the write itself.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
+    let writer = tokio::task::spawn_blocking(move || -> Result<Staged, ApiError> {
+        let staged = Staged::create(&path, "upload")?;
+        let mut out = io::BufWriter::with_capacity(1 << 20, &staged.file);
+        let shown = |e| io_error(&path, e);
+        while let Some(chunk) = rx.blocking_recv() {
+            out.write_all(&chunk).map_err(shown)?;
+        }
+        out.flush().map_err(shown)?;
+        drop(out);
+        Ok(staged)
+    });
+    let mut read_error = None;
+    loop {
+        match form.chunk(part, "INVALID_FILE_CONTENT", "file part").await {
+            Ok(Some(chunk)) => {
+                if tx.send(chunk).await.is_err() {
+                    break; // the writer failed; its error is reported below
+                }
             }
-            io::Write::flush(&mut out).map_err(|e| io_error(&path, e))
-        });
-        let mut read_error = None;
-        loop {
-            match field.chunk().await {
-                Ok(Some(chunk)) => {
-                    if tx.send(chunk).await.is_err() {
-                        break; // the writer failed; its error is reported below
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    read_error = Some(ApiError::bad_request("INVALID_FILE_CONTENT", format!("cannot read file part: {e}")));
-                    break;
-                }
+            Ok(None) => break,
+            Err(e) => {
+                read_error = Some(e);
+                break;
             }
         }
-        drop(tx);
-        writer.await.map_err(|e| ApiError::runtime(format!("writer failed: {e}")))??;
-        if let Some(e) = read_error {
-            return Err(e);
-        }
-        let perm = meta.perm.clone();
-        let tmp2 = tmp.clone();
-        blocking(move || apply_permission(&tmp2, &perm)).await?;
-        tokio::fs::rename(&tmp, &target).await.map_err(|e| io_error(&target, e))
     }
-    .await;
-    if result.is_err() {
-        let _ = tokio::fs::remove_file(&tmp).await;
-    }
-    result
+    drop(tx);
+    let staged = writer.await.map_err(|e| ApiError::runtime(format!("writer failed: {e}")))??;
+    // A part cut short leaves nothing behind: the staged file is removed as it is dropped.
+    blocking(move || match read_error {
+        Some(e) => Err(e),
+        None => staged.commit(&own),
+    })
+    .await
 }
