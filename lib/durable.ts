@@ -4,7 +4,8 @@
  * A crash at any point leaves the old state or the new one, never a mix; what a crashed writer
  * left behind carries TEMP_MARKER in its name so that a later writer can sweep it.
  */
-import { closeSync, fchmodSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { InvalidInputError } from './errors.js';
 import { basename, dirname, join } from 'node:path';
 
 /** Temporary names carry this marker: `<name>.tmp-<random>`. */
@@ -64,6 +65,18 @@ export interface DurableFileOptions {
  * and `abort` leaves no trace. Writes are synchronous, so a caller that stops (a timeout, a limit)
  * can still commit exactly what it wrote.
  */
+/**
+ * Refuses to replace what is at `path` unless it is a regular file (or nothing). A durable write
+ * renames over its target: over a device, FIFO, socket or symbolic link that would put a plain file
+ * in its place (`--output /dev/null --overwrite` as root replaces the system's /dev/null).
+ */
+export function assertReplaceable(path: string, shown: string): void {
+  const existing = lstatSync(path, { throwIfNoEntry: false });
+  if (existing && !existing.isFile() && !existing.isDirectory()) {
+    throw new InvalidInputError(`${shown}: not a regular file (a device, FIFO, socket or symbolic link); only regular files are replaced`, { hint: 'name a regular file, or write to stdout and redirect it' });
+  }
+}
+
 export class DurableFile {
   readonly temp: string;
   private fd: number | undefined;

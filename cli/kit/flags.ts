@@ -186,7 +186,7 @@ export class ParsedArgs {
 /** A number, for values that are not flags of their own (`-D key=value`); `what` names it in the error. */
 export function parseNumber(what: string, text: string, { min, exclusive = false, integer = false }: NumberRule = {}): number {
   const n = text.trim() === '' ? NaN : Number(text);
-  const ok = Number.isFinite(n) && (min === undefined || (exclusive ? n > min : n >= min)) && (!integer || Number.isInteger(n));
+  const ok = Number.isFinite(n) && (min === undefined || (exclusive ? n > min : n >= min)) && (!integer || Number.isSafeInteger(n));
   if (!ok) {
     const bound = min === undefined ? '' : ` ${exclusive ? '>' : '>='} ${min}`;
     throw new InvalidInputError(`invalid ${what} ${JSON.stringify(text)}: expected ${integer ? 'a whole number' : 'a number'}${bound}`);

@@ -126,6 +126,7 @@ class Tool {
       // command): cac parses the arguments once per command it knows.
       const first = joined[firstPositional(joined)];
       const matched = first === undefined ? undefined : this.names.get(first);
+      this.running = matched;
       const cli = this.buildCac(matched ? [matched] : this.spec.commands, await this.helpOptions(joined));
       cli.parse(['node', this.spec.name, ...joined], { run: false });
       const options = cli.options as Record<string, unknown>;
@@ -247,6 +248,9 @@ class Tool {
   /** The context handed to the command action that cac is about to call. */
   private pending: CommandContext | undefined;
 
+  /** The command the arguments name, once known: its options are the ones a misspelling is matched against. */
+  private running: CommandSpec | undefined;
+
   /** What a command adds to its --help from its arguments, when its help is asked for. */
   private async helpOptions(argv: readonly string[]): Promise<Map<CommandSpec, OptionSpec[]>> {
     const end = argv.indexOf('--');
@@ -340,11 +344,12 @@ class Tool {
     const unknownOption = /^Unknown option `(.+)`$/.exec(error.message);
     const command = this.spec.commands.find((c) => error.message.includes(c.name));
     if (unknownOption?.[1]) {
-      // cac names the option camel-cased (`--secretKey` for the `--secret-key` typed).
-      const given = unknownOption[1].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-      const flags = this.spec.commands.flatMap((c) => c.options ?? []).flatMap((o) => flagsOf(o));
+      // cac names the option camel-cased (`--secretKey` for the `--secret-key` typed); a capital
+      // the user typed (`--Format`) has no lower-case letter before it.
+      const given = unknownOption[1].replace(/(?<=[a-z0-9])[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+      const flags = (this.running ? [this.running] : this.spec.commands).flatMap((c) => c.options ?? []).flatMap((o) => flagsOf(o));
       const guess = closest(given, [...flags, '--config', '--log-level', '--help', '--version']);
-      // The flags are every command's: one of another command is no better spelling of itself.
+      // Never a flag as a better spelling of itself (one of another command, or a case the user typed).
       return new InvalidInputError(`unknown option \`${given}\``, {
         hint: guess && guess !== given ? `did you mean \`${guess}\`?` : `run with --help for the options`,
       });

@@ -77,6 +77,9 @@ test('an unknown option exits 2 with a hint', async () => {
   const other = await demo(['rows', '--limit-count=3']);
   assert.is(other.code, 2);
   assert.match(other.stderr, 'unknown option `--limit-count`');
+  const capital = await demo(['rows', '--Format', 'csv']);
+  assert.match(capital.stderr, 'unknown option `--Format`');
+  assert.match(capital.stderr, 'did you mean `--format`?');
   const elsewhere = await demo(['rows', '--limit', '3']);
   assert.is(elsewhere.code, 2);
   assert.not.match(elsewhere.stderr, 'did you mean `--limit`');

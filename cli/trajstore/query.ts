@@ -1,7 +1,7 @@
 /** `trajstore query`: one read-only SQL statement over one or more datasets. */
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { DurableFile, hiddenTempSiblingOf } from '../../lib/durable.js';
+import { assertReplaceable, DurableFile, hiddenTempSiblingOf } from '../../lib/durable.js';
 import { ConflictError, InvalidInputError, NotFoundError, ResourceLimitError, UnavailableError } from '../../lib/errors.js';
 import type { Column, Row, RowWriter, TextSink } from '../../lib/output.js';
 import { readBounded } from '../../lib/streams.js';
@@ -79,6 +79,7 @@ function outputFile(path: string, overwrite: boolean): DurableFile {
   // --overwrite replaces a file; a directory is no place for the rows, whatever the flags.
   if (existing?.isDirectory()) throw new InvalidInputError(`--output ${path}: is a directory`, { hint: 'name the file to write' });
   if (existing && !overwrite) throw new ConflictError(`--output ${path}: the file exists`, { hint: 'pass --overwrite to replace it' });
+  assertReplaceable(target, `--output ${path}`);
   try {
     return new DurableFile(target, { temp: hiddenTempSiblingOf(target) });
   } catch (error) {

@@ -24,10 +24,10 @@
  * the bound by what those hold.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { NotFoundError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
 import type { S3Place } from '../pins/pins.js';
@@ -134,13 +134,38 @@ async function linkPart(store: S3ObjectStore, pool: string, part: PartRef, into:
   const size = statSync(cached, { throwIfNoEntry: false })?.size;
   if (size !== undefined && size !== part.bytes) rmSync(cached, { force: true });
   for (let attempt = 0; ; attempt++) {
-    if (!existsSync(cached)) await store.download(part.key, cached, part.bytes);
+    if (!existsSync(cached)) {
+      await store.download(part.key, cached, part.bytes);
+      refuseNonParquet(cached, `${store.uri}/${part.key}`);
+    }
     try {
       linkSync(cached, target);
       return;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt > 0) throw error;
     }
+  }
+}
+
+/**
+ * A Parquet file starts and ends with `PAR1`. One that does not is damaged in the bucket (its size
+ * and ETag matched what the server holds): it leaves the cache at once, so that the bucket, once
+ * mended, is read again, and the message names the object, not the cache.
+ */
+function refuseNonParquet(file: string, shown: string): void {
+  const fd = openSync(file, 'r');
+  const head = Buffer.alloc(4);
+  const tail = Buffer.alloc(4);
+  try {
+    const size = fstatSync(fd).size;
+    readSync(fd, head, 0, 4, 0);
+    readSync(fd, tail, 0, 4, Math.max(0, size - 4));
+  } finally {
+    closeSync(fd);
+  }
+  if (head.toString('latin1') !== 'PAR1' || tail.toString('latin1') !== 'PAR1') {
+    rmSync(file, { force: true });
+    throw new InvalidInputError(`${shown}: not a Parquet file (no PAR1 at its start and end): the dataset is damaged`);
   }
 }
 

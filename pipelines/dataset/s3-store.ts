@@ -422,7 +422,12 @@ export class S3ObjectStore implements ObjectStore {
       return e.name === 'TimeoutError' ? `nothing arrived for ${this.requestTimeoutMs / 1000} s` : `the transfer broke off (${e.code ?? e.name})`;
     }
     if (out.ContentLength !== undefined && size !== out.ContentLength) return `${size} bytes arrived of the ${out.ContentLength} announced`;
-    if (expectedBytes !== undefined && size !== expectedBytes) return `${size} bytes arrived, ${expectedBytes} expected`;
+    if (expectedBytes !== undefined && size !== expectedBytes) {
+      // All the server has arrived, and it is not what the snapshot lists: the object itself is
+      // wrong (truncated or replaced in the bucket), which fetching again will not mend.
+      if (size === out.ContentLength) throw new InvalidInputError(`${this.where(key)}: the object is ${size} bytes, the snapshot lists ${expectedBytes}: the dataset is damaged`);
+      return `${size} bytes arrived, ${expectedBytes} expected`;
+    }
     const etag = md5Of(out);
     if (etag !== undefined && md5.digest('hex') !== etag) return "the bytes do not match the MD5 of the object's ETag";
     return undefined;

@@ -7,9 +7,9 @@
  * half-deleted dataset that still looks like one; the next writer of the path removes what an
  * interrupted deletion left (dataset/recover.ts).
  */
-import { lstatSync, readdirSync, realpathSync, rmSync } from 'node:fs';
+import { accessSync, constants, lstatSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { parse, resolve } from 'node:path';
+import { join, parse, resolve } from 'node:path';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { INDEX_FILE, MANIFEST_KEY, SYNC_STATE_FILE, GATEWAY_STATE_DIR, readManifest, type Manifest } from '../dataset/layout.js';
 import { lockOptions, withWriterLock, type LockWait } from '../dataset/lock.js';
@@ -87,6 +87,20 @@ async function checkContents(shown: string, real: string): Promise<Manifest> {
 
 export type DropOptions = LockWait;
 
+/**
+ * Refuses a dataset that could be renamed aside but not deleted: a directory in it this user may
+ * not change (a read-only copy) would otherwise leave the dataset gone from its path and its files
+ * kept under a hidden name, the drop half done.
+ */
+function assertRemovable(dir: string): void {
+  try {
+    accessSync(dir, constants.W_OK | constants.X_OK);
+  } catch {
+    throw new InvalidInputError(`${dir}: permission denied: its files cannot be deleted, so nothing was dropped`);
+  }
+  for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) assertRemovable(join(dir, entry.name));
+}
+
 /** Removes a checked dataset under its writer lock: renamed aside (the commit point), then deleted. */
 export async function dropDataset(target: DropTarget, options: DropOptions = {}): Promise<void> {
   if (target.remote) {
@@ -97,6 +111,7 @@ export async function dropDataset(target: DropTarget, options: DropOptions = {})
     for (const note of recoverBeside(target.path)) options.log?.info(note);
     if (!statOf(target.path).isDirectory()) throw new InvalidInputError(`${target.path}: is no longer a directory; refusing to drop it`);
     await checkContents(target.path, target.path);
+    assertRemovable(target.path);
     const aside = scratchPathOf(target.path);
     renameDurably(target.path, aside);
     rmSync(aside, { recursive: true, force: true });

@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import { assertReplaceable } from '../../lib/durable.js';
 import { isInsideOrSame } from '../../lib/real-path.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
@@ -109,6 +110,7 @@ function streamTarget(stdout: Writable): Target {
 
 function fileTarget(path: string, overwrite: boolean): Target {
   if (existsSync(path) && !overwrite) throw new ConflictError(`-t ${path}: already exists`, { hint: 'choose a new target, or add --overwrite' });
+  assertReplaceable(path, `-t ${path}`);
   mkdirSync(dirname(path), { recursive: true });
   const writer = new LocalObjectStore(dirname(path)).writer(basename(path));
   const target: Target = {
@@ -137,6 +139,7 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
     const full = resolve(dir, relPath);
     if (!full.startsWith(resolve(dir) + sep)) throw new InvalidInputError(`refusing to write ${JSON.stringify(relPath)} outside ${dir}`);
     if (existsSync(full) && !overwrite) throw new ConflictError(`${full}: already exists`, { hint: 'export into a new directory, or add --overwrite' });
+    assertReplaceable(full, full);
     return relPath.split(sep).join('/');
   };
   const target: Target = {

@@ -5,14 +5,15 @@
  * that nothing binds. Each gets a clear refusal (exit 2 naming the input) or the right answer, and
  * nothing outside the dataset is read or written.
  */
-import { cpSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { restoreUnknown } from '../formats/common/unknown.js';
 import type { Snapshot } from '../dataset/layout.js';
 import { PROJECT_TESTDATA } from './helpers/fixtures.js';
-import { filesUnder, sandbox } from './helpers/sandbox.js';
+import { filesUnder, sandbox, unprivilegedSandbox } from './helpers/sandbox.js';
 
 const s = sandbox('hostile-datasets-');
 const base = s.path('base');
@@ -163,6 +164,43 @@ test('import -f of a URI says import reads local sources, without the credential
   assert.is(r.code, 2, r.stderr);
   assert.match(r.stderr, /-f s3:\/\/\*\*\*@lake\/ds: import reads local files, directories or stdin, not a URI/);
   assert.not.match(r.stderr, /secret/);
+});
+
+test('--overwrite replaces regular files only: a FIFO or a symbolic link stays what it is (exit 2)', async () => {
+  const fifo = s.path('out.fifo');
+  spawnSync('mkfifo', [fifo]);
+  const kept = s.path('kept.txt');
+  writeFileSync(kept, 'keep me');
+  const link = s.path('out-link');
+  symlinkSync(kept, link);
+  for (const args of [['query', base, '--sql', 'SELECT 1', '--output', fifo, '--overwrite'], ['export', '-f', base, '-t', link, '-o', 'atif', '--overwrite'], ['query', base, '--sql', 'SELECT 1', '--output', link, '--overwrite']]) {
+    const r = await s.run(args);
+    assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /not a regular file \(a device, FIFO, socket or symbolic link\)/);
+  }
+  assert.ok(lstatSync(fifo).isFIFO());
+  assert.ok(lstatSync(link).isSymbolicLink());
+  assert.is(readFileSync(kept, 'utf8'), 'keep me');
+});
+
+test('a drop that could not delete the files is refused before the dataset leaves its path', async () => {
+  const u = unprivilegedSandbox('hostile-drop-');
+  const ds = u.path('ro');
+  assert.is((await u.run(['import', '-f', join(PROJECT_TESTDATA, 'samples', 'atif'), '-t', ds])).code, 0);
+  chmodSync(ds, 0o555);
+  // Run as uid 65534 when the suite runs as root (root may delete anything): the mode binds it.
+  const r = await u.run(['drop', ds, '--yes']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /permission denied: its files cannot be deleted, so nothing was dropped/);
+  assert.ok(existsSync(join(ds, 'trajstore.json')), 'the dataset is still at its path');
+  assert.equal(readdirSync(u.home).filter((name) => name.startsWith('.ro')), [], 'nothing put aside');
+  chmodSync(ds, 0o755);
+});
+
+test('a whole number past 2^53 is no number for a flag', async () => {
+  const r = await s.run(['find', base, '--match', 'x', '--max-results', '99999999999999999999']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /invalid --max-results "99999999999999999999": expected a whole number/);
 });
 
 test.run();

@@ -123,4 +123,25 @@ test("a prefix naming another dataset's snapshot id with other parts does not ch
   assert.is(await runCount('good', 'cache-fresh'), await runCount('good', cache), 'the append built on the good snapshot, readable from a clean cache');
 });
 
+test('a part damaged in the bucket is a damaged dataset (exit 2) naming the object, and is read again once mended', async () => {
+  const good = storeAt('good');
+  const key = (await good.list('parts/steps/'))[0]!;
+  const bytes = (await good.get(key))!;
+  good.close();
+  for (const [what, damaged, message] of [
+    ['truncated', bytes.subarray(0, bytes.length - 100), /the object is \d+ bytes, the snapshot lists \d+: the dataset is damaged/],
+    ['garbage of the same size', Buffer.alloc(bytes.length, 7), /not a Parquet file \(no PAR1 at its start and end\): the dataset is damaged/],
+  ] as const) {
+    // A cache of its own: a part is cached by its key, and the mended one of the round before is the good one.
+    const cache = `cache-mended-${what.length}`;
+    await copyPrefix('good', 'mended', (k) => (k === key ? damaged : undefined));
+    const r = await trajstore(['list', 's3://lake/mended'], cache);
+    assert.is(r.code, 2, `${what}: ${r.stderr}`);
+    assert.match(r.stderr, message, what);
+    assert.match(r.stderr, new RegExp(`s3://lake/mended/${key.replace(/\./g, '\\.')}`), `${what}: names the object`);
+    await copyPrefix('good', 'mended');
+    assert.is(await runCount('mended', cache), await runCount('good', 'cache-good-alone'), `${what}: read again once mended`);
+  }
+});
+
 test.run();
