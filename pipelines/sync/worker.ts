@@ -12,6 +12,9 @@
  *                                   writer aborts and leaves the dataset at its last snapshot),
  *                                   or finishes if it is past its commit; the worker then ends
  */
+import { existsSync, rmSync, statSync } from 'node:fs';
+import { isRandomSuffix, TEMP_MARKER } from '../../lib/durable.js';
+import { walkFiles } from '../../lib/walk.js';
 import { defer, exhaustMap, filter, fromEvent, lastValueFrom, map, of, retry, scan, takeUntil, timer, type Observable } from 'rxjs';
 import { runBatch, type BatchOutcome, type SyncTarget } from './batch.js';
 import { changesBetween, scanTree, type TreeStamps } from './scan.js';
@@ -71,8 +74,24 @@ export class PendingSet {
 export const retryDelayMs = (attempt: number, first: number, max: number): number => Math.min(max, first * 2 ** Math.max(0, attempt - 1));
 
 /** Runs the worker until it is stopped (or, with --once, after one batch); a --once batch that fails throws. */
+/** A mirror's temporary older than this was left by a sync that was killed (a live one renames its own within a batch). */
+const STALE_TEMPORARY_MS = 10 * 60_000;
+
+/** Removes what killed syncs left in the mirror: `<file>.tmp-<random>` files no batch will rename. */
+function sweepMirror(to: string): void {
+  if (!existsSync(to)) return;
+  const now = Date.now();
+  walkFiles(to, (_rel, entry, path) => {
+    const at = entry.name.lastIndexOf(TEMP_MARKER);
+    if (at < 0 || !isRandomSuffix(entry.name.slice(at + TEMP_MARKER.length))) return;
+    const stat = statSync(path, { throwIfNoEntry: false });
+    if (stat && now - stat.mtimeMs > STALE_TEMPORARY_MS) rmSync(path, { force: true });
+  });
+}
+
 export async function runSyncWorker(run: SyncRun): Promise<void> {
   run.signal.throwIfAborted();
+  sweepMirror(run.to);
   let seen: TreeStamps = readState(run.convert, run.from);
   let number = 0;
   let attempt = 0;

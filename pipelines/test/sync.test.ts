@@ -6,7 +6,7 @@
  * period; compact-jsonl; and the clean stop on SIGTERM.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
@@ -153,6 +153,24 @@ test('partial lines wait; a grown session replaces its run; rotated and deleted 
   // The sync state is part of the dataset: drop takes it too.
   const dropped = await s.run(['drop', convert, '--yes']);
   assert.is(dropped.code, 0, dropped.stderr);
+});
+
+test('temporaries a killed sync left in the mirror are swept once stale; a fresh one (a batch under way) stays', async () => {
+  const src = s.path('t-src');
+  const [to, convert] = [s.path('t-mirror'), s.path('t-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  mkdirSync(join(to, 'project'), { recursive: true });
+  const stale = join(to, 'project', 's.jsonl.tmp-0123456789ab');
+  const fresh = join(to, 'project', 's.jsonl.tmp-ba9876543210');
+  const mine = join(to, 'project', 'notes.tmp-draft');
+  for (const file of [stale, fresh, mine]) writeFileSync(file, 'x');
+  const hourAgo = new Date(Date.now() - 3_600_000);
+  for (const file of [stale, mine]) utimesSync(file, hourAgo, hourAgo);
+  assert.is((await once(src, to, convert)).code, 0);
+  assert.not.ok(existsSync(stale), 'the stale temporary is gone');
+  assert.ok(existsSync(fresh), 'a fresh one stays');
+  assert.ok(existsSync(mine), 'a name that is no temporary of ours stays');
 });
 
 test('bad arguments exit 2 (a missing source 3), before anything is written', async () => {
