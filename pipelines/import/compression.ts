@@ -28,7 +28,7 @@ export async function* decompressed(compression: Compression, chunks: Iterable<B
   try {
     for await (const chunk of inflate as AsyncIterable<Buffer>) yield chunk;
   } catch (error) {
-    if (/^(Z_|ERR_ZSTD|ERR_ZLIB)/.test(String((error as { code?: unknown }).code ?? ''))) {
+    if (/^(Z_|ZSTD_|ERR_ZSTD|ERR_ZLIB)/.test(String((error as { code?: unknown }).code ?? ''))) {
       throw new SourceError({ relPath }, `not valid ${compression} data: ${(error as Error).message}`);
     }
     throw error;

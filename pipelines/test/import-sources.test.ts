@@ -52,6 +52,11 @@ test('gzip and zstd on stdin are decompressed as a compressed file is, and detec
   assert.is(damaged.code, 2, damaged.stderr);
   assert.match(damaged.stderr, '-: not valid gzip data');
   assert.not.ok(existsSync(s.path('bad')));
+  // zstd's decoder names its errors ZSTD_error_*, not Z_*.
+  const garbled = await s.run(['import', '-f', '-', '-t', s.path('bad')], Buffer.concat([zstdCompressSync(jsonl).subarray(0, 4), Buffer.alloc(64, 7)]));
+  assert.is(garbled.code, 2, garbled.stderr);
+  assert.match(garbled.stderr, '-: not valid zstd data');
+  assert.not.ok(existsSync(s.path('bad')));
 });
 
 test('an unreadable directory or file in a source is bad input naming it; --on-error skip leaves it out and lists it', async () => {
