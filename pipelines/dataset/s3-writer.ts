@@ -12,7 +12,8 @@
  *    writer lock to wait for (lock.ts locks a local directory's writers only); a loser runs again.
  *    A 412 can also answer the SDK's retry of a put that succeeded but whose answer was lost (the
  *    connection cut): so on a 412 the manifest is read back, and one that names this writer's
- *    snapshot (its id is a hash of its content, parts included) is this writer's commit.
+ *    snapshot (its id is a hash of its content, parts included), or a snapshot descending from it
+ *    (another writer committed on top meanwhile), shows this writer's commit.
  *
  * Until the manifest put, readers (and a crash, or the server going away part-way) see the previous
  * snapshot. After it, the local build becomes the cache's copy of the new snapshot, index and all.
@@ -26,7 +27,7 @@ import { join } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { randomSuffix } from '../../lib/durable.js';
 import type { S3Place } from '../pins/pins.js';
-import { INDEX_FILE, MANIFEST_KEY, readManifest, snapshotKey, type Manifest, type Snapshot } from './layout.js';
+import { INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
 import { addToPool, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
@@ -34,6 +35,9 @@ import { S3ObjectStore } from './s3-store.js';
 import { DatasetWriter, type DatasetSink, type DatasetWriterOptions } from './writer.js';
 import { reclaimSuperseded } from './compaction.js';
 import { COMPACTION_DEFAULTS } from './defaults.js';
+
+/** How far down the parents a refused commit looks for its own snapshot: commits landing meanwhile, one per writer racing it. */
+const MAX_PARENTS_WALKED = 64;
 
 export interface S3WriterOptions extends Omit<DatasetWriterOptions, 'path'> {
   remote: S3Place;
@@ -97,6 +101,22 @@ export class S3DatasetWriter implements DatasetSink {
     return this.inner.add(relation, rows);
   }
 
+  /**
+   * Whether the store took the commit of `id` after all (its put refused, perhaps a retry of its own
+   * whose answer was lost): the current snapshot is it, or descends from it, another writer having
+   * committed on top meanwhile. The walk down the parents stops at this writer's own base, which
+   * another commit on it would have come from instead.
+   */
+  private async tookCommit(id: string): Promise<boolean> {
+    let current = (await readManifest(this.store))?.snapshot_id;
+    for (let steps = 0; current !== undefined && steps < MAX_PARENTS_WALKED; steps++) {
+      if (current === id) return true;
+      if (current === this.previous?.snapshot.id) return false;
+      current = (await readSnapshot(this.store, current).catch(() => undefined))?.parent ?? undefined;
+    }
+    return false;
+  }
+
   /** Writes the dataset locally, uploads what is new and commits by the conditional manifest put (see the module comment). */
   async commit(): Promise<Snapshot> {
     const snapshot = await this.inner.commit();
@@ -117,7 +137,7 @@ export class S3DatasetWriter implements DatasetSink {
       }
       if (!(error instanceof ConflictError)) throw error;
       // Refused, perhaps by this writer's own put: a retry of one whose answer was lost (module comment).
-      if ((await readManifest(this.store))?.snapshot_id !== snapshot.id) {
+      if (!(await this.tookCommit(snapshot.id))) {
         throw new ConflictError(
           this.previous
             ? `${remote.uri}: another writer committed to the dataset after this import started from snapshot ${this.previous.snapshot.id}; nothing was committed`

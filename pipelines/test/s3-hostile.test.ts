@@ -41,6 +41,8 @@ interface Rule {
   act: Act;
   match: RegExp;
   times?: number;
+  /** reset-after: run after the server answered, before the connection is cut (another writer committing meanwhile). */
+  meanwhile?: () => Promise<void>;
 }
 
 class HostileProxy {
@@ -108,7 +110,7 @@ class HostileProxy {
         case 'hang':
           return;
         case 'reset-after':
-          return this.forward(req, body, () => req.socket.destroy());
+          return this.forward(req, body, () => void (rule?.meanwhile?.() ?? Promise.resolve()).finally(() => req.socket.destroy()));
         case 'slowdown':
           return answer(503, { 'content-type': 'application/xml' }, '<?xml version="1.0"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>');
         case 'corrupt':
@@ -308,6 +310,19 @@ test('the manifest put took effect but its answer was lost: the retry meets 412,
   assert.is(proxy.count(/^(reset-after|pass) PUT \/lake\/lost-ack\/trajstore\.json/), 2, 'the put was sent again');
   const after = await runsOf('lost-ack');
   assert.is(after.trim().split('\n').length, once.trim().split('\n').length + 2, `the two ATIF files once each:\n${after}`);
+
+  // Another writer commits on top before the retry: the current snapshot descends from this one's.
+  const meanwhile = async (): Promise<void> => {
+    const other = await trajstore(['import', '-f', STORYLINE, '-t', 's3://lake/lost-ack', '--mode', 'append']);
+    assert.is(other.code, 0, other.stderr);
+  };
+  proxy.set({ act: 'reset-after', match: /^PUT \/lake\/lost-ack\/trajstore\.json/, times: 1, meanwhile });
+  const raced = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/lost-ack', '--mode', 'append']);
+  assert.is(raced.code, 0, raced.stderr);
+  // Runs in all (the third column of list's CSV): the first listing held one create of STORYLINE.
+  const total = (csv: string): number => csv.trim().split('\n').slice(1).reduce((n, line) => n + Number(line.split(',')[2]), 0);
+  const afterRace = await runsOf('lost-ack');
+  assert.is(total(afterRace), total(after) + (total(after) - total(once)) + total(once), `both commits, each once:\n${afterRace}`);
 
   proxy.set({ act: 'reset-after', match: /^PUT \/lake\/lost-ack-create\/trajstore\.json/, times: 1 });
   const created = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/lost-ack-create']);
