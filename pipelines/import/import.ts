@@ -54,6 +54,8 @@ export interface ImportOptions {
   onError: ErrorPolicy;
   /** How long to wait for another writer of the dataset (`--lock-timeout`; default WRITE_DEFAULTS.lockTimeoutMs). */
   lockTimeoutMs?: number;
+  /** What those waiting for the dataset's lock are told holds it (`import --mode <mode>` by default). */
+  purpose?: string;
   /**
    * Given sources that replace what earlier imports brought from the same paths (sync): `files`
    * instead of walking `from`, and `retire` the source paths whose runs leave the dataset first
@@ -147,6 +149,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     ...(options.batchBytes ? { batchBytes: options.batchBytes } : {}),
     signal: options.signal,
     ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}),
+    ...(options.purpose ? { purpose: options.purpose } : {}),
     log: options.log,
   });
   const direct: RowSink = { add: (relation, rows) => writer.add(relation, rows) };

@@ -98,6 +98,7 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     log: target.log,
     signal,
     sources: { files, retire: manifest ? [...stamps.keys()] : [] },
+    purpose: 'sync',
   });
   const state = readState(target.convert, target.from);
   for (const [rel, stamp] of stamps) {

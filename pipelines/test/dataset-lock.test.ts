@@ -71,6 +71,17 @@ function bigSource(s: Sandbox): string {
   return file;
 }
 
+test('a sync holding the lock is named as sync to those waiting, not as an import', async () => {
+  const s = await withDataset();
+  mkdirSync(s.path('sync-src'));
+  renameSync(bigSource(s), s.path('sync-src', 'big.jsonl'));
+  const sync = start(s, ['sync', '--from', s.path('sync-src'), '--to', s.path('sync-mirror'), '--convert', s.path('ds'), '--once']);
+  await until('the sync holds the lock', () => lockOwner(s) === sync.child.pid);
+  const [file] = readdirSync(lockPathOf(s.path('ds')));
+  assert.is((JSON.parse(readFileSync(join(lockPathOf(s.path('ds')), file!), 'utf8')) as { purpose: string }).purpose, 'sync');
+  assert.is((await sync.exit).code, 0, sync.stderr());
+});
+
 test('eight concurrent appends of different sources end with every run present exactly once', async () => {
   const s = await withDataset();
   const before = await documentIds(s);
