@@ -95,6 +95,9 @@ const PATH_ERRORS: Readonly<Record<string, readonly [ExitCode, string]>> = {
   ELOOP: [ExitCode.InvalidInput, 'too many levels of symbolic links'],
   ENAMETOOLONG: [ExitCode.InvalidInput, 'file name too long'],
   EEXIST: [ExitCode.Conflict, 'already exists'],
+  ENOSPC: [ExitCode.ResourceLimit, 'no space left on device'],
+  EDQUOT: [ExitCode.ResourceLimit, 'disk quota exceeded'],
+  EFBIG: [ExitCode.ResourceLimit, 'file too large'],
   ENOENT: [ExitCode.NotFound, 'no such file or directory'],
   // Writers make missing parents, so a directory that cannot be made is in a place that takes no
   // new directories (`/proc/x`): the place is wrong, nothing is missing.
@@ -111,6 +114,8 @@ export function pathError(error: unknown, subject?: string): unknown {
   const { code, syscall, path, dest } = error as NodeJS.ErrnoException & { dest?: string };
   const known = PATH_ERRORS[`${code} ${syscall}`] ?? PATH_ERRORS[String(code)];
   const named = subject ?? (path === undefined ? undefined : dest === undefined ? path : `${path} -> ${dest}`);
-  if (!known || named === undefined) return error;
+  if (!known) return error;
+  // A full disk is a resource limit wherever it struck, and a write's error names no path.
+  if (named === undefined) return known[0] === ExitCode.ResourceLimit ? new ToolError(known[0], known[1], { cause: error }) : error;
   return new ToolError(known[0], `${named}: ${known[1]}`, { cause: error });
 }

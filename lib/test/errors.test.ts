@@ -32,6 +32,13 @@ test('an fs error about a path becomes the typed error it is, naming the path', 
   }
 });
 
+test('a full disk is a resource limit (exit 5), with or without a path to name', () => {
+  const full = pathError(thrown(() => writeFileSync('/dev/full', 'x')));
+  assert.ok(full instanceof ToolError, String(full));
+  assert.is(full.exitCode, ExitCode.ResourceLimit);
+  assert.match(full.message, 'no space left on device');
+});
+
 test('an fs error that names no path takes the subject given; anything else is left as it is', () => {
   const read = thrown(() => readFileSync(dir)); // EISDIR from the read: no path in the error
   assert.is((pathError(read) as Error).message, (read as Error).message);
