@@ -84,9 +84,11 @@ function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));
   strictQueryNumbers(app);
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', async (req, reply) => {
     counters.requests++;
     (req as { startedAt?: bigint }).startedAt = process.hrtime.bigint();
+    // Every answer is what its Content-Type says: JSON quoting a run's text is never sniffed as a page.
+    void reply.header('x-content-type-options', 'nosniff');
   });
   refuseOtherHosts(app, (reply, message) => reply.send(errorBody(403, 'forbidden', message, 'a reverse proxy in front must send a loopback Host')));
   app.addHook('onResponse', async (req, reply) => {

@@ -5,7 +5,7 @@
  * is recorded: none may leave the server. Screenshots of each view are written to
  * dist/test-artifacts/serve-web/ (kept after the run, to look at).
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { test } from 'uvu';
@@ -150,6 +150,42 @@ test('charts: tokens and cost by model over time, tool calls and error rate', as
   assert.match(legend, 'claude-opus-4-6');
   assert.match((await page.textContent('.chart[data-chart="tools"]')) ?? '', 'Task');
   await shot('8-charts');
+});
+
+test('hostile text: data cannot reorder the facts around it, highlights stay on the match, a broken address says so; the page cannot be framed', async () => {
+  const ds = join(home, 'hostile');
+  const atif = join(home, 'hostile.atif.json');
+  const doc = { schema_version: 'ATIF-v1.6', session_id: 'bidi', agent: { name: 'agent\u202e', version: '1' }, steps: [{ step_id: 1, source: 'user', message: 'İİİİİİİİ omega target' }] };
+  writeFileSync(atif, JSON.stringify(doc));
+  assert.is((await run(['import', '-f', atif, '-t', ds])).code, 0);
+  const hostile = await startServeProcess(['serve', ds, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  // A page of its own: the shared one records any request that leaves the first server.
+  const page = await browser.context.newPage();
+  try {
+    const at = async (hash: string) => {
+      const response = await page.goto(new URL(`/#${hash}`, hostile.url).href);
+      await page.waitForLoadState('networkidle');
+      return response;
+    };
+    const csp = (await at('/'))?.headers()['content-security-policy'] ?? '';
+    assert.match(csp, "frame-ancestors 'none'");
+    const api = await fetch(new URL('/api/mounts/default/runs', hostile.url));
+    assert.is(api.headers.get('x-content-type-options'), 'nosniff');
+    const { runs } = (await api.json()) as { runs: Array<{ document_id: string }> };
+    await at(`/m/default/run/${encodeURIComponent(runs[0]!.document_id)}`);
+    await page.waitForSelector('.card .meta');
+    const isolated = await page.locator('.card .meta bdi').allTextContents();
+    assert.ok(isolated.includes('agent\u202e'), `the agent's name is isolated: ${JSON.stringify(isolated)}`);
+    // U+0130 lower-cases to two code units: positions taken from the lowered text would mark "mega".
+    await at('/m/default/find?q=target');
+    await page.waitForSelector('#results .match, #results .error');
+    assert.equal(await page.locator('#results mark').allTextContents(), ['target']);
+    await at('/m/default/run/%E0%A4%A');
+    assert.match((await page.locator('#main .error').textContent()) ?? '', 'this address is not valid');
+  } finally {
+    await page.close();
+    await hostile.stop();
+  }
 });
 
 test('the page fetched nothing from anywhere but the server', () => {

@@ -24,7 +24,12 @@ export function webRoutes(app: FastifyInstance, webRoot: string): void {
   }
   const page = files.get('index.html');
   if (!page) throw new UnavailableError(`${webRoot}/index.html: the web interface is not built`, { hint: 'run `npm run build`' });
-  const headers = { 'content-security-policy': "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'", 'x-content-type-options': 'nosniff' };
+  // No framing (another site's page cannot overlay it), no <base> or form that sends elsewhere.
+  const headers = {
+    'content-security-policy': "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    'x-frame-options': 'DENY',
+    'x-content-type-options': 'nosniff',
+  };
   app.get('/', (_req, reply) => reply.headers(headers).type(TYPES['.html'] as string).send(page));
   app.get<{ Params: { file: string } }>('/assets/:file', (req, reply) => {
     const body = files.get(req.params.file);

@@ -46,8 +46,15 @@ function nav(mount: string | undefined): HTMLElement[] {
 function route(): void {
   const [path = '', search = ''] = location.hash.replace(/^#/, '').split('?');
   const params = new URLSearchParams(search);
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   const main = document.getElementById('main') as HTMLElement;
+  let parts: string[];
+  try {
+    parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  } catch {
+    // A hand-edited address with a broken %-escape: say so, rather than leave the last view under it.
+    main.replaceChildren(errorBox(new Error(`this address is not valid (a broken %-escape): #${path}`)));
+    return;
+  }
   const mount = parts[0] === 'm' ? parts[1] : undefined;
   (document.getElementById('nav') as HTMLElement).replaceChildren(...nav(mount));
   let view: HTMLElement;

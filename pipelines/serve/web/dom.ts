@@ -47,10 +47,23 @@ export const time = (v: unknown): string => (typeof v === 'string' ? v.replace('
  * `text` with every case-insensitive occurrence of `terms` in <mark>. Display only: what matched
  * was decided by the server, and this never hides or adds a match.
  */
+/**
+ * Lower case that keeps every character's length, so that positions found in it are positions in
+ * the text: `İ` lower-cases to two code units, which would shift every match after it.
+ */
+function lowerInPlace(text: string): string {
+  let out = '';
+  for (const ch of text) {
+    const lower = ch.toLowerCase();
+    out += lower.length === ch.length ? lower : ch;
+  }
+  return out;
+}
+
 export function highlighted(text: string, terms: readonly string[]): DocumentFragment {
   const out = document.createDocumentFragment();
-  const wanted = terms.map((t) => t.replace(/\s+/g, ' ').trim().toLowerCase()).filter((t) => t !== '');
-  const lower = text.toLowerCase();
+  const wanted = terms.map((t) => lowerInPlace(t.replace(/\s+/g, ' ').trim())).filter((t) => t !== '');
+  const lower = lowerInPlace(text);
   let at = 0;
   while (at < text.length && wanted.length > 0) {
     let best = -1;

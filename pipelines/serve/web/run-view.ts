@@ -83,7 +83,20 @@ function runHeader(mount: string, run: Run): HTMLElement {
     h(
       'div',
       { class: 'meta' },
-      `run ${String(run.run_id ?? '–')} · session ${run.session_id} · agent ${String(run.agent_name ?? run.agent_id)} · model ${String(run.agent_model_name ?? '–')} · ${num(run.step_count)} steps · ${num(run.tool_call_count)} tool calls · in ${num(run.prompt_tokens)} / out ${num(run.completion_tokens)} tokens · ${usd(run.cost_usd)} · ${time(run.started_at)} → ${time(run.finished_at)}`,
+      // Values from the data are isolated (<bdi>): a right-to-left override in an agent's name
+      // would otherwise turn the figures after it around ($0.0125 shown as 5210.0$).
+      'run ',
+      h('bdi', {}, String(run.run_id ?? '–')),
+      ' · session ',
+      h('bdi', {}, run.session_id),
+      ' · agent ',
+      h('bdi', {}, String(run.agent_name ?? run.agent_id)),
+      ' · model ',
+      h('bdi', {}, String(run.agent_model_name ?? '–')),
+      ` · ${num(run.step_count)} steps · ${num(run.tool_call_count)} tool calls · in ${num(run.prompt_tokens)} / out ${num(run.completion_tokens)} tokens · ${usd(run.cost_usd)} · `,
+      h('bdi', {}, time(run.started_at)),
+      ' → ',
+      h('bdi', {}, time(run.finished_at)),
     ),
     run.parent ? h('div', {}, 'parent run: ', h('a', { href: `#/m/${enc(mount)}/run/${enc(run.parent.document_id)}`, class: 'parent' }, run.parent.document_id)) : null,
     run.children.length ? h('div', {}, 'subagent runs: ', ...run.children.map((c) => h('a', { href: `#/m/${enc(mount)}/run/${enc(c.document_id)}`, class: 'subagent', style: 'margin-right:8px' }, c.document_id))) : null,
