@@ -4,7 +4,7 @@
  * got and gave (arguments, results, observations) is clipped to `maxLines` lines of `width`
  * columns, since that is where a trajectory's bulk is, unless `full`.
  */
-import { clipToWidth } from '../../lib/width.js';
+import { clipToWidth, escapeControls } from '../../lib/width.js';
 import type { Transcript, TranscriptRun, TranscriptStep, TranscriptToolCall } from '../../pipelines/index.js';
 
 export interface TranscriptStyle {
@@ -129,7 +129,7 @@ function subagentLine(s: Transcript['subagents'][number]): string {
  * tools can hold terminal escapes, which must not reach the terminal (or the pasted Markdown).
  */
 function cleaned(t: Transcript): Transcript {
-  return JSON.parse(JSON.stringify(t), (_key, value: unknown) => (typeof value === 'string' ? value.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, '\ufffd') : value)) as Transcript;
+  return JSON.parse(JSON.stringify(t), (_key, value: unknown) => (typeof value === 'string' ? escapeControls(value, '\n\t', () => '\ufffd') : value)) as Transcript;
 }
 
 export function renderText(transcript: Transcript, style: TranscriptStyle): string {
