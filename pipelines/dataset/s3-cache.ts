@@ -117,9 +117,12 @@ function touch(dir: string): void {
   }
 }
 
+/** Every part of a snapshot. */
+const partsOf = (snapshot: Snapshot): PartRef[] => Object.values(snapshot.relations).flatMap((parts) => parts ?? []);
+
 /** Every part key of a snapshot. */
 export function partKeysOf(snapshot: Snapshot): string[] {
-  return Object.values(snapshot.relations).flatMap((parts) => (parts ?? []).map((part) => part.key));
+  return partsOf(snapshot).map((part) => part.key);
 }
 
 /**
@@ -174,7 +177,7 @@ async function buildSnapshotCopy(store: S3ObjectStore, place: S3Place, root: str
   const temp = join(dirname(dir), `.${snapshot.id}${TEMP_MARKER}${randomSuffix()}`);
   mkdirSync(temp, { recursive: true });
   try {
-    for (const part of Object.values(snapshot.relations).flat()) await linkPart(store, pool, part, temp);
+    for (const part of partsOf(snapshot)) await linkPart(store, pool, part, temp);
     mkdirSync(join(temp, 'snapshots'));
     writeFileSync(join(temp, snapshotKey(snapshot.id)), snapshotBytes);
     writeFileSync(join(temp, MANIFEST_KEY), `${JSON.stringify(manifest, null, 2)}\n`);

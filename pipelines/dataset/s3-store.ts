@@ -160,7 +160,7 @@ export function classify(error: unknown, what: string, timeoutMs = DEFAULT_REQUE
   const tries = e.$metadata?.attempts ?? 1;
   const attempts = `${tries} attempt${tries === 1 ? '' : 's'}`;
   if (name === 'NoSuchBucket') return new NotFoundError(`${what}: no such bucket`);
-  if (status === 404 || name === 'NoSuchKey' || name === 'NotFound') return new NotFoundError(`${what}: no such object`);
+  if (isMissingKey(error)) return new NotFoundError(`${what}: no such object`);
   if (status === 412 || name === 'PreconditionFailed') return new ConflictError(`${what}: changed by another writer`);
   // The request timeout (the connection timeout says "connection" and is reported as unreachable).
   if (name === 'TimeoutError' && !/connection/i.test(e.message ?? '')) {
@@ -400,14 +400,16 @@ export class S3ObjectStore implements ObjectStore {
   /** One GET of `key` into the file `temp`: what is wrong with the bytes that arrived, or undefined when they are whole. */
   private async fetchInto(key: string, temp: string, expectedBytes: number | undefined): Promise<string | undefined> {
     const out = await this.send(key, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request));
-    const md5 = createHash('md5');
+    // Hashed only when the ETag is an MD5 to check against (never for a multipart upload's).
+    const etag = md5Of(out);
+    const md5 = etag === undefined ? undefined : createHash('md5');
     let size = 0;
     try {
       await pipeline(
         out.Body as Readable,
         async function* (chunks: AsyncIterable<Buffer>) {
           for await (const chunk of chunks) {
-            md5.update(chunk);
+            md5?.update(chunk);
             size += chunk.length;
             yield chunk;
           }
@@ -425,11 +427,10 @@ export class S3ObjectStore implements ObjectStore {
     if (expectedBytes !== undefined && size !== expectedBytes) {
       // All the server has arrived, and it is not what the snapshot lists: the object itself is
       // wrong (truncated or replaced in the bucket), which fetching again will not mend.
-      if (size === out.ContentLength) throw new InvalidInputError(`${this.where(key)}: the object is ${size} bytes, the snapshot lists ${expectedBytes}: the dataset is damaged`);
+      if (out.ContentLength !== undefined) throw new InvalidInputError(`${this.where(key)}: the object is ${size} bytes, the snapshot lists ${expectedBytes}: the dataset is damaged`);
       return `${size} bytes arrived, ${expectedBytes} expected`;
     }
-    const etag = md5Of(out);
-    if (etag !== undefined && md5.digest('hex') !== etag) return "the bytes do not match the MD5 of the object's ETag";
+    if (md5 && md5.digest('hex') !== etag) return "the bytes do not match the MD5 of the object's ETag";
     return undefined;
   }
 

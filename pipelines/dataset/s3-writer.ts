@@ -112,7 +112,12 @@ export class S3DatasetWriter implements DatasetSink {
     for (let steps = 0; current !== undefined && steps < MAX_PARENTS_WALKED; steps++) {
       if (current === id) return true;
       if (current === this.previous?.snapshot.id) return false;
-      current = (await readSnapshot(this.store, current).catch(() => undefined))?.parent ?? undefined;
+      // A descriptor gone (reclaimed) ends the walk; a stop or an outage is what it is.
+      const snapshot = await readSnapshot(this.store, current).catch((error: unknown) => {
+        if (error instanceof NotFoundError) return undefined;
+        throw error;
+      });
+      current = snapshot?.parent ?? undefined;
     }
     return false;
   }

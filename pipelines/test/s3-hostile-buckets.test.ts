@@ -17,7 +17,7 @@ import { PROJECT_TESTDATA } from './helpers/fixtures.js';
 
 const ATIF = join(PROJECT_TESTDATA, 'samples', 'atif');
 const CLAUDE = join(PROJECT_TESTDATA, 'samples', 'agentb-code');
-const home = scratchDir('s3-hostile');
+const home = scratchDir('s3-hostile-buckets');
 let server: S3TestServer;
 
 const env = (cache: string): NodeJS.ProcessEnv => ({
@@ -128,12 +128,12 @@ test('a part damaged in the bucket is a damaged dataset (exit 2) naming the obje
   const key = (await good.list('parts/steps/'))[0]!;
   const bytes = (await good.get(key))!;
   good.close();
-  for (const [what, damaged, message] of [
+  for (const [round, [what, damaged, message]] of ([
     ['truncated', bytes.subarray(0, bytes.length - 100), /the object is \d+ bytes, the snapshot lists \d+: the dataset is damaged/],
     ['garbage of the same size', Buffer.alloc(bytes.length, 7), /not a Parquet file \(no PAR1 at its start and end\): the dataset is damaged/],
-  ] as const) {
+  ] as const).entries()) {
     // A cache of its own: a part is cached by its key, and the mended one of the round before is the good one.
-    const cache = `cache-mended-${what.length}`;
+    const cache = `cache-mended-${round}`;
     await copyPrefix('good', 'mended', (k) => (k === key ? damaged : undefined));
     const r = await trajstore(['list', 's3://lake/mended'], cache);
     assert.is(r.code, 2, `${what}: ${r.stderr}`);
