@@ -245,8 +245,12 @@ fn a_search_stops_when_its_client_goes_away() {
     }
     // A search through 40,000 files takes a while; its client leaves early.
     let mut s = TcpStream::connect(&svc.addr).unwrap();
+    let idle = cpu_time(&svc);
     write!(s, "GET /files/search?path={}&pattern=%2A%2A HTTP/1.1\r\nHost: x\r\n\r\n", q(&svc.dir.join("tree"))).unwrap();
     std::thread::sleep(Duration::from_millis(200));
+    // Else the search was over before its client left, and what follows would prove nothing.
+    let working = cpu_time(&svc) - idle;
+    assert!(working >= Duration::from_millis(20), "the search was not at work when its client left ({working:?} of CPU)");
     drop(s);
     std::thread::sleep(Duration::from_millis(200));
     let before = cpu_time(&svc);

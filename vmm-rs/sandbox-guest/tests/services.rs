@@ -9,14 +9,14 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 mod common;
 use common::scratch::Scratch;
-use common::{announced, is_root, skip, Service, BIN};
+use common::{is_root, skip, Service, BIN};
 
 const TOKEN: &str = "services-test-token-0123456789abcdef0123456789";
 
@@ -47,9 +47,7 @@ fn service(kind: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> Servi
         });
     }
     cmd.env_clear().env("PATH", "/usr/bin:/bin").envs(env.iter().copied());
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
-    let addr = announced(&mut child);
-    Service { child, addr, dir }
+    Service::start(cmd, dir)
 }
 
 /// One request; returns (status, body).
@@ -500,16 +498,9 @@ fn client_mistakes_in_commands_and_sessions_are_400_naming_the_field() {
 fn background_command_logs_are_private_to_the_service() {
     // Without --state-dir the service keeps its state in the temp directory ($TMPDIR).
     let tmp = Scratch::new("svc-tmpdir");
-    let mut child = Command::new(BIN)
-        .args(["execd", "--port", "0", "--announce", "--dev-no-token"])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("TMPDIR", &*tmp)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let addr = announced(&mut child);
-    let svc = Service { child, addr, dir: tmp };
+    let mut cmd = Command::new(BIN);
+    cmd.args(["execd", "--port", "0", "--announce", "--dev-no-token"]).env_clear().env("PATH", "/usr/bin:/bin").env("TMPDIR", &*tmp);
+    let svc = Service::start(cmd, tmp);
     let state = svc.dir.join(format!("sandbox-guest-execd-{}", svc.child.id()));
     let (status, body) = request(&svc.addr, "POST", "/command", None, r#"{"command":"echo secret-output","background":true}"#);
     assert_eq!(status, 200, "{body}");
@@ -541,12 +532,7 @@ fn background_command_logs_are_private_to_the_service() {
 
 /// Starts execd with `--state-dir dir` (and reads its address, so it has set the directory up).
 fn execd_with_state(name: &str, dir: &std::path::Path) -> Service {
-    let mut child = Command::new(BIN)
-        .args(["execd", "--port", "0", "--announce", "--dev-no-token", "--state-dir"])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let addr = announced(&mut child);
-    Service { child, addr, dir: Scratch::new(name) }
+    let mut cmd = Command::new(BIN);
+    cmd.args(["execd", "--port", "0", "--announce", "--dev-no-token", "--state-dir"]).arg(dir);
+    Service::start(cmd, Scratch::new(name))
 }

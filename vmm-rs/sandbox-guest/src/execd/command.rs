@@ -149,15 +149,22 @@ fn check_id(field: &str, id: Option<i64>) -> Result<Option<u32>, ApiError> {
     }
 }
 
-/// Checks a request; returns the user and group ids to run as.
-fn validate(req: &RunRequest) -> Result<(Option<u32>, Option<u32>), ApiError> {
-    if req.command.trim().is_empty() {
+/// The checks a command and a session run share: a command that is there, and a timeout that
+/// leaves it time to run.
+pub fn check_command(command: &str, timeout: Option<u64>) -> Result<(), ApiError> {
+    if command.trim().is_empty() {
         return Err(invalid("field 'command' is empty".into()));
     }
-    check_no_nul("command", &req.command)?;
-    if req.timeout == Some(0) {
+    check_no_nul("command", command)?;
+    if timeout == Some(0) {
         return Err(invalid("field 'timeout' must be at least 1 (milliseconds)".into()));
     }
+    Ok(())
+}
+
+/// Checks a request; returns the user and group ids to run as.
+fn validate(req: &RunRequest) -> Result<(Option<u32>, Option<u32>), ApiError> {
+    check_command(&req.command, req.timeout)?;
     if req.gid.is_some() && req.uid.is_none() {
         return Err(invalid("field 'gid' needs 'uid'".into()));
     }

@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::command::{check_cwd, check_no_nul};
+use super::command::{check_command, check_cwd, check_no_nul};
 use super::output::{event, exit_event, pump, sleep_until, sse_response, Stream, Utf8Carry};
 use super::process::{self, kill_group};
 use super::{random_id, Execd};
@@ -215,13 +215,7 @@ fn script(body: &RunRequest, marker: &str) -> String {
 }
 
 fn validate(body: &RunRequest) -> Result<(), ApiError> {
-    if body.command.trim().is_empty() {
-        return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'command' is empty"));
-    }
-    check_no_nul("command", &body.command)?;
-    if body.timeout == Some(0) {
-        return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "field 'timeout' must be at least 1 (milliseconds)"));
-    }
+    check_command(&body.command, body.timeout)?;
     match &body.cwd {
         // A relative cwd is relative to where the session's shell is: `cd` judges it.
         Some(cwd) if cwd.starts_with('/') => check_cwd(cwd),

@@ -46,7 +46,7 @@ impl Drop for Service {
 }
 
 /// The address a service started with `--announce` prints.
-pub fn announced(child: &mut Child) -> String {
+fn announced(child: &mut Child) -> String {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     line.strip_prefix("listening ").unwrap_or_else(|| panic!("the service did not start: {line:?}")).trim().to_string()

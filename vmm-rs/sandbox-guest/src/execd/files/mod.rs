@@ -109,8 +109,8 @@ fn checked_path(raw: &str, what: &str) -> Result<PathBuf, ApiError> {
 /// device and inode of what the path names, which catches the names no canonical path shows.
 fn refuse_root(path: &Path, verb: &str) -> Result<(), ApiError> {
     let root = fs::metadata("/").map_err(|e| io_error(Path::new("/"), e))?;
-    let is_root = fs::canonicalize(path).is_ok_and(|p| p == Path::new("/"))
-        || fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == (root.dev(), root.ino()));
+    // By device and inode: every spelling of the root (`//`, `/tmp/..`, a bind mount) is the same directory.
+    let is_root = fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == (root.dev(), root.ino()));
     if is_root {
         return Err(ApiError::bad_request("INVALID_FILE", format!("{}: is the root directory; refusing to {verb} it", path.display())));
     }
