@@ -5,6 +5,7 @@
 import { Readable } from 'node:stream';
 import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { SourceError } from '../formats/errors.js';
+import { ZstdFrames } from './zstd-frames.js';
 
 export type Compression = 'gzip' | 'zstd';
 
@@ -19,15 +20,30 @@ export function compressionOf(first: Buffer): Compression | undefined {
   return undefined;
 }
 
-/** The content of compressed bytes; damaged data is invalid input naming the file. */
+/** The compressed bytes, each chunk shown to `frames` as it passes. */
+async function* followed(chunks: Iterable<Buffer> | AsyncIterable<Buffer>, frames: ZstdFrames): AsyncGenerator<Buffer> {
+  for await (const chunk of chunks) {
+    frames.push(chunk);
+    yield chunk;
+  }
+}
+
+/**
+ * The content of compressed bytes; damaged or truncated data is invalid input naming the file.
+ * gzip's decoder finds a stream cut short by itself; zstd's does not (see zstd-frames.ts).
+ */
 export async function* decompressed(compression: Compression, chunks: Iterable<Buffer> | AsyncIterable<Buffer>, relPath: string): AsyncGenerator<Buffer> {
   const inflate = compression === 'gzip' ? createGunzip() : createZstdDecompress();
-  const source = Readable.from(chunks, { objectMode: false });
+  const frames = compression === 'zstd' ? new ZstdFrames() : undefined;
+  const source = Readable.from(frames ? followed(chunks, frames) : chunks, { objectMode: false });
   source.on('error', (error) => inflate.destroy(error));
   source.pipe(inflate);
   try {
     for await (const chunk of inflate as AsyncIterable<Buffer>) yield chunk;
+    const problem = frames?.problem();
+    if (problem) throw new SourceError({ relPath }, `not valid zstd data: ${problem}`);
   } catch (error) {
+    if (error instanceof SourceError) throw error;
     if (/^(Z_|ZSTD_|ERR_ZSTD|ERR_ZLIB)/.test(String((error as { code?: unknown }).code ?? ''))) {
       throw new SourceError({ relPath }, `not valid ${compression} data: ${(error as Error).message}`);
     }

@@ -59,6 +59,24 @@ test('gzip and zstd on stdin are decompressed as a compressed file is, and detec
   assert.not.ok(existsSync(s.path('bad')));
 });
 
+test('a zstd file cut short is bad input naming it, not the start of its content (the decoder would take it whole)', async () => {
+  const s = sandbox('import-sources');
+  // Enough lines for several blocks, so that the cut falls after whole lines have been decoded.
+  const lines = Array.from({ length: 4000 }, (_, i) => storyline(`run-${i}-${'x'.repeat(i % 97)}`)).join('\n');
+  const whole = zstdCompressSync(`${lines}\n`);
+  writeFileSync(s.path('runs.jsonl.zst'), whole.subarray(0, whole.length - 100));
+  for (const extra of [[], ['--on-error', 'skip']]) {
+    const r = await s.run(['import', '-f', s.path('runs.jsonl.zst'), '-t', s.path('ds'), '-i', 'storyline', ...extra]);
+    assert.is(r.code, 2, r.stderr);
+    assert.match(r.stderr, /runs\.jsonl\.zst: not valid zstd data: it ends in the middle of a frame after \d+ bytes \(the file is cut short\)/);
+    assert.not.ok(existsSync(s.path('ds')));
+  }
+  writeFileSync(s.path('runs.jsonl.zst'), whole);
+  const r = await s.run(['import', '-f', s.path('runs.jsonl.zst'), '-t', s.path('ds'), '-i', 'storyline', '--format', 'json']);
+  assert.is(r.code, 0, r.stderr);
+  assert.is((JSON.parse(r.stdout) as Summary).total.runs, 4000);
+});
+
 test('an unreadable directory or file in a source is bad input naming it; --on-error skip leaves it out and lists it', async () => {
   const s = unprivilegedSandbox('import-sources');
   mkdirSync(s.path('src', 'locked'), { recursive: true });
