@@ -19,8 +19,9 @@
  *   moves for the request timeout (`TRAJSTORE_S3_TIMEOUT_MS`), count as failed attempts. The
  *   command's signal (Ctrl-C, SIGTERM) goes with every request, so a stop never waits for the server.
  * - A server is not trusted to behave: a listing that does not advance, or passes MAX_LISTED_KEYS,
- *   stops; a download is checked against its length, its ETag when that is an MD5, and the size the
- *   caller expects, and fetched again when damaged.
+ *   stops; every GET's body is checked against its length and, for a whole object, its ETag when
+ *   that is an MD5 (a download also against the size the caller expects), and fetched again when
+ *   it comes cut off, stalled or damaged (`whole`).
  * - The SDK's logger is silenced: what it would print on stderr, the errors here say.
  * - Checksums only where S3 requires them: S3-compatible servers differ in the trailing checksums
  *   newer SDKs add to every upload.
@@ -191,6 +192,11 @@ function md5Of(out: { ETag?: string; ServerSideEncryption?: string; SSECustomerA
   return etag;
 }
 
+/** What a GET brought: the value, or what is wrong with the bytes that arrived (they are fetched again). */
+type Arrived<T> = { value: T } | { damage: string };
+
+const MD5_MISMATCH = "the bytes do not match the MD5 of the object's ETag";
+
 async function bodyBytes(body: unknown): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of body as AsyncIterable<Uint8Array>) chunks.push(Buffer.from(chunk));
@@ -295,18 +301,34 @@ export class S3ObjectStore implements ObjectStore {
 
   /** An object with its version (ETag), for a conditional put of its successor. */
   async getVersioned(key: string): Promise<{ bytes: Buffer; etag: string } | undefined> {
-    return this.sendIfPresent(key, async () => {
-      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request);
-      return { bytes: await bodyBytes(out.Body), etag: out.ETag ?? '' };
-    });
+    return this.whole(key, () => this.fetchBytes(key));
   }
 
   async getRange(key: string, start: number, end: number): Promise<Buffer> {
     if (end <= start) return Buffer.alloc(0);
-    return this.send(key, async () => {
-      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Range: `bytes=${start}-${end - 1}` }), this.request);
-      return bodyBytes(out.Body);
-    });
+    const got = await this.whole(key, () => this.fetchBytes(key, `bytes=${start}-${end - 1}`));
+    if (!got) throw new NotFoundError(`${this.where(key)}: no such object`);
+    return got.bytes;
+  }
+
+  /**
+   * One GET of `key` (or of a range of it) into memory: its bytes and ETag, undefined when there is
+   * no such object, or what is wrong with what arrived: fewer bytes than announced, or bytes that do
+   * not match the MD5 of a whole object's ETag.
+   */
+  private async fetchBytes(key: string, range?: string): Promise<Arrived<{ bytes: Buffer; etag: string } | undefined>> {
+    const out = await this.sendIfPresent(key, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Range: range }), this.request));
+    if (!out) return { value: undefined };
+    let bytes: Buffer;
+    try {
+      bytes = await bodyBytes(out.Body);
+    } catch (error) {
+      return { damage: this.brokenBody(error, key) };
+    }
+    if (out.ContentLength !== undefined && bytes.length !== out.ContentLength) return { damage: `${bytes.length} bytes arrived of the ${out.ContentLength} announced` };
+    const etag = range === undefined ? md5Of(out) : undefined;
+    if (etag !== undefined && createHash('md5').update(bytes).digest('hex') !== etag) return { damage: MD5_MISMATCH };
+    return { value: { bytes, etag: out.ETag ?? '' } };
   }
 
   async size(key: string): Promise<number | undefined> {
@@ -377,24 +399,46 @@ export class S3ObjectStore implements ObjectStore {
    */
   async download(key: string, path: string, expectedBytes?: number): Promise<void> {
     mkdirSync(dirname(path), { recursive: true });
-    for (let attempt = 1; ; attempt++) {
+    await this.whole(key, async () => {
       const temp = `${path}${TEMP_MARKER}${randomSuffix()}`;
       try {
         const damage = await this.fetchInto(key, temp, expectedBytes);
-        if (damage === undefined) return await rename(temp, path);
-        if (attempt === MAX_ATTEMPTS) {
-          throw new UnavailableError(`${this.where(key)}: ${MAX_ATTEMPTS} downloads came damaged (the last: ${damage})`, {
-            hint: 'the server, or something on the way to it (a proxy), cuts or changes what it sends; try again later',
-          });
-        }
+        if (damage !== undefined) return { damage };
+        await rename(temp, path);
+        return { value: undefined };
       } finally {
         rmSync(temp, { force: true });
+      }
+    });
+  }
+
+  /**
+   * Runs `fetch` (one GET and its body) until what arrives is whole: a body cut off, stalled or
+   * damaged on its way is fetched again, MAX_ATTEMPTS times in all (the SDK retries a request, but
+   * not once its body has begun).
+   */
+  private async whole<T>(key: string, fetch: () => Promise<Arrived<T>>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const got = await fetch();
+      if (!('damage' in got)) return got.value;
+      if (attempt === MAX_ATTEMPTS) {
+        throw new UnavailableError(`${this.where(key)}: ${MAX_ATTEMPTS} downloads came damaged (the last: ${got.damage})`, {
+          hint: 'the server, or something on the way to it (a proxy), cuts or changes what it sends; try again later',
+        });
       }
       // Backoff as the SDK's: about 0.1, 0.2, 0.4, 0.8 s with jitter; a stop does not wait for it.
       await sleep(100 * 2 ** (attempt - 1) * (0.5 + Math.random()), undefined, { signal: this.signal }).catch((error: unknown) => {
         throw this.failure(error, key);
       });
     }
+  }
+
+  /** What broke a body on its way (cut off, or nothing arrived for the request timeout); any other failure is thrown as it is. */
+  private brokenBody(error: unknown, key: string): string {
+    const failure = this.failure(error, key);
+    if (!(failure instanceof UnavailableError)) throw failure;
+    const e = error as SdkError;
+    return e.name === 'TimeoutError' ? `nothing arrived for ${this.requestTimeoutMs / 1000} s` : `the transfer broke off (${e.code ?? e.name})`;
   }
 
   /** One GET of `key` into the file `temp`: what is wrong with the bytes that arrived, or undefined when they are whole. */
@@ -417,11 +461,7 @@ export class S3ObjectStore implements ObjectStore {
         createWriteStream(temp, { mode: 0o644 }),
       );
     } catch (error) {
-      const failure = this.failure(error, key);
-      if (!(failure instanceof UnavailableError)) throw failure;
-      // Cut off or stalled while the body came (the SDK retries a request, not its body): damaged too.
-      const e = error as SdkError;
-      return e.name === 'TimeoutError' ? `nothing arrived for ${this.requestTimeoutMs / 1000} s` : `the transfer broke off (${e.code ?? e.name})`;
+      return this.brokenBody(error, key);
     }
     if (out.ContentLength !== undefined && size !== out.ContentLength) return `${size} bytes arrived of the ${out.ContentLength} announced`;
     if (expectedBytes !== undefined && size !== expectedBytes) {
@@ -430,7 +470,7 @@ export class S3ObjectStore implements ObjectStore {
       if (out.ContentLength !== undefined) throw new InvalidInputError(`${this.where(key)}: the object is ${size} bytes, the snapshot lists ${expectedBytes}: the dataset is damaged`);
       return `${size} bytes arrived, ${expectedBytes} expected`;
     }
-    if (md5 && md5.digest('hex') !== etag) return "the bytes do not match the MD5 of the object's ETag";
+    if (md5 && md5.digest('hex') !== etag) return MD5_MISMATCH;
     return undefined;
   }
 

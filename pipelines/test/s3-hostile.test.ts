@@ -35,10 +35,11 @@ let proxy: HostileProxy;
  * `times` of them (all without it); every other request goes to the server untouched.
  * - hang: never answers; reset-after: forwards, then cuts the connection instead of answering;
  * - slowdown: 503 SlowDown; corrupt: forwards, flipping bytes of the answer's body;
+ * - cut-body: forwards, then sends the answer's headers and half its body, and cuts the connection;
  * - same-token: a listing marked truncated, with the same continuation token every time;
  * - endless: listing pages of 250,000 (short) keys, each with a new token.
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'same-token' | 'endless';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'cut-body' | 'same-token' | 'endless';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -119,6 +120,11 @@ class HostileProxy {
           return this.forward(req, body, (up, data) => {
             for (let i = 100; i < data.length; i += 97) data[i]! ^= 0xff;
             answer(up.statusCode ?? 502, up.headers, data);
+          });
+        case 'cut-body':
+          return this.forward(req, body, (up, data) => {
+            res.writeHead(up.statusCode ?? 502, up.headers);
+            res.write(data.subarray(0, data.length >> 1), () => req.socket.destroy());
           });
         case 'same-token':
           req.url = req.url?.replace(/&?continuation-token=[^&]*/, '');
@@ -384,6 +390,22 @@ test('a download damaged in transit is fetched again and never cached; one damag
     assert.match(String(error?.message), /the object is \d+ bytes, the snapshot lists \d+: the dataset is damaged/);
     assert.not.ok(existsSync(wrong));
   });
+});
+
+test('a manifest whose body is cut off is fetched again (the SDK retries a request, not its body); one cut off every time exits 6 naming it', async () => {
+  await create('cut-manifest', ATIF);
+  const clean = await runsOf('cut-manifest');
+  proxy.set({ act: 'cut-body', match: /^GET \/lake\/cut-manifest\/trajstore\.json/, times: 1 });
+  const once = await trajstore(['list', 's3://lake/cut-manifest', '--format', 'csv'], { cache: join(home, 'cache-cut') });
+  assert.is(once.code, 0, once.stderr);
+  assert.is(once.stdout, clean);
+  assert.is(proxy.count(/^pass GET \/lake\/cut-manifest\/trajstore\.json/), 1, 'fetched again after the cut');
+
+  proxy.set({ act: 'cut-body', match: /^GET \/lake\/cut-manifest\/trajstore\.json/ });
+  const always = await trajstore(['list', 's3://lake/cut-manifest'], { cache: join(home, 'cache-cut-always') });
+  assert.is(always.code, 6, always.stderr);
+  assert.match(always.stderr, /s3:\/\/lake\/cut-manifest\/trajstore\.json: 5 downloads came damaged \(the last: the transfer broke off/);
+  assert.is(proxy.count(/^cut-body/), 5);
 });
 
 test('a part missing from the server is not found (exit 3), naming it; a malformed region exits 2 naming the region and where it came from', async () => {
