@@ -260,6 +260,28 @@ fn a_search_stops_when_its_client_goes_away() {
 }
 
 #[test]
+fn a_search_with_many_matches_streams_its_answer_with_bounded_memory() {
+    let svc = execd("search-many");
+    let long = "n".repeat(200);
+    for d in 0..40 {
+        let dir = svc.dir.join(format!("tree/d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        (0..1000).for_each(|f| std::fs::write(dir.join(format!("{long}{f}")), "").unwrap());
+    }
+    let before = memory_kib(&svc, "VmHWM");
+    let mut s = TcpStream::connect(&svc.addr).unwrap();
+    write!(s, "GET /files/search?path={}&pattern=n%2A HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", q(&svc.dir.join("tree"))).unwrap();
+    let (status, body) = response(&mut s, Duration::from_secs(60));
+    assert_eq!(status, 200, "{}", &body[..body.len().min(300)]);
+    let found: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(found.len(), 40_000);
+    assert!(found.iter().all(|f| f["path"].as_str().is_some_and(|p| p.contains(&long))));
+    // About 15 MB of JSON went out; held whole (a tree of values, then its text) it took over 100 MB.
+    let grew = memory_kib(&svc, "VmHWM").saturating_sub(before);
+    assert!(grew < 8 << 10, "peak memory grew by {grew} KiB for a {} KiB answer", body.len() >> 10);
+}
+
+#[test]
 fn a_part_header_or_preamble_that_never_ends_is_refused_with_bounded_memory() {
     let svc = execd("mp-bomb");
     const FILLER: usize = 48 << 20;

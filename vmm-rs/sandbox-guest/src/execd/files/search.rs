@@ -6,13 +6,14 @@ use std::fs;
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::Request;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
 use super::info::{file_info, Ownership};
 use super::staged::Staged;
@@ -118,60 +119,93 @@ fn glob_match(pattern: &[Glob], text: &str) -> bool {
     reached[pattern.len()]
 }
 
-/// Sets its flag when dropped: the handler's future is dropped when the client goes away, and
-/// the search walking on a blocking thread sees the flag at its next entry and stops.
-struct SetOnDrop(Arc<AtomicBool>);
+/// Bytes of the JSON array gathered before they go to the client as one chunk.
+const SEARCH_CHUNK_BYTES: usize = 64 * 1024;
+/// A client that takes no chunk for this long has stopped reading: the search gives up its thread,
+/// and the answer ends short of its closing `]`, which no JSON reader takes for a whole array.
+const SEARCH_STALL: Duration = Duration::from_secs(60);
 
-impl Drop for SetOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
+/// The matches stream out as a JSON array while the walk goes on, so a tree of millions of files
+/// costs the service a few chunks of memory, not the whole answer; a client that reads slowly
+/// slows the walk, and one that leaves (the body's receiver dropped) ends it at the next entry.
+/// Once the answer has begun nothing can fail it: directories that cannot be read are passed over.
 pub async fn search(req: Request<Incoming>) -> ApiResult {
     let pairs = http::query_pairs(&req);
     let root = checked_path(&http::require_query(&pairs, "path")?, "query 'path'")?;
     let pattern = http::query_one(&pairs, "pattern").filter(|p| !p.is_empty()).unwrap_or_else(|| "*".into());
-    let gone = Arc::new(AtomicBool::new(false));
-    let _gone_on_drop = SetOnDrop(gone.clone());
-    let found = blocking(move || {
-        let meta = fs::metadata(&root).map_err(|e| io_error(&root, e))?;
+    let checked = root.clone();
+    blocking(move || {
+        let meta = fs::metadata(&checked).map_err(|e| io_error(&checked, e))?;
         if !meta.is_dir() {
-            return Err(ApiError::bad_request("INVALID_FILE", format!("{}: is not a directory", root.display())));
+            return Err(ApiError::bad_request("INVALID_FILE", format!("{}: is not a directory", checked.display())));
         }
-        let glob = parse_glob(&pattern);
-        // A pattern with a slash matches the path below the root, otherwise the file name.
-        let by_path = pattern.contains('/');
-        let mut out = Vec::new();
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = fs::read_dir(&dir) else { continue };
-            for entry in entries.flatten() {
-                if gone.load(Ordering::Relaxed) {
-                    return Ok(Vec::new());
-                }
-                let path = entry.path();
-                let Ok(ft) = entry.file_type() else { continue };
-                if ft.is_dir() {
-                    stack.push(path.clone());
-                    continue;
-                }
-                let subject = if by_path {
-                    path.strip_prefix(&root).unwrap_or(&path).to_string_lossy().into_owned()
-                } else {
-                    entry.file_name().to_string_lossy().into_owned()
-                };
-                if glob_match(&glob, &subject) {
-                    if let Ok(info) = file_info(&path) {
-                        out.push(info);
-                    }
-                }
-            }
-        }
-        Ok(out)
+        Ok(())
     })
     .await?;
-    Ok(http::json(&Value::Array(found)))
+    let (tx, body) = http::channel_body(4);
+    let out = SearchOut { tx, runtime: tokio::runtime::Handle::current() };
+    tokio::task::spawn_blocking(move || walk_matches(&root, &pattern, &out));
+    let mut resp = hyper::Response::new(body);
+    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    Ok(resp)
+}
+
+/// Where a search's chunks go, from its blocking thread.
+struct SearchOut {
+    tx: mpsc::Sender<Bytes>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl SearchOut {
+    /// Whether the client has gone.
+    fn gone(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Sends a chunk once the client has room for it; false when it has gone or stopped reading.
+    fn send(&self, chunk: Vec<u8>) -> bool {
+        self.runtime.block_on(async { matches!(tokio::time::timeout(SEARCH_STALL, self.tx.send(Bytes::from(chunk))).await, Ok(Ok(()))) })
+    }
+}
+
+/// Writes the FileInfo of every file below `root` that `pattern` matches to `out`, as one JSON array.
+fn walk_matches(root: &Path, pattern: &str, out: &SearchOut) {
+    let glob = parse_glob(pattern);
+    // A pattern with a slash matches the path below the root, otherwise the file name.
+    let by_path = pattern.contains('/');
+    let mut chunk = Vec::with_capacity(SEARCH_CHUNK_BYTES + 4096);
+    chunk.push(b'[');
+    let mut first = true;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if out.gone() {
+                return;
+            }
+            let path = entry.path();
+            let Ok(ft) = entry.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(path.clone());
+                continue;
+            }
+            let subject = if by_path { path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned() } else { entry.file_name().to_string_lossy().into_owned() };
+            if !glob_match(&glob, &subject) {
+                continue;
+            }
+            let Ok(info) = file_info(&path) else { continue };
+            if !first {
+                chunk.push(b',');
+            }
+            first = false;
+            serde_json::to_writer(&mut chunk, &info).expect("a JSON value serializes");
+            if chunk.len() >= SEARCH_CHUNK_BYTES && !out.send(std::mem::take(&mut chunk)) {
+                return;
+            }
+        }
+    }
+    chunk.push(b']');
+    out.send(chunk);
 }
 
 #[derive(Deserialize)]
