@@ -8,6 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -504,6 +505,55 @@ fn replace_swaps_in_a_rewritten_copy_with_the_owner_and_mode_and_bounded_memory(
     assert!(grew < 16 << 10, "peak memory grew by {grew} KiB replacing in a 64 MiB file");
     let text = std::fs::read_to_string(&big).unwrap();
     assert_eq!((text.len(), &text[..10]), (80 << 20, "aXYc\naXYc\n"));
+}
+
+/// Sets the extended attribute `name` of `path`; false where the file system takes none.
+fn set_xattr(path: &Path, name: &str, value: &[u8]) -> bool {
+    let (path, name) = (std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap(), std::ffi::CString::new(name).unwrap());
+    // SAFETY: setxattr with NUL-terminated strings and a buffer of the given length.
+    unsafe { libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0) == 0 }
+}
+
+fn get_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let (path, name) = (std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap(), std::ffi::CString::new(name).unwrap());
+    let mut buf = vec![0u8; 256];
+    // SAFETY: getxattr into a buffer of the given length.
+    let n = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
+}
+
+#[test]
+fn replace_writes_in_place_a_file_with_other_links_or_extended_attributes() {
+    let svc = execd("replace-identity");
+    let inode = |p: &Path| std::fs::metadata(p).unwrap().ino();
+    // Two names of one file: both see the new text, and they stay one file.
+    let path = svc.dir.join("a.txt");
+    let other = svc.dir.join("b.txt");
+    std::fs::write(&path, "name=old\n".repeat(1000)).unwrap();
+    std::fs::hard_link(&path, &other).unwrap();
+    let (status, body) = request(&svc, "POST", "/files/replace?verbose=true", &json!({ path.to_str().unwrap(): { "old": "old", "new": "brand-new" } }).to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""replacedCount":1000"#), "{body}");
+    assert_eq!(inode(&path), inode(&other));
+    assert_eq!(std::fs::metadata(&path).unwrap().nlink(), 2);
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "name=brand-new\n".repeat(1000));
+    // Shorter text is cut to its length.
+    let (status, body) = request(&svc, "POST", "/files/replace", &json!({ other.to_str().unwrap(): { "old": "brand-new", "new": "x" } }).to_string());
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "name=x\n".repeat(1000));
+    assert!(std::fs::read_dir(&*svc.dir).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().contains(".replace-")));
+
+    // A file with an extended attribute keeps it (and its inode).
+    let tagged = svc.dir.join("tagged.txt");
+    std::fs::write(&tagged, "v=old").unwrap();
+    if !set_xattr(&tagged, "user.origin", b"upload") {
+        return skip("replace_writes_in_place_a_file_with_other_links_or_extended_attributes", "the extended-attribute half: this file system takes no user attributes");
+    }
+    let before = inode(&tagged);
+    let (status, body) = request(&svc, "POST", "/files/replace", &json!({ tagged.to_str().unwrap(): { "old": "old", "new": "new" } }).to_string());
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(std::fs::read_to_string(&tagged).unwrap(), "v=new");
+    assert_eq!((inode(&tagged), get_xattr(&tagged, "user.origin")), (before, Some(b"upload".to_vec())));
 }
 
 #[test]

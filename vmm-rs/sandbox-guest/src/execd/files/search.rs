@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read, Seek, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
@@ -236,11 +237,12 @@ pub async fn replace(req: Request<Incoming>) -> ApiResult {
 }
 
 /// Replaces every `old` in the UTF-8 text file `path` with `new` and returns how many there
-/// were. The file streams through a staged copy that then takes its place with its owner and
-/// mode, so memory stays bounded whatever the file's size and readers see the old text or the
-/// new, never a mix. A first pass only counts: a file without `old` (or not UTF-8 text) is left
-/// as it was, not copied. A symlink at `path` is refused: a workload could point it at a file
-/// it may not write.
+/// were. The file streams through a staged copy, so memory stays bounded whatever its size. The
+/// copy then takes the file's place with its owner and mode, and readers see the old text or the
+/// new, never a mix; but a file that is more than its name (`has_identity`) is written over in
+/// place instead, as an editor does, so that its other links and its attributes see the new text.
+/// A first pass only counts: a file without `old` (or not UTF-8 text) is left as it was, not
+/// copied. A symlink at `path` is refused: a workload could point it at a file it may not write.
 fn replace_in_file(path: &Path, old: &str, new: &str) -> Result<usize, ApiError> {
     let mut src = open_regular(path, true)?;
     if splice_file(&mut src, path, old, new, &mut io::sink())? == 0 {
@@ -253,8 +255,30 @@ fn replace_in_file(path: &Path, old: &str, new: &str) -> Result<usize, ApiError>
     let count = splice_file(&mut src, path, old, new, &mut out)?;
     out.flush().map_err(|e| io_error(path, e))?;
     drop(out);
-    staged.commit(&Ownership { uid: Some(meta.uid()), gid: Some(meta.gid()), mode: Some(meta.mode() & 0o7777) })?;
+    if has_identity(&src, &meta) {
+        write_in_place(&src, path, &staged.file)?;
+    } else {
+        staged.commit(&Ownership { uid: Some(meta.uid()), gid: Some(meta.gid()), mode: Some(meta.mode() & 0o7777) })?;
+    }
     Ok(count)
+}
+
+/// Whether a file is more than its name: other hard links, or extended attributes (ACLs, labels,
+/// user attributes) that a new file taking its place would not carry.
+fn has_identity(file: &fs::File, meta: &fs::Metadata) -> bool {
+    // SAFETY: flistxattr on a descriptor `file` owns, asking only for the size of the list.
+    meta.nlink() > 1 || unsafe { libc::flistxattr(file.as_raw_fd(), std::ptr::null_mut(), 0) } > 0
+}
+
+/// Writes `text` over the file open as `file` (named `path` in errors), which keeps its inode,
+/// links and attributes. It is reopened for writing through its descriptor: the same file,
+/// whatever a workload has put at `path` meanwhile.
+fn write_in_place(file: &fs::File, path: &Path, mut text: &fs::File) -> Result<(), ApiError> {
+    let mut target = fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|e| io_error(path, e))?;
+    text.seek(io::SeekFrom::Start(0)).map_err(|e| io_error(path, e))?;
+    // Written over from the start, then cut to length: the file is never empty on the way.
+    let written = io::copy(&mut text, &mut target).map_err(|e| io_error(path, e))?;
+    target.set_len(written).map_err(|e| io_error(path, e))
 }
 
 /// How much of a file `POST /files/replace` reads at a time.

@@ -29,6 +29,7 @@ impl Staged {
             .ok_or_else(|| ApiError::bad_request("INVALID_FILE", format!("{}: names no file", target.display())))?;
         let tmp = target.with_file_name(format!(".{}.{purpose}-{}", name.to_string_lossy(), crate::execd::random_id()));
         let file = fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .mode(0o600)
