@@ -1,16 +1,37 @@
 /**
  * The DNS rebinding guard of loopback listeners (every `serve` listener; the serving Router without
- * an API key): a request whose Host header is not a loopback name is refused with 403 before any
- * route runs. Loopback listeners alone do not keep other sites out: a page whose site points
- * its own name at 127.0.0.1 reaches them from the user's browser, which then sends that name.
+ * an API key): a request whose Host is not a loopback name is refused with 403 before any route
+ * runs. Loopback listeners alone do not keep other sites out: a page whose site points its own name
+ * at 127.0.0.1 reaches them from the user's browser, which then sends that name.
+ *
+ * The host a request names is its Host header, and, for a request target in absolute form
+ * (`POST http://host/path`), the target's authority too (RFC 9112 gives that one precedence); both
+ * must be loopback names. A request with more than one Host header is refused with 400 (RFC 9112),
+ * as Node keeps only the first of them.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { isLoopbackHostHeader } from './loopback.js';
 
-/** Adds the guard to `app`; `refuse` sends the 403 in the listener's own error shape. */
+/** Adds the guard to `app`; `refuse` sends the refusal (its status already set) in the listener's own error shape. */
 export function refuseOtherHosts(app: FastifyInstance, refuse: (reply: FastifyReply, message: string) => FastifyReply): void {
   app.addHook('onRequest', async (req, reply) => {
-    if (isLoopbackHostHeader(req.headers.host)) return;
-    return refuse(reply.code(403), `Host ${JSON.stringify(req.headers.host)} is not a loopback name: this server answers requests for this machine only (127.0.0.1, [::1] or localhost)`);
+    const raw = req.raw.rawHeaders;
+    let hosts = 0;
+    for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'host') hosts++;
+    if (hosts > 1) return refuse(reply.code(400), `the request has ${hosts} Host headers; it may have one`);
+    const named = [req.headers.host, absoluteAuthority(req.raw.url ?? '/')];
+    const other = named.find((host) => !isLoopbackHostHeader(host));
+    if (other === undefined) return;
+    return refuse(reply.code(403), `Host ${JSON.stringify(other)} is not a loopback name: this server answers requests for this machine only (127.0.0.1, [::1] or localhost)`);
   });
+}
+
+/** The authority of a request target in absolute form (`http://host:port/path`), '' when it has none to parse; undefined for the usual origin form (`/path`). */
+function absoluteAuthority(target: string): string | undefined {
+  if (target.startsWith('/') || target === '*') return undefined;
+  try {
+    return new URL(target).host;
+  } catch {
+    return '';
+  }
 }

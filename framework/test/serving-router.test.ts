@@ -6,7 +6,7 @@
  */
 import { gzipSync } from 'node:zlib';
 import OpenAI from 'openai';
-import { requestWithHost } from '../../lib/testing/host-header.js';
+import { rawRequest, requestWithHost } from '../../lib/testing/host-header.js';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { freePort } from '../../bench/lib/free-port.js';
@@ -254,11 +254,35 @@ test('safe by default: another HTTP host needs an API key or --http_insecure; wi
   assert.is(((await denied.json()) as { error: { code: string } }).error.code, 'invalid_api_key');
   assert.is((await fetch(`${url}/v1/models`)).status, 401);
   assert.is((await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer sesame' } })).status, 200);
-  assert.is((await fetch(`${url}/health`)).status, 200, '/health stays open');
+  // The route decides, not the spelling of the URL: a percent-encoded path and a target in absolute form reach /v1 too.
+  const body = JSON.stringify({ model: 'tiny', messages: MESSAGES, max_tokens: 2 });
+  const head = (target: string, auth = ''): string => `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`;
+  for (const target of ['/%761/chat/completions', '/v%31/chat/completions', `http://127.0.0.1:${port}/v1/chat/completions`, '/no/such/route']) {
+    const sneaked = await rawRequest(port, head(target), body);
+    assert.is(sneaked.status, 401, `${target}: ${sneaked.text}`);
+    assert.match(sneaked.text, 'invalid_api_key');
+  }
+  assert.is((await rawRequest(port, head('/%761/chat/completions', 'Authorization: Bearer sesame\r\n'), body)).status, 200);
+  // /health stays open to probes, but says where and how loaded the workers are only to a client with the key.
+  const probe = await fetch(`${url}/health`);
+  assert.is(probe.status, 200, '/health stays open');
+  const open = (await probe.json()) as { workers: Array<Record<string, unknown>> };
+  assert.ok(open.workers.length > 0 && open.workers.every((w) => Object.keys(w).join() === 'node_id'), JSON.stringify(open));
+  const full = (await (await fetch(`${url}/health`, { headers: { authorization: 'Bearer sesame' } })).json()) as { workers: Array<{ addr?: string }> };
+  assert.ok(full.workers.every((w) => typeof w.addr === 'string'), JSON.stringify(full));
   // A loopback API without a key answers only requests for a loopback name: a page re-pointing its own name (DNS rebinding) sends that name.
   const rebound = await requestWithHost(`${base}/v1/chat/completions`, 'evil.example', 'POST', { model: 'tiny', messages: MESSAGES, max_tokens: 2 });
   assert.equal([rebound.status, rebound.body.error.code], [403, 'forbidden_host']);
   assert.is((await requestWithHost(`${base}/v1/models`, `localhost:${new URL(base).port}`)).status, 200);
+  // The host a request names is also the authority of a target in absolute form; two Host headers are refused.
+  const basePort = Number(new URL(base).port);
+  const absolute = await rawRequest(basePort, `GET http://evil.example/v1/models HTTP/1.1\r\nHost: 127.0.0.1:${basePort}\r\nConnection: close\r\n\r\n`);
+  assert.is(absolute.status, 403, absolute.text);
+  assert.match(absolute.text, 'forbidden_host');
+  assert.is((await rawRequest(basePort, `GET http://localhost:${basePort}/v1/models HTTP/1.1\r\nHost: 127.0.0.1:${basePort}\r\nConnection: close\r\n\r\n`)).status, 200);
+  const twice = await rawRequest(basePort, `GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:${basePort}\r\nHost: evil.example\r\nConnection: close\r\n\r\n`);
+  assert.is(twice.status, 400, twice.text);
+  assert.match(twice.text, '2 Host headers');
   // With a key the name does not matter (a page cannot send the key), so a reverse proxy's Host passes.
   assert.is((await requestWithHost(`${url}/v1/models`, 'models.example', 'GET', undefined, { authorization: 'Bearer sesame' })).status, 200);
   keyed.proc.kill('SIGKILL');

@@ -1,5 +1,6 @@
-/** Requests with a Host header of the test's choosing (fetch always sends the URL's own): how a DNS-rebound page looks to a server. */
+/** Requests with a Host header of the test's choosing (fetch always sends the URL's own): how a DNS-rebound page looks to a server; and requests shaped by hand. */
 import { request } from 'node:http';
+import { connect } from 'node:net';
 
 export interface HostAnswer {
   status: number;
@@ -17,5 +18,22 @@ export function requestWithHost(url: string, host: string, method = 'GET', body?
     });
     req.on('error', reject);
     req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+/**
+ * Sends `head` (a request's text up to its blank line, CRLFs included) and `body` over a fresh
+ * connection to 127.0.0.1:`port`, as no HTTP client would shape them (a target in absolute form,
+ * two Host headers, a percent-encoded path); the status and the text of the answer (its head and
+ * body as they came), read until the server closes the connection (ask it to, with `Connection: close`).
+ */
+export function rawRequest(port: number, head: string, body = ''): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    // Written, not ended: a half-closed connection is a client that left, to a server.
+    const socket = connect(port, '127.0.0.1', () => socket.write(head + body));
+    let text = '';
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+    socket.on('error', reject);
+    socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1] ?? 0), text }));
   });
 }

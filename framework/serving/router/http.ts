@@ -144,12 +144,17 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   app.setNotFoundHandler((req, reply) => {
     void reply.code(404).send(errorBody(`Unknown request URL: ${req.method} ${req.url.split('?')[0]}.`, 'invalid_request_error', 'unknown_url'));
   });
+  // With a key, every request needs it but the health probe's (which then says less). The route a
+  // request reached decides, not how its URL is spelled: `/%761/...` and `http://host/v1/...` reach
+  // the /v1 routes too. A URL that reaches no route needs it as well, so the API's shape is not shown.
+  const authorized = (req: FastifyRequest): boolean => {
+    if (options.apiKey === undefined) return true;
+    const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    return secretEquals(given, options.apiKey);
+  };
   if (options.apiKey !== undefined) {
-    const expected = options.apiKey;
     app.addHook('onRequest', async (req) => {
-      if (!req.url.startsWith('/v1/')) return;
-      const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
-      if (!secretEquals(given, expected)) throw new ApiError(401, errorBody('Incorrect or missing API key.', 'invalid_request_error', 'invalid_api_key'));
+      if (req.routeOptions.url !== '/health' && !authorized(req)) throw new ApiError(401, errorBody('Incorrect or missing API key.', 'invalid_request_error', 'invalid_api_key'));
     });
   }
 
@@ -160,10 +165,12 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     object: 'list',
     data: [{ id: options.modelName, object: 'model', created: started, owned_by: 'actorctl' }],
   }));
-  app.get('/health', { schema: { response: { 200: Health, 503: Health } } }, async (_req, reply) => {
+  app.get('/health', { schema: { response: { 200: Health, 503: Health } } }, async (req, reply) => {
+    // Without the key (when there is one), the workers' addresses and loads are not shown.
+    const detailed = authorized(req);
     const workers = options.pool.alive().map((w) => {
-      const report = options.pool.fresh(w);
-      return { node_id: w.nodeId, addr: w.addr, ...(report ? { active: report.active, queued: report.queued, tokens_per_s: report.tokens_per_s } : {}) };
+      const report = detailed ? options.pool.fresh(w) : undefined;
+      return { node_id: w.nodeId, ...(detailed ? { addr: w.addr } : {}), ...(report ? { active: report.active, queued: report.queued, tokens_per_s: report.tokens_per_s } : {}) };
     });
     const body: Health = { status: workers.length ? 'ok' : 'unavailable', model: options.modelName, workers };
     return reply.code(workers.length ? 200 : 503).send(body);

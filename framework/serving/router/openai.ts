@@ -138,7 +138,8 @@ export const Health = Type.Object({
   workers: Type.Array(
     Type.Object({
       node_id: Type.String(),
-      addr: Type.String(),
+      /** Absent, with the loads, for a request without the API key when the Router has one. */
+      addr: Type.Optional(Type.String()),
       /** Absent while the Router has no fresh load report of the worker. */
       active: Type.Optional(Type.Integer()),
       queued: Type.Optional(Type.Integer()),
