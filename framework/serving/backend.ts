@@ -32,6 +32,24 @@ export interface Prompt {
   continues: boolean;
 }
 
+/**
+ * A prompt found too long for the context before it was tokenized whole: it takes more than
+ * `tokens` tokens, and a sequence holds `contextSize`.
+ */
+export class PromptTooLong extends Error {
+  constructor(
+    readonly tokens: number,
+    readonly contextSize: number,
+  ) {
+    super(`the prompt is more than ${tokens} tokens; a sequence of this worker holds ${contextSize}, prompt and reply together`);
+  }
+}
+
+/** Characters of a long prompt tokenized at a time while it is measured (`measure`). */
+const MEASURE_PIECE_CHARS = 8 * 1024;
+/** Tokens a piece may count beyond what the same text counts whole: its own leading space, and tokens split at its edges. */
+const PIECE_EDGE_TOKENS = 8;
+
 /** GGUF keys without which the native library aborts the process (instead of throwing) or cannot run the model. */
 const REQUIRED_ARCH_KEYS = ['context_length', 'embedding_length', 'block_count', 'feed_forward_length', 'attention.head_count'];
 const REQUIRED_KEYS = ['general.architecture', 'tokenizer.ggml.model', 'tokenizer.ggml.tokens'];
@@ -113,8 +131,13 @@ export class LoadedModel {
     return this.context.getSequence();
   }
 
-  /** The request as tokens: a chat through the chat template, a prompt as it is (after the BOS token when the model wants one). */
+  /**
+   * The request as tokens: a chat through the chat template, a prompt as it is (after the BOS token
+   * when the model wants one). A text that cannot leave a sequence room for a reply is refused
+   * (PromptTooLong) before it is tokenized whole: see `measure`.
+   */
   prompt(request: GenerateRequest): Prompt {
+    this.measure(request.messages ? request.messages.map((m) => m.content) : [request.prompt ?? '']);
     const stopStrings = [...(request.stop ?? [])];
     const stopTokens = new Set<Token>();
     if (request.messages) {
@@ -132,6 +155,35 @@ export class LoadedModel {
     const bos = this.model.tokens.bos;
     const tokens = [...(bos !== null && this.model.tokens.shouldPrependBosToken ? [bos] : []), ...this.model.tokenize(request.prompt ?? '')];
     return { tokens, stopStrings, stopTokens, continues: true };
+  }
+
+  /**
+   * Throws PromptTooLong when `texts` together certainly take the whole context, found by tokenizing
+   * them a piece at a time and stopping there. llama.cpp's tokenizer takes time that grows with the
+   * square of a run of bytes its vocabulary lacks (byte fallback: CJK, emoji, accents in a small
+   * vocabulary); tokenized whole, a 300 KB prompt held a worker's thread for a minute, deaf to the
+   * cluster's probes, which took it for dead. In pieces, a long text costs time in proportion to its
+   * length, and a text over the limit only up to the piece that shows it. Each piece may count a few
+   * tokens more than the whole text would (PIECE_EDGE_TOKENS), so a prompt that fits is never refused
+   * here; the exact count, of the text that passes, is the runner's to check.
+   */
+  private measure(texts: readonly string[]): void {
+    // A short text is cheap to tokenize whole, and the runner counts it exactly.
+    if (texts.reduce((n, text) => n + text.length, 0) <= MEASURE_PIECE_CHARS) return;
+    const limit = this.contextSize - 1;
+    let tokens = 0;
+    let pieces = 0;
+    for (const text of texts) {
+      for (let at = 0; at < text.length; ) {
+        let end = Math.min(text.length, at + MEASURE_PIECE_CHARS);
+        // Never between the two halves of a surrogate pair.
+        if (end < text.length && /[\uD800-\uDBFF]/.test(text[end - 1]!)) end--;
+        tokens += this.model.tokenize(text.slice(at, end)).length;
+        pieces++;
+        at = end;
+        if (tokens - pieces * PIECE_EDGE_TOKENS > limit) throw new PromptTooLong(tokens - pieces * PIECE_EDGE_TOKENS, this.contextSize);
+      }
+    }
   }
 
   isEndOfText(token: Token): boolean {

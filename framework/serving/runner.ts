@@ -19,7 +19,7 @@
  */
 import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import { Value } from '@sinclair/typebox/value';
-import { LoadedModel, type ModelConfig, type Prompt } from './backend.js';
+import { LoadedModel, PromptTooLong, type ModelConfig, type Prompt } from './backend.js';
 import { GenerateRequest, type FinishReason, type GenerateChunk, type LoadReport } from './contract.js';
 
 export interface RunnerOptions extends ModelConfig {
@@ -361,6 +361,7 @@ export class ModelRunner {
     try {
       prompt = this.model.prompt(request);
     } catch (error) {
+      if (error instanceof PromptTooLong) return yield { type: 'error', code: 'context_length_exceeded', message: error.message, param: request.messages ? 'messages' : 'prompt' };
       return yield { type: 'error', code: 'invalid_request', message: `cannot apply the chat template: ${(error as Error).message}` };
     }
     if (prompt.tokens.length === 0) return yield { type: 'error', code: 'invalid_request', message: 'the prompt is empty', param: 'prompt' };

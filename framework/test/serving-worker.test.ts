@@ -129,6 +129,35 @@ test('max_new_tokens caps every request; the context has room for prompt and rep
   assert.equal(tooLong.last.type === 'error' && tooLong.last.code, 'context_length_exceeded');
 });
 
+test('a long prompt is measured in pieces: one far past the context is refused at once, whatever its text; one that just fits is served', async () => {
+  // Text the tiny model's vocabulary lacks is tokenized byte by byte, in time that grows with the
+  // square of its length when tokenized whole: this one held a worker (and its membership) for a minute.
+  const started = Date.now();
+  const cjk = await generate(engine, { prompt: '日'.repeat(100_000), max_tokens: 1 });
+  const manyMessages = await generate(engine, { messages: Array.from({ length: 200 }, () => ({ role: 'user', content: '🚀'.repeat(1000) })), max_tokens: 1 });
+  const elapsed = Date.now() - started;
+  for (const refused of [cjk, manyMessages]) {
+    assert.equal(refused.chunks.length, 1);
+    assert.ok(refused.last.type === 'error' && refused.last.code === 'context_length_exceeded', JSON.stringify(refused.last));
+    assert.match(refused.last.type === 'error' ? refused.last.message : '', /the prompt is more than \d+ tokens; a sequence of this worker holds 2048/);
+  }
+  assert.ok(elapsed < 10_000, `refused after ${elapsed} ms`);
+
+  // Exactly one token of room, in a text longer than a piece: the pieces' count does not refuse it.
+  const promptTokens = async (k: number): Promise<number> => {
+    const { last } = await generate(engine, { prompt: 'harbor '.repeat(k), max_tokens: 1, ...GREEDY });
+    return last.type === 'end' ? last.usage.prompt_tokens : NaN;
+  };
+  const [t100, t200] = [await promptTokens(100), await promptTokens(200)];
+  const perWord = (t200 - t100) / 100;
+  const k = (2047 - (t100 - 100 * perWord)) / perWord;
+  assert.ok(Number.isInteger(k) && 'harbor '.repeat(k).length > 8192, `${t100} and ${t200} tokens: no whole number of words fills the context exactly`);
+  const { last } = await generate(engine, { prompt: 'harbor '.repeat(k), max_tokens: 10, ...GREEDY });
+  assert.equal(last.type === 'end' && [last.usage.prompt_tokens, last.usage.completion_tokens, last.finish_reason], [2047, 1, 'length']);
+  const over = await generate(engine, { prompt: 'harbor '.repeat(k + 1), max_tokens: 1 });
+  assert.equal(over.last.type === 'error' && over.last.code, 'context_length_exceeded');
+});
+
 test('bad requests get one error chunk naming the field', async () => {
   const cases: Array<[unknown, string]> = [
     [{}, 'give either messages or prompt'],
