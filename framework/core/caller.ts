@@ -170,7 +170,7 @@ export class Caller {
       return;
     }
     this.hot.calls.remote.stream();
-    yield* this.channels.stream(target.addr, target.path, callJson(method, args), timeoutMs, options.signal);
+    yield* this.channels.stream(target.addr, target.path, callJson(method, args), timeoutMs, options.signal, options.queue);
   }
 
   /** Channels never end on their own: closing them lets the sessions close gracefully. */

@@ -207,7 +207,8 @@ interface IncomingStream {
   /** Why reading stops before the items run out: cancelled, timed out, the channel broke. */
   failure: ActorError | undefined;
   wake: (() => void) | undefined;
-  timer: NodeJS.Timeout;
+  /** The call's timeout, until its stream starts. */
+  timer: NodeJS.Timeout | undefined;
   /** Bytes of value items received and not yet given back as CREDIT. */
   unacknowledged: number;
   /** Bytes of value items read since the last CREDIT. */
@@ -292,10 +293,10 @@ class ClientChannel {
 
   /**
    * A stream call: its items as they come. The timeout bounds the wait for the stream to start
-   * (a free stream slot included), not its length; the signal, or leaving the loop before the end,
-   * sends CANCEL.
+   * (a free stream slot included, unless `queue`: then only the signal ends that wait), not its
+   * length; the signal, or leaving the loop before the end, sends CANCEL.
    */
-  async *streamCall(target: string, json: string, timeoutMs: number, signal: AbortSignal | undefined): AsyncGenerator<unknown> {
+  async *streamCall(target: string, json: string, timeoutMs: number, signal: AbortSignal | undefined, queue = false): AsyncGenerator<unknown> {
     if (signal?.aborted) throw new ActorError('cancelled', `stream from ${this.addr}${target} cancelled`);
     const id = this.takeId();
     const fail = (error: ActorError): void => {
@@ -310,10 +311,14 @@ class ClientChannel {
       items: [],
       failure: undefined,
       wake: undefined,
-      timer: setTimeout(() => fail(new ActorError('timeout', `${this.addr}${target} did not start its stream within ${timeoutMs} ms`)), timeoutMs),
+      timer: undefined,
       unacknowledged: 0,
       read: 0,
     };
+    const startTimer = (): void => {
+      s.timer = setTimeout(() => fail(new ActorError('timeout', `${this.addr}${target} did not start its stream within ${timeoutMs} ms`)), timeoutMs);
+    };
+    if (!queue) startTimer();
     const onAbort = (): void => fail(new ActorError('cancelled', `stream from ${this.addr}${target} cancelled`));
     signal?.addEventListener('abort', onAbort, { once: true });
     let holdsSlot = false;
@@ -322,6 +327,7 @@ class ClientChannel {
       else if (!(await this.streamSlot(s))) throw s.failure ?? new ActorError('unreachable', `${this.addr}: the call channel closed while the stream waited to start`);
       holdsSlot = true;
       if (s.failure) throw s.failure;
+      if (queue) startTimer();
       this.streams.set(id, s);
       this.writer.write(encodeCall(id, 'stream', target, json));
       for (;;) {
@@ -471,9 +477,9 @@ export class ChannelPool {
   }
 
   /** A streamed reply over the channel to `addr` (see ClientChannel.streamCall). */
-  async *stream(addr: string, target: string, json: string, timeoutMs: number, signal?: AbortSignal): AsyncGenerator<unknown> {
+  async *stream(addr: string, target: string, json: string, timeoutMs: number, signal?: AbortSignal, queue = false): AsyncGenerator<unknown> {
     this.transport.assertReachable(addr);
-    yield* this.channel(addr).streamCall(target, json, timeoutMs, signal);
+    yield* this.channel(addr).streamCall(target, json, timeoutMs, signal, queue);
   }
 
   private channel(addr: string): ClientChannel {

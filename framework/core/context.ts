@@ -27,6 +27,13 @@ export interface SpawnOptions {
 export interface CallOptions {
   timeoutMs?: number;
   signal?: AbortSignal;
+  /**
+   * A stream call beyond the caller's `limits.max_streams` to one peer waits for a free slot, and
+   * by default that wait counts against `timeoutMs`. With `queue`, only the signal ends it, and
+   * `timeoutMs` bounds the wait for the stream to start once sent: a queue in front of a busy
+   * peer (the serving Router's requests to a worker), not a sign that the peer is stuck.
+   */
+  queue?: boolean;
 }
 
 /** A handle to call one actor, or any Alive instance of a named actor. */

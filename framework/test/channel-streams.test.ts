@@ -159,7 +159,7 @@ test(`a channel runs ${MAX_STREAMS} stream calls at once; one more is refused as
   assert.is(n, 5);
 });
 
-test('a caller sends as many stream calls to a peer as its own limits.max_streams; more wait their turn (or time out, or are aborted, waiting)', async () => {
+test('a caller sends as many stream calls to a peer as its own limits.max_streams; more wait their turn (or time out, or are aborted, waiting; queued, they wait past the timeout)', async () => {
   const small = await ActorSystem.start({ seeds: [node.addr], timers: FAST_CLIENT_TIMERS, limits: { maxStreams: 2 }, log: () => {} });
   try {
     await waitFor('the producer to be known', () => small.instances('producer').length === 1);
@@ -168,6 +168,17 @@ test('a caller sends as many stream calls to a peer as its own limits.max_stream
     for (const s of open) assert.ok(!(await s.next()).done);
     const timedOut = await ref.stream('items', [1, 8], { timeoutMs: 200 })[Symbol.asyncIterator]().next().catch((e: unknown) => e);
     assert.is((timedOut as ActorError).code, 'timeout', 'the third waited for a slot until its timeout');
+    // Queued, the wait for a slot is not held against the timeout: it starts once a slot is free.
+    const queued = (async () => {
+      let n = 0;
+      for await (const _ of ref.stream('items', [2, 8], { timeoutMs: 200, queue: true })) n++;
+      return n;
+    })();
+    await new Promise((r) => setTimeout(r, 400));
+    await open[0]!.return?.(undefined);
+    assert.is(await queued, 2, 'the queued stream outwaited its timeout for a slot, then ran');
+    open[0] = ref.stream('items', [-1, 8])[Symbol.asyncIterator]();
+    assert.ok(!(await open[0].next()).done);
     const controller = new AbortController();
     const aborted = ref.stream('items', [1, 8], { signal: controller.signal })[Symbol.asyncIterator]().next().catch((e: unknown) => e);
     const waiting = (async () => {

@@ -13,7 +13,8 @@ import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
 import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, type ApiRequest } from './openai.js';
-import { NoWorkerError, type OpenedRequest, type WorkerPool } from './pool.js';
+import { isActorError } from '../../core/errors.js';
+import { NoWorkerError, callFailure, type OpenedRequest, type WorkerPool } from './pool.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
@@ -59,7 +60,7 @@ function workerError(chunk: Extract<GenerateChunk, { type: 'error' }>): ApiError
 }
 
 function unavailable(error: NoWorkerError): ApiError {
-  return new ApiError(503, errorBody(error.message, 'server_error', error.overloaded ? 'overloaded' : 'no_worker'));
+  return new ApiError(error.reason === 'worker_timeout' ? 504 : 503, errorBody(error.message, 'server_error', error.reason));
 }
 
 /** `/messages/0/content` -> `messages[0].content`. */
@@ -227,7 +228,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
           if (chunk.type === 'end') return shape.complete(text, chunk.finish_reason, chunk.usage);
           throw workerError(chunk);
         }
-        throw new Error(`worker on ${opened.worker} ended the stream without an end chunk`);
+        throw new Error('the stream ended without an end chunk');
       } catch (error) {
         if (error instanceof ApiError || signal.aborted || attempt >= COLLECT_ATTEMPTS) throw error instanceof ApiError ? error : new ApiError(502, workerFailed(opened, error));
         opened.failed(error);
@@ -304,5 +305,6 @@ class EventStream {
 }
 
 function workerFailed(opened: OpenedRequest, error: unknown): ErrorBody {
-  return errorBody(`The worker on ${opened.worker} failed during generation: ${(error as Error).message}`, 'server_error', 'worker_failed');
+  const what = isActorError(error) ? `it ${callFailure(error)}` : (error as Error).message;
+  return errorBody(`The worker ${opened.worker} failed during generation: ${what}`, 'server_error', 'worker_failed');
 }

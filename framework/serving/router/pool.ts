@@ -9,7 +9,13 @@
  *   report comes from it again, so later requests go elsewhere before membership has noticed; it
  *   is still tried when no other worker is left.
  * - `open` sends a request and waits for its first chunk, trying the next worker when a worker
- *   cannot be reached or is overloaded: nothing has reached the client yet, so it is safe.
+ *   cannot be reached or is overloaded: nothing has reached the client yet, so it is safe. A worker
+ *   that was reached but did not start the reply in time is not replaced: the request itself may be
+ *   what holds it, and would then hold the next worker too. Requests past the stream calls one
+ *   channel carries (`limits.max_streams`) wait in the Router for a slot, as long as their client
+ *   waits; the time limit starts when a request is sent.
+ * - Messages name workers by node id (as /health and `actorctl inspect` do), never by address:
+ *   they reach API clients.
  * - `release` lets a request's stream go: one left before its end (the client went) is cancelled,
  *   and its worker stops generating.
  */
@@ -40,6 +46,7 @@ interface WorkerState {
 
 /** A request a worker took: its first chunk, the rest, and how to tell the pool if the worker then fails. */
 export interface OpenedRequest {
+  /** The worker's node id. */
   worker: string;
   first: GenerateChunk;
   rest: AsyncIterator<GenerateChunk>;
@@ -49,14 +56,26 @@ export interface OpenedRequest {
   release(): void;
 }
 
-/** No worker took the request: none is alive, or every one tried failed or was overloaded. */
+/** Why no worker took a request: none is alive (or could be reached), all tried were overloaded, or one did not start in time. */
+export type NoWorkerReason = 'no_worker' | 'overloaded' | 'worker_timeout';
+
+/** No worker took the request. */
 export class NoWorkerError extends Error {
   constructor(
     message: string,
-    readonly overloaded: boolean,
+    readonly reason: NoWorkerReason,
   ) {
     super(message);
   }
+}
+
+/** What a failed call to a worker says to an API client: what happened, without the addresses the actor system's messages hold. */
+export function callFailure(error: unknown): string {
+  const code = isActorError(error) ? error.code : '';
+  if (code === 'unreachable') return 'could not be reached';
+  if (code === 'timeout') return `did not start the reply within ${OPEN_TIMEOUT_MS / 1000} s`;
+  if (code === 'not-found' || code === 'stopped') return 'is no longer running';
+  return 'failed';
 }
 
 export class WorkerPool {
@@ -143,7 +162,7 @@ export class WorkerPool {
       if (!worker) break;
       tried.add(worker.nodeId);
       worker.sent++;
-      const rest = worker.handle.stream<GenerateChunk>('generateStream', [request], { signal, timeoutMs: OPEN_TIMEOUT_MS })[Symbol.asyncIterator]();
+      const rest = worker.handle.stream<GenerateChunk>('generateStream', [request], { signal, timeoutMs: OPEN_TIMEOUT_MS, queue: true })[Symbol.asyncIterator]();
       const release = (): void => void rest.return?.();
       let first: IteratorResult<GenerateChunk>;
       try {
@@ -151,23 +170,24 @@ export class WorkerPool {
       } catch (error) {
         if (signal.aborted) throw error;
         this.setAside(worker, error);
-        lastError = `worker on ${worker.addr}: ${(error as Error).message}`;
+        lastError = `worker ${worker.nodeId} ${callFailure(error)}`;
+        if (isActorError(error) && error.code === 'timeout') throw new NoWorkerError(lastError, 'worker_timeout');
         continue;
       }
       if (first.done) {
-        lastError = `worker on ${worker.addr} ended the stream without a chunk`;
+        lastError = `worker ${worker.nodeId} ended the stream without a chunk`;
         continue;
       }
       if (first.value.type === 'error' && first.value.code === 'overloaded') {
         release();
         overloaded = true;
-        lastError = `worker on ${worker.addr}: ${first.value.message}`;
+        lastError = `worker ${worker.nodeId}: ${first.value.message}`;
         continue;
       }
-      return { worker: worker.addr, first: first.value, rest, failed: (error) => this.setAside(worker, error), release };
+      return { worker: worker.nodeId, first: first.value, rest, failed: (error) => this.setAside(worker, error), release };
     }
-    if (!tried.size) throw new NoWorkerError(`no worker '${this.workerName}' is alive`, false);
-    throw new NoWorkerError(`no worker could take the request (${tried.size} tried; last: ${lastError})`, overloaded);
+    if (!tried.size) throw new NoWorkerError(`no worker '${this.workerName}' is alive`, 'no_worker');
+    throw new NoWorkerError(`no worker could take the request (${tried.size} tried; last: ${lastError})`, overloaded ? 'overloaded' : 'no_worker');
   }
 
   private setAside(worker: WorkerState, error: unknown): void {
