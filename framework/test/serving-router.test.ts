@@ -228,6 +228,9 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
   const completion = await post('/v1/completions', { model: 'tiny', prompt: ['a', 'b'] });
   assert.is(completion.status, 400);
   assert.is(completion.json.error?.param, 'prompt');
+  // As OpenAI answers: stream_options belongs to a streamed request.
+  const unstreamed = await post('/v1/chat/completions', chat({ stream_options: { include_usage: true } }));
+  assert.equal([unstreamed.status, unstreamed.json.error?.param], [400, 'stream_options']);
   const model = await post('/v1/chat/completions', chat({ model: 'gpt-4' }));
   assert.equal([model.status, model.json.error?.code, model.json.error?.param], [404, 'model_not_found', 'model']);
   const tooLong = await post('/v1/chat/completions', chat({ messages: [{ role: 'user', content: 'the harbor is quiet '.repeat(600) }] }));

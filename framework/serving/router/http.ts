@@ -183,6 +183,9 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     if (body.model !== options.modelName) {
       throw new ApiError(404, errorBody(`The model '${body.model}' does not exist: this router serves '${options.modelName}'.`, 'invalid_request_error', 'model_not_found', 'model'));
     }
+    if (body.stream_options != null && body.stream !== true) {
+      throw new ApiError(400, errorBody("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'invalid_request_error', 'invalid_value', 'stream_options'));
+    }
     const request = generateRequest(body);
     const includeUsage = body.stream === true && body.stream_options?.include_usage === true;
     const shape = new ResponseShape(chat, options.modelName, includeUsage);
