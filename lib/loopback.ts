@@ -39,3 +39,17 @@ export function isLoopbackHostHeader(header: string | undefined): boolean {
   if (!m) return false;
   return isLoopbackHost(m[1] ?? m[2] ?? '');
 }
+
+/**
+ * Whether a request's Origin header is a page served from this machine: http(s) on a loopback
+ * address or `localhost`, any port. `null` (a sandboxed or file: page) and anything unparsable are not.
+ */
+export function isLoopbackOrigin(origin: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return false;
+  }
+  return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHost(url.hostname.replace(/^\[(.*)\]$/, '$1'));
+}

@@ -11,3 +11,11 @@ const USER_INFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#"'`<>@]*(?:@[^\s/?#"'`<>@]*)
 export function redactUserInfo(text: string): string {
   return text.includes('@') ? text.replace(USER_INFO, '$1***@') : text;
 }
+
+// Query parameters that carry credentials by name (Gemini's `key`, `api_key`, `access_token`, signed URLs' `sig`).
+const QUERY_CREDENTIAL = /([?&][^=&#]*(?:key|token|secret|password|auth|sig)[^=&#]*=)[^&#]*/gi;
+
+/** A request target with the values of its credential-looking query parameters shown as `***`. */
+export function redactQueryCredentials(target: string): string {
+  return target.includes('?') ? target.replace(QUERY_CREDENTIAL, '$1***') : target;
+}

@@ -8,7 +8,7 @@ import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import type { Logger } from '../../../lib/log.js';
 import type { Gateway } from '../gateway/gateway.js';
 import type { CaptureConfig } from './config.js';
-import { CaptureProxy, scrubber } from './proxy.js';
+import { CaptureProxy } from './proxy.js';
 import { CaptureState } from './state.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
 
@@ -24,13 +24,12 @@ export interface Capture {
   config: CaptureConfig;
   proxy: FastifyInstance;
   admin: FastifyInstance;
-  /** After the apps are closed: records what the ended calls left, saves the session index. */
+  /** After the apps are closed: cuts and records the calls still under way, records what the ended calls left, saves the session index. */
   close(): Promise<void>;
 }
 
 export function startCapture(config: CaptureConfig, gateway: Gateway, options: CaptureOptions): Capture {
-  const scrub = scrubber(config.routes.flatMap((r) => (r.apiKey === undefined ? [] : [r.apiKey])));
-  const state = new CaptureState(gateway.dir, { debug: options.debug || config.debug, markdown: options.streamMarkdown, log: options.log, scrub });
+  const state = new CaptureState(gateway.dir, { debug: options.debug || config.debug, markdown: options.streamMarkdown, log: options.log });
   const proxy = new CaptureProxy(config, gateway, state, options.log);
   const startedAt = new Date();
   const admin = Fastify({ logger: false, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
@@ -46,6 +45,7 @@ export function startCapture(config: CaptureConfig, gateway: Gateway, options: C
     agent_id: config.agentId,
     session_header: config.sessionHeader,
     capture_level: config.captureLevel,
+    upstream_timeout_s: config.upstreamTimeoutMs / 1000,
     stream_markdown: options.streamMarkdown,
     debug: options.debug || config.debug,
     routes: config.routes.map((r) => ({

@@ -12,6 +12,7 @@
  *   session_header = "x-trajstore-session-id"
  *   capture_level = "dialogue"           summary | dialogue | full
  *   debug = false                        the same as --gateway-debug
+ *   upstream_timeout = 300               seconds an upstream may send nothing (before its answer's head, between its bytes)
  *
  *   [[models]]                           ordered; the first whose name matches the request's model wins
  *   name = "gpt-4o*"                     exact, prefix*, *suffix or *; unique
@@ -26,6 +27,7 @@ import { readFileSync } from 'node:fs';
 import { InvalidInputError, NotFoundError } from '../../../lib/errors.js';
 import { isPlainTable, KeyLines, parseToml } from '../../../lib/toml.js';
 import { parseListenAddress } from '../address.js';
+import { isPathSafe } from '../gateway/identity.js';
 
 export const CAPTURE_LEVELS = ['summary', 'dialogue', 'full'] as const;
 export type CaptureLevel = (typeof CAPTURE_LEVELS)[number];
@@ -37,6 +39,7 @@ export const CAPTURE_DEFAULTS = {
   agentId: 'default',
   sessionHeader: 'x-trajstore-session-id',
   captureLevel: 'dialogue' as CaptureLevel,
+  upstreamTimeoutS: 300,
 };
 
 export interface ModelRoute {
@@ -61,10 +64,12 @@ export interface CaptureConfig {
   sessionHeader: string;
   captureLevel: CaptureLevel;
   debug: boolean;
+  /** How long an upstream may send nothing, waiting for its answer's head or between its bytes. */
+  upstreamTimeoutMs: number;
   routes: ModelRoute[];
 }
 
-const TOP_KEYS = ['listen', 'admin_listen', 'agent_id', 'session_header', 'capture_level', 'debug', 'models'];
+const TOP_KEYS = ['listen', 'admin_listen', 'agent_id', 'session_header', 'capture_level', 'debug', 'upstream_timeout', 'models'];
 const ROUTE_KEYS = ['name', 'provider', 'upstream', 'upstream_anthropic', 'api_key_env', 'api_key', 'forward'];
 
 /** Whether a route name pattern matches a model. */
@@ -120,8 +125,13 @@ export function loadCaptureConfig(path: string, env: NodeJS.ProcessEnv): Capture
   const captureLevel = str('capture_level', CAPTURE_DEFAULTS.captureLevel);
   if (!(CAPTURE_LEVELS as readonly string[]).includes(captureLevel)) fail(`\`capture_level\` must be one of ${CAPTURE_LEVELS.join(', ')}`, lines.find([], 'capture_level'));
   if (doc.debug !== undefined && typeof doc.debug !== 'boolean') fail('`debug` must be true or false', lines.find([], 'debug'));
+  // The agent is a directory of the trace's storage and of the Markdown files: one segment, as the event gateway takes.
+  const agentId = str('agent_id', CAPTURE_DEFAULTS.agentId);
+  if (!isPathSafe(agentId)) fail('`agent_id` must be one path-safe segment: 1 to 200 characters, no `/` or `\\`, no control characters, not `.` or `..`, no space at either end', lines.find([], 'agent_id'));
+  const timeout = doc.upstream_timeout ?? CAPTURE_DEFAULTS.upstreamTimeoutS;
+  if (typeof timeout !== 'number' || !(timeout > 0 && timeout <= 86_400)) fail('`upstream_timeout` must be a number of seconds above 0, at most 86400', lines.find([], 'upstream_timeout'));
   const routes = parseRoutes(doc.models, routeLines(text), env, fail);
-  return { path, listen, adminListen, agentId: str('agent_id', CAPTURE_DEFAULTS.agentId), sessionHeader, captureLevel: captureLevel as CaptureLevel, debug: doc.debug === true, routes };
+  return { path, listen, adminListen, agentId, sessionHeader, captureLevel: captureLevel as CaptureLevel, debug: doc.debug === true, upstreamTimeoutMs: (timeout as number) * 1000, routes };
 }
 
 function parseRoutes(value: unknown, at: number[], env: NodeJS.ProcessEnv, fail: (message: string, line?: number, hint?: string) => never): ModelRoute[] {

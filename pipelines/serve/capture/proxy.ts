@@ -6,8 +6,13 @@
  * Forwarding (reference/capture-gateway.md):
  * - the route is the first `[[models]]` entry whose name matches the request's `model`; a
  *   `forward` route rewrites the model to its target's name and uses the target's upstream;
- * - the URL is the upstream base joined with the request's path, an overlap of whole segments
- *   taken once (`.../v1` + `/v1/chat/completions` = `.../v1/chat/completions`); the query passes;
+ * - the URL is the upstream base joined with the path the request was routed by, an overlap of
+ *   whole segments taken once (`.../v1` + `/v1/chat/completions` = `.../v1/chat/completions`); the
+ *   query passes; a target spelled any other way (a fragment, dot segments, percent-encoding, the
+ *   absolute form) is refused, so the route's credential reaches no other path of the upstream;
+ * - a request from a web page of another site (an `Origin` that is not loopback, `Sec-Fetch-Site`
+ *   cross-site or same-site) is refused, and so is a body that is not `application/json`, which a
+ *   page could send without the browser asking first (a CORS "simple" request);
  * - a compressed request body (gzip, deflate, br) is forwarded decoded, without its
  *   Content-Encoding;
  * - end-to-end headers pass; `host`, `content-length`, hop-by-hop headers, proxy credentials, the
@@ -17,7 +22,9 @@
  * - the answer (status, headers but hop-by-hop ones, body) goes back to the client as its bytes
  *   arrive, untouched; a copy is read on the side (response.ts). Redirects are returned, not
  *   followed. An upstream error is returned as it is and closes the captured call; an upstream
- *   that cannot be reached gets the client a 502.
+ *   that cannot be reached, or answers something that is not an HTTP answer (a status outside
+ *   200-599), gets the client a 502; one that sends nothing for `upstream_timeout` a 504, or its
+ *   stream ended there.
  *
  * Capture: per call an `llm.request` event when it starts and an `llm.response` (or
  * `llm.response.stream`) event when its answer ends (`http.cancel` when the client goes away
@@ -28,10 +35,13 @@
  * newest text, the system prompt, tool results, the assistant's text, reasoning and tool calls;
  * full: also the parsed request and answer bodies and their headers, credentials removed). Events
  * are appended after the call's bytes have gone to the client, never in its way. The route's and
- * the client's credentials are scrubbed from everything recorded (an upstream may echo one).
+ * the client's credentials are scrubbed from every string recorded (an upstream may echo one); the
+ * record's shape is never touched. Calls still under way when the gateway stops are cut and
+ * recorded before the event log closes.
  */
 import { randomUUID } from 'node:crypto';
-import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
@@ -46,6 +56,9 @@ import { chooseRoute, type CaptureConfig, type ModelRoute, type RouteChoice } fr
 import { AnswerReader, type Protocol } from './response.js';
 import type { CaptureState } from './state.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
+import { isLoopbackOrigin } from '../../../lib/loopback.js';
+import { redactQueryCredentials } from '../../../lib/redact.js';
+import type { Scrub } from './state.js';
 
 /** `source` of the events the capture gateway records. */
 export const CAPTURE_SOURCE = 'trajstore-capture';
@@ -82,10 +95,53 @@ export function upstreamUrl(base: URL, pathAndQuery: string): URL {
 }
 
 /** Replaces every occurrence of the secrets in a text with `***`. */
-export function scrubber(secrets: readonly string[]): (text: string) => string {
+export function scrubber(secrets: readonly string[]): Scrub {
   const list = secrets.filter((s) => s.length >= 4);
   return (text) => list.reduce((t, secret) => (t.includes(secret) ? t.split(secret).join('***') : t), text);
 }
+
+/**
+ * A JSON value with the secrets scrubbed from its strings. Keys, numbers, booleans and null stay as
+ * they are: a credential such as `true` or `role` must not change the record's shape.
+ */
+export function scrubJson(value: unknown, scrub: Scrub): unknown {
+  if (typeof value === 'string') return scrub(value);
+  if (Array.isArray(value)) return value.map((v) => scrubJson(v, scrub));
+  if (typeof value === 'object' && value !== null) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, scrubJson(v, scrub)]));
+  return value;
+}
+
+/** The protocol a request target speaks, for its error answers. */
+const protocolOf = (target: string): Protocol => (target.startsWith('/v1/messages') ? 'anthropic-messages' : 'openai-chat');
+
+/**
+ * The query (`?...`, or '') of a request target spelled exactly as the routed `path` with an
+ * optional query; undefined for any other spelling the router may have taken for it (a fragment,
+ * dot segments, percent-encoding, the absolute form), which would otherwise reach another path.
+ */
+function queryOf(target: string, path: string): string | undefined {
+  const q = target.indexOf('?');
+  const [spelled, query] = q < 0 ? [target, ''] : [target.slice(0, q), target.slice(q)];
+  return spelled === path && !query.includes('#') ? query : undefined;
+}
+
+/** A request target as logs and messages show it: no credential of its query, at most 200 characters. */
+const shownTarget = (target: string): string => redactQueryCredentials(target).slice(0, 200);
+
+/**
+ * Why a request may come from another site's page in the user's browser, or undefined. Such a page
+ * reaches loopback with its own Origin; `Sec-Fetch-Site` says so in the browsers that send it.
+ */
+function crossSite(headers: IncomingHttpHeaders): string | undefined {
+  const site = headers['sec-fetch-site'];
+  if (site === 'cross-site' || site === 'same-site') return `Sec-Fetch-Site is ${site}`;
+  const origin = headers.origin;
+  if (origin !== undefined && !isLoopbackOrigin(origin)) return `Origin ${JSON.stringify(origin.slice(0, 200))} is not a page of this machine`;
+  return undefined;
+}
+
+/** The media type of a request, lowercase, without its parameters; '' without one. */
+const mediaType = (headers: IncomingHttpHeaders): string => (headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
 
 /** Values of the client's credential headers (Bearer tokens without the scheme too), to scrub. */
 function clientSecrets(headers: IncomingHttpHeaders): string[] {
@@ -123,10 +179,13 @@ function recordedHeaders(headers: IncomingHttpHeaders): Record<string, unknown> 
   return out;
 }
 
-/** An error answer in the client's protocol (the SDKs read these shapes). */
+/** An error body in the client's protocol (the SDKs read these shapes). */
+function errorBody(protocol: Protocol, type: string, message: string): object {
+  return protocol === 'anthropic-messages' ? { type: 'error', error: { type, message } } : { error: { message, type, code: null } };
+}
+
 function apiError(reply: FastifyReply, protocol: Protocol, status: number, type: string, message: string): FastifyReply {
-  const body = protocol === 'anthropic-messages' ? { type: 'error', error: { type, message } } : { error: { message, type, code: null } };
-  return reply.code(status).header('content-type', 'application/json').send(body);
+  return reply.code(status).header('content-type', 'application/json').send(errorBody(protocol, type, message));
 }
 
 /** A header value as one path-safe segment (unsafe characters become `_`), or undefined. */
@@ -153,7 +212,7 @@ interface Call {
   stream: boolean;
   startedAt: string;
   started: number;
-  scrub: (text: string) => string;
+  scrub: Scrub;
 }
 
 export class CaptureProxy {
@@ -163,6 +222,9 @@ export class CaptureProxy {
   private readonly agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
   private readonly ownHeaders: ReadonlySet<string>;
   private readonly routeSecrets: string[];
+  /** The calls under way, each as the function that cuts it and records it so. */
+  private readonly active = new Set<(reason: string) => void>();
+  private stopping = false;
 
   constructor(
     private readonly config: CaptureConfig,
@@ -176,30 +238,50 @@ export class CaptureProxy {
 
   app(): FastifyInstance {
     const app = Fastify({ logger: false, bodyLimit: REQUEST_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+    // A client that half-closes once its request is sent (`shutdown(SHUT_WR)`) still waits for the
+    // answer; Node's server otherwise takes the half-close for a client that left. (An own property
+    // of http.Server, not among its options.)
+    (app.server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
     // Another site's page must not spend the routes' credentials through the user's browser.
-    refuseOtherHosts(app, (reply, message) => apiError(reply, reply.request.url.startsWith('/v1/messages') ? 'anthropic-messages' : 'openai-chat', 403, 'permission_error', message));
+    refuseOtherHosts(app, (reply, message) => apiError(reply, protocolOf(reply.request.url), 403, 'permission_error', message));
+    app.addHook('onRequest', async (req, reply) => {
+      const protocol = protocolOf(req.url);
+      const why = crossSite(req.headers);
+      if (why !== undefined) return apiError(reply, protocol, 403, 'permission_error', `${why}: the capture gateway answers this machine's programs, not web pages`);
+      // A browser sends any other type across sites without asking first (a CORS "simple" request).
+      if (req.method === 'POST' && mediaType(req.headers) !== 'application/json') {
+        return apiError(reply, protocol, 415, 'invalid_request_error', `the request body must be JSON sent as Content-Type: application/json, not ${JSON.stringify(mediaType(req.headers) || 'none')}`);
+      }
+      return undefined;
+    });
+    // At shutdown, calls the grace cuts are told apart from clients that left.
+    app.addHook('preClose', async () => {
+      this.stopping = true;
+    });
     app.removeAllContentTypeParsers();
     // The body is read decoded (a compressed request is forwarded uncompressed): its JSON picks the route.
     app.addContentTypeParser('*', boundedBody(REQUEST_LIMITS, (raw) => raw));
-    app.addHook('onResponse', async (req, reply) => this.log.info(`capture: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
+    app.addHook('onResponse', async (req, reply) => this.log.info(`capture: ${req.method} ${shownTarget(req.url)} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
     app.setErrorHandler((error, req, reply) => {
       const status = (error as { statusCode?: number }).statusCode;
-      const protocol: Protocol = req.url.startsWith('/v1/messages') ? 'anthropic-messages' : 'openai-chat';
+      const protocol = protocolOf(req.url);
       if (typeof status === 'number' && status >= 400 && status < 500) return apiError(reply, protocol, status, 'invalid_request_error', (error as Error).message);
-      this.log.error(`capture: ${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
+      this.log.error(`capture: ${req.method} ${shownTarget(req.url)}: ${(error as Error).stack ?? String(error)}`);
       return apiError(reply, protocol, 500, 'api_error', 'internal error of the capture gateway (see its log)');
     });
     app.setNotFoundHandler((req, reply) => apiError(reply, 'openai-chat', 404, 'invalid_request_error', `the capture gateway has no route ${req.method} ${req.url.split('?')[0]}`));
-    const chat = (req: FastifyRequest, reply: FastifyReply) => this.handle(req, reply, 'openai-chat');
-    app.post('/v1/chat/completions', chat);
-    app.post('/chat/completions', chat);
-    app.post('/v1/messages', (req, reply) => this.handle(req, reply, 'anthropic-messages'));
+    for (const path of ['/v1/chat/completions', '/chat/completions']) app.post(path, (req, reply) => this.handle(req, reply, 'openai-chat', path));
+    app.post('/v1/messages', (req, reply) => this.handle(req, reply, 'anthropic-messages', '/v1/messages'));
     app.get('/v1/models', async () => ({ object: 'list', data: this.config.routes.filter((r) => !r.name.includes('*')).map((r) => ({ id: r.name, object: 'model', created: 0, owned_by: 'trajstore-gateway' })) }));
     return app;
   }
 
-  private async handle(req: FastifyRequest, reply: FastifyReply, protocol: Protocol): Promise<FastifyReply | void> {
+  private async handle(req: FastifyRequest, reply: FastifyReply, protocol: Protocol, path: string): Promise<FastifyReply | void> {
     const started = performance.now();
+    const query = queryOf(req.url, path);
+    if (query === undefined) {
+      return apiError(reply, protocol, 400, 'invalid_request_error', `the request target must be ${path}, with a query or not, spelled as it is (no fragment, dot segments, percent-encoding or absolute form), not ${JSON.stringify(shownTarget(req.url.split('?')[0]!))}`);
+    }
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     let body: Record<string, unknown>;
     try {
@@ -230,70 +312,137 @@ export class CaptureProxy {
     };
     this.counters.calls += 1;
     this.counters.inFlight += 1;
-    const url = upstreamUrl(base, req.url);
-    const headers = forwardHeaders(req.headers, this.ownHeaders, choice.target, protocol, sent.length);
-    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
-    const upstream = send(url, { method: 'POST', headers, agent: url.protocol === 'https:' ? this.agents.https : this.agents.http });
     reply.hijack();
-    const client = reply.raw;
-    let answered = false;
-    let clientGone = false;
-    upstream.on('response', (res: IncomingMessage) => {
-      if (clientGone) {
-        // The client left while the upstream was answering: its call is recorded as cancelled already.
-        res.destroy();
+    this.forward(call, upstreamUrl(base, path + query), forwardHeaders(req.headers, this.ownHeaders, choice.target, protocol, sent.length), sent, body, reply.raw);
+    // Off the call's path: the user's text of a live Markdown session.
+    setImmediate(() => {
+      try {
+        this.state.markdown(call.scrub, call.agentId, call.sessionId, `## ${call.startedAt} user (${call.modelRequested}${choice.rewritten ? ` -> ${choice.modelSent}` : ''})`, contentTextOf(requestFacts({ http: { request_body: body } }).user));
+      } catch (error) {
+        this.log.warn(`capture: the Markdown of session ${call.sessionId}: ${call.scrub((error as Error).message)}`);
+      }
+    });
+  }
+
+  /**
+   * Sends a call upstream and its answer to the client, and records it once, however it ends: the
+   * answer ended; the upstream could not be reached, answered no valid HTTP status, left part-way
+   * or sent nothing for `upstream_timeout`; the client left; the gateway stopped. Every listener is
+   * guarded: what one throws ends the call (a 502 when the client has no answer yet), never the process.
+   */
+  private forward(call: Call, url: URL, headers: OutgoingHttpHeaders, sent: Buffer, body: Record<string, unknown>, client: ServerResponse): void {
+    const { started, protocol } = call;
+    const upstreamName = `the upstream of route ${JSON.stringify(call.choice.target.name)} (${url.origin})`;
+    const upstream = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method: 'POST', headers, agent: url.protocol === 'https:' ? this.agents.https : this.agents.http });
+    let res: IncomingMessage | undefined;
+    let headersAt = 0;
+    let firstAt: number | undefined;
+    let broken: Broken | undefined;
+    let done = false;
+    const timing = (): Record<string, number> => ({ ...(res ? { upstream_headers_ms: headersAt - started } : {}), ...(firstAt !== undefined ? { ttft_ms: firstAt - started } : {}), total_ms: performance.now() - started });
+    const finish = (end: () => Promise<Outcome>): void => {
+      if (done) return;
+      done = true;
+      this.active.delete(cut);
+      void this.record(call, sent, body, end);
+    };
+    /** Ends the call before the upstream has answered: the client gets `status` in its protocol. */
+    const fail = (status: number, type: string, message: string): void => {
+      if (done) return;
+      if (type.startsWith('upstream')) this.counters.upstreamErrors += 1;
+      this.log.warn(`capture: ${message}`);
+      finish(async () => ({ payload: { status, timing: timing(), response_bytes: 0, error: { type, message } }, kind: 'llm.response', failed: true }));
+      upstream.destroy();
+      if (client.headersSent) client.destroy();
+      else client.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(errorBody(protocol, protocol === 'anthropic-messages' ? 'api_error' : type, message)));
+    };
+    /** Ends the call the client will not see end (it left, or the gateway is stopping). */
+    const cut = (reason: string): void => {
+      finish(() => cancelled(reason, timing()));
+      upstream.destroy();
+      client.destroy();
+    };
+    const guard =
+      <A extends unknown[]>(listener: (...args: A) => void) =>
+      (...args: A): void => {
+        try {
+          listener(...args);
+        } catch (error) {
+          this.log.error(`capture: the call ${call.id}: ${call.scrub((error as Error).stack ?? String(error))}`);
+          try {
+            fail(502, 'gateway_error', 'the capture gateway failed on this call (see its log)');
+          } catch {
+            upstream.destroy();
+            client.destroy();
+          }
+        }
+      };
+    this.active.add(cut);
+
+    upstream.on('response', guard((answer: IncomingMessage) => {
+      if (done) {
+        answer.destroy();
         return;
       }
-      answered = true;
-      const headersAt = performance.now();
+      const status = answer.statusCode ?? 0;
+      // Node's parser takes 000-099: no client could read them as an answer.
+      if (status < 200 || status > 599) {
+        answer.destroy();
+        return fail(502, 'upstream_invalid', `${upstreamName} answered the invalid status ${status}`);
+      }
+      res = answer;
+      headersAt = performance.now();
       const out: OutgoingHttpHeaders = {};
-      for (const [name, value] of Object.entries(res.headers)) if (value !== undefined && (!HOP_BY_HOP.has(name) || name === 'content-length')) out[name] = value;
-      client.writeHead(res.statusCode ?? 502, out);
+      for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && (!HOP_BY_HOP.has(name) || name === 'content-length')) out[name] = value;
+      client.writeHead(status, out);
       client.flushHeaders();
-      const reader = new AnswerReader(protocol, /^text\/event-stream/i.test(String(res.headers['content-type'] ?? '')), String(res.headers['content-encoding'] ?? '').toLowerCase() || undefined);
-      let firstAt: number | undefined;
-      res.on('error', () => {}); // the upstream cut short: 'close' below records it
-      res.on('data', (chunk: Buffer) => {
+      const read = new AnswerReader(protocol, /^text\/event-stream/i.test(String(answer.headers['content-type'] ?? '')), String(answer.headers['content-encoding'] ?? '').toLowerCase() || undefined);
+      answer.on('error', () => {}); // the upstream cut short: 'close' below records it
+      answer.on('data', guard((chunk: Buffer) => {
         firstAt ??= performance.now();
         if (!client.write(chunk)) {
-          res.pause();
-          client.once('drain', () => res.resume());
+          answer.pause();
+          client.once('drain', () => answer.resume());
         }
-        reader.push(chunk);
-      });
-      let ended = false;
-      res.on('end', () => {
-        ended = true;
+        read.push(chunk);
+      }));
+      answer.on('end', guard(() => {
         client.end();
-        const timing = { upstream_headers_ms: headersAt - started, ttft_ms: (firstAt ?? performance.now()) - started, total_ms: performance.now() - started };
-        void this.record(call, sent, body, () => this.answered(call, res, reader, timing));
-      });
-      res.on('close', () => {
-        if (ended) return;
-        // The upstream went away part-way, or the client did (which destroyed the upstream request).
+        const t = timing();
+        finish(() => this.answered(call, answer, read, t));
+      }));
+      answer.on('close', guard(() => {
+        if (done) return;
+        // The upstream went away part-way, or was cut for its silence.
+        const t = timing();
+        finish(() => this.answered(call, answer, read, t, broken ?? { type: 'upstream_closed', message: 'the upstream closed the connection before the answer ended' }));
         client.destroy();
-        const timing = { upstream_headers_ms: headersAt - started, total_ms: performance.now() - started };
-        void this.record(call, sent, body, () => (clientGone ? cancelled('the client closed the connection before the answer ended', timing) : this.answered(call, res, reader, timing, 'the upstream closed the connection before the answer ended')));
-      });
-    });
-    client.on('close', () => {
-      if (client.writableFinished) return;
-      clientGone = true;
-      upstream.destroy();
-      if (!answered) void this.record(call, sent, body, () => cancelled('the client closed the connection before the upstream answered', { total_ms: performance.now() - started }));
-    });
-    upstream.on('error', (error: Error) => {
-      if (answered || clientGone) return;
-      this.counters.upstreamErrors += 1;
-      const message = `the upstream of route ${JSON.stringify(choice.target.name)} (${url.origin}) could not be reached: ${(error as NodeJS.ErrnoException).code ?? error.message}`;
+      }));
+    }));
+    // A 101 answer: Node hands over the socket here, or closes it when nobody listens.
+    upstream.on('upgrade', guard((_answer: IncomingMessage, socket: Socket) => {
+      socket.destroy();
+      fail(502, 'upstream_invalid', `${upstreamName} answered the status 101 (Switching Protocols)`);
+    }));
+    upstream.setTimeout(this.config.upstreamTimeoutMs, guard(() => {
+      if (done) return;
+      const message = `${upstreamName} sent nothing for ${this.config.upstreamTimeoutMs / 1000} s`;
+      if (!res) return fail(504, 'upstream_timeout', message);
+      broken = { type: 'upstream_timeout', message };
       this.log.warn(`capture: ${message}`);
-      const errorBody = protocol === 'anthropic-messages' ? { type: 'error', error: { type: 'api_error', message } } : { error: { message, type: 'upstream_error', code: null } };
-      client.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify(errorBody));
-      void this.record(call, sent, body, async () => ({ payload: { status: 502, timing: { total_ms: performance.now() - started }, response_bytes: 0, error: { type: 'upstream_unreachable', message } }, kind: 'llm.response', failed: true }));
-    });
+      upstream.destroy();
+    }));
+    upstream.on('error', guard((error: Error) => {
+      if (!res) fail(502, 'upstream_unreachable', `${upstreamName} could not be reached: ${(error as NodeJS.ErrnoException).code ?? error.message}`);
+    }));
+    upstream.on('close', guard(() => {
+      if (!res) fail(502, 'upstream_invalid', `${upstreamName} closed the connection without an answer`);
+    }));
+    client.on('close', guard(() => {
+      if (done || client.writableFinished) return;
+      cut(this.stopping ? 'the gateway stopped before the answer ended' : `the client closed the connection before ${res ? 'the answer ended' : 'the upstream answered'}`);
+    }));
     upstream.end(sent);
-    // Off the call's path: the user's text of a live Markdown session.
-    setImmediate(() => this.state.markdown(call.agentId, call.sessionId, `## ${call.startedAt} user (${call.modelRequested}${choice.rewritten ? ` -> ${choice.modelSent}` : ''})\n\n${contentTextOf(requestFacts({ http: { request_body: body } }).user)}\n\n`));
   }
 
   /** Records a call's two events (its request, then its end), after the fact, in the log; tracked for close(). */
@@ -307,12 +456,12 @@ export class CaptureProxy {
       const records: EventRecord[] = [
         { ...common, seq, kind: 'llm.request', timestamp: call.startedAt, payload: request },
         { ...common, seq: seq + 1, kind: outcome.kind, timestamp: new Date().toISOString(), payload: outcome.payload },
-      ].map((r) => JSON.parse(call.scrub(JSON.stringify(r))) as EventRecord);
+      ].map((r) => ({ ...r, payload: scrubJson(r.payload, call.scrub) }) as EventRecord);
       await this.gateway.append({ agentId: call.agentId, sessionId: call.sessionId, user: call.user, records, mustTake: true });
       const at = new Date().toISOString();
       this.log.info(`capture: ${call.protocol} ${call.choice.matched.name} ${call.modelRequested}${call.choice.rewritten ? ` -> ${call.choice.modelSent}` : ''} session ${call.sessionId}: ${outcome.kind} ${String(outcome.payload.status ?? '-')} ${Math.round(performance.now() - call.started)}ms`);
       this.state.called(call.agentId, call.sessionId, call.choice.modelSent, outcome.failed, at);
-      this.state.debug({ at, call_id: call.id, agent_id: call.agentId, session_id: call.sessionId, route: call.choice.matched.name, model_requested: call.modelRequested, model_sent: call.choice.modelSent, kind: outcome.kind, status: outcome.payload.status, timing: outcome.payload.timing, request_bytes: sent.length, response_bytes: outcome.payload.response_bytes }, sent, outcome.answer);
+      this.state.debug(call.scrub, { at, call_id: call.id, agent_id: call.agentId, session_id: call.sessionId, route: call.choice.matched.name, model_requested: call.modelRequested, model_sent: call.choice.modelSent, kind: outcome.kind, status: outcome.payload.status, timing: outcome.payload.timing, request_bytes: sent.length, response_bytes: outcome.payload.response_bytes }, sent, outcome.answer);
     })().catch((error: unknown) => {
       this.counters.captureFailures += 1;
       this.log.error(`capture: the call ${call.id} of session ${call.sessionId} could not be recorded: ${call.scrub((error as Error).message)}`);
@@ -352,11 +501,11 @@ export class CaptureProxy {
     return payload;
   }
 
-  private async answered(call: Call, res: IncomingMessage, reader: AnswerReader, timing: Record<string, number>, broken?: string): Promise<Outcome> {
+  private async answered(call: Call, res: IncomingMessage, reader: AnswerReader, timing: Record<string, number>, broken?: Broken): Promise<Outcome> {
     const status = res.statusCode ?? 0;
     const answer = await reader.result();
     const failed = status >= 400 || broken !== undefined;
-    if (status >= 400) this.counters.upstreamErrors += 1;
+    if (status >= 400 || broken?.type === 'upstream_timeout') this.counters.upstreamErrors += 1;
     const level = this.config.captureLevel;
     const payload: Record<string, unknown> = { status, timing, response_bytes: reader.bytes, ...(reader.truncated ? { truncated: true } : {}) };
     if (answer) {
@@ -372,20 +521,27 @@ export class CaptureProxy {
       if (level === 'full') payload.http = { status, headers: recordedHeaders(res.headers), response_body: answer, headers_redacted: true };
     }
     if (status >= 400) payload.error = { type: 'upstream_error', ...(level !== 'summary' && answer ? { body: answer.error ?? answer } : {}) };
-    if (broken !== undefined) payload.error = { type: 'upstream_closed', message: broken };
+    if (broken !== undefined) payload.error = broken;
     const text = payload.assistant_content;
     if (typeof text === 'string' || status >= 400) {
-      this.state.markdown(call.agentId, call.sessionId, `### assistant (${payload.model ?? call.choice.modelSent}, status ${status})\n\n${typeof text === 'string' ? text : JSON.stringify(payload.error)}\n\n`);
+      this.state.markdown(call.scrub, call.agentId, call.sessionId, `### assistant (${String(payload.model ?? call.choice.modelSent)}, status ${status})`, typeof text === 'string' ? text : JSON.stringify(payload.error));
     }
     return { payload, kind: reader.streamed ? 'llm.response.stream' : 'llm.response', failed, ...(answer ? { answer: Buffer.from(JSON.stringify(answer)) } : {}) };
   }
 
-  /** Waits for the recording of every call that has ended (those under way are recorded when they end). */
+  /** Cuts the calls still under way (the listener is closed: their clients are gone) and waits for the recording of every call. */
   async close(): Promise<void> {
+    for (const cut of [...this.active]) cut('the gateway stopped before the answer ended');
     while (this.writes.size > 0) await Promise.all([...this.writes]);
     this.agents.http.destroy();
     this.agents.https.destroy();
   }
+}
+
+/** Why an answer under way ended early: the upstream left, or sent nothing for too long. */
+interface Broken {
+  type: 'upstream_closed' | 'upstream_timeout';
+  message: string;
 }
 
 interface Outcome {

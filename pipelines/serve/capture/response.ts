@@ -3,8 +3,8 @@
  * the bytes themselves, untouched): a JSON body, or a server-sent event stream of OpenAI
  * chat-completion chunks or Anthropic message events, aggregated into the message it streamed
  * (text, reasoning, tool calls, usage, model, finish reason). A compressed answer is decompressed
- * for reading. Reading stops keeping bytes past MAX_KEPT_BYTES (the answer still passes through
- * whole; the capture says it was cut).
+ * for reading. Reading stops keeping bytes past MAX_KEPT_BYTES, and a stream's aggregate stops
+ * growing past as many characters (the answer still passes through whole; the capture says it was cut).
  */
 import { createBrotliDecompress, createGunzip, createInflate, type Gunzip } from 'node:zlib';
 import { jsonOrAsGiven } from '../gateway/decode.js';
@@ -36,8 +36,21 @@ class StreamAggregate {
   finish: string | undefined;
   error: unknown;
   events = 0;
+  /** Whether text, reasoning or tool arguments were dropped past MAX_KEPT_BYTES characters. */
+  truncated = false;
+  private kept = 0;
 
   constructor(private readonly protocol: Protocol) {}
+
+  /** `piece`, or '' once the aggregate holds MAX_KEPT_BYTES characters: an endless stream must not take the memory. */
+  private take(piece: string): string {
+    if (this.truncated || this.kept + piece.length > MAX_KEPT_BYTES) {
+      this.truncated = true;
+      return '';
+    }
+    this.kept += piece.length;
+    return piece;
+  }
 
   add(event: Json): void {
     this.events += 1;
@@ -54,16 +67,16 @@ class StreamAggregate {
     if (!choice) return;
     if (typeof choice.finish_reason === 'string') this.finish = choice.finish_reason;
     const delta = isObject(choice.delta) ? choice.delta : {};
-    if (typeof delta.content === 'string') this.text += delta.content;
+    if (typeof delta.content === 'string') this.text += this.take(delta.content);
     const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : '';
-    this.reasoning += reasoning;
+    this.reasoning += this.take(reasoning);
     for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObject) : []) {
       const index = typeof call.index === 'number' ? call.index : this.calls.size;
       const draft = this.calls.get(index) ?? { id: '', name: '', arguments: '' };
       if (typeof call.id === 'string') draft.id = call.id;
       const fn = isObject(call.function) ? call.function : {};
-      if (typeof fn.name === 'string') draft.name += fn.name;
-      if (typeof fn.arguments === 'string') draft.arguments += fn.arguments;
+      if (typeof fn.name === 'string') draft.name += this.take(fn.name);
+      if (typeof fn.arguments === 'string') draft.arguments += this.take(fn.arguments);
       this.calls.set(index, draft);
     }
   }
@@ -80,16 +93,16 @@ class StreamAggregate {
       case 'content_block_start': {
         const block = isObject(event.content_block) ? event.content_block : {};
         const index = typeof event.index === 'number' ? event.index : this.calls.size;
-        if (block.type === 'text' && typeof block.text === 'string') this.text += block.text;
+        if (block.type === 'text' && typeof block.text === 'string') this.text += this.take(block.text);
         if (block.type === 'tool_use') this.calls.set(index, { id: String(block.id ?? ''), name: String(block.name ?? ''), arguments: '', input: block.input });
         break;
       }
       case 'content_block_delta': {
         const delta = isObject(event.delta) ? event.delta : {};
-        if (delta.type === 'text_delta' && typeof delta.text === 'string') this.text += delta.text;
-        if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') this.reasoning += delta.thinking;
+        if (delta.type === 'text_delta' && typeof delta.text === 'string') this.text += this.take(delta.text);
+        if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') this.reasoning += this.take(delta.thinking);
         const draft = typeof event.index === 'number' ? this.calls.get(event.index) : undefined;
-        if (delta.type === 'input_json_delta' && draft && typeof delta.partial_json === 'string') draft.arguments += delta.partial_json;
+        if (delta.type === 'input_json_delta' && draft && typeof delta.partial_json === 'string') draft.arguments += this.take(delta.partial_json);
         break;
       }
       case 'message_delta': {
@@ -126,12 +139,23 @@ class StreamAggregate {
 /** A tool's streamed JSON arguments as an object; the text as it came when it is not JSON. */
 const parseArguments = (text: string, fallback: unknown): unknown => (text === '' ? (fallback ?? {}) : jsonOrAsGiven(text));
 
+/** The blank line that ends a server-sent event. */
+const EVENT_END = /\r?\n\r?\n/;
+const EVENT_ENDS = new RegExp(EVENT_END.source, 'g');
+
 /** Reads a copy of an answer's bytes as they pass; `result` once it has ended. */
 export class AnswerReader {
   private readonly decoder = new TextDecoder();
   private readonly chunks: Buffer[] = [];
   private kept = 0;
-  private pending = '';
+  /**
+   * The text of the event under way, in the pieces it came in: each piece is searched once for the
+   * blank line that ends it, and joined only then, so an event that never ends costs linear time.
+   */
+  private pending: string[] = [];
+  private pendingLength = 0;
+  /** The last characters of `pending`: a blank line may start in them and end in the next piece. */
+  private pendingTail = '';
   private inflate: Gunzip | undefined;
   private inflated: Promise<void> = Promise.resolve();
   readonly aggregate: StreamAggregate;
@@ -176,16 +200,37 @@ export class AnswerReader {
       this.kept += chunk.length;
       return;
     }
-    this.pending += this.decoder.decode(chunk, { stream: true });
-    for (let end = this.pending.search(/\r?\n\r?\n/); end >= 0; end = this.pending.search(/\r?\n\r?\n/)) {
-      const block = this.pending.slice(0, end);
-      this.pending = this.pending.slice(end).replace(/^\r?\n\r?\n/, '');
-      this.event(block);
-    }
-    if (this.pending.length > MAX_KEPT_BYTES) {
+    const text = this.decoder.decode(chunk, { stream: true });
+    if (EVENT_END.test(this.pendingTail + text)) this.events(text);
+    else this.keepPending(text);
+    if (this.pendingLength > MAX_KEPT_BYTES) {
       this.truncated = true;
-      this.pending = '';
+      this.pending = [];
+      this.pendingLength = 0;
     }
+  }
+
+  /** The events `text` ends, the one under way first; what follows the last is kept pending. */
+  private events(text: string): void {
+    const whole = this.pending.join('') + text;
+    let start = 0;
+    // A blank line is at most 4 characters: one that ends in `text` starts at most 3 before it.
+    EVENT_ENDS.lastIndex = Math.max(0, this.pendingLength - 3);
+    for (let m = EVENT_ENDS.exec(whole); m; m = EVENT_ENDS.exec(whole)) {
+      this.event(whole.slice(start, m.index));
+      start = m.index + m[0].length;
+    }
+    this.pending = [];
+    this.pendingLength = 0;
+    this.pendingTail = '';
+    this.keepPending(whole.slice(start));
+  }
+
+  private keepPending(text: string): void {
+    if (text === '') return;
+    this.pending.push(text);
+    this.pendingLength += text.length;
+    this.pendingTail = (this.pendingTail + text).slice(-3);
   }
 
   /** One server-sent event: its data lines joined, as JSON. */
@@ -211,7 +256,9 @@ export class AnswerReader {
       await this.inflated;
     }
     if (this.streamed) {
-      if (this.pending.trim() !== '') this.event(this.pending);
+      const rest = this.pending.join('');
+      if (rest.trim() !== '') this.event(rest);
+      if (this.aggregate.truncated) this.truncated = true;
       return this.aggregate.events > 0 ? this.aggregate.body() : undefined;
     }
     if (this.truncated) return undefined;

@@ -7,8 +7,8 @@
  *   models, status, timing and sizes, and the first bytes of its request and answer;
  * - `markdown/<agent_id>/<session_id>.md` (`--gateway-stream-markdown`): each session as it goes,
  *   the user's text when a call starts and the assistant's when it ends.
- * Nothing here holds a credential: every line is passed through `scrub` first, and the headers
- * that carry them are never written.
+ * Nothing here holds a credential: every text is passed through its call's `scrub` (the route's and
+ * the client's credentials) whole, before it is cut, and the headers that carry them are never written.
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -28,6 +28,11 @@ export interface SessionEntry {
 
 /** Bytes of a request or answer body a debug line keeps. */
 const DEBUG_HEAD_BYTES = 2048;
+/** Characters of one turn the Markdown file keeps: a session's file must not grow by a whole endless answer. */
+export const MARKDOWN_TURN_CHARS = 64 * 1024;
+
+/** Replaces the credentials of a call in a text. */
+export type Scrub = (text: string) => string;
 
 export class CaptureState {
   private readonly sessions = new Map<string, SessionEntry>();
@@ -37,7 +42,7 @@ export class CaptureState {
 
   constructor(
     gatewayDir: string,
-    private readonly options: { debug: boolean; markdown: boolean; log: Logger; scrub: (text: string) => string },
+    private readonly options: { debug: boolean; markdown: boolean; log: Logger },
   ) {
     this.dir = join(gatewayDir, 'capture');
     mkdirSync(this.dir, { recursive: true });
@@ -76,16 +81,20 @@ export class CaptureState {
     }
   }
 
-  debug(line: Record<string, unknown>, request?: Buffer, answer?: Buffer): void {
+  debug(scrub: Scrub, line: Record<string, unknown>, request?: Buffer, answer?: Buffer): void {
     if (!this.options.debug) return;
-    const head = (bytes: Buffer | undefined): string | undefined => (bytes === undefined ? undefined : bytes.subarray(0, DEBUG_HEAD_BYTES).toString('utf8'));
-    const text = JSON.stringify({ ...line, request_head: head(request), answer_head: head(answer) });
-    this.append(join(this.dir, 'debug.log'), `${this.options.scrub(text)}\n`);
+    // Scrubbed whole, then cut: a credential across the cut would be kept in part otherwise.
+    const head = (bytes: Buffer | undefined): string | undefined => (bytes === undefined ? undefined : Buffer.from(scrub(bytes.toString('utf8'))).subarray(0, DEBUG_HEAD_BYTES).toString('utf8'));
+    const text = JSON.stringify({ ...line, request_head: head(request), answer_head: head(answer) }, (_key, value: unknown) => (typeof value === 'string' ? scrub(value) : value));
+    this.append(join(this.dir, 'debug.log'), `${text}\n`);
   }
 
-  markdown(agentId: string, sessionId: string, text: string): void {
-    if (!this.options.markdown || text === '') return;
-    this.append(join(this.dir, 'markdown', agentId, `${sessionId}.md`), this.options.scrub(text));
+  /** Appends a turn to its session's file; `body` (scrubbed, then cut to MARKDOWN_TURN_CHARS) after `heading`. */
+  markdown(scrub: Scrub, agentId: string, sessionId: string, heading: string, body: string): void {
+    if (!this.options.markdown) return;
+    const clean = scrub(body);
+    const kept = clean.length > MARKDOWN_TURN_CHARS ? `${clean.slice(0, MARKDOWN_TURN_CHARS)}\n\n[... ${clean.length - MARKDOWN_TURN_CHARS} more characters not shown]` : clean;
+    this.append(join(this.dir, 'markdown', agentId, `${sessionId}.md`), `${scrub(heading)}\n\n${kept}\n\n`);
   }
 
   private append(path: string, text: string): void {
