@@ -228,6 +228,9 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
   const completion = await post('/v1/completions', { model: 'tiny', prompt: ['a', 'b'] });
   assert.is(completion.status, 400);
   assert.is(completion.json.error?.param, 'prompt');
+  assert.is((await post('/v1/chat/completions', chat({ logprobs: false, max_tokens: 2 }))).status, 200);
+  const logprobs = await post('/v1/chat/completions', chat({ logprobs: true }));
+  assert.equal([logprobs.status, logprobs.json.error?.param], [400, 'logprobs']);
   // As OpenAI answers: stream_options belongs to a streamed request.
   const unstreamed = await post('/v1/chat/completions', chat({ stream_options: { include_usage: true } }));
   assert.equal([unstreamed.status, unstreamed.json.error?.param], [400, 'stream_options']);

@@ -47,6 +47,8 @@ export const ChatRequest = Type.Object(
     ...COMMON,
     messages: Type.Array(Message, { minItems: 1 }),
     max_completion_tokens: Nullable(MaxTokens),
+    // Some clients send `false` for "no log probabilities", which is what every reply here has.
+    logprobs: Nullable(Type.Literal(false, { description: 'log probabilities are not returned' })),
   },
   strict,
 );
