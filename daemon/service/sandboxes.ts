@@ -16,6 +16,7 @@ import type { Registry } from '../store/registry.js';
 import type { SandboxRecord, SandboxState } from '../store/record.js';
 import { badState, expired, invalid, LifecycleError, notFound, notSupported, unavailable } from './errors.js';
 import { KeyedLock } from './keyed-lock.js';
+import { isRfc3339 } from '../../lib/rfc3339.js';
 import { secretEquals } from '../../lib/secret.js';
 import { newToken } from './secret.js';
 
@@ -43,7 +44,6 @@ export interface Endpoint {
   headers?: Record<string, string>;
 }
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 const IMAGE_KEY = /^(?!\.)[A-Za-z0-9._-]{1,128}$/;
 const MANIFEST_MAX = 1 << 20;
 const MAINTENANCE_CONCURRENCY = 8;
@@ -219,7 +219,7 @@ export class SandboxService {
     return this.locks.run(id, async () => {
       const record = this.current(id);
       const wanted = Date.parse(expiresAt);
-      if (!RFC3339.test(expiresAt) || Number.isNaN(wanted)) throw invalid(`expiresAt: ${JSON.stringify(expiresAt)} is not an RFC 3339 timestamp`);
+      if (!isRfc3339(expiresAt)) throw invalid(`expiresAt: ${JSON.stringify(expiresAt)} is not an RFC 3339 timestamp`);
       if (record.deleting || record.state === 'Failed' || record.state === 'Terminated') throw badState(id, record.state, 'it cannot be renewed');
       if (record.expiresAt === undefined) throw new LifecycleError(409, 'INVALID_SANDBOX_STATE', `sandbox ${id} has no automatic expiration to renew`);
       if (this.isExpired(record)) throw expired(id);

@@ -107,6 +107,13 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
     ['source empty', { ...ok, records: [record(1, { source: '' })] }, 400, 'invalid_event'],
     ['kind blank', { ...ok, records: [record(1, { kind: '  ' })] }, 400, 'invalid_event'],
     ['timestamp a number', { ...ok, records: [record(1, { timestamp: 5 })] }, 400, 'invalid_event'],
+    // Stored times are compared as text: anything but RFC 3339 would sort and filter wrong.
+    ['timestamp not a time', { ...ok, records: [record(1, { timestamp: 'not a time' })] }, 400, 'invalid_event'],
+    ['timestamp without a zone', { ...ok, records: [record(1, { timestamp: '2026-05-02T08:00:03' })] }, 400, 'invalid_event'],
+    ['timestamp a date only', { ...ok, records: [record(1, { timestamp: '2026-05-02' })] }, 400, 'invalid_event'],
+    ['timestamp on a day that does not exist', { ...ok, records: [record(1, { timestamp: '2026-02-30T08:00:00Z' })] }, 400, 'invalid_event'],
+    ['timestamp at hour 24', { ...ok, records: [record(1, { timestamp: '2026-05-02T24:00:00Z' })] }, 400, 'invalid_event'],
+    ['timestamp in another shape Date.parse takes', { ...ok, records: [record(1, { timestamp: 'May 2, 2026 08:00 GMT' })] }, 400, 'invalid_event'],
     ['257 records', { ...ok, records: Array.from({ length: 257 }, (_, i) => record(i)) }, 413, 'too_many_records'],
     ['a body over 8 MiB', { ...ok, records: [record(1, { payload: 'x'.repeat(8 * 1024 * 1024) })] }, 413, 'body_too_large'],
   ];
@@ -118,6 +125,17 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
   // Nothing of it was stored.
   assert.is((await get('/api/gateway/traces/agent/bad-input')).status, 404);
   assert.is((await get('/healthz', server.gatewayUrl)).body.status, 'ok');
+});
+
+test('a record\'s timestamp is RFC 3339 with a zone: others are refused naming the record, and nothing of the request is stored', async () => {
+  const id = { agent_id: 'agent', session_id: 'timestamps' };
+  const good = ['2026-05-02T08:00:03Z', '2026-05-02t08:00:03.123456z', '2026-05-02 10:00:03.5+02:00', '2024-02-29T23:59:59-11:30'];
+  const bad = await events({ ...id, records: [...good.map((timestamp, i) => record(i, { timestamp })), record(9, { timestamp: 'not a time' })] });
+  assertGatewayError(bad, 400, 'invalid_event', 'a bad timestamp after good ones');
+  assert.match(bad.body.message as string, /^\/records\/4\/timestamp: "not a time" is not an RFC 3339/);
+  assert.is((await get('/api/gateway/traces/agent/timestamps')).status, 404);
+  const taken = await events({ ...id, records: good.map((timestamp, i) => record(i, { timestamp })) });
+  assert.is(taken.status, 200, JSON.stringify(taken.body));
 });
 
 test('a request for another host name is refused 403 (DNS rebinding), and nothing it sent is stored', async () => {
@@ -252,6 +270,10 @@ test('OTLP/HTTP JSON traces with GenAI spans become the same events; a retried e
   assert.is((await post(new URL('/api/public/otel/v1/traces', server.gatewayUrl).href, exportRequest)).status, 200);
   const live = (await get('/api/gateway/traces/helper-1/conv-9/events')).body;
   assert.equal(live.events.map((e: Json) => e.kind), ['session.started', 'llm.request', 'llm.response', 'tool.execution', 'llm.request', 'llm.response', 'session.ended']);
+  // The events OTLP made pass the checks of /v1/events (their timestamps are RFC 3339): sent again, they are known.
+  const resent = await events({ agent_id: 'helper-1', session_id: 'conv-9', records: live.events.map(({ received_at: _at, ...r }: Json) => r) });
+  assert.is(resent.status, 200, JSON.stringify(resent.body));
+  assert.match(resent.body.note, /7 record\(s\) were stored before/);
   const doc = (await get('/api/gateway/traces/helper-1/conv-9/storyline')).body;
   assert.is(doc.agent.name, 'Helper');
   assert.equal(doc.turns.map((t: Json) => [t.src, t.msg]), [['user', 'what is the weather in Paris'], ['agent', ''], ['agent', 'It is rainy in Paris.']]);

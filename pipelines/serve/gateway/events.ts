@@ -11,6 +11,7 @@
 import type { BodyLimits } from '../../../lib/bounded-body.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { isRfc3339 } from '../../../lib/rfc3339.js';
 import { GatewayFailure } from './failure.js';
 import { isPathSafe } from './identity.js';
 
@@ -133,6 +134,10 @@ export function checkBody(body: unknown): GatewayBody {
     const r = record as EventRecord;
     if (r.source.trim() === '') throw new RejectedBatch(400, 'invalid_event', `/records/${i}/source: must not be blank`);
     if (r.kind.trim() === '') throw new RejectedBatch(400, 'invalid_event', `/records/${i}/kind: must not be blank`);
+    // Stored times are sorted and filtered (`since`, `until`) as text: only one shape of time may be stored.
+    if (r.timestamp !== undefined && !isRfc3339(r.timestamp)) {
+      throw new RejectedBatch(400, 'invalid_event', `/records/${i}/timestamp: ${JSON.stringify(r.timestamp.slice(0, 80))} is not an RFC 3339 date and time with a zone (e.g. 2026-05-02T08:00:03.100Z)`);
+    }
     for (const field of ['agent_id', 'session_id'] as const) {
       if (r[field] !== undefined && r[field] !== valid[field]) {
         throw new RejectedBatch(400, 'invalid_identity', `/records/${i}/${field}: ${JSON.stringify(r[field])} contradicts the body's ${field} ${JSON.stringify(valid[field])}`);
