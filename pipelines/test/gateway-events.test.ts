@@ -409,12 +409,43 @@ test('a live trace\'s events come in pages: total and offset say where a page is
   for (const bad of ['limit=0', 'limit=10001', 'offset=-1', 'limit=1e400', 'colour=red']) assert.is((await get(`/api/gateway/traces/paged/s/events?${bad}`)).status, 400, bad);
 });
 
-test('identities as long as taken (200 characters, any script) can be read back from the live API', async () => {
-  const session = 'é'.repeat(100) + 's'.repeat(100);
+test('identities as long as taken (200 bytes of UTF-8, any script) can be read back from the live API', async () => {
+  const session = 'é'.repeat(50) + '漢'.repeat(20) + 's'.repeat(40);
+  assert.is(Buffer.byteLength(session), 200);
   assert.is((await events({ agent_id: 'long-ids', session_id: session, records: [record(1)] })).status, 200);
   const live = await get(`/api/gateway/traces/long-ids/${encodeURIComponent(session)}/events`);
   assert.is(live.status, 200, JSON.stringify(live.body));
   assert.is(live.body.events.length, 1);
+});
+
+test('identities that would mislead or not fit a file name are refused naming the field; OTLP ids are made safe instead', async () => {
+  const ok = { agent_id: 'agent', session_id: 'odd-ids', records: [record(1)] };
+  const cases: Array<[string, Json, string, RegExp, Record<string, string>?]> = [
+    ['a C1 control', { ...ok, agent_id: 'a\u0085b' }, 'agent_id', /U\+0085/],
+    ['a bidi override', { ...ok, agent_id: 'invoice\u202etxt.exe' }, 'agent_id', /U\+202E/],
+    ['a bidi isolate', { ...ok, session_id: 'a\u2066b\u2069' }, 'session_id', /U\+2066/],
+    ['only a zero-width space', { ...ok, session_id: '\u200b' }, 'session_id', /no visible character/],
+    ['only joiners and a BOM', { ...ok, root_session_id: '\u200d\u200c\ufeff\u2060' }, 'root_session_id', /no visible character/],
+    // 200 CJK characters: 600 bytes, past what a file name may be.
+    ['200 CJK characters', { ...ok, agent_id: '漢'.repeat(200) }, 'agent_id', /600 bytes of UTF-8 \(at most 200\)/],
+    ['201 bytes', { ...ok, session_id: 'é'.repeat(100) + 's' }, 'session_id', /201 bytes/],
+    ['a C1 control in the user header', ok, 'x-trajstore-user-id', /U\+0085/, { 'x-trajstore-user-id': 'al\u0085ice' }],
+  ];
+  for (const [what, body, field, reason, headers] of cases) {
+    const answer = await events(body, headers);
+    assertGatewayError(answer, 400, 'invalid_identity', what);
+    assert.ok((answer.body.message as string).startsWith(`${field} `), `${what}: ${answer.body.message}`);
+    assert.match(answer.body.message as string, reason, what);
+  }
+  assert.is((await get('/api/gateway/traces')).body.traces.filter((t: Json) => t.session_id === 'odd-ids').length, 0);
+  // A zero-width character beside visible ones is a name like any other.
+  assert.is((await events({ ...ok, session_id: 'a\u200db' })).status, 200);
+
+  // OTLP ids are not refused but made safe: cut between characters to 200 bytes, controls and overrides as _.
+  const span = { traceId: 'ab12', spanId: 'cd34', name: 'step', startTimeUnixNano: '1780000000000000000', attributes: [{ key: 'gen_ai.conversation.id', value: { stringValue: '漢'.repeat(200) } }, { key: 'gen_ai.agent.id', value: { stringValue: 'otel\u202e\u0085agent' } }] };
+  assert.is((await post(new URL('/v1/traces', server.gatewayUrl).href, { resourceSpans: [{ scopeSpans: [{ spans: [span] }] }] })).status, 200);
+  const stored = await get(`/api/gateway/traces/otel__agent/${encodeURIComponent('漢'.repeat(66))}`);
+  assert.is(stored.status, 200, JSON.stringify(stored.body));
 });
 
 test('split templates: {user}, {date}, {hour}; a session stays in its first partition', async () => {

@@ -13,7 +13,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { isRfc3339 } from '../../../lib/rfc3339.js';
 import { GatewayFailure } from './failure.js';
-import { isPathSafe } from './identity.js';
+import { pathSegmentProblem } from './identity.js';
 
 /** At most this many records per request... */
 export const MAX_RECORDS = 256;
@@ -94,9 +94,8 @@ export class RejectedBatch extends GatewayFailure {
 }
 
 export function checkIdentity(field: string, value: string): void {
-  if (!isPathSafe(value)) {
-    throw new RejectedBatch(400, 'invalid_identity', `${field} ${JSON.stringify(value.slice(0, 80))} is not one path-safe segment (1-200 characters, no / or \\, no control characters, not . or .., no space at either end, no lone surrogate)`);
-  }
+  const problem = pathSegmentProblem(value);
+  if (problem !== undefined) throw new RejectedBatch(400, 'invalid_identity', `${field} ${JSON.stringify(value.slice(0, 80))} is not one path-safe segment: ${problem}`);
 }
 
 const bodyCheck = TypeCompiler.Compile(GatewayBody);
