@@ -56,6 +56,36 @@ function assertGatewayError(r: Answer, status: number, code: string, what: strin
   assert.is(r.body.error, code, what);
   assert.type(r.body.message, 'string');
 }
+/** A minimal OTLP/JSON span (trace `ab12`, span `i`), at `i` µs past a fixed time. */
+const otlpSpan = (i: number, attributes: Json[] = []): Json => ({ traceId: 'ab12', spanId: `s${i}`, name: 'step', startTimeUnixNano: String(1_780_000_000_000_000_000n + BigInt(i) * 1000n), attributes });
+const otlpExport = (spans: Json[]): Json => ({ resourceSpans: [{ scopeSpans: [{ spans }] }] });
+
+/** `serve` under a file size limit of `blocks` KiB (RLIMIT_FSIZE, SIGXFSZ ignored): a write past it fails with EFBIG. */
+async function startSizeLimitedServe(ds: string, blocks: number): Promise<{ url: string; gatewayUrl: string; stop: () => Promise<void>; kill: () => void }> {
+  const child = spawn('bash', ['-c', `trap '' XFSZ; ulimit -f ${blocks}; exec "$0" "$@"`, process.execPath, toolScript('trajstore'), 'serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', ds, '--gateway-split-idle', '1h'], { env: { ...process.env, ...env }, cwd: home, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const kill = (): void => void (child.exitCode === null && child.kill('SIGKILL'));
+  try {
+    const [url, gatewayUrl] = await eventually(async () => {
+      const serving = /^serving (\S+)$/m.exec(out);
+      const gateway = /^gateway (\S+)$/m.exec(out);
+      if (!serving || !gateway) throw new Error(`not listening yet: ${err}`);
+      return [serving[1] as string, gateway[1] as string];
+    }, 'the limited server');
+    const stop = async (): Promise<void> => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    };
+    return { url: url as string, gatewayUrl: gatewayUrl as string, stop, kill };
+  } catch (error) {
+    kill();
+    throw error;
+  }
+}
 test.before(async () => {
   server = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', dataset, '--gateway-split-idle', '300ms'], { env, cwd: home });
 });
@@ -308,6 +338,18 @@ test('OTLP/HTTP JSON traces with GenAI spans become the same events; a retried e
   }
 });
 
+test('an OTLP export holds at most 8,192 spans: more is 413 too_many_spans, and nothing of it is stored', async () => {
+  const url = new URL('/v1/traces', server.gatewayUrl).href;
+  const spans = (n: number, conversation: string): Json[] => Array.from({ length: n }, (_, i) => otlpSpan(i, [{ key: 'gen_ai.conversation.id', value: { stringValue: conversation } }]));
+  const refused = await post(url, otlpExport(spans(8193, 'too-many')));
+  assertGatewayError(refused, 413, 'too_many_spans', '8,193 spans');
+  assert.match(refused.body.message as string, /at most 8192/);
+  assert.is((await get('/api/gateway/traces/otel/too-many')).status, 404);
+  const taken = await post(url, otlpExport(spans(8192, 'just-enough')));
+  assert.is(taken.status, 200, JSON.stringify(taken.body));
+  assert.is((await get('/api/gateway/traces/otel/just-enough')).body.trace.events, 8192);
+});
+
 test('OTLP/HTTP protobuf from the OpenTelemetry SDK’s own exporter becomes the same events; bodies that are not an ExportTraceServiceRequest get 400 naming the field', async () => {
   const provider = new TracerProvider({ resource: resourceFromAttributes({ 'service.name': 'proto-agent' }), spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: new URL('/v1/traces', server.gatewayUrl).href }) })] });
   const tracer = provider.getTracer('gateway-test');
@@ -534,19 +576,9 @@ test('429 capacity_exhausted when more waits for the disk than the log may hold;
 
 test('503 append_failed when the log cannot be written (a file size limit); the server lives on, acknowledged events stay', async () => {
   const ds = path('full');
-  // RLIMIT_FSIZE, with SIGXFSZ ignored (inherited through exec): a write past the limit fails with EFBIG.
-  const limited = spawn('bash', ['-c', `trap '' XFSZ; ulimit -f 2048; exec "$0" "$@"`, process.execPath, toolScript('trajstore'), 'serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', ds, '--gateway-split-idle', '1h'], { env: { ...process.env, ...env }, cwd: home, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  limited.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  limited.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const limited = await startSizeLimitedServe(ds, 2048);
   try {
-    const gatewayUrl = await eventually(async () => {
-      const m = /^gateway (\S+)$/m.exec(out);
-      if (!m) throw new Error(`not listening yet: ${err}`);
-      return m[1] as string;
-    }, 'the limited server');
-    const url = new URL('/v1/events', gatewayUrl).href;
+    const url = new URL('/v1/events', limited.gatewayUrl).href;
     const acknowledged: number[] = [];
     let failed: Answer | undefined;
     for (let i = 0; i < 40 && !failed; i++) {
@@ -557,10 +589,9 @@ test('503 append_failed when the log cannot be written (a file size limit); the 
     assert.ok(failed, 'a write failed');
     assertGatewayError(failed as Answer, 503, 'append_failed', '503');
     assert.ok(acknowledged.length > 0);
-    const health = await fetch(new URL('/healthz', gatewayUrl));
+    const health = await fetch(new URL('/healthz', limited.gatewayUrl));
     assert.is(health.status, 200);
-    limited.kill('SIGTERM');
-    await new Promise((resolve) => limited.once('exit', resolve));
+    await limited.stop();
     const again = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', ds, '--gateway-split-idle', '1h'], { env, cwd: home });
     try {
       const live = (await get('/api/gateway/traces/a/full/events', again.url)).body;
@@ -569,7 +600,23 @@ test('503 append_failed when the log cannot be written (a file size limit); the 
       await again.stop();
     }
   } finally {
-    if (limited.exitCode === null) limited.kill('SIGKILL');
+    limited.kill();
+  }
+});
+
+test('an OTLP export whose write fails (503) stores nothing of itself, though it is written in many entries', async () => {
+  const limited = await startSizeLimitedServe(path('full-otlp'), 2048);
+  try {
+    // 600 spans of 5 kB in one trace: about 3 MB of log, in entries of 256 records, past the 2 MiB limit.
+    const spans = Array.from({ length: 600 }, (_, i) => otlpSpan(i, [{ key: 'gen_ai.conversation.id', value: { stringValue: 'cut' } }, { key: 'blob', value: { stringValue: 'z'.repeat(5000) } }]));
+    const answer = await post(new URL('/v1/traces', limited.gatewayUrl).href, otlpExport(spans));
+    assertGatewayError(answer, 503, 'append_failed', 'an export past the file size limit');
+    assert.is((await get('/api/gateway/traces/otel/cut', limited.url)).status, 404, 'nothing of the export is stored');
+    // A smaller export is taken afterwards: the failed write was cut off the log.
+    assert.is((await post(new URL('/v1/traces', limited.gatewayUrl).href, otlpExport(spans.slice(0, 10)))).status, 200);
+    assert.is((await get('/api/gateway/traces/otel/cut', limited.url)).body.trace.events, 10);
+  } finally {
+    await limited.stop();
   }
 });
 

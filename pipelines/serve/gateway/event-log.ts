@@ -11,7 +11,9 @@
  * - **Group commit.** Appends that arrive while a write and its fsync are under way wait and go
  *   out together in the next one: one `write` and one `fdatasync` for every batch of every trace
  *   that arrived meanwhile, so concurrent clients share the cost of durability. Each append's
- *   promise settles after the fsync that covers it.
+ *   promise settles after the fsync that covers it. The entries of one append (an OTLP export
+ *   holds many traces, and a trace's records go in entries of at most MAX_RECORDS) share one write,
+ *   so a failed write or a refusal for capacity leaves nothing of it stored.
  * - **Idempotence.** A record is known by its trace and its `source` and `seq` (events.ts
  *   `eventKey`); one already stored, or in a write under way, is not written again (a retry whose
  *   first attempt is still being written waits for it). The keys are rebuilt from the log when it
@@ -34,7 +36,7 @@ import { crc32 } from 'node:zlib';
 import { Subject } from 'rxjs';
 import type { Logger } from '../../../lib/log.js';
 import { fsyncPath } from '../../../lib/durable.js';
-import { eventKey, type EventRecord } from './events.js';
+import { eventKey, MAX_RECORDS, type EventRecord } from './events.js';
 import { GatewayFailure } from './failure.js';
 
 /** A new segment is started once the current one is past this. */
@@ -110,6 +112,21 @@ export class AppendFailedError extends GatewayFailure {
   constructor(message: string) {
     super(503, 'append_failed', message);
   }
+}
+
+/** Records per entry: an entry is read back whole, so one is no bigger than one request of /v1/events. */
+const MAX_ENTRY_RECORDS = MAX_RECORDS;
+
+/** `items` in pieces of at most `size`. */
+const chunks = <T>(items: readonly T[], size: number): T[][] => Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
+
+interface AppendPlan {
+  request: AppendRequest;
+  trace: Trace;
+  /** Records to write. */
+  fresh: EventRecord[];
+  /** Writes under way that hold some of its records. */
+  inFlight: Promise<void>[];
 }
 
 interface Waiting {
@@ -285,31 +302,50 @@ export class EventLog {
    * (or repeated in the request) are not written again; one in a write under way is waited for.
    */
   async append(request: AppendRequest): Promise<AppendResult> {
+    const [result] = await this.appendAll([request]);
+    return result as AppendResult;
+  }
+
+  /**
+   * Appends the records of several traces as one (an OTLP export holds many): every entry goes into
+   * the same write, after one capacity check for all of them, so either all are durable when it
+   * resolves or none of them was written.
+   */
+  async appendAll(requests: readonly AppendRequest[]): Promise<AppendResult[]> {
     if (this.closed) throw new AppendFailedError('the gateway is stopping');
     if (this.broken) throw new AppendFailedError(`the event log cannot be written: ${this.broken.message}`);
+    const seen = new Map<Trace, Set<string>>();
+    const plans = requests.map((request) => this.plan(request, seen));
+    const entries = plans.flatMap((plan) => chunks(plan.fresh, MAX_ENTRY_RECORDS).map((records) => this.entryOf(plan.trace, records)));
+    const bytes = entries.reduce((sum, entry) => sum + entry.bytes.length, 0);
+    if (!requests.some((r) => r.mustTake === true) && !this.hasRoomFor(bytes)) {
+      throw new CapacityError(`${this.unsyncedBytes} bytes of events are waiting to be written (at most ${this.maxPendingBytes}); retry shortly`);
+    }
+    const writes = entries.map((entry) => this.enqueue(entry));
+    // Started once all are queued: a flush takes what waits when it starts, so they go into one write.
+    if (writes.length > 0) this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
+    await Promise.all([...new Set(plans.flatMap((plan) => plan.inFlight)), ...writes]);
+    return plans.map((plan) => ({ trace: plan.trace, stored: plan.fresh.length, duplicates: plan.request.records.length - plan.fresh.length }));
+  }
+
+  /**
+   * What of a request is new: its records whose key is neither stored, nor in a write under way
+   * (that write is waited for), nor earlier in the request or in another of the same append (`seen`).
+   */
+  private plan(request: AppendRequest, seen: Map<Trace, Set<string>>): AppendPlan {
     const trace = this.traceFor(request, request.rootSessionId, request.partition);
-    const fresh: EventRecord[] = [];
-    const keys: string[] = [];
-    const inFlight = new Set<Promise<void>>();
-    const seen = new Set<string>();
+    const plan: AppendPlan = { request, trace, fresh: [], inFlight: [] };
+    const keys = seen.get(trace) ?? new Set<string>();
+    seen.set(trace, keys);
     for (const record of request.records) {
       const key = eventKey(record);
-      if (seen.has(key) || trace.keys.has(key)) {
-        seen.add(key);
-        continue;
-      }
-      seen.add(key);
+      if (keys.has(key) || trace.keys.has(key)) continue;
+      keys.add(key);
       const pending = trace.pending.get(key);
-      if (pending) {
-        inFlight.add(pending);
-        continue;
-      }
-      fresh.push(record);
-      keys.push(key);
+      if (pending) plan.inFlight.push(pending);
+      else plan.fresh.push(record);
     }
-    const write = fresh.length === 0 ? undefined : this.enqueue(trace, fresh, keys, request.mustTake === true);
-    await Promise.all([...inFlight, ...(write ? [write] : [])]);
-    return { trace, stored: fresh.length, duplicates: request.records.length - fresh.length };
+    return plan;
   }
 
   /** Whether an append of about `bytes` would be taken now (callers that build entries lazily ask first). */
@@ -317,19 +353,22 @@ export class EventLog {
     return this.unsyncedBytes === 0 || this.unsyncedBytes + bytes <= this.maxPendingBytes;
   }
 
-  private enqueue(trace: Trace, records: EventRecord[], keys: string[], mustTake: boolean): Promise<void> {
+  /** The entry line of some of a trace's records, not yet queued. */
+  private entryOf(trace: Trace, records: EventRecord[]): Omit<Waiting, 'settle'> {
     const at = new Date().toISOString();
     const entry: EntryJson = { a: trace.agentId, s: trace.sessionId, ...(trace.rootSessionId !== undefined ? { root: trace.rootSessionId } : {}), p: trace.partition, at, records };
-    const bytes = entryLine(JSON.stringify(entry));
-    if (!mustTake && !this.hasRoomFor(bytes.length)) throw new CapacityError(`${this.unsyncedBytes} bytes of events are waiting to be written (at most ${this.maxPendingBytes}); retry shortly`);
+    return { bytes: entryLine(JSON.stringify(entry)), trace, keys: records.map(eventKey), records, at };
+  }
+
+  /** Queues an entry for the next write (the caller starts the flush); settles once it is durable. */
+  private enqueue(entry: Omit<Waiting, 'settle'>): Promise<void> {
     const done = new Promise<void>((resolve, reject) => {
-      this.waiting.push({ bytes, trace, keys, records, at, settle: (error) => (error ? reject(error) : resolve()) });
+      this.waiting.push({ ...entry, settle: (error) => (error ? reject(error) : resolve()) });
     });
-    this.unsyncedBytes += bytes.length;
-    for (const key of keys) trace.pending.set(key, done);
+    this.unsyncedBytes += entry.bytes.length;
+    for (const key of entry.keys) entry.trace.pending.set(key, done);
     // A failed append is answered through its own promise; this copy only keeps the others' waits quiet.
     done.catch(() => {});
-    this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
     return done;
   }
 

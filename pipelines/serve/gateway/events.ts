@@ -84,7 +84,7 @@ export type AppendAnswer = Static<typeof AppendAnswer>;
 export const GatewayError = Type.Object({ error: Type.String(), message: Type.String() });
 export type GatewayError = Static<typeof GatewayError>;
 
-export type GatewayErrorCode = 'invalid_identity' | 'invalid_event' | 'too_many_records';
+export type GatewayErrorCode = 'invalid_identity' | 'invalid_event' | 'too_many_records' | 'too_many_spans';
 
 /** A request the gateway refuses: the status and code of its answer (event-log.ts GatewayFailure). */
 export class RejectedBatch extends GatewayFailure {

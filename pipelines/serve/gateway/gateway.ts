@@ -23,7 +23,7 @@ import { placeOf, resolveDataset, type ResolveContext } from '../../pins/resolve
 import { PriceList } from '../../pricing/cost.js';
 import { loadConfig } from '../../pins/config.js';
 import { tracePath } from './decode.js';
-import { DEFAULT_MAX_PENDING_BYTES, EventLog, type AppendResult } from './event-log.js';
+import { DEFAULT_MAX_PENDING_BYTES, EventLog, type AppendRequest, type AppendResult } from './event-log.js';
 import type { AppendAnswer, EventRecord } from './events.js';
 import { Projection, projectedStatePath } from './projection.js';
 import { parseSplitTemplate, UNKNOWN_USER, type SplitTemplate } from './split.js';
@@ -55,6 +55,8 @@ export interface Gateway {
   projection: Projection;
   /** Appends a checked batch of one trace (durable when it resolves). */
   append(request: TraceAppend): Promise<AppendAnswer & { result: AppendResult }>;
+  /** Appends batches of several traces as one: all are durable when it resolves, or none was stored. */
+  appendAll(requests: readonly TraceAppend[]): Promise<AppendResult[]>;
   /** Waits for the writes under way, stops projection. */
   close(): Promise<void>;
 }
@@ -154,6 +156,15 @@ export async function startGateway(rc: ResolveContext, options: GatewayOptions):
     log: options.log,
   });
   projection.start();
+  const logRequest = (request: TraceAppend): AppendRequest => ({
+    agentId: request.agentId,
+    sessionId: request.sessionId,
+    rootSessionId: request.rootSessionId,
+    // A session stays in its first partition; a subagent's session goes where its root went.
+    partition: () => (request.rootSessionId !== undefined ? events.partitionOfRoute(request.agentId, request.rootSessionId) : undefined) ?? split?.render(request.user ?? UNKNOWN_USER, new Date()) ?? '',
+    records: request.records,
+    mustTake: request.mustTake,
+  });
   return {
     datasetUri: options.dataset,
     mountArg: place.kind === 'local' ? place.path : options.dataset,
@@ -163,15 +174,7 @@ export async function startGateway(rc: ResolveContext, options: GatewayOptions):
     events,
     projection,
     async append(request) {
-      const result = await events.append({
-        agentId: request.agentId,
-        sessionId: request.sessionId,
-        rootSessionId: request.rootSessionId,
-        // A session stays in its first partition; a subagent's session goes where its root went.
-        partition: () => (request.rootSessionId !== undefined ? events.partitionOfRoute(request.agentId, request.rootSessionId) : undefined) ?? split?.render(request.user ?? UNKNOWN_USER, new Date()) ?? '',
-        records: request.records,
-        mustTake: request.mustTake,
-      });
+      const result = await events.append(logRequest(request));
       const duplicates = result.duplicates;
       return {
         storage: tracePath(result.trace),
@@ -187,6 +190,7 @@ export async function startGateway(rc: ResolveContext, options: GatewayOptions):
         result,
       };
     },
+    appendAll: (requests) => events.appendAll(requests.map(logRequest)),
     async close() {
       await projection.close();
       await events.close();
