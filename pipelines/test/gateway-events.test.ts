@@ -5,7 +5,9 @@
  * projection into the dataset after the idle wait (seen by `query`, `find` and the read-only API,
  * and replaced, not doubled, when a trace gets more events), OTLP/HTTP JSON traces, split
  * templates (good ones, and bad ones refused before anything is opened), the flag rules, 429 when
- * the log's capacity is exhausted and 503 when the log cannot be written (a file size limit).
+ * the log's capacity is exhausted and 503 when the log cannot be written (a file size limit), an
+ * OTLP export stored whole or not at all, the per-trace event limit, and /healthz answered while a
+ * big trace is read back.
  */
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
@@ -15,7 +17,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { requestWithHost } from '../../lib/testing/host-header.js';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
-import { toolScript } from '../../lib/testing/run-tool.js';
+import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { eventually, queryRows, type Json } from './helpers/gateway.js';
 import { sandbox } from './helpers/sandbox.js';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
@@ -572,6 +574,52 @@ test('429 capacity_exhausted when more waits for the disk than the log may hold;
   const dropped = await trajstore(['drop', ds, '--yes']);
   assert.is(dropped.code, 0, dropped.stderr);
   assert.not.ok(existsSync(ds));
+});
+
+test('a trace holds at most TRAJSTORE_GATEWAY_MAX_TRACE_EVENTS events: past it 413 trace_full naming the trace, and nothing of the request is stored', async () => {
+  const capped = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', path('capped'), '--gateway-split-idle', '1h'], { env: { ...env, TRAJSTORE_GATEWAY_MAX_TRACE_EVENTS: '1000' }, cwd: home });
+  try {
+    const url = new URL('/v1/events', capped.gatewayUrl).href;
+    const batch = (from: number, count: number) => post(url, { agent_id: 'a', session_id: 'full', records: Array.from({ length: count }, (_, i) => record(from + i)) });
+    for (let from = 0; from < 768; from += 256) assert.is((await batch(from, 256)).status, 200);
+    const refused = await batch(768, 256);
+    assertGatewayError(refused, 413, 'trace_full', '1,024 events');
+    assert.match(refused.body.message as string, /^trace a\/full holds 768 events and may hold at most 1000/);
+    assert.is((await get('/api/gateway/traces/a/full', capped.url)).body.trace.events, 768, 'nothing of the refused request is stored');
+    // Up to the limit, and retries of stored events, are still taken; other traces too.
+    assert.is((await batch(768, 232)).status, 200);
+    assert.is((await batch(0, 256)).status, 200);
+    assertGatewayError(await batch(1000, 1), 413, 'trace_full', 'the 1,001st event');
+    const otlp = await post(new URL('/v1/traces', capped.gatewayUrl).href, otlpExport([otlpSpan(1, [{ key: 'gen_ai.agent.id', value: { stringValue: 'a' } }, { key: 'gen_ai.conversation.id', value: { stringValue: 'full' } }])]));
+    assertGatewayError(otlp, 413, 'trace_full', 'an OTLP span for the full trace');
+    assert.is((await post(url, { agent_id: 'a', session_id: 'next', records: [record(1)] })).status, 200);
+    assert.is((await get('/api/gateway/traces/a/full', capped.url)).body.trace.events, 1000);
+  } finally {
+    await capped.stop();
+  }
+  // The limit is read like the others: a bad value exits 2.
+  const bad = await runTool('trajstore', ['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', path('capped')], { env: { ...env, TRAJSTORE_GATEWAY_MAX_TRACE_EVENTS: 'lots' }, cwd: home });
+  assert.is(bad.code, 2, bad.stderr);
+  assert.match(bad.stderr, /TRAJSTORE_GATEWAY_MAX_TRACE_EVENTS/);
+});
+
+test('reading a big trace back does not hold up the gateway: /healthz is answered while a page of it is made', async () => {
+  // 40 MB of events: reading them back takes a few hundred milliseconds.
+  const payload = 'p'.repeat(20_000);
+  for (let from = 0; from < 2000; from += 50) {
+    assert.is((await events({ agent_id: 'big', session_id: 's', records: Array.from({ length: 50 }, (_, i) => record(from + i, { payload })) })).status, 200);
+  }
+  let pageAnswered = false;
+  const page = get('/api/gateway/traces/big/s/events?limit=1').then((r) => ((pageAnswered = true), r));
+  let answeredMeanwhile = 0;
+  while (!pageAnswered) {
+    const health = await Promise.race([get('/healthz', server.gatewayUrl), page]);
+    if (!pageAnswered && health.body.status === 'ok') answeredMeanwhile += 1;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const answer = await page;
+  assert.equal([answer.status, answer.body.total, answer.body.events[0].seq], [200, 2000, 0]);
+  assert.ok(answeredMeanwhile >= 3, `/healthz answered ${answeredMeanwhile} time(s) while the page was made`);
 });
 
 test('503 append_failed when the log cannot be written (a file size limit); the server lives on, acknowledged events stay', async () => {

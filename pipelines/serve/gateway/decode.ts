@@ -331,14 +331,17 @@ export function storylineOf(trace: Trace, stored: readonly StoredEvent[]): Story
   return doc;
 }
 
-/** Rows of the `events` relation for a trace's events (in trace order), its run being `documentId`. */
-export function eventRows(trace: Trace, stored: readonly StoredEvent[], documentId: string): Row[] {
+/**
+ * Rows of the `events` relation for some of a trace's events, already in trace order (inTraceOrder)
+ * and starting at `firstOrdinal` of it, its run being `documentId`: projection makes them a slice at a time.
+ */
+export function eventRows(trace: Trace, inOrder: readonly StoredEvent[], documentId: string, firstOrdinal = 0): Row[] {
   const base = { document_id: documentId, session_id: trace.sessionId, agent_id: trace.agentId, root_session_id: trace.rootSessionId ?? null, source_path: tracePath(trace), partition: trace.partition };
-  return inTraceOrder(stored).map((event, ordinal) => {
+  return inOrder.map((event, i) => {
     const r = event.record;
     return {
       ...base,
-      ordinal,
+      ordinal: firstOrdinal + i,
       seq: r.seq,
       source: r.source,
       kind: r.kind,

@@ -16,8 +16,8 @@
  *   so a failed write or a refusal for capacity leaves nothing of it stored.
  * - **Idempotence.** A record is known by its trace and its `source` and `seq` (events.ts
  *   `eventKey`); one already stored, or in a write under way, is not written again (a retry whose
- *   first attempt is still being written waits for it). The keys are rebuilt from the log when it
- *   is opened, so this holds across restarts.
+ *   first attempt is still being written waits for it). The stored keys are kept as ranges of seqs
+ *   per source (seq-ranges.ts), rebuilt from the log when it is opened, so this holds across restarts.
  * - **Crashes.** Opening the log reads every segment: a torn last entry (written, never
  *   acknowledged: the fsync had not returned) is cut off; every acknowledged one was fsynced whole.
  *   A failed write (disk full, a file size limit) is cut off the file at once, and its appends
@@ -27,22 +27,41 @@
  *   without bound, unless nothing is on its way at all.
  *
  * Segments are started past SEGMENT_BYTES. Each trace keeps, in memory, where its entries are
- * (segment, offset, length) and its event keys; its events are read back from the segments.
+ * (segment, offset, length) and its event keys; its events are read back from the segments. A trace
+ * holds at most `maxTraceEvents` events (TraceFullError past it), which bounds what it keeps and
+ * what reading it back costs.
  */
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, ftruncateSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setImmediate } from 'node:timers/promises';
 import { crc32 } from 'node:zlib';
 import { Subject } from 'rxjs';
+import { chunks } from '../../../lib/chunks.js';
 import type { Logger } from '../../../lib/log.js';
 import { fsyncPath } from '../../../lib/durable.js';
 import { eventKey, MAX_RECORDS, type EventRecord } from './events.js';
 import { GatewayFailure } from './failure.js';
+import { SeqRanges } from './seq-ranges.js';
 
+/** Bytes of entries read back between two turns of the event loop. */
+const READ_SLICE_BYTES = 4 * 1024 * 1024;
 /** A new segment is started once the current one is past this. */
 export const SEGMENT_BYTES = 64 * 1024 * 1024;
 /** Default bound of the bytes waiting for a write (TRAJSTORE_GATEWAY_MAX_PENDING_BYTES overrides it). */
 export const DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024;
+/**
+ * Default bound of the events of one trace (TRAJSTORE_GATEWAY_MAX_TRACE_EVENTS overrides it): far
+ * past any agent session (a long one has thousands), and small enough to keep projecting a trace (one
+ * document) and paging it bounded: a page of a million events takes about half a second, and a trace
+ * of 2.3 million took 3 GB to project.
+ */
+export const DEFAULT_MAX_TRACE_EVENTS = 1_000_000;
+
+export interface LogLimits {
+  maxPendingBytes: number;
+  maxTraceEvents: number;
+}
 
 export interface TraceRef {
   agentId: string;
@@ -73,7 +92,8 @@ export interface Trace extends TraceRef {
   /** Highest `seq` stored per `source`. */
   readonly lastSeq: Map<string, number>;
   readonly entries: Location[];
-  readonly keys: Set<string>;
+  /** The `seq`s stored per `source`: the event keys, compactly. */
+  readonly seqs: Map<string, SeqRanges>;
   /** Keys in a write under way, and that write. */
   readonly pending: Map<string, Promise<void>>;
 }
@@ -107,6 +127,12 @@ export class CapacityError extends GatewayFailure {
     super(429, 'capacity_exhausted', message);
   }
 }
+/** The append would make a trace hold more events than it may: the client should start another session (HTTP 413). */
+export class TraceFullError extends GatewayFailure {
+  constructor(message: string) {
+    super(413, 'trace_full', message);
+  }
+}
 /** The write or its fsync failed: nothing of this append is acknowledged (HTTP 503). */
 export class AppendFailedError extends GatewayFailure {
   constructor(message: string) {
@@ -116,9 +142,6 @@ export class AppendFailedError extends GatewayFailure {
 
 /** Records per entry: an entry is read back whole, so one is no bigger than one request of /v1/events. */
 const MAX_ENTRY_RECORDS = MAX_RECORDS;
-
-/** `items` in pieces of at most `size`. */
-const chunks = <T>(items: readonly T[], size: number): T[][] => Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
 
 interface AppendPlan {
   request: AppendRequest;
@@ -155,6 +178,19 @@ interface EntryJson {
   records: EventRecord[];
 }
 
+/** The entry at a location of an open segment; throws when it is cut short or damaged. */
+function readEntry(fd: number, at: Location): EntryJson {
+  const line = Buffer.alloc(at.length);
+  for (let read = 0; read < at.length; ) {
+    const n = readSync(fd, line, read, at.length - read, at.offset + read);
+    if (n === 0) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is cut short`);
+    read += n;
+  }
+  const entry = parseEntry(line.subarray(0, at.length - 1));
+  if (!entry) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is damaged`);
+  return entry;
+}
+
 /** The entry of a line (without its newline), or undefined when it is torn or damaged. */
 function parseEntry(line: Buffer): EntryJson | undefined {
   const tab = line.lastIndexOf(0x09);
@@ -185,13 +221,13 @@ export class EventLog {
   private constructor(
     readonly dir: string,
     private readonly log: Logger,
-    private readonly maxPendingBytes: number,
+    private readonly limits: LogLimits,
   ) {}
 
   /** Opens (or creates) the log in `dir`, reading every entry back; cuts off a torn last entry. */
-  static async open(dir: string, log: Logger, maxPendingBytes = DEFAULT_MAX_PENDING_BYTES): Promise<EventLog> {
+  static async open(dir: string, log: Logger, limits: Partial<LogLimits> = {}): Promise<EventLog> {
     mkdirSync(dir, { recursive: true });
-    const events = new EventLog(dir, log, maxPendingBytes);
+    const events = new EventLog(dir, log, { maxPendingBytes: DEFAULT_MAX_PENDING_BYTES, maxTraceEvents: DEFAULT_MAX_TRACE_EVENTS, ...limits });
     const segments = readdirSync(dir)
       .map((name) => /^segment-(\d{8})\.log$/.exec(name))
       .filter((m): m is RegExpExecArray => m !== null)
@@ -228,7 +264,7 @@ export class EventLog {
       }
       const length = end + 1 - offset;
       const trace = this.traceFor({ agentId: entry.a, sessionId: entry.s }, entry.root, () => entry.p);
-      this.stored(trace, { segment, offset, length }, entry.records.map(eventKey), entry.records, entry.at);
+      this.stored(trace, { segment, offset, length }, entry.records, entry.at);
       offset = end + 1;
     }
   }
@@ -263,7 +299,7 @@ export class EventLog {
         lastReceivedAt: undefined,
         lastSeq: new Map(),
         entries: [],
-        keys: new Set(),
+        seqs: new Map(),
         pending: new Map(),
       };
       this.traces.set(id, trace);
@@ -272,10 +308,14 @@ export class EventLog {
   }
 
   /** Records that an entry is durable. */
-  private stored(trace: Trace, at: Location, keys: readonly string[], records: readonly Pick<EventRecord, 'source' | 'seq'>[], receivedAt: string): void {
+  private stored(trace: Trace, at: Location, records: readonly Pick<EventRecord, 'source' | 'seq'>[], receivedAt: string): void {
     trace.entries.push(at);
-    for (const key of keys) trace.keys.add(key);
-    for (const r of records) trace.lastSeq.set(r.source, Math.max(trace.lastSeq.get(r.source) ?? -1, r.seq));
+    for (const r of records) {
+      let seqs = trace.seqs.get(r.source);
+      if (!seqs) trace.seqs.set(r.source, (seqs = new SeqRanges()));
+      seqs.add(r.seq);
+      trace.lastSeq.set(r.source, Math.max(trace.lastSeq.get(r.source) ?? -1, r.seq));
+    }
     trace.events += records.length;
     trace.bytes += at.length;
     trace.firstReceivedAt ??= receivedAt;
@@ -316,10 +356,11 @@ export class EventLog {
     if (this.broken) throw new AppendFailedError(`the event log cannot be written: ${this.broken.message}`);
     const seen = new Map<Trace, Set<string>>();
     const plans = requests.map((request) => this.plan(request, seen));
+    this.checkTraceSizes(plans);
     const entries = plans.flatMap((plan) => chunks(plan.fresh, MAX_ENTRY_RECORDS).map((records) => this.entryOf(plan.trace, records)));
     const bytes = entries.reduce((sum, entry) => sum + entry.bytes.length, 0);
     if (!requests.some((r) => r.mustTake === true) && !this.hasRoomFor(bytes)) {
-      throw new CapacityError(`${this.unsyncedBytes} bytes of events are waiting to be written (at most ${this.maxPendingBytes}); retry shortly`);
+      throw new CapacityError(`${this.unsyncedBytes} bytes of events are waiting to be written (at most ${this.limits.maxPendingBytes}); retry shortly`);
     }
     const writes = entries.map((entry) => this.enqueue(entry));
     // Started once all are queued: a flush takes what waits when it starts, so they go into one write.
@@ -339,7 +380,7 @@ export class EventLog {
     seen.set(trace, keys);
     for (const record of request.records) {
       const key = eventKey(record);
-      if (keys.has(key) || trace.keys.has(key)) continue;
+      if (keys.has(key) || trace.seqs.get(record.source)?.has(record.seq)) continue;
       keys.add(key);
       const pending = trace.pending.get(key);
       if (pending) plan.inFlight.push(pending);
@@ -350,7 +391,18 @@ export class EventLog {
 
   /** Whether an append of about `bytes` would be taken now (callers that build entries lazily ask first). */
   hasRoomFor(bytes: number): boolean {
-    return this.unsyncedBytes === 0 || this.unsyncedBytes + bytes <= this.maxPendingBytes;
+    return this.unsyncedBytes === 0 || this.unsyncedBytes + bytes <= this.limits.maxPendingBytes;
+  }
+
+  /** Refuses the whole append when it would take a trace past maxTraceEvents (stored, in writes under way, and new). */
+  private checkTraceSizes(plans: readonly AppendPlan[]): void {
+    const added = new Map<Trace, number>();
+    for (const { trace, fresh } of plans) added.set(trace, (added.get(trace) ?? 0) + fresh.length);
+    const max = this.limits.maxTraceEvents;
+    for (const [trace, n] of added) {
+      const held = trace.events + trace.pending.size;
+      if (n > 0 && held + n > max) throw new TraceFullError(`trace ${trace.id} holds ${held} events and may hold at most ${max}; ${n} more were refused (send further events under a new session_id)`);
+    }
   }
 
   /** The entry line of some of a trace's records, not yet queued. */
@@ -395,7 +447,7 @@ export class EventLog {
       }
       let offset = start;
       for (const w of group) {
-        this.stored(w.trace, { segment: this.segment, offset, length: w.bytes.length }, w.keys, w.records, w.at);
+        this.stored(w.trace, { segment: this.segment, offset, length: w.bytes.length }, w.records, w.at);
         for (const key of w.keys) w.trace.pending.delete(key);
         offset += w.bytes.length;
       }
@@ -433,23 +485,26 @@ export class EventLog {
     }
   }
 
-  /** The stored events of a trace, in the order they were acknowledged. */
-  events(trace: Trace): StoredEvent[] {
+  /**
+   * The stored events of a trace, in the order they were acknowledged. Read in slices of
+   * READ_SLICE_BYTES with a turn of the event loop between them: a trace of a million events takes
+   * a second or more to read, and requests (appends, /healthz) are answered meanwhile.
+   */
+  async events(trace: Trace): Promise<StoredEvent[]> {
     const out: StoredEvent[] = [];
     const fds = new Map<number, number>();
+    let sinceYield = 0;
     try {
       for (const at of [...trace.entries]) {
         let fd = fds.get(at.segment);
         if (fd === undefined) fds.set(at.segment, (fd = openSync(join(this.dir, segmentName(at.segment)), 'r')));
-        const line = Buffer.alloc(at.length);
-        for (let read = 0; read < at.length; ) {
-          const n = readSync(fd, line, read, at.length - read, at.offset + read);
-          if (n === 0) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is cut short`);
-          read += n;
-        }
-        const entry = parseEntry(line.subarray(0, at.length - 1));
-        if (!entry) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is damaged`);
+        const entry = readEntry(fd, at);
         for (const record of entry.records) out.push({ record, receivedAt: entry.at });
+        sinceYield += at.length;
+        if (sinceYield >= READ_SLICE_BYTES) {
+          sinceYield = 0;
+          await setImmediate();
+        }
       }
     } finally {
       for (const fd of fds.values()) closeSync(fd);

@@ -23,7 +23,7 @@ import { placeOf, resolveDataset, type ResolveContext } from '../../pins/resolve
 import { PriceList } from '../../pricing/cost.js';
 import { loadConfig } from '../../pins/config.js';
 import { tracePath } from './decode.js';
-import { DEFAULT_MAX_PENDING_BYTES, EventLog, type AppendRequest, type AppendResult } from './event-log.js';
+import { DEFAULT_MAX_PENDING_BYTES, DEFAULT_MAX_TRACE_EVENTS, EventLog, type AppendRequest, type AppendResult, type LogLimits } from './event-log.js';
 import type { AppendAnswer, EventRecord } from './events.js';
 import { Projection, projectedStatePath } from './projection.js';
 import { parseSplitTemplate, UNKNOWN_USER, type SplitTemplate } from './split.js';
@@ -77,13 +77,21 @@ export function checkGatewayArguments(options: Pick<GatewayOptions, 'split'>): v
   if (options.split !== undefined) parseSplitTemplate(options.split);
 }
 
-/** `TRAJSTORE_GATEWAY_MAX_PENDING_BYTES`: the bound of the bytes of events waiting for their write (past it, 429). */
-function maxPendingBytes(env: NodeJS.ProcessEnv): number {
-  const text = env.TRAJSTORE_GATEWAY_MAX_PENDING_BYTES;
-  if (text === undefined || text === '') return DEFAULT_MAX_PENDING_BYTES;
+/** A limit of the event log from the environment (a whole number, at least 1), or its default. */
+function limitFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, unit: string): number {
+  const text = env[name];
+  if (text === undefined || text === '') return fallback;
   const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidInputError(`invalid TRAJSTORE_GATEWAY_MAX_PENDING_BYTES ${JSON.stringify(text)}: expected a whole number of bytes, at least 1`);
+  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidInputError(`invalid ${name} ${JSON.stringify(text)}: expected a whole number of ${unit}, at least 1`);
   return n;
+}
+
+/** `TRAJSTORE_GATEWAY_MAX_PENDING_BYTES` (bytes of events waiting for their write; past it, 429) and `TRAJSTORE_GATEWAY_MAX_TRACE_EVENTS` (events of one trace; past it, 413). */
+function logLimits(env: NodeJS.ProcessEnv): LogLimits {
+  return {
+    maxPendingBytes: limitFromEnv(env, 'TRAJSTORE_GATEWAY_MAX_PENDING_BYTES', DEFAULT_MAX_PENDING_BYTES, 'bytes'),
+    maxTraceEvents: limitFromEnv(env, 'TRAJSTORE_GATEWAY_MAX_TRACE_EVENTS', DEFAULT_MAX_TRACE_EVENTS, 'events'),
+  };
 }
 
 type Place = { kind: 'local'; path: string } | { kind: 's3'; remote: NonNullable<ImportOptions['remote']> };
@@ -135,7 +143,7 @@ export async function startGateway(rc: ResolveContext, options: GatewayOptions):
   await ensureDataset(place, options.dataset, options.log);
   const stateRoot = options.state ?? (place.kind === 'local' ? place.path : '');
   const dir = join(stateRoot, GATEWAY_STATE_DIR);
-  const events = await EventLog.open(join(dir, 'events'), options.log, maxPendingBytes(rc.env));
+  const events = await EventLog.open(join(dir, 'events'), options.log, logLimits(rc.env));
   const writerOptions = (signal: AbortSignal): DatasetWriterOptions => ({
     path: place.kind === 'local' ? place.path : '',
     mode: 'append',

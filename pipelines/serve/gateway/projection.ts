@@ -23,7 +23,9 @@
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { setImmediate } from 'node:timers/promises';
 import { EMPTY, Subject, defer, debounceTime, from, fromEvent, groupBy, last, lastValueFrom, merge, mergeMap, retry, takeUntil, tap, timer } from 'rxjs';
+import { chunks } from '../../../lib/chunks.js';
 import { writeFileDurably } from '../../../lib/durable.js';
 import type { Logger } from '../../../lib/log.js';
 import { ContentRefs } from '../../dataset/content-refs.js';
@@ -32,9 +34,11 @@ import type { DatasetSink } from '../../dataset/writer.js';
 import type { PriceList } from '../../pricing/cost.js';
 import { storylineProblems } from '../../storyline/validate.js';
 import { PendingSet, retryDelayMs } from '../../sync/worker.js';
-import { eventRows, GATEWAY_FORMAT, storylineOf, tracePath } from './decode.js';
-import type { EventLog, Trace } from './event-log.js';
+import { eventRows, GATEWAY_FORMAT, inTraceOrder, storylineOf, tracePath } from './decode.js';
+import type { EventLog, StoredEvent, Trace } from './event-log.js';
 
+/** Events made into rows between two turns of the event loop. */
+const EVENT_ROWS_SLICE = 10_000;
 /** One batch at a time: see the module comment. */
 export const PROJECTION_CONCURRENCY = 1;
 
@@ -156,7 +160,7 @@ export class Projection {
       const importedAt = new Date().toISOString();
       for (const trace of traces) {
         signal.throwIfAborted();
-        const stored = this.events.events(trace);
+        const stored = await this.events.events(trace);
         const doc = storylineOf(trace, stored);
         const [problem] = storylineProblems(doc, 1);
         if (problem) {
@@ -179,7 +183,7 @@ export class Projection {
         await sink.add('runs', [rows.run]);
         await sink.add('steps', rows.steps);
         await sink.add('tool_calls', rows.toolCalls);
-        await sink.add('events', eventRows(trace, stored, documentId));
+        await this.addEventRows(sink, trace, stored, documentId);
         await sink.add('sources', [{ source_path: sourcePath, source_document: 0, format: GATEWAY_FORMAT, run_count: 1, byte_size: trace.bytes, sha256: null, raw: null, imported_at: importedAt }]);
         counts.set(trace.id, stored.length);
       }
@@ -188,6 +192,16 @@ export class Projection {
     } catch (error) {
       await sink.abort();
       throw error;
+    }
+  }
+
+  /** The `events` rows of a trace, a slice at a time with a turn of the event loop between, so a big trace does not hold up the gateway's requests. */
+  private async addEventRows(sink: DatasetSink, trace: Trace, stored: readonly StoredEvent[], documentId: string): Promise<void> {
+    let ordinal = 0;
+    for (const slice of chunks(inTraceOrder(stored), EVENT_ROWS_SLICE)) {
+      await sink.add('events', eventRows(trace, slice, documentId, ordinal));
+      ordinal += slice.length;
+      await setImmediate();
     }
   }
 

@@ -158,16 +158,16 @@ export function liveTraceRoutes(app: FastifyInstance, gateway: Gateway, mount: s
   app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id', opts, async (req) => ({ trace: traceFacts(gateway, find(req.params)) }));
   app.get<{ Params: Static<typeof TraceParams>; Querystring: PageQuery }>('/api/gateway/traces/:agent_id/:session_id/events', { schema: { params: TraceParams, querystring: EventsQuery } }, async (req) => {
     const trace = find(req.params);
-    const all = inTraceOrder(gateway.events.events(trace));
+    const all = inTraceOrder(await gateway.events.events(trace));
     const { offset, items } = pageOf(all, req.query, EVENTS_PAGE);
     return { trace: traceFacts(gateway, trace), total: all.length, offset, events: items.map((e) => ({ ...e.record, received_at: e.receivedAt })) };
   });
   app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id/storyline', opts, async (req) => {
     const trace = find(req.params);
-    return storylineOf(trace, gateway.events.events(trace));
+    return storylineOf(trace, await gateway.events.events(trace));
   });
   app.get<{ Params: Static<typeof TraceParams> }>('/api/gateway/traces/:agent_id/:session_id/trajectory', opts, async (req) => {
     const trace = find(req.params);
-    return atifOf(storylineOf(trace, gateway.events.events(trace)));
+    return atifOf(storylineOf(trace, await gateway.events.events(trace)));
   });
 }
