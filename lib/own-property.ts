@@ -13,3 +13,12 @@ export function assignOwn<T extends Record<string, unknown>>(target: T, source: 
   for (const [key, value] of Object.entries(source)) setOwn(target, key, value);
   return target;
 }
+
+/**
+ * `table[key]` when `key` is the table's own property, else undefined. A key from input may name an
+ * inherited member (`constructor`, `toString`, `__proto__`): indexing with it would hand back a
+ * function or a prototype where the table holds data.
+ */
+export function ownValue<T>(table: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(table, key) ? table[key] : undefined;
+}

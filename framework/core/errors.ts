@@ -1,3 +1,5 @@
+import { ownValue } from '../../lib/own-property.js';
+
 /** Errors of actor calls; `code` survives the trip across nodes so callers can tell them apart. */
 export type ActorErrorCode =
   | 'failed' // the method threw
@@ -45,6 +47,15 @@ export const STATUS_OF: Record<ActorErrorCode, number> = {
   'too-large': 413,
   forbidden: 403,
 };
+
+/**
+ * `value` (a code a peer sent, or one an actor made up) when it is one of ours, else `failed`:
+ * `constructor` and other inherited keys of STATUS_OF are not codes, and must not turn a failed
+ * call into a status of 0 or 200.
+ */
+export function knownCode(value: unknown): ActorErrorCode {
+  return typeof value === 'string' && ownValue(STATUS_OF, value) !== undefined ? (value as ActorErrorCode) : 'failed';
+}
 
 /**
  * The text of anything thrown. Actors may throw anything (a symbol, an object whose `message` or

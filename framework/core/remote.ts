@@ -6,7 +6,7 @@
  */
 import http2 from 'node:http2';
 import { FLAG_END, FLAG_ERROR, FrameDecoder, frameValue, toJson } from './codec.js';
-import { ActorError, STATUS_OF, type ActorErrorCode } from './errors.js';
+import { ActorError, knownCode } from './errors.js';
 import { MAX_REPLY_BYTES, readBody, type Transport } from './transport.js';
 
 const { NGHTTP2_CANCEL } = http2.constants;
@@ -28,8 +28,7 @@ export function decodeReply(status: number, body: Buffer, addr: string): unknown
   }
   if (status === 200) return parsed.result;
   if (status === 202) return undefined;
-  const code = (parsed.error?.code ?? 'failed') as ActorErrorCode;
-  throw new ActorError(code in STATUS_OF ? code : 'failed', parsed.error?.message ?? `${addr} answered ${status}`);
+  throw new ActorError(knownCode(parsed.error?.code), parsed.error?.message ?? `${addr} answered ${status}`);
 }
 
 /**

@@ -11,7 +11,7 @@ import type { ActorCell, CallMode } from '../core/cell.js';
 import type { ServerLimits } from '../core/limits.js';
 import { ServerChannel } from '../core/channel.js';
 import { parseCallBody, toJson } from '../core/codec.js';
-import { ActorError, STATUS_OF, errorMessage, type ActorErrorCode } from '../core/errors.js';
+import { ActorError, STATUS_OF, errorMessage, knownCode, type ActorErrorCode } from '../core/errors.js';
 import type { NodeMetrics } from '../core/metrics.js';
 import type { Peer } from '../core/listener.js';
 import type { LocalActors } from '../core/registry.js';
@@ -177,7 +177,9 @@ export class CallServer {
 /** Answers a call with an error; it holds its body no longer. */
 function answer(call: ServedCall, code: ActorErrorCode, message: string): void {
   call.release();
-  call.reply(STATUS_OF[code], errorJson(code, message));
+  // An actor may throw an ActorError with a code of its own making.
+  const known = knownCode(code);
+  call.reply(STATUS_OF[known], errorJson(known, message));
 }
 
 function errorJson(code: ActorErrorCode, message: string): string {

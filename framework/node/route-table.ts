@@ -3,7 +3,7 @@
  * handler. A path not in the table answers 404, a method the path does not take 405.
  */
 import type http2 from 'node:http2';
-import { ActorError, STATUS_OF, errorMessage } from '../core/errors.js';
+import { ActorError, STATUS_OF, errorMessage, knownCode } from '../core/errors.js';
 
 export interface Request {
   stream: http2.ServerHttp2Stream;
@@ -103,5 +103,6 @@ export function refuse(stream: http2.ServerHttp2Stream, status: number, body: un
 /** `refuse` with an error: an ActorError (as readBody fails with) answers with its code's status; anything else is a bad request. */
 export function refuseWithError(stream: http2.ServerHttp2Stream, error: unknown): void {
   const e = error instanceof ActorError ? error : new ActorError('bad-request', errorMessage(error));
-  refuse(stream, STATUS_OF[e.code], { error: { code: e.code, message: e.message } });
+  const code = knownCode(e.code);
+  refuse(stream, STATUS_OF[code], { error: { code, message: e.message } });
 }

@@ -1,0 +1,116 @@
+/**
+ * What a hostile peer answers, as its callers see it: a node calling it over the call channel, and
+ * `actorctl call`, against a fake endpoint (a real HTTP/2 server on loopback) that answers with error codes that are
+ * inherited keys of a plain object, and with errors of the wrong shape. A failed call never becomes
+ * a success, and the command line exits with its documented code and a clear message, never a
+ * stack trace.
+ */
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { runTool } from '../../lib/testing/run-tool.js';
+import { Actor, remote } from '../core/actor.js';
+import { CHANNEL_PATH, channelDecoder, encodeReply } from '../core/channel.js';
+import { ActorError } from '../core/errors.js';
+import { DEFAULT_CLUSTER } from '../core/members.js';
+import { ActorSystem } from '../core/system.js';
+import { CLUSTER_HEADER } from '../core/transport.js';
+
+/** Error codes that name members every object inherits. */
+const INHERITED_CODES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'];
+
+/** A fake node at `addr`: it lists itself as hosting `echo` and answers every call with `answer()`. */
+async function fakeNode(answer: () => { status: number; body: string }): Promise<{ addr: string; close: () => Promise<void> }> {
+  const server = http2.createServer();
+  server.on('stream', (stream, headers) => {
+    stream.on('error', () => {});
+    const json = (status: number, body: string): void => {
+      stream.respond({ ':status': status, 'content-type': 'application/json', [CLUSTER_HEADER]: DEFAULT_CLUSTER });
+      stream.end(body);
+    };
+    if (headers[':path'] === '/cluster/members') return json(200, JSON.stringify([{ node_id: 'f'.repeat(32), addr, status: 'Alive', actors: ['echo'] }]));
+    if (headers[':path'] === CHANNEL_PATH) {
+      stream.respond({ ':status': 200 });
+      const decoder = channelDecoder();
+      return void stream.on('data', (chunk: Buffer) => {
+        for (const record of decoder.push(chunk)) {
+          const { status, body } = answer();
+          stream.write(encodeReply(record.id, status, body));
+        }
+      });
+    }
+    stream.resume();
+    stream.once('end', () => {
+      const { status, body } = answer();
+      json(status, body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const addr = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { addr, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+/** Forwards every call to `victim`, wherever it runs, and lets its error propagate. */
+class Forward extends Actor {
+  relay(): Promise<unknown> {
+    return this.context.system.resolve('victim').ask('anything');
+  }
+}
+
+/** One call on the per-message route of `addr`: its status and body. */
+function routeCall(addr: string, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://${addr}`);
+    session.on('error', reject);
+    const req = session.request({ ':method': 'POST', ':path': path, [CLUSTER_HEADER]: DEFAULT_CLUSTER });
+    let status = 0;
+    let body = '';
+    req.on('response', (h) => (status = Number(h[':status'])));
+    req.on('data', (c: Buffer) => (body += c));
+    req.on('end', () => (session.close(), resolve({ status, body })));
+    req.on('error', reject);
+    req.end(JSON.stringify({ method: 'relay', args: [] }));
+  });
+}
+
+test('a member answering an inherited error code fails the call: the node forwarding it answers its own caller 500 `failed`, not 200', async () => {
+  let code = '';
+  const fake = await fakeNode(() => ({ status: 500, body: JSON.stringify({ error: { code, message: `boom ${code}` } }) }));
+  const system = await ActorSystem.start({ log: () => {} });
+  try {
+    // The fake claims, as a member, to host `victim`; calls to it ride the call channel.
+    system.membership.apply({ id: 'f'.repeat(32), addr: fake.addr, status: 'Alive', inc: 0, started: Date.now(), actors: ['victim'] });
+    await system.spawn(remote(Forward), { name: 'fwd' });
+    for (code of INHERITED_CODES) {
+      const error = await system.resolve('victim').ask('anything', [], { timeoutMs: 5000 }).catch((e: unknown) => e);
+      assert.instance(error, ActorError, code);
+      assert.is((error as ActorError).code, 'failed', code);
+      assert.is((error as ActorError).message, `boom ${code}`);
+      const answered = await routeCall(system.addr, '/named/fwd');
+      assert.is(answered.status, 500, `${code}: ${answered.body}`);
+      assert.equal(JSON.parse(answered.body), { error: { code: 'failed', message: `boom ${code}` } }, code);
+    }
+  } finally {
+    await system.shutdown();
+    await fake.close();
+  }
+});
+
+test('actorctl call: an endpoint answering an inherited error code exits 1 (a failure) with its message, no stack trace', async () => {
+  let code = '';
+  const fake = await fakeNode(() => ({ status: 500, body: JSON.stringify({ error: { code, message: `boom ${code}` } }) }));
+  try {
+    for (code of INHERITED_CODES) {
+      const r = await runTool('actorctl', ['call', 'echo', 'echo', '["x"]', '--seeds', fake.addr, '--timeout', '5']);
+      assert.is(r.code, 1, `${code}: ${r.stderr}`);
+      assert.match(r.stderr, `echo.echo: failed: boom ${code}`);
+      assert.not.match(r.stderr, /TypeError|\n\s+at /, `${code}: no stack trace`);
+      assert.is(r.stdout, '', `${code}: nothing on stdout`);
+    }
+  } finally {
+    await fake.close();
+  }
+});
+
+test.run();
