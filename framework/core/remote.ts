@@ -18,17 +18,36 @@ export function callJson(method: string, args: unknown[]): string {
   return toJson({ method, args }, `the arguments of ${method}`, 'bad-request');
 }
 
-/** Turns a call reply into its value or the ActorError it carries. */
+/**
+ * Turns a call reply into its value or the ActorError it carries. The reply comes from a peer: a
+ * body that is not `{result}` or `{error: {code, message}}` with string fields is a failure naming
+ * what came, never a TypeError later in whoever reads the error.
+ */
 export function decodeReply(status: number, body: Buffer, addr: string): unknown {
-  let parsed: { result?: unknown; error?: { code?: string; message?: string } };
+  let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch {
     throw new ActorError('failed', `${addr} answered ${status} with a body that is not JSON`);
   }
-  if (status === 200) return parsed.result;
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ActorError('failed', `${addr} answered ${status} with ${jsonKind(parsed)} where a JSON object belongs`);
+  const reply = parsed as { result?: unknown; error?: unknown };
+  if (status === 200) return reply.result;
   if (status === 202) return undefined;
-  throw new ActorError(knownCode(parsed.error?.code), parsed.error?.message ?? `${addr} answered ${status}`);
+  if (reply.error === undefined) throw new ActorError('failed', `${addr} answered ${status}`);
+  const error = reply.error as { code?: unknown; message?: unknown } | null;
+  const optionalString = (value: unknown): boolean => value === undefined || typeof value === 'string';
+  if (typeof error !== 'object' || error === null || !optionalString(error.message) || !optionalString(error.code)) {
+    throw new ActorError('failed', `${addr} answered ${status} with a malformed error (not {code, message} strings)`);
+  }
+  throw new ActorError(knownCode(error.code), (error.message as string | undefined) ?? `${addr} answered ${status}`);
+}
+
+/** What a JSON value is, in words. */
+function jsonKind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  return `a ${typeof value}`;
 }
 
 /**

@@ -113,4 +113,32 @@ test('actorctl call: an endpoint answering an inherited error code exits 1 (a fa
   }
 });
 
+test('actorctl call: an answer of the wrong shape (not an object, an error without string code and message) exits 1 naming what is wrong, no stack trace', async () => {
+  let body = '';
+  const fake = await fakeNode(() => ({ status: body.startsWith('{"error"') ? 500 : 200, body }));
+  const bodies: Array<[string, RegExp]> = [
+    ['null', /answered 200 with null where a JSON object belongs/],
+    ['[1]', /answered 200 with a list where a JSON object belongs/],
+    ['"text"', /answered 200 with a string where a JSON object belongs/],
+    ['{"error":"boom"}', /answered 500 with a malformed error/],
+    ['{"error":null}', /answered 500 with a malformed error/],
+    ['{"error":{"code":"failed","message":{"toString":1}}}', /answered 500 with a malformed error/],
+    ['{"error":{"code":"failed","message":7}}', /answered 500 with a malformed error/],
+    ['{"error":{"code":["not-found"],"message":"x"}}', /answered 500 with a malformed error/],
+    ['{"error":{"code":{"toString":1},"message":"x"}}', /answered 500 with a malformed error/],
+  ];
+  try {
+    for (const [answer, expected] of bodies) {
+      body = answer;
+      const r = await runTool('actorctl', ['call', 'echo', 'echo', '["x"]', '--seeds', fake.addr, '--timeout', '5']);
+      assert.is(r.code, 1, `${answer}: ${r.stderr}`);
+      assert.match(r.stderr, expected, answer);
+      assert.not.match(r.stderr, /TypeError|\n\s+at /, `${answer}: no stack trace`);
+      assert.is(r.stdout, '', `${answer}: nothing on stdout`);
+    }
+  } finally {
+    await fake.close();
+  }
+});
+
 test.run();
