@@ -12,6 +12,14 @@ export function clusterNameProblem(name: string): string | undefined {
   return /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(name) ? undefined : `cluster name '${name}' must be 1-63 of A-Z a-z 0-9 . _ - (starting with a letter or digit)`;
 }
 
+/** A named actor's name, as the registry takes them and member records may list them. */
+export const ACTOR_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.\/-]{0,255}$/;
+/** Named actors one member record may list, and the characters of their names together. */
+export const MAX_RECORD_ACTORS = 1024;
+export const MAX_RECORD_ACTOR_CHARS = 64 * 1024;
+/** Largest membership message a node accepts, and so the largest it may send: a whole member table rides on join and sync. */
+export const MAX_SWIM_BYTES = 4 * 1024 * 1024;
+
 export type MemberStatus = 'Alive' | 'Suspect' | 'Failed' | 'Left';
 export const STATUSES: readonly MemberStatus[] = ['Alive', 'Suspect', 'Failed', 'Left'];
 

@@ -11,7 +11,7 @@
  * A new member id at an address already known (a restarted process) replaces the older one.
  */
 import { errorMessage } from './errors.js';
-import { STATUSES, type MemberRecord, type MemberStatus, type MembershipTimers } from './members.js';
+import { ACTOR_NAME_RE, MAX_RECORD_ACTORS, MAX_RECORD_ACTOR_CHARS, MAX_SWIM_BYTES, STATUSES, type MemberRecord, type MemberStatus, type MembershipTimers } from './members.js';
 import { CLUSTER_HEADER, type Transport } from './transport.js';
 
 interface Member extends MemberRecord {
@@ -20,6 +20,11 @@ interface Member extends MemberRecord {
 }
 
 const MAX_PIGGYBACK = 12;
+/**
+ * Bytes the records of one message may take: the limit peers hold us to, less room for the sender's
+ * own record (bounded as every record is) and the message around them.
+ */
+const RECORDS_BYTES = MAX_SWIM_BYTES - 256 * 1024;
 /** Members told directly of this node's record when it joins or its actors change. */
 const ANNOUNCE_FANOUT = 32;
 export const SWIM_PATH = '/cluster/swim';
@@ -103,7 +108,12 @@ export class Membership {
 
   /** Publishes this node's named actors (a new incarnation so the newest list wins everywhere). */
   setActors(actors: string[]): void {
-    this.self.actors = [...actors].sort();
+    const names = [...actors].sort();
+    this.self.actors = publishable(names);
+    // Peers refuse a record past the bounds: publishing every name would leave this node unknown.
+    if (this.self.actors.length < names.length) {
+      this.hooks.warn(`membership: ${names.length - this.self.actors.length} of ${names.length} named actors are not published (a member record lists at most ${MAX_RECORD_ACTORS} names, ${MAX_RECORD_ACTOR_CHARS} characters in all)`);
+    }
     this.self.inc++;
     this.registry = undefined;
     this.enqueue(this.record(this.self));
@@ -119,6 +129,14 @@ export class Membership {
     const me = this.record(this.self);
     const peers = shuffle([...this.members.values()].filter((m) => m.status === 'Alive')).slice(0, ANNOUNCE_FANOUT);
     for (const m of peers) void this.send(m.addr, { type: 'ping', from: me, updates: [me] }, this.config.probeTimeoutMs).catch(() => {});
+  }
+
+  /**
+   * The member table as one message may carry it: this node first, the others in random order as
+   * far as they fit, so that a table too big for one message still travels, a part each round.
+   */
+  private table(): MemberRecord[] {
+    return fitting([this.record(this.self), ...shuffle([...this.members.values()].map((m) => this.record(m)))]);
   }
 
   private record(m: Member | MemberRecord): MemberRecord {
@@ -169,7 +187,7 @@ export class Membership {
     this.apply(message.from);
     if (message.type === 'join' || message.type === 'sync') {
       for (const r of message.members) this.apply(r);
-      return { type: 'sync', from: this.record(this.self), members: this.list() };
+      return { type: 'sync', from: this.record(this.self), members: this.table() };
     }
     const probe = message as Extract<SwimMessage, { updates: MemberRecord[] }>;
     for (const r of probe.updates) this.apply(r);
@@ -265,11 +283,13 @@ export class Membership {
   private piggyback(): MemberRecord[] {
     const limit = this.config.retransmitMult * Math.ceil(Math.log2(this.members.size + 2));
     const entries = [...this.outbox.values()].sort((a, b) => a.sent - b.sent).slice(0, MAX_PIGGYBACK);
-    for (const e of entries) {
+    // Bounded records make twelve fit with room for one more (the sender's, in an ack); fitting is what guarantees it.
+    const records = fitting(entries.map((e) => e.record));
+    for (const e of entries.slice(0, records.length)) {
       e.sent++;
       if (e.sent >= limit) this.outbox.delete(e.record.id);
     }
-    return entries.map((e) => e.record);
+    return records;
   }
 
   // ---- failure detection ----
@@ -334,7 +354,7 @@ export class Membership {
     const f = pick(failed);
     if (f) targets.add(f.addr);
     if (!alive.length) for (const s of this.seeds) targets.add(s);
-    await Promise.allSettled([...targets].map((addr) => this.send(addr, { type: 'sync', from: this.record(this.self), members: this.list() }, this.config.probeTimeoutMs * 3)));
+    await Promise.allSettled([...targets].map((addr) => this.send(addr, { type: 'sync', from: this.record(this.self), members: this.table() }, this.config.probeTimeoutMs * 3)));
   }
 
   private sweep(): void {
@@ -376,33 +396,72 @@ export const MAX_MEMBERS = 1024;
 /** A member's address as nodes give theirs: a host name or IP (IPv6 in brackets) and a port 1-65535. */
 const MEMBER_ADDR = /^(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9.-]{1,253}):(?:[1-9]\d{0,3}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])$/;
 
-/** Checks the shape of a record received from the network. */
-export function isRecord(value: unknown): value is MemberRecord {
-  if (typeof value !== 'object' || value === null) return false;
+/** A node id as nodes make theirs (32 hex digits), with room to spare: bounded, as everything in a record is. */
+const MEMBER_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Why a record received from the network is not one, or undefined when it is. */
+export function recordProblem(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return 'a member record must be an object';
   const r = value as Record<string, unknown>;
-  return (
-    typeof r.id === 'string' &&
-    typeof r.addr === 'string' &&
-    MEMBER_ADDR.test(r.addr) &&
-    STATUSES.includes(r.status as MemberStatus) &&
-    // Safe integers only: past 2^53 a refutation's inc + 1 is the same number, and could never win.
-    Number.isSafeInteger(r.inc) &&
-    (r.inc as number) >= 0 &&
-    (r.inc as number) < Number.MAX_SAFE_INTEGER &&
-    typeof r.started === 'number' &&
-    Array.isArray(r.actors) &&
-    r.actors.every((a) => typeof a === 'string')
-  );
+  if (typeof r.id !== 'string' || !MEMBER_ID.test(r.id)) return 'a member record needs an `id` of 1-64 of A-Z a-z 0-9 _ -';
+  if (typeof r.addr !== 'string' || !MEMBER_ADDR.test(r.addr)) return 'a member record needs an `addr` host:port';
+  if (!STATUSES.includes(r.status as MemberStatus)) return `a member record needs a \`status\` of ${STATUSES.join(', ')}`;
+  // Safe integers only: past 2^53 a refutation's inc + 1 is the same number, and could never win.
+  if (!Number.isSafeInteger(r.inc) || (r.inc as number) < 0 || (r.inc as number) >= Number.MAX_SAFE_INTEGER) return 'a member record needs an `inc` that is a safe integer >= 0';
+  if (typeof r.started !== 'number') return 'a member record needs a `started` time';
+  if (!Array.isArray(r.actors)) return 'a member record needs a list of `actors`';
+  return actorsProblem(r.actors);
+}
+
+/**
+ * Why a record's actor names are more than one record may carry. A record travels on every message
+ * that piggybacks it and in every sync: without a bound, two records of a few MB made a node send
+ * messages its peers refused, and its healthy peers looked Failed.
+ */
+function actorsProblem(actors: unknown[]): string | undefined {
+  if (actors.length > MAX_RECORD_ACTORS) return `a member record lists ${actors.length} actors; at most ${MAX_RECORD_ACTORS}`;
+  let chars = 0;
+  for (const name of actors) {
+    // The name itself is not repeated: it may be megabytes, or hold terminal escapes.
+    if (typeof name !== 'string' || !ACTOR_NAME_RE.test(name)) return `a member record lists an actor name that does not match ${ACTOR_NAME_RE}`;
+    chars += name.length;
+  }
+  return chars > MAX_RECORD_ACTOR_CHARS ? `a member record's actor names take ${chars} characters; at most ${MAX_RECORD_ACTOR_CHARS}` : undefined;
+}
+
+/** Checks the shape and bounds of a record received from the network. */
+export function isRecord(value: unknown): value is MemberRecord {
+  return recordProblem(value) === undefined;
+}
+
+/** The first of `names` (valid actor names) that one record may carry. */
+function publishable(names: string[]): string[] {
+  let chars = 0;
+  const fit = names.findIndex((name, i) => (chars += name.length) > MAX_RECORD_ACTOR_CHARS || i >= MAX_RECORD_ACTORS);
+  return fit === -1 ? names : names.slice(0, fit);
+}
+
+/** The first of `records` whose JSON fits RECORDS_BYTES: a node never sends a message its peers refuse for size. */
+function fitting(records: MemberRecord[]): MemberRecord[] {
+  let bytes = 0;
+  const fit = records.findIndex((r) => (bytes += Buffer.byteLength(JSON.stringify(r)) + 1) > RECORDS_BYTES);
+  return fit === -1 ? records : records.slice(0, fit);
 }
 
 /** Checks a SWIM message received from the network; the error names what is wrong. */
 export function parseSwimMessage(value: unknown): SwimMessage {
   if (typeof value !== 'object' || value === null) throw new Error('membership message must be a JSON object');
   const m = value as Record<string, unknown>;
-  if (!isRecord(m.from)) throw new Error('membership message needs a valid `from` member record');
+  const fromProblem = recordProblem(m.from);
+  if (fromProblem) throw new Error(`membership message field \`from\`: ${fromProblem}`);
   const list = (key: string): void => {
-    if (Array.isArray(m[key]) && m[key].length > MAX_MEMBERS) throw new Error(`membership message field \`${key}\` holds ${m[key].length} records; at most ${MAX_MEMBERS}`);
-    if (!Array.isArray(m[key]) || !(m[key] as unknown[]).every(isRecord)) throw new Error(`membership message field \`${key}\` must be a list of member records`);
+    const records = m[key];
+    if (!Array.isArray(records)) throw new Error(`membership message field \`${key}\` must be a list of member records`);
+    if (records.length > MAX_MEMBERS) throw new Error(`membership message field \`${key}\` holds ${records.length} records; at most ${MAX_MEMBERS}`);
+    for (const [i, r] of records.entries()) {
+      const problem = recordProblem(r);
+      if (problem) throw new Error(`membership message field \`${key}\` [${i}]: ${problem}`);
+    }
   };
   switch (m.type) {
     case 'ping':
@@ -411,7 +470,7 @@ export function parseSwimMessage(value: unknown): SwimMessage {
     case 'ping-req': {
       list('updates');
       const t = m.target as Record<string, unknown> | undefined;
-      if (typeof t?.id !== 'string' || typeof t.addr !== 'string') throw new Error('ping-req needs `target` {id, addr}');
+      if (typeof t?.id !== 'string' || !MEMBER_ID.test(t.id) || typeof t.addr !== 'string' || !MEMBER_ADDR.test(t.addr)) throw new Error('ping-req needs `target` {id, addr} as a member record has them');
       break;
     }
     case 'join':

@@ -8,10 +8,10 @@ import { actorMeta } from './actor.js';
 import { ActorCell } from './cell.js';
 import type { ActorClass, ActorSystemView, SpawnOptions } from './context.js';
 import { ActorError } from './errors.js';
+import { ACTOR_NAME_RE as NAME_RE } from './members.js';
 import type { NodeMetrics } from './metrics.js';
 import { checkParams } from './params.js';
 
-const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.\/-]{0,255}$/;
 /** Names of the system's own actors; user actors may not take them. */
 const SYSTEM_NAME = /^(_|system\/)/;
 

@@ -7,13 +7,10 @@ import type { ServerLimits } from '../core/limits.js';
 import { errorMessage } from '../core/errors.js';
 import type { Listener } from '../core/listener.js';
 import { Membership, SWIM_PATH, parseSwimMessage } from '../core/membership.js';
-import type { MembershipTimers } from '../core/members.js';
+import { MAX_SWIM_BYTES, type MembershipTimers } from '../core/members.js';
 import type { NodeMetrics } from '../core/metrics.js';
 import { CLUSTER_HEADER, readBody, type Transport } from '../core/transport.js';
 import { refuseWithError, respond } from './route-table.js';
-
-/** Largest SWIM message accepted: a whole member table rides on join and sync. */
-const MAX_SWIM_BYTES = 4 * 1024 * 1024;
 
 export interface JoinOptions {
   nodeId: string;

@@ -1,9 +1,15 @@
-/** Membership rules checked on in-process nodes (real h2c on loopback), with short timers. */
+/**
+ * Membership rules checked on in-process nodes (real h2c on loopback), with short timers, and the
+ * bounds of what a record may hold against a cluster of node processes.
+ */
+import http2 from 'node:http2';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { isRecord, MAX_MEMBERS, parseSwimMessage } from '../core/membership.js';
+import { DEFAULT_CLUSTER, MAX_RECORD_ACTOR_CHARS, MAX_RECORD_ACTORS, MAX_SWIM_BYTES } from '../core/members.js';
+import { isRecord, MAX_MEMBERS, parseSwimMessage, SWIM_PATH } from '../core/membership.js';
 import { ActorSystem } from '../core/system.js';
-import { waitFor } from './helpers/cluster.js';
+import { CLUSTER_HEADER } from '../core/transport.js';
+import { killAll, memberStatuses, startNode, waitFor } from './helpers/cluster.js';
 
 const timers = { probeIntervalMs: 50, probeTimeoutMs: 100, indirectTimeoutMs: 200, suspectTimeoutMs: 400, syncIntervalMs: 300, joinRetryMs: 100, removeAfterMs: 600 };
 const systems: ActorSystem[] = [];
@@ -16,7 +22,27 @@ const statusOf = (at: ActorSystem, id: string): string | undefined => at.members
 
 test.after(async () => {
   await Promise.allSettled(systems.map((s) => s.shutdown()));
+  await killAll();
 });
+
+/** POSTs one membership message to `addr` as a peer of the default cluster would; its status and body. */
+function swim(addr: string, message: unknown): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://${addr}`);
+    session.on('error', reject);
+    const req = session.request({ ':method': 'POST', ':path': SWIM_PATH, [CLUSTER_HEADER]: DEFAULT_CLUSTER, 'content-type': 'application/json' });
+    let status = 0;
+    let body = '';
+    req.on('response', (h) => (status = Number(h[':status'])));
+    req.on('data', (c: Buffer) => (body += c));
+    req.on('end', () => (session.close(), resolve({ status, body })));
+    req.on('error', reject);
+    req.end(JSON.stringify(message));
+  });
+}
+
+/** A record of a member nobody runs, listing `actors`. */
+const phantom = (i: number, actors: string[]) => ({ id: `${i}`.padStart(32, 'a'), addr: `127.0.0.1:${40000 + i}`, status: 'Alive' as const, inc: 0, started: Date.now(), actors });
 
 test('a crashed member goes Suspect, then Failed, then is forgotten', async () => {
   const a = await start();
@@ -74,6 +100,59 @@ test('a new process at a known address replaces the old member; Left is final', 
   assert.ok(a.membership.apply({ ...old, id: 'e'.repeat(32), started: 2000, inc: 0, status: 'Left' }));
   assert.not.ok(a.membership.apply({ ...old, id: 'e'.repeat(32), started: 2000, inc: 9, status: 'Alive' }), 'Left cannot be undone');
   assert.equal(a.instances('x'), [], 'actors of a Left member are not resolvable');
+});
+
+test('records holding more actors than one may are refused, and the cluster they were meant to flood stays Alive', async () => {
+  const a = await startNode({ name: 'echo' });
+  const [b, c] = await Promise.all([startNode({ name: 'echo', seeds: [a.addr] }), startNode({ name: 'echo', seeds: [a.addr] })]);
+  const nodes = [a, b!, c!];
+  const allAlive = async (): Promise<boolean> => {
+    for (const n of nodes) {
+      const statuses = await memberStatuses(n.addr);
+      if (statuses.size !== nodes.length || [...statuses.values()].some((s) => s !== 'Alive')) return false;
+    }
+    return true;
+  };
+  await waitFor('three Alive members on every node', allAlive);
+  // Two pings, each with a member whose record lists about 3 MB of actor names: together more than a
+  // message may carry, so a node that believed them could send no probe its peers would take.
+  const many = Array.from({ length: 330_000 }, (_, i) => `a${i}`);
+  const floods = [];
+  for (const i of [1, 2]) floods.push(await swim(a.addr, { type: 'ping', from: phantom(100 + i, []), updates: [phantom(i, many)] }));
+  // Probes run every 100 ms and a missed one makes a member Suspect: every look for 3 s finds all Alive.
+  const until = Date.now() + 3000;
+  while (Date.now() < until) {
+    assert.ok(await allAlive(), `every member Alive on every node: ${JSON.stringify(await Promise.all(nodes.map(async (n) => [...(await memberStatuses(n.addr))])))}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  for (const refused of floods) {
+    assert.is(refused.status, 400, refused.body);
+    assert.match(refused.body, `lists 330000 actors; at most ${MAX_RECORD_ACTORS}`);
+  }
+  const long = await swim(a.addr, { type: 'ping', from: phantom(103, []), updates: [phantom(3, ['x'.repeat(100_000)])] });
+  assert.is(long.status, 400);
+  assert.match(long.body, 'an actor name that does not match');
+  const sum = await swim(a.addr, { type: 'sync', from: phantom(104, Array.from({ length: 1000 }, (_, i) => `${i}`.padStart(255, 'n'))), members: [] });
+  assert.is(sum.status, 400);
+  assert.match(sum.body, `at most ${MAX_RECORD_ACTOR_CHARS}`);
+  for (const n of nodes) assert.not.match(n.output(), /Suspect/, `${n.addr} suspected nobody`);
+});
+
+test('a node never sends a membership message over the limit: a table of many full records goes a part at a time', async () => {
+  const a = await start();
+  // Records at the bounds: 1,024 names of 64 characters each, 64 KiB in all; 100 of them hold 6.5 MB.
+  const full = (i: number) => phantom(i, Array.from({ length: MAX_RECORD_ACTORS }, (_, k) => `${i}-${k}`.padStart(MAX_RECORD_ACTOR_CHARS / MAX_RECORD_ACTORS, 'n')));
+  for (let i = 1; i <= 100; i++) assert.ok(a.membership.apply(full(i)), `record ${i} is within the bounds`);
+  assert.not.ok(isRecord({ ...full(0), actors: [...full(0).actors, 'one-more'] }), 'one name more is past them');
+  const sync = await a.membership.handle({ type: 'sync', from: phantom(200, []), members: [] });
+  const bytes = Buffer.byteLength(JSON.stringify(sync));
+  assert.ok(bytes <= MAX_SWIM_BYTES, `a sync reply of ${bytes} bytes`);
+  assert.is(sync.type === 'sync' && sync.members[0]!.id, a.nodeId, 'this node first');
+  // Its peers take what it sends: a node joining through it becomes a member on both sides.
+  const b = await start([a.addr]);
+  await waitFor('a and b to see each other', () => statusOf(a, b.nodeId) === 'Alive' && statusOf(b, a.nodeId) === 'Alive');
+  const ack = await a.membership.handle({ type: 'ping', from: phantom(201, []), updates: [] });
+  assert.ok(Buffer.byteLength(JSON.stringify(ack)) <= MAX_SWIM_BYTES, 'an ack with its piggybacked records fits');
 });
 
 test.run();
