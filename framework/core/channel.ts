@@ -528,6 +528,8 @@ export interface ServerChannelOptions {
   maxRecordBytes: number;
   /** Stream calls one channel may run at once (as HTTP/2's concurrent streams); more are answered `overloaded`. */
   maxStreams: number;
+  /** A record must arrive whole within this time from its first byte, as a per-message body must; else the channel is reset. */
+  recordTimeoutMs: number;
   handle(call: IncomingCall): void;
   malformed(message: string): void;
   closed(channel: ServerChannel): void;
@@ -553,6 +555,8 @@ export class ServerChannel {
   private charged = 0;
   /** The stream has closed and the channel's bytes have been given back. */
   private gone = false;
+  /** Runs while a record is incomplete: its bytes are charged to the budget, and a peer that never finishes it would hold them for good. */
+  private recordTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly stream: http2.ServerHttp2Stream,
@@ -569,6 +573,7 @@ export class ServerChannel {
       this.endIfDrained();
     });
     stream.once('close', () => {
+      clearTimeout(this.recordTimer);
       options.closed(this);
       for (const call of this.running.values()) call.onCancel?.();
       this.running.clear();
@@ -591,6 +596,7 @@ export class ServerChannel {
       this.options.malformed((error as Error).message);
       return this.reset();
     }
+    this.timeRecord(records.length > 0);
     // What the decoder no longer holds, less the bodies of the calls it produced, leaves the budget now.
     let kept = 0;
     for (const record of records) if (record.kind === CALL) kept += record.body.length;
@@ -632,6 +638,20 @@ export class ServerChannel {
     if (!budget.full || this.stream.isPaused()) return;
     this.stream.pause();
     budget.whenRoom(() => this.stream.resume(), () => this.stream.closed);
+  }
+
+  /** Starts the deadline of an incomplete record when one begins (`completed`: the held bytes, if any, are a new record's). */
+  private timeRecord(completed: boolean): void {
+    if (completed || !this.decoder.pending) {
+      clearTimeout(this.recordTimer);
+      this.recordTimer = undefined;
+    }
+    if (!this.decoder.pending || this.recordTimer) return;
+    const { recordTimeoutMs } = this.options;
+    this.recordTimer = setTimeout(() => {
+      this.options.malformed(`a record did not arrive whole within ${recordTimeoutMs} ms (limit body_timeout_ms); its ${this.decoder.heldBytes} bytes are given back`);
+      this.reset();
+    }, recordTimeoutMs);
   }
 
   private give(bytes: number): void {

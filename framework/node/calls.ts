@@ -55,6 +55,7 @@ export class CallServer {
       budget: this.options.peerOf(stream).budget,
       maxRecordBytes: this.options.limits.maxCallBytes,
       maxStreams: this.options.limits.maxStreams,
+      recordTimeoutMs: this.options.limits.bodyTimeoutMs,
       handle: (call) => this.serve(call, (iterable) => call.stream(iterable)),
       malformed: (problem) => {
         this.options.metrics.badRequests.inc({ path: 'channel' });

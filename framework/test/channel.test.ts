@@ -233,4 +233,55 @@ test('a caller that ends its side gets the replies of its running calls, then th
   assert.is(r.rstCode, http2.constants.NGHTTP2_NO_ERROR);
 });
 
+/** A series of the node's /metrics, read over HTTP/2. */
+async function metric(addr: string, series: string): Promise<number> {
+  const text = await new Promise<string>((resolve, reject) => {
+    const session = http2.connect(`http://${addr}`);
+    session.on('error', reject);
+    const req = session.request({ ':path': '/metrics' });
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c));
+    req.on('end', () => (session.close(), resolve(body)));
+    req.end();
+  });
+  return Number(new RegExp(`^${series}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+}
+
+test('a record that never arrives whole is given a deadline: its channel is reset and its bytes given back; one finished in time is served', async () => {
+  const timed = await startNode({ name: 'sleeper', classPath: SLEEPER, extraArgs: ['-D', 'limits.body_timeout_ms=1000'] });
+  // A CALL of 1 MiB sent but for its last 16 bytes, on two channels, as a client pinning the node's call budget would.
+  const record = encodeCall(1, 'ask', '/named/sleeper', callJson('counts', ['x'.repeat(1024 * 1024)]));
+  const sessions = [1, 2].map(() => http2.connect(`http://${timed.addr}`));
+  const streams = sessions.map((session) => {
+    session.on('error', () => {});
+    const stream = session.request({ ':method': 'POST', ':path': CHANNEL_PATH, [CLUSTER_HEADER]: DEFAULT_CLUSTER });
+    stream.on('error', () => {});
+    stream.write(record.subarray(0, record.length - 16));
+    return stream;
+  });
+  try {
+    await waitFor('the node to hold the partial records', async () => (await metric(timed.addr, 'actor_held_call_bytes')) >= 2 * 1024 * 1024, 5000);
+    await waitFor('both channels reset', () => streams.every((stream) => stream.closed), 10_000);
+    assert.equal(streams.map((stream) => stream.rstCode), [http2.constants.NGHTTP2_PROTOCOL_ERROR, http2.constants.NGHTTP2_PROTOCOL_ERROR]);
+    await waitFor('the bytes given back', async () => (await metric(timed.addr, 'actor_held_call_bytes')) === 0, 5000);
+    assert.match(timed.output(), 'did not arrive whole within 1000 ms');
+    // A record that takes a while but arrives within the deadline is a call like any other.
+    const slow = await new Promise<number>((resolve, reject) => {
+      const session = http2.connect(`http://${timed.addr}`);
+      session.on('error', reject);
+      const stream = session.request({ ':method': 'POST', ':path': CHANNEL_PATH, [CLUSTER_HEADER]: DEFAULT_CLUSTER });
+      const decoder = channelDecoder();
+      stream.on('data', (c: Buffer) => {
+        for (const r of decoder.push(c)) if (r.kind === REPLY) (session.destroy(), resolve(r.status));
+      });
+      stream.write(record.subarray(0, 1000));
+      setTimeout(() => stream.write(record.subarray(1000)), 400);
+    });
+    assert.is(slow, 200);
+  } finally {
+    for (const session of sessions) session.destroy();
+    timed.proc.kill('SIGKILL');
+  }
+});
+
 test.run();
