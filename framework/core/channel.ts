@@ -132,6 +132,9 @@ export function parseChannelRecord(body: Buffer): ChannelRecord {
   throw new FrameError(`unknown channel record kind ${kind}`);
 }
 
+/** Records held behind backpressure are joined into one buffer this many at a time. */
+const JOIN_RUN = 256;
+
 /**
  * Writes records of one tick as one HTTP/2 DATA write (the queue is flushed on process.nextTick,
  * after the microtasks that produced the records); on backpressure it holds records until 'drain',
@@ -140,6 +143,8 @@ export function parseChannelRecord(body: Buffer): ChannelRecord {
 class BatchWriter {
   private queue: Buffer[] = [];
   private size = 0;
+  /** Leading entries of the queue that are already records joined together (see `write`). */
+  private joined = 0;
   private scheduled = false;
   private waiting = false;
   private ending = false;
@@ -152,6 +157,12 @@ class BatchWriter {
   write(record: Buffer): void {
     this.queue.push(record);
     this.size += record.length;
+    // Held records are joined in runs: a stream's item is tens of bytes, and as a Buffer of its own
+    // it costs a JS object several times its size, which no byte count of the window sees.
+    if (this.waiting && this.queue.length - this.joined >= JOIN_RUN) {
+      this.queue.push(Buffer.concat(this.queue.splice(this.joined)));
+      this.joined++;
+    }
     if (this.scheduled || this.waiting) return;
     this.scheduled = true;
     process.nextTick(this.flush);
@@ -170,6 +181,7 @@ class BatchWriter {
       const data = this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue, this.size);
       this.queue = [];
       this.size = 0;
+      this.joined = 0;
       if (!this.stream.write(data)) return this.waitForDrain();
     }
     if (this.ending) this.stream.end();
@@ -524,6 +536,12 @@ interface OutgoingStream {
 export interface ServerChannelOptions {
   /** Bytes of records being received and of calls not yet released are charged here; while it is full the channel stops reading. */
   budget: ConnectionBudget;
+  /**
+   * Unread bytes of streamed items that all the channels of this connection together may have out.
+   * Each stream has its window, but a caller opening many channels with many stream calls and reading
+   * none would otherwise make the node hold channels x streams x STREAM_WINDOW_BYTES of items.
+   */
+  streamWindow: ConnectionBudget;
   /** Largest CALL body; a longer record resets the channel. */
   maxRecordBytes: number;
   /** Stream calls one channel may run at once (as HTTP/2's concurrent streams); more are answered `overloaded`. */
@@ -629,6 +647,7 @@ export class ServerChannel {
           return this.reset();
         }
         out.unacknowledged -= record.bytes;
+        this.options.streamWindow.give(record.bytes);
         out.resume?.();
       } else {
         this.options.malformed(`a ${record.kind === REPLY ? 'REPLY' : 'ITEM'} record (call ${record.id}) was sent to the callee`);
@@ -689,6 +708,7 @@ export class ServerChannel {
     const iterator = iterable[Symbol.asyncIterator]();
     // Cancelled, or the channel closed, while the call waited for its actor.
     if (this.running.get(id) !== call) return stopProducer(iterator);
+    const { streamWindow } = this.options;
     const out: OutgoingStream = { unacknowledged: 0, resume: undefined };
     let stopped = false;
     call.onCancel = () => {
@@ -703,16 +723,26 @@ export class ServerChannel {
         get gone() {
           return stopped;
         },
-        // Any CREDIT (or the cancel) wakes the sender, which looks again.
-        room: () => (stopped || out.unacknowledged < STREAM_WINDOW_BYTES ? undefined : new Promise<void>((resolve) => (out.resume = resolve))),
+        // Any CREDIT of this stream (or the cancel) wakes the sender, which looks again; a CREDIT of
+        // any stream on the connection does when the connection's window is what held it.
+        room: () => {
+          if (stopped || (out.unacknowledged < STREAM_WINDOW_BYTES && !streamWindow.full)) return undefined;
+          return new Promise<void>((resolve) => {
+            out.resume = resolve;
+            if (streamWindow.full) streamWindow.whenRoom(resolve, () => stopped);
+          });
+        },
         send: (frame) => {
           out.unacknowledged += frame.length - 4;
+          streamWindow.take(frame.length - 4);
           this.writer.write(encodeItem(id, frame));
         },
         last: (frame) => this.writer.write(encodeItem(id, frame)),
       });
     } finally {
       this.sending.delete(id);
+      // Credit that comes later finds no stream: what is unread leaves the connection's window now.
+      if (out.unacknowledged) streamWindow.give(out.unacknowledged);
       if (this.running.get(id) === call) this.finish(id, call);
       this.endIfDrained();
     }

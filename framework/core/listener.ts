@@ -15,6 +15,7 @@ import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { parseAddr } from './address.js';
 import { ConnectionBudget, NodeBudget } from './budget.js';
+import { STREAM_WINDOW_BYTES } from './channel.js';
 import { RESET_BURST_SECONDS, type ServerLimits } from './limits.js';
 import { peerClusterProblem, peerIsNode, type TlsMaterial } from './tls.js';
 import { raiseSessionWindow } from './transport.js';
@@ -47,6 +48,12 @@ export interface Peer {
    * call budget cannot stop a node answering probes (it would be declared Suspect, then Failed).
    */
   swimBudget: ConnectionBudget;
+  /**
+   * Unread bytes of streamed items its call channels may have out, all streams together: as much as
+   * one channel running limits.max_streams streams with full windows (a node uses one channel per
+   * peer). Its own count, not the node's: a reader that stops holds back only its own producers.
+   */
+  streamWindow: ConnectionBudget;
   /** False for a TLS client whose certificate is a client certificate: it may read and call, not join. */
   node: boolean;
 }
@@ -134,7 +141,13 @@ export class Listener {
   }
 
   private newPeer(node: boolean): Peer {
-    return { budget: new ConnectionBudget(this.options.limits.maxConnectionBytes, this.budget), swimBudget: new ConnectionBudget(SWIM_CONNECTION_BYTES, this.swimBudget), node };
+    const { limits } = this.options;
+    return {
+      budget: new ConnectionBudget(limits.maxConnectionBytes, this.budget),
+      swimBudget: new ConnectionBudget(SWIM_CONNECTION_BYTES, this.swimBudget),
+      streamWindow: new ConnectionBudget(limits.maxStreams * STREAM_WINDOW_BYTES, new NodeBudget(Infinity)),
+      node,
+    };
   }
 
   /** Connections open now (both protocols). */

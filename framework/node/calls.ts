@@ -20,6 +20,13 @@ import { readBody } from '../core/transport.js';
 import { drained } from '../../lib/streams.js';
 import { refuseWithError, respondJson } from './route-table.js';
 
+/**
+ * Call channels one connection may hold open. A node opens one per peer (and a new one after a
+ * break); each channel runs limits.max_streams stream calls, so a client opening a channel on every
+ * HTTP/2 stream would run max_streams squared of them, with the state each holds.
+ */
+export const MAX_CHANNELS_PER_CONNECTION = 4;
+
 /** One call to serve, whichever way it came. */
 interface ServedCall {
   mode: CallMode;
@@ -46,13 +53,23 @@ export interface CallServerOptions {
 
 export class CallServer {
   private readonly channels = new Set<ServerChannel>();
+  /** Open channels by connection. */
+  private readonly channelsOf = new WeakMap<Peer, number>();
 
   constructor(private readonly options: CallServerOptions) {}
 
   /** `POST /_channel`: the callee's end of a peer's call channel. */
   openChannel(stream: http2.ServerHttp2Stream): void {
+    const peer = this.options.peerOf(stream);
+    const open = this.channelsOf.get(peer) ?? 0;
+    if (open >= MAX_CHANNELS_PER_CONNECTION) {
+      const error = new ActorError('overloaded', `this connection has ${open} call channels open already; at most ${MAX_CHANNELS_PER_CONNECTION}`);
+      return refuseWithError(stream, error);
+    }
+    this.channelsOf.set(peer, open + 1);
     const channel = new ServerChannel(stream, {
-      budget: this.options.peerOf(stream).budget,
+      budget: peer.budget,
+      streamWindow: peer.streamWindow,
       maxRecordBytes: this.options.limits.maxCallBytes,
       maxStreams: this.options.limits.maxStreams,
       recordTimeoutMs: this.options.limits.bodyTimeoutMs,
@@ -61,7 +78,10 @@ export class CallServer {
         this.options.metrics.badRequests.inc({ path: 'channel' });
         this.options.log(`call channel reset: ${problem}`);
       },
-      closed: (c) => this.channels.delete(c),
+      closed: (c) => {
+        this.channels.delete(c);
+        this.channelsOf.set(peer, (this.channelsOf.get(peer) ?? 1) - 1);
+      },
     });
     this.channels.add(channel);
   }

@@ -4,6 +4,7 @@
  * reaching the producer, the cap on streams per channel, and peers that break the protocol. Also
  * the same pace rules for an external caller, whose stream call has an HTTP/2 stream of its own.
  */
+import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -15,6 +16,8 @@ import { seededRandom } from '../../lib/random.js';
 import { DEFAULT_CLUSTER } from '../core/members.js';
 import { ActorSystem } from '../core/system.js';
 import { CLUSTER_HEADER, Transport } from '../core/transport.js';
+import { MAX_CHANNELS_PER_CONNECTION } from '../node/calls.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { FAST_CLIENT_TIMERS, killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 
 const PRODUCER = 'framework.test.helpers.producer.Producer';
@@ -326,6 +329,44 @@ test('random sequences of stream records from a caller (seeded) never take the n
   let n = 0;
   for await (const _ of client.resolve('producer').stream('items', [4, 8])) n++;
   assert.is(n, 4, 'and its streams still work');
+});
+
+/** Resident set size of a process, in MiB. */
+const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+test('a client opening many channels of endless stream calls and reading nothing holds a bounded amount of the node; others are still answered', async () => {
+  const echo = await startNode({ name: 'echo' });
+  const before = rssMiB(echo.proc.pid!);
+  const session = http2.connect(`http://${echo.addr}`);
+  session.on('error', () => {});
+  // 64 channels on one connection, 128 stream calls of a billion items on each, none of it read.
+  const calls = Buffer.concat(Array.from({ length: 128 }, (_, i) => encodeCall(i + 1, 'stream', '/named/echo', callJson('stream', [1e9]))));
+  const statuses = Array.from({ length: 64 }, () => {
+    const channel = session.request({ ':method': 'POST', ':path': CHANNEL_PATH, [CLUSTER_HEADER]: DEFAULT_CLUSTER });
+    channel.on('error', () => {});
+    channel.pause();
+    channel.write(calls);
+    return new Promise<number>((resolve) => channel.once('response', (h) => resolve(Number(h[':status']))));
+  });
+  try {
+    let peak = 0;
+    const until = Date.now() + 4000;
+    while (Date.now() < until) {
+      peak = Math.max(peak, rssMiB(echo.proc.pid!));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // Unbounded, this grew by about 10 MiB a channel and went on; bounded, by the items of one channel's full windows and their garbage.
+    assert.ok(peak - before < 250, `the node grew from ${before.toFixed(0)} MiB to ${peak.toFixed(0)} MiB`);
+    const call = await runTool('actorctl', ['call', 'echo', 'echo', '["still here"]', '--seeds', echo.addr, '--timeout', '10']);
+    assert.is(call.code, 0, call.stderr);
+    assert.is(call.stdout, '"still here"\n');
+    const answered = await Promise.all(statuses);
+    assert.is(answered.filter((status) => status === 200).length, MAX_CHANNELS_PER_CONNECTION, `channels past ${MAX_CHANNELS_PER_CONNECTION} are refused`);
+    assert.ok(answered.every((status) => status === 200 || status === 503), answered.join());
+  } finally {
+    session.destroy();
+    echo.proc.kill('SIGKILL');
+  }
 });
 
 test.run();
