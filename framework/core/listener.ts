@@ -16,6 +16,7 @@ import tls from 'node:tls';
 import { parseAddr } from './address.js';
 import { ConnectionBudget, NodeBudget } from './budget.js';
 import { STREAM_WINDOW_BYTES } from './channel.js';
+import { ConnectionTable, type Connection } from './connections.js';
 import { RESET_BURST_SECONDS, type ServerLimits } from './limits.js';
 import { peerClusterProblem, peerIsNode, type TlsMaterial } from './tls.js';
 import { raiseSessionWindow } from './transport.js';
@@ -35,8 +36,12 @@ export interface ListenerOptions {
   tls?: { material: TlsMaterial; cluster: string } | undefined;
   onStream: StreamHandler;
   onHttp1: http.RequestListener;
-  /** A connection was refused (`tls`: its handshake failed; `cluster`: its certificate is another cluster's; `connections`: too many are open). */
-  refused(reason: 'tls' | 'cluster' | 'connections', message: string): void;
+  /**
+   * A connection was refused (`tls`: its handshake failed; `cluster`: its certificate is another
+   * cluster's; `connections`: as many as may be are open and busy) or closed to make room for a new
+   * one (`evicted`: it was the quietest at the cap).
+   */
+  refused(reason: 'tls' | 'cluster' | 'connections' | 'evicted', message: string): void;
 }
 
 /** What a node knows of the client on the other end of a connection. */
@@ -64,9 +69,10 @@ export class Listener {
   private readonly h1: http.Server;
   private readonly peers = new WeakMap<http2.Http2Session, Peer>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
-  private readonly sockets = new Set<net.Socket>();
+  private readonly table: ConnectionTable;
+  private readonly connectionOf = new WeakMap<http2.Http2Session, Connection>();
   /** Set while a connection is handed to the HTTP/2 server, whose 'session' event comes synchronously. */
-  private arriving: Peer | undefined;
+  private arriving: { peer: Peer; connection: Connection } | undefined;
   readonly budget: NodeBudget;
   /** Membership messages in all: a few whole member tables. */
   readonly swimBudget = new NodeBudget(SWIM_NODE_BYTES);
@@ -74,6 +80,9 @@ export class Listener {
   private constructor(private readonly options: ListenerOptions) {
     const { limits } = options;
     this.budget = new NodeBudget(limits.maxNodeBytes);
+    this.table = new ConnectionTable(limits.maxConnections, limits.bodyTimeoutMs, (c) =>
+      options.refused('evicted', `closed the connection from ${c.socket.remoteAddress}, quiet the longest, to make room: ${limits.maxConnections} are open (limit max_connections)`),
+    );
     this.h2 = http2.createServer({
       settings: { maxConcurrentStreams: limits.maxStreams },
       streamResetRate: limits.maxResetsPerSecond,
@@ -85,10 +94,16 @@ export class Listener {
       // Node announces a stream a tick after its headers came: the session may be gone by then (its
       // peer closed the connection), and with it the peer the routes look up; nobody is left to answer.
       if (!stream.session) return void stream.destroy();
+      const connection = this.connectionOf.get(stream.session);
+      if (connection) this.table.streamOpened(connection, stream);
       options.onStream(stream, headers);
     });
     this.h2.on('session', (session) => {
-      this.peers.set(session, this.arriving ?? this.newPeer(true));
+      this.peers.set(session, this.arriving?.peer ?? this.newPeer(true));
+      if (this.arriving) {
+        this.arriving.connection.session = session;
+        this.connectionOf.set(session, this.arriving.connection);
+      }
       this.sessions.add(session);
       session.on('error', () => {});
       raiseSessionWindow(session);
@@ -118,8 +133,10 @@ export class Listener {
     } else {
       this.server = net.createServer((socket) => this.accept(socket, true));
     }
-    this.server.maxConnections = limits.maxConnections;
-    this.server.on('drop', (data) => options.refused('connections', `refused a connection from ${data?.remoteAddress}: ${limits.maxConnections} are open (limit max_connections)`));
+    // The table keeps the cap, evicting the quietest connection to make room; this backstop bounds
+    // what may arrive at once (and, with TLS, be in its handshake) before the table sees it.
+    this.server.maxConnections = 2 * limits.maxConnections;
+    this.server.on('drop', (data) => options.refused('connections', `refused a connection from ${data?.remoteAddress}: ${this.server.maxConnections} are open or arriving (twice limit max_connections)`));
     this.server.on('error', () => {});
   }
 
@@ -152,7 +169,7 @@ export class Listener {
 
   /** Connections open now (both protocols). */
   get connections(): number {
-    return this.sockets.size;
+    return this.table.size;
   }
 
   /** The client of a stream's connection. */
@@ -162,9 +179,12 @@ export class Listener {
 
   /** Reads the first bytes to tell HTTP/2 from HTTP/1.1, then hands the connection (bytes put back) to that server. */
   private accept(socket: net.Socket, node: boolean): void {
-    this.sockets.add(socket);
-    socket.once('close', () => this.sockets.delete(socket));
     socket.on('error', () => {});
+    const connection = this.table.admit(socket);
+    if (!connection) {
+      this.options.refused('connections', `refused a connection from ${socket.remoteAddress}: ${this.options.limits.maxConnections} are open and busy (limit max_connections)`);
+      return void socket.destroy();
+    }
     // A connection that says nothing is dropped instead of holding one of the places.
     socket.setTimeout(this.options.limits.bodyTimeoutMs, () => socket.destroy());
     let seen: Buffer = Buffer.alloc(0);
@@ -182,7 +202,7 @@ export class Listener {
         // The HTTP/1.1 parser reads new bytes from the socket itself; the ones put back reach it as 'data'.
         return void socket.resume();
       }
-      this.arriving = this.newPeer(node);
+      this.arriving = { peer: this.newPeer(node), connection };
       try {
         this.h2.emit('connection', socket);
       } finally {
@@ -195,11 +215,12 @@ export class Listener {
   /** Stops accepting, lets sessions finish their streams for up to a second, then cuts them. */
   async close(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.table.stop();
     for (const session of this.sessions) session.close();
     this.h1.closeIdleConnections();
     const force = setTimeout(() => {
       for (const session of this.sessions) session.destroy();
-      for (const socket of this.sockets) socket.destroy();
+      for (const socket of [...this.table.sockets()]) socket.destroy();
     }, 1000);
     await closed;
     clearTimeout(force);

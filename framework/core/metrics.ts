@@ -96,7 +96,7 @@ export function nodeMetrics() {
     handling: new Histogram('actor_message_duration_seconds', 'Time an actor spent handling a message'),
     latency: new Histogram('actor_ask_duration_seconds', 'Round trip of asks sent by this node, by locality'),
     badRequests: new Counter('actor_bad_requests_total', 'Requests refused as malformed'),
-    refused: new Counter('actor_refused_total', 'Connections and requests refused: another cluster, a failed TLS handshake, a client certificate in membership, the connection limit'),
+    refused: new Counter('actor_refused_total', 'Connections and requests refused: another cluster, a failed TLS handshake, a client certificate in membership, the connection limit, a quiet connection closed to make room'),
   };
 }
 export type NodeMetrics = ReturnType<typeof nodeMetrics>;

@@ -175,6 +175,31 @@ test('caps: connections beyond limits.max_connections are closed as they arrive;
   node.proc.kill('SIGKILL');
 });
 
+test('quiet connections make room: at limits.max_connections the quietest is closed for a new client, and one with no stream is closed after body_timeout_ms', async () => {
+  const node = await startNode({ name: 'echo', extraArgs: ['-D', 'limits.max_connections=8', '-D', 'limits.body_timeout_ms=4000'] });
+  // Eight connections that say their preface and nothing more; half hold a call channel open and send nothing on it.
+  const sessions = Array.from({ length: 8 }, (_, i) => {
+    const session = http2.connect(`http://${node.addr}`);
+    session.on('error', () => {});
+    if (i % 2) session.request({ ':method': 'POST', ':path': '/_channel', 'x-actor-cluster': 'default' }).on('error', () => {});
+    return session;
+  });
+  try {
+    await waitFor('the node to hold 8 connections', async () => sessions.every((s) => !s.connecting), 5000);
+    // Quiet for a second or more (looked at once a second), not yet for body_timeout_ms.
+    await new Promise((r) => setTimeout(r, 2500));
+    const call = await runTool('actorctl', ['call', 'echo', 'echo', '["let me in"]', '--seeds', node.addr, '--timeout', '5']);
+    assert.is(call.code, 0, call.stderr);
+    assert.is(call.stdout, '"let me in"\n');
+    assert.match(node.output(), 'quiet the longest, to make room');
+    // The ones without a stream are closed once quiet for body_timeout_ms; the held channels are not idle.
+    await waitFor('the idle connections to be closed', () => sessions.filter((_, i) => i % 2 === 0).every((s) => s.closed || s.destroyed), 10_000);
+  } finally {
+    for (const s of sessions) s.destroy();
+    node.proc.kill('SIGKILL');
+  }
+});
+
 test('inspect watch shows a member killed mid-watch as Suspect, then Failed, and keeps watching', async () => {
   const [a, , c] = nodes as [NodeProcess, NodeProcess, NodeProcess];
   const watch = runTool('actorctl', ['inspect', 'watch', '--seeds', a.addr, '--kind', 'cluster', '--interval', '0.2', '--max_rounds', '25', '--timeout', '0.5', '--format', 'jsonl']);
