@@ -31,9 +31,15 @@ export interface RowWriter {
   end(): void;
 }
 
-export interface TableOptions {
+export interface WriterOptions {
   /** Columns the table may take (a terminal's width); cells are clipped to fit. Unset: whole cells. */
   maxWidth?: number;
+  /**
+   * The sink is a terminal, which acts on control characters (ESC starts sequences that clear the
+   * screen or retitle the window): CSV then shows them escaped, as tables always do, but for the
+   * newlines and tabs its quoting carries. Elsewhere CSV keeps the bytes.
+   */
+  terminal?: boolean;
 }
 
 export function parseOutputFormat(value: unknown, flag = '--format'): OutputFormat {
@@ -50,23 +56,23 @@ export function columnsOf(rows: readonly Row[]): Column[] {
   return [...keys].map((key) => ({ key }));
 }
 
-export function createRowWriter(format: OutputFormat, columns: readonly Column[], sink: TextSink, table: TableOptions = {}): RowWriter {
+export function createRowWriter(format: OutputFormat, columns: readonly Column[], sink: TextSink, options: WriterOptions = {}): RowWriter {
   switch (format) {
     case 'table':
-      return new TableWriter(columns, sink, table.maxWidth);
+      return new TableWriter(columns, sink, options.maxWidth);
     case 'json':
       return new JsonArrayWriter(columns, sink);
     case 'jsonl':
       return new JsonLinesWriter(columns, sink);
     case 'csv':
-      return new CsvWriter(columns, sink);
+      return new CsvWriter(columns, sink, options.terminal === true);
   }
 }
 
 /** Renders rows to one string; for small outputs and tests. */
-export function renderRows(rows: Iterable<Row>, columns: readonly Column[], format: OutputFormat, table: TableOptions = {}): string {
+export function renderRows(rows: Iterable<Row>, columns: readonly Column[], format: OutputFormat, options: WriterOptions = {}): string {
   let out = '';
-  const writer = createRowWriter(format, columns, { write: (chunk: string) => (out += chunk) }, table);
+  const writer = createRowWriter(format, columns, { write: (chunk: string) => (out += chunk) }, options);
   for (const row of rows) writer.write(row);
   writer.end();
   return out;
@@ -128,21 +134,28 @@ export function csvField(text: string): string {
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
-function csvCell(value: Cell): string {
+/** Text for a terminal: control characters escaped, but for the newlines and tabs that lay text out. */
+export function terminalText(text: string): string {
+  return escapeControls(text, '\n\t');
+}
+
+function csvCell(value: Cell, terminal: boolean): string {
   if (value === null || value === undefined) return '';
   const text = cellText(value);
-  return text === '' ? '""' : csvField(text);
+  if (text === '') return '""';
+  return csvField(terminal ? terminalText(text) : text);
 }
 
 class CsvWriter implements RowWriter {
   constructor(
     private readonly columns: readonly Column[],
     private readonly sink: TextSink,
+    private readonly terminal: boolean,
   ) {
-    sink.write(`${columns.map((c) => csvField(c.title ?? c.key)).join(',')}\n`);
+    sink.write(`${columns.map((c) => csvCell(c.title ?? c.key, terminal)).join(',')}\n`);
   }
   write(row: Row): void {
-    this.sink.write(`${this.columns.map((c) => csvCell(row[c.key])).join(',')}\n`);
+    this.sink.write(`${this.columns.map((c) => csvCell(row[c.key], this.terminal)).join(',')}\n`);
   }
   end(): void {}
 }

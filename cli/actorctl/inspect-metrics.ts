@@ -3,7 +3,7 @@ import type { Column } from '../../lib/output.js';
 import { inspectMetrics } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
-import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
+import { FORMAT_OPTIONS, printRows, rowView, writeText, type RowView } from '../kit/render.js';
 import { INSPECT_OPTIONS, SEEDS_OPTION, inspectFlags, inspectOptions, warnFailures, type InspectFlags } from './common.js';
 
 interface MetricsFlags {
@@ -38,7 +38,7 @@ export const inspectMetricsCommand = defineCommand({
     const table = view.format === 'table';
     // For people, every series is best read as the text format itself, which tools such as promtool also read.
     if (raw && table) {
-      for (const node of nodes) ctx.stdout.write(`# node ${node.node_id} (${node.addr})\n${node.text.trimEnd()}\n`);
+      for (const node of nodes) writeText(ctx, `# node ${node.node_id} (${node.addr})\n${node.text.trimEnd()}\n`);
       return;
     }
     const rows = nodes.flatMap((node) => node.samples.map((s) => ({ node_id: node.node_id, addr: node.addr, series: s.series, value: s.value })));

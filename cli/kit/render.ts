@@ -3,7 +3,7 @@
  * and `--wide`. Tables on a terminal fit its width, clipping long cells with an ellipsis; `--wide`
  * or output that is not a terminal gets whole cells.
  */
-import { OUTPUT_FORMATS, createRowWriter, renderRows, type Column, type OutputFormat, type Row, type RowWriter } from '../../lib/output.js';
+import { OUTPUT_FORMATS, createRowWriter, renderRows, terminalText, type Column, type OutputFormat, type Row, type RowWriter, type WriterOptions } from '../../lib/output.js';
 import type { ParsedArgs, OptionSpec } from './flags.js';
 import type { CommandContext } from './program.js';
 
@@ -22,21 +22,26 @@ export function rowView(args: ParsedArgs): RowView {
   return { format: args.choice('--format', OUTPUT_FORMATS, 'table'), wide: args.has('--wide') };
 }
 
-/** The width a table may take on the command's stdout: a terminal's width unless --wide. */
-function tableWidth(ctx: CommandContext, view: RowView): number | undefined {
-  return !view.wide && ctx.stdout.isTTY ? ctx.stdout.columns : undefined;
+/** How rows suit the command's stdout: on a terminal, a table fits its width unless --wide, and CSV shows control characters escaped. */
+function writerOptions(ctx: CommandContext, view: RowView): WriterOptions {
+  if (!ctx.stdout.isTTY) return {};
+  const maxWidth = view.wide ? undefined : ctx.stdout.columns;
+  return maxWidth === undefined ? { terminal: true } : { maxWidth, terminal: true };
 }
 
 /** A streaming writer of rows to stdout in the chosen format. */
 export function rowWriter(ctx: CommandContext, view: RowView, columns: readonly Column[]): RowWriter {
-  const maxWidth = tableWidth(ctx, view);
-  return createRowWriter(view.format, columns, ctx.stdout, maxWidth === undefined ? {} : { maxWidth });
+  return createRowWriter(view.format, columns, ctx.stdout, writerOptions(ctx, view));
+}
+
+/** Text from elsewhere (a node's metrics) for stdout: on a terminal, with its control characters escaped. */
+export function writeText(ctx: CommandContext, text: string): void {
+  ctx.stdout.write(ctx.stdout.isTTY ? terminalText(text) : text);
 }
 
 /** Prints rows; a table with no rows says `empty` (e.g. `(no sources)`) instead of a lone header. */
 export function printRows(ctx: CommandContext, view: RowView, columns: readonly Column[], rows: Iterable<Row>, empty?: string): void {
   const list = [...rows];
-  const maxWidth = tableWidth(ctx, view);
-  ctx.stdout.write(renderRows(list, columns, view.format, maxWidth === undefined ? {} : { maxWidth }));
+  ctx.stdout.write(renderRows(list, columns, view.format, writerOptions(ctx, view)));
   if (view.format === 'table' && list.length === 0 && empty !== undefined) ctx.stdout.write(`(${empty})\n`);
 }

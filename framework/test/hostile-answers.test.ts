@@ -1,15 +1,17 @@
 /**
  * What a hostile peer answers, as its callers see it: a node calling it over the call channel, and
- * `actorctl call`, against a fake endpoint (a real HTTP/2 server on loopback) that answers with error codes that are
- * inherited keys of a plain object, and with errors of the wrong shape. A failed call never becomes
- * a success, and the command line exits with its documented code and a clear message, never a
- * stack trace.
+ * the command line, against a fake endpoint (a real HTTP/2 server on loopback). Error codes that are
+ * inherited keys of a plain object, and errors of the wrong shape: a failed call never becomes a
+ * success, and `actorctl call` exits with its documented code and a clear message, never a stack
+ * trace. Terminal escapes in what a node reports: shown escaped on a terminal.
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../lib/testing/run-tool.js';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
 import { Actor, remote } from '../core/actor.js';
 import { CHANNEL_PATH, channelDecoder, encodeReply } from '../core/channel.js';
 import { ActorError } from '../core/errors.js';
@@ -20,8 +22,11 @@ import { CLUSTER_HEADER } from '../core/transport.js';
 /** Error codes that name members every object inherits. */
 const INHERITED_CODES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'];
 
-/** A fake node at `addr`: it lists itself as hosting `echo` and answers every call with `answer()`. */
-async function fakeNode(answer: () => { status: number; body: string }): Promise<{ addr: string; close: () => Promise<void> }> {
+/**
+ * A fake node at `addr`: it lists itself as hosting `echo` and answers every call with `answer()`;
+ * `observers` answers GETs by path (a member list in place of its own, /actors, /metrics).
+ */
+async function fakeNode(answer: () => { status: number; body: string }, observers: Record<string, (addr: string) => string> = {}): Promise<{ addr: string; close: () => Promise<void> }> {
   const server = http2.createServer();
   server.on('stream', (stream, headers) => {
     stream.on('error', () => {});
@@ -29,6 +34,8 @@ async function fakeNode(answer: () => { status: number; body: string }): Promise
       stream.respond({ ':status': status, 'content-type': 'application/json', [CLUSTER_HEADER]: DEFAULT_CLUSTER });
       stream.end(body);
     };
+    const observer = observers[String(headers[':path'])];
+    if (observer) return json(200, observer(addr));
     if (headers[':path'] === '/cluster/members') return json(200, JSON.stringify([{ node_id: 'f'.repeat(32), addr, status: 'Alive', actors: ['echo'] }]));
     if (headers[':path'] === CHANNEL_PATH) {
       stream.respond({ ':status': 200 });
@@ -136,6 +143,47 @@ test('actorctl call: an answer of the wrong shape (not an object, an error witho
       assert.not.match(r.stderr, /TypeError|\n\s+at /, `${answer}: no stack trace`);
       assert.is(r.stdout, '', `${answer}: nothing on stdout`);
     }
+  } finally {
+    await fake.close();
+  }
+});
+
+/** What `actorctl ARGS` wrote to a terminal (script(1) gives it a pseudo-terminal). */
+function onTerminal(args: string[]): Promise<string> {
+  const command = [process.execPath, join(DIST_ROOT, 'cli', 'actorctl.js'), ...args].join(' ');
+  return new Promise((resolve, reject) => {
+    const child = spawn('script', ['-qec', command, '/dev/null'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`actorctl ${args.join(' ')} did not finish: ${JSON.stringify(text)}`))), 30_000);
+    child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', () => (clearTimeout(timer), resolve(text)));
+  });
+}
+
+test('on a terminal, raw metrics and CSV show a peer’s control characters escaped; CSV stays valid', async () => {
+  // A window title, a clear screen and a colour, in every field a node answers with.
+  const ESC = '\u001b]0;PWNED\u0007\u001b[2J\u001b[31mRED\u001b[0m';
+  const fake = await fakeNode(() => ({ status: 500, body: '{}' }), {
+    '/cluster/members': (addr) => JSON.stringify([{ node_id: `evil${ESC}`, addr, status: 'Alive', actors: ['echo', `x${ESC}`] }]),
+    '/actors': () => JSON.stringify([{ name: `echo${ESC}`, type: 'user', actor_id: `id${ESC}`, class: `C${ESC}`, status: `running${ESC}`, [`k${ESC}`]: `v,${ESC}` }]),
+    '/metrics': () => `actor_actors_total{node_id="x${ESC}"} 1\n`,
+  });
+  try {
+    const seeds = ['--seeds', fake.addr];
+    for (const args of [['inspect', 'metrics', ...seeds], ['inspect', 'cluster', ...seeds, '--format', 'csv'], ['inspect', 'actors', '--endpoint', fake.addr, '--format', 'csv']]) {
+      const out = await onTerminal(args);
+      assert.not.match(out, '\u001b', `${args.join(' ')}: no ESC reaches the terminal: ${JSON.stringify(out)}`);
+      assert.not.match(out, '\u0007', args.join(' '));
+      assert.match(out, '\\x1b]0;PWNED\\x07\\x1b[2J', `${args.join(' ')}: shown escaped: ${JSON.stringify(out)}`);
+    }
+    // Escaping adds no comma, quote or newline: each CSV record is still one line of as many fields as its header.
+    const csv = (await onTerminal(['inspect', 'actors', '--endpoint', fake.addr, '--format', 'csv'])).trim().split(/\r?\n/);
+    assert.is(csv.length, 2, JSON.stringify(csv));
+    assert.match(csv[1]!, /"v,\\x1b/, 'a field with a comma is still quoted');
+    // Not on a terminal, CSV keeps the bytes a program reading it expects.
+    const piped = await runTool('actorctl', ['inspect', 'cluster', ...seeds, '--format', 'csv']);
+    assert.match(piped.stdout, ESC);
   } finally {
     await fake.close();
   }
