@@ -80,8 +80,8 @@ export const actorCommand = defineCommand({
     { flags: '--name <name>', description: 'name of the actor, resolvable cluster-wide', default: 'worker' },
     CLUSTER_OPTION,
     ...TLS_OPTIONS,
-    { flags: '--insecure', description: 'allow an address other than loopback without TLS: anyone who reaches it can join and call (default: [node] insecure)' },
-    { flags: '--metrics-addr <host:port>', description: 'also serve /metrics and the other observers over plain HTTP/1.1 here (default: [node] metrics_addr)' },
+    { flags: '--insecure', description: 'allow an address other than loopback without TLS (the node\'s, or --metrics-addr, which is plain HTTP even with TLS): anyone who reaches it can join and call, or read the observers (default: [node] insecure)' },
+    { flags: '--metrics-addr <host:port>', description: 'also serve /metrics and the other observers over plain HTTP/1.1 here; other than loopback needs --insecure (default: [node] metrics_addr)' },
     {
       flags: '-D, --define <key=value>',
       description: `${EXTRA_KWARGS}=<JSON object> (constructor parameters), or any key of the configuration file as table.key, e.g. cluster.probe_interval_ms=200, limits.max_call_bytes=1048576`,

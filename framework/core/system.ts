@@ -118,14 +118,22 @@ export class ActorSystem implements ActorSystemView {
     const material = options.tls ? loadTls(options.tls) : undefined;
     system.cluster = clusterOfNode(options.cluster, material);
     system.tls = material !== undefined;
-    const { host } = parseAddr(addr);
-    if (!material && !isLoopbackHost(host)) {
-      if (!options.insecure) {
-        throw new InvalidInputError(`address ${addr} is reachable from other machines, and without TLS anyone who reaches it can join the cluster and call its actors`, {
-          hint: 'configure TLS ([tls] ca, cert, key; see `actorctl cert`), bind 127.0.0.1, or accept the risk with --insecure',
-        });
-      }
-      warn(`listening on ${addr} without TLS (--insecure): anyone who reaches it can join cluster '${system.cluster}' and call its actors`);
+    const insecure = options.insecure === true;
+    if (!material) {
+      guardExposure(addr, insecure, warn, {
+        refusal: `address ${addr} is reachable from other machines, and without TLS anyone who reaches it can join the cluster and call its actors`,
+        hint: 'configure TLS ([tls] ca, cert, key; see `actorctl cert`), bind 127.0.0.1, or accept the risk with --insecure',
+        warning: `listening on ${addr} without TLS (--insecure): anyone who reaches it can join cluster '${system.cluster}' and call its actors`,
+      });
+    }
+    // The observers' own port is plain HTTP even on a TLS node: what a client certificate guards on the node's port would be open there.
+    if (options.metricsAddr !== undefined) {
+      const metricsAddr = options.metricsAddr;
+      guardExposure(metricsAddr, insecure, warn, {
+        refusal: `metrics address ${metricsAddr} is reachable from other machines, and it serves plain HTTP without authentication: anyone who reaches it can read the members, actors and health of cluster '${system.cluster}'`,
+        hint: `bind it to 127.0.0.1, scrape /metrics on the node's own port${material ? ' with a client certificate' : ''}, or accept the risk with --insecure`,
+        warning: `serving the observers on ${metricsAddr} over plain HTTP (--insecure): anyone who reaches it can read the members, actors and health of cluster '${system.cluster}'`,
+      });
     }
     system.transport = new Transport({ cluster: system.cluster, tls: material });
     const routes = nodeRoutes(system, { testFaults: options.testFaults ?? false });
@@ -146,7 +154,7 @@ export class ActorSystem implements ActorSystemView {
     );
     if (options.metricsAddr) system.metricsServer = await openHttp1(options.metricsAddr, http1Observers(system));
     const bound = system.listener.address();
-    system.addr = options.advertise ?? formatAddr(advertisedHost(host), bound.port);
+    system.addr = options.advertise ?? formatAddr(advertisedHost(parseAddr(addr).host), bound.port);
     system.membership = joinCluster({
       nodeId: system.nodeId,
       addr: system.addr,
@@ -214,6 +222,16 @@ export class ActorSystem implements ActorSystemView {
     this.stopReclaim?.();
     await this.listener.close();
   }
+}
+
+/**
+ * An address other machines can reach, where nothing authenticates who connects, is refused
+ * unless the user accepted that with `insecure`; then it is warned of.
+ */
+function guardExposure(addr: string, insecure: boolean, warn: (message: string) => void, text: { refusal: string; hint: string; warning: string }): void {
+  if (isLoopbackHost(parseAddr(addr).host)) return;
+  if (!insecure) throw new InvalidInputError(text.refusal, { hint: text.hint });
+  warn(text.warning);
 }
 
 /** The host other nodes should dial: a wildcard bind advertises the first external IPv4 address. */

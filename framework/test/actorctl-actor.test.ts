@@ -105,6 +105,15 @@ test('safe by default: an address other than loopback needs TLS or --insecure, w
   const open = await startNode({ addr: '0.0.0.0:0', params: [], env: {}, extraArgs: ['--insecure'] });
   assert.match(open.output(), "warn: listening on 0.0.0.0:0 without TLS (--insecure): anyone who reaches it can join cluster 'default'");
   open.proc.kill('SIGKILL');
+  // The observers' own port is plain HTTP, even on a TLS node: elsewhere than loopback it needs --insecure too.
+  const metrics = await runTool('actorctl', ['actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '--metrics-addr', '0.0.0.0:0'], { timeoutMs: 15_000 });
+  assert.is(metrics.code, 2, metrics.stderr);
+  assert.match(metrics.stderr, 'metrics address 0.0.0.0:0 is reachable from other machines');
+  assert.match(metrics.stderr, 'hint: bind it to 127.0.0.1');
+  assert.is(metrics.stdout, '');
+  const exposed = await startNode({ params: [], env: {}, extraArgs: ['--metrics-addr', '0.0.0.0:0', '--insecure'] });
+  assert.match(exposed.output(), 'warn: serving the observers on 0.0.0.0:0 over plain HTTP (--insecure)');
+  exposed.proc.kill('SIGKILL');
   const help = await runTool('actorctl', ['actor', '--help']);
   assert.match(help.stdout, 'else 127.0.0.1:8000');
 });
