@@ -270,9 +270,11 @@ test('safe by default: another HTTP host needs an API key or --http_insecure; wi
   }
   assert.is((await rawRequest(port, head('/%761/chat/completions', 'Authorization: Bearer sesame\r\n'), body)).status, 200);
   // /health stays open to probes, but says where and how loaded the workers are only to a client with the key.
-  const probe = await fetch(`${url}/health`);
-  assert.is(probe.status, 200, '/health stays open');
-  const open = (await probe.json()) as { workers: Array<Record<string, unknown>> };
+  // (Once this new Router's membership knows the workers: until then it is 503, no worker.)
+  const open = await waitFor('the keyed Router to know its workers', async () => {
+    const probe = await fetch(`${url}/health`);
+    return probe.status === 200 && ((await probe.json()) as { workers: Array<Record<string, unknown>> });
+  });
   assert.ok(open.workers.length > 0 && open.workers.every((w) => Object.keys(w).join() === 'node_id'), JSON.stringify(open));
   const full = (await (await fetch(`${url}/health`, { headers: { authorization: 'Bearer sesame' } })).json()) as { workers: Array<{ addr?: string }> };
   assert.ok(full.workers.every((w) => typeof w.addr === 'string'), JSON.stringify(full));
