@@ -18,6 +18,7 @@ import { ActorError } from '../core/errors.js';
 import { DEFAULT_CLUSTER } from '../core/members.js';
 import { ActorSystem } from '../core/system.js';
 import { CLUSTER_HEADER } from '../core/transport.js';
+import { postAsPeer } from './helpers/cluster.js';
 
 /** Error codes that name members every object inherits. */
 const INHERITED_CODES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'];
@@ -65,21 +66,8 @@ class Forward extends Actor {
   }
 }
 
-/** One call on the per-message route of `addr`: its status and body. */
-function routeCall(addr: string, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const session = http2.connect(`http://${addr}`);
-    session.on('error', reject);
-    const req = session.request({ ':method': 'POST', ':path': path, [CLUSTER_HEADER]: DEFAULT_CLUSTER });
-    let status = 0;
-    let body = '';
-    req.on('response', (h) => (status = Number(h[':status'])));
-    req.on('data', (c: Buffer) => (body += c));
-    req.on('end', () => (session.close(), resolve({ status, body })));
-    req.on('error', reject);
-    req.end(JSON.stringify({ method: 'relay', args: [] }));
-  });
-}
+/** One call of `relay` on the per-message route `path` of `addr`. */
+const routeCall = (addr: string, path: string) => postAsPeer(addr, path, { method: 'relay', args: [] });
 
 test('a member answering an inherited error code fails the call: the node forwarding it answers its own caller 500 `failed`, not 200', async () => {
   let code = '';

@@ -2,14 +2,12 @@
  * Membership rules checked on in-process nodes (real h2c on loopback), with short timers, and the
  * bounds of what a record may hold against a cluster of node processes.
  */
-import http2 from 'node:http2';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DEFAULT_CLUSTER, MAX_RECORD_ACTOR_CHARS, MAX_RECORD_ACTORS, MAX_SWIM_BYTES } from '../core/members.js';
+import { MAX_RECORD_ACTOR_CHARS, MAX_RECORD_ACTORS, MAX_SWIM_BYTES } from '../core/members.js';
 import { isRecord, MAX_MEMBERS, parseSwimMessage, SWIM_PATH } from '../core/membership.js';
 import { ActorSystem } from '../core/system.js';
-import { CLUSTER_HEADER } from '../core/transport.js';
-import { killAll, memberStatuses, startNode, waitFor } from './helpers/cluster.js';
+import { killAll, memberStatuses, postAsPeer, startNode, waitFor } from './helpers/cluster.js';
 
 const timers = { probeIntervalMs: 50, probeTimeoutMs: 100, indirectTimeoutMs: 200, suspectTimeoutMs: 400, syncIntervalMs: 300, joinRetryMs: 100, removeAfterMs: 600 };
 const systems: ActorSystem[] = [];
@@ -25,21 +23,8 @@ test.after(async () => {
   await killAll();
 });
 
-/** POSTs one membership message to `addr` as a peer of the default cluster would; its status and body. */
-function swim(addr: string, message: unknown): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const session = http2.connect(`http://${addr}`);
-    session.on('error', reject);
-    const req = session.request({ ':method': 'POST', ':path': SWIM_PATH, [CLUSTER_HEADER]: DEFAULT_CLUSTER, 'content-type': 'application/json' });
-    let status = 0;
-    let body = '';
-    req.on('response', (h) => (status = Number(h[':status'])));
-    req.on('data', (c: Buffer) => (body += c));
-    req.on('end', () => (session.close(), resolve({ status, body })));
-    req.on('error', reject);
-    req.end(JSON.stringify(message));
-  });
-}
+/** One membership message to `addr`, as a peer of the default cluster sends it. */
+const swim = (addr: string, message: unknown) => postAsPeer(addr, SWIM_PATH, message, { 'content-type': 'application/json' });
 
 /** A record of a member nobody runs, listing `actors`. */
 const phantom = (i: number, actors: string[]) => ({ id: `${i}`.padStart(32, 'a'), addr: `127.0.0.1:${40000 + i}`, status: 'Alive' as const, inc: 0, started: Date.now(), actors });

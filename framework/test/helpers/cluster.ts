@@ -6,7 +6,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http2 from 'node:http2';
 import { join } from 'node:path';
 import { DIST_ROOT } from '../../../lib/testing/run-tool.js';
-import { TIMER_SETTING_KEYS, type MembershipTimers } from '../../core/members.js';
+import { DEFAULT_CLUSTER, TIMER_SETTING_KEYS, type MembershipTimers } from '../../core/members.js';
+import { CLUSTER_HEADER } from '../../core/transport.js';
 
 /** Short membership timers so that failure detection takes about a second in tests (an in-process `ActorSystem`, a test's client). */
 export const FAST_CLIENT_TIMERS: Partial<MembershipTimers> = {
@@ -149,4 +150,20 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
+}
+
+/** POSTs `body` (JSON) to `path` on the node at `addr` over h2c, as a peer of the default cluster does; the status and body of the answer. */
+export function postAsPeer(addr: string, path: string, body: unknown, headers: http2.OutgoingHttpHeaders = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://${addr}`);
+    session.on('error', reject);
+    const req = session.request({ ':method': 'POST', ':path': path, [CLUSTER_HEADER]: DEFAULT_CLUSTER, ...headers });
+    let status = 0;
+    let text = '';
+    req.on('response', (h) => (status = Number(h[':status'])));
+    req.on('data', (c: Buffer) => (text += c));
+    req.on('end', () => (session.close(), resolve({ status, body: text })));
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
 }
