@@ -117,9 +117,10 @@ api_key_env = "ROUTE_KEY"
 `;
 }
 
-async function start(name: string, extra = ''): Promise<ServeProcess> {
+/** A serve process with the gateway configured by `extra`; its traces are projected after `idle` of quiet. */
+async function start(name: string, extra = '', idle = '1h'): Promise<ServeProcess> {
   writeFileSync(path(`${name}.toml`), config(extra));
-  return startServeProcess(['--log-level', 'info', 'serve', '--listen', '127.0.0.1:0', '--gateway-config', path(`${name}.toml`), '--gateway-dataset', path(`${name}-ds`), '--gateway-state', path(`${name}-state`), '--gateway-split-idle', '1h', '--gateway-stream-markdown', '--gateway-debug'], { env, cwd: home });
+  return startServeProcess(['--log-level', 'info', 'serve', '--listen', '127.0.0.1:0', '--gateway-config', path(`${name}.toml`), '--gateway-dataset', path(`${name}-ds`), '--gateway-state', path(`${name}-state`), '--gateway-split-idle', idle, '--gateway-stream-markdown', '--gateway-debug'], { env, cwd: home });
 }
 
 /** A call through the gateway `at`: JSON headers unless `headers` says otherwise. */
@@ -233,6 +234,23 @@ test('a stream past the capture\'s bound: the client gets every byte, the captur
   assert.ok(answer.payload.assistant_content.length > MAX_KEPT_BYTES / 2);
   const markdown = statSync(path('main-state', 'gateway', 'capture', 'markdown', AGENT, 'huge.md')).size;
   assert.ok(markdown < MARKDOWN_TURN_CHARS * 2, `${markdown} bytes of Markdown`);
+});
+
+test('a capture at the bound is written into the dataset, and the traces after it too', async () => {
+  const projecting = await start('projecting', '', '300ms');
+  try {
+    await (await call(projecting, 'huge', 'huge-stream', { stream: true })).arrayBuffer();
+    await (await call(projecting, 'small', 'small')).arrayBuffer();
+    for (const session of ['huge', 'small']) {
+      await eventually(async () => {
+        const { trace } = (await (await fetch(new URL(`/api/gateway/traces/${AGENT}/${session}`, projecting.url))).json()) as { trace: Json };
+        assert.is(trace.projected_events, 2, JSON.stringify(trace));
+      }, `${session} projected`, 60_000);
+    }
+    assert.not.match(projecting.stderr(), /projecting .* failed/);
+  } finally {
+    await projecting.stop();
+  }
 });
 
 test('a stream that never ends its event (no blank line) passes in linear time and is recorded', async () => {

@@ -9,8 +9,13 @@
 import { createBrotliDecompress, createGunzip, createInflate, type Gunzip } from 'node:zlib';
 import { jsonOrAsGiven } from '../gateway/decode.js';
 
-/** Bytes of one answer the capture keeps to read. */
-export const MAX_KEPT_BYTES = 64 * 1024 * 1024;
+/**
+ * Bytes of one answer the capture keeps to read (and characters of a stream's aggregate). Bound by
+ * what the dataset can take as one row: projection writes a call's record through the storage
+ * thread, whose heap is 64 MB, and a 64 MiB aggregate did not fit, so its batch failed and was
+ * retried for good, holding back every trace after it. 16 MiB is far past any model's reply.
+ */
+export const MAX_KEPT_BYTES = 16 * 1024 * 1024;
 
 export type Protocol = 'openai-chat' | 'anthropic-messages';
 
