@@ -18,7 +18,7 @@ use serde_json::json;
 
 mod common;
 use common::scratch::Scratch;
-use common::{is_root, skip, Service, BIN};
+use common::{euid, is_root, skip, Service, BIN};
 
 /// Starts execd without a token on an ephemeral port, with a scratch directory.
 fn execd(name: &str) -> Service {
@@ -75,6 +75,18 @@ fn memory_kib(svc: &Service, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", svc.child.id())).unwrap();
     let line = status.lines().find(|l| l.starts_with(field)).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A file a workload's symlink points at: `text`, mode 0600, this process's own.
+fn write_victim(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// Mode bits and owner of `path` (following symlinks): what a victim must keep.
+fn mode_and_owner(path: &Path) -> (u32, u32) {
+    let meta = std::fs::metadata(path).unwrap();
+    (meta.mode() & 0o7777, meta.uid())
 }
 
 fn mode(path: &Path) -> u32 {
@@ -351,8 +363,7 @@ fn an_upload_is_written_to_a_private_temporary_file() {
 fn a_temporary_file_swapped_for_a_symlink_gets_no_owner_or_mode_through_it() {
     let svc = execd("up-swap");
     let victim = svc.dir.join("victim");
-    std::fs::write(&victim, "root only").unwrap();
-    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_victim(&victim, "root only");
     let home = svc.dir.join("home");
     std::fs::create_dir(&home).unwrap();
     let mut metadata = json!({ "path": home.join("up.bin"), "mode": 666 });
@@ -366,10 +377,7 @@ fn a_temporary_file_swapped_for_a_symlink_gets_no_owner_or_mode_through_it() {
     std::os::unix::fs::symlink(&victim, &tmp).unwrap();
     let (status, body) = finish_upload(up, format!(" last\r\n--{BOUNDARY}--\r\n").as_bytes());
     assert_eq!(status, 200, "{body}");
-    let meta = std::fs::metadata(&victim).unwrap();
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
-    assert_eq!((meta.mode() & 0o7777, meta.uid()), (0o600, me), "the victim got the upload's mode or owner");
+    assert_eq!(mode_and_owner(&victim), (0o600, euid()), "the victim got the upload's mode or owner");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root only");
 }
 
@@ -377,8 +385,7 @@ fn a_temporary_file_swapped_for_a_symlink_gets_no_owner_or_mode_through_it() {
 fn permissions_and_new_directories_do_not_follow_a_symlink() {
     let svc = execd("perm-links");
     let victim_file = svc.dir.join("victim-file");
-    std::fs::write(&victim_file, "secret").unwrap();
-    std::fs::set_permissions(&victim_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_victim(&victim_file, "secret");
     let victim_dir = svc.dir.join("victim-dir");
     std::fs::create_dir(&victim_dir).unwrap();
     std::fs::set_permissions(&victim_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -404,12 +411,8 @@ fn permissions_and_new_directories_do_not_follow_a_symlink() {
         let (status, body) = request(&svc, "POST", "/directories", &json!({ newdir.to_str().unwrap(): { "owner": "65534" } }).to_string());
         assert_eq!(status, 400, "{body}");
     }
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let file = std::fs::metadata(&victim_file).unwrap();
-    let dir = std::fs::metadata(&victim_dir).unwrap();
-    assert_eq!((file.mode() & 0o7777, file.uid()), (0o600, me), "the symlinked file changed");
-    assert_eq!((dir.mode() & 0o7777, dir.uid()), (0o700, me), "the symlinked directory changed");
+    assert_eq!(mode_and_owner(&victim_file), (0o600, euid()), "the symlinked file changed");
+    assert_eq!(mode_and_owner(&victim_dir), (0o700, euid()), "the symlinked directory changed");
 
     // Plain files and directories still get theirs.
     let plain = svc.dir.join("plain");

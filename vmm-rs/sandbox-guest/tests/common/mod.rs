@@ -17,9 +17,14 @@ pub fn skip(test: &str, reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIP: {test}: {reason}");
 }
 
-pub fn is_root() -> bool {
+/// The test process's effective user id.
+pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    unsafe { libc::geteuid() }
+}
+
+pub fn is_root() -> bool {
+    euid() == 0
 }
 
 /// A running service and its scratch directory.

@@ -63,8 +63,8 @@ pub async fn download(req: Request<Incoming>) -> ApiResult {
     let range_header = req.headers().get(hyper::header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);
     let window = line_window(http::query_one(&pairs, "offset"), http::query_one(&pairs, "limit"))?;
     let opened = path.clone();
-    let mut file = tokio::fs::File::from_std(blocking(move || open_regular(&opened, false)).await?);
-    let meta = file.metadata().await.map_err(|e| io_error(&path, e))?;
+    let (file, meta) = blocking(move || open_regular(&opened, false)).await?;
+    let mut file = tokio::fs::File::from_std(file);
     if let Some(window) = window {
         if range_header.is_some() {
             return Err(ApiError::bad_request("INVALID_REQUEST_BODY", "use either a Range header or offset/limit, not both"));

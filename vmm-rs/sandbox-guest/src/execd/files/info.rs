@@ -106,6 +106,11 @@ pub(super) struct Ownership {
 }
 
 impl Ownership {
+    /// The owner, group and mode `meta` shows: what a rewritten copy takes over from its original.
+    pub(super) fn of(meta: &fs::Metadata) -> Ownership {
+        Ownership { uid: Some(meta.uid()), gid: Some(meta.gid()), mode: Some(meta.mode() & 0o7777) }
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.uid.is_none() && self.gid.is_none() && self.mode.is_none()
     }

@@ -2,7 +2,6 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use hyper::body::Incoming;
@@ -69,9 +68,8 @@ pub async fn move_files(req: Request<Incoming>) -> ApiResult {
 /// rename would have moved it: written beside `dest` and renamed over it, so a symlink a
 /// workload put at `dest` is replaced rather than written through.
 fn copy_across(src: &Path, dest: &Path) -> Result<(), ApiError> {
-    let mut from = open_regular(src, true)?;
-    let meta = from.metadata().map_err(|e| io_error(src, e))?;
+    let (mut from, meta) = open_regular(src, true)?;
     let staged = Staged::create(dest, "move")?;
     io::copy(&mut from, &mut &staged.file).map_err(|e| io_error(dest, e))?;
-    staged.commit(&Ownership { uid: Some(meta.uid()), gid: Some(meta.gid()), mode: Some(meta.mode() & 0o7777) })
+    staged.commit(&Ownership::of(&meta))
 }

@@ -72,8 +72,8 @@ fn open_with(path: &Path, flags: i32) -> Result<fs::File, ApiError> {
 /// component unless `nofollow`. The open itself does not block (O_NONBLOCK): a FIFO would
 /// otherwise hold a worker until some writer appeared, and a device or socket is not a file to
 /// read. Checked on the opened descriptor, so a path swapped after a check cannot slip through;
-/// the descriptor is blocking again afterwards.
-fn open_regular(path: &Path, nofollow: bool) -> Result<fs::File, ApiError> {
+/// the descriptor is blocking again afterwards. Returns the file with the metadata it was checked by.
+fn open_regular(path: &Path, nofollow: bool) -> Result<(fs::File, fs::Metadata), ApiError> {
     let file = open_with(path, libc::O_NONBLOCK | if nofollow { libc::O_NOFOLLOW } else { 0 })?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
     if meta.is_dir() {
@@ -87,7 +87,7 @@ fn open_regular(path: &Path, nofollow: bool) -> Result<fs::File, ApiError> {
         let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
         libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
     }
-    Ok(file)
+    Ok((file, meta))
 }
 
 /// A path from the request: not empty, no NUL, shorter than PATH_MAX, and rejoined from its

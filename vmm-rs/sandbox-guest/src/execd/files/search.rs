@@ -244,12 +244,11 @@ pub async fn replace(req: Request<Incoming>) -> ApiResult {
 /// A first pass only counts: a file without `old` (or not UTF-8 text) is left as it was, not
 /// copied. A symlink at `path` is refused: a workload could point it at a file it may not write.
 fn replace_in_file(path: &Path, old: &str, new: &str) -> Result<usize, ApiError> {
-    let mut src = open_regular(path, true)?;
+    let (mut src, meta) = open_regular(path, true)?;
     if splice_file(&mut src, path, old, new, &mut io::sink())? == 0 {
         return Ok(0);
     }
     src.seek(io::SeekFrom::Start(0)).map_err(|e| io_error(path, e))?;
-    let meta = src.metadata().map_err(|e| io_error(path, e))?;
     let staged = Staged::create(path, "replace")?;
     let mut out = io::BufWriter::new(&staged.file);
     let count = splice_file(&mut src, path, old, new, &mut out)?;
@@ -258,7 +257,7 @@ fn replace_in_file(path: &Path, old: &str, new: &str) -> Result<usize, ApiError>
     if has_identity(&src, &meta) {
         write_in_place(&src, path, &staged.file)?;
     } else {
-        staged.commit(&Ownership { uid: Some(meta.uid()), gid: Some(meta.gid()), mode: Some(meta.mode() & 0o7777) })?;
+        staged.commit(&Ownership::of(&meta))?;
     }
     Ok(count)
 }
