@@ -4,7 +4,6 @@
  * JSON per item (a stream). The call's error code becomes the exit code.
  */
 import { readFileSync } from 'node:fs';
-import { ownValue } from '../../lib/own-property.js';
 import { ExitCode, InterruptedError, InvalidInputError, NotFoundError, ToolError } from '../../lib/errors.js';
 import { callActor, isActorError, type ActorErrorCode, type ClientCallMode } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
@@ -106,9 +105,8 @@ export const callCommand = defineCommand({
     } catch (error) {
       if (!isActorError(error)) throw error;
       if (error.code === 'cancelled' && ctx.signal.aborted) throw ctx.signal.reason as InterruptedError;
-      // The code came from the endpoint: an inherited key (`constructor`) is no entry of these tables.
-      const hint = ownValue(HINT_OF, error.code);
-      throw new ToolError(ownValue(EXIT_OF, error.code) ?? ExitCode.Internal, `${f.name}.${f.method}: ${error.code}: ${error.message}`, hint === undefined ? {} : { hint });
+      const hint = HINT_OF[error.code];
+      throw new ToolError(EXIT_OF[error.code], `${f.name}.${f.method}: ${error.code}: ${error.message}`, hint === undefined ? {} : { hint });
     }
   },
 });

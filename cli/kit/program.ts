@@ -120,13 +120,14 @@ class Tool {
 
   async run(argv: string[]): Promise<number> {
     let log = new Logger('warn', this.io.stderr);
+    // The command the arguments name, once known: its options are the ones a misspelling is matched against.
+    let matched: CommandSpec | undefined;
     try {
       const joined = this.joinCommandWords(this.attachDashValues(argv));
       // Only the command asked for is given to cac (all of them for the tool's help or an unknown
       // command): cac parses the arguments once per command it knows.
       const first = joined[firstPositional(joined)];
-      const matched = first === undefined ? undefined : this.names.get(first);
-      this.running = matched;
+      matched = first === undefined ? undefined : this.names.get(first);
       const cli = this.buildCac(matched ? [matched] : this.spec.commands, await this.helpOptions(joined));
       cli.parse(['node', this.spec.name, ...joined], { run: false });
       const options = cli.options as Record<string, unknown>;
@@ -165,7 +166,7 @@ class Tool {
       }
       return ExitCode.Ok;
     } catch (error) {
-      return this.report(this.translate(error), log);
+      return this.report(this.translate(error, matched), log);
     }
   }
 
@@ -247,9 +248,6 @@ class Tool {
 
   /** The context handed to the command action that cac is about to call. */
   private pending: CommandContext | undefined;
-
-  /** The command the arguments name, once known: its options are the ones a misspelling is matched against. */
-  private running: CommandSpec | undefined;
 
   /** What a command adds to its --help from its arguments, when its help is asked for. */
   private async helpOptions(argv: readonly string[]): Promise<Map<CommandSpec, OptionSpec[]>> {
@@ -339,7 +337,7 @@ class Tool {
   }
 
   /** cac reports misuse as plain errors named CACError; they are all invalid input. So is a path that cannot be used (pathError). */
-  private translate(error: unknown): unknown {
+  private translate(error: unknown, running: CommandSpec | undefined): unknown {
     if (!(error instanceof Error) || error.name !== 'CACError') return pathError(error);
     const unknownOption = /^Unknown option `(.+)`$/.exec(error.message);
     const command = this.spec.commands.find((c) => error.message.includes(c.name));
@@ -347,7 +345,7 @@ class Tool {
       // cac names the option camel-cased (`--secretKey` for the `--secret-key` typed); a capital
       // the user typed (`--Format`) has no lower-case letter before it.
       const given = unknownOption[1].replace(/(?<=[a-z0-9])[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-      const flags = (this.running ? [this.running] : this.spec.commands).flatMap((c) => c.options ?? []).flatMap((o) => flagsOf(o));
+      const flags = (running ? [running] : this.spec.commands).flatMap((c) => c.options ?? []).flatMap((o) => flagsOf(o));
       const guess = closest(given, [...flags, '--config', '--log-level', '--help', '--version']);
       // Never a flag as a better spelling of itself (one of another command, or a case the user typed).
       return new InvalidInputError(`unknown option \`${given}\``, {

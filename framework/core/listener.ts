@@ -67,10 +67,10 @@ export class Listener {
   private readonly server: net.Server;
   private readonly h2: http2.Http2Server;
   private readonly h1: http.Server;
-  private readonly peers = new WeakMap<http2.Http2Session, Peer>();
+  /** Each session's client, and its place in the connection table (none for a session made without one). */
+  private readonly sessionsOf = new WeakMap<http2.Http2Session, { peer: Peer; connection?: Connection }>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   private readonly table: ConnectionTable;
-  private readonly connectionOf = new WeakMap<http2.Http2Session, Connection>();
   /** Set while a connection is handed to the HTTP/2 server, whose 'session' event comes synchronously. */
   private arriving: { peer: Peer; connection: Connection } | undefined;
   readonly budget: NodeBudget;
@@ -94,16 +94,13 @@ export class Listener {
       // Node announces a stream a tick after its headers came: the session may be gone by then (its
       // peer closed the connection), and with it the peer the routes look up; nobody is left to answer.
       if (!stream.session) return void stream.destroy();
-      const connection = this.connectionOf.get(stream.session);
+      const connection = this.sessionsOf.get(stream.session)?.connection;
       if (connection) this.table.streamOpened(connection, stream);
       options.onStream(stream, headers);
     });
     this.h2.on('session', (session) => {
-      this.peers.set(session, this.arriving?.peer ?? this.newPeer(true));
-      if (this.arriving) {
-        this.arriving.connection.session = session;
-        this.connectionOf.set(session, this.arriving.connection);
-      }
+      if (this.arriving) this.arriving.connection.session = session;
+      this.sessionsOf.set(session, this.arriving ?? { peer: this.newPeer(true) });
       this.sessions.add(session);
       session.on('error', () => {});
       raiseSessionWindow(session);
@@ -174,7 +171,7 @@ export class Listener {
 
   /** The client of a stream's connection. */
   peerOf(stream: http2.ServerHttp2Stream): Peer {
-    return this.peers.get(stream.session!)!;
+    return this.sessionsOf.get(stream.session!)!.peer;
   }
 
   /** Reads the first bytes to tell HTTP/2 from HTTP/1.1, then hands the connection (bytes put back) to that server. */

@@ -354,7 +354,8 @@ export class Membership {
     const f = pick(failed);
     if (f) targets.add(f.addr);
     if (!alive.length) for (const s of this.seeds) targets.add(s);
-    await Promise.allSettled([...targets].map((addr) => this.send(addr, { type: 'sync', from: this.record(this.self), members: this.table() }, this.config.probeTimeoutMs * 3)));
+    const message = { type: 'sync' as const, from: this.record(this.self), members: this.table() };
+    await Promise.allSettled([...targets].map((addr) => this.send(addr, message, this.config.probeTimeoutMs * 3)));
   }
 
   private sweep(): void {

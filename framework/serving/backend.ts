@@ -176,12 +176,14 @@ export class LoadedModel {
     for (const text of texts) {
       for (let at = 0; at < text.length; ) {
         let end = Math.min(text.length, at + MEASURE_PIECE_CHARS);
-        // Never between the two halves of a surrogate pair.
-        if (end < text.length && /[\uD800-\uDBFF]/.test(text[end - 1]!)) end--;
+        // Never between the two halves of a surrogate pair (a high surrogate ends the piece).
+        const last = text.charCodeAt(end - 1);
+        if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
         tokens += this.model.tokenize(text.slice(at, end)).length;
         pieces++;
         at = end;
-        if (tokens - pieces * PIECE_EDGE_TOKENS > limit) throw new PromptTooLong(tokens - pieces * PIECE_EDGE_TOKENS, this.contextSize);
+        const atLeast = tokens - pieces * PIECE_EDGE_TOKENS;
+        if (atLeast > limit) throw new PromptTooLong(atLeast, this.contextSize);
       }
     }
   }

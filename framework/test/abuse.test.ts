@@ -19,7 +19,7 @@ import { CHANNEL_PATH, REPLY, channelDecoder, encodeCall } from '../core/channel
 import { DEFAULT_CLUSTER } from '../core/members.js';
 import { SWIM_PATH } from '../core/membership.js';
 import { CLUSTER_HEADER } from '../core/transport.js';
-import { clusterMembers, killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
+import { clusterMembers, killAll, rss, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'actor-abuse-'));
 
@@ -81,11 +81,6 @@ function channelCall(addr: string, target: string, json: string): Promise<{ stat
   });
 }
 
-/** Resident set size of a process, in bytes. */
-function rss(pid: number): number {
-  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(kb![1]) * 1024;
-}
 
 const MiB = 1024 * 1024;
 const fmt = (bytes: number): string => `${(bytes / MiB).toFixed(0)} MB`;

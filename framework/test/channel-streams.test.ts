@@ -4,7 +4,6 @@
  * reaching the producer, the cap on streams per channel, and peers that break the protocol. Also
  * the same pace rules for an external caller, whose stream call has an HTTP/2 stream of its own.
  */
-import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -18,7 +17,7 @@ import { ActorSystem } from '../core/system.js';
 import { CLUSTER_HEADER, Transport } from '../core/transport.js';
 import { MAX_CHANNELS_PER_CONNECTION } from '../node/calls.js';
 import { runTool } from '../../lib/testing/run-tool.js';
-import { FAST_CLIENT_TIMERS, killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
+import { FAST_CLIENT_TIMERS, killAll, rss, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 
 const PRODUCER = 'framework.test.helpers.producer.Producer';
 /** Stream calls one channel may run at once on the test's node. */
@@ -332,7 +331,7 @@ test('random sequences of stream records from a caller (seeded) never take the n
 });
 
 /** Resident set size of a process, in MiB. */
-const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+const rssMiB = (pid: number): number => rss(pid) / (1024 * 1024);
 
 test('a client opening many channels of endless stream calls and reading nothing holds a bounded amount of the node; others are still answered', async () => {
   const echo = await startNode({ name: 'echo' });

@@ -11,7 +11,7 @@ import { ActorError } from '../core/errors.js';
 import { ActorSystem } from '../core/system.js';
 import { DEFAULT_CLUSTER } from '../core/members.js';
 import { CLUSTER_HEADER, Transport } from '../core/transport.js';
-import { FAST_CLIENT_TIMERS, killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
+import { FAST_CLIENT_TIMERS, h2Request, killAll, startNode, waitFor, type NodeProcess } from './helpers/cluster.js';
 import { Sleeper } from './helpers/sleeper.js';
 
 const SLEEPER = 'framework.test.helpers.sleeper.Sleeper';
@@ -235,15 +235,7 @@ test('a caller that ends its side gets the replies of its running calls, then th
 
 /** A series of the node's /metrics, read over HTTP/2. */
 async function metric(addr: string, series: string): Promise<number> {
-  const text = await new Promise<string>((resolve, reject) => {
-    const session = http2.connect(`http://${addr}`);
-    session.on('error', reject);
-    const req = session.request({ ':path': '/metrics' });
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c));
-    req.on('end', () => (session.close(), resolve(body)));
-    req.end();
-  });
+  const text = (await h2Request(addr, { ':path': '/metrics' })).body;
   return Number(new RegExp(`^${series}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
 }
 

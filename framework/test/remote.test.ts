@@ -8,7 +8,7 @@ import { END_FRAME, encodeFrame, jsonFrame } from '../core/codec.js';
 import { remoteStream } from '../core/remote.js';
 import { DEFAULT_CLUSTER } from '../core/members.js';
 import { CLUSTER_HEADER, Transport } from '../core/transport.js';
-import { killAll, startNode, waitFor, FAST_CLIENT_TIMERS, FAST_TIMERS, type NodeProcess } from './helpers/cluster.js';
+import { h2Request, killAll, startNode, waitFor, FAST_CLIENT_TIMERS, FAST_TIMERS, type NodeProcess } from './helpers/cluster.js';
 
 let node: NodeProcess;
 let client: ActorSystem;
@@ -24,24 +24,6 @@ test.after(async () => {
   await killAll();
 });
 
-/** One raw h2c request; returns status and body. */
-function raw(addr: string, headers: http2.OutgoingHttpHeaders, body?: Buffer | string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const session = http2.connect(`http://${addr}`);
-    session.on('error', reject);
-    const req = session.request(headers);
-    let text = '';
-    let status = 0;
-    req.on('response', (h) => (status = Number(h[':status'])));
-    req.on('data', (c: Buffer) => (text += c.toString()));
-    req.on('end', () => {
-      session.close();
-      resolve({ status, body: text });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 test('ask, tell and stream reach an actor in another process', async () => {
   const echo = client.resolve('echo');
@@ -64,7 +46,7 @@ test('large asks in parallel share the call channel without loss (flow control a
 });
 
 test('an actor is reachable by node and actor id, unnamed system actors included', async () => {
-  const rows = JSON.parse((await raw(node.addr, { ':method': 'GET', ':path': '/actors?all=true' })).body) as Array<Record<string, string>>;
+  const rows = JSON.parse((await h2Request(node.addr, { ':method': 'GET', ':path': '/actors?all=true' })).body) as Array<Record<string, string>>;
   const echoId = rows.find((r) => r.name === 'echo')!.actor_id!;
   const systemId = rows.find((r) => r.name === 'system/node')!.actor_id!;
   assert.is(await client.actor(node.nodeId, echoId).ask('echo', ['by id']), 're: by id');
@@ -109,7 +91,7 @@ test('breaking out of a remote stream stops its generator on the node, which kee
   assert.ok(Date.now() - started < 10_000, 'did not wait for the whole 20 s stream');
   // The cancel reached the node: its generator was stopped (it would run for 20 s otherwise).
   const activeStreams = async () => {
-    const r = await raw(node.addr, { ':method': 'GET', ':path': '/actors' });
+    const r = await h2Request(node.addr, { ':method': 'GET', ':path': '/actors' });
     return (JSON.parse(r.body) as Array<Record<string, string>>).find((a) => a.name === 'echo')?.active_streams;
   };
   await waitFor('the remote generator to stop', async () => (await activeStreams()) === '0', 3000);
@@ -200,9 +182,9 @@ test('an external caller that gives up on 1,500 streams in a burst keeps its con
 });
 
 test('malformed bodies get a stream error and the node keeps serving', async () => {
-  const post = (path: string, body: string | Buffer, extra: http2.OutgoingHttpHeaders = {}) => raw(node.addr, { ':method': 'POST', ':path': path, [CLUSTER_HEADER]: DEFAULT_CLUSTER, ...extra }, body);
+  const post = (path: string, body: string | Buffer, extra: http2.OutgoingHttpHeaders = {}) => h2Request(node.addr, { ':method': 'POST', ':path': path, [CLUSTER_HEADER]: DEFAULT_CLUSTER, ...extra }, body);
   // Calls and membership name the cluster; a request that names none or another is refused.
-  const anonymous = await raw(node.addr, { ':method': 'POST', ':path': '/named/echo' }, '{"method":"echo","args":[1]}');
+  const anonymous = await h2Request(node.addr, { ':method': 'POST', ':path': '/named/echo' }, '{"method":"echo","args":[1]}');
   assert.equal([anonymous.status, JSON.parse(anonymous.body).error.code], [403, 'forbidden']);
   assert.match(anonymous.body, 'x-actor-cluster is missing');
   const stranger = await post('/cluster/swim', '{}', { [CLUSTER_HEADER]: 'elsewhere' });
@@ -224,9 +206,9 @@ test('malformed bodies get a stream error and the node keeps serving', async () 
   const swim = await post('/cluster/swim', '{"type":"ping","from":{"id":1}}');
   assert.is(swim.status, 400);
   assert.match(swim.body, '`from`');
-  const getCall = await raw(node.addr, { ':method': 'GET', ':path': '/named/echo' });
+  const getCall = await h2Request(node.addr, { ':method': 'GET', ':path': '/named/echo' });
   assert.is(getCall.status, 405);
-  const unknown = await raw(node.addr, { ':method': 'GET', ':path': '/nowhere' });
+  const unknown = await h2Request(node.addr, { ':method': 'GET', ':path': '/nowhere' });
   assert.is(unknown.status, 404);
   // Bytes that are neither HTTP/2 nor HTTP/1.1: the HTTP/1.1 side answers what it can and drops the connection.
   const [host, port] = node.addr.split(':');
@@ -246,7 +228,7 @@ test('malformed bodies get a stream error and the node keeps serving', async () 
     socket.resume();
   });
   assert.is(await client.resolve('echo').ask('echo', ['ok']), 're: ok');
-  const health = await raw(node.addr, { ':method': 'GET', ':path': '/health' });
+  const health = await h2Request(node.addr, { ':method': 'GET', ':path': '/health' });
   assert.is(health.status, 200);
   assert.is(JSON.parse(health.body).node_id, node.nodeId);
 });
@@ -269,7 +251,7 @@ test('every error inside a call is an error reply: deep nesting, cycles, BigInt,
   // Arguments nested 5,000 deep, as an unauthenticated client could send them, on both call paths.
   const nested = `${'['.repeat(5000)}${']'.repeat(5000)}`;
   const body = `{"method":"echo","args":[${nested}]}`;
-  const viaRoute = await raw(node.addr, { ':method': 'POST', ':path': '/named/echo', [CLUSTER_HEADER]: DEFAULT_CLUSTER }, body);
+  const viaRoute = await h2Request(node.addr, { ':method': 'POST', ':path': '/named/echo', [CLUSTER_HEADER]: DEFAULT_CLUSTER }, body);
   assert.equal([viaRoute.status, JSON.parse(viaRoute.body).error.code], [400, 'bad-request']);
   assert.match(viaRoute.body, 'deeper than 512 levels');
   // A caller in a node cannot even encode it: refused on its side, before anything is sent (the

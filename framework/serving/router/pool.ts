@@ -27,7 +27,7 @@ const LOAD_POLL_MS = 500;
 const LOAD_FRESH_MS = 2_000;
 const LOAD_TIMEOUT_MS = 1_000;
 /** A call's reply (the stream's start, for a stream) must begin within this. */
-const OPEN_TIMEOUT_MS = 10_000;
+export const OPEN_TIMEOUT_MS = 10_000;
 /** Workers one request may try before it fails. */
 const MAX_ATTEMPTS = 3;
 

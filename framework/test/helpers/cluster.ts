@@ -3,6 +3,7 @@
  * them is killed when the test file ends, whatever happened.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import { join } from 'node:path';
 import { DIST_ROOT } from '../../../lib/testing/run-tool.js';
@@ -152,18 +153,31 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
   }
 }
 
-/** POSTs `body` (JSON) to `path` on the node at `addr` over h2c, as a peer of the default cluster does; the status and body of the answer. */
-export function postAsPeer(addr: string, path: string, body: unknown, headers: http2.OutgoingHttpHeaders = {}): Promise<{ status: number; body: string }> {
+/** One HTTP/2 request (h2c) to `addr` with `headers` (pseudo-headers included) and `body`; the status and text of the answer. */
+export function h2Request(addr: string, headers: http2.OutgoingHttpHeaders, body?: Buffer | string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(`http://${addr}`);
     session.on('error', reject);
-    const req = session.request({ ':method': 'POST', ':path': path, [CLUSTER_HEADER]: DEFAULT_CLUSTER, ...headers });
+    const req = session.request(headers);
     let status = 0;
     let text = '';
     req.on('response', (h) => (status = Number(h[':status'])));
-    req.on('data', (c: Buffer) => (text += c));
-    req.on('end', () => (session.close(), resolve({ status, body: text })));
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => {
+      session.close();
+      resolve({ status, body: text });
+    });
     req.on('error', reject);
-    req.end(JSON.stringify(body));
+    req.end(body);
   });
+}
+
+/** POSTs `body` (JSON) to `path` on the node at `addr`, as a peer of the default cluster does. */
+export const postAsPeer = (addr: string, path: string, body: unknown, headers: http2.OutgoingHttpHeaders = {}) =>
+  h2Request(addr, { ':method': 'POST', ':path': path, [CLUSTER_HEADER]: DEFAULT_CLUSTER, ...headers }, JSON.stringify(body));
+
+/** Resident set size of a process, in bytes. */
+export function rss(pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(kb![1]) * 1024;
 }
