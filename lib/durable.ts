@@ -61,11 +61,6 @@ export interface DurableFileOptions {
 }
 
 /**
- * A file written in pieces and published at once: nothing is visible under `path` until `commit`,
- * and `abort` leaves no trace. Writes are synchronous, so a caller that stops (a timeout, a limit)
- * can still commit exactly what it wrote.
- */
-/**
  * Refuses to replace what is at `path` unless it is a regular file (or nothing). A durable write
  * renames over its target: over a device, FIFO, socket or symbolic link that would put a plain file
  * in its place (`--output /dev/null --overwrite` as root replaces the system's /dev/null).
@@ -77,6 +72,11 @@ export function assertReplaceable(path: string, shown: string): void {
   }
 }
 
+/**
+ * A file written in pieces and published at once: nothing is visible under `path` until `commit`,
+ * and `abort` leaves no trace. Writes are synchronous, so a caller that stops (a timeout, a limit)
+ * can still commit exactly what it wrote.
+ */
 export class DurableFile {
   readonly temp: string;
   private fd: number | undefined;

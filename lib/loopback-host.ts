@@ -7,7 +7,7 @@
  * The host a request names is its Host header, and, for a request target in absolute form
  * (`POST http://host/path`), the target's authority too (RFC 9112 gives that one precedence); both
  * must be loopback names. A request with more than one Host header is refused with 400 (RFC 9112),
- * as Node keeps only the first of them.
+ * as Node's `headers` keep only the first of them.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { isLoopbackHostHeader } from './loopback.js';
@@ -15,9 +15,7 @@ import { isLoopbackHostHeader } from './loopback.js';
 /** Adds the guard to `app`; `refuse` sends the refusal (its status already set) in the listener's own error shape. */
 export function refuseOtherHosts(app: FastifyInstance, refuse: (reply: FastifyReply, message: string) => FastifyReply): void {
   app.addHook('onRequest', async (req, reply) => {
-    const raw = req.raw.rawHeaders;
-    let hosts = 0;
-    for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'host') hosts++;
+    const hosts = req.raw.headersDistinct.host?.length ?? 0;
     if (hosts > 1) return refuse(reply.code(400), `the request has ${hosts} Host headers; it may have one`);
     const named = [req.headers.host, absoluteAuthority(req.raw.url ?? '/')];
     const other = named.find((host) => !isLoopbackHostHeader(host));

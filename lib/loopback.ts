@@ -51,5 +51,5 @@ export function isLoopbackOrigin(origin: string): boolean {
   } catch {
     return false;
   }
-  return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHost(url.hostname.replace(/^\[(.*)\]$/, '$1'));
+  return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHostHeader(url.host);
 }

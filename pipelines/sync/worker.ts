@@ -12,7 +12,7 @@
  *                                   writer aborts and leaves the dataset at its last snapshot),
  *                                   or finishes if it is past its commit; the worker then ends
  */
-import { existsSync, rmSync, statSync } from 'node:fs';
+import { rmSync, statSync } from 'node:fs';
 import { isRandomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
 import { defer, exhaustMap, filter, fromEvent, lastValueFrom, map, of, retry, scan, takeUntil, timer, type Observable } from 'rxjs';
@@ -73,13 +73,11 @@ export class PendingSet {
 
 export const retryDelayMs = (attempt: number, first: number, max: number): number => Math.min(max, first * 2 ** Math.max(0, attempt - 1));
 
-/** Runs the worker until it is stopped (or, with --once, after one batch); a --once batch that fails throws. */
 /** A mirror's temporary older than this was left by a sync that was killed (a live one renames its own within a batch). */
 const STALE_TEMPORARY_MS = 10 * 60_000;
 
 /** Removes what killed syncs left in the mirror: `<file>.tmp-<random>` files no batch will rename. */
 function sweepMirror(to: string): void {
-  if (!existsSync(to)) return;
   const now = Date.now();
   walkFiles(to, (_rel, entry, path) => {
     const at = entry.name.lastIndexOf(TEMP_MARKER);
@@ -89,6 +87,7 @@ function sweepMirror(to: string): void {
   });
 }
 
+/** Runs the worker until it is stopped (or, with --once, after one batch); a --once batch that fails throws. */
 export async function runSyncWorker(run: SyncRun): Promise<void> {
   run.signal.throwIfAborted();
   sweepMirror(run.to);

@@ -17,6 +17,8 @@ test('it holds exactly what was added, whatever the order, joining neighbours in
     reference.add(seq);
   }
   for (let seq = -2; seq < 30_002; seq++) assert.is(ranges.has(seq), reference.has(seq), `seq ${seq}`);
+  assert.is(ranges.last, Math.max(...reference));
+  assert.is(new SeqRanges().last, undefined);
   // Fill every gap: one range is left.
   for (let seq = 0; seq < 30_000; seq++) ranges.add(seq);
   assert.is(ranges.ranges, 1);

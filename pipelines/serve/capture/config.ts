@@ -27,7 +27,7 @@ import { readFileSync } from 'node:fs';
 import { InvalidInputError, NotFoundError } from '../../../lib/errors.js';
 import { isPlainTable, KeyLines, parseToml } from '../../../lib/toml.js';
 import { parseListenAddress } from '../address.js';
-import { isPathSafe } from '../gateway/identity.js';
+import { pathSegmentProblem } from '../gateway/identity.js';
 
 export const CAPTURE_LEVELS = ['summary', 'dialogue', 'full'] as const;
 export type CaptureLevel = (typeof CAPTURE_LEVELS)[number];
@@ -127,7 +127,8 @@ export function loadCaptureConfig(path: string, env: NodeJS.ProcessEnv): Capture
   if (doc.debug !== undefined && typeof doc.debug !== 'boolean') fail('`debug` must be true or false', lines.find([], 'debug'));
   // The agent is a directory of the trace's storage and of the Markdown files: one segment, as the event gateway takes.
   const agentId = str('agent_id', CAPTURE_DEFAULTS.agentId);
-  if (!isPathSafe(agentId)) fail('`agent_id` must be one path-safe segment: 1 to 200 characters, no `/` or `\\`, no control characters, not `.` or `..`, no space at either end', lines.find([], 'agent_id'));
+  const agentProblem = pathSegmentProblem(agentId);
+  if (agentProblem !== undefined) fail(`\`agent_id\` must be one path-safe segment: ${agentProblem}`, lines.find([], 'agent_id'));
   const timeout = doc.upstream_timeout ?? CAPTURE_DEFAULTS.upstreamTimeoutS;
   if (typeof timeout !== 'number' || !(timeout > 0 && timeout <= 86_400)) fail('`upstream_timeout` must be a number of seconds above 0, at most 86400', lines.find([], 'upstream_timeout'));
   const routes = parseRoutes(doc.models, routeLines(text), env, fail);

@@ -474,7 +474,7 @@ export class CaptureProxy {
   /** `count` consecutive seqs of the call's session, after every seq the session has in the log. */
   private allocate(call: Call, count: number): number {
     const key = `${call.agentId}/${call.sessionId}`;
-    const known = this.gateway.events.get({ agentId: call.agentId, sessionId: call.sessionId })?.lastSeq.get(CAPTURE_SOURCE) ?? -1;
+    const known = this.gateway.events.get({ agentId: call.agentId, sessionId: call.sessionId })?.seqs.get(CAPTURE_SOURCE)?.last ?? -1;
     const next = Math.max(this.nextSeq.get(key) ?? 0, known + 1);
     this.nextSeq.set(key, next + count);
     return next;

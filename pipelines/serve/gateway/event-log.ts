@@ -89,8 +89,6 @@ export interface Trace extends TraceRef {
   bytes: number;
   firstReceivedAt: string | undefined;
   lastReceivedAt: string | undefined;
-  /** Highest `seq` stored per `source`. */
-  readonly lastSeq: Map<string, number>;
   readonly entries: Location[];
   /** The `seq`s stored per `source`: the event keys, compactly. */
   readonly seqs: Map<string, SeqRanges>;
@@ -297,7 +295,6 @@ export class EventLog {
         bytes: 0,
         firstReceivedAt: undefined,
         lastReceivedAt: undefined,
-        lastSeq: new Map(),
         entries: [],
         seqs: new Map(),
         pending: new Map(),
@@ -314,7 +311,6 @@ export class EventLog {
       let seqs = trace.seqs.get(r.source);
       if (!seqs) trace.seqs.set(r.source, (seqs = new SeqRanges()));
       seqs.add(r.seq);
-      trace.lastSeq.set(r.source, Math.max(trace.lastSeq.get(r.source) ?? -1, r.seq));
     }
     trace.events += records.length;
     trace.bytes += at.length;

@@ -23,6 +23,11 @@ export class SeqRanges {
     return lo;
   }
 
+  /** The highest seq stored, or undefined when none is. */
+  get last(): number | undefined {
+    return this.bounds.at(-1);
+  }
+
   has(seq: number): boolean {
     const i = this.firstEndingFrom(seq);
     return i < this.bounds.length / 2 && (this.bounds[2 * i] as number) <= seq;

@@ -44,10 +44,6 @@ export const usd = (v: unknown): string => (v === null || v === undefined ? '–
 export const time = (v: unknown): string => (typeof v === 'string' ? v.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '–');
 
 /**
- * `text` with every case-insensitive occurrence of `terms` in <mark>. Display only: what matched
- * was decided by the server, and this never hides or adds a match.
- */
-/**
  * Lower case that keeps every character's length, so that positions found in it are positions in
  * the text: `İ` lower-cases to two code units, which would shift every match after it.
  */
@@ -60,6 +56,10 @@ function lowerInPlace(text: string): string {
   return out;
 }
 
+/**
+ * `text` with every case-insensitive occurrence of `terms` in <mark>. Display only: what matched
+ * was decided by the server, and this never hides or adds a match.
+ */
 export function highlighted(text: string, terms: readonly string[]): DocumentFragment {
   const out = document.createDocumentFragment();
   const wanted = terms.map((t) => lowerInPlace(t.replace(/\s+/g, ' ').trim())).filter((t) => t !== '');
