@@ -62,6 +62,10 @@ export class PendingSet {
     return this.entries.size;
   }
 
+  has(path: string): boolean {
+    return this.entries.has(path);
+  }
+
   take(): Map<string, number> {
     return new Map(this.entries);
   }

@@ -7,9 +7,9 @@
  *   groupBy(trace, { duration: idle timer })   one group per trace while it is active; every event
  *                                              restarts its idle timer (debounceTime)
  *   mergeMap(group => last())                  the trace has been idle for `idleMs`: into the pending set
- *   mergeMap(batch, PROJECTION_CONCURRENCY)    a batch projects every pending trace in one append
- *     retry(backoff)                           a failed batch keeps the set and runs again after
- *                                              1 s, 2 s, 4 s ... at most 60 s
+ *   merge(retry timers)                        a failed batch's traces are due again (below)
+ *   mergeMap(batches, PROJECTION_CONCURRENCY)  every batch that is due: the pending traces in one
+ *                                              append, each retry group in one of its own
  *   takeUntil(stop)
  *
  * Concurrency is bounded at one batch at a time: a batch holds the dataset's writer lock (an
@@ -18,13 +18,19 @@
  * Capture never waits for projection: appends touch only the event log. A trace projected again
  * (it had more events since) replaces its earlier rows: its source path is retired first.
  *
+ * A failed batch holds back no other trace. Its traces leave the pending set as two retry groups
+ * (its halves), each due after 1 s, 2 s, 4 s ... at most 60 s by its failures so far, and a group
+ * that fails again splits again. A fault of the store then costs a few batches more once it is
+ * back, and a trace that cannot be projected ends up retried alone, while every other trace,
+ * those that go idle later included, is projected as usual.
+ *
  * What was projected is kept in `<state>/gateway/projected.json` (events per trace), written after
  * the commit; a crash in between only projects those traces again, which replaces them.
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
-import { EMPTY, Subject, defer, debounceTime, from, fromEvent, groupBy, last, lastValueFrom, merge, mergeMap, retry, takeUntil, tap, timer } from 'rxjs';
+import { Subject, defer, debounceTime, from, fromEvent, groupBy, last, lastValueFrom, merge, mergeMap, takeUntil, tap, timer } from 'rxjs';
 import { chunks } from '../../../lib/chunks.js';
 import { writeFileDurably } from '../../../lib/durable.js';
 import type { Logger } from '../../../lib/log.js';
@@ -57,8 +63,10 @@ export interface ProjectionOptions {
 }
 
 export interface ProjectionStatus {
-  /** Traces waiting for their batch (idle, not yet written). */
+  /** Traces waiting for their batch (idle, not yet written), those in `retrying` included. */
   pending: number;
+  /** Traces whose batch failed, waiting for a batch of their own group. */
+  retrying: number;
   batches: number;
   failures: number;
   last_error: string | null;
@@ -72,13 +80,33 @@ export function writeStateFile(path: string, data: string): void {
   writeFileDurably(path, data, { temp, createDirectory: true });
 }
 
+/** Traces of a failed batch that are retried together, apart from every other trace. */
+interface RetryGroup {
+  ids: readonly string[];
+  /** Failed batches the group's traces were in, one after another. */
+  failures: number;
+  /** Its delay has passed (its timer fired: no clock is compared, so it cannot be missed by a millisecond). */
+  due: boolean;
+}
+
+/** The traces one append projects: a retry group's, or the pending set's (`taken`: the entries to clear). */
+interface Batch {
+  ids: readonly string[];
+  failures: number;
+  taken?: Map<string, number>;
+}
+
 export class Projection {
   private readonly projected: Map<string, number>;
   private readonly pending = new PendingSet();
   private readonly stop = new AbortController();
   private done: Promise<void> = Promise.resolve();
   private underWay: Promise<unknown> = Promise.resolve();
-  readonly status: ProjectionStatus = { pending: 0, batches: 0, failures: 0, last_error: null, last_batch_at: null };
+  /** Traces of failed batches, in groups that are retried apart from the rest and from each other. */
+  private readonly retrying: RetryGroup[] = [];
+  /** Retry groups with their delay: the group is due, and a turn of the pipeline comes, after it. */
+  private readonly retryTimers = new Subject<{ group: RetryGroup; delayMs: number }>();
+  private readonly outcomes: Omit<ProjectionStatus, 'pending' | 'retrying'> = { batches: 0, failures: 0, last_error: null, last_batch_at: null };
   /** Each committed batch (the read-only API opens the dataset again: an object-store mount reads a local copy of one snapshot). */
   readonly committed = new Subject<void>();
 
@@ -96,58 +124,80 @@ export class Projection {
 
   start(): void {
     const { idleMs } = this.options;
-    const first = this.options.retryFirstMs ?? 1_000;
-    const max = this.options.retryMaxMs ?? 60_000;
     const unprojected = this.events.list().filter((t) => this.projectedEvents(t) < t.events);
     const stop$ = fromEvent(this.stop.signal, 'abort');
     const idle$ = merge(from(unprojected), this.events.appended).pipe(
       groupBy((trace) => trace.id, { duration: (group) => group.pipe(debounceTime(idleMs)) }),
       mergeMap((group) => group.pipe(last())),
+      tap((trace) => this.pending.add([trace.id])),
     );
-    const batches$ = idle$.pipe(
-      tap((trace) => {
-        this.pending.add([trace.id]);
-        this.status.pending = this.pending.size;
-      }),
-      mergeMap(
-        () =>
-          defer(() => (this.underWay = this.batch())).pipe(
-            retry({ count: Infinity, delay: (_error, attempt) => (this.stop.signal.aborted ? EMPTY : timer(retryDelayMs(attempt, first, max))) }),
-          ),
-        PROJECTION_CONCURRENCY,
-      ),
+    const retriesDue$ = this.retryTimers.pipe(mergeMap(({ group, delayMs }) => timer(delayMs).pipe(tap(() => (group.due = true)))));
+    const batches$ = merge(idle$, retriesDue$).pipe(
+      mergeMap(() => defer(() => (this.underWay = this.projectDue())), PROJECTION_CONCURRENCY),
       takeUntil(stop$),
     );
     this.done = lastValueFrom(batches$, { defaultValue: undefined }).then(() => undefined);
   }
 
-  /** Projects every pending trace that has events the dataset lacks, in one append. */
-  private async batch(): Promise<void> {
-    const taken = this.pending.take();
-    const traces = [...taken.keys()].map((id) => this.events.get(id)).filter((t): t is Trace => t !== undefined && this.projectedEvents(t) < t.events);
-    if (traces.length === 0) {
-      this.pending.clear(taken);
-      this.status.pending = this.pending.size;
-      return;
+  /** Runs every batch that is due: retry groups whose time has come, one batch each, then the pending traces together. */
+  private async projectDue(): Promise<void> {
+    for (let batch = this.nextBatch(); batch && !this.stop.signal.aborted; batch = this.nextBatch()) await this.project(batch);
+  }
+
+  private nextBatch(): Batch | undefined {
+    const due = this.retrying.findIndex((group) => group.due);
+    if (due >= 0) {
+      const [group] = this.retrying.splice(due, 1);
+      return { ids: group!.ids, failures: group!.failures };
     }
+    // A trace in a retry group stays pending (more events may have come since its group was read) but waits for its group.
+    const inGroups = new Set(this.retrying.flatMap((group) => group.ids));
+    const taken = new Map([...this.pending.take()].filter(([id]) => !inGroups.has(id)));
+    return taken.size ? { ids: [...taken.keys()], failures: 0, taken } : undefined;
+  }
+
+  /** Projects a batch's traces that have events the dataset lacks, in one append; when that fails, they become retry groups. */
+  private async project(batch: Batch): Promise<void> {
+    const traces = batch.ids.map((id) => this.events.get(id)).filter((t): t is Trace => t !== undefined && this.projectedEvents(t) < t.events);
     const signal = this.stop.signal;
     try {
+      if (traces.length === 0) return;
       const counts = await this.write(traces, signal);
       for (const [id, n] of counts) this.projected.set(id, n);
       writeStateFile(this.options.statePath, `${JSON.stringify({ traces: Object.fromEntries(this.projected) })}\n`);
-      this.pending.clear(taken);
-      this.status.pending = this.pending.size;
-      this.status.batches += 1;
-      this.status.last_batch_at = new Date().toISOString();
+      this.outcomes.batches += 1;
+      this.outcomes.last_batch_at = new Date().toISOString();
       this.committed.next();
       this.options.log.info(`gateway: projected ${traces.length} trace(s) into the dataset`);
       await this.options.maintain?.(signal).catch((error: unknown) => this.options.log.warn(`gateway: compaction after projection failed (it runs again after the next batch): ${(error as Error).message}`));
     } catch (error) {
-      this.status.failures += 1;
-      this.status.last_error = (error as Error).message;
-      if (!signal.aborted) this.options.log.warn(`gateway: projecting ${traces.length} trace(s) failed; retrying: ${(error as Error).message}`);
-      throw error;
+      // Stopping abandons the batch: its traces are projected after the next start.
+      if (signal.aborted) return;
+      this.outcomes.failures += 1;
+      this.outcomes.last_error = (error as Error).message;
+      const delayMs = this.retryLater(traces.map((t) => t.id), batch.failures + 1);
+      this.options.log.warn(`gateway: projecting ${traces.length} trace(s) failed; retrying them in ${delayMs / 1000} s, apart from other traces: ${(error as Error).message}`);
+    } finally {
+      if (batch.taken) this.pending.clear(batch.taken);
     }
+  }
+
+  /** The traces of a failed batch as retry groups: its halves, or itself when it is one trace. Returns their delay. */
+  private retryLater(ids: readonly string[], failures: number): number {
+    const delayMs = retryDelayMs(failures, this.options.retryFirstMs ?? 1_000, this.options.retryMaxMs ?? 60_000);
+    const half = Math.ceil(ids.length / 2);
+    for (const part of ids.length > 1 ? [ids.slice(0, half), ids.slice(half)] : [ids]) {
+      const group = { ids: part, failures, due: false };
+      this.retrying.push(group);
+      this.retryTimers.next({ group, delayMs });
+    }
+    return delayMs;
+  }
+
+  get status(): ProjectionStatus {
+    const inGroups = this.retrying.flatMap((group) => group.ids);
+    const onlyInGroups = inGroups.filter((id) => !this.pending.has(id)).length;
+    return { pending: this.pending.size + onlyInGroups, retrying: inGroups.length, ...this.outcomes };
   }
 
   /** One append holding the traces' rows (their earlier rows retired); returns the events written per trace. */
@@ -211,6 +261,7 @@ export class Projection {
     await this.done.catch(() => {});
     await this.underWay.catch(() => {});
     this.committed.complete();
+    this.retryTimers.complete();
   }
 }
 
