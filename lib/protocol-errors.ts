@@ -4,9 +4,9 @@
  * URL whose percent-encoding does not decode, a path parameter past MAX_PARAM_LENGTH. A client
  * then reads every failure of a listener the same way.
  */
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 /** A failure's body in the listener's shape. */
 export type ErrorShape = (status: number, code: string, message: string) => object;
@@ -24,9 +24,16 @@ function clientFailure(code: string | undefined): [number, string, string] {
   return [400, 'bad_request', `the request is not valid HTTP${code ? ` (${code})` : ''}`];
 }
 
-/** Fastify options that answer these failures with `shape`, and with `headers()` when the listener sets some on every answer. */
+/**
+ * Fastify options that answer these failures with `shape`, and with `headers()` when the listener
+ * sets some on every answer. Node answers an HTTP/1.1 request without Host (RFC 9112 requires one)
+ * with a bare 400 before fastify sees it, so its check is off here: the listener adds
+ * `refuseMissingHost` to answer such a request itself (a listener with its own `serverFactory`
+ * turns Node's check off there).
+ */
 export function protocolErrorOptions(shape: ErrorShape, headers: () => Record<string, string> = () => ({})) {
   return {
+    http: { requireHostHeader: false },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: (error: Error & { code?: string; statusCode?: number }, _req: FastifyRequest, reply: FastifyReply): void => {
       const message = error.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid: its percent-encoding does not decode' : error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? `a path segment is longer than ${MAX_PARAM_LENGTH} characters` : 'the request could not be routed';
@@ -42,4 +49,16 @@ export function protocolErrorOptions(shape: ErrorShape, headers: () => Record<st
       socket.destroy();
     },
   };
+}
+
+/** An HTTP/1.1 request without a Host header, which RFC 9112 requires (HTTP/1.0 has none to require). */
+export const lacksRequiredHost = (req: IncomingMessage): boolean => req.httpVersion === '1.1' && req.headers.host === undefined;
+
+/** Answers an HTTP/1.1 request without a Host header with 400 in the listener's shape, before any other hook. */
+export function refuseMissingHost(app: FastifyInstance, shape: ErrorShape, headers: () => Record<string, string> = () => ({})): void {
+  app.addHook('onRequest', async (req, reply) => {
+    if (lacksRequiredHost(req.raw)) {
+      return reply.code(400).headers(headers()).send(shape(400, 'bad_request', 'the request has no Host header, which HTTP/1.1 requires'));
+    }
+  });
 }

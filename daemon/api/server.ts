@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { boundedBody, strictJsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { ResourceLimitError } from '../../lib/errors.js';
-import { protocolErrorOptions } from '../../lib/protocol-errors.js';
+import { lacksRequiredHost, protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../lib/protocol-errors.js';
 import { invalid, LifecycleError, notSupported } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, SandboxService } from '../service/sandboxes.js';
@@ -109,18 +109,18 @@ export interface ApiOptions {
 export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
   const keyMatches = (key: string): boolean => secretEquals(key, apiKey);
   const proxy = proxyHandler(service, keyMatches);
+  const shape: ErrorShape = (status, code, message) => ({ code: status === 400 ? 'INVALID_REQUEST' : code.toUpperCase(), message });
+  const requestId = (): Record<string, string> => ({ 'x-request-id': randomUUID() });
   const app = Fastify({
-    ...protocolErrorOptions(
-      (status, code, message) => ({ code: status === 400 ? 'INVALID_REQUEST' : code.toUpperCase(), message }),
-      () => ({ 'x-request-id': randomUUID() }),
-    ),
+    ...protocolErrorOptions(shape, requestId),
     bodyLimit: BODY_LIMITS.drainBytes,
     genReqId: () => randomUUID(),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
     serverFactory: (handler) => {
-      const server = createServer({ requestTimeout: 0, headersTimeout: 60_000, highWaterMark: STREAM_HIGH_WATER_MARK }, (req: IncomingMessage, res: ServerResponse) => {
+      const server = createServer({ requestTimeout: 0, headersTimeout: 60_000, highWaterMark: STREAM_HIGH_WATER_MARK, requireHostHeader: false }, (req: IncomingMessage, res: ServerResponse) => {
         const match = PROXY_PATH.exec(req.url ?? '');
-        if (match) return void proxy(req, res, match);
+        // A request without Host goes to fastify, whose hook refuses it (Node's own check is off).
+        if (match && !lacksRequiredHost(req)) return void proxy(req, res, match);
         handler(req, res);
       });
       // WebSocket and CONNECT are not routed.
@@ -137,6 +137,7 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
   // JSON only: any other body is 415, not parsed as something else. Read decoded, refused after
   // being read (so a client still sending gets the answer), and within BODY_TIMEOUT_MS: the server
   // itself sets no request timeout, as proxied uploads may take long.
+  refuseMissingHost(app, shape, requestId);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, strictJsonBody));
 

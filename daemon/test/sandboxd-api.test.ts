@@ -92,6 +92,12 @@ if ('skip' in mount) {
     assert.match(malformed, /^HTTP\/1\.1 400 /);
     assert.match(malformed, /x-request-id: [0-9a-f-]{36}/i);
     assert.match(malformed, /"code":"INVALID_REQUEST"/);
+    // HTTP/1.1 requires Host: a request without it (the proxy's paths too) gets the same shape, not Node's empty 400.
+    for (const path of ['/v1/sandboxes', `/v1/sandboxes/${sandboxes[0]!.id}/proxy/44772/`]) {
+      const hostless = await rawHttp(`GET ${path} HTTP/1.1\r\nSVC-API-KEY: ${fixture.apiKey}\r\nConnection: close\r\n\r\n`);
+      assert.match(hostless, /^HTTP\/1\.1 400 /, path);
+      assert.match(hostless, /"code":"INVALID_REQUEST","message":"the request has no Host header, which HTTP\/1\.1 requires"/, path);
+    }
     // The key never appears in an answer.
     const listed = await call('GET', '/v1/sandboxes');
     assert.not.match(listed.text, fixture.apiKey);

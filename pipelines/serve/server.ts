@@ -12,7 +12,7 @@ import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import { parseListenAddress, type ListenAddress } from './address.js';
 import { refuseOtherHosts } from '../../lib/loopback-host.js';
-import { protocolErrorOptions } from '../../lib/protocol-errors.js';
+import { protocolErrorOptions, refuseMissingHost } from '../../lib/protocol-errors.js';
 import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
 import { errorBody, toHttpError } from './errors.js';
@@ -80,6 +80,7 @@ const BODY_LIMITS: BodyLimits = { maxBytes: 1024 * 1024, drainBytes: 8 * 1024 * 
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
   const app = Fastify({ ...protocolErrorOptions(errorBody), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
+  refuseMissingHost(app, errorBody);
   // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { requestWithHost } from '../../lib/testing/host-header.js';
+import { rawRequest, requestWithHost } from '../../lib/testing/host-header.js';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { eventually, queryRows, type Json } from './helpers/gateway.js';
@@ -178,6 +178,10 @@ test('a request for another host name is refused 403 (DNS rebinding), and nothin
   const local = await requestWithHost(new URL('/healthz', server.gatewayUrl).href, `localhost:${new URL(server.gatewayUrl!).port}`);
   assert.is(local.status, 200);
   assert.is((await get('/api/gateway/traces/rebind/rebound')).status, 404);
+  // HTTP/1.1 requires Host: a request without one gets 400 in the gateway's shape.
+  const hostless = await rawRequest(Number(new URL(server.gatewayUrl!).port), 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+  assert.is(hostless.status, 400, hostless.text);
+  assert.match(hostless.text, '{"error":"bad_request","message":"the request has no Host header, which HTTP/1.1 requires"}');
 });
 
 test('a batch is acknowledged with the trace, and a retry stores nothing twice', async () => {

@@ -376,6 +376,7 @@ test('unknown routes and internal errors keep the error shape; a 500 tells nothi
   };
   assertError(await raw('GET /api/mounts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n'), 400, 'bad_request', /not valid HTTP/);
   assertError(await raw(`GET /api/mounts HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'x'.repeat(20_000)}\r\n\r\n`), 431, 'headers_too_large');
+  assertError(await raw('GET /api/mounts HTTP/1.1\r\nConnection: close\r\n\r\n'), 400, 'bad_request', /no Host header, which HTTP\/1\.1 requires/);
 });
 
 test('a new snapshot is served without a restart; the dataset is never written; the control listener reports and reloads', async () => {

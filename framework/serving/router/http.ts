@@ -12,13 +12,13 @@
 import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
-import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, type ApiRequest } from './openai.js';
+import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, unsupportedPart, type ApiRequest } from './openai.js';
 import { isActorError } from '../../core/errors.js';
 import { NoWorkerError, callFailure, type OpenedRequest, type WorkerPool } from './pool.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
-import { protocolErrorOptions } from '../../../lib/protocol-errors.js';
+import { protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { secretEquals } from '../../../lib/secret.js';
 import { drained } from '../../../lib/streams.js';
 
@@ -120,14 +120,16 @@ function toApiError(error: unknown, contentType: string | undefined): ApiError {
 
 export function apiServer(options: ApiOptions): FastifyInstance {
   // Types as given are checked, never coerced ("5" is not a number), and unknown fields refused, not dropped.
+  const shape: ErrorShape = (status, code, message) => errorBody(message, status >= 500 ? 'server_error' : 'invalid_request_error', code);
   const app = Fastify({
-    ...protocolErrorOptions((status, code, message) => errorBody(message, status >= 500 ? 'server_error' : 'invalid_request_error', code)),
+    ...protocolErrorOptions(shape),
     logger: false,
     bodyLimit: BODY_LIMITS.drainBytes,
     requestTimeout: REQUEST_TIMEOUT_MS,
     forceCloseConnections: true,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
   });
+  refuseMissingHost(app, shape);
   // Without a key, a loopback API is still open to a web page that re-points its own name at 127.0.0.1.
   if (options.loopbackHostsOnly) refuseOtherHosts(app, (reply, message) => reply.send(errorBody(message, 'invalid_request_error', 'forbidden_host')));
   const started = Math.floor(Date.now() / 1000);
@@ -160,8 +162,12 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   }
 
   const errors = { 400: ErrorBody, 404: ErrorBody, 500: ErrorBody, 503: ErrorBody };
-  app.post('/v1/chat/completions', { schema: { body: ChatRequest, response: { 200: ChatCompletion, ...errors } } }, (req, reply) => serve(req as FastifyRequest<{ Body: ChatRequest }>, reply, true));
-  app.post('/v1/completions', { schema: { body: CompletionRequest, response: { 200: Completion, ...errors } } }, (req, reply) => serve(req as FastifyRequest<{ Body: CompletionRequest }>, reply, false));
+  const refuseUnsupported = (chat: boolean) => async (req: FastifyRequest) => {
+    const unsupported = unsupportedPart(req.body, chat);
+    if (unsupported) throw new ApiError(400, errorBody(unsupported.message, 'invalid_request_error', 'invalid_value', unsupported.param));
+  };
+  app.post('/v1/chat/completions', { schema: { body: ChatRequest, response: { 200: ChatCompletion, ...errors } }, preValidation: refuseUnsupported(true) }, (req, reply) => serve(req as FastifyRequest<{ Body: ChatRequest }>, reply, true));
+  app.post('/v1/completions', { schema: { body: CompletionRequest, response: { 200: Completion, ...errors } }, preValidation: refuseUnsupported(false) }, (req, reply) => serve(req as FastifyRequest<{ Body: CompletionRequest }>, reply, false));
   app.get('/v1/models', { schema: { response: { 200: ModelList } } }, async (): Promise<ModelList> => ({
     object: 'list',
     data: [{ id: options.modelName, object: 'model', created: started, owned_by: 'actorctl' }],

@@ -65,6 +65,44 @@ export type CompletionRequest = Static<typeof CompletionRequest>;
 
 export type ApiRequest = ChatRequest | CompletionRequest;
 
+/** The `error` of a request for something OpenAI's API has and this server does not do. */
+export interface Unsupported {
+  param: string;
+  message: string;
+}
+
+/**
+ * What the schema's first complaint would misname: a `tool` message ("Unrecognized ...
+ * tool_call_id"), token ids or several prompts ("must NOT have more than 1 items"). Checked before
+ * the schema, on the body as sent.
+ */
+export function unsupportedPart(body: unknown, chat: boolean): Unsupported | undefined {
+  const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+  if (!isObject(body)) return undefined;
+  if (chat) {
+    const messages = Array.isArray(body['messages']) ? body['messages'] : [];
+    for (const [i, message] of messages.entries()) {
+      if (!isObject(message)) continue;
+      if (message['role'] === 'tool' || message['role'] === 'function') {
+        return { param: `messages[${i}].role`, message: `Invalid value for 'messages[${i}].role': '${message['role']}' messages are not supported: this server does not call tools.` };
+      }
+      if ('tool_calls' in message || 'function_call' in message) {
+        const field = 'tool_calls' in message ? 'tool_calls' : 'function_call';
+        return { param: `messages[${i}].${field}`, message: `Unsupported parameter 'messages[${i}].${field}': this server does not call tools.` };
+      }
+    }
+    return undefined;
+  }
+  const prompt = body['prompt'];
+  if (typeof prompt === 'number' || (Array.isArray(prompt) && prompt.some((p) => typeof p === 'number' || Array.isArray(p)))) {
+    return { param: 'prompt', message: "Invalid value for 'prompt': token ids are not supported here; give the prompt as text." };
+  }
+  if (Array.isArray(prompt) && prompt.length > 1) {
+    return { param: 'prompt', message: `Invalid value for 'prompt': this server takes one prompt per request (a string, or a list of one string); this list has ${prompt.length}.` };
+  }
+  return undefined;
+}
+
 /** The worker's request for an API request. */
 export function generateRequest(body: ApiRequest): GenerateRequest {
   const common: GenerateRequest = {

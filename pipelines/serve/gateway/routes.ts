@@ -20,7 +20,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
-import { protocolErrorOptions } from '../../../lib/protocol-errors.js';
+import { protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { NotFoundError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
 import { boundedBody, jsonBody } from '../../../lib/bounded-body.js';
@@ -58,7 +58,9 @@ function parseJson(raw: Buffer): unknown {
 
 /** The gateway listener's app. */
 export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
-  const app = Fastify({ ...protocolErrorOptions((_status, error, message) => ({ error, message })), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+  const shape: ErrorShape = (_status, error, message) => ({ error, message });
+  const app = Fastify({ ...protocolErrorOptions(shape), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+  refuseMissingHost(app, shape);
   refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, parseJson));
