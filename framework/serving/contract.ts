@@ -39,6 +39,12 @@ export const GenerateRequest = Type.Object(
     temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 2 })),
     top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: '0 keeps only the most likely token (greedy), as OpenAI reads it' })),
     stop: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: MAX_STOP_STRINGS })),
+    /**
+     * OpenAI's penalties of tokens the reply already holds: each logit is lowered by
+     * `frequency_penalty` times the token's count, and by `presence_penalty` once it is there.
+     */
+    presence_penalty: Type.Optional(Type.Number({ minimum: -2, maximum: 2 })),
+    frequency_penalty: Type.Optional(Type.Number({ minimum: -2, maximum: 2 })),
     /** Fixes the sampling: the same request with the same seed gives the same tokens. */
     seed: Type.Optional(Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),
   },

@@ -36,8 +36,15 @@ const RATE_WINDOW_MS = 5_000;
 const RATE_SLOTS = 20;
 /** Tokens before the ones being decoded that decide how their text starts (a leading space). */
 const DETOKENIZE_CONTEXT = 8;
+/** A sampler option node-llama-cpp leaves out of the chain (its type says number; null is what it drops). */
+const NO_SAMPLER = null as unknown as number;
 /** Tokens held back at most while their bytes do not yet make whole UTF-8 characters. */
 const MAX_PARTIAL_TOKENS = 4;
+/**
+ * The generated tokens that presence and frequency penalties count: the reply's last ones, so that a
+ * step's cost stays bounded (OpenAI counts the whole reply; past this many tokens, the oldest drop out).
+ */
+const MAX_PENALIZED_TOKENS = 4096;
 /** Chunks a request may have waiting for its reader before it sits out steps. */
 const MAX_AHEAD = 64;
 /**
@@ -253,6 +260,8 @@ class Generation {
   private readonly text: TextAssembler;
   private count = 0;
   private unsent = 0;
+  /** The reply's tokens, for presence and frequency penalties (only when the request has one). */
+  private readonly generated: Token[] | undefined;
   /** Set when the reader has left: the loop drops the request at its next step. */
   left = false;
   /** Resolves when the loop has dropped the request. */
@@ -269,11 +278,22 @@ class Generation {
     private readonly maxTokens: number,
   ) {
     this.text = new TextAssembler(model, prompt.stopStrings, prompt);
+    const presencePenalty = request.presence_penalty ?? 0;
+    const frequencyPenalty = request.frequency_penalty ?? 0;
+    const generated = presencePenalty || frequencyPenalty ? ([] as Token[]) : undefined;
+    this.generated = generated;
     this.tokens = sequence.evaluate(prompt.tokens, {
       // top_p 0 is greedy, as OpenAI reads it (it is not handed to the sampler, which reads 0 its own way).
       temperature: request.top_p === 0 ? 0 : (request.temperature ?? DEFAULT_TEMPERATURE),
-      ...(request.top_p === undefined || request.top_p === 0 ? {} : { topP: request.top_p }),
+      // As OpenAI samples: from the whole distribution unless top_p says otherwise. node-llama-cpp's own
+      // defaults (top-k 40, top-p 0.95) apply to a field left undefined, and none to a null one.
+      topK: NO_SAMPLER,
+      topP: request.top_p === undefined || request.top_p === 0 ? NO_SAMPLER : request.top_p,
       seed: request.seed === undefined ? Math.floor(Math.random() * 2 ** 32) : Number(BigInt.asUintN(32, BigInt(request.seed))),
+      // The repetition penalty proper stays off (1): only OpenAI's two penalties, over the reply's tokens.
+      ...(generated
+        ? { repeatPenalty: { punishTokens: () => generated.slice(-MAX_PENALIZED_TOKENS), maxPunishTokens: MAX_PENALIZED_TOKENS, penalty: 1, presencePenalty, frequencyPenalty } }
+        : {}),
       yieldEogToken: true,
     });
     this.done = new Promise((resolve) => (this.finish = resolve));
@@ -283,6 +303,7 @@ class Generation {
   take(token: Token | undefined): { reason: FinishReason; tokens: number } | undefined {
     if (token === undefined) return this.end('stop');
     this.count++;
+    this.generated?.push(token);
     if (this.model.isEndOfText(token) || this.prompt.stopTokens.has(token)) return this.end('stop');
     this.unsent++;
     const piece = this.text.push(token);

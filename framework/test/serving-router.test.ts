@@ -123,6 +123,32 @@ test('completions: max_tokens, stop, temperature 0; streaming gives the same tex
   }
 });
 
+test('presence and frequency penalties are honoured; without top_p, the whole distribution is sampled', async () => {
+  const complete = (extra: Record<string, number>) => openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 48, ...extra }).then((r) => r.choices[0]!.text);
+  const repeats = (text: string): number => {
+    const words = text.trim().split(/\s+/);
+    return words.length - new Set(words).size;
+  };
+  // Greedy decoding loops on a phrase; penalized, it must leave the loop.
+  const plain = await complete({});
+  for (const penalty of [{ presence_penalty: 2 }, { frequency_penalty: 2 }] as Array<Record<string, number>>) {
+    const penalized = await complete(penalty);
+    assert.ok(repeats(penalized) < repeats(plain), `${JSON.stringify(penalty)}: ${JSON.stringify(penalized)} repeats no less than ${JSON.stringify(plain)}`);
+  }
+  // A penalty of 0 is no penalty; a negative one (repeating made likelier) is taken too.
+  assert.is(await complete({ presence_penalty: 0, frequency_penalty: 0 }), plain);
+  assert.not.equal(await complete({ presence_penalty: -2, frequency_penalty: -2 }), '');
+  for (const bad of [{ presence_penalty: 2.5 }, { frequency_penalty: -3 }]) {
+    const refused = await post('/v1/completions', { model: 'tiny', prompt: 'The', ...bad });
+    assert.equal([refused.status, refused.json.error?.param], [400, Object.keys(bad)[0]]);
+  }
+  // OpenAI's default top_p is 1: the same seed gives the same reply with top_p left out and with top_p 1.
+  for (const seed of [1, 2, 3, 4, 5, 6]) {
+    const ask = (extra: Record<string, number>) => openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 2, seed, max_tokens: 24, ...extra }).then((r) => r.choices[0]!.text);
+    assert.is(await ask({}), await ask({ top_p: 1 }), `seed ${seed}`);
+  }
+});
+
 test('concurrent requests are spread over both workers; a fixed seed gives the same reply whatever else runs', async () => {
   const seeds = Array.from({ length: 16 }, (_, i) => 100 + i);
   const ask = (seed: number) => openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed, max_tokens: 24 }).then((r) => r.choices[0]!.message.content);

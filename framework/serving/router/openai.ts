@@ -38,6 +38,8 @@ const COMMON = {
   top_p: Nullable(Type.Number({ minimum: 0, maximum: 1 })),
   stop: Nullable(StopStrings),
   seed: Nullable(Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),
+  presence_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
+  frequency_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
   n: Nullable(Type.Integer({ minimum: 1, maximum: 1, description: 'one choice per request' })),
   user: Nullable(Type.String()),
 };
@@ -109,6 +111,8 @@ export function generateRequest(body: ApiRequest): GenerateRequest {
     ...(body.temperature == null ? {} : { temperature: body.temperature }),
     ...(body.top_p == null ? {} : { top_p: body.top_p }),
     ...(body.seed == null ? {} : { seed: body.seed }),
+    ...(body.presence_penalty == null ? {} : { presence_penalty: body.presence_penalty }),
+    ...(body.frequency_penalty == null ? {} : { frequency_penalty: body.frequency_penalty }),
     ...(body.stop == null ? {} : { stop: typeof body.stop === 'string' ? [body.stop] : body.stop }),
   };
   if ('messages' in body) {
