@@ -41,7 +41,7 @@ const NO_SAMPLER = null as unknown as number;
 /** Tokens held back at most while their bytes do not yet make whole UTF-8 characters. */
 const MAX_PARTIAL_TOKENS = 4;
 /**
- * The generated tokens that presence and frequency penalties count: the reply's last ones, so that a
+ * The generated tokens that the penalties (presence, frequency, repetition) count: the reply's last ones, so that a
  * step's cost stays bounded (OpenAI counts the whole reply; past this many tokens, the oldest drop out).
  */
 const MAX_PENALIZED_TOKENS = 4096;
@@ -260,7 +260,7 @@ class Generation {
   private readonly text: TextAssembler;
   private count = 0;
   private unsent = 0;
-  /** The reply's tokens, for presence and frequency penalties (only when the request has one). */
+  /** The reply's tokens, for the penalties (only when the request has one). */
   private readonly generated: Token[] | undefined;
   /** Set when the reader has left: the loop drops the request at its next step. */
   left = false;
@@ -280,19 +280,21 @@ class Generation {
     this.text = new TextAssembler(model, prompt.stopStrings, prompt);
     const presencePenalty = request.presence_penalty ?? 0;
     const frequencyPenalty = request.frequency_penalty ?? 0;
-    const generated = presencePenalty || frequencyPenalty ? ([] as Token[]) : undefined;
+    const repetitionPenalty = request.repetition_penalty ?? 1;
+    const generated = presencePenalty || frequencyPenalty || repetitionPenalty !== 1 ? ([] as Token[]) : undefined;
     this.generated = generated;
     this.tokens = sequence.evaluate(prompt.tokens, {
       // top_p 0 is greedy, as OpenAI reads it (it is not handed to the sampler, which reads 0 its own way).
       temperature: request.top_p === 0 ? 0 : (request.temperature ?? DEFAULT_TEMPERATURE),
       // As OpenAI samples: from the whole distribution unless top_p says otherwise. node-llama-cpp's own
       // defaults (top-k 40, top-p 0.95) apply to a field left undefined, and none to a null one.
-      topK: NO_SAMPLER,
+      topK: request.top_k === undefined || request.top_k <= 0 ? NO_SAMPLER : request.top_k,
       topP: request.top_p === undefined || request.top_p === 0 ? NO_SAMPLER : request.top_p,
+      minP: request.min_p ?? NO_SAMPLER,
       seed: request.seed === undefined ? Math.floor(Math.random() * 2 ** 32) : Number(BigInt.asUintN(32, BigInt(request.seed))),
-      // The repetition penalty proper stays off (1): only OpenAI's two penalties, over the reply's tokens.
+      // OpenAI's two penalties and llama.cpp's repetition penalty (vLLM's repetition_penalty), over the reply's tokens.
       ...(generated
-        ? { repeatPenalty: { punishTokens: () => generated.slice(-MAX_PENALIZED_TOKENS), maxPunishTokens: MAX_PENALIZED_TOKENS, penalty: 1, presencePenalty, frequencyPenalty } }
+        ? { repeatPenalty: { punishTokens: () => generated.slice(-MAX_PENALIZED_TOKENS), maxPunishTokens: MAX_PENALIZED_TOKENS, penalty: repetitionPenalty, presencePenalty, frequencyPenalty } }
         : {}),
       yieldEogToken: true,
     });

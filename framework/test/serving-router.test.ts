@@ -131,7 +131,7 @@ test('presence and frequency penalties are honoured; without top_p, the whole di
   };
   // Greedy decoding loops on a phrase; penalized, it must leave the loop.
   const plain = await complete({});
-  for (const penalty of [{ presence_penalty: 2 }, { frequency_penalty: 2 }] as Array<Record<string, number>>) {
+  for (const penalty of [{ presence_penalty: 2 }, { frequency_penalty: 2 }, { repetition_penalty: 3 }] as Array<Record<string, number>>) {
     const penalized = await complete(penalty);
     assert.ok(repeats(penalized) < repeats(plain), `${JSON.stringify(penalty)}: ${JSON.stringify(penalized)} repeats no less than ${JSON.stringify(plain)}`);
   }
@@ -142,11 +142,35 @@ test('presence and frequency penalties are honoured; without top_p, the whole di
     const refused = await post('/v1/completions', { model: 'tiny', prompt: 'The', ...bad });
     assert.equal([refused.status, refused.json.error?.param], [400, Object.keys(bad)[0]]);
   }
+  // vLLM's top_k: 1 keeps only the likeliest token, so any seed gives the greedy reply; min_p 1 does the same.
+  for (const seed of [1, 2, 3]) {
+    for (const narrow of [{ top_k: 1 }, { min_p: 1 }]) {
+      const reply = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 1.5, seed, max_tokens: 48, ...narrow });
+      assert.is(reply.choices[0]!.text, plain, `${JSON.stringify(narrow)}, seed ${seed}`);
+    }
+  }
   // OpenAI's default top_p is 1: the same seed gives the same reply with top_p left out and with top_p 1.
   for (const seed of [1, 2, 3, 4, 5, 6]) {
     const ask = (extra: Record<string, number>) => openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 2, seed, max_tokens: 24, ...extra }).then((r) => r.choices[0]!.text);
     assert.is(await ask({}), await ask({ top_p: 1 }), `seed ${seed}`);
   }
+});
+
+test('completions echo their prompt; a model is retrieved by name; an unknown URL names what is served', async () => {
+  const plain = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 8 });
+  const echoed = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 8, echo: true });
+  assert.is(echoed.choices[0]!.text, `The${plain.choices[0]!.text}`);
+  let streamed = '';
+  for await (const chunk of await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 8, echo: true, stream: true })) streamed += chunk.choices[0]?.text ?? '';
+  assert.is(streamed, echoed.choices[0]!.text);
+  const model = await openai.models.retrieve('tiny');
+  assert.equal([model.id, model.object], ['tiny', 'model']);
+  const other = await fetch(`${base}/v1/models/gpt-4`);
+  assert.is(other.status, 404);
+  assert.is(((await other.json()) as { error: { code: string } }).error.code, 'model_not_found');
+  const responses = await post('/v1/responses', { model: 'tiny', input: 'hi' });
+  assert.is(responses.status, 404);
+  assert.match(responses.json.error!.message, 'Unknown request URL: POST /v1/responses. This server serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models and GET /health.');
 });
 
 test('concurrent requests are spread over both workers; a fixed seed gives the same reply whatever else runs', async () => {
@@ -213,7 +237,7 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     [chat({ n: 2 }), 'n', /<= 1/],
     [chat({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'stop', /Invalid value for 'stop': must NOT have more than 4 items/],
     [chat({ messages: [{ role: 'user', content: [] }] }), 'messages[0].content', /must NOT have fewer than 1 items/],
-    [chat({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }), 'messages[0].content[0].text', /Missing required parameter: 'messages\[0\]\.content\[0\]\.text'/],
+    [chat({ messages: [{ role: 'user', content: [{ type: 'text' }] }] }), 'messages[0].content[0].text', /Missing required parameter: 'messages\[0\]\.content\[0\]\.text'/],
     [chat({ frobnicate: true }), 'frobnicate', /Unrecognized request argument supplied: frobnicate/],
     [chat({ messages: [{ role: 'robot', content: 'hi' }] }), 'messages[0].role', /Invalid value for 'messages\[0\]\.role'/],
     [chat({ messages: [{ role: 'user', content: 5 }] }), 'messages[0].content', /Invalid value for 'messages\[0\]\.content'/],
@@ -256,17 +280,40 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     ['/v1/completions', { model: 'tiny', prompt: ['a', 'b'] }, 'prompt', /one prompt per request .*this list has 2/],
     ['/v1/completions', { model: 'tiny', prompt: [1, 2, 3] }, 'prompt', /token ids are not supported/],
     ['/v1/completions', { model: 'tiny', prompt: [[1, 2]] }, 'prompt', /token ids are not supported/],
+    ['/v1/completions', { model: 'tiny', prompt: 'a', logprobs: 2 }, 'logprobs', /log probabilities are not returned/],
+    ['/v1/completions', { model: 'tiny', prompt: 'a', suffix: 'end' }, 'suffix', /does not fill in before a suffix/],
     ['/v1/chat/completions', chat({ messages: [...MESSAGES, { role: 'tool', tool_call_id: 'call_1', content: '42' }] }), `messages[${MESSAGES.length}].role`, /'tool' messages are not supported: this server does not call tools/],
     ['/v1/chat/completions', chat({ messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] }] }), 'messages[0].tool_calls', /Unsupported parameter 'messages\[0\]\.tool_calls'/],
+    ['/v1/chat/completions', chat({ tools: [{ type: 'function', function: { name: 'f' } }] }), 'tools', /this server does not call tools/],
+    ['/v1/chat/completions', chat({ tool_choice: 'required' }), 'tool_choice', /this server does not call tools/],
+    ['/v1/chat/completions', chat({ logprobs: true }), 'logprobs', /log probabilities are not returned by this server \(logprobs may be false\)/],
+    ['/v1/chat/completions', chat({ top_logprobs: 3 }), 'top_logprobs', /log probabilities are not returned/],
+    ['/v1/chat/completions', chat({ response_format: { type: 'json_object' } }), 'response_format', /only \{"type": "text"\} is served here, not "json_object"/],
+    ['/v1/chat/completions', chat({ store: true }), 'store', /not stored/],
+    ['/v1/chat/completions', chat({ reasoning_effort: 'low' }), 'reasoning_effort', /does not reason/],
+    ['/v1/chat/completions', chat({ logit_bias: { '50256': -100 } }), 'logit_bias', /token biases are not applied/],
+    ['/v1/chat/completions', chat({ messages: [{ role: 'user', content: null }] }), 'messages[0].content', /only an assistant's message may have null content/],
+    ['/v1/chat/completions', chat({ messages: [{ role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image_url', image_url: { url: 'x' } }] }] }), 'messages[0].content[1].type', /parts of type "image_url" are not read by this server/],
   ];
   for (const [path, body, param, message] of unsupported) {
     const { status, json } = await post(path, body);
     assert.equal([status, json.error?.param, json.error?.type], [400, param, 'invalid_request_error'], JSON.stringify(json));
     assert.match(json.error!.message, message, JSON.stringify(json));
   }
-  assert.is((await post('/v1/chat/completions', chat({ logprobs: false, max_tokens: 2 }))).status, 200);
-  const logprobs = await post('/v1/chat/completions', chat({ logprobs: true }));
-  assert.equal([logprobs.status, logprobs.json.error?.param], [400, 'logprobs']);
+  // What clients send by default, asking for nothing this server lacks, is served: LangChain's
+  // completions defaults, a reply sent back as history as openai-python's model_dump() and
+  // openai-node's stream helper keep it, empty tools, vLLM's sampling fields.
+  const history = { role: 'assistant', content: 'It is quiet.', refusal: null, annotations: null, audio: null, function_call: null, tool_calls: null, parsed: null };
+  const accepted: Array<[string, object]> = [
+    ['/v1/completions', { model: 'tiny', prompt: ['The town'], frequency_penalty: 0, presence_penalty: 0, logprobs: null, max_tokens: 2, n: 1, seed: null, temperature: 0.7, top_p: 1, best_of: 1, echo: false, suffix: null }],
+    ['/v1/chat/completions', chat({ messages: [...MESSAGES, history, { role: 'assistant', content: null, refusal: 'I would rather not.' }, { role: 'user', content: 'Go on.' }], max_tokens: 2 })],
+    ['/v1/chat/completions', chat({ tools: [], tool_choice: 'none', parallel_tool_calls: false, logit_bias: {}, logprobs: false, top_logprobs: null, store: false, metadata: { run: 'a' }, service_tier: 'auto', modalities: ['text'], response_format: { type: 'text' }, reasoning_effort: null, max_tokens: 2 })],
+    ['/v1/chat/completions', chat({ top_k: 5, min_p: 0.05, repetition_penalty: 1.1, max_tokens: 2 })],
+  ];
+  for (const [path, body] of accepted) {
+    const { status, json } = await post(path, body);
+    assert.is(status, 200, `${JSON.stringify(body)}: ${JSON.stringify(json)}`);
+  }
   // As OpenAI answers: stream_options belongs to a streamed request.
   const unstreamed = await post('/v1/chat/completions', chat({ stream_options: { include_usage: true } }));
   assert.equal([unstreamed.status, unstreamed.json.error?.param], [400, 'stream_options']);

@@ -12,7 +12,7 @@
 import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
-import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, unsupportedPart, type ApiRequest } from './openai.js';
+import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, promptOf, requestProblem, type ApiRequest } from './openai.js';
 import { isActorError } from '../../core/errors.js';
 import { NoWorkerError, callFailure, type OpenedRequest, type WorkerPool } from './pool.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
@@ -144,8 +144,11 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     if (status >= 500) options.counters.failed++;
     void reply.code(status).send(body);
   });
+  const modelNotFound = (asked: string): ApiError =>
+    new ApiError(404, errorBody(`The model '${asked.slice(0, 200)}' does not exist: this router serves '${options.modelName}'.`, 'invalid_request_error', 'model_not_found', 'model'));
   app.setNotFoundHandler((req, reply) => {
-    void reply.code(404).send(errorBody(`Unknown request URL: ${req.method} ${req.url.split('?')[0]}.`, 'invalid_request_error', 'unknown_url'));
+    const served = 'POST /v1/chat/completions, POST /v1/completions, GET /v1/models and GET /health';
+    void reply.code(404).send(errorBody(`Unknown request URL: ${req.method} ${req.url.split('?')[0]!.slice(0, 200)}. This server serves ${served}.`, 'invalid_request_error', 'unknown_url'));
   });
   // With a key, every request needs it but the health probe's (which then says less). The route a
   // request reached decides, not how its URL is spelled: `/%761/...` and `http://host/v1/...` reach
@@ -163,15 +166,18 @@ export function apiServer(options: ApiOptions): FastifyInstance {
 
   const errors = { 400: ErrorBody, 404: ErrorBody, 500: ErrorBody, 503: ErrorBody };
   const refuseUnsupported = (chat: boolean) => async (req: FastifyRequest) => {
-    const unsupported = unsupportedPart(req.body, chat);
-    if (unsupported) throw new ApiError(400, errorBody(unsupported.message, 'invalid_request_error', 'invalid_value', unsupported.param));
+    const problem = requestProblem(req.body, chat);
+    if (problem) throw new ApiError(400, errorBody(problem.message, 'invalid_request_error', 'invalid_value', problem.param));
   };
   app.post('/v1/chat/completions', { schema: { body: ChatRequest, response: { 200: ChatCompletion, ...errors } }, preValidation: refuseUnsupported(true) }, (req, reply) => serve(req as FastifyRequest<{ Body: ChatRequest }>, reply, true));
   app.post('/v1/completions', { schema: { body: CompletionRequest, response: { 200: Completion, ...errors } }, preValidation: refuseUnsupported(false) }, (req, reply) => serve(req as FastifyRequest<{ Body: CompletionRequest }>, reply, false));
-  app.get('/v1/models', { schema: { response: { 200: ModelList } } }, async (): Promise<ModelList> => ({
-    object: 'list',
-    data: [{ id: options.modelName, object: 'model', created: started, owned_by: 'actorctl' }],
-  }));
+  const model = { id: options.modelName, object: 'model' as const, created: started, owned_by: 'actorctl' };
+  app.get('/v1/models', { schema: { response: { 200: ModelList } } }, async (): Promise<ModelList> => ({ object: 'list', data: [model] }));
+  app.get('/v1/models/:model', { schema: { response: { 200: ModelList.properties.data.items, 404: ErrorBody } } }, async (req) => {
+    const { model: asked } = req.params as { model: string };
+    if (asked !== options.modelName) throw modelNotFound(asked);
+    return model;
+  });
   app.get('/health', { schema: { response: { 200: Health, 503: Health } } }, async (req, reply) => {
     // Without the key (when there is one), the workers' addresses and loads are not shown.
     const detailed = authorized(req);
@@ -186,15 +192,14 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   async function serve(req: FastifyRequest<{ Body: ApiRequest }>, reply: FastifyReply, chat: boolean): Promise<unknown> {
     options.counters.requests++;
     const body = req.body;
-    if (body.model !== options.modelName) {
-      throw new ApiError(404, errorBody(`The model '${body.model}' does not exist: this router serves '${options.modelName}'.`, 'invalid_request_error', 'model_not_found', 'model'));
-    }
+    if (body.model !== options.modelName) throw modelNotFound(body.model);
     if (body.stream_options != null && body.stream !== true) {
       throw new ApiError(400, errorBody("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'invalid_request_error', 'invalid_value', 'stream_options'));
     }
     const request = generateRequest(body);
     const includeUsage = body.stream === true && body.stream_options?.include_usage === true;
-    const shape = new ResponseShape(chat, options.modelName, includeUsage);
+    const echoed = 'prompt' in body && body.echo === true ? promptOf(body) : '';
+    const shape = new ResponseShape(chat, options.modelName, includeUsage, echoed);
     // The client leaving (the connection closes before the response is finished) cancels the generation.
     const controller = new AbortController();
     reply.raw.once('close', () => {
@@ -253,6 +258,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     const events = new EventStream(reply.raw);
     try {
       if (shape.chat) events.send(shape.chunk('role'));
+      if (shape.echoed) events.send(shape.chunk({ text: shape.echoed }));
       for (let chunk: GenerateChunk | undefined = opened.first; chunk && events.open; chunk = await next(opened)) {
         if (chunk.type === 'text') {
           events.send(shape.chunk({ text: chunk.text }));

@@ -3,7 +3,10 @@
  * chat completions and completions requests, their responses and stream chunks, the model list and
  * the error body `{error: {message, type, param, code}}`. Requests are checked strictly: a field
  * that is not part of the API, as OpenAI answers, is refused rather than ignored, and a field that is
- * (n, stop, ...) takes only the values this server honours.
+ * (n, stop, ...) takes only the values this server honours. What clients send by default for a
+ * feature this server does not have is taken when it asks for nothing (`tools: []`, `logit_bias: {}`,
+ * `store: false`, a reply sent back as history with `tool_calls: null` and `refusal: null`); asked
+ * for, it is refused by name (`requestProblem`).
  */
 import { randomUUID } from 'node:crypto';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
@@ -17,11 +20,22 @@ const Nullable = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([sch
 const strict = { additionalProperties: false } as const;
 
 const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() }, strict);
+/** Nothing asked for: absent, null, or an empty list or object. */
+const NoneOf = (schema: TSchema) => Nullable(schema);
 const Message = Type.Object(
   {
     role: Type.Union(CHAT_ROLES.map((r) => Type.Literal(r))),
-    content: Type.Union([Type.String(), Type.Array(TextPart, { minItems: 1 })]),
+    // Null for an assistant's reply sent back as history (a refusal, or one that only called tools).
+    content: Type.Union([Type.String(), Type.Array(TextPart, { minItems: 1 }), Type.Null()]),
     name: Type.Optional(Type.String()),
+    // What clients keep of a reply they send back as history (openai-python's model_dump, openai-node's
+    // stream helper): taken when it holds nothing this server would have to act on.
+    refusal: Nullable(Type.String()),
+    tool_calls: NoneOf(Type.Array(Type.Unknown(), { maxItems: 0 })),
+    function_call: Type.Optional(Type.Null()),
+    audio: Type.Optional(Type.Null()),
+    annotations: Nullable(Type.Array(Type.Unknown())),
+    parsed: Type.Optional(Type.Unknown()),
   },
   strict,
 );
@@ -42,6 +56,11 @@ const COMMON = {
   frequency_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
   n: Nullable(Type.Integer({ minimum: 1, maximum: 1, description: 'one choice per request' })),
   user: Nullable(Type.String()),
+  logit_bias: NoneOf(Type.Record(Type.String(), Type.Number(), { maxProperties: 0 })),
+  // vLLM's sampling extensions, which its clients send.
+  top_k: Nullable(Type.Integer({ minimum: -1, maximum: 1 << 20, description: '0 or -1: every token' })),
+  min_p: Nullable(Type.Number({ minimum: 0, maximum: 1 })),
+  repetition_penalty: Nullable(Type.Number({ exclusiveMinimum: 0, maximum: 10 })),
 };
 
 export const ChatRequest = Type.Object(
@@ -51,6 +70,17 @@ export const ChatRequest = Type.Object(
     max_completion_tokens: Nullable(MaxTokens),
     // Some clients send `false` for "no log probabilities", which is what every reply here has.
     logprobs: Nullable(Type.Literal(false, { description: 'log probabilities are not returned' })),
+    top_logprobs: Nullable(Type.Literal(0)),
+    response_format: Nullable(Type.Object({ type: Type.Literal('text') }, strict)),
+    tools: NoneOf(Type.Array(Type.Unknown(), { maxItems: 0 })),
+    tool_choice: Nullable(Type.Union([Type.Literal('none'), Type.Literal('auto')])),
+    parallel_tool_calls: Nullable(Type.Boolean()),
+    // Labels for OpenAI's stored completions: nothing is stored here, so they have no use, and no harm.
+    metadata: Nullable(Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 512 }), { maxProperties: 16 })),
+    store: Nullable(Type.Literal(false)),
+    service_tier: Nullable(Type.Union([Type.Literal('auto'), Type.Literal('default')])),
+    modalities: Nullable(Type.Array(Type.Literal('text'), { minItems: 1, maxItems: 1 })),
+    reasoning_effort: Type.Optional(Type.Null()),
   },
   strict,
 );
@@ -60,6 +90,11 @@ export const CompletionRequest = Type.Object(
   {
     ...COMMON,
     prompt: Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1, maxItems: 1, description: 'one prompt per request' })]),
+    /** The prompt comes back before the completion. */
+    echo: Nullable(Type.Boolean()),
+    best_of: Nullable(Type.Integer({ minimum: 1, maximum: 1 })),
+    logprobs: Type.Optional(Type.Null()),
+    suffix: Nullable(Type.String({ maxLength: 0 })),
   },
   strict,
 );
@@ -67,34 +102,58 @@ export type CompletionRequest = Static<typeof CompletionRequest>;
 
 export type ApiRequest = ChatRequest | CompletionRequest;
 
-/** The `error` of a request for something OpenAI's API has and this server does not do. */
-export interface Unsupported {
+/** What is wrong with a request, for its `error`. */
+export interface RequestProblem {
   param: string;
   message: string;
 }
 
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isEmpty = (value: unknown): boolean => value == null || (Array.isArray(value) && value.length === 0) || (isObject(value) && Object.keys(value).length === 0);
+const unsupported = (param: string, what: string): RequestProblem => ({ param, message: `Unsupported parameter '${param}': ${what}.` });
+
 /**
- * What the schema's first complaint would misname: a `tool` message ("Unrecognized ...
- * tool_call_id"), token ids or several prompts ("must NOT have more than 1 items"). Checked before
- * the schema, on the body as sent.
+ * Checked before the schema, on the body as sent: a feature this server does not have, asked for
+ * (the schema would call it an invalid value of another field, or a wrong type: "must NOT have more
+ * than 1 items"), and null content anywhere but in an assistant's reply.
  */
-export function unsupportedPart(body: unknown, chat: boolean): Unsupported | undefined {
-  const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+export function requestProblem(body: unknown, chat: boolean): RequestProblem | undefined {
   if (!isObject(body)) return undefined;
-  if (chat) {
-    const messages = Array.isArray(body['messages']) ? body['messages'] : [];
-    for (const [i, message] of messages.entries()) {
-      if (!isObject(message)) continue;
-      if (message['role'] === 'tool' || message['role'] === 'function') {
-        return { param: `messages[${i}].role`, message: `Invalid value for 'messages[${i}].role': '${message['role']}' messages are not supported: this server does not call tools.` };
-      }
-      if ('tool_calls' in message || 'function_call' in message) {
-        const field = 'tool_calls' in message ? 'tool_calls' : 'function_call';
-        return { param: `messages[${i}].${field}`, message: `Unsupported parameter 'messages[${i}].${field}': this server does not call tools.` };
-      }
-    }
-    return undefined;
+  if (!isEmpty(body['logit_bias'])) return unsupported('logit_bias', 'token biases are not applied by this server');
+  return chat ? chatProblem(body) : completionProblem(body);
+}
+
+function chatProblem(body: Record<string, unknown>): RequestProblem | undefined {
+  const noTools = 'this server does not call tools';
+  if (!isEmpty(body['tools'])) return unsupported('tools', noTools);
+  if (body['tool_choice'] != null && body['tool_choice'] !== 'none' && body['tool_choice'] !== 'auto') return unsupported('tool_choice', noTools);
+  if (body['logprobs'] === true || (typeof body['top_logprobs'] === 'number' && body['top_logprobs'] > 0)) {
+    return unsupported(body['logprobs'] === true ? 'logprobs' : 'top_logprobs', 'log probabilities are not returned by this server (logprobs may be false)');
   }
+  const format = body['response_format'];
+  if (isObject(format) && format['type'] !== 'text') return unsupported('response_format', `only {"type": "text"} is served here, not ${JSON.stringify(String(format['type']).slice(0, 40))}`);
+  if (body['store'] === true) return unsupported('store', 'completions are not stored by this server');
+  if (body['reasoning_effort'] != null) return unsupported('reasoning_effort', 'the model does not reason before it answers');
+  const messages = Array.isArray(body['messages']) ? body['messages'] : [];
+  for (const [i, message] of messages.entries()) {
+    if (!isObject(message)) continue;
+    const at = `messages[${i}]`;
+    if (message['role'] === 'tool' || message['role'] === 'function') {
+      return { param: `${at}.role`, message: `Invalid value for '${at}.role': '${message['role']}' messages are not supported: ${noTools}.` };
+    }
+    if (!isEmpty(message['tool_calls'])) return unsupported(`${at}.tool_calls`, noTools);
+    if (message['function_call'] != null) return unsupported(`${at}.function_call`, noTools);
+    if (message['content'] === null && message['role'] !== 'assistant') {
+      return { param: `${at}.content`, message: `Invalid value for '${at}.content': only an assistant's message may have null content.` };
+    }
+    const parts = Array.isArray(message['content']) ? message['content'] : [];
+    const other = parts.findIndex((part) => isObject(part) && part['type'] !== 'text');
+    if (other >= 0) return unsupported(`${at}.content[${other}].type`, `content parts of type ${JSON.stringify(String((parts[other] as Record<string, unknown>)['type']).slice(0, 40))} are not read by this server, which takes text`);
+  }
+  return undefined;
+}
+
+function completionProblem(body: Record<string, unknown>): RequestProblem | undefined {
   const prompt = body['prompt'];
   if (typeof prompt === 'number' || (Array.isArray(prompt) && prompt.some((p) => typeof p === 'number' || Array.isArray(p)))) {
     return { param: 'prompt', message: "Invalid value for 'prompt': token ids are not supported here; give the prompt as text." };
@@ -102,29 +161,33 @@ export function unsupportedPart(body: unknown, chat: boolean): Unsupported | und
   if (Array.isArray(prompt) && prompt.length > 1) {
     return { param: 'prompt', message: `Invalid value for 'prompt': this server takes one prompt per request (a string, or a list of one string); this list has ${prompt.length}.` };
   }
+  if (body['logprobs'] != null) return unsupported('logprobs', 'log probabilities are not returned by this server (logprobs may be null)');
+  if (typeof body['suffix'] === 'string' && body['suffix'] !== '') return unsupported('suffix', 'this server continues a prompt; it does not fill in before a suffix');
   return undefined;
+}
+
+/** Fields the worker takes as they are, when given. */
+const SAMPLING_FIELDS = ['temperature', 'top_p', 'seed', 'presence_penalty', 'frequency_penalty', 'top_k', 'min_p', 'repetition_penalty'] as const;
+
+/** A message's text: its parts joined; for an assistant's reply without content, its refusal, if any. */
+function textOf(message: ChatRequest['messages'][number]): string {
+  if (typeof message.content === 'string') return message.content;
+  if (message.content === null) return message.refusal ?? '';
+  return message.content.map((p) => p.text).join('');
 }
 
 /** The worker's request for an API request. */
 export function generateRequest(body: ApiRequest): GenerateRequest {
-  const common: GenerateRequest = {
-    ...(body.temperature == null ? {} : { temperature: body.temperature }),
-    ...(body.top_p == null ? {} : { top_p: body.top_p }),
-    ...(body.seed == null ? {} : { seed: body.seed }),
-    ...(body.presence_penalty == null ? {} : { presence_penalty: body.presence_penalty }),
-    ...(body.frequency_penalty == null ? {} : { frequency_penalty: body.frequency_penalty }),
-    ...(body.stop == null ? {} : { stop: typeof body.stop === 'string' ? [body.stop] : body.stop }),
-  };
+  const common = Object.fromEntries(SAMPLING_FIELDS.filter((field) => body[field] != null).map((field) => [field, body[field]])) as GenerateRequest;
+  if (body.stop != null) common.stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
   if ('messages' in body) {
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    return {
-      ...common,
-      ...(maxTokens == null ? {} : { max_tokens: maxTokens }),
-      messages: body.messages.map((m) => ({ role: m.role, content: typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('') })),
-    };
+    return { ...common, ...(maxTokens == null ? {} : { max_tokens: maxTokens }), messages: body.messages.map((m) => ({ role: m.role, content: textOf(m) })) };
   }
-  return { ...common, ...(body.max_tokens == null ? {} : { max_tokens: body.max_tokens }), prompt: typeof body.prompt === 'string' ? body.prompt : body.prompt[0]! };
+  return { ...common, ...(body.max_tokens == null ? {} : { max_tokens: body.max_tokens }), prompt: promptOf(body) };
 }
+
+export const promptOf = (body: CompletionRequest): string => (typeof body.prompt === 'string' ? body.prompt : body.prompt[0]!);
 
 export const ErrorBody = Type.Object({
   error: Type.Object({
@@ -206,12 +269,15 @@ export class ResponseShape {
     readonly model: string,
     /** `stream_options.include_usage`: every chunk has `usage` (null but in the last one). */
     readonly includeUsage = false,
+    /** Text the reply starts with: a completion's prompt, with `echo`. */
+    readonly echoed = '',
   ) {
     this.id = `${chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
   }
 
-  complete(text: string, finish: FinishReason, usage: Usage): ChatCompletion | Completion {
+  complete(generated: string, finish: FinishReason, usage: Usage): ChatCompletion | Completion {
     const head = { id: this.id, created: this.created, model: this.model };
+    const text = this.echoed + generated;
     return this.chat
       ? { ...head, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: finish }], usage }
       : { ...head, object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason: finish }], usage };
