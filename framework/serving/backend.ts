@@ -7,10 +7,11 @@
  * node-llama-cpp is imported when a model is loaded, never when this module is: the Router's
  * process, which loads the serving module too, does not pay for it.
  */
-import type { ChatHistoryItem, ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+import type { ChatHistoryItem, ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaGrammar, LlamaGrammarEvaluationState, LlamaModel, Token } from 'node-llama-cpp';
 import { InvalidInputError } from '../../lib/errors.js';
-import type { ChatMessage, GenerateRequest } from './contract.js';
+import type { ChatMessage, GenerateRequest, ReplyFormat } from './contract.js';
 import { locateModel } from './models/locate.js';
+import { replySchema } from './reply-schema.js';
 
 export interface ModelConfig {
   /** A model name (models directory) or a path to a GGUF file. */
@@ -49,6 +50,23 @@ export class PromptTooLong extends Error {
 const MEASURE_PIECE_CHARS = 8 * 1024;
 /** Tokens a piece may count beyond what the same text counts whole: its own leading space, and tokens split at its edges. */
 const PIECE_EDGE_TOKENS = 8;
+
+/** Grammars kept for reuse (a client sends the same few schemas again and again). */
+const KEPT_GRAMMARS = 32;
+/**
+ * node-llama-cpp's schema grammars end a value with blank lines, where its own chat stops: a reply
+ * held to a schema ends there too, without them.
+ */
+const SCHEMA_GRAMMAR_END = '\n\n\n\n';
+
+/** A `response_format` the worker cannot hold a reply to; its message says why. */
+export class InvalidReplyFormat extends Error {}
+
+/** How a reply is held to its format: the grammar's state, and the text that ends it. */
+export interface ReplyGrammar {
+  state: LlamaGrammarEvaluationState;
+  stopStrings: string[];
+}
 
 /** GGUF keys without which the native library aborts the process (instead of throwing) or cannot run the model. */
 const REQUIRED_ARCH_KEYS = ['context_length', 'embedding_length', 'block_count', 'feed_forward_length', 'attention.head_count'];
@@ -97,19 +115,24 @@ export class LoadedModel {
     private readonly model: LlamaModel,
     readonly context: LlamaContext,
     private readonly chatWrapper: ChatWrapper,
+    private readonly library: { cpp: NodeLlamaCpp; llama: Llama },
   ) {}
+
+  /** Grammars made for replies' formats, by format, the oldest dropped past KEPT_GRAMMARS. */
+  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
 
   /** Finds, checks and loads a model, and makes its context. Invalid input (exit 2) names the model and what is wrong. */
   static async load(config: ModelConfig): Promise<LoadedModel> {
     const path = locateModel(config.model);
-    const { cpp, llama } = await llamaCpp(config.threads);
+    const library = await llamaCpp(config.threads);
+    const { cpp, llama } = library;
     await checkModelFile(cpp, path);
     const model = await llama.loadModel({ modelPath: path });
     try {
       const contextSize = Math.min(config.contextSize, model.trainContextSize);
       const context = await model.createContext({ contextSize, sequences: config.sequences, threads: config.threads });
       const chatWrapper = cpp.resolveChatWrapper(model) ?? new cpp.GeneralChatWrapper();
-      return new LoadedModel(config.model, path, model, context, chatWrapper);
+      return new LoadedModel(config.model, path, model, context, chatWrapper, library);
     } catch (error) {
       await model.dispose();
       throw error;
@@ -186,6 +209,34 @@ export class LoadedModel {
         if (atLeast > limit) throw new PromptTooLong(atLeast, this.contextSize);
       }
     }
+  }
+
+  /** What holds a reply to `format`; throws InvalidReplyFormat for a schema the grammar would not follow. */
+  async replyGrammar(format: ReplyFormat): Promise<ReplyGrammar> {
+    const { cpp, llama } = this.library;
+    let key = 'json';
+    let make = (): Promise<LlamaGrammar> => llama.getGrammarFor('json');
+    if (format.type === 'json_schema') {
+      const checked = replySchema(format.schema);
+      if ('problem' in checked) throw new InvalidReplyFormat(`the JSON Schema is not one a reply can be held to: ${checked.problem}`);
+      key = `schema:${JSON.stringify(checked.schema)}`;
+      // Its parameter type is inferred from a literal schema; a checked one from a request is the general kind.
+      make = () => llama.createGrammarForJsonSchema(checked.schema as Parameters<Llama['createGrammarForJsonSchema']>[0]);
+    }
+    let grammar = this.grammars.get(key);
+    if (!grammar) {
+      grammar = make();
+      this.grammars.set(key, grammar);
+      if (this.grammars.size > KEPT_GRAMMARS) this.grammars.delete(this.grammars.keys().next().value!);
+      grammar.catch(() => this.grammars.delete(key));
+    }
+    let made: LlamaGrammar;
+    try {
+      made = await grammar;
+    } catch (error) {
+      throw new InvalidReplyFormat(`the JSON Schema cannot be made into a grammar: ${(error as Error).message}`);
+    }
+    return { state: new cpp.LlamaGrammarEvaluationState({ model: this.model, grammar: made }), stopStrings: format.type === 'json_schema' ? [SCHEMA_GRAMMAR_END] : [] };
   }
 
   isEndOfText(token: Token): boolean {

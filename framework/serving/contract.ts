@@ -51,12 +51,20 @@ export const GenerateRequest = Type.Object(
     top_k: Type.Optional(Type.Integer({ minimum: -1, maximum: 1 << 20 })),
     /** vLLM's: drop tokens less likely than `min_p` times the likeliest one. */
     min_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+    /**
+     * The reply is JSON: any object (`json_object`), or a value that `schema` describes (the part of
+     * JSON Schema reply-schema.ts takes). Generation follows a grammar, so it cannot stray from it.
+     */
+    response_format: Type.Optional(
+      Type.Union([Type.Object({ type: Type.Literal('json_object') }, { additionalProperties: false }), Type.Object({ type: Type.Literal('json_schema'), schema: Type.Unknown() }, { additionalProperties: false })]),
+    ),
     /** Fixes the sampling: the same request with the same seed gives the same tokens. */
     seed: Type.Optional(Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),
   },
   { additionalProperties: false },
 );
 export type GenerateRequest = Static<typeof GenerateRequest>;
+export type ReplyFormat = NonNullable<GenerateRequest['response_format']>;
 
 export type FinishReason = 'stop' | 'length';
 

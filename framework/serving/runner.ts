@@ -19,7 +19,7 @@
  */
 import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import { Value } from '@sinclair/typebox/value';
-import { LoadedModel, PromptTooLong, type ModelConfig, type Prompt } from './backend.js';
+import { InvalidReplyFormat, LoadedModel, PromptTooLong, type ModelConfig, type Prompt, type ReplyGrammar } from './backend.js';
 import { GenerateRequest, type FinishReason, type GenerateChunk, type LoadReport } from './contract.js';
 
 export interface RunnerOptions extends ModelConfig {
@@ -276,6 +276,8 @@ class Generation {
     readonly prompt: Prompt,
     request: GenerateRequest,
     private readonly maxTokens: number,
+    /** Holds the reply to its `response_format`. */
+    grammar: ReplyGrammar | undefined,
   ) {
     this.text = new TextAssembler(model, prompt.stopStrings, prompt);
     const presencePenalty = request.presence_penalty ?? 0;
@@ -296,6 +298,7 @@ class Generation {
       ...(generated
         ? { repeatPenalty: { punishTokens: () => generated.slice(-MAX_PENALIZED_TOKENS), maxPunishTokens: MAX_PENALIZED_TOKENS, penalty: repetitionPenalty, presencePenalty, frequencyPenalty } }
         : {}),
+      ...(grammar ? { grammarEvaluationState: grammar.state } : {}),
       yieldEogToken: true,
     });
     this.done = new Promise((resolve) => (this.finish = resolve));
@@ -397,6 +400,16 @@ export class ModelRunner {
         param: request.messages ? 'messages' : 'prompt',
       };
     }
+    let grammar: ReplyGrammar | undefined;
+    if (request.response_format) {
+      try {
+        grammar = await this.model.replyGrammar(request.response_format);
+      } catch (error) {
+        if (error instanceof InvalidReplyFormat) return yield { type: 'error', code: 'invalid_request', message: error.message, param: 'response_format' };
+        throw error;
+      }
+      prompt.stopStrings.push(...grammar.stopStrings);
+    }
     if (!this.free.length && this.waiting.length >= this.options.maxQueued) {
       return yield { type: 'error', code: 'overloaded', message: `${this.waiting.length} requests are waiting for a sequence already` };
     }
@@ -408,7 +421,7 @@ export class ModelRunner {
       this.cancelled++;
       return;
     }
-    const generation = new Generation(this.model, sequence, this.slots.get(sequence)!, prompt, request, maxTokens);
+    const generation = new Generation(this.model, sequence, this.slots.get(sequence)!, prompt, request, maxTokens, grammar);
     // The caller leaving ends the request at the next step, even while its reader waits for text.
     const leave = (): void => {
       generation.left = true;

@@ -23,6 +23,8 @@ let base: string;
 let openai: OpenAI;
 
 const MESSAGES = [{ role: 'user' as const, content: 'Tell me about the town.' }];
+/** A chat request body with `extra` fields. */
+const chat = (extra: Record<string, unknown>): Record<string, unknown> => ({ model: 'tiny', messages: MESSAGES, ...extra });
 /** Greedy decoding of the tiny model never ends by itself: a reply is as long as max_tokens. */
 const LONG = { temperature: 0, max_tokens: 2000 };
 
@@ -156,6 +158,52 @@ test('presence and frequency penalties are honoured; without top_p, the whole di
   }
 });
 
+test('structured output: a reply held to a JSON Schema parses and matches it; json_object replies are JSON; schemas it cannot hold are 400', async () => {
+  const schema = {
+    type: 'object',
+    properties: { open: { type: 'boolean' }, stalls: { type: 'integer' }, mood: { enum: ['calm', 'busy'] }, day: { anyOf: [{ type: 'null' }, { $ref: '#/$defs/day' }] } },
+    required: ['open', 'stalls', 'mood', 'day'],
+    additionalProperties: false,
+    $defs: { day: { type: 'string', format: 'date' } },
+  };
+  const response_format = { type: 'json_schema' as const, json_schema: { name: 'market', schema, strict: true } };
+  for (const seed of [1, 2, 3]) {
+    const reply = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed, max_tokens: 200, response_format });
+    const content = reply.choices[0]!.message.content!;
+    assert.is(reply.choices[0]!.finish_reason, 'stop', content);
+    const value = JSON.parse(content) as Record<string, unknown>;
+    assert.equal(Object.keys(value), ['open', 'stalls', 'mood', 'day'], content);
+    assert.type(value['open'], 'boolean');
+    assert.ok(Number.isInteger(value['stalls']), content);
+    assert.ok(['calm', 'busy'].includes(value['mood'] as string), content);
+    assert.ok(value['day'] === null || /^\d{4}-\d{2}-\d{2}$/.test(value['day'] as string), content);
+    // Streamed, the same seed gives the same JSON.
+    let streamed = '';
+    for await (const chunk of await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed, max_tokens: 200, response_format, stream: true })) streamed += chunk.choices[0]?.delta.content ?? '';
+    assert.is(streamed, content);
+  }
+  // Any JSON object: it opens as one, and is whole unless max_tokens cut it.
+  const object = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed: 4, max_tokens: 64, response_format: { type: 'json_object' } });
+  const text = object.choices[0]!.message.content!;
+  assert.ok(text.startsWith('{'), text);
+  if (object.choices[0]!.finish_reason === 'stop') assert.type(JSON.parse(text), 'object');
+  // What a grammar would not hold the reply to is refused by its place in the schema, not generated to another shape.
+  const refusals: Array<[object, RegExp]> = [
+    [{ type: 'string', pattern: 'a+' }, /\/pattern: 'pattern' is not taken for a schema of type 'string'/],
+    [{ type: 'object', properties: { n: { type: 'integer', minimum: 3 } } }, /\/properties\/n\/minimum: 'minimum' is not taken/],
+    [{}, /\(the root\): a schema that allows any value is not taken/],
+    [{ type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }, /\/properties\/a\/\$ref: only '#\/\$defs\/<name>'/],
+    [{ type: 'object', required: ['ghost'] }, /\/required: names 'ghost', which is not among the properties/],
+    [{ allOf: [{ type: 'string' }] }, /\(the root\): 'allOf' is not taken here/],
+    [{ type: 'string', format: 'email' }, /\/format: only date-time, date, time are taken/],
+  ];
+  for (const [bad, message] of refusals) {
+    const refused = await post('/v1/chat/completions', chat({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: bad } } }));
+    assert.equal([refused.status, refused.json.error?.param], [400, 'response_format'], JSON.stringify(refused.json));
+    assert.match(refused.json.error!.message, message, JSON.stringify(refused.json));
+  }
+});
+
 test('completions echo their prompt; a model is retrieved by name; an unknown URL names what is served', async () => {
   const plain = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 8 });
   const echoed = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 8, echo: true });
@@ -222,7 +270,6 @@ test('the Router lets go of a worker stream at its end chunk without costing the
 });
 
 test('bad requests get 400 with an OpenAI error body naming the parameter; the router keeps serving', async () => {
-  const chat = (extra: Record<string, unknown>): Record<string, unknown> => ({ model: 'tiny', messages: MESSAGES, ...extra });
   const cases: Array<[unknown, string | null, RegExp]> = [
     ['{"model": "tiny", "messages": [', null, /not valid JSON/],
     ['', null, /not valid JSON/],
@@ -288,7 +335,7 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     ['/v1/chat/completions', chat({ tool_choice: 'required' }), 'tool_choice', /this server does not call tools/],
     ['/v1/chat/completions', chat({ logprobs: true }), 'logprobs', /log probabilities are not returned by this server \(logprobs may be false\)/],
     ['/v1/chat/completions', chat({ top_logprobs: 3 }), 'top_logprobs', /log probabilities are not returned/],
-    ['/v1/chat/completions', chat({ response_format: { type: 'json_object' } }), 'response_format', /only \{"type": "text"\} is served here, not "json_object"/],
+    ['/v1/chat/completions', chat({ response_format: { type: 'regex', regex: 'a+' } }), 'response_format', /the types served here are text, json_object and json_schema, not "regex"/],
     ['/v1/chat/completions', chat({ store: true }), 'store', /not stored/],
     ['/v1/chat/completions', chat({ reasoning_effort: 'low' }), 'reasoning_effort', /does not reason/],
     ['/v1/chat/completions', chat({ logit_bias: { '50256': -100 } }), 'logit_bias', /token biases are not applied/],
@@ -351,7 +398,6 @@ test('safe by default: another HTTP host needs an API key or --http_insecure; wi
     assert.is(sneaked.status, 401, `${target}: ${sneaked.text}`);
     assert.match(sneaked.text, 'invalid_api_key');
   }
-  assert.is((await rawRequest(port, head('/%761/chat/completions', 'Authorization: Bearer sesame\r\n'), body)).status, 200);
   // /health stays open to probes, but says where and how loaded the workers are only to a client with the key.
   // (Once this new Router's membership knows the workers: until then it is 503, no worker.)
   const open = await waitFor('the keyed Router to know its workers', async () => {
@@ -361,6 +407,8 @@ test('safe by default: another HTTP host needs an API key or --http_insecure; wi
   assert.ok(open.workers.length > 0 && open.workers.every((w) => Object.keys(w).join() === 'node_id'), JSON.stringify(open));
   const full = (await (await fetch(`${url}/health`, { headers: { authorization: 'Bearer sesame' } })).json()) as { workers: Array<{ addr?: string }> };
   assert.ok(full.workers.every((w) => typeof w.addr === 'string'), JSON.stringify(full));
+  // With the key, the same spelling is served (once the Router knows its workers, as above).
+  assert.is((await rawRequest(port, head('/%761/chat/completions', 'Authorization: Bearer sesame\r\n'), body)).status, 200);
   // A loopback API without a key answers only requests for a loopback name: a page re-pointing its own name (DNS rebinding) sends that name.
   const rebound = await requestWithHost(`${base}/v1/chat/completions`, 'evil.example', 'POST', { model: 'tiny', messages: MESSAGES, max_tokens: 2 });
   assert.equal([rebound.status, rebound.body.error.code], [403, 'forbidden_host']);

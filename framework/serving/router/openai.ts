@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { CHAT_ROLES, MAX_STOP_STRINGS, type FinishReason, type GenerateRequest, type Usage } from '../contract.js';
+import { CHAT_ROLES, MAX_STOP_STRINGS, type FinishReason, type GenerateRequest, type ReplyFormat, type Usage } from '../contract.js';
 
 /** The largest `max_tokens` accepted; a worker caps it further by its own limit and its context's room. */
 export const MAX_TOKENS_LIMIT = 1 << 20;
@@ -71,7 +71,19 @@ export const ChatRequest = Type.Object(
     // Some clients send `false` for "no log probabilities", which is what every reply here has.
     logprobs: Nullable(Type.Literal(false, { description: 'log probabilities are not returned' })),
     top_logprobs: Nullable(Type.Literal(0)),
-    response_format: Nullable(Type.Object({ type: Type.Literal('text') }, strict)),
+    response_format: Nullable(
+      Type.Union([
+        Type.Object({ type: Type.Literal('text') }, strict),
+        Type.Object({ type: Type.Literal('json_object') }, strict),
+        Type.Object(
+          {
+            type: Type.Literal('json_schema'),
+            json_schema: Type.Object({ name: Type.String({ maxLength: 64 }), description: Type.Optional(Type.String()), schema: Type.Optional(Type.Unknown()), strict: Nullable(Type.Boolean()) }, strict),
+          },
+          strict,
+        ),
+      ]),
+    ),
     tools: NoneOf(Type.Array(Type.Unknown(), { maxItems: 0 })),
     tool_choice: Nullable(Type.Union([Type.Literal('none'), Type.Literal('auto')])),
     parallel_tool_calls: Nullable(Type.Boolean()),
@@ -131,7 +143,9 @@ function chatProblem(body: Record<string, unknown>): RequestProblem | undefined 
     return unsupported(body['logprobs'] === true ? 'logprobs' : 'top_logprobs', 'log probabilities are not returned by this server (logprobs may be false)');
   }
   const format = body['response_format'];
-  if (isObject(format) && format['type'] !== 'text') return unsupported('response_format', `only {"type": "text"} is served here, not ${JSON.stringify(String(format['type']).slice(0, 40))}`);
+  if (isObject(format) && !['text', 'json_object', 'json_schema'].includes(format['type'] as string)) {
+    return unsupported('response_format', `the types served here are text, json_object and json_schema, not ${JSON.stringify(String(format['type']).slice(0, 40))}`);
+  }
   if (body['store'] === true) return unsupported('store', 'completions are not stored by this server');
   if (body['reasoning_effort'] != null) return unsupported('reasoning_effort', 'the model does not reason before it answers');
   const messages = Array.isArray(body['messages']) ? body['messages'] : [];
@@ -176,13 +190,26 @@ function textOf(message: ChatRequest['messages'][number]): string {
   return message.content.map((p) => p.text).join('');
 }
 
+/** The worker's reply format for OpenAI's: none for text; a json_schema without a schema is any JSON object. */
+function replyFormat(format: ChatRequest['response_format']): ReplyFormat | undefined {
+  if (!format || format.type === 'text') return undefined;
+  if (format.type === 'json_schema' && format.json_schema.schema !== undefined) return { type: 'json_schema', schema: format.json_schema.schema };
+  return { type: 'json_object' };
+}
+
 /** The worker's request for an API request. */
 export function generateRequest(body: ApiRequest): GenerateRequest {
   const common = Object.fromEntries(SAMPLING_FIELDS.filter((field) => body[field] != null).map((field) => [field, body[field]])) as GenerateRequest;
   if (body.stop != null) common.stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
   if ('messages' in body) {
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    return { ...common, ...(maxTokens == null ? {} : { max_tokens: maxTokens }), messages: body.messages.map((m) => ({ role: m.role, content: textOf(m) })) };
+    const format = replyFormat(body.response_format);
+    return {
+      ...common,
+      ...(maxTokens == null ? {} : { max_tokens: maxTokens }),
+      ...(format ? { response_format: format } : {}),
+      messages: body.messages.map((m) => ({ role: m.role, content: textOf(m) })),
+    };
   }
   return { ...common, ...(body.max_tokens == null ? {} : { max_tokens: body.max_tokens }), prompt: promptOf(body) };
 }

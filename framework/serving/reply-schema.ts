@@ -1,0 +1,160 @@
+/**
+ * The JSON Schemas a reply can be held to (OpenAI's `response_format: {type: "json_schema"}`): the
+ * part of JSON Schema that node-llama-cpp turns into a grammar faithfully. Its converter reads what
+ * it knows and drops the rest without a word: an `anyOf`, a `{}` or an unknown type becomes
+ * `null`, a `minimum` or a `pattern` is not kept. So a schema is checked here first, and anything
+ * outside that part is refused by its JSON pointer, rather than generated to another shape.
+ *
+ * `anyOf` is read as `oneOf` (for generating one value, they allow the same values: it matches one
+ * alternative at least, and the grammar picks one).
+ */
+import type { GbnfJsonSchema } from 'node-llama-cpp';
+
+/** A schema whose JSON text is longer is refused: its grammar is made on the worker's thread. */
+export const MAX_SCHEMA_CHARS = 64 * 1024;
+/** Nesting deeper than this is refused (the check and the converter both recurse). */
+const MAX_SCHEMA_DEPTH = 32;
+
+/** Words that describe a schema and constrain nothing: taken anywhere, and left to the converter to ignore. */
+const ANNOTATIONS = new Set(['description', 'title', 'default', 'examples', '$schema', '$id', '$comment', 'deprecated', 'readOnly', 'writeOnly']);
+/** The words each kind of schema may have besides the annotations and `$defs`. */
+const KINDS: Record<string, ReadonlySet<string>> = {
+  string: new Set(['type', 'minLength', 'maxLength', 'format']),
+  number: new Set(['type']),
+  integer: new Set(['type']),
+  boolean: new Set(['type']),
+  null: new Set(['type']),
+  object: new Set(['type', 'properties', 'additionalProperties', 'required', 'minProperties', 'maxProperties']),
+  array: new Set(['type', 'items', 'prefixItems', 'minItems', 'maxItems']),
+};
+/** Types a list of types may hold (`["string", "null"]`). */
+const LISTABLE_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null']);
+const STRING_FORMATS = new Set(['date-time', 'date', 'time']);
+
+export type ReplySchema = { schema: GbnfJsonSchema } | { problem: string };
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isCount = (value: unknown): boolean => Number.isSafeInteger(value) && (value as number) >= 0;
+
+/** The schema as node-llama-cpp takes it, or the first thing in it that would not be kept. */
+export function replySchema(schema: unknown): ReplySchema {
+  if ((JSON.stringify(schema) ?? '').length > MAX_SCHEMA_CHARS) return { problem: `the schema is longer than ${MAX_SCHEMA_CHARS} characters of JSON` };
+  const defs = new Set<string>();
+  collectDefs(schema, defs, 0);
+  try {
+    return { schema: check(schema, '', defs, 0) as GbnfJsonSchema };
+  } catch (error) {
+    if (error instanceof SchemaProblem) return { problem: error.message };
+    throw error;
+  }
+}
+
+class SchemaProblem extends Error {}
+
+function fail(pointer: string, what: string): never {
+  throw new SchemaProblem(`${pointer || '(the root)'}: ${what}`);
+}
+
+/** Every `$defs` name anywhere in the schema: node-llama-cpp resolves `#/$defs/<name>` against all of them. */
+function collectDefs(node: unknown, defs: Set<string>, depth: number): void {
+  if (depth > MAX_SCHEMA_DEPTH || (!isObject(node) && !Array.isArray(node))) return;
+  if (isObject(node) && isObject(node['$defs'])) for (const name of Object.keys(node['$defs'])) defs.add(name);
+  for (const value of Object.values(node)) collectDefs(value, defs, depth + 1);
+}
+
+/** Checks one schema and returns it as the converter takes it (`anyOf` as `oneOf`, each part checked). */
+function check(node: unknown, at: string, defs: ReadonlySet<string>, depth: number): unknown {
+  if (depth > MAX_SCHEMA_DEPTH) fail(at, `nested deeper than ${MAX_SCHEMA_DEPTH} levels`);
+  if (!isObject(node)) fail(at, 'a schema must be an object (true, false and other values are not taken)');
+  const out: Json = {};
+  const words = Object.keys(node).filter((word) => !ANNOTATIONS.has(word));
+  for (const word of Object.keys(node)) if (ANNOTATIONS.has(word)) out[word] = node[word];
+  if (isObject(node['$defs'])) out['$defs'] = Object.fromEntries(Object.entries(node['$defs']).map(([name, def]) => [name, check(def, `${at}/$defs/${escape(name)}`, defs, depth + 1)]));
+  else if ('$defs' in node) fail(`${at}/$defs`, 'must be an object of schemas');
+  const rest = words.filter((word) => word !== '$defs');
+  const only = (allowed: readonly string[]): void => {
+    const other = rest.find((word) => !allowed.includes(word));
+    if (other !== undefined) fail(`${at}/${escape(other)}`, `'${other}' cannot be combined with '${allowed[0]}' here`);
+  };
+  if ('const' in node) {
+    only(['const']);
+    if (!isScalar(node['const'])) fail(`${at}/const`, 'must be a string, number, boolean or null');
+    return { ...out, const: node['const'] };
+  }
+  if ('enum' in node) {
+    only(['enum']);
+    const values = node['enum'];
+    if (!Array.isArray(values) || values.length === 0 || !values.every(isScalar)) fail(`${at}/enum`, 'must be a non-empty list of strings, numbers, booleans or nulls');
+    return { ...out, enum: values };
+  }
+  for (const word of ['oneOf', 'anyOf']) {
+    if (!(word in node)) continue;
+    only([word]);
+    const options = node[word];
+    if (!Array.isArray(options) || options.length === 0) fail(`${at}/${word}`, 'must be a non-empty list of schemas');
+    return { ...out, oneOf: options.map((option, i) => check(option, `${at}/${word}/${i}`, defs, depth + 1)) };
+  }
+  if ('$ref' in node) {
+    only(['$ref']);
+    const ref = node['$ref'];
+    const name = typeof ref === 'string' && ref.startsWith('#/$defs/') ? ref.slice('#/$defs/'.length) : undefined;
+    if (name === undefined || !defs.has(name)) fail(`${at}/$ref`, `only '#/$defs/<name>' of a definition in the schema is taken, not ${JSON.stringify(String(ref).slice(0, 80))}`);
+    return { ...out, $ref: ref };
+  }
+  return { ...out, ...typed(node, rest, at, defs, depth) };
+}
+
+function typed(node: Json, words: readonly string[], at: string, defs: ReadonlySet<string>, depth: number): Json {
+  const type = node['type'];
+  if (type === undefined) fail(at, words.length ? `'${words[0]}' is not taken here: give a 'type', 'const', 'enum', 'oneOf', 'anyOf' or '$ref'` : "a schema that allows any value is not taken: give a 'type', 'const', 'enum', 'oneOf', 'anyOf' or '$ref'");
+  if (Array.isArray(type)) {
+    if (type.length === 0 || !type.every((t) => typeof t === 'string' && LISTABLE_TYPES.has(t))) fail(`${at}/type`, `a list of types may hold only ${[...LISTABLE_TYPES].join(', ')}`);
+    const other = words.find((word) => word !== 'type');
+    if (other !== undefined) fail(`${at}/${escape(other)}`, `'${other}' is not taken with a list of types`);
+    return { type };
+  }
+  const allowed = typeof type === 'string' ? KINDS[type] : undefined;
+  if (!allowed) fail(`${at}/type`, `${JSON.stringify(type)} is not a JSON Schema type`);
+  const other = words.find((word) => !allowed.has(word));
+  if (other !== undefined) fail(`${at}/${escape(other)}`, `'${other}' is not taken for a schema of type '${type}' (the reply could not be held to it)`);
+  const out: Json = { type };
+  for (const word of ['minLength', 'maxLength', 'minProperties', 'maxProperties', 'minItems', 'maxItems']) {
+    if (!(word in node)) continue;
+    if (!isCount(node[word])) fail(`${at}/${word}`, 'must be a whole number, 0 or more');
+    out[word] = node[word];
+  }
+  if ('format' in node) {
+    if (!STRING_FORMATS.has(node['format'] as string)) fail(`${at}/format`, `only ${[...STRING_FORMATS].join(', ')} are taken, not ${JSON.stringify(String(node['format']).slice(0, 40))}`);
+    if ('minLength' in node || 'maxLength' in node) fail(`${at}/format`, 'is not taken together with minLength or maxLength');
+    out['format'] = node['format'];
+  }
+  if ('properties' in node) {
+    const properties = node['properties'];
+    if (!isObject(properties)) fail(`${at}/properties`, 'must be an object of schemas');
+    out['properties'] = Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, check(schema, `${at}/properties/${escape(name)}`, defs, depth + 1)]));
+  }
+  if ('required' in node) {
+    const required = node['required'];
+    if (!Array.isArray(required) || !required.every((name) => typeof name === 'string')) fail(`${at}/required`, 'must be a list of property names');
+    const properties = isObject(node['properties']) ? node['properties'] : {};
+    const unknown = required.find((name) => !(name in properties));
+    if (unknown !== undefined) fail(`${at}/required`, `names '${unknown.slice(0, 80)}', which is not among the properties`);
+    out['required'] = required;
+  }
+  if ('additionalProperties' in node) {
+    const extra = node['additionalProperties'];
+    out['additionalProperties'] = typeof extra === 'boolean' ? extra : check(extra, `${at}/additionalProperties`, defs, depth + 1);
+  }
+  if ('items' in node) out['items'] = check(node['items'], `${at}/items`, defs, depth + 1);
+  if ('prefixItems' in node) {
+    const prefix = node['prefixItems'];
+    if (!Array.isArray(prefix)) fail(`${at}/prefixItems`, 'must be a list of schemas');
+    out['prefixItems'] = prefix.map((item, i) => check(item, `${at}/prefixItems/${i}`, defs, depth + 1));
+  }
+  return out;
+}
+
+const isScalar = (value: unknown): boolean => value === null || ['string', 'number', 'boolean'].includes(typeof value);
+/** A JSON pointer's escaping of one name (RFC 6901). */
+const escape = (name: string): string => name.replaceAll('~', '~0').replaceAll('/', '~1');
