@@ -1,7 +1,7 @@
 /**
  * `sandboxd serve` as a user runs it: flag and secret checks, the preflight refusing an ordinary
  * directory and this machine's controller-less cgroup v2 hierarchy with one message per missing
- * piece, and a second daemon on a busy state directory (exit 4).
+ * piece, the VMM set-up builds, and a second daemon on a busy state directory (exit 4).
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { PROTOCOL_PROFILE } from '../index.js';
+import { DEFAULT_VMM } from '../runtime/vmm-launcher.js';
 import { cgroup2Mount, makeFixture } from './supervisor/fixture.js';
 
 const KEY = randomBytes(32).toString('hex');
@@ -48,11 +49,12 @@ test('bad settings exit 2 naming the input; the secret is never printed', async 
   }
 });
 
-test('preflight: an ordinary directory is refused before binding', async () => {
+test('preflight: an ordinary directory is refused before binding; the VMM set-up builds is found', async () => {
   const r = await serve(base);
   assert.is(r.code, 6, r.stderr);
   assert.match(r.stderr, `--cgroup-root ${work}: not a cgroup v2 hierarchy`);
   assert.not.match(r.stderr, 'listening');
+  assert.not.match(r.stderr, 'is not built', `scripts/setup.sh builds ${DEFAULT_VMM}`);
 });
 
 const mount = cgroup2Mount();
