@@ -4,11 +4,11 @@ import { firmwareBuildCommand } from './sandboxd/firmware-build.js';
 import { imagePrepareCommand } from './sandboxd/image-prepare.js';
 import { protocolCommand } from './sandboxd/protocol.js';
 import { serveCommand } from './sandboxd/serve.js';
+import { SANDBOXD_CONFIG } from './sandboxd/settings.js';
 
 await main({
   name: 'sandboxd',
   description: 'sandboxd: run agent sandboxes as KVM virtual machines behind an OpenSandbox-compatible API',
   commands: [serveCommand, protocolCommand, imagePrepareCommand, firmwareBuildCommand],
-  // The daemon's serve flags are not yet settings of the file; relative paths are relative to the file.
-  config: { '': { images_dir: 'path', library_dir: 'path' } },
+  config: SANDBOXD_CONFIG,
 });

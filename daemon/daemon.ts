@@ -1,8 +1,9 @@
 /**
- * The daemon put together: options → state directory (0700) and its lock → preflight → registry
- * → reconcile → maintenance → listen. Its constructor takes the runtime's launcher and the
- * preflight, so that tests can run the real daemon on the test supervisor; `serve` always passes
- * the VMM and the full preflight, and has no option to weaken them.
+ * The daemon put together: options → state directory (0700) and its lock → preflight (the images
+ * directory, then the runtime's) → registry → reconcile → maintenance → listen. Its constructor
+ * takes the runtime's launcher and the preflight, so that tests can run the real daemon on the
+ * test supervisor; `serve` always passes the VMM and the full preflight, and has no option to
+ * weaken them.
  */
 import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -12,6 +13,7 @@ import type { Logger } from '../lib/log.js';
 import { buildApi } from './api/server.js';
 import { parseHostPort, publicAuthority } from './listen.js';
 import { checkServeOptions, type ServeOptions } from './options.js';
+import { directoryProblem } from './path-input.js';
 import type { Preflight } from './preflight.js';
 import type { SupervisorLauncher } from './runtime/launcher.js';
 import { NativeRuntime } from './runtime/native.js';
@@ -46,13 +48,15 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
   privateStateDir(options.state);
   const lock = await lockStateDirectory(options.state);
   try {
-    const problems = await parts.preflight(options.cgroupRoot);
+    // The images directory is every runtime's input; its problem is listed with the runtime's own.
+    const images = directoryProblem(options.imagesDir);
+    const problems = [...(images ? [images] : []), ...(await parts.preflight(options.cgroupRoot))];
     if (problems.length > 0) throw new UnavailableError(`preflight failed:\n  ${problems.join('\n  ')}`);
     const registry = Registry.open(options.state);
     const service = new SandboxService({
       registry,
       runtime: new NativeRuntime(options.state, options.cgroupRoot, parts.launcher),
-      imagesDir: options.imagesDir,
+      imagesDir: options.imagesDir.path,
       capacity: { maxSandboxes: options.maxSandboxes, cpuMillis: options.cpuMillis, memoryBytes: options.memoryBytes },
       maxTimeoutSeconds: options.maxTimeoutSeconds,
       publicEndpoint: 'pending',

@@ -2,9 +2,11 @@
 import { isAbsolute } from 'node:path';
 import { InvalidInputError } from '../lib/errors.js';
 import { parseHostPort, WILDCARDS } from './listen.js';
+import type { PathInput } from './path-input.js';
 
 export interface ServeOptions {
-  imagesDir: string;
+  /** From `--images-dir`, else the configuration's `images_dir`. */
+  imagesDir: PathInput;
   cgroupRoot: string;
   listen: string;
   state: string;
@@ -26,8 +28,8 @@ export function checkServeOptions(o: ServeOptions): void {
   if (Buffer.byteLength(o.apiKey) < MIN_API_KEY_BYTES) {
     throw new InvalidInputError(`SVC_API_KEY: the lifecycle secret must be at least ${MIN_API_KEY_BYTES} bytes`, { hint: 'e.g. export SVC_API_KEY=$(openssl rand -hex 32)' });
   }
-  for (const [flag, path] of [['--images-dir', o.imagesDir], ['--cgroup-root', o.cgroupRoot], ['--state', o.state]] as const) {
-    if (!isAbsolute(path)) throw new InvalidInputError(`${flag} ${path}: must be an absolute path`);
+  for (const { input, path } of [o.imagesDir, { input: '--cgroup-root', path: o.cgroupRoot }, { input: '--state', path: o.state }]) {
+    if (!isAbsolute(path)) throw new InvalidInputError(`${input} ${path}: must be an absolute path`);
   }
   if (Buffer.byteLength(o.state) > STATE_PATH_MAX) throw new InvalidInputError(`--state ${o.state}: at most ${STATE_PATH_MAX} bytes (socket paths below it must stay short)`);
   for (const [flag, value, max] of [['--max-sandboxes', o.maxSandboxes, 1e6], ['--cpu-millis', o.cpuMillis, 1e9], ['--memory-bytes', o.memoryBytes, 2 ** 52]] as const) {

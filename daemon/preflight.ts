@@ -6,9 +6,10 @@
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, statfsSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { directoryProblem } from './path-input.js';
 import { limitFiles } from './runtime/cgroup.js';
 
 const run = promisify(execFile);
@@ -18,8 +19,8 @@ const REQUIRED_CONTROLLERS = ['cpu', 'memory', 'pids'];
 export type Preflight = (cgroupRoot: string) => Promise<string[]>;
 
 export function cgroupProblems(root: string): string[] {
-  if (!existsSync(root)) return [`--cgroup-root ${root}: no such directory`];
-  if (!statSync(root).isDirectory()) return [`--cgroup-root ${root}: not a directory`];
+  const notDirectory = directoryProblem({ path: root, input: '--cgroup-root' });
+  if (notDirectory) return [notDirectory];
   if (statfsSync(root).type !== CGROUP2_MAGIC) return [`--cgroup-root ${root}: not a cgroup v2 hierarchy (an ordinary directory, or cgroup v1)`];
   const problems: string[] = [];
   const enabled = readFileSync(join(root, 'cgroup.subtree_control'), 'utf8').trim().split(/\s+/);

@@ -3,11 +3,13 @@ import { InvalidInputError } from '../../lib/errors.js';
 import { defaultStateDir, productRuntime, publicAuthority, SERVE_DEFAULTS, startDaemon, type ServeOptions } from '../../daemon/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
+import { imagesDirSetting } from './settings.js';
 
-function flags(args: ParsedArgs): Omit<ServeOptions, 'apiKey'> {
+/** `imagesDir` unset: the configuration's `images_dir`. */
+function flags(args: ParsedArgs): Omit<ServeOptions, 'apiKey' | 'imagesDir'> & { imagesDir: string | undefined } {
   const publicEndpoint = args.text('--public-endpoint');
   const options = {
-    imagesDir: args.required('--images-dir'),
+    imagesDir: args.text('--images-dir'),
     cgroupRoot: args.required('--cgroup-root'),
     listen: args.text('--listen') ?? SERVE_DEFAULTS.listen,
     state: args.text('--state') ?? defaultStateDir(),
@@ -26,7 +28,7 @@ export const serveCommand = defineCommand({
   name: 'serve',
   description: 'run the sandbox lifecycle daemon (OpenSandbox-compatible API under /v1); the key comes from SVC_API_KEY',
   options: [
-    { flags: '--images-dir <dir>', description: 'directory of prepared image manifests (required)' },
+    { flags: '--images-dir <dir>', description: 'directory of prepared image manifests (required here or as images_dir in the configuration)' },
     { flags: '--cgroup-root <dir>', description: 'delegated cgroup v2 directory with cpu, memory and pids enabled (required)' },
     { flags: '--listen <host:port>', description: `listen address (default ${SERVE_DEFAULTS.listen})` },
     { flags: '--state <dir>', description: `private state directory, a short absolute path (default ${defaultStateDir()})` },
@@ -39,9 +41,10 @@ export const serveCommand = defineCommand({
   examples: ['SVC_API_KEY=$(openssl rand -hex 32) sandboxd serve --images-dir /srv/images --cgroup-root /sys/fs/cgroup/sandboxd'],
   flags,
   async run(ctx, options) {
+    const imagesDir = imagesDirSetting(options.imagesDir, ctx.settings);
     const apiKey = ctx.env.SVC_API_KEY;
     if (apiKey === undefined) throw new InvalidInputError('SVC_API_KEY: the lifecycle secret must be set in the environment');
-    const daemon = await startDaemon({ ...options, apiKey }, await productRuntime(), ctx.log);
+    const daemon = await startDaemon({ ...options, imagesDir, apiKey }, await productRuntime(), ctx.log);
     ctx.stderr.write(`sandboxd listening on ${daemon.url}\n`);
     if (!ctx.signal.aborted) await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
     // A normal stop leaves sandboxes running; maintenance resumes on the next start.

@@ -28,7 +28,7 @@ if ('skip' in mount) {
 }
 const fixture = makeFixture(mount.path, new Logger('warn'));
 try {
-  const daemon = await fixture.start({ imagesDir: values['images-dir'], listen: values.listen!, apiKey });
+  const daemon = await fixture.start({ imagesDir: { path: values['images-dir'], input: '--images-dir' }, listen: values.listen!, apiKey });
   process.stdout.write(`listening ${daemon.url}\n`);
   const stop = async (): Promise<void> => {
     await daemon.close();

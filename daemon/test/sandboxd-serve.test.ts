@@ -1,9 +1,11 @@
 /**
- * `sandboxd serve` as a user runs it: flag and secret checks, the preflight refusing an ordinary
+ * `sandboxd serve` as a user runs it: flag and secret checks, the images directory from its flag
+ * or the configuration file, the preflight refusing a missing images directory, an ordinary
  * directory and this machine's controller-less cgroup v2 hierarchy with one message per missing
  * piece, the VMM set-up builds, and a second daemon on a busy state directory (exit 4).
  */
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -55,6 +57,27 @@ test('preflight: an ordinary directory is refused before binding; the VMM set-up
   assert.match(r.stderr, `--cgroup-root ${work}: not a cgroup v2 hierarchy`);
   assert.not.match(r.stderr, 'listening');
   assert.not.match(r.stderr, 'is not built', `scripts/setup.sh builds ${DEFAULT_VMM}`);
+});
+
+test('preflight: a missing images directory is named beside the other problems', async () => {
+  const missing = join(work, 'no-images');
+  const r = await serve(['serve', '--images-dir', missing, '--cgroup-root', work, '--state', join(work, 'state')]);
+  assert.is(r.code, 6, r.stderr);
+  assert.match(r.stderr, `--images-dir ${missing}: no such directory`);
+  assert.match(r.stderr, `--cgroup-root ${work}: not a cgroup v2 hierarchy`);
+});
+
+test('images_dir of the configuration file: serve uses it (relative to the file) and names its line; a flag overrides it', async () => {
+  const config = join(work, 'sandboxd.toml');
+  writeFileSync(config, 'images_dir = "configured-images"\n');
+  const inputs = ['serve', '-c', config, '--cgroup-root', work, '--state', join(work, 'state')];
+  const configured = await serve(inputs);
+  assert.is(configured.code, 6, configured.stderr);
+  assert.match(configured.stderr, `${config}:1 (images_dir) ${join(work, 'configured-images')}: no such directory`);
+  const overridden = await serve([...inputs, '--images-dir', join(work, 'flag-images')]);
+  assert.is(overridden.code, 6, overridden.stderr);
+  assert.match(overridden.stderr, `--images-dir ${join(work, 'flag-images')}: no such directory`);
+  assert.not.match(overridden.stderr, 'configured-images');
 });
 
 const mount = cgroup2Mount();

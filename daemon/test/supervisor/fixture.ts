@@ -65,7 +65,7 @@ export function makeFixture(cgroupMount: string, log = new Logger('error')): Fix
   mkdirSync(cgroupRoot);
   const apiKey = randomBytes(32).toString('hex');
   const options: ServeOptions = {
-    imagesDir,
+    imagesDir: { path: imagesDir, input: '--images-dir' },
     cgroupRoot,
     listen: '127.0.0.1:0',
     state,
