@@ -3,6 +3,7 @@ import { InvalidInputError } from '../../lib/errors.js';
 import { DEFAULT_FIRMWARE_DIR, prepareImage, type PrepareImageOptions } from '../../daemon/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
+import { imagesDirSetting, pathSetting } from './settings.js';
 
 /** `NAME=VALUE` of a repeatable `--env` as a map. */
 function environment(pairs: string[]): Record<string, string> {
@@ -19,7 +20,7 @@ function environment(pairs: string[]): Record<string, string> {
 interface PrepareFlags extends Omit<PrepareImageOptions, 'imagesDir' | 'libraryDir'> {
   /** Unset: the configuration's `images_dir`. */
   imagesDir: string | undefined;
-  /** Unset: the configuration's `library_dir`, else the built-in library. */
+  /** Unset: the configuration's `library_dir`, else the library set-up builds. */
   libraryDir: string | undefined;
 }
 
@@ -51,9 +52,9 @@ export const imagePrepareCommand = defineCommand({
   ],
   flags,
   async run(ctx, f) {
-    const imagesDir = f.imagesDir ?? ctx.settings.get<string>('images_dir');
-    if (imagesDir === undefined) throw new InvalidInputError('--images-dir is required', { hint: 'or set images_dir in the configuration file' });
-    const image = await prepareImage({ ...f, imagesDir, libraryDir: f.libraryDir ?? ctx.settings.get<string>('library_dir') ?? DEFAULT_FIRMWARE_DIR });
+    const { imagesDir, libraryDir, ...rest } = f;
+    const library = pathSetting('--library-dir', libraryDir, ctx.settings, 'library_dir');
+    const image = await prepareImage({ ...rest, imagesDir: imagesDirSetting(imagesDir, ctx.settings), ...(library === undefined ? {} : { libraryDir: library }) });
     ctx.log.info(`installed the bootstrap at ${image.manifest.rootfs}${image.manifest.entrypoint[0]}`);
     ctx.stdout.write(`${image.path}\n`);
   },

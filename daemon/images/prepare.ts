@@ -7,22 +7,25 @@
  * the right exit code.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import { fsyncPath } from '../../lib/durable.js';
-import { FIRMWARE_FILES } from './paths.js';
+import { directoryProblem, type PathInput } from '../path-input.js';
+import { DEFAULT_FIRMWARE_DIR, FIRMWARE_FILES } from './paths.js';
 
 const run = promisify(execFile);
 
 export interface PrepareImageOptions {
   rootfs: string;
-  imagesDir: string;
+  /** Made when missing. */
+  imagesDir: PathInput;
   /** Defaults to the rootfs directory's name. */
   key?: string;
-  libraryDir: string;
+  /** Unset: the library set-up builds (DEFAULT_FIRMWARE_DIR). */
+  libraryDir?: PathInput;
   /** Default workload arguments. */
   cmd: string[];
   /** Default environment. */
@@ -38,32 +41,40 @@ export interface PreparedImage {
 
 const KEY = /^(?!\.)[A-Za-z0-9._-]{1,128}$/;
 
-function directory(what: string, path: string): string {
-  if (!existsSync(path)) throw new InvalidInputError(`${what} ${path}: no such directory`);
-  if (!statSync(path).isDirectory()) throw new InvalidInputError(`${what} ${path}: not a directory`);
+/** The firmware library when none is named: the one set-up builds, and how to build it. */
+const DEFAULT_LIBRARY: PathInput = { input: 'the default firmware library (--library-dir unset)', path: DEFAULT_FIRMWARE_DIR };
+const BUILD_LIBRARY_HINT = 'scripts/setup.sh builds the default one, or `sandboxd firmware build --kernel-deb FILE --vmlinux FILE` '
+  + '(README, "Guest firmware and images"); or name one with --library-dir';
+
+/** The real path of a directory the user named; exit 2 naming the input otherwise. */
+function directory({ input, path }: PathInput, hint?: string): string {
+  const problem = directoryProblem({ input, path: resolve(path) });
+  if (problem) throw new InvalidInputError(problem, hint === undefined ? {} : { hint });
   return realpathSync(path);
 }
 
 export async function prepareImage(o: PrepareImageOptions): Promise<PreparedImage> {
-  const rootfs = directory('rootfs', resolve(o.rootfs));
+  const rootfs = directory({ input: 'rootfs', path: o.rootfs });
   if (rootfs === '/') throw new InvalidInputError('rootfs /: the host root cannot be an image');
   const key = o.key ?? basename(rootfs);
   if (!KEY.test(key)) throw new InvalidInputError(`--key ${JSON.stringify(key)}: must be 1-128 of [A-Za-z0-9._-], not starting with '.'`);
-  const library = directory('--library-dir', resolve(o.libraryDir));
+  const libraryDir = o.libraryDir ?? DEFAULT_LIBRARY;
+  const library = directory(libraryDir, BUILD_LIBRARY_HINT);
   const guest = join(library, FIRMWARE_FILES.guest);
   if (!existsSync(join(library, FIRMWARE_FILES.manifest)) || !existsSync(guest)) {
-    throw new InvalidInputError(`--library-dir ${library}: not a firmware library (no ${FIRMWARE_FILES.manifest} or ${FIRMWARE_FILES.guest})`, {
-      hint: 'scripts/setup.sh builds one in vmm-rs/target/firmware (see README, "Guest firmware and images")',
+    throw new InvalidInputError(`${libraryDir.input} ${library}: not a firmware library (no ${FIRMWARE_FILES.manifest} or ${FIRMWARE_FILES.guest})`, {
+      hint: BUILD_LIBRARY_HINT,
     });
   }
   const inside = (a: string, b: string): boolean => a === b || a.startsWith(`${b}/`);
-  if (inside(resolve(o.imagesDir), rootfs) || inside(rootfs, resolve(o.imagesDir))) {
-    throw new InvalidInputError(`--images-dir ${o.imagesDir} and rootfs ${rootfs} must not contain one another`);
+  const images = o.imagesDir;
+  if (inside(resolve(images.path), rootfs) || inside(rootfs, resolve(images.path))) {
+    throw new InvalidInputError(`${images.input} ${images.path} and rootfs ${rootfs} must not contain one another`);
   }
-  await mkdir(resolve(o.imagesDir), { recursive: true }).catch((error: Error) => {
-    throw new InvalidInputError(`--images-dir ${o.imagesDir}: ${error.message}`);
+  await mkdir(resolve(images.path), { recursive: true }).catch((error: Error) => {
+    throw new InvalidInputError(`${images.input} ${images.path}: ${error.message}`);
   });
-  const imagesDir = directory('--images-dir', resolve(o.imagesDir));
+  const imagesDir = directory(images);
   const path = join(imagesDir, `${key}.json`);
   if (existsSync(path) && !o.force) {
     throw new ConflictError(`image ${key}: ${path} already exists`, { hint: 'pass --force to replace it' });

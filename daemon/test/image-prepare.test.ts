@@ -1,15 +1,17 @@
 /**
  * `sandboxd image prepare` through the real CLI: a tiny rootfs in a temp dir becomes a prepared
  * image (bootstrap installed, manifest exactly as the spec's "prepared image manifest"), an
- * existing key is a conflict unless --force, and every bad input exits 2 naming the input.
+ * existing key is a conflict unless --force, and every bad input exits 2 naming the input (a
+ * flag, a configuration line, or the default library a fresh clone has not built yet).
  * The firmware library is a stand-in holding the real static sandbox-guest (set-up builds it).
  */
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../lib/testing/run-tool.js';
+import { installation } from '../../lib/install.js';
+import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
 import { STATIC_GUEST_BINARY } from '../images/paths.js';
 
 const base = mkdtempSync(join(tmpdir(), 'image-prepare-'));
@@ -86,6 +88,10 @@ test('-c/--config (and $SANDBOXD_CONFIG) supply images_dir and library_dir, rela
   const missing = await prepare(rootfs, '--key', 'x', '-c', join(base, 'nowhere.toml'));
   assert.is(missing.code, 3, missing.stderr);
   assert.match(missing.stderr, 'nowhere.toml');
+  writeFileSync(config, 'images_dir = "configured-images"\nlibrary_dir = "."\n');
+  const notLibrary = await prepare(rootfs, '--key', 'x', '-c', config);
+  assert.is(notLibrary.code, 2, notLibrary.stderr);
+  assert.match(notLibrary.stderr, `${config}:2 (library_dir) ${realpathSync(base)}: not a firmware library`);
   for (const [text, why] of [
     ['images_dir = \n', 'sandboxd.toml:1'],
     ['imagesdir = "x"\n', 'imagesdir'],
@@ -119,6 +125,19 @@ test('bad inputs exit 2 and name the input', async () => {
     assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, expected, `${args.join(' ')}`);
   }
+  assert.not.ok(existsSync(join(images, 'x.json')));
+});
+
+test('a fresh clone (no firmware built yet): the default library is named as missing, with how to build it', async () => {
+  // The built tools without set-up's build output: the installation root holds no vmm-rs/target.
+  const fresh = join(base, 'fresh-clone');
+  cpSync(join(DIST_ROOT, 'bin'), join(fresh, 'dist', 'bin'), { recursive: true });
+  cpSync(join(DIST_ROOT, 'lib', 'errors.js'), join(fresh, 'dist', 'lib', 'errors.js'));
+  copyFileSync(join(installation().root, 'package.json'), join(fresh, 'package.json'));
+  const r = await runTool(relative(DIST_ROOT, join(fresh, 'dist', 'bin', 'sandboxd.js')), ['image', 'prepare', rootfs, '--images-dir', images, '--key', 'x']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, `the default firmware library (--library-dir unset) ${join(fresh, 'vmm-rs', 'target', 'firmware')}: no such directory`);
+  assert.match(r.stderr, 'scripts/setup.sh builds the default one, or `sandboxd firmware build --kernel-deb FILE --vmlinux FILE`');
   assert.not.ok(existsSync(join(images, 'x.json')));
 });
 
