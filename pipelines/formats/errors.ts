@@ -4,6 +4,7 @@ import { ExitCode, ToolError } from '../../lib/errors.js';
 export interface SourceLocation {
   relPath: string;
   line?: number;
+  /** From 1, in characters (code points; lib/text-position.ts), not bytes. */
   column?: number;
   /** JSON Pointer inside the document, for schema problems. */
   pointer?: string;

@@ -7,6 +7,7 @@ import { getHeapStatistics } from 'node:v8';
 import { SourceError } from './errors.js';
 import { ExitCode } from '../../lib/errors.js';
 import { readBounded } from '../../lib/streams.js';
+import { lineAndColumn } from '../../lib/text-position.js';
 import { firstInexactInteger, locatePointer } from './common/locate.js';
 
 export interface Line {
@@ -130,7 +131,8 @@ export const MAX_JSON_DEPTH = 512;
 
 /**
  * JSON.parse with a located error. `firstLine` is the line number of the text's first line, so
- * multi-line documents report the line and column of the syntax error. A document nested deeper
+ * multi-line documents report the line and column (in characters) of the syntax error: where the
+ * character the message names is. A document nested deeper
  * than MAX_JSON_DEPTH is refused at the first value too deep, with its pointer.
  */
 export function parseJson(text: string, relPath: string, firstLine = 1): unknown {
@@ -141,7 +143,7 @@ export function parseJson(text: string, relPath: string, firstLine = 1): unknown
   } catch (error) {
     // V8 does not always say where (e.g. "Unexpected token"), so find the offset ourselves.
     const { offset, reason } = jsonSyntaxError(text);
-    const { line, column } = positionOf(text, offset, firstLine);
+    const { line, column } = lineAndColumn(text, offset, firstLine);
     throw new SourceError({ relPath, line, column }, `invalid JSON: ${reason}`, { cause: error });
   }
   const pointer = tooDeep(value);
@@ -196,16 +198,6 @@ function firstTooDeep(value: unknown, depth: number): string[] | undefined {
   return undefined;
 }
 
-function positionOf(text: string, offset: number, firstLine: number): { line: number; column: number } {
-  let line = firstLine;
-  let lineStart = 0;
-  for (let i = text.indexOf('\n'); i !== -1 && i < offset; i = text.indexOf('\n', i + 1)) {
-    line += 1;
-    lineStart = i + 1;
-  }
-  return { line, column: offset - lineStart + 1 };
-}
-
 /**
  * Offset and reason of the first syntax error of a text that JSON.parse rejected: a small
  * recursive-descent scan (RFC 8259), run only on the error path.
@@ -223,7 +215,10 @@ export function jsonSyntaxError(text: string): { offset: number; reason: string 
     while (i < text.length && ' \t\n\r'.includes(text[i] as string)) i += 1;
   };
   const literal = (word: string) => {
-    for (const ch of word) if (text[i++] !== ch) fail(describe(), i - 1);
+    for (const ch of word) {
+      if (text[i] !== ch) fail(describe());
+      i += 1;
+    }
   };
   const string = () => {
     i += 1;

@@ -65,6 +65,30 @@ test('JSON errors point at line and column', () => {
   }
 });
 
+test('the column of a JSON error is where the character it names is, counted in characters', () => {
+  const cases: Array<[string, string]> = [
+    ['not-json', '1:2: invalid JSON: unexpected "o"'],
+    ['nope', '1:2: invalid JSON: unexpected "o"'],
+    ['[tru]', '1:5: invalid JSON: unexpected "]"'],
+    ['{"a":"😀"x}', `1:9: invalid JSON: expected ',' or '}', unexpected "x"`],
+    ['{"中文":1,}', '1:9: invalid JSON: expected a property name, unexpected "}"'],
+  ];
+  for (const [text, message] of cases) {
+    try {
+      parseJson(text, 'p.jsonl');
+      assert.unreachable('should throw');
+    } catch (error) {
+      assert.is((error as Error).message, `p.jsonl:${message}`, text);
+    }
+  }
+});
+
+test('the column of a pointer counts characters too', async () => {
+  const { locatePointer } = await import('../formats/common/locate.js');
+  assert.equal(locatePointer('{"a":"😀","b":[1]}', '/b'), { line: 1, column: 14 });
+  assert.equal(locatePointer('{\n "😀": {"x": 1}}', '/😀/x', 3), { line: 4, column: 13 });
+});
+
 test('the syntax scan names the first error of each kind', async () => {
   const { jsonSyntaxError } = await import('../formats/lines.js');
   const cases: Array<[string, number, string]> = [

@@ -3,6 +3,7 @@
  * a multi-line `.json` file can name a line and column, not only a pointer. A pointer to a missing
  * member (a required key that is absent) is located at its nearest existing ancestor.
  */
+import { lineAndColumn } from '../../../lib/text-position.js';
 import { escapePointerToken } from '../../storyline/validate.js';
 
 const STOP = Symbol('found');
@@ -99,7 +100,7 @@ export function firstInexactInteger(text: string): string | undefined {
   return found;
 }
 
-/** Line and column (1-based; `firstLine` is the line of the text's first character) of the pointer's value. */
+/** Line and column (1-based, columns in characters; `firstLine` is the line of the text's first character) of the pointer's value. */
 export function locatePointer(text: string, pointer: string, firstLine = 1): { line: number; column: number } {
   let target = pointer;
   let offset = offsetOf(text, target);
@@ -107,12 +108,5 @@ export function locatePointer(text: string, pointer: string, firstLine = 1): { l
     target = target.slice(0, target.lastIndexOf('/'));
     offset = offsetOf(text, target);
   }
-  const at = offset ?? 0;
-  let line = firstLine;
-  let lineStart = 0;
-  for (let i = text.indexOf('\n'); i !== -1 && i < at; i = text.indexOf('\n', i + 1)) {
-    line++;
-    lineStart = i + 1;
-  }
-  return { line, column: at - lineStart + 1 };
+  return lineAndColumn(text, offset ?? 0, firstLine);
 }

@@ -4,11 +4,7 @@
  */
 import { displayWidth } from '../../../lib/width.js';
 import { InvalidInputError } from '../../../lib/errors.js';
-
-/** Code points (not UTF-16 units) before `offset`, from 1: what a person counts as the column. */
-export function columnAt(text: string, offset: number): number {
-  return [...text.slice(0, offset)].length + 1;
-}
+import { columnAt } from '../../../lib/text-position.js';
 
 /** Characters of context shown on each side of the caret in a long expression. */
 const CONTEXT = 60;
