@@ -1,5 +1,6 @@
 /** Errors about an input file, with the place in it: `file:line:column: reason` (exit 2, or 5 for a limit). */
 import { ExitCode, ToolError } from '../../lib/errors.js';
+import type { SourceFile } from './types.js';
 
 export interface SourceLocation {
   relPath: string;
@@ -29,8 +30,17 @@ export class SourceError extends ToolError {
   constructor(
     readonly location: SourceLocation,
     readonly reason: string,
-    options: SourceErrorOptions = {},
+    readonly options: SourceErrorOptions = {},
   ) {
     super(options.exitCode ?? ExitCode.InvalidInput, `${formatLocation(location)}: ${reason}`, options);
   }
+}
+
+/**
+ * `error` naming `file` as the import's messages do (`file.name`). Readers and decoders locate a
+ * problem by the file's relPath, which for a single file is its bare name (what the dataset stores).
+ */
+export function namingFile(error: unknown, file: SourceFile): unknown {
+  if (!(error instanceof SourceError) || error.location.relPath !== file.relPath || file.name === file.relPath) return error;
+  return new SourceError({ ...error.location, relPath: file.name }, error.reason, error.options);
 }

@@ -11,8 +11,16 @@ import type { Storyline } from '../storyline/schema.js';
 export interface SourceFile {
   /** Absolute path, or `-` for stdin. */
   path: string;
-  /** Path relative to the import root (the file name for a single file, `-` for stdin); used in messages and stored. */
+  /**
+   * Path relative to the import root (the file name for a single file, `-` for stdin): what the
+   * dataset stores, and how decoders name the file in their messages.
+   */
   relPath: string;
+  /**
+   * How the import's messages name the file: as the user gave it, so that many files called
+   * input.jsonl can be told apart: the path given for a single file, else relPath.
+   */
+  name: string;
   /** Opens the bytes from the start. Stdin can be opened once only: the pipeline buffers its head for detection. */
   open(): Readable;
 }

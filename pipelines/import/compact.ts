@@ -11,6 +11,7 @@ import type { Logger } from '../../lib/log.js';
 import { InvalidInputError } from '../../lib/errors.js';
 import { parseJson, readLines, readAll, decodeUtf8, MAX_DOCUMENT_BYTES } from '../formats/lines.js';
 import { contentName } from '../formats/common/documents.js';
+import { namingFile } from '../formats/errors.js';
 import { listSources } from './sources.js';
 import type { ErrorPolicy, ImportSummary } from './import.js';
 import { allOrNothing, isFileError, nothingImported, skippedFile, type RowSink, type SkippedFile } from './skip.js';
@@ -116,7 +117,7 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
       const timestamp = scalarText(evaluatePath(value, timestampPath));
       if (id === undefined || timestamp === undefined) {
         seen.fallbacks += 1;
-        if (counting) options.log.info(`${file.relPath}:${record.line}: ${id === undefined ? 'id' : 'timestamp'} missing or not a scalar; using ${fallback}`);
+        if (counting) options.log.info(`${file.name}:${record.line}: ${id === undefined ? 'id' : 'timestamp'} missing or not a scalar; using ${fallback}`);
       }
       const row: Row = { id: id ?? fallback, timestamp: timestamp ?? fallback, filename: file.relPath, line: record.line, data_json: record.text, raw: record.raw };
       for (const column of userPaths) {
@@ -136,9 +137,10 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
       let result;
       try {
         result = skipping
-          ? await allOrNothing((sink, counting) => importFile(file, sink, counting), direct, () => options.log.debug(`${file.relPath}: too big to hold until it is through; checking it first`))
+          ? await allOrNothing((sink, counting) => importFile(file, sink, counting), direct, () => options.log.debug(`${file.name}: too big to hold until it is through; checking it first`))
           : await importFile(file, direct, true);
-      } catch (error) {
+      } catch (caught) {
+        const error = namingFile(caught, file);
         if (!skipping || !isFileError(error)) throw error;
         skipped.push(skippedFile(file.relPath, error, options.log));
         continue;

@@ -10,7 +10,7 @@ import { Checkpoint } from '../../lib/checkpoint.js';
 import { storageHeapMb } from './memory.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressSink } from '../../lib/progress.js';
-import { SourceError } from '../formats/errors.js';
+import { namingFile, SourceError } from '../formats/errors.js';
 import { loadFormat, loadFormats, type InputFormat } from '../formats/registry.js';
 import type { DecodeContext, FormatModule } from '../formats/types.js';
 import type { Row } from '../dataset/parquet.js';
@@ -99,7 +99,7 @@ const emptyTotals = (): Omit<FormatTotals, 'format'> => ({ files: 0, runs: 0, st
 async function formatOf(file: ImportFile, formats: readonly FormatModule[], options: ImportOptions): Promise<FormatModule | undefined> {
   if (options.inputFormat !== 'auto') return formats[0] as FormatModule;
   const detected = await detectFormat(file, formats);
-  if (detected) options.log.info(`${file.relPath}: detected ${detected.format.name} (${detected.reason})`);
+  if (detected) options.log.info(`${file.name}: detected ${detected.format.name} (${detected.reason})`);
   return detected?.format;
 }
 
@@ -169,21 +169,18 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     seen = writer.existingDocumentIds();
     for (const source of files) {
       await checkpoint.check();
-      if (!skipping) {
-        merge(await importFile(source, direct));
-        continue;
-      }
       try {
-        merge(await importWhole(source));
-      } catch (error) {
-        if (!isFileError(error)) throw error;
+        merge(await (skipping ? importWhole(source) : importFile(source, direct)));
+      } catch (caught) {
+        const error = namingFile(caught, source);
+        if (!skipping || !isFileError(error)) throw error;
         skippedFiles.push(skippedFile(source.relPath, error, options.log));
       }
     }
     if (skippedFiles.length === files.length && !options.sources) throw nothingImported(skippedFiles);
     if (decodedDocuments === 0 && !options.sources) {
       // An input that holds no document of its format is not what was asked for: nothing is written.
-      const where = files.length === 1 ? (files[0] as ImportFile).relPath : `-f ${options.from} (${files.length} files)`;
+      const where = files.length === 1 ? (files[0] as ImportFile).name : `-f ${options.from} (${files.length} files)`;
       const read = [...formatsRead];
       throw new InvalidInputError(`${where}: no ${read.map((f) => f.name).join(' or ')} document; expected ${read.map((f) => f.expects).join(', or ')}`);
     }
@@ -223,7 +220,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
 
   /** A file all or nothing (skip.ts). */
   function importWhole(source: ImportFile): Promise<FileResult> {
-    return allOrNothing((sink, counting) => importFile(source, sink, counting), direct, () => options.log.debug(`${source.relPath}: too big to hold until it is through; checking it first`));
+    return allOrNothing((sink, counting) => importFile(source, sink, counting), direct, () => options.log.debug(`${source.name}: too big to hold until it is through; checking it first`));
   }
 
   /** Decodes one file into `sink`; `counting` is false for a pass that only checks the file. */
@@ -236,7 +233,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     if (!format) {
       if (counting) {
         diagnostics += 1;
-        options.log.info(`${source.relPath}:1: partial_line: the file holds only the start of its first line (the agent may still be writing it): nothing to import yet`);
+        options.log.info(`${source.name}:1: partial_line: the file holds only the start of its first line (the agent may still be writing it): nothing to import yet`);
       }
       return result;
     }
@@ -249,7 +246,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
       diagnostic: (code, message, line) => {
         if (!counting) return;
         diagnostics += 1;
-        options.log.info(`${file.relPath}${line === undefined ? '' : `:${line}`}: ${code}: ${message}`);
+        options.log.info(`${file.name}${line === undefined ? '' : `:${line}`}: ${code}: ${message}`);
       },
     };
     // One `sources` row per source document; the Storylines decoded from it are adjacent.
@@ -287,7 +284,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
       if (taken(documentId)) {
         if (options.onDuplicate === 'skip') {
           result.skippedDuplicates += 1;
-          if (counting) options.log.info(`${file.relPath}: skipped duplicate document ${JSON.stringify(documentId)}`);
+          if (counting) options.log.info(`${file.name}: skipped duplicate document ${JSON.stringify(documentId)}`);
           continue;
         }
         let n = 2;
@@ -312,7 +309,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     await flushSource();
     if (result.documents === 0 && counting) {
       diagnostics += 1;
-      options.log.warn(`${file.relPath}: no ${format.name} documents in this file`);
+      options.log.warn(`${file.name}: no ${format.name} documents in this file`);
     }
     return result;
   }

@@ -66,12 +66,13 @@ function* prepend(first: Buffer, chunks: Iterator<Buffer>): Generator<Buffer> {
  * A file of the walk. A compressed file (gzip or zstd, by its magic bytes) is read through its
  * decompressor and, like stdin, detected from the head of its content; its size is then unknown.
  */
-function localFile(path: string, relPath: string, size: number): ImportFile {
+function localFile(path: string, relPath: string, size: number, name = relPath): ImportFile {
   let compression: Compression | undefined;
   let head: Buffer | undefined;
   return {
     path,
     relPath,
+    name,
     get size() {
       return compression ? undefined : size;
     },
@@ -116,6 +117,7 @@ export function bytesFile(path: string, relPath: string, bytes: Buffer): ImportF
   return {
     path,
     relPath,
+    name: relPath,
     size: bytes.length,
     open: () => Readable.from(bytes.length > 0 ? [bytes] : [], { objectMode: false }),
     peek: () => [bytes],
@@ -166,6 +168,7 @@ function stdinFile(stdin: Readable): ImportFile {
   return {
     path: '-',
     relPath: '-',
+    name: '-',
     size: undefined,
     head: async () => (await readHead()).subarray(0, PROBE_BYTES),
     peek: () => (head ? [head] : []),
@@ -193,7 +196,7 @@ function unreadableDirectory(path: string, relPath: string, error: Error): Impor
   const fail = (): never => {
     throw error;
   };
-  return { path, relPath, size: undefined, head: async () => fail(), peek: fail, open: fail };
+  return { path, relPath, name: relPath, size: undefined, head: async () => fail(), peek: fail, open: fail };
 }
 
 /** What a local source (`-f`) is; not found (exit 3) when nothing is there. */
@@ -217,7 +220,7 @@ export function statSource(from: string): Stats {
 export function listSources(from: string, stdin: Readable, extensions: readonly string[]): ImportFile[] {
   if (from === '-') return [stdinFile(stdin)];
   const stat = statSource(from);
-  if (stat.isFile()) return [localFile(from, basename(from), stat.size)];
+  if (stat.isFile()) return [localFile(from, basename(from), stat.size, from)];
   if (!stat.isDirectory()) throw new InvalidInputError(`-f ${from}: not a file or directory`);
   const files: ImportFile[] = [];
   walkFiles(

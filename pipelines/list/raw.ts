@@ -8,6 +8,7 @@ import { Checkpoint } from '../../lib/checkpoint.js';
 import type { Logger } from '../../lib/log.js';
 import type { Readable } from 'node:stream';
 import { loadFormats } from '../formats/registry.js';
+import { namingFile } from '../formats/errors.js';
 import { detectFormat } from '../import/detect.js';
 import { documentIdOf, storylineRows } from '../dataset/rows.js';
 import { listSources } from '../import/sources.js';
@@ -55,8 +56,8 @@ export async function listRawSources(path: string, io: { stdin: Readable; log: L
     } catch (error) {
       if (io.signal.aborted) throw io.signal.reason;
       unreadable += 1;
-      const message = (error as Error).message;
-      io.log.warn(`not listed: ${message.startsWith(file.relPath) ? message : `${file.relPath}: ${message}`}`);
+      const { message } = namingFile(error, file) as Error;
+      io.log.warn(`not listed: ${message.startsWith(file.name) ? message : `${file.name}: ${message}`}`);
     }
   }
   await checkpoint.check(); // a decoder that saw the abort ends early, which is not the end of the input

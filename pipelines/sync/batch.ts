@@ -127,6 +127,7 @@ function completeLinesFile(path: string, relPath: string): SourceFile {
   return {
     path,
     relPath,
+    name: relPath,
     open: () => {
       const bytes = completeBytes(relPath, readIfThere(path) ?? Buffer.alloc(0));
       return Readable.from(bytes.length > 0 ? [bytes] : [], { objectMode: false });

@@ -37,8 +37,8 @@ interface Decoded {
   diagnostics: Array<{ code: string; message: string; line: number | undefined }>;
 }
 
-const fileAt = (path: string, root = SHARED_FIXTURES): SourceFile => ({ path, relPath: relative(root, path), open: () => createReadStream(path) });
-const memoryFile = (text: string, relPath: string): SourceFile => ({ path: '-', relPath, open: () => Readable.from([Buffer.from(text)]) });
+const fileAt = (path: string, root = SHARED_FIXTURES): SourceFile => ({ path, relPath: relative(root, path), name: relative(root, path), open: () => createReadStream(path) });
+const memoryFile = (text: string, relPath: string): SourceFile => ({ path: '-', relPath, name: relPath, open: () => Readable.from([Buffer.from(text)]) });
 
 async function decode(format: FormatModule, file: SourceFile, keepRaw = false): Promise<Decoded> {
   const diagnostics: Decoded['diagnostics'] = [];

@@ -112,4 +112,31 @@ test('an unreadable directory or file in a source is bad input naming it; --on-e
   assert.equal((JSON.parse(fileSkipped.stdout) as Summary).skipped_files.map((f) => [f.source_path, f.exit_code]), [['locked/x.storyline.json', 2]]);
 });
 
+test('messages name a file as it was given: a single file by its path, a file of a directory by its path in it', async () => {
+  const s = sandbox('import-sources');
+  mkdirSync(s.path('src', 'a'), { recursive: true });
+  mkdirSync(s.path('src', 'b'), { recursive: true });
+  writeFileSync(s.path('src', 'a', 'input.jsonl'), `${storyline('a')}\n`);
+  writeFileSync(s.path('src', 'b', 'input.jsonl'), 'not-json\n');
+  const bad = 'input.jsonl:1:2: invalid JSON: unexpected "o"';
+  for (const from of ['src/b/input.jsonl', s.path('src', 'b', 'input.jsonl')]) {
+    for (const extra of [[], ['-o', 'compact-jsonl']]) {
+      const r = await s.run(['import', '-f', from, '-t', 'ds', ...extra]);
+      assert.is(r.code, 2, r.stderr);
+      assert.match(r.stderr, `trajstore: error: ${from.replace(/input\.jsonl$/, bad)}\n`);
+    }
+  }
+  const walked = await s.run(['import', '-f', 'src', '-t', 'ds']);
+  assert.is(walked.code, 2, walked.stderr);
+  assert.match(walked.stderr, `trajstore: error: b/${bad}\n`);
+  const listed = await s.run(['list', 'src/b/input.jsonl']); // list resolves the path it reads
+  assert.match(listed.stderr, `not listed: ${s.path('src', 'b', bad)}\n`);
+  const detected = await s.run(['--log-level', 'info', 'import', '-f', 'src/a/input.jsonl', '-t', 'ds']);
+  assert.is(detected.code, 0, detected.stderr);
+  assert.match(detected.stderr, 'info: src/a/input.jsonl: detected storyline');
+  const wrongFormat = await s.run(['import', '-f', 'src/a/input.jsonl', '-t', 'ds-codex', '-i', 'agenta']);
+  assert.is(wrongFormat.code, 2, wrongFormat.stderr);
+  assert.match(wrongFormat.stderr, 'trajstore: error: src/a/input.jsonl: no agenta document');
+});
+
 test.run();

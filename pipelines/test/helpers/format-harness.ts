@@ -11,12 +11,12 @@ import type { DecodedDocument, DetectProbe, EncodedDocument, FormatModule, Sourc
 import { PROJECT_TESTDATA } from './fixtures.js';
 
 export function fileSource(path: string, relPath: string): SourceFile {
-  return { path, relPath, open: () => createReadStream(path) };
+  return { path, relPath, name: relPath, open: () => createReadStream(path) };
 }
 
 export function bytesSource(bytes: Buffer | string, relPath: string): SourceFile {
   const data = Buffer.from(bytes);
-  return { path: relPath, relPath, open: () => Readable.from([data]) };
+  return { path: relPath, relPath, name: relPath, open: () => Readable.from([data]) };
 }
 
 export interface Decoded {
