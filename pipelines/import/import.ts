@@ -162,6 +162,11 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
   /** Documents decoded, and the formats the files were read as (for the refusal of an input that holds none). */
   let decodedDocuments = 0;
   const formatsRead = new Set<FormatModule>();
+  /**
+   * Warnings for the files that held no document of their format, said once the import is through:
+   * when no file held any, the import fails saying so instead (a warning too would repeat it).
+   */
+  const noDocuments: string[] = [];
   const importedAt = new Date().toISOString();
   const checkpoint = new Checkpoint(options.signal);
   try {
@@ -184,6 +189,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
       const read = [...formatsRead];
       throw new InvalidInputError(`${where}: no ${read.map((f) => f.name).join(' or ')} document; expected ${read.map((f) => f.expects).join(', or ')}`);
     }
+    for (const warning of noDocuments) options.log.warn(warning);
     await checkpoint.check(); // decoders end early when the signal aborts, which is not the end of the input
     const snapshot = await writer.commit();
     const total = emptyTotals();
@@ -309,7 +315,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     await flushSource();
     if (result.documents === 0 && counting) {
       diagnostics += 1;
-      options.log.warn(`${file.name}: no ${format.name} documents in this file`);
+      noDocuments.push(`${file.name}: no ${format.name} documents in this file`);
     }
     return result;
   }

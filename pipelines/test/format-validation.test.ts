@@ -373,7 +373,7 @@ test('through the command: exit 2 naming file, line, column and pointer; nothing
   }
 });
 
-test('-i FORMAT on input that holds none of its documents exits 2 saying what was expected; no dataset is made', async () => {
+test('-i FORMAT on input that holds none of its documents exits 2 saying what was expected, once; no dataset is made', async () => {
   const s = sandbox('format-validation');
   mkdirSync(s.path('in'));
   writeFileSync(s.path('in', 'blank.jsonl'), '\n\n');
@@ -392,8 +392,19 @@ test('-i FORMAT on input that holds none of its documents exits 2 saying what wa
     const r = await s.run(['import', '-f', from, '-t', s.path(`ds-${format}`), '-i', format]);
     assert.is(r.code, 2, `${format}: ${r.stderr}`);
     assert.match(r.stderr, expected, format);
+    assert.not.match(r.stderr, /^warn: /m, `${format}: the error alone says it`);
     assert.not.ok(existsSync(s.path(`ds-${format}`)), `${format}: no dataset`);
   }
+});
+
+test('a file without documents of the format, beside files with some, is a warning (once) and the others are imported', async () => {
+  const s = sandbox('format-validation');
+  mkdirSync(s.path('in'));
+  writeFileSync(s.path('in', 'blank.jsonl'), '\n\n');
+  writeFileSync(s.path('in', 'one.storyline.json'), JSON.stringify({ schema_version: 'storyline/v1', session: 's', agent: { id: 'a' }, turns: [{ id: 1, src: 'user', msg: 'hi' }] }));
+  const r = await s.run(['import', '-f', s.path('in'), '-t', s.path('ds'), '-i', 'storyline']);
+  assert.is(r.code, 0, r.stderr);
+  assert.is(r.stderr, 'warn: blank.jsonl: no storyline documents in this file\n');
 });
 
 test.run();
