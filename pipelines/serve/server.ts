@@ -15,7 +15,7 @@ import { refuseOtherHosts } from '../../lib/loopback-host.js';
 import { protocolErrorOptions, refuseMissingHost } from '../../lib/protocol-errors.js';
 import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
-import { errorBody, toHttpError } from './errors.js';
+import { errorBody, schemaError, toHttpError } from './errors.js';
 import { Mounts, type MountSpec } from './mounts.js';
 import { DEFAULT_SERVE_MOUNT, GATEWAY_MOUNT } from './names.js';
 import { controlRoutes, type ServeCounters } from './routes/control.js';
@@ -79,7 +79,7 @@ const BODY_LIMITS: BodyLimits = { maxBytes: 1024 * 1024, drainBytes: 8 * 1024 * 
 
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
-  const app = Fastify({ ...protocolErrorOptions(errorBody), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
+  const app = Fastify({ ...protocolErrorOptions(errorBody), schemaErrorFormatter: schemaError, logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
   refuseMissingHost(app, errorBody);
   // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).
   app.removeAllContentTypeParsers();
