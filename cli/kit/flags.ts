@@ -155,9 +155,9 @@ export class ParsedArgs {
    * A duration in milliseconds: `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds; at most
    * 24 h. `min` (ms) defaults to 1; `min: 0` allows 0 (meaning "none" where a command says so).
    */
-  duration(long: string, fallbackMs: number, rule?: { min?: number }): number;
-  duration(long: string, fallbackMs: number | undefined, rule?: { min?: number }): number | undefined;
-  duration(long: string, fallbackMs: number | undefined, { min = 1 } = {}): number | undefined {
+  duration(long: string, fallbackMs: number, rule?: { min?: 0 | 1 }): number;
+  duration(long: string, fallbackMs: number | undefined, rule?: { min?: 0 | 1 }): number | undefined;
+  duration(long: string, fallbackMs: number | undefined, { min = 1 as 0 | 1 } = {}): number | undefined {
     const text = this.text(long);
     return text === undefined ? fallbackMs : parseDuration(this.display(long), text, min);
   }
@@ -194,13 +194,22 @@ export function parseNumber(what: string, text: string, { min, exclusive = false
   return n;
 }
 
-/** A duration in milliseconds, for values that are not flags of their own (`--slo ttft=200ms`). */
-export function parseDuration(what: string, text: string, min = 1): number {
+/**
+ * A duration in milliseconds, for values that are not flags of their own (`--slo ttft=200ms`).
+ * `min` is 1 (ms, the default: it must be greater than 0) or 0 (0 allowed).
+ */
+export function parseDuration(what: string, text: string, min: 0 | 1 = 1): number {
   const m = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
   const unit = m ? (m[2] === '' ? 1000 : DURATION_UNITS[(m[2] ?? '').toLowerCase()]) : undefined;
   const ms = m && unit ? Math.round(Number(m[1]) * unit) : NaN;
-  if (!Number.isFinite(ms) || ms < min || ms > MAX_DURATION_MS) {
-    throw new InvalidInputError(`invalid ${what} ${JSON.stringify(text)}: expected a duration such as 30s, 500ms or 2m (at most 24h)`);
-  }
+  // A duration that is well written but out of range says which bound it passes, not how to write one.
+  const problem = !Number.isFinite(ms)
+    ? 'expected a duration such as 30s, 500ms or 2m (at most 24h)'
+    : ms < min
+      ? 'must be greater than 0'
+      : ms > MAX_DURATION_MS
+        ? 'must be at most 24h'
+        : undefined;
+  if (problem) throw new InvalidInputError(`invalid ${what} ${JSON.stringify(text)}: ${problem}`);
   return ms;
 }
