@@ -1,7 +1,8 @@
 /**
  * `trajstore onboard`: an interactive walkthrough. Each step says what it shows, prints the
  * command, runs it (the real trajstore, as the user would type it) and waits for Enter, unless
- * --no-pause or stdin has ended. `q` then Enter stops. child_process and readline are loaded when
+ * --no-pause or stdin has ended. `q` then Enter stops. The prompt is for a person at a terminal:
+ * lines piped in are read without one, and stdin that has ended gets none. child_process and readline are loaded when
  * the walkthrough runs: at start-up every command would pay for them.
  */
 import { shellQuote } from '../../lib/shell.js';
@@ -50,16 +51,22 @@ async function runTrajstore(ctx: CommandContext, args: string[]): Promise<number
   });
 }
 
-/** Lines typed on stdin, one per pause; undefined once stdin has ended. */
-async function lineReader(ctx: CommandContext): Promise<() => Promise<string | undefined>> {
+/**
+ * A pause: waits for a line on stdin, with `prompt` on stderr when stdin is a terminal; resolves to
+ * whether the line asks to stop (`q`). Once stdin has ended it returns at once, prompting no more.
+ */
+async function pauser(ctx: CommandContext, prompt: string): Promise<() => Promise<boolean>> {
   const { createInterface } = await import('node:readline');
   const lines = createInterface({ input: ctx.stdin, terminal: false })[Symbol.asyncIterator]();
+  const prompting = (ctx.stdin as NodeJS.ReadStream).isTTY === true;
   let ended = false;
   return async () => {
-    if (ended) return undefined;
+    if (ended) return false;
+    if (prompting) ctx.stderr.write(prompt);
     const next = await lines.next();
+    if (prompting) ctx.stderr.write('\n');
     ended = next.done === true;
-    return next.done ? undefined : (next.value as string);
+    return !ended && (next.value as string).trim().toLowerCase() === 'q';
   };
 }
 
@@ -77,7 +84,7 @@ export const onboardCommand = defineCommand({
     const color = colorsOn(ctx);
     const bold = (text: string): string => (color ? `\x1b[1m${text}\x1b[0m` : text);
     const dim = (text: string): string => (color ? `\x1b[2m${text}\x1b[0m` : text);
-    const nextLine = f.pause ? await lineReader(ctx) : undefined;
+    const pause = f.pause ? await pauser(ctx, dim('-- Enter: next step, q: stop --')) : undefined;
     try {
       ctx.stdout.write(onboarding.example ? `The walkthrough uses temporary example data (three small runs), removed at the end.\n` : `The walkthrough uses the dataset ${onboarding.dataset}; it only reads it.\n`);
       for (const lesson of onboarding.lessons) {
@@ -87,12 +94,7 @@ export const onboardCommand = defineCommand({
           const status = await runTrajstore(ctx, step.args);
           if (ctx.signal.aborted) throw ctx.signal.reason;
           if (status !== 0) throw new ToolError(ExitCode.Internal, `the walkthrough's step \`trajstore ${step.args.map(shellQuote).join(' ')}\` exited with status ${status}`);
-          if (nextLine) {
-            ctx.stderr.write(dim('-- Enter: next step, q: stop --'));
-            const answer = await nextLine();
-            ctx.stderr.write('\n');
-            if (answer?.trim().toLowerCase() === 'q') return;
-          }
+          if (await pause?.()) return;
         }
       }
       ctx.stdout.write(`\n${bold('Done.')} Run \`trajstore <command> --help\` for every option, \`trajstore show\` to read a run, \`trajstore agent\` to let a coding agent answer questions about a dataset.\n`);

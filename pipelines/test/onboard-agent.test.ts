@@ -3,11 +3,12 @@
  * `claude` programs on PATH (real processes) that record their arguments, what came on stdin, and
  * the prompt file they were pointed at, so the tests see exactly what a real agent would get.
  */
+import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../lib/testing/run-tool.js';
+import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { sandbox } from './helpers/sandbox.js';
 import { hasScript, trajstoreOnTerminal } from './helpers/terminal.js';
@@ -145,11 +146,31 @@ test('onboard (all sections) runs every lesson; on a given dataset it says so', 
   assert.ok(r.stdout.includes(`uses the dataset ${ds}; it only reads it`));
 });
 
-test('onboard pauses after each step for a line on stdin; q stops', async () => {
+const PROMPT = '-- Enter: next step, q: stop --';
+
+test('onboard pauses after each step for a line on stdin; q stops; lines piped in get no prompt', async () => {
   const r = await s.run(['onboard', 'query'], '\nq\n');
   assert.is(r.code, 0, r.stderr);
   assert.is(r.stdout.split('$ trajstore query').length - 1, 2, 'two steps, then q');
-  assert.is(r.stderr.split('-- Enter: next step, q: stop --').length - 1, 2);
+  assert.not.ok(r.stderr.includes(PROMPT), r.stderr);
+  assert.not.ok(r.stdout.includes('Done.'));
+});
+
+test('onboard with stdin ended runs straight through without a prompt', async () => {
+  const r = await s.run(['onboard', 'query'], '');
+  assert.is(r.code, 0, r.stderr);
+  assert.is(r.stdout.split('$ trajstore query').length - 1, 3, 'every step');
+  assert.ok(r.stdout.includes('Done.'));
+  assert.is(r.stderr, '');
+});
+
+test('onboard on a terminal prompts at each pause', async () => {
+  if (!hasScript) return console.log('  (skipped: util-linux `script` is not installed)');
+  const tool = [process.execPath, toolScript('trajstore'), 'onboard', 'query'].map((a) => `'${a}'`).join(' ');
+  // Typed ahead: Enter after the first step, q after the second.
+  const r = spawnSync('script', ['-qec', tool, '/dev/null'], { input: '\nq\n', env: { ...process.env, ...s.env }, encoding: 'utf8', timeout: 60_000 });
+  assert.is(r.status, 0, r.stdout);
+  assert.is(r.stdout.split(PROMPT).length - 1, 2, r.stdout);
   assert.not.ok(r.stdout.includes('Done.'));
 });
 
