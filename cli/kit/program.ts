@@ -153,9 +153,16 @@ class Tool {
         env: this.io.env,
         signal: controller.signal,
       };
-      // The first signal asks the command to stop cleanly; a second one finds no handler and ends the process.
-      const stopOnSignal = (signal: StopSignal): void => controller.abort(new InterruptedError(signal));
-      process.once('SIGINT', stopOnSignal).once('SIGTERM', stopOnSignal);
+      // The first signal asks the command to stop cleanly; a second one ends the process at once.
+      const stopOnSignal = (signal: StopSignal): void => {
+        const stop = new InterruptedError(signal);
+        if (controller.signal.aborted) process.exit(stop.exitCode);
+        controller.abort(stop);
+      };
+      // `on`, not `once`, for as long as the command runs: signal-exit (node-llama-cpp loads it through
+      // proper-lockfile) listens too, and kills the process with the signal when it finds itself the
+      // signal's only listener, which it did once a `once` listener had removed itself on the first signal.
+      process.on('SIGINT', stopOnSignal).on('SIGTERM', stopOnSignal);
       try {
         this.pending = ctx;
         await cli.runMatchedCommand();

@@ -76,7 +76,8 @@ export interface Usage {
 
 /**
  * Why a request was not served: `invalid_request` and `context_length_exceeded` are the caller's
- * (HTTP 400), `overloaded` is worth retrying elsewhere (503), `internal` is the worker's (500).
+ * (HTTP 400), `overloaded` is worth retrying elsewhere (503; a stopping worker's requests end with it),
+ * `internal` is the worker's (500).
  */
 export type GenerateErrorCode = 'invalid_request' | 'context_length_exceeded' | 'overloaded' | 'internal';
 

@@ -55,6 +55,14 @@ const MAX_AHEAD = 64;
  * through the Router; on a shared clock, 0.94-1.03).
  */
 const TEXT_INTERVAL_MS = 10;
+/**
+ * What a request gets when its worker stops before the reply ended: `overloaded`, as the worker can
+ * take no more, so the Router sends a request that has not started elsewhere.
+ */
+const STOPPING: GenerateChunk = { type: 'error', code: 'overloaded', message: 'the worker is stopping' };
+
+/** Ends the chunks of the requests a stopping worker still holds. */
+class WorkerStopping extends Error {}
 
 /** Tokens generated over the last few seconds, in slots. */
 class RateMeter {
@@ -336,10 +344,14 @@ export class ModelRunner {
   private readonly free: LlamaContextSequence[];
   /** Each sequence's place in the order they were made: the order of their ids in a fresh context. */
   private readonly slots: Map<LlamaContextSequence, number>;
-  private readonly waiting: Array<(sequence: LlamaContextSequence) => void> = [];
+  /** Requests waiting for a sequence, first come first served; given none when the worker stops. */
+  private readonly waiting: Array<(sequence: LlamaContextSequence | undefined) => void> = [];
   /** Requests with a sequence, stepped together by `loop`. */
   private readonly generating = new Set<Generation>();
   private looping = false;
+  /** The running (or last) decoding loop: the model is disposed only once it has ended. */
+  private stepped: Promise<void> = Promise.resolve();
+  private stopping = false;
   private readonly rate = new RateMeter();
   private generated = 0;
   private completed = 0;
@@ -375,11 +387,22 @@ export class ModelRunner {
     };
   }
 
-  close(): Promise<void> {
-    return this.model.close();
+  /**
+   * Stops generating, then frees the model: waiting requests and those generating end with the
+   * STOPPING chunk, and the loop drops them at its next step; the native context is disposed only
+   * after that step, never under one.
+   */
+  async close(): Promise<void> {
+    this.stopping = true;
+    for (const enter of this.waiting.splice(0)) enter(undefined);
+    for (const g of this.generating) g.buffer.end(new WorkerStopping());
+    await this.stepped;
+    await this.model.close();
   }
 
   private async *run(input: unknown, signal: AbortSignal): AsyncGenerator<GenerateChunk> {
+    // Nothing more reaches the model once it is being freed (the prompt too is tokenized by it).
+    if (this.stopping) return yield STOPPING;
     const problem = invalid(input);
     if (problem) return yield problem;
     const request = input as GenerateRequest;
@@ -417,7 +440,8 @@ export class ModelRunner {
     let sequence: LlamaContextSequence;
     try {
       sequence = await this.admit(signal);
-    } catch {
+    } catch (error) {
+      if (error instanceof WorkerStopping) return yield STOPPING;
       this.cancelled++;
       return;
     }
@@ -429,7 +453,7 @@ export class ModelRunner {
     };
     signal.addEventListener('abort', leave, { once: true });
     this.generating.add(generation);
-    if (!this.looping) void this.loop();
+    if (!this.looping) this.stepped = this.loop();
     let outcome: Outcome;
     let failed = false;
     try {
@@ -437,6 +461,7 @@ export class ModelRunner {
       outcome = await generation.done;
     } catch (error) {
       failed = true;
+      if (error instanceof WorkerStopping) return yield STOPPING;
       return yield { type: 'error', code: 'internal', message: `generation failed: ${(error as Error).message}` };
     } finally {
       // The reply ended, or its reader left: then the loop drops the request at its next step.
@@ -460,7 +485,7 @@ export class ModelRunner {
       while (this.generating.size) {
         const stepping: Generation[] = [];
         for (const g of this.generating) {
-          if (g.left) this.retire(g, undefined);
+          if (g.left || this.stopping) this.retire(g, undefined);
           else if (!g.buffer.full) stepping.push(g);
         }
         stepping.sort((a, b) => a.slot - b.slot);
@@ -501,14 +526,15 @@ export class ModelRunner {
     })();
   }
 
-  /** Waits for a free sequence (first come, first served); rejects when the caller leaves first. */
+  /** Waits for a free sequence (first come, first served); rejects when the caller leaves first, or the worker stops. */
   private admit(signal: AbortSignal): Promise<LlamaContextSequence> {
     const sequence = this.waiting.length ? undefined : this.free.pop();
     if (sequence) return Promise.resolve(sequence);
     return new Promise((resolve, reject) => {
-      const enter = (sequence: LlamaContextSequence): void => {
+      const enter = (sequence: LlamaContextSequence | undefined): void => {
         signal.removeEventListener('abort', leave);
-        resolve(sequence);
+        if (sequence) resolve(sequence);
+        else reject(new WorkerStopping());
       };
       const leave = (): void => {
         this.waiting.splice(this.waiting.indexOf(enter), 1);

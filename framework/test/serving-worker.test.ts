@@ -2,7 +2,8 @@
  * The serving workers on the real tiny model (dist/models/tiny.gguf, made at set-up), as actors of
  * an in-process system: the model generator, the checks before a model is loaded, the contract's
  * chunks, caps, stop strings, seeds, the queue for sequences, requests joining a running batch, and
- * generation stopped when its caller leaves. Observations go through the workers' load reports.
+ * generation stopped when its caller leaves, and a worker that stops. Observations go through the
+ * workers' load reports.
  */
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -18,7 +19,9 @@ import { EngineWorker } from '../serving/engine/index.js';
 import { LocalModelWorker } from '../serving/index.js';
 import { ggufPieces } from '../serving/models/gguf.js';
 import { locateModel } from '../serving/models/locate.js';
+import { ModelRunner } from '../serving/runner.js';
 import { TINY_SHAPE, bigramModel, writeBigramModel } from '../serving/models/tiny.js';
+import { killAll, startNode } from './helpers/cluster.js';
 
 let system: ActorSystem;
 /** max_new_tokens 16, two sequences, a short context (llama.cpp rounds it up to 256 tokens). */
@@ -104,6 +107,46 @@ test('actorctl actor: a missing model exits 2 naming where it looked; an unsuppo
   const file = await runTool('actorctl', ['actor', 'framework.serving.LocalModelWorker', '--addr', '127.0.0.1:0', '--', '--model_name', './missing/model.gguf'], { timeoutMs: 20_000 });
   assert.is(file.code, 2, file.stderr);
   assert.match(file.stderr, /model file \S+missing\/model\.gguf does not exist/);
+});
+
+test('actorctl actor: a worker stops on SIGTERM or SIGINT, mid-reply too: it leaves the cluster, its reply ends with an error chunk, exit 0', async () => {
+  const engineNode = await startNode({ classPath: 'framework.serving.engine.EngineWorker', name: 'worker', params: ['--model', 'tiny', '--sequences', '1'] });
+  const localNode = await startNode({ classPath: 'framework.serving.LocalModelWorker', name: 'worker', params: ['--model_name', 'tiny'] });
+  const client = await ActorSystem.start({ seeds: [engineNode.addr], log: () => {} });
+  try {
+    await until('the client to see the worker', async () => client.instances('worker').length >= 1);
+    const reply = client.resolve('worker', { nodeId: engineNode.nodeId }).stream<GenerateChunk>('generateStream', [{ prompt: 'The', ...GREEDY, max_tokens: 100_000 }])[Symbol.asyncIterator]();
+    assert.is((await reply.next()).value?.type, 'text');
+    engineNode.proc.kill('SIGTERM');
+    localNode.proc.kill('SIGINT');
+    let last: GenerateChunk | undefined;
+    for (let r = await reply.next(); !r.done; r = await reply.next()) last = r.value;
+    assert.equal(last, { type: 'error', code: 'overloaded', message: 'the worker is stopping' });
+    for (const node of [engineNode, localNode]) {
+      assert.is(await node.exited, 0, node.output());
+      assert.match(node.output(), 'info: [worker] stopping: leaving the cluster');
+      assert.match(node.output(), 'info: [worker] stopped');
+    }
+  } finally {
+    await client.shutdown();
+    await killAll();
+  }
+});
+
+test('a stopping worker ends the replies it generates and those waiting for a sequence, then frees its model', async () => {
+  const runner = await ModelRunner.start({ model: 'tiny', threads: 1, contextSize: 256, sequences: 1, maxQueued: 4 });
+  const generating = runner.generate({ prompt: 'The', ...GREEDY, max_tokens: 100_000 });
+  assert.is((await generating.next()).value?.type, 'text');
+  const queued = runner.generate({ prompt: 'The', ...GREEDY });
+  const queuedFirst = queued.next();
+  await until('a queued request', async () => runner.load().queued === 1);
+  await runner.close();
+  const rest: GenerateChunk[] = [];
+  for await (const chunk of generating) rest.push(chunk);
+  const stopping = { type: 'error', code: 'overloaded', message: 'the worker is stopping' };
+  assert.equal(rest[rest.length - 1], stopping);
+  assert.equal((await queuedFirst).value, stopping);
+  assert.equal((await runner.generate({ prompt: 'The' }).next()).value, stopping, 'a request after the stop');
 });
 
 test('a reply streams as text chunks and ends with the finish reason and usage; a chat goes through the GGUF chat template', async () => {
