@@ -34,42 +34,45 @@ function flags(args: ParsedArgs): ActorsFlags {
 
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
-/** What a table shows of one node's actors; the other formats get these fields and then whatever else the actors report. */
-const NODE_TABLE: Column[] = [{ key: 'name' }, { key: 'type' }, { key: 'actor_id' }, { key: 'class' }, { key: 'module' }];
-const NODE_FIELDS: Column[] = [{ key: 'name' }, { key: 'type' }, { key: 'actor_id' }, { key: 'class' }, { key: 'status' }];
+/**
+ * The fields every actor has, then `module` (which `actorctl actor` records), then whatever else
+ * the actors report (a worker's load, an Echo's calls), in every format: a table on a terminal
+ * clips its widest cells to fit, and never leaves a column out.
+ */
+const NODE_FIELDS: Column[] = [{ key: 'name' }, { key: 'type' }, { key: 'actor_id' }, { key: 'class' }, { key: 'status' }, { key: 'module' }];
 
 async function printNode(ctx: CommandContext, endpoint: string, { inspect, query, view }: ActorsFlags): Promise<void> {
-  const actors = await inspectNodeActors(endpoint, { ...inspectOptions(ctx, inspect, false), ...query });
-  const table = view.format === 'table';
-  const rows: Row[] = actors.map((a) => (table ? { ...a, module: a.module ?? '' } : { ...a }));
+  const rows: Row[] = await inspectNodeActors(endpoint, { ...inspectOptions(ctx, inspect, false), ...query });
   const extra = columnsOf(rows).filter((c) => !NODE_FIELDS.some((f) => f.key === c.key));
-  printRows(ctx, view, table ? NODE_TABLE : [...NODE_FIELDS, ...extra], rows, 'no actors found');
-  if (table && rows.length) ctx.stdout.write(`(${plural(rows.length, 'actor')} on ${endpoint})\n`);
+  printRows(ctx, view, [...NODE_FIELDS, ...extra], rows, 'no actors found');
+  if (view.format === 'table' && rows.length) ctx.stdout.write(`(${plural(rows.length, 'actor')} on ${endpoint})\n`);
+}
+
+/** At most five of a list, for a table: `a, b, c, d, e ... (+2 more)`. */
+function shortList(items: readonly string[]): string {
+  const shown = items.slice(0, 5).join(', ');
+  return items.length > 5 ? `${shown} ... (+${items.length - 5} more)` : shown;
 }
 
 /** Tables shorten ids (`<node>:<actor>`, 8 characters each) and lists; the other formats give them whole. */
 function placementRow(actor: ActorPlacement, table: boolean): Row {
   const { name, instances } = actor;
   if (!table) return { name, instances: instances.length, nodes: instances.map((i) => i.node_id), actor_ids: instances.map((i) => i.actor_id) };
-  const [first] = instances;
-  const id = first ? `${first.node_id.slice(0, 8)}:${first.actor_id.slice(0, 8)}` : '';
-  const nodes = instances.slice(0, 5).map((i) => i.node_id.slice(0, 8)).join(', ');
   return {
     name,
-    actor_id: instances.length > 1 ? `${id} (+${instances.length - 1} more)` : id,
     instances: instances.length,
-    nodes: instances.length > 5 ? `${nodes} ... (+${instances.length - 5} more)` : nodes,
+    nodes: shortList(instances.map((i) => i.node_id.slice(0, 8))),
+    actor_ids: shortList(instances.map((i) => `${i.node_id.slice(0, 8)}:${i.actor_id.slice(0, 8)}`)),
   };
 }
+
+const PLACEMENT_COLUMNS: Column[] = [{ key: 'name' }, { key: 'instances' }, { key: 'nodes' }, { key: 'actor_ids' }];
 
 async function printCluster(ctx: CommandContext, { inspect, query, view }: ActorsFlags): Promise<void> {
   const { nodes, actors, failures } = await inspectActors({ ...inspectOptions(ctx, inspect), ...query });
   warnFailures(ctx, failures);
   const table = view.format === 'table';
-  const columns: Column[] = table
-    ? [{ key: 'name' }, { key: 'actor_id', title: 'actor id (node:local)' }, { key: 'instances' }, { key: 'nodes' }]
-    : [{ key: 'name' }, { key: 'instances' }, { key: 'nodes' }, { key: 'actor_ids' }];
-  printRows(ctx, view, columns, actors.map((a) => placementRow(a, table)), 'no actors found');
+  printRows(ctx, view, PLACEMENT_COLUMNS, actors.map((a) => placementRow(a, table)), 'no actors found');
   const instances = actors.reduce((n, a) => n + a.instances.length, 0);
   if (table && actors.length) ctx.stdout.write(`(${plural(actors.length, 'actor')}, ${plural(instances, 'instance')} on ${plural(nodes, 'node')})\n`);
 }

@@ -15,9 +15,8 @@ function flags(args: ParsedArgs): ClusterFlags {
   return { inspect: inspectFlags(args), view: rowView(args) };
 }
 
-/** A table leaves out each member's actors (`inspect actors` shows them); the other formats carry them. */
-const TABLE_COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'addr' }, { key: 'status' }];
-const ROW_COLUMNS: Column[] = [...TABLE_COLUMNS, { key: 'actors' }];
+/** Every format has every column; a table lists each member's named actors as text. */
+const COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'addr' }, { key: 'status' }, { key: 'actors' }];
 
 export const inspectClusterCommand = defineCommand({
   name: 'inspect cluster',
@@ -30,8 +29,9 @@ export const inspectClusterCommand = defineCommand({
     const inspect = inspectOptions(ctx, f.inspect);
     ctx.log.info(`connecting to the cluster via seeds ${inspect.seeds.join(', ')}`);
     const { seed, members } = await inspectCluster(inspect);
-    printRows(ctx, view, view.format === 'table' ? TABLE_COLUMNS : ROW_COLUMNS, members.map((m) => ({ ...m })));
-    if (view.format !== 'table') return;
+    const table = view.format === 'table';
+    printRows(ctx, view, COLUMNS, members.map((m) => ({ ...m, ...(table ? { actors: m.actors.join(', ') } : {}) })));
+    if (!table) return;
     const counts = new Map<string, number>();
     for (const m of members) counts.set(m.status, (counts.get(m.status) ?? 0) + 1);
     const byStatus = [...counts].sort(([a], [b]) => a.localeCompare(b)).map(([status, n]) => `${status} ${n}`);

@@ -17,9 +17,7 @@ function flags(args: ParsedArgs): MetricsFlags {
   return { inspect: inspectFlags(args), raw: args.bool('--raw', true), view: rowView(args) };
 }
 
-/** A table needs no address beside the node id; the other formats carry both. */
-const TABLE_COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'series' }, { key: 'value' }];
-const ROW_COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'addr' }, { key: 'series' }, { key: 'value' }];
+const COLUMNS: Column[] = [{ key: 'node_id' }, { key: 'addr' }, { key: 'series' }, { key: 'value' }];
 
 export const inspectMetricsCommand = defineCommand({
   name: 'inspect metrics',
@@ -42,7 +40,7 @@ export const inspectMetricsCommand = defineCommand({
       return;
     }
     const rows = nodes.flatMap((node) => node.samples.map((s) => ({ node_id: node.node_id, addr: node.addr, series: s.series, value: s.value })));
-    printRows(ctx, view, table ? TABLE_COLUMNS : ROW_COLUMNS, rows, 'no key metrics found');
+    printRows(ctx, view, COLUMNS, rows, 'no key metrics found');
     if (table) ctx.stdout.write('(key series only; --raw True shows every series)\n');
   },
 });

@@ -3,7 +3,7 @@
  * (constructor parameter schema, restart policy) that the system and `actorctl actor` read.
  */
 import { type TObject, Type } from '@sinclair/typebox';
-import type { ActorClass, ActorContext } from './context.js';
+import type { ActorClass, ActorContext, ActorMetadata } from './context.js';
 
 /** How a failing actor is treated. `never`: a method's error goes to its caller and the instance keeps
  * running. `on-failure`: the error goes to the caller and the instance is rebuilt after a backoff. */
@@ -46,7 +46,7 @@ export abstract class Actor {
   onStart(): void | Promise<void> {}
   onStop(): void | Promise<void> {}
   /** Extra key/values shown by `/actors`. */
-  metadata(): Record<string, string> {
+  metadata(): ActorMetadata {
     return {};
   }
 }

@@ -3,7 +3,7 @@
  * supervision (restart with exponential backoff, or stop after too many restarts).
  */
 import { callableMethods, type ActorMeta } from './actor.js';
-import type { ActorContext } from './context.js';
+import type { ActorContext, ActorMetadata } from './context.js';
 import { ActorError, errorMessage, type ActorErrorCode } from './errors.js';
 
 export type CallMode = 'ask' | 'tell' | 'stream';
@@ -55,7 +55,7 @@ export class ActorCell {
   private state: 'starting' | 'running' | 'restarting' | 'stopped' = 'starting';
   processed = 0;
   /** Key/values given at spawn, shown by /actors. */
-  extra: Record<string, string> = {};
+  extra: ActorMetadata = {};
   readonly createdAt = Date.now();
 
   constructor(
@@ -102,8 +102,8 @@ export class ActorCell {
     return envelope.controller.signal;
   }
 
-  metadata(): Record<string, string> {
-    const fn = (this.instance as { metadata?: () => Record<string, string> } | undefined)?.metadata;
+  metadata(): ActorMetadata {
+    const fn = (this.instance as { metadata?: () => ActorMetadata } | undefined)?.metadata;
     try {
       return typeof fn === 'function' ? fn.call(this.instance) : {};
     } catch {

@@ -16,12 +16,18 @@ export interface ResolveOptions {
   nodeId?: string;
 }
 
+/**
+ * What `/actors` shows of an actor beside the fields every actor has: text, or numbers (counts,
+ * rates), which stay numbers in JSON for the programs that read them.
+ */
+export type ActorMetadata = Record<string, string | number>;
+
 export interface SpawnOptions {
   /** A named actor is public: listed by /actors and resolvable from every node. */
   name?: string;
   params?: Record<string, unknown>;
   /** Extra key/values shown by /actors (e.g. module, class). */
-  metadata?: Record<string, string>;
+  metadata?: ActorMetadata;
 }
 
 export interface CallOptions {

@@ -4,7 +4,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { remote } from '../core/actor.js';
-import type { ActorContext } from '../core/context.js';
+import type { ActorContext, ActorMetadata } from '../core/context.js';
 
 const EchoParams = Type.Object({
   prefix: Type.String({ default: '', description: 'prepended to string arguments of echo' }),
@@ -57,8 +57,8 @@ class Echo {
     return this.context?.system.nodeId ?? '';
   }
 
-  metadata(): Record<string, string> {
-    return { calls: String(this.calls), active_streams: String(this.activeStreams) };
+  metadata(): ActorMetadata {
+    return { calls: this.calls, active_streams: this.activeStreams };
   }
 }
 

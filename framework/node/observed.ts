@@ -24,7 +24,7 @@ export const MemberList = Type.Array(
 export type MemberList = Static<typeof MemberList>;
 export type MemberEntry = MemberList[number];
 
-/** `GET /actors[?all=true]`: the actors of this node; what an actor's `metadata()` adds comes as extra text fields. */
+/** `GET /actors[?all=true]`: the actors of this node; what an actor's `metadata()` adds comes as extra fields, text or numbers. */
 export const ActorList = Type.Array(
   Type.Object(
     {
@@ -34,11 +34,11 @@ export const ActorList = Type.Array(
       class: Type.String(),
       status: Type.String(),
     },
-    { additionalProperties: Type.String() },
+    { additionalProperties: Type.Union([Type.String(), Type.Number()]) },
   ),
 );
 export type ActorList = Static<typeof ActorList>;
-export type ActorEntry = ActorList[number] & Record<string, string>;
+export type ActorEntry = ActorList[number] & Record<string, string | number>;
 
 /** `GET /health`. */
 export const Health = Type.Object({

@@ -5,7 +5,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { remote } from '../core/actor.js';
-import type { ActorContext } from '../core/context.js';
+import type { ActorContext, ActorMetadata } from '../core/context.js';
 import type { GenerateChunk, LoadReport } from './contract.js';
 import { ModelRunner, type RunnerOptions } from './runner.js';
 
@@ -44,19 +44,10 @@ export class ModelWorker {
     return this.running.load();
   }
 
-  metadata(): Record<string, string> {
+  /** The load report (what `inspect actors --endpoint` shows of a worker) and the chat template in use. */
+  metadata(): ActorMetadata {
     if (!this.runner) return {};
-    const { model, active, queued, sequences, tokens_per_s, completed, cancelled } = this.runner.load();
-    return {
-      model,
-      chat_template: this.runner.model.chatTemplate,
-      active: String(active),
-      queued: String(queued),
-      sequences: String(sequences),
-      tokens_per_s: String(tokens_per_s),
-      completed: String(completed),
-      cancelled: String(cancelled),
-    };
+    return { ...this.runner.load(), chat_template: this.runner.model.chatTemplate };
   }
 
   private get running(): ModelRunner {

@@ -101,7 +101,7 @@ test('actorctl call: ask, stream, tell, @- from stdin; errors map to exit codes;
   }
 });
 
-test('inspect --format table|json|jsonl; progress goes to stderr, never stdout', async () => {
+test('inspect --format table|json|jsonl|csv, every format with the same columns; progress goes to stderr, never stdout', async () => {
   const seeds = ['--seeds', nodes[0]!.addr];
   for (const command of ['cluster', 'actors', 'metrics']) {
     const table = await runTool('actorctl', ['--log-level', 'info', 'inspect', command, ...seeds, '--format', 'table', ...(command === 'metrics' ? ['--raw', 'False'] : [])]);
@@ -115,6 +115,25 @@ test('inspect --format table|json|jsonl; progress goes to stderr, never stdout',
     const lines = jsonl.stdout.trim().split('\n').map((l) => JSON.parse(l) as unknown);
     assert.is(lines.length, rows.length, `${command}: one line per row`);
   }
+  // A table (piped, --wide or not) has the columns the other formats have, in their order, as the README lists them.
+  const a = nodes[0]!.addr;
+  for (const [args, header] of [
+    [['cluster', ...seeds], 'node_id,addr,status,actors'],
+    [['actors', ...seeds], 'name,instances,nodes,actor_ids'],
+    [['actors', '--endpoint', a], 'name,type,actor_id,class,status,module,calls,active_streams'],
+    [['metrics', ...seeds, '--raw', 'False'], 'node_id,addr,series,value'],
+  ] as const) {
+    const csv = await runTool('actorctl', ['inspect', ...args, '--format', 'csv']);
+    assert.is(csv.stdout.split('\n')[0], header, args.join(' '));
+    for (const wide of [[], ['--wide']]) {
+      const table = await runTool('actorctl', ['inspect', ...args, ...wide]);
+      assert.equal(table.stdout.split('\n')[0]!.split(/\s+/), header.toUpperCase().split(','), `${args.join(' ')} ${wide.join(' ')}`);
+    }
+  }
+  // What actors report keeps its type: counts are numbers in JSON.
+  const [echo] = JSON.parse((await runTool('actorctl', ['inspect', 'actors', '--endpoint', a, '--format', 'json'])).stdout) as Array<Record<string, unknown>>;
+  assert.is(typeof echo?.calls, 'number');
+  assert.is(typeof echo?.active_streams, 'number');
   const bad = await runTool('actorctl', ['inspect', 'cluster', ...seeds, '--format', 'yaml']);
   assert.is(bad.code, 2);
   assert.match(bad.stderr, '--format');

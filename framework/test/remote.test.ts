@@ -92,9 +92,9 @@ test('breaking out of a remote stream stops its generator on the node, which kee
   // The cancel reached the node: its generator was stopped (it would run for 20 s otherwise).
   const activeStreams = async () => {
     const r = await h2Request(node.addr, { ':method': 'GET', ':path': '/actors' });
-    return (JSON.parse(r.body) as Array<Record<string, string>>).find((a) => a.name === 'echo')?.active_streams;
+    return (JSON.parse(r.body) as Array<Record<string, unknown>>).find((a) => a.name === 'echo')?.active_streams;
   };
-  await waitFor('the remote generator to stop', async () => (await activeStreams()) === '0', 3000);
+  await waitFor('the remote generator to stop', async () => (await activeStreams()) === 0, 3000);
   assert.is(await echo.ask('echo', ['still']), 're: still');
 });
 

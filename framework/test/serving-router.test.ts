@@ -75,6 +75,23 @@ test('GET /v1/models and /health', async () => {
   assert.equal(health.workers.map((w) => w.addr).sort(), workers.map((w) => w.addr).sort());
 });
 
+test('inspect actors --endpoint shows a worker its load report and the Router its counts, numbers as numbers in JSON', async () => {
+  const inspect = async (node: NodeProcess): Promise<Record<string, unknown>> => {
+    const r = await runTool('actorctl', ['inspect', 'actors', '--endpoint', node.addr, '--format', 'json']);
+    assert.is(r.code, 0, r.stderr);
+    return (JSON.parse(r.stdout) as Array<Record<string, unknown>>)[0]!;
+  };
+  const worker = await inspect(workers[0]!);
+  assert.equal(Object.keys(worker), ['name', 'type', 'actor_id', 'class', 'status', 'module', 'model', 'active', 'queued', 'sequences', 'tokens_per_s', 'generated_tokens', 'completed', 'cancelled', 'chat_template']);
+  assert.is(worker.sequences, 4);
+  for (const key of ['active', 'queued', 'tokens_per_s', 'generated_tokens', 'completed', 'cancelled']) assert.is(typeof worker[key], 'number', key);
+  const routed = await inspect(router);
+  assert.is(routed.workers, 2);
+  for (const key of ['requests', 'failed', 'cancelled']) assert.is(typeof routed[key], 'number', key);
+  const table = await runTool('actorctl', ['inspect', 'actors', '--endpoint', workers[0]!.addr]);
+  assert.match(table.stdout, /^NAME\s+TYPE\s+ACTOR_ID\s+CLASS\s+STATUS\s+MODULE\s+MODEL\s+ACTIVE\s+QUEUED\s+SEQUENCES\s+TOKENS_PER_S\s+GENERATED_TOKENS\s+COMPLETED\s+CANCELLED\s+CHAT_TEMPLATE\n/);
+});
+
 test('chat completions, non-streaming and streaming: the same reply for a seed, the role first, finish_reason, usage, [DONE]', async () => {
   const whole = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, seed: 7, max_tokens: 30 });
   const reply = whole.choices[0]!;

@@ -13,7 +13,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { remote } from '../../core/actor.js';
 import { isLoopbackHost } from '../../../lib/loopback.js';
-import type { ActorContext } from '../../core/context.js';
+import type { ActorContext, ActorMetadata } from '../../core/context.js';
 import { apiServer, type ApiOptions } from './http.js';
 import { WorkerPool } from './pool.js';
 
@@ -66,15 +66,15 @@ class Router {
     this.app = undefined;
   }
 
-  metadata(): Record<string, string> {
+  metadata(): ActorMetadata {
     return {
       http: this.address,
       model: this.params.model_name,
       worker_name: this.params.worker_name,
-      workers: String(this.pool?.alive().length ?? 0),
-      requests: String(this.counters.requests),
-      failed: String(this.counters.failed),
-      cancelled: String(this.counters.cancelled),
+      workers: this.pool?.alive().length ?? 0,
+      requests: this.counters.requests,
+      failed: this.counters.failed,
+      cancelled: this.counters.cancelled,
     };
   }
 }
