@@ -55,6 +55,11 @@ export class ConflictError extends ToolError {
   }
 }
 
+/** A listening address another process holds: a conflict, named by `subject` (the flag and the address given). */
+export function addressInUse(subject: string): ConflictError {
+  return new ConflictError(`${subject} is in use by another process`, { hint: 'choose another port (0 picks a free one)' });
+}
+
 export class ResourceLimitError extends ToolError {
   constructor(message: string, options?: ToolErrorOptions) {
     super(ExitCode.ResourceLimit, message, options);

@@ -152,7 +152,16 @@ export class ActorSystem implements ActorSystemView {
     system.stopReclaim = reclaimAfterSurges(system.listener.budget, DEFAULT_RECLAIM, (before, after) =>
       system.log(`gave memory back after a surge of call bodies: resident ${mib(before)} -> ${mib(after)} MiB`),
     );
-    if (options.metricsAddr) system.metricsServer = await openHttp1(options.metricsAddr, http1Observers(system));
+    if (options.metricsAddr) {
+      try {
+        system.metricsServer = await openHttp1(options.metricsAddr, http1Observers(system));
+      } catch (error) {
+        // The node's own listener is open already, and would keep the process running.
+        system.stopReclaim();
+        await system.listener.close();
+        throw error;
+      }
+    }
     const bound = system.listener.address();
     system.addr = options.advertise ?? formatAddr(advertisedHost(parseAddr(addr).host), bound.port);
     system.membership = joinCluster({

@@ -7,7 +7,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { closeWithGrace, REQUEST_TIMEOUT_MS } from '../../lib/http-limits.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
-import { ConflictError, InvalidInputError } from '../../lib/errors.js';
+import { InvalidInputError, addressInUse } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import { parseListenAddress, type ListenAddress } from './address.js';
@@ -113,7 +113,7 @@ async function listen(app: FastifyInstance, address: ListenAddress, flag: string
   try {
     await app.listen({ host: address.host, port: address.port });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new ConflictError(`${flag} ${address.host}:${address.port} is in use by another process`, { hint: 'choose another port (0 picks a free one)' });
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') throw addressInUse(`${flag} ${address.host}:${address.port}`);
     throw error;
   }
 }

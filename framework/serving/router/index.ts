@@ -12,6 +12,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { remote } from '../../core/actor.js';
+import { addressInUse } from '../../../lib/errors.js';
 import { isLoopbackHost } from '../../../lib/loopback.js';
 import type { ActorContext, ActorMetadata } from '../../core/context.js';
 import { apiServer, type ApiOptions } from './http.js';
@@ -54,6 +55,7 @@ class Router {
     } catch (error) {
       await this.onStop();
       const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EADDRINUSE') throw addressInUse(`http_port ${port}: ${host}:${port}`);
       throw new Error(`http_port ${port}: cannot listen on ${host}:${port} (${code ?? (error as Error).message})`);
     }
     const bound = this.app.server.address();
