@@ -11,7 +11,7 @@ import { InvalidInputError } from '../../lib/errors.js';
 import { distPath } from '../../lib/install.js';
 import { actorMeta, type ActorMeta } from './actor.js';
 import type { ActorClass } from './context.js';
-import { acceptedParams, checkParams, declaredParam, typeName } from './params.js';
+import { acceptedParams, checkParams, declaredParam, problemText, typeName } from './params.js';
 
 export { describeParams } from './params.js';
 
@@ -186,7 +186,7 @@ export function actorParams(schema: TObject, given: { json: readonly string[]; w
   // fromEntries defines each key as an own property, so no name can reach an object's prototype.
   const checked = checkParams(schema, Object.fromEntries(entries));
   if ('problems' in checked) {
-    const problems = checked.problems.slice(0, 5).map((p) => `${p.name ? `--${p.name}` : '(parameters)'}: ${p.message}`);
+    const problems = checked.problems.slice(0, 5).map((p) => problemText(p, '--'));
     throw new InvalidInputError(`invalid constructor parameters: ${problems.join('; ')} (accepted parameters: ${acceptedParams(schema)})`);
   }
   return checked.params;

@@ -5,7 +5,7 @@
  * schema's defaults filled in. Shared by spawning (registry.ts) and `actorctl actor` (loader.ts).
  */
 import type { TObject, TSchema } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
+import { Value, ValueErrorType } from '@sinclair/typebox/value';
 
 export interface ParamInfo {
   name: string;
@@ -47,25 +47,41 @@ export function acceptedParams(schema: TObject): string {
   return params.length ? params.map((p) => `--${p.name} <${p.type}>`).join(', ') : 'none (this class takes no parameters)';
 }
 
-/** One thing wrong with the parameters: `name` is the parameter (empty when it is about all of them). */
+/**
+ * One thing wrong with the parameters: `name` is the parameter (empty when it is about all of them);
+ * `missing`: a required one was not given, and `message` says what it is.
+ */
 export interface ParamProblem {
   name: string;
   message: string;
+  missing?: boolean;
 }
 
 /**
  * The parameters with the schema's defaults filled in, or what is wrong with them: unknown names
- * first, then values that do not match their declared type (nothing is converted).
+ * first, then missing ones and values that do not match their declared type (nothing is
+ * converted), one problem per parameter.
  */
 export function checkParams(schema: TObject, given: Readonly<Record<string, unknown>>): { params: Record<string, unknown> } | { problems: ParamProblem[] } {
   const unknown = Object.keys(given).filter((name) => !declaredParam(schema, name));
   if (unknown.length) return { problems: unknown.map((name) => ({ name, message: 'unknown parameter' })) };
   const params = Value.Default(schema, structuredClone(given)) as Record<string, unknown>;
-  const problems = [...Value.Errors(schema, params)].map((e) => {
+  // TypeBox reports a missing parameter twice (required, then not of its type): its first error says it.
+  const byName = new Map<string, ParamProblem>();
+  for (const e of Value.Errors(schema, params)) {
     const name = e.path.split('/')[1] ?? '';
-    return { name, message: `${e.message}${name && e.path === `/${name}` ? `, got ${shown(e.value)}` : ''}` };
-  });
-  return problems.length ? { problems } : { params };
+    if (byName.has(name)) continue;
+    if (e.type === ValueErrorType.ObjectRequiredProperty && e.path === `/${name}`) byName.set(name, { name, message: (e.schema as { description?: string }).description ?? '', missing: true });
+    else byName.set(name, { name, message: `${e.message}${name && e.path === `/${name}` ? `, got ${shown(e.value)}` : ''}` });
+  }
+  return byName.size ? { problems: [...byName.values()] } : { params };
+}
+
+/** A problem as messages name it: `--model_name is required: <what it is>`, `--start: Expected integer, got "x"` (`prefix` before the name). */
+export function problemText(p: ParamProblem, prefix: string): string {
+  if (!p.name) return `(parameters): ${p.message}`;
+  if (p.missing) return `${prefix}${p.name} is required${p.message ? `: ${p.message}` : ''}`;
+  return `${prefix}${p.name}: ${p.message}`;
 }
 
 /** A value as a message shows it: JSON, at most 40 characters. */

@@ -10,7 +10,7 @@ import type { ActorClass, ActorSystemView, SpawnOptions } from './context.js';
 import { ActorError } from './errors.js';
 import { ACTOR_NAME_RE as NAME_RE } from './members.js';
 import type { NodeMetrics } from './metrics.js';
-import { checkParams } from './params.js';
+import { checkParams, problemText } from './params.js';
 
 /** Names of the system's own actors; user actors may not take them. */
 const SYSTEM_NAME = /^(_|system\/)/;
@@ -61,7 +61,7 @@ export class LocalActors {
     }
     const checked = checkParams(meta.params, options.params ?? {});
     if ('problems' in checked) {
-      throw new ActorError('bad-request', `invalid parameters for ${meta.className}: ${checked.problems.map((p) => `${p.name || '(all)'}: ${p.message}`).join('; ')}`);
+      throw new ActorError('bad-request', `invalid parameters for ${meta.className}: ${checked.problems.map((p) => problemText(p, '')).join('; ')}`);
     }
     const { params } = checked;
     const cell = new ActorCell(randomUUID().replaceAll('-', ''), name, cls, meta, params, { system: this.system }, {

@@ -15,7 +15,7 @@ export const RUNTIME_PARAMS = {
   context_size: Type.Integer({ default: 2048, minimum: 16, maximum: 1 << 20, description: "tokens per sequence, prompt and reply together (at most the model's context length)" }),
   max_queued: Type.Integer({ default: 256, minimum: 0, description: 'requests that may wait for a free sequence; more are refused (the Router tries another worker)' }),
 };
-export const MODEL_DESCRIPTION = 'a model name (<name>.gguf in $ACTORCTL_MODELS_DIR, else the built-in models: tiny) or a path to a .gguf file';
+export const MODEL_DESCRIPTION = 'a model name (<name>.gguf in $ACTORCTL_MODELS_DIR, else a built-in model such as tiny) or a path to a .gguf file';
 
 /** A worker: loads its model when it starts, frees it when it stops. */
 export class ModelWorker {
@@ -57,7 +57,7 @@ export class ModelWorker {
 }
 
 const LocalModelWorkerParams = Type.Object({
-  model_name: Type.String({ minLength: 1, description: `model to load: ${MODEL_DESCRIPTION}` }),
+  model_name: Type.String({ minLength: 1, description: `the model to load, ${MODEL_DESCRIPTION}` }),
   ...RUNTIME_PARAMS,
 });
 type LocalModelWorkerParams = Static<typeof LocalModelWorkerParams>;

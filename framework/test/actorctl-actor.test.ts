@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
 import { ActorSystem } from '../core/system.js';
+import { Router } from '../serving/index.js';
 import { killAll, startNode, waitFor } from './helpers/cluster.js';
 
 const actor = (args: string[]) => runTool('actorctl', ['actor', '--addr', '127.0.0.1:0', ...args], { timeoutMs: 20_000 });
@@ -64,6 +65,18 @@ test('bad constructor parameters exit 2 naming the parameter and the accepted on
     const r = await actor(['framework.examples.Echo', ...args]);
     assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message, args.join(' '));
+  }
+  // A required parameter left out is said once, with what it is; a spawn in code says the same.
+  const missing = await actor(['framework.serving.Router']);
+  assert.is(missing.code, 2, missing.stderr);
+  assert.match(missing.stderr, 'invalid constructor parameters: --model_name is required: the model name clients send (accepted parameters:');
+  assert.is(missing.stderr.split('model_name').length, 3, `named once, and once among the accepted: ${missing.stderr}`);
+  const system = await ActorSystem.start({ log: () => {} });
+  try {
+    const error = await system.spawn(Router, { params: {} }).then(() => undefined, (e: unknown) => e as Error);
+    assert.match(String(error?.message), 'invalid parameters for Router: model_name is required: the model name clients send');
+  } finally {
+    await system.shutdown();
   }
 });
 

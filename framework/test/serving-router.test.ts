@@ -350,7 +350,6 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     ['/v1/chat/completions', chat({ messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] }] }), 'messages[0].tool_calls', /Unsupported parameter 'messages\[0\]\.tool_calls'/],
     ['/v1/chat/completions', chat({ tools: [{ type: 'function', function: { name: 'f' } }] }), 'tools', /this server does not call tools/],
     ['/v1/chat/completions', chat({ tool_choice: 'required' }), 'tool_choice', /this server does not call tools/],
-    ['/v1/chat/completions', chat({ logprobs: true }), 'logprobs', /log probabilities are not returned by this server \(logprobs may be false\)/],
     ['/v1/chat/completions', chat({ top_logprobs: 3 }), 'top_logprobs', /log probabilities are not returned/],
     ['/v1/chat/completions', chat({ response_format: { type: 'regex', regex: 'a+' } }), 'response_format', /the types served here are text, json_object and json_schema, not "regex"/],
     ['/v1/chat/completions', chat({ store: true }), 'store', /not stored/],
@@ -377,6 +376,12 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
   for (const [path, body] of accepted) {
     const { status, json } = await post(path, body);
     assert.is(status, 200, `${JSON.stringify(body)}: ${JSON.stringify(json)}`);
+  }
+  for (const off of [false, null]) assert.is((await post('/v1/chat/completions', chat({ logprobs: off, max_tokens: 2 }))).status, 200);
+  for (const on of [true, 'yes']) {
+    const logprobs = await post('/v1/chat/completions', chat({ logprobs: on }));
+    assert.equal([logprobs.status, logprobs.json.error?.param, logprobs.json.error?.code], [400, 'logprobs', 'invalid_value']);
+    assert.is(logprobs.json.error?.message, "Invalid value for 'logprobs': log probabilities are not returned by this server, so only false (or null) is accepted.");
   }
   // As OpenAI answers: stream_options belongs to a streamed request.
   const unstreamed = await post('/v1/chat/completions', chat({ stream_options: { include_usage: true } }));

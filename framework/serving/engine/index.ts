@@ -14,7 +14,7 @@ import { MODEL_DESCRIPTION, ModelWorker, RUNTIME_PARAMS } from '../worker.js';
 const SUPPORTED_ROLES = ['aggregated'];
 
 const EngineWorkerParams = Type.Object({
-  model: Type.String({ minLength: 1, description: `model identifier: ${MODEL_DESCRIPTION}` }),
+  model: Type.String({ minLength: 1, description: `the model to load, ${MODEL_DESCRIPTION}` }),
   role: Type.String({ default: 'aggregated', description: 'aggregated: prefill and decode in this worker (the only role so far)' }),
   max_new_tokens: Type.Integer({ default: 256, minimum: 1, description: 'cap on the generated tokens of every request' }),
   sequences: Type.Integer({ default: 8, minimum: 1, maximum: 256, description: 'requests decoded together (sequences of the one context)' }),

@@ -22,7 +22,7 @@ export const API_KEY_ENV = 'ACTORCTL_ROUTER_API_KEY';
 
 const RouterParams = Type.Object({
   http_port: Type.Integer({ default: 8080, minimum: 0, maximum: 65535, description: 'port of the HTTP API (0 picks a free one; /actors shows it)' }),
-  model_name: Type.String({ minLength: 1, description: 'the model served: the name clients give as `model`' }),
+  model_name: Type.String({ minLength: 1, description: 'the model name clients send' }),
   worker_name: Type.String({ default: 'worker', minLength: 1, description: 'name of the worker actors to send requests to' }),
   http_host: Type.String({ default: '127.0.0.1', minLength: 1, description: `address the HTTP API listens on; other than loopback needs $${API_KEY_ENV} or --http_insecure` }),
   http_insecure: Type.Boolean({ default: false, description: 'allow an HTTP host other than loopback without an API key' }),

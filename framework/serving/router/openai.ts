@@ -139,9 +139,10 @@ function chatProblem(body: Record<string, unknown>): RequestProblem | undefined 
   const noTools = 'this server does not call tools';
   if (!isEmpty(body['tools'])) return unsupported('tools', noTools);
   if (body['tool_choice'] != null && body['tool_choice'] !== 'none' && body['tool_choice'] !== 'auto') return unsupported('tool_choice', noTools);
-  if (body['logprobs'] === true || (typeof body['top_logprobs'] === 'number' && body['top_logprobs'] > 0)) {
-    return unsupported(body['logprobs'] === true ? 'logprobs' : 'top_logprobs', 'log probabilities are not returned by this server (logprobs may be false)');
+  if (body['logprobs'] != null && body['logprobs'] !== false) {
+    return { param: 'logprobs', message: "Invalid value for 'logprobs': log probabilities are not returned by this server, so only false (or null) is accepted." };
   }
+  if (typeof body['top_logprobs'] === 'number' && body['top_logprobs'] > 0) return unsupported('top_logprobs', 'log probabilities are not returned by this server');
   const format = body['response_format'];
   if (isObject(format) && !['text', 'json_object', 'json_schema'].includes(format['type'] as string)) {
     return unsupported('response_format', `the types served here are text, json_object and json_schema, not ${JSON.stringify(String(format['type']).slice(0, 40))}`);
