@@ -57,6 +57,27 @@ export function knownCode(value: unknown): ActorErrorCode {
   return typeof value === 'string' && ownValue(STATUS_OF, value) !== undefined ? (value as ActorErrorCode) : 'failed';
 }
 
+/** The system errors of reaching a peer, in words (Node says `connect ECONNREFUSED 127.0.0.1:8099`). */
+const REACH_ERRORS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ETIMEDOUT: 'connection timed out',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found (the name lookup failed)',
+};
+
+/**
+ * Why a peer could not be reached, in words. A session that cannot connect cancels its streams,
+ * whose error says so in Node's internal wording and carries the system error as its `cause`.
+ */
+export function reachFailure(error: Error): string {
+  const root = error.cause instanceof Error ? error.cause : error;
+  const code = (root as NodeJS.ErrnoException).code;
+  return (code === undefined ? undefined : REACH_ERRORS[code]) ?? errorMessage(root);
+}
+
 /**
  * The text of anything thrown. Actors may throw anything (a symbol, an object whose `message` or
  * `toString` throws), and the message must still reach the caller instead of failing the node.

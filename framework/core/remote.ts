@@ -6,7 +6,7 @@
  */
 import http2 from 'node:http2';
 import { FLAG_END, FLAG_ERROR, FrameDecoder, frameValue, toJson } from './codec.js';
-import { ActorError, knownCode } from './errors.js';
+import { ActorError, knownCode, reachFailure } from './errors.js';
 import { MAX_REPLY_BYTES, readBody, type Transport } from './transport.js';
 
 const { NGHTTP2_CANCEL } = http2.constants;
@@ -65,7 +65,7 @@ export async function* remoteStream(transport: Transport, addr: string, path: st
   try {
     const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
       const closed = (): void => reject(new ActorError(signal?.aborted ? 'cancelled' : 'unreachable', `${addr}: stream closed before a reply`));
-      const failed = (e: Error): void => reject(new ActorError('unreachable', `${addr}: ${e.message}`));
+      const failed = (e: Error): void => reject(new ActorError('unreachable', `${addr}: ${reachFailure(e)}`));
       // Once the reply has begun, its end is the loop's to read: no error is built for every stream that closes.
       request.once('response', (h) => {
         request.off('close', closed);

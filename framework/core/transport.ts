@@ -5,7 +5,7 @@
  * `x-actor-cluster`. Also `readBody`, which both sides use to read a whole body within limits.
  */
 import http2 from 'node:http2';
-import { ActorError } from './errors.js';
+import { ActorError, reachFailure } from './errors.js';
 import { DEFAULT_CLUSTER } from './members.js';
 import type { ConnectionBudget } from './budget.js';
 import { serverIdentityCheck, type TlsMaterial } from './tls.js';
@@ -231,7 +231,7 @@ export class Transport {
         finish(undefined, { status: Number(headers[':status']), headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) });
       });
       // 'close' follows every request; build an error only when nothing settled it first.
-      request.once('error', (error) => settled || finish(new ActorError('unreachable', `${addr}: ${error.message}`)));
+      request.once('error', (error) => settled || finish(new ActorError('unreachable', `${addr}: ${reachFailure(error)}`)));
       request.once('close', () => settled || finish(new ActorError('unreachable', `${addr}: stream closed without a reply (code ${request.rstCode})`)));
     });
   }

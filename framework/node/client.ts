@@ -15,6 +15,12 @@ import { MemberList, OBSERVER_PATHS, type MemberEntry } from './observed.js';
 /** How to reach nodes that do not answer, for hints. */
 export const REACH_HINT = 'check the addresses, that the nodes run, and TLS: a node with TLS needs --tls-ca/--tls-cert/--tls-key ([tls] in the configuration), one without refuses it';
 
+/** What went wrong at `addr`, naming it once: most failures name it already (`127.0.0.1:8099: connection refused`). */
+export function failureAt(addr: string, error: unknown): string {
+  const message = errorMessage(error);
+  return message.startsWith(addr) ? message : `${addr}: ${message}`;
+}
+
 export class Client {
   readonly transport: Transport;
   readonly timeoutMs: number;
@@ -52,7 +58,7 @@ export class Client {
       try {
         return { seed, members: await this.json(seed, OBSERVER_PATHS.members, MemberList) };
       } catch (error) {
-        failures.push(`${seed}: ${errorMessage(error)}`);
+        failures.push(failureAt(seed, error));
       }
     }
     throw new UnavailableError(`cannot connect to any seed node (${failures.join('; ')})`, { hint: REACH_HINT });

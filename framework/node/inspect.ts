@@ -6,7 +6,7 @@
  */
 import { UnavailableError } from '../../lib/errors.js';
 import { errorMessage } from '../core/errors.js';
-import { REACH_HINT, withClient } from './client.js';
+import { REACH_HINT, failureAt, withClient } from './client.js';
 import {
   ALIVE_NODES,
   type ActorPlacement,
@@ -70,7 +70,7 @@ export function inspectNodeActors(endpoint: string, options: Omit<ActorsOptions,
     try {
       rows = (await client.json(endpoint, actorsPath(options.all), ActorList)) as ActorEntry[];
     } catch (error) {
-      throw new UnavailableError(`cannot query ${endpoint}: ${errorMessage(error)}`, { hint: REACH_HINT });
+      throw new UnavailableError(`cannot query ${failureAt(endpoint, error)}`, { hint: REACH_HINT });
     }
     rows = rows.filter((r) => matches(r.name, options.filter));
     return options.top === undefined ? rows : rows.slice(0, options.top);

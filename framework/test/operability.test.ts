@@ -92,9 +92,11 @@ test('actorctl call: ask, stream, tell, @- from stdin; errors map to exit codes;
     [['call', 'echo', 'echo', '[1'], 2, 'ARGS_JSON is not JSON'],
     [['call', 'echo', 'echo', `@${join(dir, 'none.json')}`], 3, 'none.json'],
     [['call', 'echo', 'stream', '[1]'], 2, '--mode stream'],
-    [['call', 'echo', 'echo', '[]', '--seeds', '127.0.0.1:1', '--timeout', '1'], 6, '127.0.0.1:1'],
+    // Each address once, and the system's words for what happened, not Node's.
+    [['call', 'echo', 'echo', '[]', '--seeds', '127.0.0.1:1', '--timeout', '1'], 6, /error: cannot connect to any seed node \(127\.0\.0\.1:1: connection refused\)\n/],
+    [['inspect', 'actors', '--endpoint', '127.0.0.1:1'], 6, /error: cannot query 127\.0\.0\.1:1: connection refused\n/],
   ] as const) {
-    const r = await runTool('actorctl', [...args, ...((args as readonly string[]).includes('--seeds') ? [] : seeds)]);
+    const r = await runTool('actorctl', [...args, ...((args as readonly string[]).some((a) => a === '--seeds' || a === '--endpoint') ? [] : seeds)]);
     assert.is(r.code, code, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message);
     assert.is(r.stdout, '', 'errors print nothing on stdout');
