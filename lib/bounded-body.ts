@@ -16,6 +16,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+import { jsonDepthExceeds } from './json-depth.js';
 
 export interface BodyLimits {
   /** Largest body taken, decoded. */
@@ -70,6 +71,14 @@ export function jsonBody(raw: Buffer): unknown {
   } catch (error) {
     throw failure(400, `the body is not valid JSON: ${(error as Error).message}`);
   }
+}
+
+/** `jsonBody` for a body that may nest arrays and objects at most `limit` deep (lib/json-depth.ts says why): 400 past it. */
+export function depthBoundedJsonBody(limit: number): (raw: Buffer) => unknown {
+  return (raw) => {
+    if (jsonDepthExceeds(raw, limit)) throw failure(400, `the body nests arrays and objects deeper than ${limit} levels`);
+    return jsonBody(raw);
+  };
 }
 
 /**

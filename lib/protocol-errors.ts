@@ -58,7 +58,8 @@ export const lacksRequiredHost = (req: IncomingMessage): boolean => req.httpVers
 export function refuseMissingHost(app: FastifyInstance, shape: ErrorShape, headers: () => Record<string, string> = () => ({})): void {
   app.addHook('onRequest', async (req, reply) => {
     if (lacksRequiredHost(req.raw)) {
-      return reply.code(400).headers(headers()).send(shape(400, 'bad_request', 'the request has no Host header, which HTTP/1.1 requires'));
+      // Closed after the answer: a client that sends no Host is not one to keep a connection open for.
+      return reply.code(400).headers({ ...headers(), connection: 'close' }).send(shape(400, 'bad_request', 'the request has no Host header, which HTTP/1.1 requires'));
     }
   });
 }

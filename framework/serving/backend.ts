@@ -51,8 +51,13 @@ const MEASURE_PIECE_CHARS = 8 * 1024;
 /** Tokens a piece may count beyond what the same text counts whole: its own leading space, and tokens split at its edges. */
 const PIECE_EDGE_TOKENS = 8;
 
-/** Grammars kept for reuse (a client sends the same few schemas again and again). */
-const KEPT_GRAMMARS = 32;
+/**
+ * Grammars kept for reuse (a client sends the same few schemas again and again). Few: a dropped
+ * grammar's native memory is freed only when the garbage collector comes to it.
+ */
+const KEPT_GRAMMARS = 16;
+/** llama.cpp's log lines are cut to this: a grammar it refuses comes whole in its message. */
+const MAX_NATIVE_LOG_CHARS = 2000;
 /**
  * node-llama-cpp's schema grammars end a value with blank lines, where its own chat stops: a reply
  * held to a schema ends there too, without them.
@@ -82,7 +87,13 @@ function llamaCpp(threads: number): Promise<{ cpp: NodeLlamaCpp; llama: Llama }>
     // Never download or build llama.cpp: the prebuilt binary of @node-llama-cpp/linux-x64 is the only one used.
     process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD ??= 'true';
     const cpp = await import('node-llama-cpp');
-    const llama = await cpp.getLlama({ gpu: false, build: 'never', maxThreads: threads, logLevel: cpp.LlamaLogLevel.warn });
+    const llama = await cpp.getLlama({
+      gpu: false,
+      build: 'never',
+      maxThreads: threads,
+      logLevel: cpp.LlamaLogLevel.warn,
+      logger: (level, message) => process.stderr.write(`llama.cpp ${level}: ${message.length > MAX_NATIVE_LOG_CHARS ? `${message.slice(0, MAX_NATIVE_LOG_CHARS)}... (cut)` : message.trimEnd()}\n`),
+    });
     return { cpp, llama };
   })();
   return library;
@@ -218,7 +229,7 @@ export class LoadedModel {
     let make = (): Promise<LlamaGrammar> => llama.getGrammarFor('json');
     if (format.type === 'json_schema') {
       const checked = replySchema(format.schema);
-      if ('problem' in checked) throw new InvalidReplyFormat(`the JSON Schema is not one a reply can be held to: ${checked.problem}`);
+      if ('problem' in checked) throw new InvalidReplyFormat(checked.problem);
       key = `schema:${JSON.stringify(checked.schema)}`;
       // Its parameter type is inferred from a literal schema; a checked one from a request is the general kind.
       make = () => llama.createGrammarForJsonSchema(checked.schema as Parameters<Llama['createGrammarForJsonSchema']>[0]);
@@ -234,7 +245,7 @@ export class LoadedModel {
     try {
       made = await grammar;
     } catch (error) {
-      throw new InvalidReplyFormat(`the JSON Schema cannot be made into a grammar: ${(error as Error).message}`);
+      throw new InvalidReplyFormat(`llama.cpp refused the grammar made from the JSON Schema (${(error as Error).message}): a definition that is only a $ref to itself, or to one that refers back, is one such schema`);
     }
     return { state: new cpp.LlamaGrammarEvaluationState({ model: this.model, grammar: made }), stopStrings: format.type === 'json_schema' ? [SCHEMA_GRAMMAR_END] : [] };
   }

@@ -46,7 +46,7 @@ export const GenerateRequest = Type.Object(
     presence_penalty: Type.Optional(Type.Number({ minimum: -2, maximum: 2 })),
     frequency_penalty: Type.Optional(Type.Number({ minimum: -2, maximum: 2 })),
     /** vLLM's: llama.cpp's repetition penalty (1 is none), over the same tokens as the two above. */
-    repetition_penalty: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 10 })),
+    repetition_penalty: Type.Optional(Type.Number({ minimum: 1e-6, maximum: 10 })),
     /** vLLM's: sample among the `top_k` likeliest tokens (0 or -1: all of them). */
     top_k: Type.Optional(Type.Integer({ minimum: -1, maximum: 1 << 20 })),
     /** vLLM's: drop tokens less likely than `min_p` times the likeliest one. */

@@ -13,21 +13,26 @@ const problemOf = (schema: unknown): string => {
   return checked.problem;
 };
 
-test('taken: anyOf as oneOf, annotations kept, $defs anywhere, lists of plain types', () => {
+test('taken: anyOf as oneOf, annotations left out, $defs anywhere, lists of plain types, enums and bounds as zod writes them', () => {
   const checked = replySchema({
     title: 'Person',
     type: 'object',
-    properties: { name: { type: 'string', maxLength: 20, description: 'given name' }, tag: { anyOf: [{ $ref: '#/$defs/tag' }, { type: 'null' }] }, note: { type: ['string', 'null'] } },
+    properties: {
+      name: { type: 'string', maxLength: 20, description: 'given name' },
+      tag: { anyOf: [{ $ref: '#/$defs/tag' }, { type: 'null' }] },
+      note: { type: ['string', 'null'] },
+      mood: { type: 'string', enum: ['calm', 'busy'] },
+      age: { type: 'integer', minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER },
+    },
     required: ['name'],
     additionalProperties: { type: 'integer' },
-    $defs: { tag: { enum: ['a', 'b'] } },
+    $defs: { tag: { enum: ['a', 'b'], examples: [{ deep: [[[['ignored']]]] }] } },
   });
   assert.equal(checked, {
     schema: {
-      title: 'Person',
       $defs: { tag: { enum: ['a', 'b'] } },
       type: 'object',
-      properties: { name: { description: 'given name', type: 'string', maxLength: 20 }, tag: { oneOf: [{ $ref: '#/$defs/tag' }, { type: 'null' }] }, note: { type: ['string', 'null'] } },
+      properties: { name: { type: 'string', maxLength: 20 }, tag: { oneOf: [{ $ref: '#/$defs/tag' }, { type: 'null' }] }, note: { type: ['string', 'null'] }, mood: { enum: ['calm', 'busy'] }, age: { type: 'integer' } },
       required: ['name'],
       additionalProperties: { type: 'integer' },
     },
@@ -43,7 +48,17 @@ test('refused, by pointer: what the converter would drop or turn into null', () 
     [{ type: 'object', properties: { 'a/b': { type: 'number', multipleOf: 2 } } }, "/properties/a~1b/multipleOf: 'multipleOf' is not taken for a schema of type 'number'"],
     [{ enum: [] }, '/enum: must be a non-empty list'],
     [{ enum: [{ a: 1 }] }, '/enum: must be a non-empty list of strings, numbers, booleans or nulls'],
-    [{ const: 1, type: 'integer' }, "/type: 'type' cannot be combined with 'const' here"],
+    [{ const: 1, minimum: 0 }, "/minimum: 'minimum' cannot be combined with 'const' here"],
+    [{ type: 'string', enum: ['a', 1] }, '/enum: 1 is not of the schema\'s type "string"'],
+    [{ type: 'integer', minimum: 0 }, "/minimum: 'minimum' is not taken for a schema of type 'integer'"],
+    [{ type: 'string', maxLength: 1000 }, '/maxLength: at most 500 is taken'],
+    [{ type: 'array', items: { type: 'string' }, minItems: 501 }, '/minItems: at most 500 is taken'],
+    [{ enum: Array.from({ length: 300 }, (_, i) => `v${i}`) }, '/enum: the schema has more than 256 enum values, consts and oneOf/anyOf options in all'],
+    [{ type: 'array', prefixItems: Array.from({ length: 200 }, () => ({ enum: ['a', 'b'] })) }, 'more than 256 enum values'],
+    [{ enum: ['x'.repeat(15_001)] }, 'more than 15000 characters of enum and const strings'],
+    [{ type: 'object', properties: { 'a\u0001': { type: 'string' } } }, '/properties: the property name "a\\u0001" holds a control character or a lone surrogate'],
+    [{ enum: ['\ud800'] }, '/enum: the value "\\ud800" holds a control character or a lone surrogate'],
+    [{ type: 'object', properties: {}, required: ['toString'] }, "/required: names 'toString', which is not among the properties"],
     [{ oneOf: [{ type: 'string' }, {}] }, '/oneOf/1: a schema that allows any value is not taken'],
     [{ type: 'string', minLength: -1 }, '/minLength: must be a whole number, 0 or more'],
     [{ type: 'string', format: 'date', maxLength: 3 }, '/format: is not taken together with minLength or maxLength'],

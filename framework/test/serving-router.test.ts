@@ -178,7 +178,13 @@ test('presence and frequency penalties are honoured; without top_p, the whole di
 test('structured output: a reply held to a JSON Schema parses and matches it; json_object replies are JSON; schemas it cannot hold are 400', async () => {
   const schema = {
     type: 'object',
-    properties: { open: { type: 'boolean' }, stalls: { type: 'integer' }, mood: { enum: ['calm', 'busy'] }, day: { anyOf: [{ type: 'null' }, { $ref: '#/$defs/day' }] } },
+    // As zod writes them: an enum with its type, an integer between the safe integers.
+    properties: {
+      open: { type: 'boolean' },
+      stalls: { type: 'integer', minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER },
+      mood: { type: 'string', enum: ['calm', 'busy'] },
+      day: { anyOf: [{ type: 'null' }, { $ref: '#/$defs/day' }] },
+    },
     required: ['open', 'stalls', 'mood', 'day'],
     additionalProperties: false,
     $defs: { day: { type: 'string', format: 'date' } },
@@ -213,12 +219,20 @@ test('structured output: a reply held to a JSON Schema parses and matches it; js
     [{ type: 'object', required: ['ghost'] }, /\/required: names 'ghost', which is not among the properties/],
     [{ allOf: [{ type: 'string' }] }, /\(the root\): 'allOf' is not taken here/],
     [{ type: 'string', format: 'email' }, /\/format: only date-time, date, time are taken/],
+    [{ type: 'string', maxLength: 1000 }, /\/maxLength: at most 500 is taken/],
+    [{ type: 'array', items: { enum: Array.from({ length: 6000 }, (_, i) => `v${i}`) } }, /\/items\/enum: the schema has more than 256 enum values/],
+    [{ type: 'object', properties: { a: { $ref: '#/$defs/a' } }, $defs: { a: { $ref: '#/$defs/b' }, b: { $ref: '#/$defs/a' } } }, /llama\.cpp refused the grammar made from the JSON Schema/],
   ];
   for (const [bad, message] of refusals) {
     const refused = await post('/v1/chat/completions', chat({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: bad } } }));
-    assert.equal([refused.status, refused.json.error?.param], [400, 'response_format'], JSON.stringify(refused.json));
-    assert.match(refused.json.error!.message, message, JSON.stringify(refused.json));
+    assert.equal([refused.status, refused.json.error?.param], [400, 'response_format'], JSON.stringify(refused.json).slice(0, 500));
+    assert.match(refused.json.error!.message, message, JSON.stringify(refused.json).slice(0, 500));
   }
+  // A body nested deeper than an actor call may carry is refused as the client's (it could reach no worker).
+  let deep: unknown = 'bottom';
+  for (let i = 0; i < 600; i++) deep = { description: deep };
+  const nested = await post('/v1/chat/completions', chat({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', description: deep } } } }));
+  assert.equal([nested.status, nested.json.error?.message], [400, 'the body nests arrays and objects deeper than 512 levels']);
 });
 
 test('completions echo their prompt; a model is retrieved by name; an unknown URL names what is served', async () => {
@@ -235,7 +249,7 @@ test('completions echo their prompt; a model is retrieved by name; an unknown UR
   assert.is(((await other.json()) as { error: { code: string } }).error.code, 'model_not_found');
   const responses = await post('/v1/responses', { model: 'tiny', input: 'hi' });
   assert.is(responses.status, 404);
-  assert.match(responses.json.error!.message, 'Unknown request URL: POST /v1/responses. This server serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models and GET /health.');
+  assert.match(responses.json.error!.message, 'Unknown request URL: POST /v1/responses. This server serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{model} and GET /health.');
 });
 
 test('concurrent requests are spread over both workers; a fixed seed gives the same reply whatever else runs', async () => {

@@ -13,9 +13,10 @@ import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
 import { ChatCompletion, ChatRequest, Completion, CompletionRequest, ErrorBody, Health, ModelList, ResponseShape, errorBody, generateRequest, promptOf, requestProblem, type ApiRequest } from './openai.js';
+import { MAX_CALL_DEPTH } from '../../core/codec.js';
 import { isActorError } from '../../core/errors.js';
 import { NoWorkerError, callFailure, type OpenedRequest, type WorkerPool } from './pool.js';
-import { boundedBody, jsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
+import { boundedBody, depthBoundedJsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
 import { protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../../lib/protocol-errors.js';
@@ -138,7 +139,8 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   // can send from a browser without asking first), and its JSON parser answers an oversize body
   // before reading it, so a client still sending could see its connection closed, not the 413.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));
+  // Deeper than an actor call may nest, a body could never reach a worker (codec.ts).
+  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, depthBoundedJsonBody(MAX_CALL_DEPTH)));
   app.setErrorHandler((error, req, reply) => {
     const { status, body } = toApiError(error, req.headers['content-type']);
     if (status >= 500) options.counters.failed++;
@@ -147,7 +149,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   const modelNotFound = (asked: string): ApiError =>
     new ApiError(404, errorBody(`The model '${asked.slice(0, 200)}' does not exist: this router serves '${options.modelName}'.`, 'invalid_request_error', 'model_not_found', 'model'));
   app.setNotFoundHandler((req, reply) => {
-    const served = 'POST /v1/chat/completions, POST /v1/completions, GET /v1/models and GET /health';
+    const served = 'POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{model} and GET /health';
     void reply.code(404).send(errorBody(`Unknown request URL: ${req.method} ${req.url.split('?')[0]!.slice(0, 200)}. This server serves ${served}.`, 'invalid_request_error', 'unknown_url'));
   });
   // With a key, every request needs it but the health probe's (which then says less). The route a

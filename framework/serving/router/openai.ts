@@ -9,6 +9,7 @@
  * for, it is refused by name (`requestProblem`).
  */
 import { randomUUID } from 'node:crypto';
+import { replySchema } from '../reply-schema.js';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { CHAT_ROLES, MAX_STOP_STRINGS, type FinishReason, type GenerateRequest, type ReplyFormat, type Usage } from '../contract.js';
 
@@ -60,7 +61,7 @@ const COMMON = {
   // vLLM's sampling extensions, which its clients send.
   top_k: Nullable(Type.Integer({ minimum: -1, maximum: 1 << 20, description: '0 or -1: every token' })),
   min_p: Nullable(Type.Number({ minimum: 0, maximum: 1 })),
-  repetition_penalty: Nullable(Type.Number({ exclusiveMinimum: 0, maximum: 10 })),
+  repetition_penalty: Nullable(Type.Number({ minimum: 1e-6, maximum: 10, description: 'smaller is 0 once the sampler takes it as a 32-bit float' })),
 };
 
 export const ChatRequest = Type.Object(
@@ -147,6 +148,12 @@ function chatProblem(body: Record<string, unknown>): RequestProblem | undefined 
   if (isObject(format) && !['text', 'json_object', 'json_schema'].includes(format['type'] as string)) {
     return unsupported('response_format', `the types served here are text, json_object and json_schema, not ${JSON.stringify(String(format['type']).slice(0, 40))}`);
   }
+  // Here, not only on the worker: what is passed on is the checked schema (reply-schema.ts).
+  const schema = isObject(format) && isObject(format['json_schema']) ? format['json_schema']['schema'] : undefined;
+  if (schema !== undefined) {
+    const checked = replySchema(schema);
+    if ('problem' in checked) return { param: 'response_format', message: checked.problem };
+  }
   if (body['store'] === true) return unsupported('store', 'completions are not stored by this server');
   if (body['reasoning_effort'] != null) return unsupported('reasoning_effort', 'the model does not reason before it answers');
   const messages = Array.isArray(body['messages']) ? body['messages'] : [];
@@ -194,7 +201,11 @@ function textOf(message: ChatRequest['messages'][number]): string {
 /** The worker's reply format for OpenAI's: none for text; a json_schema without a schema is any JSON object. */
 function replyFormat(format: ChatRequest['response_format']): ReplyFormat | undefined {
   if (!format || format.type === 'text') return undefined;
-  if (format.type === 'json_schema' && format.json_schema.schema !== undefined) return { type: 'json_schema', schema: format.json_schema.schema };
+  if (format.type === 'json_schema' && format.json_schema.schema !== undefined) {
+    const checked = replySchema(format.json_schema.schema);
+    if ('problem' in checked) throw new Error(`a response_format schema was not checked: ${checked.problem}`); // requestProblem refuses it first
+    return { type: 'json_schema', schema: checked.schema };
+  }
   return { type: 'json_object' };
 }
 

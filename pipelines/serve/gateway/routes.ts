@@ -23,8 +23,7 @@ import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import { protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { NotFoundError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
-import { boundedBody, jsonBody } from '../../../lib/bounded-body.js';
-import { jsonDepthExceeds } from '../../../lib/json-depth.js';
+import { boundedBody, depthBoundedJsonBody } from '../../../lib/bounded-body.js';
 import { MAX_JSON_DEPTH } from '../../formats/lines.js';
 import { loadFormat } from '../../formats/registry.js';
 import type { Storyline } from '../../storyline/schema.js';
@@ -51,11 +50,6 @@ export function userOf(req: FastifyRequest): string | undefined {
 /** Fastify's own client errors (bad JSON, too large, wrong content type) by status, as the gateway's codes. */
 const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_found', 405: 'method_not_allowed', 413: 'body_too_large', 415: 'unsupported_media_type' };
 
-function parseJson(raw: Buffer): unknown {
-  if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) throw Object.assign(new Error(`the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`), { statusCode: 400 });
-  return jsonBody(raw);
-}
-
 /** The gateway listener's app. */
 export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
   const shape: ErrorShape = (_status, error, message) => ({ error, message });
@@ -63,7 +57,7 @@ export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
   refuseMissingHost(app, shape);
   refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, parseJson));
+  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, depthBoundedJsonBody(MAX_JSON_DEPTH)));
   app.addHook('onResponse', async (req, reply) => log.info(`gateway: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
   app.setErrorHandler((error, req, reply) => {
     if (isGatewayFailure(error)) {
