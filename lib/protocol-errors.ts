@@ -24,16 +24,9 @@ function clientFailure(code: string | undefined): [number, string, string] {
   return [400, 'bad_request', `the request is not valid HTTP${code ? ` (${code})` : ''}`];
 }
 
-/**
- * Fastify options that answer these failures with `shape`, and with `headers()` when the listener
- * sets some on every answer. Node answers an HTTP/1.1 request without Host (RFC 9112 requires one)
- * with a bare 400 before fastify sees it, so its check is off here: the listener adds
- * `refuseMissingHost` to answer such a request itself (a listener with its own `serverFactory`
- * turns Node's check off there).
- */
+/** Fastify options that answer these failures with `shape`, and with `headers()` when the listener sets some on every answer. */
 export function protocolErrorOptions(shape: ErrorShape, headers: () => Record<string, string> = () => ({})) {
   return {
-    http: { requireHostHeader: false },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: (error: Error & { code?: string; statusCode?: number }, _req: FastifyRequest, reply: FastifyReply): void => {
       const message = error.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid: its percent-encoding does not decode' : error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? `a path segment is longer than ${MAX_PARAM_LENGTH} characters` : 'the request could not be routed';
@@ -54,8 +47,14 @@ export function protocolErrorOptions(shape: ErrorShape, headers: () => Record<st
 /** An HTTP/1.1 request without a Host header, which RFC 9112 requires (HTTP/1.0 has none to require). */
 export const lacksRequiredHost = (req: IncomingMessage): boolean => req.httpVersion === '1.1' && req.headers.host === undefined;
 
-/** Answers an HTTP/1.1 request without a Host header with 400 in the listener's shape, before any other hook. */
+/**
+ * Answers an HTTP/1.1 request without a Host header with 400 in the listener's shape (add it before
+ * any other onRequest hook). Node would answer it itself, with an empty body, before fastify saw it:
+ * its check is turned off on the app's server here, so that this one answers instead.
+ */
 export function refuseMissingHost(app: FastifyInstance, shape: ErrorShape, headers: () => Record<string, string> = () => ({})): void {
+  // Read by Node's HTTP/1 server on each request (its option of the same name); not in its types here.
+  (app.server as { requireHostHeader?: boolean }).requireHostHeader = false;
   app.addHook('onRequest', async (req, reply) => {
     if (lacksRequiredHost(req.raw)) {
       // Closed after the answer: a client that sends no Host is not one to keep a connection open for.

@@ -154,7 +154,7 @@ export const actorCommand = defineCommand({
       await system.shutdown();
       const message = `${f.classPath}: could not start: ${(error as Error).message}`;
       // A typed error keeps its exit code: the Router's port in use is a conflict, as the node's is.
-      throw error instanceof ToolError ? new ToolError(error.exitCode, message, { hint: error.hint }) : new InvalidInputError(message);
+      throw error instanceof ToolError ? new ToolError(error.exitCode, message, { hint: error.hint, cause: error }) : new InvalidInputError(message, { cause: error });
     }
     if (system.metricsAddress) ctx.log.info(`observers over HTTP/1.1 at http://${system.metricsAddress}/metrics`);
     ctx.stdout.write(`[${f.name}] Started at ${system.addr} (node ${system.nodeId})\n`);

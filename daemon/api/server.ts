@@ -117,7 +117,7 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
     genReqId: () => randomUUID(),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
     serverFactory: (handler) => {
-      const server = createServer({ requestTimeout: 0, headersTimeout: 60_000, highWaterMark: STREAM_HIGH_WATER_MARK, requireHostHeader: false }, (req: IncomingMessage, res: ServerResponse) => {
+      const server = createServer({ requestTimeout: 0, headersTimeout: 60_000, highWaterMark: STREAM_HIGH_WATER_MARK }, (req: IncomingMessage, res: ServerResponse) => {
         const match = PROXY_PATH.exec(req.url ?? '');
         // A request without Host goes to fastify, whose hook refuses it (Node's own check is off).
         if (match && !lacksRequiredHost(req)) return void proxy(req, res, match);
@@ -134,10 +134,10 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
     },
   });
 
+  refuseMissingHost(app, shape, requestId);
   // JSON only: any other body is 415, not parsed as something else. Read decoded, refused after
   // being read (so a client still sending gets the answer), and within BODY_TIMEOUT_MS: the server
   // itself sets no request timeout, as proxied uploads may take long.
-  refuseMissingHost(app, shape, requestId);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, strictJsonBody));
 

@@ -239,7 +239,8 @@ export class LoadedModel {
       grammar = make();
       this.grammars.set(key, grammar);
       if (this.grammars.size > KEPT_GRAMMARS) this.grammars.delete(this.grammars.keys().next().value!);
-      grammar.catch(() => this.grammars.delete(key));
+      const made = grammar;
+      made.catch(() => this.grammars.get(key) === made && this.grammars.delete(key));
     }
     let made: LlamaGrammar;
     try {

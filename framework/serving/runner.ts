@@ -352,6 +352,8 @@ export class ModelRunner {
   /** The running (or last) decoding loop: the model is disposed only once it has ended. */
   private stepped: Promise<void> = Promise.resolve();
   private stopping = false;
+  /** Retired requests whose token stream and sequence are still being let go (`retire`). */
+  private readonly retiring = new Set<Promise<void>>();
   private readonly rate = new RateMeter();
   private generated = 0;
   private completed = 0;
@@ -397,6 +399,8 @@ export class ModelRunner {
     for (const enter of this.waiting.splice(0)) enter(undefined);
     for (const g of this.generating) g.buffer.end(new WorkerStopping());
     await this.stepped;
+    // The sequences the loop let go are still being emptied: not under a disposed context.
+    await Promise.all(this.retiring);
     await this.model.close();
   }
 
@@ -423,6 +427,10 @@ export class ModelRunner {
         param: request.messages ? 'messages' : 'prompt',
       };
     }
+    // Before the grammar: a worker that takes no more requests makes none for them.
+    if (!this.free.length && this.waiting.length >= this.options.maxQueued) {
+      return yield { type: 'error', code: 'overloaded', message: `${this.waiting.length} requests are waiting for a sequence already` };
+    }
     let grammar: ReplyGrammar | undefined;
     if (request.response_format) {
       try {
@@ -432,9 +440,6 @@ export class ModelRunner {
         throw error;
       }
       prompt.stopStrings.push(...grammar.stopStrings);
-    }
-    if (!this.free.length && this.waiting.length >= this.options.maxQueued) {
-      return yield { type: 'error', code: 'overloaded', message: `${this.waiting.length} requests are waiting for a sequence already` };
     }
     const maxTokens = Math.min(room, request.max_tokens ?? room, this.options.maxNewTokens ?? room);
     let sequence: LlamaContextSequence;
@@ -520,14 +525,18 @@ export class ModelRunner {
     this.generating.delete(g);
     g.buffer.end(failure);
     g.finish(failure ? undefined : outcome);
-    void (async () => {
+    const done = (async () => {
       await g.tokens.return().catch(() => undefined);
       await this.release(g.sequence);
     })();
+    this.retiring.add(done);
+    void done.finally(() => this.retiring.delete(done));
   }
 
   /** Waits for a free sequence (first come, first served); rejects when the caller leaves first, or the worker stops. */
   private admit(signal: AbortSignal): Promise<LlamaContextSequence> {
+    // close() may have come while the request was being prepared (its grammar is made asynchronously).
+    if (this.stopping) return Promise.reject(new WorkerStopping());
     const sequence = this.waiting.length ? undefined : this.free.pop();
     if (sequence) return Promise.resolve(sequence);
     return new Promise((resolve, reject) => {

@@ -59,6 +59,11 @@ test('refused, by pointer: what the converter would drop or turn into null', () 
     [{ type: 'object', properties: { 'a\u0001': { type: 'string' } } }, '/properties: the property name "a\\u0001" holds a control character or a lone surrogate'],
     [{ enum: ['\ud800'] }, '/enum: the value "\\ud800" holds a control character or a lone surrogate'],
     [{ type: 'object', properties: {}, required: ['toString'] }, "/required: names 'toString', which is not among the properties"],
+    // Words an object inherits are no kinds or bounds.
+    [{ type: 'constructor' }, '/type: "constructor" is not a JSON Schema type'],
+    [{ type: '__proto__' }, '/type: "__proto__" is not a JSON Schema type'],
+    [{ type: 'integer', constructor: 1 }, "/constructor: 'constructor' is not taken for a schema of type 'integer'"],
+    [{ type: 'number', toString: 1 }, "/toString: 'toString' is not taken for a schema of type 'number'"],
     [{ oneOf: [{ type: 'string' }, {}] }, '/oneOf/1: a schema that allows any value is not taken'],
     [{ type: 'string', minLength: -1 }, '/minLength: must be a whole number, 0 or more'],
     [{ type: 'string', format: 'date', maxLength: 3 }, '/format: is not taken together with minLength or maxLength'],

@@ -29,9 +29,12 @@ const log = new Logger('info', sink);
 
 /** Source paths (`<agent>/<session>`) whose `runs` rows make the append fail: `always`, or the number of times left. */
 const failing = new Map<string, number | 'always'>();
+/** Every append fails, as when the store is away. */
+let storeDown = false;
 
 /** The real writer, failing for the source paths in `failing` as a store or decoder fault would. */
 async function beginAppend(signal: AbortSignal): Promise<DatasetSink> {
+  if (storeDown) throw new Error('the store is away');
   const writer = await beginWrite(undefined, { path: dataset, mode: 'append', kind: 'storyline', purpose: 'projection test', signal, log });
   return {
     existingDocumentIds: () => writer.existingDocumentIds(),
@@ -101,6 +104,39 @@ test('a trace that cannot be projected holds back no other trace, in its batch o
     await eventually(projectedAll([poison]), 'the trace once its fault is gone', 20_000);
     assert.is(projection.status.retrying, 0);
     assert.is(projection.status.pending, 0);
+  } finally {
+    await projection.close();
+    await events.close();
+  }
+});
+
+test('after the store was away, the traces it failed are projected in one batch, not one each', async () => {
+  const events = await EventLog.open(join(home, 'state-2', 'events'), log);
+  const projection = new Projection(events, {
+    idleMs: 50,
+    statePath: projectedStatePath(join(home, 'state-2')),
+    beginAppend,
+    prices: new PriceList({}),
+    log,
+    retryFirstMs: 50,
+    retryMaxMs: 200,
+  });
+  storeDown = true;
+  const traces = await Promise.all(['s1', 's2', 's3', 's4', 's5', 's6'].map((session) => events.append({ agentId: 'down', sessionId: session, partition: () => '', records: [note(0, session)] }).then((r) => r.trace)));
+  projection.start();
+  try {
+    // Failed batches after failed batches: their groups are split down to single traces meanwhile.
+    await eventually(async () => {
+      if (projection.status.failures < 8) throw new Error(`${projection.status.failures} failures`);
+    }, 'the batches to fail while the store is away', 20_000);
+    const before = projection.status.batches;
+    storeDown = false;
+    await eventually(async () => {
+      const missing = traces.filter((t) => projection.projectedEvents(t) !== t.events);
+      if (missing.length) throw new Error(`not projected: ${missing.map((t) => t.id).join(', ')}`);
+    }, 'the traces once the store is back', 20_000);
+    assert.ok(projection.status.batches - before <= 3, `${projection.status.batches - before} batches after the store came back`);
+    assert.is(projection.status.retrying, 0);
   } finally {
     await projection.close();
     await events.close();

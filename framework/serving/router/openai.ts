@@ -21,8 +21,6 @@ const Nullable = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([sch
 const strict = { additionalProperties: false } as const;
 
 const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() }, strict);
-/** Nothing asked for: absent, null, or an empty list or object. */
-const NoneOf = (schema: TSchema) => Nullable(schema);
 const Message = Type.Object(
   {
     role: Type.Union(CHAT_ROLES.map((r) => Type.Literal(r))),
@@ -32,7 +30,7 @@ const Message = Type.Object(
     // What clients keep of a reply they send back as history (openai-python's model_dump, openai-node's
     // stream helper): taken when it holds nothing this server would have to act on.
     refusal: Nullable(Type.String()),
-    tool_calls: NoneOf(Type.Array(Type.Unknown(), { maxItems: 0 })),
+    tool_calls: Nullable(Type.Array(Type.Unknown(), { maxItems: 0 })),
     function_call: Type.Optional(Type.Null()),
     audio: Type.Optional(Type.Null()),
     annotations: Nullable(Type.Array(Type.Unknown())),
@@ -57,7 +55,7 @@ const COMMON = {
   frequency_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
   n: Nullable(Type.Integer({ minimum: 1, maximum: 1, description: 'one choice per request' })),
   user: Nullable(Type.String()),
-  logit_bias: NoneOf(Type.Record(Type.String(), Type.Number(), { maxProperties: 0 })),
+  logit_bias: Nullable(Type.Record(Type.String(), Type.Number(), { maxProperties: 0 })),
   // vLLM's sampling extensions, which its clients send.
   top_k: Nullable(Type.Integer({ minimum: -1, maximum: 1 << 20, description: '0 or -1: every token' })),
   min_p: Nullable(Type.Number({ minimum: 0, maximum: 1 })),
@@ -85,7 +83,7 @@ export const ChatRequest = Type.Object(
         ),
       ]),
     ),
-    tools: NoneOf(Type.Array(Type.Unknown(), { maxItems: 0 })),
+    tools: Nullable(Type.Array(Type.Unknown(), { maxItems: 0 })),
     tool_choice: Nullable(Type.Union([Type.Literal('none'), Type.Literal('auto')])),
     parallel_tool_calls: Nullable(Type.Boolean()),
     // Labels for OpenAI's stored completions: nothing is stored here, so they have no use, and no harm.

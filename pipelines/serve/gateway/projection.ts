@@ -20,9 +20,11 @@
  *
  * A failed batch holds back no other trace. Its traces leave the pending set as two retry groups
  * (its halves), each due after 1 s, 2 s, 4 s ... at most 60 s by its failures so far, and a group
- * that fails again splits again. A fault of the store then costs a few batches more once it is
- * back, and a trace that cannot be projected ends up retried alone, while every other trace,
- * those that go idle later included, is projected as usual.
+ * that fails again splits again: a trace that cannot be projected ends up retried alone, while every
+ * other trace, those that go idle later included, is projected as usual. A failure that came after
+ * another one may be the store's (down, or its lock held by an import), not the batch's: the groups
+ * it made are joined again into one batch as soon as a batch commits, so a store that was away
+ * costs one more append, not one per trace.
  *
  * What was projected is kept in `<state>/gateway/projected.json` (events per trace), written after
  * the commit; a crash in between only projects those traces again, which replaces them.
@@ -87,6 +89,8 @@ interface RetryGroup {
   failures: number;
   /** Its delay has passed (its timer fired: no clock is compared, so it cannot be missed by a millisecond). */
   due: boolean;
+  /** Made by a failure that followed another: joined with the others like it once a batch commits. */
+  suspectStore: boolean;
 }
 
 /** The traces one append projects: a retry group's, or the pending set's (`taken`: the entries to clear). */
@@ -106,6 +110,10 @@ export class Projection {
   private readonly retrying: RetryGroup[] = [];
   /** Retry groups with their delay: the group is due, and a turn of the pipeline comes, after it. */
   private readonly retryTimers = new Subject<{ group: RetryGroup; delayMs: number }>();
+  /** Batches failed since the last commit. */
+  private failuresSinceCommit = 0;
+  /** The traces of the retry group whose batch is running (out of `retrying` meanwhile). */
+  private inFlight: readonly string[] = [];
   private readonly outcomes: Omit<ProjectionStatus, 'pending' | 'retrying'> = { batches: 0, failures: 0, last_error: null, last_batch_at: null };
   /** Each committed batch (the read-only API opens the dataset again: an object-store mount reads a local copy of one snapshot). */
   readonly committed = new Subject<void>();
@@ -148,6 +156,7 @@ export class Projection {
     const due = this.retrying.findIndex((group) => group.due);
     if (due >= 0) {
       const [group] = this.retrying.splice(due, 1);
+      this.inFlight = group!.ids;
       return { ids: group!.ids, failures: group!.failures };
     }
     // A trace in a retry group stays pending (more events may have come since its group was read) but waits for its group.
@@ -167,6 +176,8 @@ export class Projection {
       writeStateFile(this.options.statePath, `${JSON.stringify({ traces: Object.fromEntries(this.projected) })}\n`);
       this.outcomes.batches += 1;
       this.outcomes.last_batch_at = new Date().toISOString();
+      this.failuresSinceCommit = 0;
+      this.joinSuspectGroups();
       this.committed.next();
       this.options.log.info(`gateway: projected ${traces.length} trace(s) into the dataset`);
       await this.options.maintain?.(signal).catch((error: unknown) => this.options.log.warn(`gateway: compaction after projection failed (it runs again after the next batch): ${(error as Error).message}`));
@@ -175,27 +186,38 @@ export class Projection {
       if (signal.aborted) return;
       this.outcomes.failures += 1;
       this.outcomes.last_error = (error as Error).message;
-      const delayMs = this.retryLater(traces.map((t) => t.id), batch.failures + 1);
+      const delayMs = this.retryLater(traces.map((t) => t.id), batch.failures + 1, this.failuresSinceCommit > 0);
+      this.failuresSinceCommit += 1;
       this.options.log.warn(`gateway: projecting ${traces.length} trace(s) failed; retrying them in ${delayMs / 1000} s, apart from other traces: ${(error as Error).message}`);
     } finally {
       if (batch.taken) this.pending.clear(batch.taken);
+      this.inFlight = [];
     }
   }
 
   /** The traces of a failed batch as retry groups: its halves, or itself when it is one trace. Returns their delay. */
-  private retryLater(ids: readonly string[], failures: number): number {
+  private retryLater(ids: readonly string[], failures: number, suspectStore: boolean): number {
     const delayMs = retryDelayMs(failures, this.options.retryFirstMs ?? 1_000, this.options.retryMaxMs ?? 60_000);
     const half = Math.ceil(ids.length / 2);
     for (const part of ids.length > 1 ? [ids.slice(0, half), ids.slice(half)] : [ids]) {
-      const group = { ids: part, failures, due: false };
+      const group = { ids: part, failures, due: false, suspectStore };
       this.retrying.push(group);
       this.retryTimers.next({ group, delayMs });
     }
     return delayMs;
   }
 
+  /** After a commit: the groups that failures of the store may have made become one batch, due now. */
+  private joinSuspectGroups(): void {
+    const suspect = this.retrying.filter((group) => group.suspectStore);
+    if (suspect.length < 2) return;
+    for (const group of suspect) this.retrying.splice(this.retrying.indexOf(group), 1);
+    const failures = Math.max(...suspect.map((group) => group.failures));
+    this.retrying.push({ ids: suspect.flatMap((group) => group.ids), failures, due: true, suspectStore: false });
+  }
+
   get status(): ProjectionStatus {
-    const inGroups = this.retrying.flatMap((group) => group.ids);
+    const inGroups = [...this.retrying.flatMap((group) => group.ids), ...this.inFlight];
     const onlyInGroups = inGroups.filter((id) => !this.pending.has(id)).length;
     return { pending: this.pending.size + onlyInGroups, retrying: inGroups.length, ...this.outcomes };
   }
