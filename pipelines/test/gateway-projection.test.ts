@@ -62,18 +62,16 @@ async function createDataset(): Promise<void> {
 
 const note = (seq: number, text: string) => ({ seq, source: 'sdk', kind: 'note', payload: { text } });
 
+/** An event log in `<home>/<state>` and its projection into the dataset through `beginAppend`, retrying after `firstMs`..`maxMs`. */
+async function gatewayState(state: string, firstMs: number, maxMs: number): Promise<{ events: EventLog; projection: Projection }> {
+  const events = await EventLog.open(join(home, state, 'events'), log);
+  const projection = new Projection(events, { idleMs: 50, statePath: projectedStatePath(join(home, state)), beginAppend, prices: new PriceList({}), log, retryFirstMs: firstMs, retryMaxMs: maxMs });
+  return { events, projection };
+}
+
 test('a trace that cannot be projected holds back no other trace, in its batch or after it', async () => {
   await createDataset();
-  const events = await EventLog.open(join(home, 'state', 'events'), log);
-  const projection = new Projection(events, {
-    idleMs: 50,
-    statePath: projectedStatePath(join(home, 'state')),
-    beginAppend,
-    prices: new PriceList({}),
-    log,
-    retryFirstMs: 100,
-    retryMaxMs: 400,
-  });
+  const { events, projection } = await gatewayState('state', 100, 400);
   failing.set('a/poison', 'always');
   failing.set('a/flaky', 1);
   const append = (session: string) => events.append({ agentId: 'a', sessionId: session, partition: () => '', records: [note(0, `${session} says hello`), note(1, `${session} again`)] });
@@ -111,16 +109,7 @@ test('a trace that cannot be projected holds back no other trace, in its batch o
 });
 
 test('after the store was away, the traces it failed are projected in one batch, not one each', async () => {
-  const events = await EventLog.open(join(home, 'state-2', 'events'), log);
-  const projection = new Projection(events, {
-    idleMs: 50,
-    statePath: projectedStatePath(join(home, 'state-2')),
-    beginAppend,
-    prices: new PriceList({}),
-    log,
-    retryFirstMs: 50,
-    retryMaxMs: 200,
-  });
+  const { events, projection } = await gatewayState('state-2', 50, 200);
   storeDown = true;
   const traces = await Promise.all(['s1', 's2', 's3', 's4', 's5', 's6'].map((session) => events.append({ agentId: 'down', sessionId: session, partition: () => '', records: [note(0, session)] }).then((r) => r.trace)));
   projection.start();
