@@ -154,9 +154,15 @@ test('presence and frequency penalties are honoured; without top_p, the whole di
     const penalized = await complete(penalty);
     assert.ok(repeats(penalized) < repeats(plain), `${JSON.stringify(penalty)}: ${JSON.stringify(penalized)} repeats no less than ${JSON.stringify(plain)}`);
   }
-  // A penalty of 0 is no penalty; a negative one (repeating made likelier) is taken too.
+  // A penalty of 0 is no penalty; a negative one makes repeating likelier: the loop gets tighter.
   assert.is(await complete({ presence_penalty: 0, frequency_penalty: 0 }), plain);
-  assert.not.equal(await complete({ presence_penalty: -2, frequency_penalty: -2 }), '');
+  const variety = (text: string): number => {
+    const trigrams = Array.from({ length: Math.max(0, text.length - 2) }, (_, i) => text.slice(i, i + 3));
+    return new Set(trigrams).size / trigrams.length;
+  };
+  const encouraged = await complete({ presence_penalty: -2, frequency_penalty: -2 });
+  assert.not.equal(encouraged, plain);
+  assert.ok(variety(encouraged) <= variety(plain), `${JSON.stringify(encouraged)} varies more than ${JSON.stringify(plain)}`);
   for (const bad of [{ presence_penalty: 2.5 }, { frequency_penalty: -3 }]) {
     const refused = await post('/v1/completions', { model: 'tiny', prompt: 'The', ...bad });
     assert.equal([refused.status, refused.json.error?.param], [400, Object.keys(bad)[0]]);
