@@ -60,6 +60,21 @@ export function addressInUse(subject: string): ConflictError {
   return new ConflictError(`${subject} is in use by another process`, { hint: 'choose another port (0 picks a free one)' });
 }
 
+/** Why an address could not be bound, in words, by the error's code. */
+const BIND_ERRORS: Readonly<Record<string, string>> = {
+  EADDRNOTAVAIL: 'cannot bind: not an address of this machine',
+  EACCES: 'cannot bind: permission denied (a port below 1024 needs privileges)',
+};
+
+/** A listener that could not start, named by `subject`: an address in use is a conflict, any other failure the input's. */
+export function listenFailure(subject: string, error: unknown): ToolError {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') return addressInUse(subject);
+  // Own keys only (a code is input). Not ownValue: this module imports nothing, as both bundles load it unbundled (scripts/bundle.ts).
+  const why = code !== undefined && Object.hasOwn(BIND_ERRORS, code) ? BIND_ERRORS[code] : `cannot listen (${code ?? (error as Error).message})`;
+  return new InvalidInputError(`${subject}: ${why}`, { cause: error });
+}
+
 export class ResourceLimitError extends ToolError {
   constructor(message: string, options?: ToolErrorOptions) {
     super(ExitCode.ResourceLimit, message, options);

@@ -4,7 +4,7 @@
  * node bound (port 0 picks one) and its id, which scripts read to reach it. What it loaded and how
  * it stops are diagnostics, on stderr (`--log-level info`).
  */
-import { InvalidInputError, ToolError, addressInUse } from '../../lib/errors.js';
+import { InvalidInputError, ToolError, listenFailure } from '../../lib/errors.js';
 import { actorParams, describeActorClass, loadActorClass, prepareSystem, startSystem, type ActorSystem } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type OptionSpec } from '../kit/program.js';
@@ -15,10 +15,6 @@ import { CLUSTER_OPTION, TLS_OPTIONS, addressSetting, clusterSetting, connectFla
 const EXTRA_KWARGS = 'actor.extra_kwargs';
 
 /** Why an address cannot be bound, other than being in use, in words (Node gives only the code). */
-const BIND_ERRORS: Readonly<Record<string, string>> = {
-  EADDRNOTAVAIL: 'cannot bind: not an address of this machine',
-  EACCES: 'cannot bind: permission denied (a port below 1024 needs privileges)',
-};
 
 /** Where a node listens unless told otherwise: only this machine can reach it. */
 const DEFAULT_ADDR = '127.0.0.1:8000';
@@ -144,9 +140,7 @@ export const actorCommand = defineCommand({
       const e = error as NodeJS.ErrnoException & { port?: number };
       // Which of the two listeners failed: the metrics one when its port is the one named.
       const [flag, value] = metricsAddr !== undefined && e.port !== undefined && metricsAddr.endsWith(`:${e.port}`) ? ['--metrics-addr', metricsAddr] : ['--addr', addr];
-      if (e.code === 'EADDRINUSE') throw addressInUse(`${flag} ${value}`);
-      const why = e.code === undefined ? undefined : BIND_ERRORS[e.code];
-      throw new InvalidInputError(`${flag} ${value}: ${why ?? e.message}`);
+      throw listenFailure(`${flag} ${value}`, e);
     }
     try {
       await system.spawn(loaded.cls, { name: f.name, params, metadata: { module: loaded.module } });

@@ -16,6 +16,7 @@
  * llama.cpp refuses repetition counts from 1,000 on, and node-llama-cpp drops those past 2,000.
  */
 import type { GbnfJsonSchema } from 'node-llama-cpp';
+import { ownValue } from '../../lib/own-property.js';
 
 /** A schema whose JSON text is longer is refused: its grammar is made on the worker's thread. */
 export const MAX_SCHEMA_CHARS = 64 * 1024;
@@ -167,10 +168,10 @@ function typed(node: Json, words: readonly string[], at: string, walk: Walk, dep
     if (other !== undefined) fail(`${at}/${escape(other)}`, `'${other}' is not taken with a list of types`);
     return { type };
   }
-  const allowed = typeof type === 'string' && Object.hasOwn(KINDS, type) ? KINDS[type] : undefined;
+  const allowed = typeof type === 'string' ? ownValue(KINDS, type) : undefined;
   if (!allowed) fail(`${at}/type`, `${JSON.stringify(type)} is not a JSON Schema type`);
   const numeric = type === 'integer' || type === 'number';
-  const other = words.find((word) => !allowed.has(word) && !(numeric && Object.hasOwn(NO_BOUND, word) && NO_BOUND[word]!(node[word])));
+  const other = words.find((word) => !allowed.has(word) && !(numeric && ownValue(NO_BOUND, word)?.(node[word])));
   if (other !== undefined) fail(`${at}/${escape(other)}`, `'${other}' is not taken for a schema of type '${type}' (the reply could not be held to it)`);
   const out: Json = { type };
   for (const word of ['minLength', 'maxLength', 'minProperties', 'maxProperties', 'minItems', 'maxItems']) {

@@ -12,7 +12,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { remote } from '../../core/actor.js';
-import { addressInUse } from '../../../lib/errors.js';
+import { listenFailure } from '../../../lib/errors.js';
 import { isLoopbackHost } from '../../../lib/loopback.js';
 import type { ActorContext, ActorMetadata } from '../../core/context.js';
 import { apiServer, type ApiOptions } from './http.js';
@@ -54,9 +54,7 @@ class Router {
       await this.app.listen({ host, port });
     } catch (error) {
       await this.onStop();
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'EADDRINUSE') throw addressInUse(`http_port ${port}: ${host}:${port}`);
-      throw new Error(`http_port ${port}: cannot listen on ${host}:${port} (${code ?? (error as Error).message})`);
+      throw listenFailure(`http_port ${port}: ${host}:${port}`, error);
     }
     const bound = this.app.server.address();
     this.address = typeof bound === 'object' && bound ? `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` : String(bound);

@@ -9,7 +9,7 @@
  * for, it is refused by name (`requestProblem`).
  */
 import { randomUUID } from 'node:crypto';
-import { replySchema } from '../reply-schema.js';
+import { replySchema, type ReplySchema } from '../reply-schema.js';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { CHAT_ROLES, MAX_STOP_STRINGS, type FinishReason, type GenerateRequest, type ReplyFormat, type Usage } from '../contract.js';
 
@@ -113,6 +113,18 @@ export type CompletionRequest = Static<typeof CompletionRequest>;
 
 export type ApiRequest = ChatRequest | CompletionRequest;
 
+/**
+ * A request's schema, checked once: the preValidation hook checks it (requestProblem), and the
+ * request's mapping passes on what the check made (replyFormat), for the same object.
+ */
+const checkedSchemas = new WeakMap<object, ReplySchema>();
+function checkedSchema(schema: unknown): ReplySchema {
+  if (typeof schema !== 'object' || schema === null) return replySchema(schema);
+  let checked = checkedSchemas.get(schema);
+  if (!checked) checkedSchemas.set(schema, (checked = replySchema(schema)));
+  return checked;
+}
+
 /** What is wrong with a request, for its `error`. */
 export interface RequestProblem {
   param: string;
@@ -149,7 +161,7 @@ function chatProblem(body: Record<string, unknown>): RequestProblem | undefined 
   // Here, not only on the worker: what is passed on is the checked schema (reply-schema.ts).
   const schema = isObject(format) && isObject(format['json_schema']) ? format['json_schema']['schema'] : undefined;
   if (schema !== undefined) {
-    const checked = replySchema(schema);
+    const checked = checkedSchema(schema);
     if ('problem' in checked) return { param: 'response_format', message: checked.problem };
   }
   if (body['store'] === true) return unsupported('store', 'completions are not stored by this server');
@@ -200,7 +212,7 @@ function textOf(message: ChatRequest['messages'][number]): string {
 function replyFormat(format: ChatRequest['response_format']): ReplyFormat | undefined {
   if (!format || format.type === 'text') return undefined;
   if (format.type === 'json_schema' && format.json_schema.schema !== undefined) {
-    const checked = replySchema(format.json_schema.schema);
+    const checked = checkedSchema(format.json_schema.schema);
     if ('problem' in checked) throw new Error(`a response_format schema was not checked: ${checked.problem}`); // requestProblem refuses it first
     return { type: 'json_schema', schema: checked.schema };
   }

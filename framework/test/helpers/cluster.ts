@@ -103,24 +103,8 @@ export async function killAll(): Promise<void> {
 }
 
 /** The membership list the node at `addr` serves on `/cluster/members`. */
-export function clusterMembers(addr: string): Promise<Array<{ node_id: string; addr: string; status: string }>> {
-  return new Promise((resolve, reject) => {
-    const session = http2.connect(`http://${addr}`);
-    session.on('error', reject);
-    const req = session.request({ ':path': '/cluster/members' });
-    req.on('error', reject);
-    let text = '';
-    req.on('data', (c: Buffer) => (text += c));
-    req.on('end', () => {
-      session.close();
-      try {
-        resolve(JSON.parse(text));
-      } catch (e) {
-        reject(e);
-      }
-    });
-    req.end();
-  });
+export async function clusterMembers(addr: string): Promise<Array<{ node_id: string; addr: string; status: string }>> {
+  return JSON.parse((await h2Request(addr, { ':path': '/cluster/members' })).body) as Array<{ node_id: string; addr: string; status: string }>;
 }
 
 /** Member statuses by address, as the node at `addr` sees them. */
