@@ -296,8 +296,16 @@ async function next(opened: OpenedRequest): Promise<GenerateChunk | undefined> {
   return result.done ? undefined : result.value;
 }
 
-/** The server-sent events of one response (workers hand out text at most once per 10 ms tick, so an event holds what came meanwhile). */
+/**
+ * The server-sent events of one response (workers hand out text at most once per 10 ms tick, so an
+ * event holds what came meanwhile). Events sent in one turn (the role and the first text; the last
+ * text, the finish, usage and `[DONE]`) leave in one write: one system call here and one wake-up
+ * for the client, where each took its own.
+ */
 class EventStream {
+  /** Events sent in this turn, not yet written. */
+  private pending = '';
+
   constructor(private readonly raw: ServerResponse) {
     raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
   }
@@ -308,7 +316,9 @@ class EventStream {
   }
 
   send(data: object | string): void {
-    if (this.open) this.raw.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+    if (!this.open) return;
+    if (!this.pending) process.nextTick(() => this.flush());
+    this.pending += `data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
   }
 
   /** Resolves when the client has taken what was written (or has gone): its pace is the worker's. */
@@ -317,7 +327,20 @@ class EventStream {
   }
 
   end(): void {
-    this.raw.end();
+    const rest = this.take();
+    if (this.open && rest) this.raw.end(rest);
+    else this.raw.end();
+  }
+
+  private flush(): void {
+    const events = this.take();
+    if (this.open && events) this.raw.write(events);
+  }
+
+  private take(): string {
+    const events = this.pending;
+    this.pending = '';
+    return events;
   }
 }
 
