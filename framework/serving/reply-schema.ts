@@ -17,6 +17,7 @@
  */
 import type { GbnfJsonSchema } from 'node-llama-cpp';
 import { ownValue } from '../../lib/own-property.js';
+import { isJsonObject, type JsonObject } from '../../lib/json-object.js';
 
 /** A schema whose JSON text is longer is refused: its grammar is made on the worker's thread. */
 export const MAX_SCHEMA_CHARS = 64 * 1024;
@@ -54,8 +55,6 @@ const STRING_FORMATS = new Set(['date-time', 'date', 'time']);
 
 export type ReplySchema = { schema: GbnfJsonSchema } | { problem: string };
 
-type Json = Record<string, unknown>;
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isCount = (value: unknown): boolean => Number.isSafeInteger(value) && (value as number) >= 0;
 
 /** The schema as node-llama-cpp takes it, or the first thing in it that would not be kept. */
@@ -105,18 +104,18 @@ function fail(pointer: string, what: string): never {
 
 /** Every `$defs` name anywhere in the schema: node-llama-cpp resolves `#/$defs/<name>` against all of them. */
 function collectDefs(node: unknown, defs: Set<string>, depth: number): void {
-  if (depth > MAX_SCHEMA_DEPTH || (!isObject(node) && !Array.isArray(node))) return;
-  if (isObject(node) && isObject(node['$defs'])) for (const name of Object.keys(node['$defs'])) defs.add(name);
+  if (depth > MAX_SCHEMA_DEPTH || (!isJsonObject(node) && !Array.isArray(node))) return;
+  if (isJsonObject(node) && isJsonObject(node['$defs'])) for (const name of Object.keys(node['$defs'])) defs.add(name);
   for (const value of Object.values(node)) collectDefs(value, defs, depth + 1);
 }
 
 /** Checks one schema and returns it as the converter takes it (`anyOf` as `oneOf`, each part checked). */
 function check(node: unknown, at: string, walk: Walk, depth: number): unknown {
   if (depth > MAX_SCHEMA_DEPTH) fail(at, `nested deeper than ${MAX_SCHEMA_DEPTH} levels`);
-  if (!isObject(node)) fail(at, 'a schema must be an object (true, false and other values are not taken)');
-  const out: Json = {};
+  if (!isJsonObject(node)) fail(at, 'a schema must be an object (true, false and other values are not taken)');
+  const out: JsonObject = {};
   const words = Object.keys(node).filter((word) => !ANNOTATIONS.has(word));
-  if (isObject(node['$defs'])) out['$defs'] = Object.fromEntries(Object.entries(node['$defs']).map(([name, def]) => [name, check(def, `${at}/$defs/${escape(name)}`, walk, depth + 1)]));
+  if (isJsonObject(node['$defs'])) out['$defs'] = Object.fromEntries(Object.entries(node['$defs']).map(([name, def]) => [name, check(def, `${at}/$defs/${escape(name)}`, walk, depth + 1)]));
   else if ('$defs' in node) fail(`${at}/$defs`, 'must be an object of schemas');
   const rest = words.filter((word) => word !== '$defs');
   const only = (allowed: readonly string[]): void => {
@@ -159,7 +158,7 @@ function check(node: unknown, at: string, walk: Walk, depth: number): unknown {
   return { ...out, ...typed(node, rest, at, walk, depth) };
 }
 
-function typed(node: Json, words: readonly string[], at: string, walk: Walk, depth: number): Json {
+function typed(node: JsonObject, words: readonly string[], at: string, walk: Walk, depth: number): JsonObject {
   const type = node['type'];
   if (type === undefined) fail(at, words.length ? `'${words[0]}' is not taken here: give a 'type', 'const', 'enum', 'oneOf', 'anyOf' or '$ref'` : "a schema that allows any value is not taken: give a 'type', 'const', 'enum', 'oneOf', 'anyOf' or '$ref'");
   if (Array.isArray(type)) {
@@ -173,7 +172,7 @@ function typed(node: Json, words: readonly string[], at: string, walk: Walk, dep
   const numeric = type === 'integer' || type === 'number';
   const other = words.find((word) => !allowed.has(word) && !(numeric && ownValue(NO_BOUND, word)?.(node[word])));
   if (other !== undefined) fail(`${at}/${escape(other)}`, `'${other}' is not taken for a schema of type '${type}' (the reply could not be held to it)`);
-  const out: Json = { type };
+  const out: JsonObject = { type };
   for (const word of ['minLength', 'maxLength', 'minProperties', 'maxProperties', 'minItems', 'maxItems']) {
     if (!(word in node)) continue;
     if (!isCount(node[word])) fail(`${at}/${word}`, 'must be a whole number, 0 or more');
@@ -187,7 +186,7 @@ function typed(node: Json, words: readonly string[], at: string, walk: Walk, dep
   }
   if ('properties' in node) {
     const properties = node['properties'];
-    if (!isObject(properties)) fail(`${at}/properties`, 'must be an object of schemas');
+    if (!isJsonObject(properties)) fail(`${at}/properties`, 'must be an object of schemas');
     spend(walk, 'properties', Object.keys(properties).length, MAX_PROPERTIES, `${at}/properties`, 'properties');
     for (const name of Object.keys(properties)) checkText(name, `${at}/properties`, 'the property name');
     out['properties'] = Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, check(schema, `${at}/properties/${escape(name)}`, walk, depth + 1)]));
@@ -195,7 +194,7 @@ function typed(node: Json, words: readonly string[], at: string, walk: Walk, dep
   if ('required' in node) {
     const required = node['required'];
     if (!Array.isArray(required) || !required.every((name) => typeof name === 'string')) fail(`${at}/required`, 'must be a list of property names');
-    const properties = isObject(node['properties']) ? node['properties'] : {};
+    const properties = isJsonObject(node['properties']) ? node['properties'] : {};
     const unknown = required.find((name) => !Object.hasOwn(properties, name));
     if (unknown !== undefined) fail(`${at}/required`, `names '${unknown.slice(0, 80)}', which is not among the properties`);
     out['required'] = required;

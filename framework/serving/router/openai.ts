@@ -12,6 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { replySchema, type ReplySchema } from '../reply-schema.js';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { CHAT_ROLES, MAX_STOP_STRINGS, type FinishReason, type GenerateRequest, type ReplyFormat, type Usage } from '../contract.js';
+import { isJsonObject } from '../../../lib/json-object.js';
 
 /** The largest `max_tokens` accepted; a worker caps it further by its own limit and its context's room. */
 export const MAX_TOKENS_LIMIT = 1 << 20;
@@ -131,8 +132,7 @@ export interface RequestProblem {
   message: string;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-const isEmpty = (value: unknown): boolean => value == null || (Array.isArray(value) && value.length === 0) || (isObject(value) && Object.keys(value).length === 0);
+const isEmpty = (value: unknown): boolean => value == null || (Array.isArray(value) && value.length === 0) || (isJsonObject(value) && Object.keys(value).length === 0);
 const unsupported = (param: string, what: string): RequestProblem => ({ param, message: `Unsupported parameter '${param}': ${what}.` });
 
 /**
@@ -141,7 +141,7 @@ const unsupported = (param: string, what: string): RequestProblem => ({ param, m
  * than 1 items"), and null content anywhere but in an assistant's reply.
  */
 export function requestProblem(body: unknown, chat: boolean): RequestProblem | undefined {
-  if (!isObject(body)) return undefined;
+  if (!isJsonObject(body)) return undefined;
   if (!isEmpty(body['logit_bias'])) return unsupported('logit_bias', 'token biases are not applied by this server');
   return chat ? chatProblem(body) : completionProblem(body);
 }
@@ -155,11 +155,11 @@ function chatProblem(body: Record<string, unknown>): RequestProblem | undefined 
   }
   if (typeof body['top_logprobs'] === 'number' && body['top_logprobs'] > 0) return unsupported('top_logprobs', 'log probabilities are not returned by this server');
   const format = body['response_format'];
-  if (isObject(format) && !['text', 'json_object', 'json_schema'].includes(format['type'] as string)) {
+  if (isJsonObject(format) && !['text', 'json_object', 'json_schema'].includes(format['type'] as string)) {
     return unsupported('response_format', `the types served here are text, json_object and json_schema, not ${JSON.stringify(String(format['type']).slice(0, 40))}`);
   }
   // Here, not only on the worker: what is passed on is the checked schema (reply-schema.ts).
-  const schema = isObject(format) && isObject(format['json_schema']) ? format['json_schema']['schema'] : undefined;
+  const schema = isJsonObject(format) && isJsonObject(format['json_schema']) ? format['json_schema']['schema'] : undefined;
   if (schema !== undefined) {
     const checked = checkedSchema(schema);
     if ('problem' in checked) return { param: 'response_format', message: checked.problem };
@@ -168,7 +168,7 @@ function chatProblem(body: Record<string, unknown>): RequestProblem | undefined 
   if (body['reasoning_effort'] != null) return unsupported('reasoning_effort', 'the model does not reason before it answers');
   const messages = Array.isArray(body['messages']) ? body['messages'] : [];
   for (const [i, message] of messages.entries()) {
-    if (!isObject(message)) continue;
+    if (!isJsonObject(message)) continue;
     const at = `messages[${i}]`;
     if (message['role'] === 'tool' || message['role'] === 'function') {
       return { param: `${at}.role`, message: `Invalid value for '${at}.role': '${message['role']}' messages are not supported: ${noTools}.` };
@@ -179,7 +179,7 @@ function chatProblem(body: Record<string, unknown>): RequestProblem | undefined 
       return { param: `${at}.content`, message: `Invalid value for '${at}.content': only an assistant's message may have null content.` };
     }
     const parts = Array.isArray(message['content']) ? message['content'] : [];
-    const other = parts.findIndex((part) => isObject(part) && part['type'] !== 'text');
+    const other = parts.findIndex((part) => isJsonObject(part) && part['type'] !== 'text');
     if (other >= 0) return unsupported(`${at}.content[${other}].type`, `content parts of type ${JSON.stringify(String((parts[other] as Record<string, unknown>)['type']).slice(0, 40))} are not read by this server, which takes text`);
   }
   return undefined;

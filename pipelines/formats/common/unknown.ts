@@ -5,13 +5,12 @@
  * values the Storyline can only hold in a normalised form (a `null` message kept as `""`, an id that
  * had to be renamed): the encoder writes the normalised value and the restore puts the original back.
  */
+import { isJsonObject as isObject, type JsonObject } from '../../../lib/json-object.js';
 import { setOwn } from '../../../lib/own-property.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { escapePointerToken } from '../../storyline/validate.js';
 
-export type JsonObject = Record<string, unknown>;
-
-export const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+export { isObject, type JsonObject };
 
 /** `pointer` + one reference token. */
 export const childPointer = (pointer: string, token: string | number): string => `${pointer}/${escapePointerToken(token)}`;

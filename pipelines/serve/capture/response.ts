@@ -8,6 +8,7 @@
  */
 import { createBrotliDecompress, createGunzip, createInflate, type Gunzip } from 'node:zlib';
 import { jsonOrAsGiven } from '../gateway/decode.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 
 /**
  * Bytes of one answer the capture keeps to read (and characters of a stream's aggregate). Bound by
@@ -19,8 +20,6 @@ export const MAX_KEPT_BYTES = 16 * 1024 * 1024;
 
 export type Protocol = 'openai-chat' | 'anthropic-messages';
 
-type Json = Record<string, unknown>;
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 interface ToolCallDraft {
   id: string;
@@ -35,7 +34,7 @@ class StreamAggregate {
   text = '';
   reasoning = '';
   readonly calls = new Map<number, ToolCallDraft>();
-  usage: Json | undefined;
+  usage: JsonObject | undefined;
   model: string | undefined;
   id: string | undefined;
   finish: string | undefined;
@@ -57,53 +56,53 @@ class StreamAggregate {
     return piece;
   }
 
-  add(event: Json): void {
+  add(event: JsonObject): void {
     this.events += 1;
     if (this.protocol === 'openai-chat') this.addOpenAi(event);
     else this.addAnthropic(event);
   }
 
-  private addOpenAi(chunk: Json): void {
+  private addOpenAi(chunk: JsonObject): void {
     if (typeof chunk.model === 'string') this.model = chunk.model;
     if (typeof chunk.id === 'string') this.id = chunk.id;
-    if (isObject(chunk.usage)) this.usage = chunk.usage;
+    if (isJsonObject(chunk.usage)) this.usage = chunk.usage;
     if (chunk.error !== undefined) this.error = chunk.error;
-    const choice = Array.isArray(chunk.choices) && isObject(chunk.choices[0]) ? chunk.choices[0] : undefined;
+    const choice = Array.isArray(chunk.choices) && isJsonObject(chunk.choices[0]) ? chunk.choices[0] : undefined;
     if (!choice) return;
     if (typeof choice.finish_reason === 'string') this.finish = choice.finish_reason;
-    const delta = isObject(choice.delta) ? choice.delta : {};
+    const delta = isJsonObject(choice.delta) ? choice.delta : {};
     if (typeof delta.content === 'string') this.text += this.take(delta.content);
     const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : '';
     this.reasoning += this.take(reasoning);
-    for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObject) : []) {
+    for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isJsonObject) : []) {
       const index = typeof call.index === 'number' ? call.index : this.calls.size;
       const draft = this.calls.get(index) ?? { id: '', name: '', arguments: '' };
       if (typeof call.id === 'string') draft.id = call.id;
-      const fn = isObject(call.function) ? call.function : {};
+      const fn = isJsonObject(call.function) ? call.function : {};
       if (typeof fn.name === 'string') draft.name += this.take(fn.name);
       if (typeof fn.arguments === 'string') draft.arguments += this.take(fn.arguments);
       this.calls.set(index, draft);
     }
   }
 
-  private addAnthropic(event: Json): void {
+  private addAnthropic(event: JsonObject): void {
     switch (event.type) {
       case 'message_start': {
-        const message = isObject(event.message) ? event.message : {};
+        const message = isJsonObject(event.message) ? event.message : {};
         if (typeof message.model === 'string') this.model = message.model;
         if (typeof message.id === 'string') this.id = message.id;
-        if (isObject(message.usage)) this.usage = { ...message.usage };
+        if (isJsonObject(message.usage)) this.usage = { ...message.usage };
         break;
       }
       case 'content_block_start': {
-        const block = isObject(event.content_block) ? event.content_block : {};
+        const block = isJsonObject(event.content_block) ? event.content_block : {};
         const index = typeof event.index === 'number' ? event.index : this.calls.size;
         if (block.type === 'text' && typeof block.text === 'string') this.text += this.take(block.text);
         if (block.type === 'tool_use') this.calls.set(index, { id: String(block.id ?? ''), name: String(block.name ?? ''), arguments: '', input: block.input });
         break;
       }
       case 'content_block_delta': {
-        const delta = isObject(event.delta) ? event.delta : {};
+        const delta = isJsonObject(event.delta) ? event.delta : {};
         if (delta.type === 'text_delta' && typeof delta.text === 'string') this.text += this.take(delta.text);
         if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') this.reasoning += this.take(delta.thinking);
         const draft = typeof event.index === 'number' ? this.calls.get(event.index) : undefined;
@@ -111,9 +110,9 @@ class StreamAggregate {
         break;
       }
       case 'message_delta': {
-        const delta = isObject(event.delta) ? event.delta : {};
+        const delta = isJsonObject(event.delta) ? event.delta : {};
         if (typeof delta.stop_reason === 'string') this.finish = delta.stop_reason;
-        if (isObject(event.usage)) this.usage = { ...this.usage, ...event.usage };
+        if (isJsonObject(event.usage)) this.usage = { ...this.usage, ...event.usage };
         break;
       }
       case 'error':
@@ -125,15 +124,15 @@ class StreamAggregate {
   }
 
   /** The streamed message as the protocol's non-streamed answer would have been (what decode.ts reads). */
-  body(): Json {
+  body(): JsonObject {
     const calls = [...this.calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c);
     if (this.protocol === 'openai-chat') {
-      const message: Json = { role: 'assistant', content: this.text };
+      const message: JsonObject = { role: 'assistant', content: this.text };
       if (this.reasoning) message.reasoning_content = this.reasoning;
       if (calls.length > 0) message.tool_calls = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
       return { ...(this.id ? { id: this.id } : {}), object: 'chat.completion', ...(this.model ? { model: this.model } : {}), choices: [{ index: 0, message, finish_reason: this.finish ?? null }], ...(this.usage ? { usage: this.usage } : {}) };
     }
-    const content: Json[] = [];
+    const content: JsonObject[] = [];
     if (this.reasoning) content.push({ type: 'thinking', thinking: this.reasoning });
     if (this.text) content.push({ type: 'text', text: this.text });
     for (const c of calls) content.push({ type: 'tool_use', id: c.id, name: c.name, input: parseArguments(c.arguments, c.input) });
@@ -248,14 +247,14 @@ export class AnswerReader {
     if (data === '' || data === '[DONE]') return;
     try {
       const value = JSON.parse(data) as unknown;
-      if (isObject(value)) this.aggregate.add(value);
+      if (isJsonObject(value)) this.aggregate.add(value);
     } catch {
       this.truncated = true;
     }
   }
 
   /** The answer's body as JSON (the aggregate of a stream); undefined when it is not JSON. */
-  async result(): Promise<Json | undefined> {
+  async result(): Promise<JsonObject | undefined> {
     if (this.inflate) {
       this.inflate.end();
       await this.inflated;
@@ -269,7 +268,7 @@ export class AnswerReader {
     if (this.truncated) return undefined;
     try {
       const value = JSON.parse(Buffer.concat(this.chunks).toString('utf8')) as unknown;
-      return isObject(value) ? value : undefined;
+      return isJsonObject(value) ? value : undefined;
     } catch {
       return undefined;
     }

@@ -25,12 +25,11 @@ import { withinDepth } from '../../formats/lines.js';
 import { STORYLINE_SCHEMA_VERSION, type Content, type Metrics, type Storyline, type ToolCall, type Turn } from '../../storyline/schema.js';
 import { MAX_UNIX_MS, type EventRecord } from './events.js';
 import type { StoredEvent, Trace } from './event-log.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 
 /** `source_format` of the runs projection writes. */
 export const GATEWAY_FORMAT = 'gateway-events';
 
-type Json = Record<string, unknown>;
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 const count = (value: unknown): number | undefined => (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined);
 const nonNegative = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined);
@@ -63,15 +62,15 @@ function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content
-    .map((part) => (isObject(part) && (part.type === 'text' || part.type === 'input_text' || part.type === 'output_text') ? (text(part.text) ?? text(part.content) ?? '') : ''))
+    .map((part) => (isJsonObject(part) && (part.type === 'text' || part.type === 'input_text' || part.type === 'output_text') ? (text(part.text) ?? text(part.content) ?? '') : ''))
     .filter((t) => t !== '')
     .join('\n');
 }
 
 /** Usage in any of the OpenAI, Anthropic and OpenTelemetry spellings, as Storyline metrics (prompt tokens include cached ones). */
 export function usageMetrics(usage: unknown): Metrics | undefined {
-  if (!isObject(usage)) return undefined;
-  const cacheRead = count(usage.cache_read_input_tokens) ?? count(usage['cache_read.input_tokens']) ?? count(isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details.cached_tokens : undefined);
+  if (!isJsonObject(usage)) return undefined;
+  const cacheRead = count(usage.cache_read_input_tokens) ?? count(usage['cache_read.input_tokens']) ?? count(isJsonObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details.cached_tokens : undefined);
   const cacheWrite = count(usage.cache_creation_input_tokens) ?? count(usage['cache_creation.input_tokens']);
   let prompt = count(usage.prompt_tokens);
   if (prompt === undefined && count(usage.input_tokens) !== undefined) {
@@ -96,9 +95,9 @@ export interface RequestFacts {
 }
 
 /** What a chat-completions or messages request body says of the newest user turn, the system prompt and tool results. */
-export function requestFacts(payload: Json): RequestFacts {
-  const body = isObject(payload.http) && isObject(payload.http.request_body) ? payload.http.request_body : undefined;
-  const messages = Array.isArray(body?.messages) ? (body.messages as unknown[]).filter(isObject) : [];
+export function requestFacts(payload: JsonObject): RequestFacts {
+  const body = isJsonObject(payload.http) && isJsonObject(payload.http.request_body) ? payload.http.request_body : undefined;
+  const messages = Array.isArray(body?.messages) ? (body.messages as unknown[]).filter(isJsonObject) : [];
   const facts: RequestFacts = { toolResults: [] };
   const system = text(payload.system) ?? (typeof body?.system === 'string' ? body.system : Array.isArray(body?.system) ? contentText(body.system) : undefined) ?? messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => contentText(m.content)).join('\n');
   if (system) facts.system = system;
@@ -112,7 +111,7 @@ export function requestFacts(payload: Json): RequestFacts {
     }
   }
   if (Array.isArray(payload.tool_results)) {
-    for (const r of payload.tool_results.filter(isObject)) {
+    for (const r of payload.tool_results.filter(isJsonObject)) {
       const callId = text(r.call_id);
       if (callId) facts.toolResults.push({ callId, content: r.content, ...(typeof r.is_error === 'boolean' ? { isError: r.is_error } : {}) });
     }
@@ -123,7 +122,7 @@ export function requestFacts(payload: Json): RequestFacts {
   for (const m of messages.slice(lastAssistant + 1)) {
     if (m.role === 'tool' && typeof m.tool_call_id === 'string') facts.toolResults.push({ callId: m.tool_call_id, content: contentText(m.content) || m.content });
     if (m.role === 'user' && Array.isArray(m.content)) {
-      for (const block of m.content.filter(isObject)) {
+      for (const block of m.content.filter(isJsonObject)) {
         if (block.type === 'tool_result' && typeof block.tool_use_id === 'string') {
           facts.toolResults.push({ callId: block.tool_use_id, content: contentText(block.content) || block.content, ...(block.is_error === true ? { isError: true } : {}) });
         }
@@ -158,8 +157,8 @@ export function jsonOrAsGiven(value: unknown): unknown {
 const argumentsOf = (value: unknown): unknown => jsonOrAsGiven(value ?? {});
 
 /** What a response says: the assistant's text, reasoning, tool calls, usage and model, from the payload's fields or its body. */
-export function responseFacts(payload: Json): ResponseFacts {
-  const body = isObject(payload.http) && isObject(payload.http.response_body) ? payload.http.response_body : isObject(payload.response_body) ? payload.response_body : undefined;
+export function responseFacts(payload: JsonObject): ResponseFacts {
+  const body = isJsonObject(payload.http) && isJsonObject(payload.http.response_body) ? payload.http.response_body : isJsonObject(payload.response_body) ? payload.response_body : undefined;
   const facts: ResponseFacts = { text: '', calls: [] };
   const model = text(payload.model) ?? text(body?.model);
   if (model !== undefined) facts.model = model;
@@ -171,28 +170,28 @@ export function responseFacts(payload: Json): ResponseFacts {
     facts.text = contentText(payload.assistant_content);
     const reasoning = text(payload.reasoning_content);
     if (reasoning) facts.reasoning = reasoning;
-    for (const call of Array.isArray(payload.tool_calls) ? payload.tool_calls.filter(isObject) : []) {
+    for (const call of Array.isArray(payload.tool_calls) ? payload.tool_calls.filter(isJsonObject) : []) {
       facts.calls.push({ id: text(call.id) ?? text(call.call_id) ?? '', name: text(call.name) ?? '', args: argumentsOf(call.arguments) });
     }
     return facts;
   }
   if (!body) return facts;
-  const choice = Array.isArray(body.choices) && isObject(body.choices[0]) ? body.choices[0] : undefined;
-  const message = isObject(choice?.message) ? choice.message : undefined;
+  const choice = Array.isArray(body.choices) && isJsonObject(body.choices[0]) ? body.choices[0] : undefined;
+  const message = isJsonObject(choice?.message) ? choice.message : undefined;
   if (message) {
     // OpenAI chat completion.
     facts.text = contentText(message.content);
     const reasoning = text(message.reasoning_content) ?? text(message.reasoning);
     if (reasoning) facts.reasoning = reasoning;
-    for (const call of Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : []) {
-      const fn = isObject(call.function) ? call.function : {};
+    for (const call of Array.isArray(message.tool_calls) ? message.tool_calls.filter(isJsonObject) : []) {
+      const fn = isJsonObject(call.function) ? call.function : {};
       facts.calls.push({ id: text(call.id) ?? '', name: text(fn.name) ?? '', args: argumentsOf(fn.arguments) });
     }
     const reason = text(choice?.finish_reason);
     if (reason && facts.finish === undefined) facts.finish = reason;
   } else if (Array.isArray(body.content)) {
     // Anthropic message.
-    const blocks = body.content.filter(isObject);
+    const blocks = body.content.filter(isJsonObject);
     facts.text = contentText(blocks);
     const thinking = blocks.filter((b) => b.type === 'thinking').map((b) => text(b.thinking) ?? '').join('\n');
     if (thinking) facts.reasoning = thinking;
@@ -209,7 +208,7 @@ export function storylineOf(trace: Trace, stored: readonly StoredEvent[]): Story
   const turns: Turn[] = [];
   /** Each tool call id's turn and call, so a result later finds them. */
   const calls = new Map<string, { turn: Turn; call: ToolCall }>();
-  const requests = new Map<string, Json>();
+  const requests = new Map<string, JsonObject>();
   const doc: Storyline = { schema_version: STORYLINE_SCHEMA_VERSION, session: trace.sessionId, agent: { id: trace.agentId }, turns, origin: { format: GATEWAY_FORMAT, source_path: tracePath(trace) } };
   const newTurn = (turn: Omit<Turn, 'id'>): Turn => {
     const t = { id: turns.length + 1, ...turn } as Turn;
@@ -233,7 +232,7 @@ export function storylineOf(trace: Trace, stored: readonly StoredEvent[]): Story
 
   for (const event of events) {
     const r: EventRecord = event.record;
-    const payload = isObject(r.payload) ? r.payload : {};
+    const payload = isJsonObject(r.payload) ? r.payload : {};
     const ts = timeOf(event);
     switch (r.kind) {
       case 'session.started': {
@@ -270,9 +269,9 @@ export function storylineOf(trace: Trace, stored: readonly StoredEvent[]): Story
         const facts = responseFacts(payload);
         if (r.kind === 'http.response' && facts.text === '' && facts.calls.length === 0 && facts.usage === undefined) break;
         const request = r.call_id ? requests.get(r.call_id) : undefined;
-        const timing = isObject(payload.timing) ? payload.timing : {};
-        const status = count(payload.status) ?? (isObject(payload.http) ? count(payload.http.status) : undefined);
-        const extra: Json = {
+        const timing = isJsonObject(payload.timing) ? payload.timing : {};
+        const status = count(payload.status) ?? (isJsonObject(payload.http) ? count(payload.http.status) : undefined);
+        const extra: JsonObject = {
           ...(r.call_id ? { call_id: r.call_id } : {}),
           ...(status !== undefined ? { status } : {}),
           ...(facts.finish !== undefined ? { finish_reason: facts.finish } : {}),

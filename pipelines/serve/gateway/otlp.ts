@@ -27,29 +27,28 @@ import { BODY_LIMITS, RejectedBatch } from './events.js';
 import { safeSegment } from './identity.js';
 import type { Gateway } from './gateway.js';
 import { decodeTraceRequest, OtlpProtobufError } from './otlp-protobuf.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 
 const PROTOBUF = 'application/x-protobuf';
 
-type Json = Record<string, unknown>;
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** An OTLP AnyValue as plain JSON. */
 function anyValue(value: unknown): unknown {
-  if (!isObject(value)) return null;
+  if (!isJsonObject(value)) return null;
   if ('stringValue' in value) return value.stringValue;
   if ('boolValue' in value) return value.boolValue;
   if ('intValue' in value) return Number(value.intValue);
   if ('doubleValue' in value) return Number(value.doubleValue);
   if ('bytesValue' in value) return value.bytesValue;
-  if (isObject(value.arrayValue)) return (Array.isArray(value.arrayValue.values) ? value.arrayValue.values : []).map(anyValue);
-  if (isObject(value.kvlistValue)) return attributes(value.kvlistValue.values);
+  if (isJsonObject(value.arrayValue)) return (Array.isArray(value.arrayValue.values) ? value.arrayValue.values : []).map(anyValue);
+  if (isJsonObject(value.kvlistValue)) return attributes(value.kvlistValue.values);
   return null;
 }
 
 /** A KeyValue list as an object. */
-function attributes(list: unknown): Json {
-  const out: Json = {};
-  for (const kv of Array.isArray(list) ? list : []) if (isObject(kv) && typeof kv.key === 'string') setOwn(out, kv.key, anyValue(kv.value));
+function attributes(list: unknown): JsonObject {
+  const out: JsonObject = {};
+  for (const kv of Array.isArray(list) ? list : []) if (isJsonObject(kv) && typeof kv.key === 'string') setOwn(out, kv.key, anyValue(kv.value));
   return out;
 }
 
@@ -76,24 +75,24 @@ function safeIdentity(value: unknown, fallback: string): string {
 
 interface Message {
   role?: string;
-  parts?: Json[];
+  parts?: JsonObject[];
 }
 
 function messagesOf(value: unknown): Message[] {
   const parsed = jsonAttribute(value);
-  return Array.isArray(parsed) ? parsed.filter(isObject).map((m) => ({ ...(typeof m.role === 'string' ? { role: m.role } : {}), parts: Array.isArray(m.parts) ? m.parts.filter(isObject) : [] })) : [];
+  return Array.isArray(parsed) ? parsed.filter(isJsonObject).map((m) => ({ ...(typeof m.role === 'string' ? { role: m.role } : {}), parts: Array.isArray(m.parts) ? m.parts.filter(isJsonObject) : [] })) : [];
 }
 
-const partsText = (parts: readonly Json[], type: string): string =>
+const partsText = (parts: readonly JsonObject[], type: string): string =>
   parts
     .filter((p) => p.type === type)
     .map((p) => (typeof p.content === 'string' ? p.content : ''))
     .join('\n');
 
 /** What an inference span's input says: its newest user text (when it ends with the user's message), tool results, system instructions. */
-function inputFacts(attrs: Json): Json {
+function inputFacts(attrs: JsonObject): JsonObject {
   const messages = messagesOf(attrs['gen_ai.input.messages']);
-  const out: Json = {};
+  const out: JsonObject = {};
   const last = messages.at(-1);
   if (last?.role === 'user') {
     const text = partsText(last.parts ?? [], 'text');
@@ -107,15 +106,15 @@ function inputFacts(attrs: Json): Json {
     .map((p) => ({ call_id: p.id, content: typeof p.response === 'string' ? p.response : JSON.stringify(p.response ?? null) }));
   if (results.length > 0) out.tool_results = results;
   const system = jsonAttribute(attrs['gen_ai.system_instructions']);
-  const systemText = typeof system === 'string' ? system : Array.isArray(system) ? partsText(system.filter(isObject), 'text') : '';
+  const systemText = typeof system === 'string' ? system : Array.isArray(system) ? partsText(system.filter(isJsonObject), 'text') : '';
   if (systemText !== '') out.system = systemText;
   return out;
 }
 
 /** What an inference span's output says: text, reasoning, tool calls. */
-function outputFacts(attrs: Json): Json {
+function outputFacts(attrs: JsonObject): JsonObject {
   const parts = messagesOf(attrs['gen_ai.output.messages']).flatMap((m) => (m.role === undefined || m.role === 'assistant' ? (m.parts ?? []) : []));
-  const out: Json = {};
+  const out: JsonObject = {};
   const text = partsText(parts, 'text');
   if (text !== '' || parts.length > 0) out.assistant_content = text;
   const reasoning = partsText(parts, 'reasoning');
@@ -125,8 +124,8 @@ function outputFacts(attrs: Json): Json {
   return out;
 }
 
-function usageOf(attrs: Json): Json | undefined {
-  const usage: Json = {};
+function usageOf(attrs: JsonObject): JsonObject | undefined {
+  const usage: JsonObject = {};
   for (const [name, key] of [
     ['input_tokens', 'gen_ai.usage.input_tokens'],
     ['output_tokens', 'gen_ai.usage.output_tokens'],
@@ -145,9 +144,9 @@ interface Span {
   spanId: string;
   parentSpanId: string;
   name: string;
-  attrs: Json;
-  resource: Json;
-  raw: Json;
+  attrs: JsonObject;
+  resource: JsonObject;
+  raw: JsonObject;
 }
 
 export interface OtlpGroup {
@@ -167,17 +166,17 @@ export const MAX_SPANS = 8192;
 
 /** The canonical events of an OTLP JSON export request, grouped by trace (agent and session); throws RejectedBatch for a request that is not one. */
 export function otlpEvents(body: unknown): OtlpGroup[] {
-  if (!isObject(body)) throw new RejectedBatch(400, 'invalid_event', 'the body must be an OTLP ExportTraceServiceRequest: a JSON object {resourceSpans: [...]}');
+  if (!isJsonObject(body)) throw new RejectedBatch(400, 'invalid_event', 'the body must be an OTLP ExportTraceServiceRequest: a JSON object {resourceSpans: [...]}');
   if (body.resourceSpans !== undefined && !Array.isArray(body.resourceSpans)) throw new RejectedBatch(400, 'invalid_event', '/resourceSpans: must be an array');
   const spans: Span[] = [];
   (body.resourceSpans as unknown[] | undefined ?? []).forEach((rs, i) => {
-    if (!isObject(rs)) throw new RejectedBatch(400, 'invalid_event', `/resourceSpans/${i}: must be an object`);
-    const resource = attributes(isObject(rs.resource) ? rs.resource.attributes : undefined);
+    if (!isJsonObject(rs)) throw new RejectedBatch(400, 'invalid_event', `/resourceSpans/${i}: must be an object`);
+    const resource = attributes(isJsonObject(rs.resource) ? rs.resource.attributes : undefined);
     (Array.isArray(rs.scopeSpans) ? rs.scopeSpans : []).forEach((ss, j) => {
-      if (!isObject(ss)) throw new RejectedBatch(400, 'invalid_event', `/resourceSpans/${i}/scopeSpans/${j}: must be an object`);
+      if (!isJsonObject(ss)) throw new RejectedBatch(400, 'invalid_event', `/resourceSpans/${i}/scopeSpans/${j}: must be an object`);
       (Array.isArray(ss.spans) ? ss.spans : []).forEach((span, k) => {
         const where = `/resourceSpans/${i}/scopeSpans/${j}/spans/${k}`;
-        if (!isObject(span) || typeof span.traceId !== 'string' || typeof span.spanId !== 'string' || span.traceId === '' || span.spanId === '') {
+        if (!isJsonObject(span) || typeof span.traceId !== 'string' || typeof span.spanId !== 'string' || span.traceId === '' || span.spanId === '') {
           throw new RejectedBatch(400, 'invalid_event', `${where}: a span needs a traceId and a spanId`);
         }
         if (micros(span.startTimeUnixNano) === undefined) throw new RejectedBatch(400, 'invalid_event', `${where}/startTimeUnixNano: must be nanoseconds since the epoch`);
@@ -210,7 +209,7 @@ function spanEvents(span: Span, agentId: string, sessionId: string): EventRecord
   const op = typeof a['gen_ai.operation.name'] === 'string' ? a['gen_ai.operation.name'] : (span.name.split(' ')[0] ?? '');
   const start = micros(span.raw.startTimeUnixNano) as number;
   const end = Math.max(micros(span.raw.endTimeUnixNano) ?? start, start + 1);
-  const status = isObject(span.raw.status) ? span.raw.status : {};
+  const status = isJsonObject(span.raw.status) ? span.raw.status : {};
   const failed = status.code === 2 || status.code === 'STATUS_CODE_ERROR' || a['error.type'] !== undefined;
   const base = { source: `otlp/${span.traceId}/${span.spanId}`, agent_id: agentId, session_id: sessionId, trace_id: span.traceId, call_id: span.spanId, producer: 'otlp' };
   const at = (us: number) => ({ seq: us, timestamp: new Date(Math.floor(us / 1000)).toISOString(), timestamp_unix_ms: Math.floor(us / 1000) });
@@ -258,7 +257,7 @@ function spanEvents(span: Span, agentId: string, sessionId: string): EventRecord
 }
 
 /** A protobuf body as its OTLP/JSON object; one that is not an ExportTraceServiceRequest is the client's error. */
-function decodeProtobuf(body: Buffer): Json {
+function decodeProtobuf(body: Buffer): JsonObject {
   try {
     return decodeTraceRequest(body);
   } catch (error) {
@@ -268,7 +267,7 @@ function decodeProtobuf(body: Buffer): Json {
 }
 
 export function otlpRoutes(app: FastifyInstance, gateway: Gateway, userOf: (req: FastifyRequest) => string | undefined): void {
-  const handler = async (req: FastifyRequest, reply: FastifyReply): Promise<Json | FastifyReply> => {
+  const handler = async (req: FastifyRequest, reply: FastifyReply): Promise<JsonObject | FastifyReply> => {
     const user = userOf(req);
     const protobuf = Buffer.isBuffer(req.body);
     const body = protobuf ? decodeProtobuf(req.body as Buffer) : req.body;
