@@ -167,6 +167,16 @@ export function parseJson(text: string, relPath: string, firstLine = 1): unknown
 /** Whether a parsed value nests no deeper than MAX_JSON_DEPTH levels. */
 export const withinDepth = (value: unknown): boolean => firstTooDeep(value, 1) === undefined;
 
+/**
+ * Whether `value`, parsed from the JSON `text`, holds what the text says: no deeper than
+ * MAX_JSON_DEPTH and no integer that parsing rounded (beyond ±(2^53 - 1)). JSON inside strings
+ * (tool call arguments) is kept as its text when this is false, rather than refused as a document is.
+ */
+export function parsedExactly(value: unknown, text: string): boolean {
+  if (tooDeep(value) !== undefined) return false;
+  return !sawLargeNumber || firstInexactInteger(text) === undefined;
+}
+
 /** Set by the last walk when it met a number beyond ±(2^53 - 1) (which may be a rounded integer). */
 let sawLargeNumber = false;
 

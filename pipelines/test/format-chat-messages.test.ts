@@ -131,6 +131,16 @@ test('Storylines from other formats become per-conversation messages rows', asyn
   assert.is(toolCallCount(again.storylines), 1);
 });
 
+test('arguments with an integer JSON parsing would round come back as they were written', async () => {
+  // A snowflake id in a tool call: beyond 2^53, JSON.parse rounds 12345678901234567891 to ...7000.
+  const args = '{"channel": 12345678901234567891, "limit": 5}';
+  const row = { messages: [{ role: 'user', content: 'read it' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read', arguments: args } }] }] };
+  const { storylines } = await decodeAll(chatMessages, bytesSource(JSON.stringify(row), 'row.json'));
+  const [encoded] = await encodeAll(chatMessages, storylines);
+  const call = ((encoded!.value as { messages: Row[] }).messages[1]!.tool_calls as Array<{ function: { arguments: string } }>)[0]!;
+  assert.is(call.function.arguments, args);
+});
+
 test('ShareGPT spellings, several responses and free text around calls survive a round trip', async () => {
   const row = {
     id: 'sg-variants',

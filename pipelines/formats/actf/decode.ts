@@ -275,7 +275,7 @@ function decodeTool(
     if (isString(fnName)) name = fnName;
     if (typeof fnArgs === 'string') {
       const parsed = parseArguments(fnArgs);
-      if (!parsed.parsed) report(`${pointer}/function/arguments`, 'arguments are not valid JSON; kept verbatim', 'tool_arguments_malformed');
+      if (!parsed.parsed) report(`${pointer}/function/arguments`, 'arguments are not JSON that parses exactly; kept verbatim', 'tool_arguments_malformed');
       args = parsed.value;
     } else {
       args = fnArgs ?? {};

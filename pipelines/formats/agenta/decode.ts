@@ -207,7 +207,7 @@ class Rollout {
       const text = item.arguments;
       if (typeof text === 'string') {
         const { value, parsed } = parseArguments(text);
-        if (!parsed) this.ctx.diagnostic('tool_arguments_not_json', `arguments of ${tcid} are not JSON; kept as text`, number);
+        if (!parsed) this.ctx.diagnostic('tool_arguments_not_json', `arguments of ${tcid} are not JSON that parses exactly; kept as text`, number);
         args = value;
       } else args = text ?? {};
     } else if (type === 'custom_tool_call') args = { input: item.input ?? '' };

@@ -105,7 +105,7 @@ function decodeCall(ctx: MessageContext, call: unknown, pointer: string, turnInd
   let args: unknown = fn.arguments;
   if (typeof fn.arguments === 'string') {
     const parsed = parseArguments(fn.arguments);
-    if (!parsed.parsed) ctx.report('tool_arguments_malformed', `at ${pointer}/function/arguments: not valid JSON; kept verbatim`);
+    if (!parsed.parsed) ctx.report('tool_arguments_malformed', `at ${pointer}/function/arguments: not JSON that parses exactly; kept verbatim`);
     args = parsed.value;
   } else if (fn.arguments === undefined) {
     args = {};

@@ -7,7 +7,7 @@
  */
 import type { Fail } from './elements.js';
 import { childPointer, isObject, type JsonObject, type UnknownFields } from './unknown.js';
-import { withinDepth } from '../lines.js';
+import { parsedExactly } from '../lines.js';
 
 export type Guard<T> = (value: unknown) => value is T;
 
@@ -76,8 +76,9 @@ export function contentText(content: unknown): string {
 }
 
 /**
- * Parses JSON text that should be an object or array; the text itself when it is not valid JSON, or
- * nests deeper than a document may (kept as text, it still exports as it came).
+ * Parses JSON text that should be an object or array; the text itself when it is not valid JSON,
+ * nests deeper than a document may, or holds an integer parsing would round (kept as text, it still
+ * exports as it came).
  */
 export function parseArguments(text: string): { value: unknown; parsed: boolean } {
   let value: unknown;
@@ -86,7 +87,7 @@ export function parseArguments(text: string): { value: unknown; parsed: boolean 
   } catch {
     return { value: text, parsed: false };
   }
-  return withinDepth(value) ? { value, parsed: true } : { value: text, parsed: false };
+  return parsedExactly(value, text) ? { value, parsed: true } : { value: text, parsed: false };
 }
 
 /** True when `text` is one valid JSON value. */
