@@ -229,6 +229,54 @@ test('a child Storyline that follows its parent is embedded, with a trajectory_i
   assert.equal(problemsOf(again), []);
 });
 
+test('a trajectory up to v1.6 with a subagent ref by session only keeps its version, so it reads back', async () => {
+  // v1.7 wants a trajectory_id or trajectory_path on every ref; a v1.6 ref has only the session.
+  const v16 = {
+    schema_version: 'ATIF-v1.6',
+    session_id: 'main-1',
+    agent: { name: 'openhands', version: '0.59.0' },
+    steps: [{ step_id: 1, source: 'agent', message: 'delegating', tool_calls: [{ tool_call_id: 'c1', function_name: 'task', arguments: {} }], observation: { results: [{ source_call_id: 'c1', content: 'ok', subagent_trajectory_ref: [{ session_id: 'sub-9' }] }] } }],
+  };
+  const { storylines } = await decodeAll(atif, bytesSource(JSON.stringify(v16), 'v16.json'));
+  const [encoded] = await encodeAll(atif, storylines);
+  assert.equal(sortKeys(encoded!.value), sortKeys(v16));
+  const again = await decodeAll(atif, bytesSource(JSON.stringify(encoded!.value), 'again.json'));
+  assert.equal(problemsOf(again.storylines), []);
+});
+
+test('embedded subagents that share their parent\'s session_id (run-scoped in v1.7) are embedded again on export', async () => {
+  const sub = (id: string) => ({ schema_version: 'ATIF-v1.7', trajectory_id: id, session_id: 'run-7', agent: { name: 'sub', version: '1' }, steps: [{ step_id: 1, source: 'user', message: `task ${id}` }] });
+  const doc = {
+    schema_version: 'ATIF-v1.7',
+    session_id: 'run-7',
+    trajectory_id: 'main',
+    agent: { name: 'lead', version: '1' },
+    steps: [
+      {
+        step_id: 1,
+        source: 'agent',
+        message: '',
+        tool_calls: [
+          { tool_call_id: 'c1', function_name: 'delegate', arguments: {} },
+          { tool_call_id: 'c2', function_name: 'delegate', arguments: {} },
+        ],
+        observation: {
+          results: [
+            { source_call_id: 'c1', content: 'a', subagent_trajectory_ref: [{ trajectory_id: 'sub-a', session_id: 'run-7' }] },
+            { source_call_id: 'c2', content: 'b', subagent_trajectory_ref: [{ trajectory_id: 'sub-b', session_id: 'run-7' }] },
+          ],
+        },
+      },
+    ],
+    subagent_trajectories: [{ ...sub('sub-a'), subagent_trajectories: [sub('sub-a-1')] }, sub('sub-b')],
+  };
+  const { storylines } = await decodeAll(atif, bytesSource(JSON.stringify(doc), 'shared.json'));
+  assert.is(storylines.length, 4);
+  const encoded = await encodeAll(atif, storylines);
+  assert.is(encoded.length, 1);
+  assert.equal(sortKeys(encoded[0]!.value), sortKeys(doc));
+});
+
 test('bundled samples decode', () => assertSamplesDecode(atif, ['release-notes.atif.json', 'two-trajectories.atif.jsonl']));
 
 test.run();

@@ -1,5 +1,6 @@
 /**
- * Storyline to ATIF-v1.7, written by Harbor's rules: step ids 1..n, agent-only fields on agent steps
+ * Storyline to ATIF-v1.7 (a trajectory read from an older ATIF whose subagent refs v1.7 would refuse
+ * keeps its version), written by Harbor's rules: step ids 1..n, agent-only fields on agent steps
  * only (elsewhere they go to the step's `extra.storyline`), every `source_call_id` answering a call
  * of the same step (results are moved to the step that made the call). Storyline fields ATIF has no
  * place for go to the nearest `extra.storyline`. Documents decoded from ATIF get their unknown
@@ -16,23 +17,47 @@ import { CONTEXT_MANAGEMENT_KINDS, FORMAT } from './decode.js';
 export const WRITTEN_VERSION = 'ATIF-v1.7';
 
 export async function* encodeAtif(docs: AsyncIterable<Storyline>): AsyncGenerator<EncodedDocument> {
-  let tree: { root: Storyline; value: JsonObject; nodes: Map<string, { doc: Storyline; value: JsonObject }> } | undefined;
+  let tree: { root: Storyline; value: JsonObject; nodes: TreeNode[] } | undefined;
   for await (const doc of docs) {
-    const host = doc.parent && tree?.nodes.get(doc.parent.psid);
-    if (host && host.doc.children?.includes(doc.session) && !tree!.nodes.has(doc.session)) {
+    const host = tree && hostOf(tree.nodes, doc);
+    if (host) {
       const value = encodeTrajectory(doc, true);
       // Harbor: an embedded subagent has a trajectory_id, and the spawning call's result refers to it.
       value.trajectory_id ??= doc.session;
       if (doc.origin?.format !== FORMAT && doc.parent?.scid !== undefined) linkSpawn(host.value, doc.parent.scid, value.trajectory_id as string, doc.session);
       ((host.value.subagent_trajectories ??= []) as unknown[]).push(value);
-      tree!.nodes.set(doc.session, { doc, value });
+      host.embedded.push(doc.session);
+      tree!.nodes.push({ doc, value, embedded: [] });
       continue;
     }
     if (tree) yield { name: safeFileName(tree.root.trajectory ?? tree.root.session, '.json'), value: tree.value };
     const value = encodeTrajectory(doc, false);
-    tree = { root: doc, value, nodes: new Map([[doc.session, { doc, value }]]) };
+    tree = { root: doc, value, nodes: [{ doc, value, embedded: [] }] };
   }
   if (tree) yield { name: safeFileName(tree.root.trajectory ?? tree.root.session, '.json'), value: tree.value };
+}
+
+/** A trajectory of the document being written, and the sessions of the children embedded in it so far. */
+interface TreeNode {
+  doc: Storyline;
+  value: JsonObject;
+  embedded: string[];
+}
+
+/**
+ * The trajectory `doc` is embedded in: the latest one of the tree with the parent's session that
+ * still lists `doc`'s session among its children. Sessions are run-scoped in ATIF v1.7, so a
+ * subagent may share its parent's or a sibling's; counting the listed and embedded children (not
+ * looking sessions up) tells them apart, and the latest node is the nearest in depth-first order.
+ */
+function hostOf(nodes: TreeNode[], doc: Storyline): TreeNode | undefined {
+  if (!doc.parent) return undefined;
+  const count = (list: string[]) => list.filter((s) => s === doc.session).length;
+  for (let i = nodes.length - 1; i >= 0; i--) {
+    const node = nodes[i] as TreeNode;
+    if (node.doc.session === doc.parent.psid && count(node.doc.children ?? []) > count(node.embedded)) return node;
+  }
+  return undefined;
 }
 
 /** Adds a `subagent_trajectory_ref` to the observation result of call `scid` (when there is one). */
@@ -56,7 +81,7 @@ function linkSpawn(parent: JsonObject, scid: string, trajectoryId: string, sessi
 export function encodeTrajectory(doc: Storyline, embedded: boolean): JsonObject {
   const fromAtif = doc.origin?.format === FORMAT;
   const synthesized = synthesizedSet(doc);
-  const out: JsonObject = { schema_version: WRITTEN_VERSION };
+  const out: JsonObject = { schema_version: fromAtif && refersBySessionOnly(doc) ? (doc.origin?.schema_version ?? WRITTEN_VERSION) : WRITTEN_VERSION };
   if (!(fromAtif && synthesized.has('/session'))) out.session_id = doc.session;
   if (doc.trajectory !== undefined) out.trajectory_id = doc.trajectory;
   // Harbor requires both; a Storyline from another format may have neither a name nor a version.
@@ -78,6 +103,14 @@ export function encodeTrajectory(doc: Storyline, embedded: boolean): JsonObject 
   if (extra !== undefined) out.extra = extra;
   if (fromAtif) restoreUnknown(out, unknownFieldsOf(doc, FORMAT));
   return out;
+}
+
+/**
+ * True when a subagent ref names only a session: valid up to v1.6, refused by v1.7 (which wants a
+ * trajectory_id or trajectory_path). A trajectory read from ATIF with one keeps its own version.
+ */
+function refersBySessionOnly(doc: Storyline): boolean {
+  return doc.turns.some((turn) => turn.observation?.results.some((r) => r.subagent_trajectory_ref?.some((ref) => ref.trajectory_id === undefined && ref.trajectory_path === undefined)));
 }
 
 /** `extra` plus the Storyline-only fields under `extra.storyline` (unchanged when there are none). */
