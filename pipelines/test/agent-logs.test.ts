@@ -397,6 +397,22 @@ test('agenta: events before items, compaction, aborted turns and subagent rollou
   assert.ok(diagnostics.some((d) => d.message.includes('event_msg/turn_aborted')));
 });
 
+test('agenta: the "Exit code: N" header of shell_command and apply_patch outputs gives the exit code', async () => {
+  const call = (id: string, second: number) => cxLine('response_item', { type: 'function_call', name: 'shell_command', arguments: '{"command":"make"}', call_id: id }, second);
+  const output = (id: string, text: string, second: number) => cxLine('response_item', { type: 'function_call_output', call_id: id, output: text }, second);
+  const text = jsonl(
+    cxLine('session_meta', { id: 'exit-codes', cli_version: '0.63.0' }, 0),
+    cxLine('response_item', { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'build it' }] }, 1),
+    call('c1', 2),
+    output('c1', 'Exit code: 2\nWall time: 1.5 seconds\nOutput:\nmake: *** [all] Error 2\n', 3),
+    call('c2', 4),
+    output('c2', 'Exit code: 0\nWall time: 0 seconds\nOutput:\nok', 5),
+  );
+  const s = (await decode(agenta, memoryFile(text, 'rollout-exit.jsonl'))).docs[0]?.storyline as Storyline;
+  assert.equal(calls(s).map((c) => [c.response?.exit_code, c.duration_ms]), [[2, 1500], [0, 0]]);
+  assert.equal(results(s).map((r) => r.is_error), [true, false]);
+});
+
 test('detection picks the right format for every session log fixture', () => {
   for (const path of [LEDGER, ATLAS, ATLAS_SUB, join(LETTA, 'claude-code', 'tool-call', 'input.jsonl'), join(LETTA, 'claude-code', 'subagent', 'input.jsonl')]) {
     assert.is(detected(path), 'agentb-code', path);

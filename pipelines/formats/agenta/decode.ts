@@ -79,7 +79,8 @@ function readOutput(output: unknown): Output {
         });
       }
     }
-    const exit = /^Process exited with code (-?\d+)$/m.exec(output)?.[1];
+    // `Exit code: N` heads shell_command and apply_patch outputs; unified exec says `Process exited with code N`.
+    const exit = /^(?:Exit code: |Process exited with code )(-?\d+)$/m.exec(output)?.[1];
     const wall = /^Wall time: ([\d.]+) seconds$/m.exec(output)?.[1];
     return defined({
       content: output,
