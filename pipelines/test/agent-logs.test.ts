@@ -413,6 +413,26 @@ test('agenta: the "Exit code: N" header of shell_command and apply_patch outputs
   assert.equal(results(s).map((r) => r.is_error), [true, false]);
 });
 
+test('agentb-code: sidechains without agentId (Claude Code 1.x) split where each one starts, one child per Task call', async () => {
+  const side = { isSidechain: true };
+  const text = jsonl(
+    ccLine('user', 'u1', { message: { role: 'user', content: 'do two things' } }),
+    ccLine('assistant', 'a1', { message: { id: 'm1', role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_A', name: 'Task', input: { prompt: 'Do A' } }, { type: 'tool_use', id: 'toolu_B', name: 'Task', input: { prompt: 'Do B' } }] } }),
+    ccLine('user', 'sa1', { ...side, parentUuid: null, message: { role: 'user', content: 'Do A' } }),
+    ccLine('user', 'sb1', { ...side, parentUuid: null, message: { role: 'user', content: 'Do B' } }),
+    ccLine('assistant', 'sa2', { ...side, parentUuid: 'sa1', message: { id: 'ma', role: 'assistant', content: [{ type: 'text', text: 'A done' }] } }),
+    ccLine('assistant', 'sb2', { ...side, parentUuid: 'sb1', message: { id: 'mb', role: 'assistant', content: [{ type: 'text', text: 'B done' }] } }),
+    ccLine('user', 'u2', { message: { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_A', content: 'A done' }, { type: 'tool_result', tool_use_id: 'toolu_B', content: 'B done' }] } }),
+  );
+  const [main, ...children] = (await decode(agentbCode, memoryFile(text, 'sess-old.jsonl'))).docs.map((d) => d.storyline);
+  assert.equal(children.map((c) => [c.parent?.scid, c.turns.map((t) => t.msg)]), [
+    ['toolu_A', ['Do A', 'A done']],
+    ['toolu_B', ['Do B', 'B done']],
+  ]);
+  assert.equal(main?.children, children.map((c) => c.session));
+  assert.is(new Set(children.map((c) => c.session)).size, 2);
+});
+
 test('detection picks the right format for every session log fixture', () => {
   for (const path of [LEDGER, ATLAS, ATLAS_SUB, join(LETTA, 'claude-code', 'tool-call', 'input.jsonl'), join(LETTA, 'claude-code', 'subagent', 'input.jsonl')]) {
     assert.is(detected(path), 'agentb-code', path);

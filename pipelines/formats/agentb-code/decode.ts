@@ -71,7 +71,18 @@ class Thread {
   entrypoint?: string;
   firstPrompt?: string;
 
-  constructor(readonly agentId: string | undefined) {}
+  /**
+   * `agentId` names a subagent's thread (undefined: the main conversation, or a sidechain of a
+   * version that wrote no agentId, then told apart by `label`).
+   */
+  constructor(
+    readonly agentId: string | undefined,
+    readonly label?: string,
+  ) {}
+
+  get isMain(): boolean {
+    return this.agentId === undefined && this.label === undefined;
+  }
 
   nextId(): number {
     return this.turns.length + 1;
@@ -132,11 +143,13 @@ export async function* decodeClaudeCode(file: SourceFile, ctx: DecodeContext): A
   const state: FileState = { summaries: [], seenUuids: new Set() };
   const main = new Thread(undefined);
   const sidechains = new Map<string, Thread>();
+  const unnamed = new UnnamedSidechains(sidechains);
   const threadOf = (line: JsonObject): Thread => {
     if (line.isSidechain !== true) return main;
-    const key = str(line, 'agentId') ?? '';
+    const key = str(line, 'agentId');
+    if (key === undefined || key === '') return unnamed.threadOf(line);
     let thread = sidechains.get(key);
-    if (!thread) sidechains.set(key, (thread = new Thread(key || undefined)));
+    if (!thread) sidechains.set(key, (thread = new Thread(key)));
     return thread;
   };
 
@@ -192,7 +205,7 @@ export async function* decodeClaudeCode(file: SourceFile, ctx: DecodeContext): A
   }
   for (const thread of sidechains.values()) {
     if (thread.turns.length === 0) continue;
-    const childSession = childSessionOf(fileSession, thread.agentId);
+    const childSession = childSessionOf(fileSession, thread.agentId ?? thread.label ?? 'sidechain');
     let scid: string | undefined;
     if (subagentFile) {
       scid = thread.agentId ? await findSpawningCall(file, fileSession, thread.agentId) : undefined;
@@ -216,8 +229,40 @@ export async function* decodeClaudeCode(file: SourceFile, ctx: DecodeContext): A
 }
 
 /** `<session>.agent-<agentId>`: the session id of a subagent's Storyline, derivable from both files. */
-export function childSessionOf(session: string, agentId: string | undefined): string {
-  return `${session}.agent-${agentId ?? 'sidechain'}`;
+export function childSessionOf(session: string, agentId: string): string {
+  return `${session}.agent-${agentId}`;
+}
+
+/**
+ * Sidechain lines without an agentId (Claude Code 1.x wrote subagents into the session file so):
+ * each subagent's conversation starts at a line without a parent (`parentUuid: null`, a compaction
+ * boundary's `logicalParentUuid` aside) and goes on through its `parentUuid` chain, so parallel
+ * Task calls, whose lines interleave, each get their own thread. A line whose parent is not a
+ * sidechain line seen stays with the latest thread.
+ */
+class UnnamedSidechains {
+  private readonly byUuid = new Map<string, Thread>();
+  private latest?: Thread;
+  private count = 0;
+
+  constructor(private readonly sidechains: Map<string, Thread>) {}
+
+  threadOf(line: JsonObject): Thread {
+    const parent = line.parentUuid ?? str(line, 'logicalParentUuid') ?? null;
+    let thread = typeof parent === 'string' ? this.byUuid.get(parent) : undefined;
+    if (!thread && (parent === null || !this.latest)) {
+      this.count += 1;
+      // The first keeps the name a single sidechain always had.
+      const label = this.count === 1 ? 'sidechain' : `sidechain-${this.count}`;
+      // Keyed apart from every agentId (no agentId holds a NUL).
+      this.sidechains.set(`\u0000${label}`, (thread = new Thread(undefined, label)));
+      this.latest = thread;
+    }
+    thread ??= this.latest as Thread;
+    const uuid = str(line, 'uuid');
+    if (uuid !== undefined) this.byUuid.set(uuid, thread);
+    return thread;
+  }
 }
 
 function noteEnvelope(thread: Thread, line: JsonObject, number: number): void {
@@ -390,7 +435,7 @@ function toolResult(thread: Thread, block: JsonObject, line: JsonObject, ctx: De
     if (agentId && SPAWN_TOOLS.has(slot.call.fn)) thread.spawnedBy.set(agentId, id);
   }
   const spawned = [...thread.spawnedBy].find(([, call]) => call === id)?.[0];
-  if (spawned !== undefined && thread.agentId === undefined) {
+  if (spawned !== undefined && thread.isMain) {
     const session = str(line, 'sessionId');
     if (session) {
       const child = childSessionOf(session, spawned);
@@ -531,8 +576,8 @@ function finish(thread: Thread, session: string, file: SourceFile, state: FileSt
     slug: thread.slug,
     entrypoint: thread.entrypoint,
     agent_id: thread.agentId,
-    title: thread.agentId === undefined ? state.title : undefined,
-    summaries: thread.agentId === undefined && state.summaries.length > 0 ? state.summaries : undefined,
+    title: thread.isMain ? state.title : undefined,
+    summaries: thread.isMain && state.summaries.length > 0 ? state.summaries : undefined,
   });
   if (Object.keys(extra).length > 0) storyline.extra = extra;
   if (thread.children.length > 0) storyline.children = [...new Set(thread.children)];
