@@ -13,7 +13,7 @@ import type { ImageManifest } from '../runtime/launcher.js';
 import type { NativeRuntime, NativeState } from '../runtime/native.js';
 import { EGRESS_PORT, EXECD_PORT } from '../runtime/vsock.js';
 import type { Registry } from '../store/registry.js';
-import type { SandboxRecord, SandboxState } from '../store/record.js';
+import { MAX_MESSAGE_CHARS, type SandboxRecord, type SandboxState } from '../store/record.js';
 import { badState, expired, invalid, LifecycleError, notFound, notSupported, unavailable } from './errors.js';
 import { KeyedLock } from './keyed-lock.js';
 import { isRfc3339 } from '../../lib/rfc3339.js';
@@ -151,7 +151,7 @@ export class SandboxService {
     record.state = state;
     record.lastTransitionAt = new Date().toISOString();
     if (message === undefined) delete record.message;
-    else record.message = message;
+    else record.message = message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS - 1)}…` : message;
     this.o.registry.put(record);
     return record;
   }

@@ -11,6 +11,9 @@ export interface CgroupBinding {
   bootId: string;
 }
 
+/** A status message is cut to this many characters: what a record may grow by after admission stays bounded (registry.ts). */
+export const MAX_MESSAGE_CHARS = 1024;
+
 export interface SandboxRecord {
   id: string;
   state: SandboxState;

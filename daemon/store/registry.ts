@@ -13,7 +13,10 @@
  * header: until the swap the version-1 file is the truth and the copy is disposable.
  *
  * The aggregate logical size (what the records would take in one version-1 file) is capped at
- * 16 MiB; a write beyond it is refused before anything changes.
+ * 16 MiB; a write beyond it is refused before anything changes. A new record is admitted only
+ * while every record keeps RECORD_HEADROOM_BYTES below the cap, room for what the lifecycle adds
+ * to it later (cgroup binding, a status message, the deletion intent): a registry filled by
+ * admission must never refuse the deletion that would empty it.
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
@@ -24,6 +27,8 @@ import type { SandboxRecord } from './record.js';
 
 export const REGISTRY_VERSION = 2;
 export const LOGICAL_BUDGET_BYTES = 16 * 1024 * 1024;
+/** Above a record's growth after admission: a cgroup path of up to 4 KiB and a message of MAX_MESSAGE_CHARS, JSON-escaped. */
+export const RECORD_HEADROOM_BYTES = 16 * 1024;
 const PRIVATE_FILE = 0o600;
 const RECORD_FILE = /^sb-[0-9a-f-]{36}\.json$/;
 
@@ -147,8 +152,10 @@ export class Registry {
   put(record: SandboxRecord): void {
     const before = this.records.get(record.id);
     const logical = this.logical - (before ? logicalSize(before) : 0) + logicalSize(record);
-    if (logical > LOGICAL_BUDGET_BYTES) {
-      throw new ResourceLimitError(`registry budget: ${logical} bytes would exceed ${LOGICAL_BUDGET_BYTES}`);
+    const headroom = before ? 0 : (this.records.size + 1) * RECORD_HEADROOM_BYTES;
+    if (logical + headroom > LOGICAL_BUDGET_BYTES) {
+      const kept = headroom ? ` with ${RECORD_HEADROOM_BYTES} bytes kept free per record` : '';
+      throw new ResourceLimitError(`registry budget: ${logical} bytes${kept} would exceed ${LOGICAL_BUDGET_BYTES}`);
     }
     writeFileDurably(join(this.recordsDir, `${record.id}.json`), JSON.stringify({ owner: this.owner, record }), { mode: PRIVATE_FILE });
     this.records.set(record.id, structuredClone(record));

@@ -1,5 +1,6 @@
 /** The registry (version 2, migration, owner rules, budget) and the state directory's lock. */
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -7,7 +8,7 @@ import * as assert from 'uvu/assert';
 import { ConflictError, ResourceLimitError } from '../../lib/errors.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { LOGICAL_BUDGET_BYTES, Registry, RegistryRejectedError } from '../store/registry.js';
-import type { SandboxRecord } from '../store/record.js';
+import { MAX_MESSAGE_CHARS, type SandboxRecord } from '../store/record.js';
 import { lockName, lockStateDirectory } from '../store/state-lock.js';
 
 function record(id: string, extra: Partial<SandboxRecord> = {}): SandboxRecord {
@@ -69,6 +70,43 @@ test('the 16 MiB logical budget refuses a write before anything changes', () => 
   assert.throws(() => registry.put(big), (e: Error) => e instanceof ResourceLimitError);
   assert.is(registry.size, 0);
   assert.not.ok(existsSync(join(dir, 'records', `${ID}.json`)));
+});
+
+test('a registry filled to its budget still takes every change its records have left: the deletion intent above all', () => {
+  const dir = scratchDir('registry');
+  const registry = Registry.open(dir);
+  const id = (i: number): string => `sb-00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+  const blob = (bytes: number): SandboxRecord['metadata'] => ({ blob: 'x'.repeat(bytes) });
+  let n = 0;
+  for (; ; n++) {
+    try {
+      registry.put(record(id(n), { state: 'Pending', metadata: blob(1 << 20) }));
+    } catch {
+      break;
+    }
+  }
+  // The last record as large as admission takes, as a client can tune its metadata to be.
+  let [low, high] = [0, 1 << 20];
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    try {
+      registry.put(record(id(n), { state: 'Pending', metadata: blob(mid) }));
+      registry.remove(id(n));
+      low = mid;
+    } catch {
+      high = mid - 1;
+    }
+  }
+  registry.put(record(id(n), { state: 'Pending', metadata: blob(low) }));
+  // What the lifecycle adds to each record afterwards: its cgroup binding, a message, the deletion intent.
+  for (let i = 0; i <= n; i++) {
+    const grown = structuredClone(registry.get(id(i))!);
+    grown.cgroup = { path: `/sys/fs/cgroup/${'c'.repeat(4000)}`, device: '4294967295', inode: '18446744073709551615', bootId: randomUUID() };
+    grown.message = '\u0000'.repeat(MAX_MESSAGE_CHARS);
+    Object.assign(grown, { state: 'Terminated', deleting: true });
+    registry.put(grown);
+  }
+  assert.ok(registry.get(id(n))!.deleting);
 });
 
 test('the state lock: a second holder is refused busy; a holder killed with -9 releases it', async () => {
