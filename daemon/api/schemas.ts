@@ -8,7 +8,8 @@ export const UNSUPPORTED_FIELDS = ['snapshotId', 'templateId', 'networkPolicy', 
 
 export const CreateSandboxBody = Type.Object(
   {
-    image: Type.Object({ uri: Type.String({ minLength: 1, maxLength: 1024 }), auth: Type.Optional(Type.Unknown()) }, { additionalProperties: false }),
+    // Optional here so that a create from a snapshot (no image) is answered 501, not 400: createInput requires it.
+    image: Type.Optional(Type.Object({ uri: Type.String({ minLength: 1, maxLength: 1024 }), auth: Type.Optional(Type.Unknown()) }, { additionalProperties: false })),
     entrypoint: Type.Array(Type.String({ maxLength: 65536 }), { minItems: 1, maxItems: 256 }),
     timeout: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
     resourceLimits: Type.Object({ cpu: Type.String({ maxLength: 32 }), memory: Type.String({ maxLength: 32 }) }, { additionalProperties: false }),

@@ -72,6 +72,7 @@ function createInput(body: CreateSandboxBody) {
   for (const field of UNSUPPORTED_FIELDS) if (body[field] !== undefined && body[field] !== null) throw notSupported(`${field} is not supported by this daemon`);
   if (body.secureAccess === true) throw notSupported('secureAccess: true is not supported (endpoints carry a sandbox token instead)');
   if (body.extensions && Object.keys(body.extensions).length > 0) throw notSupported('extensions are not supported');
+  if (!body.image) throw invalid('image: required (image.uri names a prepared image)');
   if (body.image.auth !== undefined && body.image.auth !== null) throw notSupported('image.auth: registry authentication is not supported (images are prepared locally)');
   if (body.platform !== undefined && body.platform !== null) {
     const p = body.platform as { os?: unknown; arch?: unknown };

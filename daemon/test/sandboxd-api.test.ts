@@ -254,6 +254,8 @@ if ('skip' in mount) {
     ['networkPolicy', { ...GOOD, networkPolicy: { defaultAction: 'deny' } }, 501],
     ['volumes', { ...GOOD, volumes: [{ name: 'v', mountPath: '/v', host: { path: '/tmp' } }] }, 501],
     ['snapshotId', { ...GOOD, snapshotId: 'snap' }, 501],
+    ['snapshotId instead of image', { ...GOOD, image: undefined, snapshotId: 'snap' }, 501],
+    ['neither image nor snapshotId', { ...GOOD, image: undefined }, 400],
     ['templateId', { ...GOOD, templateId: 't' }, 501],
     ['credentialProxy', { ...GOOD, credentialProxy: { enabled: true } }, 501],
     ['lifecycle hooks', { ...GOOD, lifecycle: { preStart: {} } }, 501],

@@ -5,7 +5,7 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ConnectionConfig, Sandbox, SandboxManager } from '@alibaba-group/opensandbox';
+import { ConnectionConfig, Sandbox, SandboxApiException, SandboxManager } from '@alibaba-group/opensandbox';
 import { cgroup2Mount, makeFixture, TEST_IMAGE, type Fixture } from './supervisor/fixture.js';
 import type { RunningDaemon } from '../index.js';
 
@@ -69,6 +69,17 @@ if ('skip' in mount) {
     }
     const left = await fetch(`${daemon.url}/v1/sandboxes/${sandbox.id}`, { headers: { 'SVC-API-KEY': fixture.apiKey } });
     assert.is(left.status, 404);
+  });
+
+  test('a create from a snapshot, as the SDK sends it (no image), is refused with 501 NOT_SUPPORTED', async () => {
+    const refused = await Sandbox.create({ connectionConfig: config, snapshotId: 'snap-1' }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    if (!(refused instanceof SandboxApiException)) return assert.unreachable(`not an API refusal: ${String(refused)}`);
+    assert.is(refused.statusCode, 501);
+    assert.is(refused.error.code, 'NOT_SUPPORTED');
+    assert.match(refused.message, 'snapshotId');
   });
 
   test('use_server_proxy: the key instead of the sandbox token', async () => {
