@@ -11,7 +11,7 @@ import { ResourceLimitError } from '../../lib/errors.js';
 import { lacksRequiredHost, protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../lib/protocol-errors.js';
 import { invalid, LifecycleError, notSupported } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
-import type { ListQuery, SandboxService } from '../service/sandboxes.js';
+import type { ListQuery, MetadataPair, SandboxService } from '../service/sandboxes.js';
 import { secretEquals } from '../../lib/secret.js';
 import { PROXY_PATH, proxyHandler, STREAM_HIGH_WATER_MARK } from './proxy.js';
 import { createdView, sandboxView } from './render.js';
@@ -42,20 +42,24 @@ function positive(query: URLSearchParams, name: string, fallback: number, max?: 
   return Number(text);
 }
 
-/** The SDK's metadata filter: one URL-encoded `k=v&k2=v2` string. */
-function metadataFilter(text: string | undefined): [string, string][] {
+/** A form-encoded component read as Python's parse_qsl reads it: `+` is a space, a malformed `%` stays as it is. */
+function formDecoded(text: string): string {
+  return text.replace(/\+/g, ' ').replace(/(%[0-9A-Fa-f]{2})+/g, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'));
+}
+
+/**
+ * The metadata filter: one `k=v&k2=v2` string. The SDK joins the pairs unescaped, while the
+ * protocol's own example escapes them once more; so each pair is read both ways (as sent, and
+ * decoded) and a record matches it when it matches either reading.
+ */
+function metadataFilter(text: string | undefined): MetadataPair[][] {
   if (text === undefined || text === '') return [];
-  const pairs: [string, string][] = [];
-  for (const part of text.split('&')) {
+  return text.split('&').map((part) => {
     const eq = part.indexOf('=');
     if (eq <= 0) throw new LifecycleError(400, 'INVALID_METADATA_FORMAT', `metadata: ${JSON.stringify(part)} is not key=value`);
-    try {
-      pairs.push([decodeURIComponent(part.slice(0, eq).replace(/\+/g, ' ')), decodeURIComponent(part.slice(eq + 1).replace(/\+/g, ' '))]);
-    } catch {
-      throw new LifecycleError(400, 'INVALID_METADATA_FORMAT', `metadata: ${JSON.stringify(part)} is not URL-encoded`);
-    }
-  }
-  return pairs;
+    const literal: MetadataPair = [part.slice(0, eq), part.slice(eq + 1)];
+    return [literal, [formDecoded(literal[0]), formDecoded(literal[1])]];
+  });
 }
 
 export function listQuery(rawUrl: string): ListQuery {

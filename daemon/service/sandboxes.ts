@@ -16,6 +16,7 @@ import type { Registry } from '../store/registry.js';
 import { MAX_MESSAGE_CHARS, type SandboxRecord, type SandboxState } from '../store/record.js';
 import { badState, expired, invalid, LifecycleError, notFound, notSupported, unavailable } from './errors.js';
 import { KeyedLock } from './keyed-lock.js';
+import { ownValue } from '../../lib/own-property.js';
 import { isRfc3339 } from '../../lib/rfc3339.js';
 import { secretEquals } from '../../lib/secret.js';
 import { newToken } from './secret.js';
@@ -32,9 +33,12 @@ export interface CreateInput extends Pick<SandboxRecord, 'image' | 'entrypoint' 
   timeout?: number;
 }
 
+export type MetadataPair = [key: string, value: string];
+
 export interface ListQuery {
   states: string[];
-  metadata: [string, string][];
+  /** Every entry must match: the readings of one `k=v` pair, any one of which may. */
+  metadata: MetadataPair[][];
   page: number;
   pageSize: number;
 }
@@ -190,7 +194,7 @@ export class SandboxService {
     const matching = this.o.registry
       .all()
       .filter((r) => states.size === 0 || states.has(r.state.toLowerCase()))
-      .filter((r) => query.metadata.every(([k, v]) => r.metadata[k] === v))
+      .filter((r) => query.metadata.every((readings) => readings.some(([k, v]) => ownValue(r.metadata, k) === v)))
       .sort((a, b) => (a.createdAt === b.createdAt ? a.id.localeCompare(b.id) : a.createdAt < b.createdAt ? 1 : -1));
     const start = (query.page - 1) * query.pageSize;
     return { items: matching.slice(start, start + query.pageSize), totalItems: matching.length };

@@ -71,6 +71,28 @@ if ('skip' in mount) {
     assert.is(left.status, 404);
   });
 
+  test('metadata filters as the SDK encodes them (k=v joined by &, no escaping): values with %, + and spaces match', async () => {
+    const metadata = { discount: '50%', lang: 'c++', title: 'a b', escaped: 'x%20y' };
+    const sandbox = await Sandbox.create({ connectionConfig: config, image: TEST_IMAGE, metadata });
+    const manager = SandboxManager.create({ connectionConfig: config });
+    try {
+      for (const [key, value] of Object.entries(metadata)) {
+        const found = await manager.listSandboxInfos({ metadata: { [key]: value } });
+        assert.equal(found.items.map((s) => s.id), [sandbox.id], `${key}=${value}`);
+      }
+      assert.equal((await manager.listSandboxInfos({ metadata })).items.map((s) => s.id), [sandbox.id]);
+      assert.is((await manager.listSandboxInfos({ metadata: { discount: '50' } })).items.length, 0);
+      // The protocol's own example escapes the pairs once more: that reading matches too.
+      const escaped = encodeURIComponent('title=a%20b&lang=c%2B%2B&discount=50%25');
+      const listed = await fetch(`${daemon.url}/v1/sandboxes?metadata=${escaped}`, { headers: { 'SVC-API-KEY': fixture.apiKey } });
+      assert.equal(((await listed.json()) as { items: { id: string }[] }).items.map((s) => s.id), [sandbox.id]);
+    } finally {
+      await manager.close();
+      await sandbox.kill();
+      await sandbox.close();
+    }
+  });
+
   test('a create from a snapshot, as the SDK sends it (no image), is refused with 501 NOT_SUPPORTED', async () => {
     const refused = await Sandbox.create({ connectionConfig: config, snapshotId: 'snap-1' }).then(
       () => undefined,
