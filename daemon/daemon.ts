@@ -57,6 +57,7 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
       registry,
       runtime: new NativeRuntime(options.state, options.cgroupRoot, parts.launcher),
       imagesDir: options.imagesDir.path,
+      stateDir: options.state,
       capacity: { maxSandboxes: options.maxSandboxes, cpuMillis: options.cpuMillis, memoryBytes: options.memoryBytes },
       maxTimeoutSeconds: options.maxTimeoutSeconds,
       publicEndpoint: 'pending',

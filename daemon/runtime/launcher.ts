@@ -8,15 +8,10 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeFrame, FrameDecoder } from '../framing.js';
+import type { ImageManifest } from '../images/manifest.js';
 import type { CgroupBinding } from '../store/record.js';
 
-export interface ImageManifest {
-  rootfs: string;
-  entrypoint: string[];
-  cmd?: string[];
-  env?: Record<string, string>;
-  library_dir?: string;
-}
+export type { ImageManifest };
 
 /** What one sandbox's boot needs, from its image. */
 export interface BootFiles {

@@ -9,7 +9,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
-import type { ImageManifest } from '../runtime/launcher.js';
+import { parseManifest, type ImageManifest } from '../images/manifest.js';
 import type { NativeRuntime, NativeState } from '../runtime/native.js';
 import { EGRESS_PORT, EXECD_PORT } from '../runtime/vsock.js';
 import type { Registry } from '../store/registry.js';
@@ -58,6 +58,8 @@ export interface SandboxServiceOptions {
   registry: Registry;
   runtime: NativeRuntime;
   imagesDir: string;
+  /** The daemon's state directory, which no image's rootfs may overlap. */
+  stateDir: string;
   capacity: Capacity;
   maxTimeoutSeconds: number;
   /** The authority endpoints name (host:port); set once the listener is bound. */
@@ -86,9 +88,11 @@ export class SandboxService {
     const st = existsSync(path) ? statSync(path) : undefined;
     if (!st?.isFile()) throw invalid(`image.uri: no prepared image ${JSON.stringify(key)}`);
     if (st.size > MANIFEST_MAX) throw invalid(`image.uri: the manifest of ${JSON.stringify(key)} is above 1 MiB`);
-    const manifest = JSON.parse(readFileSync(path, 'utf8')) as ImageManifest;
-    if (!Array.isArray(manifest.entrypoint) || typeof manifest.rootfs !== 'string') throw invalid(`image.uri: the manifest of ${JSON.stringify(key)} is not a prepared image`);
-    return manifest;
+    try {
+      return parseManifest(readFileSync(path, 'utf8'), this.o.stateDir);
+    } catch (error) {
+      throw invalid(`image.uri: the manifest of ${JSON.stringify(key)} (${path}) ${(error as Error).message}`);
+    }
   }
 
   async create(input: CreateInput): Promise<SandboxRecord> {

@@ -296,6 +296,33 @@ if ('skip' in mount) {
     assert.is(after.totalItems, before.totalItems);
   });
 
+  test('a manifest that is no prepared image is refused naming it (400), never a 500, never started', async () => {
+    const rootfs = join(fixture.root, 'rootfs');
+    const entrypoint = ['/sbin/sandbox-guest', 'bootstrap', '--'];
+    const manifests: [string, string, string][] = [
+      ['not-json', '{"rootfs": ', 'not JSON'],
+      ['null', 'null', 'not a prepared image'],
+      ['host-root', JSON.stringify({ rootfs: '/', entrypoint }), 'host root'],
+      ['relative-rootfs', JSON.stringify({ rootfs: 'rootfs', entrypoint }), 'rootfs'],
+      ['state-inside', JSON.stringify({ rootfs: fixture.root, entrypoint }), 'state'],
+      ['inside-state', JSON.stringify({ rootfs: join(fixture.state, 'records'), entrypoint }), 'state'],
+      ['relative-entrypoint', JSON.stringify({ rootfs, entrypoint: ['sandbox-guest'] }), 'entrypoint'],
+      ['relative-library', JSON.stringify({ rootfs, entrypoint, library_dir: 'fw' }), 'library_dir'],
+      ['cmd-not-strings', JSON.stringify({ rootfs, entrypoint, cmd: [1] }), 'cmd'],
+    ];
+    const before = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
+    for (const [key, text, named] of manifests) {
+      writeFileSync(join(fixture.imagesDir, `${key}.json`), text);
+      const res = await call('POST', '/v1/sandboxes', { body: { ...GOOD, image: { uri: key } } });
+      assert.is(res.status, 400, `${key}: ${res.text}`);
+      assert.is(res.json!.code, 'INVALID_REQUEST', key);
+      assert.match(res.json!.message as string, key, `${key}: ${res.text}`);
+      assert.match(res.json!.message as string, named, `${key}: ${res.text}`);
+    }
+    const after = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
+    assert.is(after.totalItems, before.totalItems);
+  });
+
   test('bad list, endpoint, renew and per-id requests', async () => {
     const id = sandboxes[0]!.id;
     const cases: [string, string, unknown, number][] = [
