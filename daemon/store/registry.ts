@@ -154,7 +154,7 @@ export class Registry {
     const logical = this.logical - (before ? logicalSize(before) : 0) + logicalSize(record);
     const headroom = before ? 0 : (this.records.size + 1) * RECORD_HEADROOM_BYTES;
     if (logical + headroom > LOGICAL_BUDGET_BYTES) {
-      const kept = headroom ? ` with ${RECORD_HEADROOM_BYTES} bytes kept free per record` : '';
+      const kept = headroom ? ` plus ${headroom} kept free for the records' later changes` : '';
       throw new ResourceLimitError(`registry budget: ${logical} bytes${kept} would exceed ${LOGICAL_BUDGET_BYTES}`);
     }
     writeFileDurably(join(this.recordsDir, `${record.id}.json`), JSON.stringify({ owner: this.owner, record }), { mode: PRIVATE_FILE });
