@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Http1Pool, type Exchange, type FailureKind } from './http1.js';
-import { SseParser } from './sse.js';
+import { SseLimitError, SseParser } from './sse.js';
 
 export interface Endpoint {
   pool: Http1Pool;
@@ -54,15 +54,27 @@ export function createPool(url: URL, connections: number, headers: Record<string
 /** How much of an error body is kept. Details stay whole here: the run redacts the API key before it shortens them. */
 const ERROR_BODY_LIMIT = 64 * 1024;
 
+/**
+ * Most bytes kept of one whole (non-streamed) response body, and of one server-sent event while it
+ * arrives. A chat completion of 100k tokens is well under a megabyte; a server pouring an endless body
+ * or a line that never ends would otherwise grow the load generator's memory until it is killed.
+ */
+export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+
 interface ChunkShape {
   choices?: Array<{ delta?: { content?: unknown; reasoning_content?: unknown }; message?: { content?: unknown }; finish_reason?: unknown }>;
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
   error?: unknown;
 }
 
+function isChunk(value: unknown): value is ChunkShape {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 function usageOf(value: ChunkShape['usage']): Usage | undefined {
   if (!value || typeof value !== 'object') return undefined;
-  const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+  // A count is a whole number of tokens: anything else would make the report's sums and rates wrong.
+  const num = (v: unknown): number | undefined => (Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : undefined);
   return { promptTokens: num(value.prompt_tokens), completionTokens: num(value.completion_tokens) };
 }
 
@@ -120,7 +132,7 @@ class ChatExchange implements Exchange {
     if (status !== 200) this.kind = Body.Error;
     else if (this.stream && contentType.includes('text/event-stream')) {
       this.kind = Body.Sse;
-      this.sse = new SseParser((data) => this.event(data));
+      this.sse = new SseParser((data) => this.event(data), MAX_RESPONSE_BYTES);
     }
   }
 
@@ -128,10 +140,18 @@ class ChatExchange implements Exchange {
     if (this.settled) return;
     if (this.kind === Body.Sse) {
       this.chunkAt = at;
-      this.sse?.push(chunk);
+      try {
+        this.sse?.push(chunk);
+      } catch (error) {
+        if (!(error instanceof SseLimitError)) throw error;
+        this.finish('malformed_stream', `${error.message}; the stream is dropped`, at);
+      }
       return;
     }
     if (this.kind === Body.Error && this.size >= ERROR_BODY_LIMIT) return;
+    if (this.kind === Body.Json && this.size + chunk.length > MAX_RESPONSE_BYTES) {
+      return this.finish('malformed_response', `the response body is over ${MAX_RESPONSE_BYTES} bytes; it is dropped`, at);
+    }
     this.parts.push(Buffer.from(chunk)); // copied: the slice is a view of the reused read buffer
     this.size += chunk.length;
   }
@@ -150,16 +170,16 @@ class ChatExchange implements Exchange {
         return this.finish(undefined, undefined, at);
       case Body.Json: {
         const body = text();
-        let parsed: ChunkShape;
+        let parsed: ChunkShape | null;
         try {
-          parsed = JSON.parse(body) as ChunkShape;
+          parsed = JSON.parse(body) as ChunkShape | null;
         } catch {
           return this.finish('malformed_response', `the response is not JSON: ${body}`, at);
         }
-        const message = parsed.choices?.[0]?.message;
+        const message = parsed?.choices?.[0]?.message;
         if (typeof message?.content !== 'string') return this.finish('malformed_response', 'the response has no choices[0].message.content', at);
         this.result.text = message.content;
-        this.result.usage = usageOf(parsed.usage);
+        this.result.usage = usageOf(parsed?.usage);
         return this.finish(undefined, undefined, at);
       }
     }
@@ -177,12 +197,13 @@ class ChatExchange implements Exchange {
       this.done = true;
       return;
     }
-    let event: ChunkShape;
+    let event: unknown;
     try {
-      event = JSON.parse(data) as ChunkShape;
+      event = JSON.parse(data);
     } catch {
       return this.finish('malformed_stream', `an event is not JSON: ${data}`);
     }
+    if (!isChunk(event)) return this.finish('malformed_stream', `an event is not a JSON object: ${data}`);
     if (event.error !== undefined) return this.finish('stream_error', `the server sent an error event: ${JSON.stringify(event.error)}`);
     const usage = usageOf(event.usage);
     if (usage) this.result.usage = usage;

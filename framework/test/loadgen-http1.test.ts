@@ -12,7 +12,7 @@ import tls from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
-import { sendChatRequest, type Endpoint, type RequestResult } from '../loadgen/client.js';
+import { MAX_RESPONSE_BYTES, sendChatRequest, type Endpoint, type RequestResult } from '../loadgen/client.js';
 import { FramingError, Http1Pool, ResponseParser, type Exchange, type FailureKind } from '../loadgen/http1.js';
 import { SseParser } from '../loadgen/sse.js';
 
@@ -378,6 +378,76 @@ test('sendChatRequest: broken framing is malformed_stream when streaming, malfor
     const whole = await sendChatRequest(plain, '"plain"', new Set());
     assert.is(whole.error, undefined, whole.errorDetail);
     assert.is(whole.text, 'ä'.repeat(3000));
+  } finally {
+    streaming.pool.destroy();
+    plain.pool.destroy();
+    await server.close();
+  }
+});
+
+test('sendChatRequest: a body that is JSON but not a chunk object, or usage that is not a count, is malformed or ignored, never a crash', async () => {
+  const sse = (events: string): string => `HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: ${Buffer.byteLength(events)}\r\n\r\n${events}`;
+  const server = await rawServer((request, socket) => {
+    const event = /"event":(.*)\}$/.exec(request)?.[1];
+    if (event !== undefined) socket.write(sse(`data: ${event}\n\ndata: [DONE]\n\n`));
+    else if (request.includes('"plain-null"')) socket.write(JSON_OK('null'));
+    else socket.write(sse('data: {"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":-5,"completion_tokens":1e308}}\n\ndata: {"usage":{"prompt_tokens":2.5}}\n\ndata: [DONE]\n\n'));
+  });
+  const streaming: Endpoint = { pool: new Http1Pool({ url: server.url, maxConnections: 2, timeoutMs: 2000 }, {}), stream: true };
+  const plain: Endpoint = { pool: new Http1Pool({ url: server.url, maxConnections: 2, timeoutMs: 2000 }, {}), stream: false };
+  try {
+    for (const event of ['null', '5', '"text"', '[1]']) {
+      const r = await sendChatRequest(streaming, JSON.stringify({ event: 0 }).replace('0', event), new Set());
+      assert.is(r.error, 'malformed_stream', `data: ${event}`);
+      assert.match(r.errorDetail ?? '', `an event is not a JSON object: ${event}`);
+    }
+    const nullBody = await sendChatRequest(plain, '"plain-null"', new Set());
+    assert.is(nullBody.error, 'malformed_response');
+    assert.match(nullBody.errorDetail ?? '', 'no choices[0].message.content');
+    const odd = await sendChatRequest(streaming, '"odd-usage"', new Set());
+    assert.is(odd.error, undefined, odd.errorDetail);
+    assert.equal(odd.usage, { promptTokens: undefined, completionTokens: undefined }, 'negative, fractional and infinite counts are no counts');
+  } finally {
+    streaming.pool.destroy();
+    plain.pool.destroy();
+    await server.close();
+  }
+});
+
+test('sendChatRequest: a whole body or one event past MAX_RESPONSE_BYTES fails at once as malformed, holding no more of it', async () => {
+  const over = MAX_RESPONSE_BYTES + 1024 * 1024;
+  const chunk = Buffer.alloc(1024 * 1024, 0x61);
+  const pour = (socket: net.Socket, head: string, piece: Buffer): void => {
+    socket.write(head);
+    let sent = 0;
+    const go = (): void => {
+      while (sent < over && !socket.destroyed) {
+        sent += piece.length;
+        if (!socket.write(piece)) return void socket.once('drain', go);
+      }
+    };
+    go();
+  };
+  const server = await rawServer((request, socket) => {
+    const sseHead = 'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n';
+    // Never finished: only the limit can end these requests before the timeout.
+    if (request.includes('"json"')) pour(socket, `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${over * 2}\r\n\r\n`, chunk);
+    else if (request.includes('"line"')) pour(socket, `${sseHead}data: `, chunk);
+    else pour(socket, sseHead, Buffer.from(`data: ${'b'.repeat(64 * 1024)}\n`));
+  });
+  const endpoint = (stream: boolean): Endpoint => ({ pool: new Http1Pool({ url: server.url, maxConnections: 1, timeoutMs: 30_000 }, {}), stream });
+  const streaming = endpoint(true);
+  const plain = endpoint(false);
+  try {
+    const json = await sendChatRequest(plain, '"json"', new Set());
+    assert.is(json.error, 'malformed_response');
+    assert.match(json.errorDetail ?? '', `over ${MAX_RESPONSE_BYTES} bytes`);
+    for (const kind of ['line', 'lines']) {
+      const r = await sendChatRequest(streaming, `"${kind}"`, new Set());
+      assert.is(r.error, 'malformed_stream', kind);
+      assert.match(r.errorDetail ?? '', `over ${MAX_RESPONSE_BYTES} bytes`, kind);
+      assert.ok(r.e2eMs < 10_000, `${kind}: ended by the limit, not the timeout (${r.e2eMs} ms)`);
+    }
   } finally {
     streaming.pool.destroy();
     plain.pool.destroy();
