@@ -4,11 +4,16 @@
  * periodic push-pull exchange of the whole table (which also heals partitions and restarted seeds).
  *
  * Rules for merging a record about member m (higher incarnation = newer news from m itself):
- *   Left is final. Alive{i} overrides Alive/Suspect/Failed{j} when i > j (m refuted).
+ *   Alive{i} overrides Alive/Suspect/Failed/Left{j} when i > j (m refuted).
  *   Suspect{i} overrides Alive{j} when i >= j, and Suspect/Failed{j} when i > j.
- *   Failed{i} overrides Alive/Suspect{j} when i >= j.
- * A member that hears it is suspected or failed answers with Alive at a higher incarnation.
- * A new member id at an address already known (a restarted process) replaces the older one.
+ *   Failed{i} overrides Alive/Suspect{j} when i >= j; Left{i} overrides any other status when i >= j.
+ * A member that hears anything of itself other than its own record (suspected, failed, left, at
+ * another address, with other actors) answers with Alive at a higher incarnation: records are
+ * hearsay any peer can forge, and this is how a live member takes its place back. A leaving member
+ * announces Left at a new incarnation and refutes nothing more, so stale news cannot revive it.
+ * A member keeps the address it joined with (a node process never moves; a restarted one has a new
+ * id). A new id at an address already known replaces the older process only when the address itself
+ * answers with that id: hearsay of it only makes this node probe the address.
  */
 import { errorMessage } from './errors.js';
 import { ACTOR_NAME_RE, MAX_RECORD_ACTORS, MAX_RECORD_ACTOR_CHARS, MAX_SWIM_BYTES, STATUSES, type MemberRecord, type MemberStatus, type MembershipTimers } from './members.js';
@@ -51,6 +56,8 @@ export class Membership {
   private readonly suspicions = new Map<string, NodeJS.Timeout>();
   private readonly timers: NodeJS.Timeout[] = [];
   private probeOrder: string[] = [];
+  /** Addresses being probed to see which process answers there (see `apply`). */
+  private readonly verifying = new Set<string>();
   /** Alive members by named actor; rebuilt after any change (resolution reads it on every call). */
   private registry: Map<string, MemberRecord[]> | undefined;
   private joined = false;
@@ -203,16 +210,14 @@ export class Membership {
     return { type: ok ? 'ack' : 'nack', from: this.record(this.self), updates: this.piggyback() };
   }
 
-  /** Merges one record; returns true when it changed anything. */
-  apply(r: MemberRecord): boolean {
+  /**
+   * Merges one record; returns true when it changed anything. `direct`: the record is the `from` of
+   * a reply that came from the record's own address, the one thing a peer cannot forge by hearsay.
+   */
+  apply(r: MemberRecord, direct = false): boolean {
     if (!isRecord(r)) return false;
     if (r.id === this.self.id) {
-      if ((r.status === 'Suspect' || r.status === 'Failed') && r.inc >= this.self.inc && this.self.status === 'Alive') {
-        this.self.inc = r.inc + 1;
-        this.registry = undefined;
-        this.enqueue(this.record(this.self));
-        this.hooks.log(`membership: refuting ${r.status} with incarnation ${this.self.inc}`);
-      }
+      this.refute(r);
       return false;
     }
     if (this.tombstones.has(r.id)) return false;
@@ -222,22 +227,43 @@ export class Membership {
       for (const other of this.members.values()) {
         if (other.addr !== r.addr) continue;
         if (other.started > r.started) return false; // news of an older process at that address
+        // A restarted process, or a forgery that would evict a live member: the address tells which.
+        if (!direct) return this.verify(r.addr), false;
         this.remove(other.id);
       }
       if (this.members.size >= MAX_MEMBERS - 1) return false; // with this node, the table is full
       this.set(r, undefined);
       return true;
     }
-    if (current.status === 'Left') return false;
+    if (r.addr !== current.addr) return false;
     const c = current.status;
     const newer =
-      r.status === 'Left' ||
       (r.status === 'Alive' && r.inc > current.inc) ||
-      (r.status === 'Suspect' && (c === 'Alive' ? r.inc >= current.inc : r.inc > current.inc)) ||
-      (r.status === 'Failed' && c !== 'Failed' && r.inc >= current.inc);
+      (r.status === 'Suspect' && (c === 'Alive' ? r.inc >= current.inc : r.inc > current.inc && c !== 'Left')) ||
+      (r.status === 'Failed' && c !== 'Failed' && c !== 'Left' && r.inc >= current.inc) ||
+      (r.status === 'Left' && c !== 'Left' && r.inc >= current.inc);
     if (!newer) return false;
     this.set(r, current);
     return true;
+  }
+
+  /** A record about this node that is not its own, at its incarnation or above: answer it with Alive above it. */
+  private refute(r: MemberRecord): void {
+    const self = this.self;
+    if (self.status !== 'Alive' || r.inc < self.inc) return;
+    if (r.status === 'Alive' && r.addr === self.addr && r.started === self.started && r.actors.join() === self.actors.join()) return;
+    self.inc = r.inc + 1;
+    this.registry = undefined;
+    this.enqueue(this.record(self));
+    const what = r.status === 'Alive' ? `a record of this node it did not send (address ${r.addr})` : r.status;
+    this.hooks.log(`membership: refuting ${what} with incarnation ${self.inc}`);
+  }
+
+  /** Probes `addr` once (not again while that probe runs): its answer, applied as direct, says which process is there. */
+  private verify(addr: string): void {
+    if (this.stopped || this.verifying.has(addr)) return;
+    this.verifying.add(addr);
+    void this.ping(addr, this.config.probeTimeoutMs).finally(() => this.verifying.delete(addr));
   }
 
   private set(r: MemberRecord, previous: Member | undefined): void {
@@ -381,7 +407,7 @@ export class Membership {
     if (cluster !== this.transport.cluster) throw new Error(`${addr} is not a member of cluster '${this.transport.cluster}' (it answered as '${String(cluster)}')`);
     const parsed = JSON.parse(reply.body.toString('utf8')) as SwimReply;
     if (!isRecord(parsed.from)) throw new Error(`${addr} sent a malformed reply`);
-    this.apply(parsed.from);
+    this.apply(parsed.from, parsed.from.addr === addr);
     for (const r of parsed.type === 'sync' ? parsed.members : parsed.updates) this.apply(r);
     return parsed;
   }

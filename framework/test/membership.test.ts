@@ -75,16 +75,56 @@ test('the member table and each message are bounded: a flood of new members does
   assert.is(a.membership.list().length, MAX_MEMBERS, 'this node and MAX_MEMBERS - 1 others');
 });
 
-test('a new process at a known address replaces the old member; Left is final', async () => {
+/** A node that crashes: no Left announcement, its listener just goes away. */
+async function crash(s: ActorSystem): Promise<void> {
+  s.membership.stop();
+  s.transport.close();
+  await s.listener.close();
+}
+
+test('hearsay of a new process at a live member\'s address evicts nobody; a real restart there replaces the old member', async () => {
   const a = await start();
-  const old = { id: 'f'.repeat(32), addr: '127.0.0.1:1', status: 'Alive' as const, inc: 3, started: 1000, actors: ['x'] };
-  assert.ok(a.membership.apply(old));
-  assert.ok(a.membership.apply({ ...old, id: 'e'.repeat(32), started: 2000, inc: 0 }));
-  assert.equal(a.membership.list().filter((m) => m.addr === old.addr).map((m) => m.id), ['e'.repeat(32)]);
-  assert.not.ok(a.membership.apply({ ...old, started: 1000 }), 'news of the older process is ignored');
-  assert.ok(a.membership.apply({ ...old, id: 'e'.repeat(32), started: 2000, inc: 0, status: 'Left' }));
-  assert.not.ok(a.membership.apply({ ...old, id: 'e'.repeat(32), started: 2000, inc: 9, status: 'Alive' }), 'Left cannot be undone');
-  assert.equal(a.instances('x'), [], 'actors of a Left member are not resolvable');
+  const b = await start([a.addr]);
+  await waitFor('a to see b', () => statusOf(a, b.nodeId) === 'Alive');
+  // Claims to be a newer process at b's address: believed, it would drop b from the table (and tombstone it).
+  const forged = { id: 'e'.repeat(32), addr: b.addr, status: 'Alive' as const, inc: 0, started: Date.now() + 1e12, actors: ['x'] };
+  assert.not.ok(a.membership.apply(forged));
+  await new Promise((r) => setTimeout(r, 500)); // a probes b's address: b answers as itself
+  assert.is(statusOf(a, b.nodeId), 'Alive', 'b is still a member');
+  assert.is(statusOf(a, forged.id), undefined, 'the forged process is not');
+  assert.equal(a.instances('x'), []);
+  // b crashes and a new process starts at its address: the address answers with the new id.
+  await crash(b);
+  const c = await ActorSystem.start({ addr: b.addr, seeds: [a.addr], timers, log: () => {} });
+  systems.push(c);
+  await waitFor('a to replace b by c', () => statusOf(a, c.nodeId) === 'Alive' && statusOf(a, b.nodeId) === undefined, 5000);
+  assert.not.ok(a.membership.apply({ ...a.membership.get(c.nodeId)!, id: b.nodeId, started: 1 }), 'news of the older process is ignored');
+});
+
+test('forged news of a live member is refuted: Left, or a record of it with another address or actors; a member keeps its address', async () => {
+  const a = await start();
+  const b = await start([a.addr]);
+  await waitFor('a to see b', () => statusOf(a, b.nodeId) === 'Alive');
+  const record = a.membership.get(b.nodeId)!;
+  assert.ok(a.membership.apply({ ...record, status: 'Left' }));
+  await waitFor('b to refute Left', () => statusOf(a, b.nodeId) === 'Alive' && a.membership.get(b.nodeId)!.inc > record.inc, 3000, 5);
+  // Another address for a known id would send its calls elsewhere: a member's address is fixed.
+  const now = a.membership.get(b.nodeId)!;
+  assert.not.ok(a.membership.apply({ ...now, addr: '127.0.0.1:9', inc: now.inc + 5 }));
+  assert.is(a.membership.get(b.nodeId)!.addr, b.addr);
+  // Where the forgery was believed (a node that did not know b yet), b hears of it and takes its record back.
+  const other = await start();
+  const stolen = { ...now, actors: ['hijacked'], inc: now.inc + 5 };
+  assert.ok(other.membership.apply(stolen));
+  b.membership.apply(stolen);
+  assert.ok(b.membership.self.inc > stolen.inc, 'b answers a record of itself it did not send with a higher incarnation');
+  assert.equal(b.membership.self.actors.includes('hijacked'), false);
+  // A real leave is final: b refutes nothing once it leaves, and stale news cannot bring it back.
+  await b.shutdown();
+  await waitFor('a to see b Left', () => statusOf(a, b.nodeId) === 'Left' || statusOf(a, b.nodeId) === undefined, 3000, 5);
+  const left = a.membership.get(b.nodeId);
+  if (left) assert.not.ok(a.membership.apply({ ...left, status: 'Alive' }), 'an Alive of the same incarnation does not undo Left');
+  assert.equal(a.instances('echo'), []);
 });
 
 test('records holding more actors than one may are refused, and the cluster they were meant to flood stays Alive', async () => {
