@@ -61,6 +61,13 @@ const ERROR_BODY_LIMIT = 64 * 1024;
  */
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
+/**
+ * How long the body may go on after `data: [DONE]` before its connection is dropped. The request is
+ * complete at [DONE]; a server that then never ends the body would otherwise hold the connection,
+ * and with it the next request of a closed-loop user, until the timeout.
+ */
+const AFTER_DONE_MS = 1000;
+
 interface ChunkShape {
   choices?: Array<{ delta?: { content?: unknown; reasoning_content?: unknown }; message?: { content?: unknown }; finish_reason?: unknown }>;
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
@@ -195,6 +202,9 @@ class ChatExchange implements Exchange {
     if (this.settled || this.done) return;
     if (data === '[DONE]') {
       this.done = true;
+      this.finish(undefined, undefined, this.chunkAt);
+      // Usually the body's end is in this read or the next: look again once this read is handled.
+      setImmediate(() => this.receiving && setTimeout(() => this.receiving && this.cancel(), AFTER_DONE_MS).unref());
       return;
     }
     let event: unknown;

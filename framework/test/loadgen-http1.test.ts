@@ -455,6 +455,35 @@ test('sendChatRequest: a whole body or one event past MAX_RESPONSE_BYTES fails a
   }
 });
 
+test('sendChatRequest: a stream is complete at `data: [DONE]`; a body that never ends after it costs its connection, not the request', async () => {
+  const events = 'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n';
+  const server = await rawServer((request, socket) => {
+    socket.write(`HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n${Buffer.byteLength(events).toString(16)}\r\n${events}\r\n`);
+    // A well-behaved server ends the body a moment later (kept alive); a hanging one never does.
+    if (request.includes('"ends"')) setTimeout(() => socket.write('0\r\n\r\n'), 20);
+  });
+  const streaming: Endpoint = { pool: new Http1Pool({ url: server.url, maxConnections: 1, timeoutMs: 20_000 }, {}), stream: true };
+  try {
+    for (let i = 0; i < 2; i++) {
+      const r = await sendChatRequest(streaming, '"ends"', new Set());
+      assert.is(r.error, undefined, r.errorDetail);
+    }
+    assert.is(server.connections(), 1, 'a body ending just after [DONE] keeps its connection');
+    const hanging = await sendChatRequest(streaming, '"hangs"', new Set());
+    assert.is(hanging.error, undefined, hanging.errorDetail);
+    assert.is(hanging.text, 'hi');
+    assert.ok(hanging.e2eMs < 1000, `timed to [DONE], not to the timeout (${hanging.e2eMs} ms)`);
+    const t0 = Date.now();
+    const next = await sendChatRequest(streaming, '"ends"', new Set());
+    assert.is(next.error, undefined, next.errorDetail);
+    assert.ok(Date.now() - t0 < 5000, `the next request waited ${Date.now() - t0} ms for the hanging connection`);
+    assert.is(server.connections(), 2, 'the hanging connection was dropped for a new one');
+  } finally {
+    streaming.pool.destroy();
+    await server.close();
+  }
+});
+
 test('https: the certificate is verified, then requests go over TLS on kept-alive connections', async () => {
   // A throwaway self-signed certificate for localhost, made here rather than shipped.
   const dir = mkdtempSync(join(tmpdir(), 'http1-tls-'));
