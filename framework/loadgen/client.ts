@@ -7,6 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { Http1Pool, type Exchange, type FailureKind } from './http1.js';
 import { SseLimitError, SseParser } from './sse.js';
+import { isJsonObject } from '../../lib/json-object.js';
 
 export interface Endpoint {
   pool: Http1Pool;
@@ -72,10 +73,6 @@ interface ChunkShape {
   choices?: Array<{ delta?: { content?: unknown; reasoning_content?: unknown }; message?: { content?: unknown }; finish_reason?: unknown }>;
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
   error?: unknown;
-}
-
-function isChunk(value: unknown): value is ChunkShape {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function usageOf(value: ChunkShape['usage']): Usage | undefined {
@@ -207,13 +204,14 @@ class ChatExchange implements Exchange {
       setImmediate(() => this.receiving && setTimeout(() => this.receiving && this.cancel(), AFTER_DONE_MS).unref());
       return;
     }
-    let event: unknown;
+    let parsed: unknown;
     try {
-      event = JSON.parse(data);
+      parsed = JSON.parse(data);
     } catch {
       return this.finish('malformed_stream', `an event is not JSON: ${data}`);
     }
-    if (!isChunk(event)) return this.finish('malformed_stream', `an event is not a JSON object: ${data}`);
+    if (!isJsonObject(parsed)) return this.finish('malformed_stream', `an event is not a JSON object: ${data}`);
+    const event = parsed as ChunkShape;
     if (event.error !== undefined) return this.finish('stream_error', `the server sent an error event: ${JSON.stringify(event.error)}`);
     const usage = usageOf(event.usage);
     if (usage) this.result.usage = usage;
