@@ -64,7 +64,7 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
       log,
     });
     await service.reconcileAll();
-    const app = buildApi({ service, apiKey: options.apiKey });
+    const app = buildApi({ service, apiKey: options.apiKey, log });
     const { host, port } = parseHostPort('--listen', options.listen);
     await app.listen({ host, port });
     const bound = (app.server.address() as AddressInfo).port;

@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { boundedBody, strictJsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { ResourceLimitError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/log.js';
 import { lacksRequiredHost, protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../lib/protocol-errors.js';
 import { invalid, LifecycleError, notSupported } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
@@ -109,9 +110,11 @@ const CLIENT_CODES: Record<number, string> = { 408: 'REQUEST_TIMEOUT', 413: 'PAY
 export interface ApiOptions {
   service: SandboxService;
   apiKey: string;
+  /** Where an unexpected error is told in full (the client gets only "internal error"). */
+  log: Logger;
 }
 
-export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
+export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance {
   const keyMatches = (key: string): boolean => secretEquals(key, apiKey);
   const proxy = proxyHandler(service, keyMatches);
   const shape: ErrorShape = (status, code, message) => ({ code: status === 400 ? 'INVALID_REQUEST' : code.toUpperCase(), message });
@@ -160,7 +163,7 @@ export function buildApi({ service, apiKey }: ApiOptions): FastifyInstance {
     const status = error.statusCode ?? 500;
     if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.code(415).send({ code: 'INVALID_REQUEST', message: `the body must be JSON, sent with Content-Type: application/json (this request's: ${JSON.stringify(request.headers['content-type'] ?? 'none').slice(0, 100)})` });
     if (status >= 400 && status < 500) return reply.code(status).send({ code: CLIENT_CODES[status] ?? 'INVALID_REQUEST', message: error.message });
-    reply.log?.error?.(error);
+    log.error(`sandboxd: ${request.method} ${request.url.split('?')[0]} (request ${request.id}): ${error.stack ?? String(error)}`);
     return reply.code(500).send({ code: 'INTERNAL_ERROR', message: 'internal error' });
   });
   app.setNotFoundHandler((request, reply) => reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` }));

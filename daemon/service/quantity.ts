@@ -1,4 +1,4 @@
-/** Kubernetes-style resource quantities of `resourceLimits`: CPU in millis, memory in bytes; exact values only. */
+/** Kubernetes-style resource quantities of `resourceLimits`: CPU in millis, memory in bytes; exact values only (nothing is rounded). */
 import { invalid } from './errors.js';
 
 export function cpuMillis(text: string): number {
@@ -19,12 +19,19 @@ function check(millis: number, text: string): number {
   return millis;
 }
 
-const UNITS: Record<string, number> = { '': 1, K: 1e3, M: 1e6, G: 1e9, T: 1e12, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
+/** Kubernetes' suffixes (decimal `k`, binary `Ki`...), and `K` as the OpenSandbox reference daemon spells kilo. */
+const UNITS: Record<string, bigint> = { '': 1n, k: 10n ** 3n, K: 10n ** 3n, M: 10n ** 6n, G: 10n ** 9n, T: 10n ** 12n, Ki: 2n ** 10n, Mi: 2n ** 20n, Gi: 2n ** 30n, Ti: 2n ** 40n };
 
+/** Bytes of a memory quantity; a fraction (`1.5Gi`) is taken when it comes to whole bytes, as Kubernetes writes them. */
 export function memoryBytes(text: string): number {
-  const m = /^(\d+)(|K|M|G|T|Ki|Mi|Gi|Ti)$/.exec(text);
-  const bytes = m ? Number(m[1]) * UNITS[m[2]!]! : NaN;
-  if (!Number.isSafeInteger(bytes) || bytes <= 0) throw invalid(`resourceLimits.memory: ${JSON.stringify(text)} is not a memory quantity (e.g. "512Mi", "2Gi")`);
+  const m = /^(\d+)(?:\.(\d+))?(|k|K|M|G|T|Ki|Mi|Gi|Ti)$/.exec(text);
+  if (!m) throw invalid(`resourceLimits.memory: ${JSON.stringify(text)} is not a memory quantity (e.g. "512Mi", "1.5Gi", "2G")`);
+  const fraction = m[2] ?? '';
+  const scaled = BigInt(m[1]! + fraction) * UNITS[m[3]!]!;
+  const divisor = 10n ** BigInt(fraction.length);
+  if (scaled % divisor !== 0n) throw invalid(`resourceLimits.memory: ${JSON.stringify(text)} is not a whole number of bytes`);
+  const bytes = Number(scaled / divisor);
+  if (!Number.isSafeInteger(bytes)) throw invalid(`resourceLimits.memory: ${JSON.stringify(text)} is too large`);
   if (bytes < MIN_MEMORY_BYTES) throw invalid(`resourceLimits.memory: ${JSON.stringify(text)} is below the smallest a sandbox runs in, 64Mi`);
   return bytes;
 }

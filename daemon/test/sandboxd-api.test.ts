@@ -4,13 +4,14 @@
  * 4xx (or 501), never a 5xx, and leave nothing half-written.
  */
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { Logger } from '../../lib/log.js';
 import { cgroup2Mount, makeFixture, type Fixture } from './supervisor/fixture.js';
 import type { RunningDaemon } from '../index.js';
 
@@ -235,7 +236,9 @@ if ('skip' in mount) {
     ['memory of one byte', { ...GOOD, resourceLimits: { cpu: '1', memory: '1' } }, 400],
     ['memory below 64Mi', { ...GOOD, resourceLimits: { cpu: '1', memory: '63Mi' } }, 400],
     ['NUL in an env value', { ...GOOD, env: { A: 'x\0y' } }, 400],
-    ['memory bad', { ...GOOD, resourceLimits: { cpu: '1', memory: '1.5Gi' } }, 400],
+    ['memory bad', { ...GOOD, resourceLimits: { cpu: '1', memory: '1.5 Gi' } }, 400],
+    ['memory not whole bytes', { ...GOOD, resourceLimits: { cpu: '1', memory: '100.0000001Mi' } }, 400],
+    ['memory with an unknown suffix', { ...GOOD, resourceLimits: { cpu: '1', memory: '1gi' } }, 400],
     ['memory a number', { ...GOOD, resourceLimits: { cpu: '1', memory: 1024 } }, 400],
     ['gpu', { ...GOOD, resourceLimits: { cpu: '1', memory: '1Gi', gpu: '1' } }, 400],
     ['memory above capacity', { ...GOOD, resourceLimits: { cpu: '1', memory: '9Gi' } }, 429],
@@ -294,6 +297,34 @@ if ('skip' in mount) {
     assert.match(((await zipped.json()) as { message: string }).message, 'image/uri');
     const after = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
     assert.is(after.totalItems, before.totalItems);
+  });
+
+  test('an unexpected failure is a 500 that says nothing more, and the daemon log tells it whole', async () => {
+    const logged: string[] = [];
+    const own = makeFixture(mount.path, new Logger('error', { write: (chunk: string) => logged.push(chunk) }));
+    const running = await own.start();
+    try {
+      // The state directory damaged under the running daemon: a create can no longer be recorded.
+      rmSync(join(own.state, 'records'), { recursive: true });
+      const res = await fetch(`${running.url}/v1/sandboxes`, { method: 'POST', headers: { 'SVC-API-KEY': own.apiKey, 'content-type': 'application/json' }, body: JSON.stringify(GOOD) });
+      assert.is(res.status, 500);
+      assert.equal(await res.json(), { code: 'INTERNAL_ERROR', message: 'internal error' });
+      const text = logged.join('');
+      assert.match(text, `POST /v1/sandboxes (request ${res.headers.get('x-request-id')})`);
+      assert.match(text, 'ENOENT');
+      assert.not.match(text, own.apiKey);
+    } finally {
+      await running.close();
+      await own.cleanup();
+    }
+  });
+
+  test('memory quantities as Kubernetes writes them: a fraction that makes whole bytes, decimal k', async () => {
+    for (const memory of ['1.5Gi', '100000k', '0.25Gi']) {
+      const created = await call('POST', '/v1/sandboxes', { body: { ...GOOD, resourceLimits: { cpu: '500m', memory } } });
+      assert.is(created.status, 202, `${memory}: ${created.text}`);
+      assert.is((await call('DELETE', `/v1/sandboxes/${created.json!.id as string}`)).status, 204, memory);
+    }
   });
 
   test('a manifest that is no prepared image is refused naming it (400), never a 500, never started', async () => {
