@@ -152,7 +152,8 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     reply.header('x-request-id', request.id);
     const keys = request.raw.headersDistinct['svc-api-key'];
-    if (!keys || keys.length !== 1 || !keys[0]) return reply.code(401).send({ code: 'UNAUTHORIZED', message: 'the SVC-API-KEY header is required' });
+    if (!keys || !keys[0]) return reply.code(401).send({ code: 'UNAUTHORIZED', message: 'the SVC-API-KEY header is required' });
+    if (keys.length !== 1) return reply.code(401).send({ code: 'UNAUTHORIZED', message: `the SVC-API-KEY header must be sent once, not ${keys.length} times` });
     if (!keyMatches(keys[0])) return reply.code(401).send({ code: 'UNAUTHORIZED', message: 'the SVC-API-KEY header is not valid' });
   });
 

@@ -84,6 +84,7 @@ if ('skip' in mount) {
     // A repeated key goes raw: fetch would merge the two into one value.
     const twice = await rawHttp(`GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nSVC-API-KEY: ${fixture.apiKey}\r\nSVC-API-KEY: ${fixture.apiKey}\r\nConnection: close\r\n\r\n`);
     assert.match(twice, /^HTTP\/1\.1 401 /);
+    assert.match(twice, /"message":"the SVC-API-KEY header must be sent once, not 2 times"/);
     for (const path of ['/v1/sandboxes', '/v1/nowhere', `/v1/sandboxes/${sandboxes[0]!.id}`, '/v1/sandboxes/sb-none', '/v1/sandboxes/%ff']) {
       const res = await call('GET', path);
       assert.match(res.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/, path);
