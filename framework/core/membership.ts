@@ -11,6 +11,7 @@
  * another address, with other actors) answers with Alive at a higher incarnation: records are
  * hearsay any peer can forge, and this is how a live member takes its place back. A leaving member
  * announces Left at a new incarnation and refutes nothing more, so stale news cannot revive it.
+ * Hearsay may move a known member's incarnation by at most MAX_HEARSAY_STEP; its own reply, any amount.
  * A member keeps the address it joined with (a node process never moves; a restarted one has a new
  * id). A new id at an address already known replaces the older process only when the address itself
  * answers with that id: hearsay of it only makes this node probe the address.
@@ -30,6 +31,13 @@ const MAX_PIGGYBACK = 12;
  * own record (bounded as every record is) and the message around them.
  */
 const RECORDS_BYTES = MAX_SWIM_BYTES - 256 * 1024;
+/**
+ * How far hearsay may move a known member's incarnation at once. A member raises its own by one per
+ * refutation or actor change, so honest news is rarely more than a few ahead; a forged record far
+ * ahead would make the member refute past it, up to the largest incarnation peers accept, after
+ * which it could refute nothing. A member's own reply (`direct`) may carry any jump.
+ */
+const MAX_HEARSAY_STEP = 1024;
 /** Members told directly of this node's record when it joins or its actors change. */
 const ANNOUNCE_FANOUT = 32;
 export const SWIM_PATH = '/cluster/swim';
@@ -236,6 +244,7 @@ export class Membership {
       return true;
     }
     if (r.addr !== current.addr) return false;
+    if (!direct && r.inc > current.inc + MAX_HEARSAY_STEP) return false;
     const c = current.status;
     const newer =
       (r.status === 'Alive' && r.inc > current.inc) ||
@@ -250,8 +259,9 @@ export class Membership {
   /** A record about this node that is not its own, at its incarnation or above: answer it with Alive above it. */
   private refute(r: MemberRecord): void {
     const self = this.self;
-    if (self.status !== 'Alive' || r.inc < self.inc) return;
-    if (r.status === 'Alive' && r.addr === self.addr && r.started === self.started && r.actors.join() === self.actors.join()) return;
+    // Only a forger can be that far ahead (others learn this node's incarnation from it), and peers refuse the jump.
+    if (self.status !== 'Alive' || r.inc < self.inc || r.inc > self.inc + MAX_HEARSAY_STEP) return;
+    if (r.status === 'Alive' && r.inc === self.inc && r.addr === self.addr && r.started === self.started && r.actors.join() === self.actors.join()) return;
     self.inc = r.inc + 1;
     this.registry = undefined;
     this.enqueue(this.record(self));

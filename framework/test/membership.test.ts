@@ -127,6 +127,26 @@ test('forged news of a live member is refuted: Left, or a record of it with anot
   assert.equal(a.instances('echo'), []);
 });
 
+test('hearsay far ahead of a member\'s incarnation is refused, so a forger cannot push it to the largest one peers accept', async () => {
+  const a = await start();
+  const b = await start([a.addr]);
+  await waitFor('a to see b', () => statusOf(a, b.nodeId) === 'Alive');
+  const record = a.membership.get(b.nodeId)!;
+  const far = { ...record, status: 'Suspect' as const, inc: Number.MAX_SAFE_INTEGER - 2 };
+  assert.not.ok(a.membership.apply(far), 'a peer refuses the jump');
+  const before = b.membership.self.inc;
+  b.membership.apply(far);
+  assert.is(b.membership.self.inc, before, 'b does not refute past it');
+  // An echo of b's own record at a higher incarnation is not b's: b takes its place above it.
+  const echo = { ...a.membership.get(b.nodeId)!, status: 'Alive' as const, inc: b.membership.self.inc + 5 };
+  b.membership.apply(echo);
+  assert.ok(b.membership.self.inc > echo.inc);
+  // News a little ahead (refutations a peer missed) is still taken, and refuted as ever.
+  const near = a.membership.get(b.nodeId)!;
+  assert.ok(a.membership.apply({ ...near, status: 'Suspect', inc: near.inc + 3 }));
+  await waitFor('b to refute the suspicion', () => statusOf(a, b.nodeId) === 'Alive' && a.membership.get(b.nodeId)!.inc > near.inc + 3, 3000, 5);
+});
+
 test('records holding more actors than one may are refused, and the cluster they were meant to flood stays Alive', async () => {
   const a = await startNode({ name: 'echo' });
   const [b, c] = await Promise.all([startNode({ name: 'echo', seeds: [a.addr] }), startNode({ name: 'echo', seeds: [a.addr] })]);
