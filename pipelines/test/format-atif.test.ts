@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { SourceError } from '../formats/errors.js';
+import { agentbCode } from '../formats/agentb-code/index.js';
 import { atif } from '../formats/atif/index.js';
 import { chatMessages } from '../formats/chat-messages/index.js';
 import { loadFormat } from '../formats/registry.js';
@@ -242,6 +243,37 @@ test('a trajectory up to v1.6 with a subagent ref by session only keeps its vers
   assert.equal(sortKeys(encoded!.value), sortKeys(v16));
   const again = await decodeAll(atif, bytesSource(JSON.stringify(encoded!.value), 'again.json'));
   assert.equal(problemsOf(again.storylines), []);
+});
+
+test('a Claude Code subagent written without its document after the parent: the ref and the child share a trajectory_id, and both read back', async () => {
+  const dir = 'synthetic/claude-code/projects/-home-dev-www-atlas-docs';
+  const session = 'a9a20bd4-fdf9-4885-8fa1-01d41970c171';
+  const childSession = `${session}.agent-a4c1e9f27b3d5e601`;
+  const [parent] = (await decodeAll(agentbCode, fixture(`${dir}/${session}.jsonl`))).storylines;
+  const [child] = (await decodeAll(agentbCode, fixture(`${dir}/${session}/subagents/agent-a4c1e9f27b3d5e601.jsonl`))).storylines;
+  assert.equal(parent!.children, [childSession]);
+  assert.is(child!.parent?.psid, session);
+
+  // The parent alone (the subagent's file not imported, or an export filtered to the parent).
+  const [alone] = await encodeAll(atif, [parent!]);
+  const doc = alone!.value as { schema_version: string; steps: Array<{ observation?: { results: Array<Record<string, unknown>> } }> };
+  assert.is(doc.schema_version, 'ATIF-v1.7');
+  const refs = doc.steps.flatMap((s) => s.observation?.results ?? []).flatMap((r) => (r.subagent_trajectory_ref as unknown[] | undefined) ?? []);
+  assert.equal(refs, [{ trajectory_id: childSession, session_id: childSession }]);
+  const again = await decodeAll(atif, bytesSource(JSON.stringify(doc), 'parent.json'));
+  assert.equal(problemsOf(again.storylines), []);
+
+  // The child as its own top-level document: it carries the trajectory_id the ref names.
+  const [own] = await encodeAll(atif, [child!]);
+  assert.is((own!.value as { trajectory_id?: string }).trajectory_id, childSession);
+  const ownAgain = (await decodeAll(atif, bytesSource(JSON.stringify(own!.value), 'child.json'))).storylines;
+  assert.is(ownAgain[0]!.trajectory, childSession);
+
+  // Parent then child: embedded, as before, with one ref to it.
+  const [both] = await encodeAll(atif, [parent!, child!]);
+  const tree = both!.value as { steps: typeof doc.steps; subagent_trajectories: Array<{ trajectory_id: string }> };
+  assert.equal(tree.subagent_trajectories.map((t) => t.trajectory_id), [childSession]);
+  assert.equal(tree.steps.flatMap((s) => s.observation?.results ?? []).flatMap((r) => (r.subagent_trajectory_ref as unknown[] | undefined) ?? []), [{ trajectory_id: childSession, session_id: childSession }]);
 });
 
 test('embedded subagents that share their parent\'s session_id (run-scoped in v1.7) are embedded again on export', async () => {

@@ -5,7 +5,9 @@
  * of the same step (results are moved to the step that made the call). Storyline fields ATIF has no
  * place for go to the nearest `extra.storyline`. Documents decoded from ATIF get their unknown
  * fields back at their pointers. A child Storyline that directly follows its parent (or another
- * member of the parent's tree) is embedded in `subagent_trajectories`.
+ * member of the parent's tree) is embedded in `subagent_trajectories`. A v1.7 subagent ref that
+ * names only a session (as Claude Code's and ATIF v1.6's do) is written with that session as its
+ * `trajectory_id`, which a child written on its own also takes, so the ref resolves either way.
  */
 import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import type { EncodedDocument } from '../types.js';
@@ -17,24 +19,47 @@ import { CONTEXT_MANAGEMENT_KINDS, FORMAT } from './decode.js';
 export const WRITTEN_VERSION = 'ATIF-v1.7';
 
 export async function* encodeAtif(docs: AsyncIterable<Storyline>): AsyncGenerator<EncodedDocument> {
-  let tree: { root: Storyline; value: JsonObject; nodes: TreeNode[] } | undefined;
+  let tree: Tree | undefined;
   for await (const doc of docs) {
     const host = tree && hostOf(tree.nodes, doc);
     if (host) {
       const value = encodeTrajectory(doc, true);
-      // Harbor: an embedded subagent has a trajectory_id, and the spawning call's result refers to it.
-      value.trajectory_id ??= doc.session;
+      // Harbor: the spawning call's result refers to an embedded subagent by its trajectory_id.
       if (doc.origin?.format !== FORMAT && doc.parent?.scid !== undefined) linkSpawn(host.value, doc.parent.scid, value.trajectory_id as string, doc.session);
       ((host.value.subagent_trajectories ??= []) as unknown[]).push(value);
       host.embedded.push(doc.session);
       tree!.nodes.push({ doc, value, embedded: [] });
       continue;
     }
-    if (tree) yield { name: safeFileName(tree.root.trajectory ?? tree.root.session, '.json'), value: tree.value };
+    if (tree) yield finished(tree);
     const value = encodeTrajectory(doc, false);
     tree = { root: doc, value, nodes: [{ doc, value, embedded: [] }] };
   }
-  if (tree) yield { name: safeFileName(tree.root.trajectory ?? tree.root.session, '.json'), value: tree.value };
+  if (tree) yield finished(tree);
+}
+
+/**
+ * The document of a tree, its refs by session only completed for v1.7 (which wants a trajectory_id
+ * or trajectory_path on each) once every child is embedded, so an embedded child's own id wins.
+ */
+function finished(tree: Tree): EncodedDocument {
+  for (const { value } of tree.nodes) {
+    if (value.schema_version !== WRITTEN_VERSION) continue; // a v1.6 trajectory kept as read (refersBySessionOnly)
+    for (const result of resultsOf(value)) {
+      if (!Array.isArray(result.subagent_trajectory_ref)) continue;
+      result.subagent_trajectory_ref = (result.subagent_trajectory_ref as JsonObject[]).map((ref) =>
+        ref.trajectory_id === undefined && ref.trajectory_path === undefined && typeof ref.session_id === 'string' ? { trajectory_id: ref.session_id, ...ref } : ref,
+      );
+    }
+  }
+  return { name: safeFileName(tree.root.trajectory ?? tree.root.session, '.json'), value: tree.value };
+}
+
+/** The document being written: its root and every trajectory in it, depth first. */
+interface Tree {
+  root: Storyline;
+  value: JsonObject;
+  nodes: TreeNode[];
 }
 
 /** A trajectory of the document being written, and the sessions of the children embedded in it so far. */
@@ -62,10 +87,8 @@ function hostOf(nodes: TreeNode[], doc: Storyline): TreeNode | undefined {
 
 /** Adds a `subagent_trajectory_ref` to the observation result of call `scid` (when there is one). */
 function linkSpawn(parent: JsonObject, scid: string, trajectoryId: string, session: string): void {
-  for (const step of parent.steps as JsonObject[]) {
-    const results = isObject(step.observation) && Array.isArray(step.observation.results) ? (step.observation.results as JsonObject[]) : [];
-    const result = results.find((r) => r.source_call_id === scid);
-    if (!result) continue;
+  for (const result of resultsOf(parent)) {
+    if (result.source_call_id !== scid) continue;
     const refs = Array.isArray(result.subagent_trajectory_ref) ? (result.subagent_trajectory_ref as JsonObject[]) : [];
     if (refs.some((ref) => ref.trajectory_id === trajectoryId)) return;
     // A ref by session only (what ≤ v1.6 wrote) gets the id; otherwise a new ref is added.
@@ -77,13 +100,23 @@ function linkSpawn(parent: JsonObject, scid: string, trajectoryId: string, sessi
   }
 }
 
+/** The observation results of every step of an encoded trajectory. */
+function* resultsOf(trajectory: JsonObject): Generator<JsonObject> {
+  for (const step of trajectory.steps as JsonObject[]) {
+    if (isObject(step.observation) && Array.isArray(step.observation.results)) yield* step.observation.results as JsonObject[];
+  }
+}
+
 /** One trajectory object (without embedded children). `embedded` drops the parent link, which the embedding says. */
 export function encodeTrajectory(doc: Storyline, embedded: boolean): JsonObject {
   const fromAtif = doc.origin?.format === FORMAT;
   const synthesized = synthesizedSet(doc);
   const out: JsonObject = { schema_version: fromAtif && refersBySessionOnly(doc) ? (doc.origin?.schema_version ?? WRITTEN_VERSION) : WRITTEN_VERSION };
   if (!(fromAtif && synthesized.has('/session'))) out.session_id = doc.session;
-  if (doc.trajectory !== undefined) out.trajectory_id = doc.trajectory;
+  // A subagent is referred to by trajectory_id: Harbor requires one on an embedded subagent, and a
+  // ref by session only is written with the session as the id (finished), so one on its own takes it too.
+  const trajectoryId = doc.trajectory ?? (doc.parent ? doc.session : undefined);
+  if (trajectoryId !== undefined) out.trajectory_id = trajectoryId;
   // Harbor requires both; a Storyline from another format may have neither a name nor a version.
   const agent: JsonObject = { name: doc.agent.name ?? doc.agent.id, version: doc.agent.ver ?? 'unknown' };
   Object.assign(agent, defined({ model_name: doc.agent.model, tool_definitions: doc.agent.tools, extra: doc.agent.extra }));
