@@ -102,9 +102,12 @@ test('agentb-code: ledger-svc merges split responses and counts usage once per m
   assert.not.match(text(s), /command-name|local-command|Caveat/, 'the /cost wrapper is dropped');
   const codes = diagnostics.map((d) => d.code);
   assert.ok(codes.includes('noise_record_dropped') && codes.includes('record_type_skipped'), codes.join());
-  for (const kind of ['progress', 'permission-mode', 'file-history-snapshot', 'last-prompt', 'system/turn_duration', 'isMeta']) {
+  for (const kind of ['progress', 'permission-mode', 'file-history-snapshot', 'last-prompt', 'isMeta']) {
     assert.ok(diagnostics.some((d) => d.message.includes(kind)), `a diagnostic for ${kind}`);
   }
+  // The turn's duration is kept on the turn it follows, not reported as dropped.
+  assert.not.ok(diagnostics.some((d) => d.message.includes('turn_duration')));
+  assert.equal(s.turns.at(-1)?.extra?.events, [{ type: 'system', subtype: 'turn_duration', uuid: '54573aea-8f43-4b76-8b3b-3794b2a93e5a', timestamp: '2026-05-12T09:14:30.802Z', durationMs: 28697 }]);
   assert.is(s.extra?.title, 'Fix EUR invoice rounding');
   assert.is(s.extra?.cwd, '/home/dev/ledger-svc');
 });
@@ -394,7 +397,61 @@ test('agenta: events before items, compaction, aborted turns and subagent rollou
   assert.equal(s.final_metrics, { total_steps: 5, total_prompt_tokens: 300, total_completion_tokens: 30, total_cached_tokens: 150 });
   assert.equal(calls(s).map((c) => [c.tcid, c.fn, c.args]), [['ws_1', 'web_search', { type: 'search', query: 'rust div_ceil' }]]);
   assert.not.ok(diagnostics.some((d) => d.code === 'tool_call_without_output'), 'a web search has no output item');
-  assert.ok(diagnostics.some((d) => d.message.includes('event_msg/turn_aborted')));
+  // The abort is kept where it happened (after the compaction), not reported as skipped.
+  assert.equal(s.turns[2]?.extra?.events, [{ type: 'turn_aborted', reason: 'interrupted', timestamp: '2026-02-03T04:05:05.000Z' }]);
+  assert.not.ok(diagnostics.some((d) => d.message.includes('turn_aborted')));
+});
+
+test('agenta: stream errors, turn context and the exec/patch end events are kept, each once', async () => {
+  const text = jsonl(
+    cxLine('session_meta', { id: 'events-1', cli_version: '0.130.0' }, 0),
+    cxLine('turn_context', { cwd: '/w', model: 'gpt-x', effort: 'low', summary: 'auto', user_instructions: 'be terse', turn_id: 't1' }, 1),
+    cxLine('response_item', { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'fix it' }] }, 1),
+    cxLine('response_item', { type: 'function_call', name: 'shell', arguments: '{"command":["make"]}', call_id: 'c1' }, 2),
+    // The end event may come before the output item, and a plain output says no exit code.
+    cxLine('event_msg', { type: 'exec_command_end', call_id: 'c1', stdout: 'boom', stderr: '', aggregated_output: 'boom', exit_code: 2, duration: { secs: 1, nanos: 500000000 }, formatted_output: 'boom' }, 3),
+    cxLine('response_item', { type: 'function_call_output', call_id: 'c1', output: 'boom' }, 3),
+    cxLine('response_item', { type: 'custom_tool_call', name: 'apply_patch', call_id: 'p1', input: '*** Begin Patch' }, 4),
+    cxLine('response_item', { type: 'custom_tool_call_output', call_id: 'p1', output: 'patch rejected' }, 5),
+    cxLine('event_msg', { type: 'patch_apply_end', call_id: 'p1', stdout: '', stderr: 'patch rejected', success: false, changes: {} }, 5),
+    cxLine('response_item', { type: 'custom_tool_call', name: 'apply_patch', call_id: 'p2', input: '*** Begin Patch' }, 6),
+    cxLine('response_item', { type: 'custom_tool_call_output', call_id: 'p2', output: '{"output":"Success.","metadata":{"exit_code":0,"duration_seconds":0.25}}' }, 7),
+    cxLine('event_msg', { type: 'patch_apply_end', call_id: 'p2', stdout: 'Success.', stderr: '', success: true }, 7),
+    cxLine('event_msg', { type: 'exec_command_end', call_id: 'user-shell', stdout: 'x', stderr: '', aggregated_output: 'x', exit_code: 0, duration: { secs: 0, nanos: 0 }, formatted_output: 'x' }, 8),
+    cxLine('event_msg', { type: 'error', message: 'stream disconnected before completion' }, 9),
+  );
+  const { docs, diagnostics } = await decode(agenta, memoryFile(text, 'rollout-events.jsonl'));
+  const s = docs[0]?.storyline as Storyline;
+  assert.equal(prompts(s)[0]?.env, { cwd: '/w', turn_id: 't1', summary: 'auto', user_instructions: 'be terse' });
+  // Output text is the tool result already; the end events add only the exit code, duration and error flag.
+  assert.equal(calls(s).map((c) => [c.tcid, c.response?.exit_code, c.duration_ms, c.result]), [
+    ['c1', 2, 1500, 'boom'],
+    ['p1', undefined, undefined, 'patch rejected'],
+    ['p2', 0, 250, 'Success.'],
+  ]);
+  assert.equal(results(s).map((r) => r.is_error), [true, true, false]);
+  assert.equal(s.turns.at(-1)?.extra?.events, [{ type: 'error', message: 'stream disconnected before completion', timestamp: '2026-02-03T04:05:09.000Z' }]);
+  // Only the end event that answers no call is reported as skipped.
+  const skipped = diagnostics.filter((d) => d.code === 'record_type_skipped').map((d) => d.message);
+  assert.equal(skipped, ['skipped 1 event_msg/exec_command_end (no call) line']);
+});
+
+test('agentb-code: api_error and turn_duration system lines are kept on the turn they follow', async () => {
+  const text = jsonl(
+    ccLine('user', 'u1', { message: { role: 'user', content: 'hello' } }),
+    ccLine('system', 'e1', { subtype: 'api_error', level: 'error', error: { status: 529 }, retryInMs: 500, retryAttempt: 1, maxRetries: 10 }),
+    ccLine('assistant', 'a1', { message: { id: 'm1', role: 'assistant', content: [{ type: 'text', text: 'hi' }] } }),
+    ccLine('system', 'd1', { subtype: 'turn_duration', durationMs: 4200, isMeta: false }),
+    ccLine('system', 'l1', { subtype: 'local_command', content: '<local-command-stdout>ok</local-command-stdout>' }),
+  );
+  const { docs, diagnostics } = await decode(agentbCode, memoryFile(text, 'sess-events.jsonl'));
+  const s = docs[0]?.storyline as Storyline;
+  const at = '2026-01-02T03:04:05.000Z';
+  assert.equal(s.turns.map((t) => t.extra?.events), [
+    [{ type: 'system', subtype: 'api_error', uuid: 'e1', timestamp: at, level: 'error', error: { status: 529 }, retryInMs: 500, retryAttempt: 1, maxRetries: 10 }],
+    [{ type: 'system', subtype: 'turn_duration', uuid: 'd1', timestamp: at, durationMs: 4200 }],
+  ]);
+  assert.equal(diagnostics.filter((d) => d.code === 'noise_record_dropped').map((d) => d.message), ['skipped 1 system/local_command line']);
 });
 
 test('agenta: the "Exit code: N" header of shell_command and apply_patch outputs gives the exit code', async () => {

@@ -11,6 +11,9 @@
  * `last_token_usage` (prompt = input incl. cached, cached = cached_input, completion = output incl.
  * reasoning). Tool outputs join their call by `call_id` onto the calling turn's observation.
  * `event_msg` user/agent messages and reasoning repeat response items and are emitted once.
+ * `turn_aborted` and `error` events are kept in `extra.events` of the turn they follow; the
+ * `exec_command_end`/`patch_apply_end` of a call give it only what its output item may not say
+ * (exit code, duration, status, failure), as the output item is already its result.
  * Injected context (`<environment_context>`, `<user_instructions>`, `<permissions instructions>`, ...)
  * is dropped with a diagnostic; the session's base instructions become the system prompt.
  */
@@ -20,7 +23,7 @@ import type { Content, Metrics, ObservationResult, Storyline, ToolCall, Turn } f
 import { defined, isObject, type JsonObject } from '../common/unknown.js';
 import { contentName } from '../common/documents.js';
 import { contentText, parseArguments } from '../common/values.js';
-import { addMetrics, count, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
+import { addMetrics, count, keepEvent, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
 
 export const FORMAT = 'agenta';
 const ENVELOPE_TYPES = new Set(['session_meta', 'turn_context', 'response_item', 'event_msg', 'compacted']);
@@ -136,6 +139,8 @@ class Rollout {
   lastUserText?: string;
   lastTotals?: string;
   firstModel?: string;
+  /** Whether a call failed, from its end event when that came before its output item. */
+  readonly failedBeforeOutput = new Map<ToolCall, boolean>();
 
   constructor(readonly ctx: DecodeContext) {}
 
@@ -241,6 +246,9 @@ class Rollout {
     if (out.exitCode !== undefined) {
       result.is_error = out.exitCode !== 0;
       slot.call.response = { ...slot.call.response, exit_code: out.exitCode };
+    } else {
+      const failed = this.failedBeforeOutput.get(slot.call);
+      if (failed !== undefined) result.is_error = failed;
     }
     slot.call.result = out.result;
     if (out.durationMs !== undefined) slot.call.duration_ms = out.durationMs;
@@ -264,6 +272,38 @@ class Rollout {
       this.ctx.diagnostic('token_count_unattributed', 'token usage reported before any model output; not attributed', number);
     }
     this.open = undefined;
+  }
+
+  /** An event about the turn in progress, kept on the latest turn. */
+  event(event: JsonObject, ts: string | undefined, number: number): void {
+    const last = this.turns.at(-1);
+    if (last) keepEvent(last, ts !== undefined ? { ...event, timestamp: ts } : event);
+    else this.skipped.note(`event_msg/${String(event.type)} (before any turn)`, number);
+  }
+
+  /**
+   * `exec_command_end`/`patch_apply_end`: its output text is the call's output item, already the
+   * result; what it may add is the exit code, duration, status and whether the patch applied.
+   * The call item always comes first; the output item may come before or after.
+   */
+  commandEnd(event: JsonObject, number: number): void {
+    const id = str(event, 'call_id');
+    const slot = id !== undefined ? this.calls.get(id)?.at(-1) : undefined;
+    if (!slot) {
+      this.skipped.note(`event_msg/${String(event.type)} (no call)`, number);
+      return;
+    }
+    const { call } = slot;
+    const exit = typeof event.exit_code === 'number' && Number.isSafeInteger(event.exit_code) ? event.exit_code : undefined;
+    const status = str(event, 'status');
+    if (exit !== undefined || status !== undefined) call.response = defined({ exit_code: exit, status, ...call.response });
+    const duration = isObject(event.duration) ? event.duration : undefined;
+    if (typeof duration?.secs === 'number' && typeof duration.nanos === 'number' && duration.secs >= 0) call.duration_ms ??= Math.round(duration.secs * 1000 + duration.nanos / 1e6);
+    const failed = exit !== undefined ? exit !== 0 : typeof event.success === 'boolean' ? !event.success : undefined;
+    if (failed === undefined) return;
+    const result = slot.turn.observation?.results.find((r) => r.source_call_id === call.tcid);
+    if (result) result.is_error ??= failed;
+    else this.failedBeforeOutput.set(call, failed);
   }
 
   compaction(message: string, ts: string | undefined, extra: JsonObject): void {
@@ -318,6 +358,14 @@ function eventMsg(r: Rollout, event: JsonObject, ts: string | undefined, number:
     case 'token_count':
       r.tokens(event.info, ts, number);
       return;
+    case 'turn_aborted':
+    case 'error':
+      r.event(event, ts, number);
+      return;
+    case 'exec_command_end':
+    case 'patch_apply_end':
+      r.commandEnd(event, number);
+      return;
     default:
       r.skipped.note(`event_msg/${String(event.type)}`, number);
   }
@@ -367,6 +415,8 @@ export async function* decodeCodex(file: SourceFile, ctx: DecodeContext): AsyncG
           approval_policy: payload.approval_policy,
           sandbox_policy: payload.sandbox_policy,
           turn_id: payload.turn_id,
+          summary: payload.summary,
+          user_instructions: payload.user_instructions,
         });
         break;
       }

@@ -13,6 +13,8 @@
  * - Injected context and harness noise (`isMeta`, `<command-name>`, `<local-command-stdout>`,
  *   caveats) and non-conversation line types (progress, file-history-snapshot, ...) are dropped
  *   with diagnostics; lines repeated by resumed sessions are dropped by `uuid`.
+ * - `system/api_error` (a failed API call, retried) and `system/turn_duration` are kept as written,
+ *   less the envelope, in `extra.events` of the turn they follow.
  * - A line that is not JSON is invalid input (exit 2 with file:line:column), not skipped.
  */
 import { createHash } from 'node:crypto';
@@ -23,7 +25,7 @@ import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import type { Content, Metrics, ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import { defined, isObject, type JsonObject } from '../common/unknown.js';
 import { contentName } from '../common/documents.js';
-import { count, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
+import { count, keepEvent, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
 
 export const FORMAT = 'agentb-code';
 const AGENT = { id: 'claude-code', name: 'Claude Code' } as const;
@@ -31,6 +33,11 @@ const AGENT = { id: 'claude-code', name: 'Claude Code' } as const;
 const SPAWN_TOOLS = new Set(['Task', 'Agent']);
 /** Structured tool results bigger than this are not copied (the model-facing content is kept). */
 const MAX_TOOL_USE_RESULT_BYTES = 64 * 1024;
+
+/** `system` line subtypes kept on the turn they follow (the others are harness noise or a compaction). */
+const KEPT_SYSTEM_EVENTS = new Set(['api_error', 'turn_duration']);
+/** Envelope keys a kept event leaves out: the thread and the document keep them, or they only link lines. */
+const ENVELOPE_KEYS = new Set(['parentUuid', 'logicalParentUuid', 'sessionId', 'version', 'cwd', 'gitBranch', 'isSidechain', 'userType', 'entrypoint', 'slug', 'agentId', 'isMeta']);
 
 /** Text the harness writes into user lines that the user did not type. */
 const NOISE_PREFIXES = [
@@ -501,6 +508,11 @@ function systemLine(thread: Thread, line: JsonObject, number: number, dropped: S
     const turn = thread.add(compactionTurn(thread.nextId(), str(line, 'timestamp'), '', metadata));
     const logical = str(line, 'logicalParentUuid');
     if (logical && turn.extra) turn.extra.logical_parent_uuid = logical;
+    return;
+  }
+  const last = thread.turns.at(-1);
+  if (subtype !== undefined && KEPT_SYSTEM_EVENTS.has(subtype) && last) {
+    keepEvent(last, Object.fromEntries(Object.entries(line).filter(([key]) => !ENVELOPE_KEYS.has(key))));
     return;
   }
   dropped.note(`system/${subtype ?? 'untyped'}`, number);

@@ -99,6 +99,17 @@ export function addMetrics(a: Metrics, b: Metrics): Metrics {
   });
 }
 
+/**
+ * Keeps a source event that is no message and has no Storyline field of its own (an aborted turn,
+ * an API or stream error, a turn's duration) as written, in `extra.events` of the turn it follows:
+ * in order and where it happened, as the turn's own source keys (ids, stop reasons) are kept.
+ */
+export function keepEvent(turn: Turn, event: JsonObject): void {
+  turn.extra ??= {};
+  const events = Array.isArray(turn.extra.events) ? (turn.extra.events as JsonObject[]) : (turn.extra.events = []);
+  events.push(event);
+}
+
 /** A string field of a source object, or undefined. */
 export function str(value: JsonObject | undefined, key: string): string | undefined {
   const v = value?.[key];
