@@ -26,7 +26,8 @@ import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyli
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
 import type { DecodeContext } from '../types.js';
 import { failAt, type MemberLocation } from '../common/documents.js';
-import { assignDefined, childPointer, defined, isObject, markSynthesized, renumberedId, shown, UnknownFields, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { assignDefined, childPointer, defined, markSynthesized, renumberedId, shown, UnknownFields } from '../common/unknown.js';
 import { decodeObjects, type Fail } from '../common/elements.js';
 import {
   LenientReader,
@@ -57,10 +58,10 @@ const TOOL_KEYS = new Set(['id', 'type', 'name', 'input', 'arguments', 'command'
 /** The Storylines of one ACTF document, one per attempt in key order. */
 export function decodeActfDocument(value: unknown, where: MemberLocation, ctx: DecodeContext): Storyline[] {
   const fail: Fail = failAt(where);
-  if (!isObject(value)) fail('', 'an ACTF document must be a JSON object');
+  if (!isJsonObject(value)) fail('', 'an ACTF document must be a JSON object');
   const doc = value as JsonObject;
   if (!isNonEmptyString(doc.task_id)) fail('/task_id', 'an ACTF document needs a "task_id" string');
-  if (!isObject(doc.attempts) || Object.keys(doc.attempts).length === 0) fail('/attempts', 'an ACTF document needs a non-empty "attempts" object');
+  if (!isJsonObject(doc.attempts) || Object.keys(doc.attempts).length === 0) fail('/attempts', 'an ACTF document needs a non-empty "attempts" object');
   const taskId = doc.task_id as string;
   const attempts = doc.attempts as JsonObject;
   const { task_id: _t, attempts: _a, k, ...documentKeys } = doc;
@@ -74,7 +75,7 @@ export function decodeActfDocument(value: unknown, where: MemberLocation, ctx: D
   return keys.map((key) => {
     const pointer = childPointer('/attempts', key);
     const attempt = attempts[key];
-    if (!isObject(attempt)) fail(pointer, 'an ACTF attempt must be a JSON object');
+    if (!isJsonObject(attempt)) fail(pointer, 'an ACTF attempt must be a JSON object');
     const { trajectory, ...outcome } = attempt as JsonObject;
     const storyline: Storyline = {
       schema_version: STORYLINE_SCHEMA_VERSION,
@@ -94,9 +95,9 @@ export function decodeActfDocument(value: unknown, where: MemberLocation, ctx: D
     const report = (at: string, message: string, code = 'actf_value_kept') => ctx.diagnostic(code, `at ${where.base}${at}: ${message}`, where.line);
     const read = new LenientReader(unknown, report);
     const trajectoryPointer = childPointer(pointer, 'trajectory');
-    if (isObject(trajectory) && Object.keys(trajectory).length > 0) {
+    if (isJsonObject(trajectory) && Object.keys(trajectory).length > 0) {
       decodeTrajectory(trajectory, trajectoryPointer, storyline, unknown, read, report, fail);
-    } else if (Array.isArray(trajectory) || trajectory === null || trajectory === undefined || isObject(trajectory)) {
+    } else if (Array.isArray(trajectory) || trajectory === null || trajectory === undefined || isJsonObject(trajectory)) {
       // Failed attempts may carry the agent's raw event array, or nothing, instead of ACTF steps: keep it as is.
       if (Object.hasOwn(attempt as JsonObject, 'trajectory')) unknown.set(trajectoryPointer, trajectory);
       report(trajectoryPointer, Array.isArray(trajectory) ? `raw event array (${trajectory.length} events) kept as given; no turns` : 'no ACTF trajectory; no turns', 'actf_raw_trajectory');
@@ -181,7 +182,7 @@ function decodeStep(
   }
 
   const metric = step.metric;
-  if (isObject(metric)) {
+  if (isJsonObject(metric)) {
     const metricPointer = childPointer(pointer, 'metric');
     unknown.collect(metric, METRIC_KEYS, metricPointer);
     turn.metrics = defined({
@@ -267,7 +268,7 @@ function decodeTool(
   callIds.add(tcid);
   stepTools.set(original, tcid);
 
-  const fn = isObject(tool.function) ? tool.function : undefined;
+  const fn = isJsonObject(tool.function) ? tool.function : undefined;
   let name = isString(tool.name) ? tool.name : undefined;
   let args: unknown;
   if (fn) {

@@ -9,7 +9,8 @@ import { assignOwn } from '../../../lib/own-property.js';
 import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import type { EncodedDocument } from '../types.js';
 import { resultsByCallingTurn } from '../common/observations.js';
-import { defined, isObject, restoreUnknown, synthesizedSet, unknownFieldsOf, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { defined, restoreUnknown, synthesizedSet, unknownFieldsOf } from '../common/unknown.js';
 import { contentText, safeFileName } from '../common/values.js';
 import { ACTF_VERSION, FORMAT } from './decode.js';
 
@@ -142,11 +143,11 @@ function encodeTool(call: ToolCall, idSynthesized: boolean): JsonObject {
   if (call.kind !== undefined) out.type = call.kind;
   if (!idSynthesized) out.id = call.tcid;
   if (call.kind === 'command_execution') {
-    out.command = isObject(call.args) && Object.hasOwn(call.args, 'command') ? call.args.command : call.args;
+    out.command = isJsonObject(call.args) && Object.hasOwn(call.args, 'command') ? call.args.command : call.args;
     if (call.result !== undefined) out.aggregated_output = call.result;
     Object.assign(out, defined({ exit_code: call.response?.exit_code, status: call.response?.status }));
   } else if (call.kind === 'function') {
-    out.function = { ...(isObject(fnExtra) ? fnExtra : {}), name: call.fn, arguments: typeof call.args === 'string' ? call.args : JSON.stringify(call.args) };
+    out.function = { ...(isJsonObject(fnExtra) ? fnExtra : {}), name: call.fn, arguments: typeof call.args === 'string' ? call.args : JSON.stringify(call.args) };
   } else {
     out.name = call.fn;
     out.input = call.args;

@@ -3,14 +3,14 @@
  */
 import type { DecodeContext, DecodedDocument, DetectProbe, Detection, FormatModule, SourceFile } from '../types.js';
 import { decodeJsonMembers } from '../common/documents.js';
-import { isObject } from '../common/unknown.js';
+import { isJsonObject } from '../../../lib/json-object.js';
 import { decodeActfDocument } from './decode.js';
 import { encodeActf } from './encode.js';
 
 function detect(probe: DetectProbe): Detection | undefined {
   if (/\.actf\.json$/i.test(probe.relPath)) return { confidence: 0.95, reason: 'file name ends in .actf.json' };
   const first = Array.isArray(probe.value) ? probe.value[0] : probe.value;
-  if (isObject(first) && typeof first.task_id === 'string' && isObject(first.attempts)) return { confidence: 0.9, reason: 'root keys task_id and attempts' };
+  if (isJsonObject(first) && typeof first.task_id === 'string' && isJsonObject(first.attempts)) return { confidence: 0.9, reason: 'root keys task_id and attempts' };
   return undefined;
 }
 

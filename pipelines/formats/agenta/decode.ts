@@ -20,7 +20,8 @@
 import { basename } from 'node:path';
 import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import type { Content, Metrics, ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
-import { defined, isObject, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { defined } from '../common/unknown.js';
 import { contentName } from '../common/documents.js';
 import { contentText, parseArguments } from '../common/values.js';
 import { addMetrics, count, keepEvent, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
@@ -70,8 +71,8 @@ function readOutput(output: unknown): Output {
   if (typeof output === 'string') {
     if (output.startsWith('{')) {
       const { value, parsed } = parseArguments(output);
-      if (parsed && isObject(value) && typeof value.output === 'string') {
-        const metadata = isObject(value.metadata) ? value.metadata : {};
+      if (parsed && isJsonObject(value) && typeof value.output === 'string') {
+        const metadata = isJsonObject(value.metadata) ? value.metadata : {};
         const exit = metadata.exit_code;
         const seconds = metadata.duration_seconds;
         return defined({
@@ -93,7 +94,7 @@ function readOutput(output: unknown): Output {
     });
   }
   // An array of typed parts (input_text, input_image) is message content; any other value is shown as JSON.
-  if (Array.isArray(output) && output.every((p) => isObject(p) && typeof p.type === 'string')) return { content: output as JsonObject[], result: output };
+  if (Array.isArray(output) && output.every((p) => isJsonObject(p) && typeof p.type === 'string')) return { content: output as JsonObject[], result: output };
   return { content: output === undefined || output === null ? null : JSON.stringify(output), result: output ?? null };
 }
 
@@ -103,7 +104,7 @@ function readOutput(output: unknown): Output {
  * identity, and counting each identity once counts each call once across files.
  */
 function responseIdOf(info: JsonObject, ts: string | undefined): string | undefined {
-  const total = isObject(info.total_token_usage) ? count(info.total_token_usage, 'total_tokens') : undefined;
+  const total = isJsonObject(info.total_token_usage) ? count(info.total_token_usage, 'total_tokens') : undefined;
   return ts !== undefined && total !== undefined ? `codex:${ts}:${total}` : undefined;
 }
 
@@ -258,7 +259,7 @@ class Rollout {
   }
 
   tokens(info: unknown, ts: string | undefined, number: number): void {
-    if (!isObject(info) || !isObject(info.last_token_usage)) return; // the first token_count of a turn has info null
+    if (!isJsonObject(info) || !isJsonObject(info.last_token_usage)) return; // the first token_count of a turn has info null
     const totals = JSON.stringify(info.total_token_usage ?? null);
     if (totals !== 'null' && totals === this.lastTotals) return; // repeated event: same running total
     this.lastTotals = totals;
@@ -297,7 +298,7 @@ class Rollout {
     const exit = typeof event.exit_code === 'number' && Number.isSafeInteger(event.exit_code) ? event.exit_code : undefined;
     const status = str(event, 'status');
     if (exit !== undefined || status !== undefined) call.response = defined({ exit_code: exit, status, ...call.response });
-    const duration = isObject(event.duration) ? event.duration : undefined;
+    const duration = isJsonObject(event.duration) ? event.duration : undefined;
     if (typeof duration?.secs === 'number' && typeof duration.nanos === 'number' && duration.secs >= 0) call.duration_ms ??= Math.round(duration.secs * 1000 + duration.nanos / 1e6);
     const failed = exit !== undefined ? exit !== 0 : typeof event.success === 'boolean' ? !event.success : undefined;
     if (failed === undefined) return;
@@ -318,8 +319,8 @@ function responseItem(r: Rollout, item: JsonObject, ts: string | undefined, numb
     const role = str(item, 'role');
     const content = item.content;
     const text = contentText(content);
-    const hasImages = Array.isArray(content) && content.some((p) => isObject(p) && p.type !== 'input_text' && p.type !== 'output_text');
-    const msg: string | JsonObject[] = hasImages ? (content as unknown[]).filter(isObject) : text;
+    const hasImages = Array.isArray(content) && content.some((p) => isJsonObject(p) && p.type !== 'input_text' && p.type !== 'output_text');
+    const msg: string | JsonObject[] = hasImages ? (content as unknown[]).filter(isJsonObject) : text;
     if (role === 'user') r.userText(msg, ts, number);
     else if (role === 'assistant') r.agentText(text, ts, str(item, 'phase'));
     else if (isInjected(text)) r.ctx.diagnostic('injected_context_dropped', `dropped injected ${role ?? 'system'} context`, number);
@@ -377,7 +378,7 @@ export async function* decodeCodex(file: SourceFile, ctx: DecodeContext): AsyncG
   let first = true;
   for await (const { value: line, number } of objectLines(file, raw, ctx)) {
     if (ctx.signal.aborted) return;
-    const envelope = typeof line.type === 'string' && ENVELOPE_TYPES.has(line.type) && isObject(line.payload);
+    const envelope = typeof line.type === 'string' && ENVELOPE_TYPES.has(line.type) && isJsonObject(line.payload);
     const ts = envelope ? str(line, 'timestamp') : undefined;
     if (ts !== undefined) {
       r.firstTs ??= ts;
@@ -464,13 +465,13 @@ function storylineOf(r: Rollout, file: SourceFile): Storyline {
     origin: { format: FORMAT, source_path: file.relPath, line: 1, document_id: session },
     final_metrics: totalsOf(r.turns),
   };
-  const instructions = isObject(meta.base_instructions) ? str(meta.base_instructions, 'text') : str(meta, 'instructions');
+  const instructions = isJsonObject(meta.base_instructions) ? str(meta.base_instructions, 'text') : str(meta, 'instructions');
   if (instructions) storyline.prompt = { system: instructions };
   const started = str(meta, 'timestamp') ?? r.firstTs;
   if (started !== undefined) storyline.started_at = started;
   if (r.lastTs !== undefined) storyline.finished_at = r.lastTs;
   const source = meta.source;
-  const spawn = isObject(source) && isObject(source.subagent) && isObject(source.subagent.thread_spawn) ? source.subagent.thread_spawn : undefined;
+  const spawn = isJsonObject(source) && isJsonObject(source.subagent) && isJsonObject(source.subagent.thread_spawn) ? source.subagent.thread_spawn : undefined;
   const parent = str(spawn, 'parent_thread_id');
   if (parent) storyline.parent = { psid: parent, rel: 'spawn' };
   const extra = defined({

@@ -6,16 +6,16 @@
  */
 import { basename } from 'node:path';
 import type { DetectProbe, Detection, FormatModule } from '../types.js';
-import { isObject } from '../common/unknown.js';
+import { isJsonObject } from '../../../lib/json-object.js';
 import { decodeCodex, ITEM_TYPES } from './decode.js';
 
 const LINE_TYPES = new Set(['session_meta', 'turn_context', 'response_item', 'event_msg', 'compacted']);
 
 function detect(probe: DetectProbe): Detection | undefined {
   const line = probe.value;
-  if (!isObject(line)) return undefined;
+  if (!isJsonObject(line)) return undefined;
   const rolloutName = /^rollout-.*\.jsonl$/i.test(basename(probe.relPath));
-  if (typeof line.type === 'string' && LINE_TYPES.has(line.type) && isObject(line.payload) && 'timestamp' in line) {
+  if (typeof line.type === 'string' && LINE_TYPES.has(line.type) && isJsonObject(line.payload) && 'timestamp' in line) {
     return { confidence: 0.95, reason: `first line is a Codex rollout \`${line.type}\` line` };
   }
   const header = typeof line.id === 'string' && typeof line.timestamp === 'string' && line.type === undefined;

@@ -23,7 +23,8 @@ import { basename, dirname, join } from 'node:path';
 import { readLines } from '../lines.js';
 import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import type { Content, Metrics, ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
-import { defined, isObject, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { defined } from '../common/unknown.js';
 import { contentName } from '../common/documents.js';
 import { count, keepEvent, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
 
@@ -114,7 +115,7 @@ function userContent(content: unknown): Content | undefined {
   if (!Array.isArray(content)) return undefined;
   const kept: JsonObject[] = [];
   for (const block of content) {
-    if (!isObject(block) || block.type === 'tool_result') continue;
+    if (!isJsonObject(block) || block.type === 'tool_result') continue;
     if (block.type === 'text' && (typeof block.text !== 'string' || isNoiseText(block.text) || block.text.trim() === '')) continue;
     kept.push(block);
   }
@@ -126,7 +127,7 @@ function userContent(content: unknown): Content | undefined {
 /** Storyline content of a tool result: the string, the content-part array, or null. */
 function resultContent(content: unknown): Content | null {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content) && content.every(isObject)) return content as JsonObject[];
+  if (Array.isArray(content) && content.every(isJsonObject)) return content as JsonObject[];
   return content === undefined || content === null ? null : JSON.stringify(content);
 }
 
@@ -287,7 +288,7 @@ function noteEnvelope(thread: Thread, line: JsonObject, number: number): void {
 }
 
 function noteAgentProgress(line: JsonObject, main: Thread): void {
-  const data = isObject(line.data) ? line.data : undefined;
+  const data = isJsonObject(line.data) ? line.data : undefined;
   const agentId = str(data, 'agentId');
   const parentCall = str(line, 'parentToolUseID');
   if (data?.type === 'agent_progress' && agentId && parentCall) main.spawnedBy.set(agentId, parentCall);
@@ -306,7 +307,7 @@ function blockKey(block: JsonObject): string {
 }
 
 function assistantLine(thread: Thread, line: JsonObject, ctx: DecodeContext, number: number): void {
-  const message = isObject(line.message) ? line.message : {};
+  const message = isJsonObject(line.message) ? line.message : {};
   const messageId = str(message, 'id');
   let turn = messageId !== undefined ? thread.byMessage.get(messageId) : undefined;
   if (!turn) {
@@ -322,13 +323,13 @@ function assistantLine(thread: Thread, line: JsonObject, ctx: DecodeContext, num
     turn.model ??= model;
     thread.model ??= model;
   }
-  if (isObject(message.usage)) merged.usage = message.usage; // identical on every line of a response; the last is final
+  if (isJsonObject(message.usage)) merged.usage = message.usage; // identical on every line of a response; the last is final
   const stop = str(message, 'stop_reason');
   if (stop !== undefined && turn.extra) turn.extra.stop_reason = stop;
   if (line.isApiErrorMessage === true && turn.extra) turn.extra.api_error = true;
   const content = Array.isArray(message.content) ? message.content : typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : [];
   for (const block of content) {
-    if (!isObject(block)) continue;
+    if (!isJsonObject(block)) continue;
     const key = blockKey(block);
     let seen = merged.seen.get(block.type);
     if (!seen) merged.seen.set(block.type, (seen = new Set()));
@@ -386,7 +387,7 @@ function settleAgentTurn(turn: Turn, merged: { parts: JsonObject[]; reasons: str
 }
 
 function userLine(thread: Thread, line: JsonObject, ctx: DecodeContext, number: number, dropped: SkipTally): void {
-  const message = isObject(line.message) ? line.message : {};
+  const message = isJsonObject(line.message) ? line.message : {};
   const ts = str(line, 'timestamp');
   if (line.isCompactSummary === true) {
     const summary = typeof message.content === 'string' ? message.content : JSON.stringify(message.content ?? '');
@@ -403,12 +404,12 @@ function userLine(thread: Thread, line: JsonObject, ctx: DecodeContext, number: 
   const content = message.content;
   if (Array.isArray(content)) {
     for (const block of content) {
-      if (isObject(block) && block.type === 'tool_result') toolResult(thread, block, line, ctx, number);
+      if (isJsonObject(block) && block.type === 'tool_result') toolResult(thread, block, line, ctx, number);
     }
   }
   const kept = userContent(content);
   if (kept === undefined) {
-    const onlyResults = Array.isArray(content) && content.some((b) => isObject(b) && b.type === 'tool_result');
+    const onlyResults = Array.isArray(content) && content.some((b) => isJsonObject(b) && b.type === 'tool_result');
     if (!onlyResults) dropped.note('command wrapper or empty user', number);
     return;
   }
@@ -436,7 +437,7 @@ function toolResult(thread: Thread, block: JsonObject, line: JsonObject, ctx: De
   if (typeof block.is_error === 'boolean') result.is_error = block.is_error;
   slot.call.result = content;
   const structured = line.toolUseResult;
-  if (isObject(structured)) {
+  if (isJsonObject(structured)) {
     if (jsonFits(structured, MAX_TOOL_USE_RESULT_BYTES)) slot.call.extra = { tool_use_result: structured };
     const agentId = str(structured, 'agentId');
     if (agentId && SPAWN_TOOLS.has(slot.call.fn)) thread.spawnedBy.set(agentId, id);
@@ -474,7 +475,7 @@ function jsonFits(value: unknown, limit: number): boolean {
       ceiling += 3;
       return v.every(measure);
     }
-    if (isObject(v)) {
+    if (isJsonObject(v)) {
       ceiling += 3;
       for (const key in v) {
         floor += key.length;
@@ -504,7 +505,7 @@ function compactionTurn(id: number, ts: string | undefined, msg: string, metadat
 function systemLine(thread: Thread, line: JsonObject, number: number, dropped: SkipTally): void {
   const subtype = str(line, 'subtype');
   if (subtype === 'compact_boundary') {
-    const metadata = isObject(line.compactMetadata) ? line.compactMetadata : undefined;
+    const metadata = isJsonObject(line.compactMetadata) ? line.compactMetadata : undefined;
     const turn = thread.add(compactionTurn(thread.nextId(), str(line, 'timestamp'), '', metadata));
     const logical = str(line, 'logicalParentUuid');
     if (logical && turn.extra) turn.extra.logical_parent_uuid = logical;
@@ -526,7 +527,7 @@ function spawningCallInMain(main: Thread, child: Thread): string | undefined {
   }
   if (child.firstPrompt === undefined) return undefined;
   for (const [id, slot] of main.calls) {
-    if (SPAWN_TOOLS.has(slot.call.fn) && isObject(slot.call.args) && slot.call.args.prompt === child.firstPrompt) return id;
+    if (SPAWN_TOOLS.has(slot.call.fn) && isJsonObject(slot.call.args) && slot.call.args.prompt === child.firstPrompt) return id;
   }
   return undefined;
 }
@@ -556,13 +557,13 @@ async function findSpawningCall(file: SourceFile, session: string, agentId: stri
         } catch {
           continue;
         }
-        if (!isObject(value)) continue;
-        const data = isObject(value.data) ? value.data : undefined;
+        if (!isJsonObject(value)) continue;
+        const data = isJsonObject(value.data) ? value.data : undefined;
         if (data?.type === 'agent_progress' && data.agentId === agentId && str(value, 'parentToolUseID')) return str(value, 'parentToolUseID');
-        const result = isObject(value.toolUseResult) ? value.toolUseResult : undefined;
-        const content = isObject(value.message) && Array.isArray(value.message.content) ? value.message.content : [];
-        const block = content.find((b) => isObject(b) && b.type === 'tool_result');
-        if (result?.agentId === agentId && isObject(block)) return str(block, 'tool_use_id');
+        const result = isJsonObject(value.toolUseResult) ? value.toolUseResult : undefined;
+        const content = isJsonObject(value.message) && Array.isArray(value.message.content) ? value.message.content : [];
+        const block = content.find((b) => isJsonObject(b) && b.type === 'tool_result');
+        if (result?.agentId === agentId && isJsonObject(block)) return str(block, 'tool_use_id');
       }
     } catch {
       // The parent file is someone else's input; its own import reports what is wrong with it.

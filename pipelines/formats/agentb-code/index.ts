@@ -4,7 +4,7 @@
  * `sessionId`, `uuid` or `leafUuid`.
  */
 import type { DetectProbe, Detection, FormatModule } from '../types.js';
-import { isObject } from '../common/unknown.js';
+import { isJsonObject } from '../../../lib/json-object.js';
 import { decodeClaudeCode } from './decode.js';
 
 const CONVERSATION_TYPES = new Set(['user', 'assistant', 'system']);
@@ -22,9 +22,9 @@ const OTHER_TYPES = new Set([
 
 function detect(probe: DetectProbe): Detection | undefined {
   const line = probe.value;
-  if (!isObject(line) || typeof line.type !== 'string') return undefined;
+  if (!isJsonObject(line) || typeof line.type !== 'string') return undefined;
   const ids = ['sessionId', 'uuid', 'leafUuid', 'messageId'].filter((k) => typeof line[k] === 'string');
-  if (CONVERSATION_TYPES.has(line.type) && isObject(line.message) && ids.length > 0) {
+  if (CONVERSATION_TYPES.has(line.type) && isJsonObject(line.message) && ids.length > 0) {
     return { confidence: 0.9, reason: `first line is a Claude Code \`${line.type}\` line with ${ids.join(', ')}` };
   }
   if (OTHER_TYPES.has(line.type) && ids.length > 0) {

@@ -26,7 +26,8 @@ import type { ObservationResult, Storyline, Turn, ToolCall, Metrics, FinalMetric
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
 import type { DecodeContext } from '../types.js';
 import { failAt, type MemberLocation } from '../common/documents.js';
-import { assignDefined, childPointer, defined, isObject, markSynthesized, renumberedId, shown, UnknownFields, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { assignDefined, childPointer, defined, markSynthesized, renumberedId, shown, UnknownFields } from '../common/unknown.js';
 import { decodeObjects, type Fail } from '../common/elements.js';
 import {
   LenientReader,
@@ -87,14 +88,14 @@ export function decodeTrajectory(value: unknown, where: MemberLocation, ctx: Dec
 
 function decodeInto(value: unknown, where: MemberLocation, ctx: DecodeContext, parentSession: string | undefined, out: Storyline[], trajectoryIds: Set<string>): Storyline {
   const fail: Fail = failAt(where);
-  if (!isObject(value)) fail('', 'an ATIF trajectory must be a JSON object');
+  if (!isJsonObject(value)) fail('', 'an ATIF trajectory must be a JSON object');
   const doc = value as JsonObject;
   const minor = VERSION.exec(typeof doc.schema_version === 'string' ? doc.schema_version : '')?.[1];
   if (minor === undefined) {
     const seen = doc.schema_version === undefined ? 'missing' : shown(doc.schema_version);
     fail('/schema_version', `unsupported ATIF schema_version ${seen} (this build reads ATIF-v1.0 to ATIF-v1.7)`);
   }
-  if (!isObject(doc.agent)) fail('/agent', 'an ATIF trajectory needs an "agent" object');
+  if (!isJsonObject(doc.agent)) fail('/agent', 'an ATIF trajectory needs an "agent" object');
   if (!Array.isArray(doc.steps)) fail('/steps', 'an ATIF trajectory needs a "steps" array');
 
   const unknown = new UnknownFields();
@@ -204,7 +205,7 @@ function decodeStep(step: JsonObject, index: number, pointer: string, callIds: S
   if (extra !== undefined) {
     turn.extra = extra;
     const management = extra.context_management;
-    if (isObject(management) && typeof management.type === 'string' && management.type !== '') turn.kind = management.type;
+    if (isJsonObject(management) && typeof management.type === 'string' && management.type !== '') turn.kind = management.type;
   }
 
   // Tool calls first: the observation links to them. `stepCalls` maps this step's ids to their tcids.
@@ -254,7 +255,7 @@ function decodeCall(call: JsonObject, pointer: string, callIds: Set<string>, ste
   callIds.add(tcid);
   stepCalls.set(original, tcid);
   const args = call.arguments;
-  if (!isObject(args)) report(childPointer(pointer, 'arguments'), `arguments is ${Array.isArray(args) ? 'an array' : typeof args}, not an object; kept as given`, 'tool_arguments_not_object');
+  if (!isJsonObject(args)) report(childPointer(pointer, 'arguments'), `arguments is ${Array.isArray(args) ? 'an array' : typeof args}, not an object; kept as given`, 'tool_arguments_not_object');
   const out: ToolCall = { tcid, fn: call.function_name as string, args };
   if (Object.hasOwn(call, 'result')) out.result = call.result;
   const extra = read.pick(call, 'extra', isObjectValue, pointer);

@@ -11,7 +11,8 @@
  */
 import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import type { EncodedDocument } from '../types.js';
-import { defined, isObject, restoreUnknown, synthesizedSet, unknownFieldsOf, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { defined, restoreUnknown, synthesizedSet, unknownFieldsOf } from '../common/unknown.js';
 import { resultsByCallingTurn } from '../common/observations.js';
 import { parseArguments, safeFileName } from '../common/values.js';
 import { CONTEXT_MANAGEMENT_KINDS, FORMAT } from './decode.js';
@@ -103,7 +104,7 @@ function linkSpawn(parent: JsonObject, scid: string, trajectoryId: string, sessi
 /** The observation results of every step of an encoded trajectory. */
 function* resultsOf(trajectory: JsonObject): Generator<JsonObject> {
   for (const step of trajectory.steps as JsonObject[]) {
-    if (isObject(step.observation) && Array.isArray(step.observation.results)) yield* step.observation.results as JsonObject[];
+    if (isJsonObject(step.observation) && Array.isArray(step.observation.results)) yield* step.observation.results as JsonObject[];
   }
 }
 
@@ -177,7 +178,7 @@ function encodeStep(turn: Turn, index: number, results: ObservationResult[], fro
   Object.assign(step, defined({ llm_call_count: turn.nllm, is_copied_context: turn.copied }));
 
   let extra = turn.extra;
-  const managed = isObject(extra?.context_management) && extra.context_management.type === turn.kind;
+  const managed = isJsonObject(extra?.context_management) && extra.context_management.type === turn.kind;
   if (turn.kind !== undefined && !managed && CONTEXT_MANAGEMENT_KINDS.has(turn.kind) && turn.src === 'system') {
     extra = { ...(extra ?? {}), context_management: { type: turn.kind } };
   }
@@ -196,10 +197,10 @@ function encodeStep(turn: Turn, index: number, results: ObservationResult[], fro
 
 function encodeCall(call: ToolCall, fromAtif: boolean): JsonObject {
   let args = call.args;
-  if (!isObject(args) && !fromAtif) {
+  if (!isJsonObject(args) && !fromAtif) {
     // ATIF arguments are an object; keep anything else under a key rather than lose it.
     const parsed = typeof args === 'string' ? parseArguments(args) : undefined;
-    args = parsed?.parsed && isObject(parsed.value) ? parsed.value : { raw_arguments: args };
+    args = parsed?.parsed && isJsonObject(parsed.value) ? parsed.value : { raw_arguments: args };
   }
   const out: JsonObject = { tool_call_id: call.tcid, function_name: call.fn, arguments: args };
   const only = fromAtif ? {} : defined({ kind: call.kind, duration_ms: call.duration_ms, response: call.response });

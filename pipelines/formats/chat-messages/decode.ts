@@ -24,7 +24,8 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Storyline, Turn } from '../../storyline/schema.js';
 import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
-import { assignDefined, childPointer, defined, isObject, markSynthesized, shown, UnknownFields, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { assignDefined, childPointer, defined, markSynthesized, shown, UnknownFields } from '../common/unknown.js';
 import { isCount, parseArguments } from '../common/values.js';
 import { appendMessage, appendMessages, FORMAT, newMessageContext, type MessageContext } from './messages.js';
 import { appendConversation } from './sharegpt.js';
@@ -40,11 +41,11 @@ export interface RowLocation {
 type Report = (code: string, message: string, line?: number) => void;
 
 export const isSessionRow = (value: unknown): value is JsonObject =>
-  isObject(value) && typeof value.session_id === 'string' && Object.hasOwn(value, 'step_id') && (Object.hasOwn(value, 'messages') || Object.hasOwn(value, 'response'));
+  isJsonObject(value) && typeof value.session_id === 'string' && Object.hasOwn(value, 'step_id') && (Object.hasOwn(value, 'messages') || Object.hasOwn(value, 'response'));
 export const isConversationRow = (value: unknown): value is JsonObject =>
-  isObject(value) && (Array.isArray(value.conversations) || Array.isArray(value.messages) || (typeof value.messages === 'string' && value.messages.trimStart().startsWith('[')));
+  isJsonObject(value) && (Array.isArray(value.conversations) || Array.isArray(value.messages) || (typeof value.messages === 'string' && value.messages.trimStart().startsWith('[')));
 /** ShareGPT (`from`/`value`) rather than `{role, content}` messages under `conversations`. */
-export const isShareGpt = (conversations: unknown[]): boolean => conversations.some((m) => isObject(m) && Object.hasOwn(m, 'from'));
+export const isShareGpt = (conversations: unknown[]): boolean => conversations.some((m) => isJsonObject(m) && Object.hasOwn(m, 'from'));
 
 /** Row metadata keys that a Storyline field means (the first present of each list wins). */
 const ROW_FIELDS = {
@@ -170,7 +171,7 @@ function decodeSessionRow(ctx: MessageContext, located: LocatedRow, previousLeng
   let messages: unknown = row.messages ?? [];
   if (typeof messages === 'string') messages = parseArguments(messages).value;
   if (!Array.isArray(messages)) throw new SourceError({ relPath: ctx.relPath, line, pointer: `${pointer}/messages` }, 'messages must be an array of chat messages');
-  const lastUser = messages.map((m) => (isObject(m) ? m.role : undefined)).lastIndexOf('user');
+  const lastUser = messages.map((m) => (isJsonObject(m) ? m.role : undefined)).lastIndexOf('user');
   let start: number;
   if (previousLength < 0) {
     // The first call's prompt: what precedes its last user message is context copied from elsewhere.
@@ -185,7 +186,7 @@ function decodeSessionRow(ctx: MessageContext, located: LocatedRow, previousLeng
   }
   for (let i = start; i < messages.length; i += 1) appendMessage(ctx, messages[i], childPointer(`${pointer}/messages`, i));
 
-  if (!isObject(row.response)) {
+  if (!isJsonObject(row.response)) {
     // No `response`: the reply is the last assistant message of the prompt, when it ends with one.
     const last = storyline.turns[storyline.turns.length - 1];
     if (last && last.src === 'agent' && !last.copied) {
@@ -193,7 +194,7 @@ function decodeSessionRow(ctx: MessageContext, located: LocatedRow, previousLeng
       return messages.length;
     }
   }
-  const response = isObject(row.response) ? row.response : { role: 'assistant', content: '' };
+  const response = isJsonObject(row.response) ? row.response : { role: 'assistant', content: '' };
   const turn = appendMessage(ctx, response, `${pointer}/response`) as Turn;
   annotateRow(turn, row, doc);
   return messages.length + 1;
@@ -204,7 +205,7 @@ function annotateRow(turn: Turn, row: JsonObject, doc: JsonObject): void {
   if (typeof row.created_at === 'string' || typeof row.created_at === 'number') turn.ts = row.created_at;
   if (typeof row.llm_model === 'string') turn.model = row.llm_model;
   const meta = typeof row.meta_json === 'string' ? parseArguments(row.meta_json).value : row.meta_json;
-  const env = isObject(meta) && isObject(meta.env_state) ? meta.env_state : undefined;
+  const env = isJsonObject(meta) && isJsonObject(meta.env_state) ? meta.env_state : undefined;
   if (env) {
     const metrics = defined({
       prompt_tokens: isCount(env.prompt_tokens) ? env.prompt_tokens : undefined,

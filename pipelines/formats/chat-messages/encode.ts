@@ -10,7 +10,8 @@ import { assignOwn } from '../../../lib/own-property.js';
 import type { ObservationResult, Storyline, Turn } from '../../storyline/schema.js';
 import type { EncodedDocument } from '../types.js';
 import { resultsByCallingTurn } from '../common/observations.js';
-import { defined, isObject, restoreUnknown, synthesizedSet, unknownFieldsOf, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { defined, restoreUnknown, synthesizedSet, unknownFieldsOf } from '../common/unknown.js';
 import { safeFileName } from '../common/values.js';
 import type { ChatShape } from './decode.js';
 import { assistantMessage, FORMAT, TOOL_RESULTS_KIND, turnMessages } from './messages.js';
@@ -45,7 +46,7 @@ export async function* encodeChatMessages(docs: AsyncIterable<Storyline>): Async
 function conversationRow(doc: Storyline, shape: ChatShape): JsonObject {
   const fromChat = doc.origin?.format === FORMAT;
   const results = resultsByCallingTurn(doc.turns);
-  const metadata = isObject(doc.meta?.row) ? doc.meta.row : {};
+  const metadata = isJsonObject(doc.meta?.row) ? doc.meta.row : {};
   const row: JsonObject = fromChat
     ? { ...metadata }
     : defined({ id: doc.session, agent: doc.agent.name, model: doc.agent.model, run_id: doc.run, tools: doc.agent.tools, ...(doc.task?.result ?? {}) });
@@ -88,7 +89,7 @@ function sessionRows(doc: Storyline): JsonObject[] {
       history.push(...turnMessages(turn, own, true));
       return;
     }
-    const extraRow = isObject(turn.extra?.row) ? turn.extra.row : {};
+    const extraRow = isJsonObject(turn.extra?.row) ? turn.extra.row : {};
     const row: JsonObject = { session_id: doc.session, step_id: rows.length + 1 };
     Object.assign(row, defined({ run_id: doc.run, agent_id: synthesized.has('/agent/id') ? undefined : doc.agent.id, agent_model: doc.agent.model, llm_model: turn.model, created_at: turn.ts ?? undefined }));
     row.messages = history.map((m) => structuredClone(m));

@@ -6,19 +6,19 @@
 import { SourceError } from '../errors.js';
 import type { DecodeContext, DecodedDocument, DetectProbe, Detection, FormatModule, SourceFile } from '../types.js';
 import { locatedIn, sourceDocuments, withRawOnce, type SourceJson } from '../common/documents.js';
-import { isObject, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { decodeConversationRow, decodeSessionRows, isConversationRow, isSessionRow } from './decode.js';
 import { encodeChatMessages } from './encode.js';
 
 function detect(probe: DetectProbe): Detection | undefined {
   const value = probe.value;
-  if (isObject(value) && Array.isArray(value.session_steps)) return { confidence: 0.9, reason: 'a "session_steps" array (one row per LLM call)' };
+  if (isJsonObject(value) && Array.isArray(value.session_steps)) return { confidence: 0.9, reason: 'a "session_steps" array (one row per LLM call)' };
   const first = Array.isArray(value) ? value[0] : value;
   if (isSessionRow(first)) return { confidence: 0.85, reason: 'rows with session_id, step_id and messages/response (one row per LLM call)' };
-  const entry = isObject(first) && Array.isArray(first.conversations) ? first.conversations[0] : undefined;
-  if (isObject(entry) && 'from' in entry && 'value' in entry) return { confidence: 0.85, reason: 'ShareGPT "conversations" with from/value' };
-  if (isObject(entry) && typeof entry.role === 'string') return { confidence: 0.8, reason: 'rows with "conversations" of role/content messages' };
+  const entry = isJsonObject(first) && Array.isArray(first.conversations) ? first.conversations[0] : undefined;
+  if (isJsonObject(entry) && 'from' in entry && 'value' in entry) return { confidence: 0.85, reason: 'ShareGPT "conversations" with from/value' };
+  if (isJsonObject(entry) && typeof entry.role === 'string') return { confidence: 0.8, reason: 'rows with "conversations" of role/content messages' };
   if (isConversationRow(first)) {
     const messages = typeof first.messages === 'string' ? first.messages : JSON.stringify(first.messages);
     if (/"role"\s*:/.test(messages)) return { confidence: 0.8, reason: 'rows with a "messages" array of role/content messages' };
@@ -42,7 +42,7 @@ async function* decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<Dec
   const storylinesOf = (source: SourceJson): Storyline[] => {
     const line = source.perLine ? source.line : undefined;
     const value = source.value;
-    if (isObject(value) && Array.isArray(value.session_steps)) {
+    if (isJsonObject(value) && Array.isArray(value.session_steps)) {
       const { session_steps: rows, ...rootExtra } = value;
       return decodeSessionRows(locate(rows as unknown[], '/session_steps', line, fail), file.relPath, 'session_steps', rootExtra, report);
     }
@@ -92,7 +92,7 @@ async function* decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<Dec
 
 function locate(rows: unknown[], pointer: string, line: number | undefined, fail: (line: number | undefined, pointer: string, reason: string) => never) {
   return rows.map((row, i) => {
-    if (!isObject(row)) fail(line, `${pointer}/${i}`, 'a per-call row must be a JSON object');
+    if (!isJsonObject(row)) fail(line, `${pointer}/${i}`, 'a per-call row must be a JSON object');
     return { row: row as JsonObject, pointer: `${pointer}/${i}`, line };
   });
 }

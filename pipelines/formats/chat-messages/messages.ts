@@ -10,7 +10,8 @@ import { setOwn } from '../../../lib/own-property.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
-import { childPointer, defined, isObject, markSynthesized, renumberedId, type JsonObject, type UnknownFields } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { childPointer, defined, markSynthesized, renumberedId, type UnknownFields } from '../common/unknown.js';
 import { isContent, parseArguments } from '../common/values.js';
 
 export const FORMAT = 'chat-messages';
@@ -44,7 +45,7 @@ export function appendMessages(ctx: MessageContext, messages: unknown[], pointer
 }
 
 export function appendMessage(ctx: MessageContext, message: unknown, pointer: string, options: { copied?: boolean } = {}): Turn | undefined {
-  if (!isObject(message)) throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer }, 'a chat message must be a JSON object');
+  if (!isJsonObject(message)) throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer }, 'a chat message must be a JSON object');
   const role = message.role;
   if (typeof role !== 'string') throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer: childPointer(pointer, 'role') }, 'a chat message needs a "role" string');
   if (role === 'tool' || role === 'function') {
@@ -84,8 +85,8 @@ export function encodeContent(turn: Turn): unknown {
 }
 
 function decodeCall(ctx: MessageContext, call: unknown, pointer: string, turnIndex: number, index: number): ToolCall {
-  if (!isObject(call)) throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer }, 'a tool call must be a JSON object');
-  const fn = isObject(call.function) ? call.function : {};
+  if (!isJsonObject(call)) throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer }, 'a tool call must be a JSON object');
+  const fn = isJsonObject(call.function) ? call.function : {};
   const extra: JsonObject = {};
   for (const [key, value] of Object.entries(call)) if (!['id', 'type', 'function'].includes(key)) setOwn(extra, key, value);
   for (const [key, value] of Object.entries(fn)) if (!['name', 'arguments'].includes(key)) extra[`function.${key}`] = value;

@@ -7,7 +7,8 @@
 import { setOwn } from '../../../lib/own-property.js';
 import type { ObservationResult, Turn } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
-import { childPointer, isObject, markSynthesized, type JsonObject } from '../common/unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { childPointer, markSynthesized } from '../common/unknown.js';
 import { contentText, isJsonText, parseArguments } from '../common/values.js';
 import { TOOL_RESULTS_KIND, type MessageContext } from './messages.js';
 
@@ -20,7 +21,7 @@ const RESPONSE_BLOCK = /<tool_response>\s*([\s\S]*?)\s*<\/tool_response>/g;
 export function appendConversation(ctx: MessageContext, conversation: unknown[], pointer: string): void {
   conversation.forEach((entry, i) => {
     const at = childPointer(pointer, i);
-    if (!isObject(entry)) throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer: at }, 'a ShareGPT message must be a JSON object');
+    if (!isJsonObject(entry)) throw new SourceError({ relPath: ctx.relPath, line: ctx.line, pointer: at }, 'a ShareGPT message must be a JSON object');
     const from = typeof entry.from === 'string' ? entry.from : '';
     const value = typeof entry.value === 'string' ? entry.value : '';
     if (typeof entry.value !== 'string') ctx.unknown.set(childPointer(at, 'value'), entry.value);
@@ -53,7 +54,7 @@ function parseCalls(ctx: MessageContext, turn: Turn, value: string, pointer: str
       ctx.report('tool_call_markup_invalid', `at ${pointer}/value: a <tool_call> block is not JSON (or nests too deeply); left in the text`);
       continue;
     }
-    const call = isObject(parsed) ? parsed : {};
+    const call = isJsonObject(parsed) ? parsed : {};
     const index = turn.tool_calls.length;
     const tcid = `call-${turnIndex + 1}-${index}`;
     markSynthesized(ctx.storyline, `/turns/${turnIndex}/tool_calls/${index}/tcid`);
@@ -88,7 +89,7 @@ function appendResponses(ctx: MessageContext, value: string, pointer: string, ex
 /** Python's `json.dumps` layout (`", "` and `": "` separators), which ShareGPT exports use. */
 export function pyJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(pyJson).join(', ')}]`;
-  if (isObject(value)) return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pyJson(v)}`).join(', ')}}`;
+  if (isJsonObject(value)) return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pyJson(v)}`).join(', ')}}`;
   return JSON.stringify(value) ?? 'null';
 }
 

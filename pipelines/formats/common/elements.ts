@@ -1,5 +1,6 @@
 /** Strict traversal of source arrays whose elements must be JSON objects (steps, tool calls, results). */
-import { childPointer, isObject, type JsonObject } from './unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { childPointer } from './unknown.js';
 
 /** Fails the document at a JSON Pointer (relative to the decoder's base) with a reason. */
 export type Fail = (pointer: string, reason: string) => never;
@@ -19,7 +20,7 @@ export function decodeObjects<T>(
 ): T[] {
   items.forEach((item, index) => {
     const itemPointer = childPointer(pointer, index);
-    if (!isObject(item)) fail(itemPointer, `${what} must be a JSON object`);
+    if (!isJsonObject(item)) fail(itemPointer, `${what} must be a JSON object`);
     into.push(decode(item as JsonObject, itemPointer, index));
   });
   return into;

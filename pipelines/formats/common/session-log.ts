@@ -8,7 +8,8 @@ import type { FinalMetrics, Metrics, ToolCall, Turn } from '../../storyline/sche
 import { SourceError } from '../errors.js';
 import { parseJson, readLines } from '../lines.js';
 import type { DecodeContext, SourceFile } from '../types.js';
-import { defined, isObject, shown, type JsonObject } from './unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { defined, shown } from './unknown.js';
 
 export interface ObjectLine {
   value: JsonObject;
@@ -45,7 +46,7 @@ export async function* objectLines(file: SourceFile, raw: RawCollector, ctx: Pic
     if (line.text.trim() === '') continue;
     any = true;
     const value = parseJson(line.text, file.relPath, line.number);
-    if (!isObject(value)) {
+    if (!isJsonObject(value)) {
       throw new SourceError({ relPath: file.relPath, line: line.number, column: 1 }, `expected a JSON object, found ${Array.isArray(value) ? 'an array' : shown(value)}`);
     }
     yield { value, number: line.number };

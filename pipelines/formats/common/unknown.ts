@@ -5,12 +5,10 @@
  * values the Storyline can only hold in a normalised form (a `null` message kept as `""`, an id that
  * had to be renamed): the encoder writes the normalised value and the restore puts the original back.
  */
-import { isJsonObject as isObject, type JsonObject } from '../../../lib/json-object.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 import { setOwn } from '../../../lib/own-property.js';
 import type { Storyline } from '../../storyline/schema.js';
 import { escapePointerToken } from '../../storyline/validate.js';
-
-export { isObject, type JsonObject };
 
 /** `pointer` + one reference token. */
 export const childPointer = (pointer: string, token: string | number): string => `${pointer}/${escapePointerToken(token)}`;
@@ -71,7 +69,7 @@ export function restoreUnknown(target: JsonObject, fields: JsonObject, prefix = 
     for (const token of tokens.slice(0, -1)) {
       if (Array.isArray(node)) {
         node = node[Number(token)];
-      } else if (isObject(node)) {
+      } else if (isJsonObject(node)) {
         // Own properties only: `node.__proto__` of a plain object is Object.prototype, and a key
         // restored into it would reach every object of the process, not the document.
         if (!Object.hasOwn(node, token) || node[token] === undefined) setOwn(node, token, {});
@@ -86,7 +84,7 @@ export function restoreUnknown(target: JsonObject, fields: JsonObject, prefix = 
     if (Array.isArray(node)) {
       const index = Number(last);
       if (Number.isInteger(index) && index >= 0 && index <= node.length) node[index] = value;
-    } else if (isObject(node)) {
+    } else if (isJsonObject(node)) {
       setOwn(node, last, value);
     }
   }

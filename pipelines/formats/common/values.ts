@@ -6,7 +6,8 @@
  * (tool calls, observations) are strict: a value of the wrong shape fails the document.
  */
 import type { Fail } from './elements.js';
-import { childPointer, isObject, type JsonObject, type UnknownFields } from './unknown.js';
+import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { childPointer, type UnknownFields } from './unknown.js';
 import { parsedExactly } from '../lines.js';
 
 export type Guard<T> = (value: unknown) => value is T;
@@ -20,14 +21,14 @@ export const isCount: Guard<number> = (v): v is number => Number.isSafeInteger(v
 export const isCountOrNull: Guard<number | null> = (v): v is number | null => v === null || isCount(v);
 export const isNumberOrNull: Guard<number | null> = (v): v is number | null => v === null || (typeof v === 'number' && Number.isFinite(v));
 export const isDurationOrNull: Guard<number | null> = (v): v is number | null => v === null || (typeof v === 'number' && v >= 0);
-export const isObjectValue: Guard<JsonObject> = (v): v is JsonObject => isObject(v);
+export const isObjectValue: Guard<JsonObject> = (v): v is JsonObject => isJsonObject(v);
 export const isArray: Guard<unknown[]> = (v): v is unknown[] => Array.isArray(v);
 export const isIntArray: Guard<number[]> = (v): v is number[] => Array.isArray(v) && v.every((x) => Number.isInteger(x));
 export const isTimestampOrNull: Guard<string | number | null> = (v): v is string | number | null =>
   v === null || (typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v));
 /** Storyline message content: a string or an array of content-part objects. */
 export const isContent: Guard<string | JsonObject[]> = (v): v is string | JsonObject[] =>
-  typeof v === 'string' || (Array.isArray(v) && v.every((p) => isObject(p)));
+  typeof v === 'string' || (Array.isArray(v) && v.every((p) => isJsonObject(p)));
 export const isEffort: Guard<string | number | null> = (v): v is string | number | null =>
   v === null || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
 
@@ -70,7 +71,7 @@ export function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content
-    .map((part) => (isObject(part) && typeof part.text === 'string' ? part.text : ''))
+    .map((part) => (isJsonObject(part) && typeof part.text === 'string' ? part.text : ''))
     .filter((t) => t !== '')
     .join('\n');
 }

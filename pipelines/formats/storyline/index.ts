@@ -8,10 +8,10 @@ import type { DecodedDocument, DetectProbe, Detection, EncodedDocument, FormatMo
 import type { Storyline } from '../../storyline/schema.js';
 import { storylineProblems } from '../../storyline/validate.js';
 import { locatedIn, sourceDocuments } from '../common/documents.js';
-import { isObject } from '../common/unknown.js';
+import { isJsonObject } from '../../../lib/json-object.js';
 
 function detect(probe: DetectProbe): Detection | undefined {
-  const version = isObject(probe.value) ? probe.value.schema_version : undefined;
+  const version = isJsonObject(probe.value) ? probe.value.schema_version : undefined;
   // Any storyline/ version: the decoder refuses the ones this build does not read, naming the version.
   if (typeof version === 'string' && version.startsWith('storyline/')) return { confidence: 1, reason: `root schema_version ${JSON.stringify(version)}` };
   return undefined;
