@@ -405,7 +405,7 @@ test('agenta: events before items, compaction, aborted turns and subagent rollou
 test('agenta: stream errors, turn context and the exec/patch end events are kept, each once', async () => {
   const text = jsonl(
     cxLine('session_meta', { id: 'events-1', cli_version: '0.130.0' }, 0),
-    cxLine('turn_context', { cwd: '/w', model: 'gpt-x', effort: 'low', summary: 'auto', user_instructions: 'be terse', turn_id: 't1' }, 1),
+    cxLine('turn_context', { cwd: '/w', model: 'gpt-x', effort: 'low', summary: 'auto', user_instructions: 'be terse', turn_id: 't1', current_date: '2026-11-29', timezone: 'Europe/Paris' }, 1),
     cxLine('response_item', { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'fix it' }] }, 1),
     cxLine('response_item', { type: 'function_call', name: 'shell', arguments: '{"command":["make"]}', call_id: 'c1' }, 2),
     // The end event may come before the output item, and a plain output says no exit code.
@@ -422,7 +422,7 @@ test('agenta: stream errors, turn context and the exec/patch end events are kept
   );
   const { docs, diagnostics } = await decode(agenta, memoryFile(text, 'rollout-events.jsonl'));
   const s = docs[0]?.storyline as Storyline;
-  assert.equal(prompts(s)[0]?.env, { cwd: '/w', turn_id: 't1', summary: 'auto', user_instructions: 'be terse' });
+  assert.equal(prompts(s)[0]?.env, { cwd: '/w', turn_id: 't1', summary: 'auto', user_instructions: 'be terse', current_date: '2026-11-29', timezone: 'Europe/Paris' });
   // Output text is the tool result already; the end events add only the exit code, duration and error flag.
   assert.equal(calls(s).map((c) => [c.tcid, c.response?.exit_code, c.duration_ms, c.result]), [
     ['c1', 2, 1500, 'boom'],

@@ -411,14 +411,10 @@ export async function* decodeCodex(file: SourceFile, ctx: DecodeContext): AsyncG
         r.firstModel ??= r.model;
         const effort = payload.effort;
         r.effort = typeof effort === 'string' ? effort : r.effort;
-        r.pendingEnv = defined({
-          cwd: payload.cwd,
-          approval_policy: payload.approval_policy,
-          sandbox_policy: payload.sandbox_policy,
-          turn_id: payload.turn_id,
-          summary: payload.summary,
-          user_instructions: payload.user_instructions,
-        });
+        // The rest is the turn's environment as Codex wrote it (cwd, policies, date, time zone, ...):
+        // all of it, so fields of later Codex versions are kept too.
+        const { model: _model, effort: _effort, ...env } = payload;
+        r.pendingEnv = defined(env);
         break;
       }
       case 'response_item':
