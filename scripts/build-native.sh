@@ -2,7 +2,7 @@
 # Builds the project's native pieces into dist/ next to the JavaScript that loads them, each
 # skipped when it is newer than its inputs:
 # - the SQLite watchdog extension of `query`/`find` (pipelines/search/sql/watchdog.c), compiled
-#   against the SQLite headers that better-sqlite3 ships;
+#   against the SQLite headers that better-sqlite3 ships, and its PRAGMA guard (pragma-guard.c);
 # - the kill-point shim of the crash tests (lib/testing/killpoint.c), an LD_PRELOAD library;
 # - malloc_trim for actor nodes (framework/core/reclaim.c), a Node-API module (no Node headers needed);
 # - sandboxd's in-kernel relay of proxied downloads (daemon/api/splice-relay.c), another.
@@ -25,6 +25,7 @@ build() {
 
 headers=node_modules/better-sqlite3/deps/sqlite3
 build dist/pipelines/search/sql/watchdog.so pipelines/search/sql/watchdog.c "$headers/sqlite3ext.h" -- -I "$headers" -lpthread
+build dist/pipelines/search/sql/pragma-guard.so pipelines/search/sql/pragma-guard.c "$headers/sqlite3ext.h" -- -I "$headers"
 build dist/lib/testing/killpoint.so lib/testing/killpoint.c -- -ldl
 build dist/framework/core/reclaim.node framework/core/reclaim.c --
 build dist/daemon/api/splice-relay.node daemon/api/splice-relay.c -- -lpthread

@@ -111,6 +111,13 @@ const REFUSED: Array<[string, string]> = [
   ['PRAGMA query_only = 0', 'not a read-only query'],
   ['PRAGMA writable_schema = 1', 'not a read-only query'],
   ['PRAGMA dataset.journal_mode = wal', 'not a read-only query'],
+  // Assignments that answer with a row and touch no file: SQLite calls them read-only, yet they change the connection.
+  ['PRAGMA mmap_size = 1000000000', 'not a read-only query (it sets a PRAGMA)'],
+  ['PRAGMA dataset.locking_mode = exclusive', 'not a read-only query (it sets a PRAGMA)'],
+  ['PRAGMA busy_timeout = 100000', 'not a read-only query (it sets a PRAGMA)'],
+  ['PRAGMA threads = 8', 'not a read-only query (it sets a PRAGMA)'],
+  ['PRAGMA hard_heap_limit = 1', 'not a read-only query (it sets a PRAGMA)'],
+  ['PRAGMA soft_heap_limit(1)', 'not a read-only query (it sets a PRAGMA)'],
   ['BEGIN', 'not a read-only query'],
   ['ANALYZE', 'not a read-only query'],
   ['REINDEX', 'not a read-only query'],
@@ -132,6 +139,20 @@ test('every write, attach, pragma change, extension load and multi-statement is 
         assert.match(r.stderr, message, sql);
       }),
     );
+  }
+});
+
+test('PRAGMAs that only report still run, with or without an argument', async () => {
+  for (const [sql, column, value] of [
+    ['PRAGMA dataset.table_info(runs)', 'name', 'rowid'],
+    ["SELECT name FROM pragma_table_info('runs')", 'name', 'rowid'],
+    ['PRAGMA integrity_check(1)', 'integrity_check', 'ok'],
+    ['PRAGMA query_only', 'query_only', 1],
+    ['PRAGMA mmap_size', 'mmap_size', 0],
+  ] as const) {
+    const r = await trajstore(['query', sample, '--sql', sql, '--format', 'jsonl']);
+    assert.is(r.code, 0, `${sql}: ${r.stderr}`);
+    assert.is((JSON.parse(r.stdout.split('\n')[0] as string) as Record<string, unknown>)[column], value, sql);
   }
 });
 

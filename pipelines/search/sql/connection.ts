@@ -1,7 +1,8 @@
 /**
  * The read-only connection user and planner SQL runs on: the first mount's index opened read-only
- * (it is also `main`), every mount attached under its name, then `PRAGMA query_only`, and the
- * watchdog extension (watchdog.c) loaded so that the statement can be stopped. Pages are read
+ * (it is also `main`), the watchdog extension (watchdog.c) loaded so that the statement can be
+ * stopped, every mount attached under its name, then `PRAGMA query_only`, and last the PRAGMA guard
+ * (pragma-guard.c), which from then on refuses pragma assignments SQLite counts as read-only. Pages are read
  * through SQLite's small page cache, not memory-mapped: a statement that scans a relation would
  * otherwise map all of it and count it in the process's resident memory (the peak RSS of a
  * group-by over `steps` grew with the dataset: 114 MB against 71 MB on a 200 MB corpus), while
@@ -14,6 +15,7 @@ import { distPath } from '../../../lib/install.js';
 
 /** Built by scripts/build-native.sh next to this module's JavaScript. */
 const WATCHDOG = distPath('pipelines', 'search', 'sql', 'watchdog.so');
+const PRAGMA_GUARD = distPath('pipelines', 'search', 'sql', 'pragma-guard.so');
 
 /** An index file attached under a schema name. The first mount is also the connection's `main`. */
 export interface SqlMount {
@@ -28,8 +30,10 @@ export const RESERVED_MOUNT_NAMES = new Set(['main', 'temp']);
 export function openReadOnly(mounts: readonly SqlMount[]): SqliteDatabase {
   const [first] = mounts;
   if (!first) throw new Error('no dataset mounted');
-  if (!existsSync(WATCHDOG)) {
-    throw new ToolError(ExitCode.Internal, `the SQL watchdog extension is missing (${WATCHDOG})`, { hint: 'build it with `npm run build` (scripts/setup.sh does)' });
+  for (const extension of [WATCHDOG, PRAGMA_GUARD]) {
+    if (!existsSync(extension)) {
+      throw new ToolError(ExitCode.Internal, `the SQL extension ${extension} is missing`, { hint: 'build it with `npm run build` (scripts/setup.sh does)' });
+    }
   }
   const db = openDatabase(first.path, { readonly: true, fileMustExist: true });
   try {
@@ -40,6 +44,7 @@ export function openReadOnly(mounts: readonly SqlMount[]): SqliteDatabase {
       db.prepare(`ATTACH DATABASE ? AS "${mount.name}"`).run(mount.path);
     }
     db.pragma('query_only = 1');
+    db.loadExtension(PRAGMA_GUARD);
     return db;
   } catch (error) {
     db.close();

@@ -8,7 +8,8 @@
  * read-only, `PRAGMA query_only` is set after the mounts are attached, and a statement is run
  * only when it prepares as exactly one statement that returns rows (`reader`) and does not
  * write (`readonly`). That refuses INSERT...RETURNING, ATTACH, VACUUM INTO, temp tables and
- * pragma assignments (reference/dependencies.md).
+ * pragma assignments (reference/dependencies.md); the assignments SQLite counts as read-only
+ * (`PRAGMA mmap_size = N`) are refused by the connection's PRAGMA guard (connection.ts).
  */
 import { type SqliteDatabase, type SqliteStatement } from '../../dataset/sqlite.js';
 import { InterruptedError, InvalidInputError, UnavailableError } from '../../../lib/errors.js';
@@ -49,7 +50,7 @@ export class SqlTimeoutError extends UnavailableError {
 }
 
 const NOT_READ_ONLY_HINT =
-  'query runs exactly one read-only statement that returns rows (SELECT, WITH, VALUES, EXPLAIN, read-only PRAGMA); writes, ATTACH, VACUUM INTO, temp tables and PRAGMA assignments are refused';
+  'query runs exactly one read-only statement that returns rows (SELECT, WITH, VALUES, EXPLAIN, a PRAGMA that reads or names a table to report on); writes, ATTACH, VACUUM INTO, temp tables and PRAGMA assignments are refused';
 
 /** The size of a row as JSON text, near enough to bound what is printed. */
 function rowBytes(row: readonly unknown[]): number {
@@ -70,6 +71,10 @@ function prepare(db: SqliteDatabase, sql: string): SqliteStatement {
   } catch (error) {
     // The watchdog can fire while a statement is still being prepared (a tiny --timeout on a busy machine).
     if ((error as { code?: string }).code === 'SQLITE_INTERRUPT') throw error;
+    // SQLITE_AUTH comes only from the PRAGMA guard (pragma-guard.c), whose refusal SQLite words as "not authorized".
+    if ((error as { code?: string }).code === 'SQLITE_AUTH') {
+      throw new InvalidInputError('refused: the statement is not a read-only query (it sets a PRAGMA)', { hint: NOT_READ_ONLY_HINT });
+    }
     throw new InvalidInputError(`SQL error: ${(error as Error).message}`);
   }
   if (!statement.reader || !statement.readonly) {
