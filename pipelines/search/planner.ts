@@ -92,6 +92,9 @@ const STEP_LEVEL: ReadonlySet<JsonColumn> = new Set(['metrics']);
 
 const MODEL_EXPR = 'COALESCE(s.model_name, r.agent_model_name)';
 
+/** SQLite's default SQLITE_MAX_LIKE_PATTERN_LENGTH (better-sqlite3 keeps it): the longest pattern LIKE takes, in bytes. */
+const LIKE_PATTERN_LIMIT = 50_000;
+
 // The names the SQL uses must exist in relations.ts; a rename there fails here at load, not at query time.
 for (const [relation, names] of [
   [RUNS, ['document_id', 'run_id', 'session_id', 'source_path', 'started_at', 'agent_model_name', 'agent_name', 'notes', ...RUN_UNSCOPED.map((c) => `${c}_json`), 'task_json', 'prompt_json']],
@@ -173,10 +176,13 @@ class SqlBuilder {
 
   /** Case-insensitive (ASCII) substring test with `%`, `_` and `\` in the term taken literally. */
   private like(columns: readonly string[], text: string): string {
-    // LIKE reads its pattern as C text: a NUL would end it there, and `%a\0b%` would become `%a`
-    // (a NUL alone: `%`, every row). instr compares whole values, byte for byte (so case counts).
-    if (text.includes('\0')) return `(${columns.map((c) => `instr(COALESCE(${c}, ''), ${this.bind(text)}) > 0`).join(' OR ')})`;
     const pattern = `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    // LIKE reads its pattern as C text: a NUL would end it there, and `%a\0b%` would become `%a`
+    // (a NUL alone: `%`, every row); and it refuses patterns past SQLITE_MAX_LIKE_PATTERN_LENGTH
+    // as "too complex". instr compares whole values byte for byte; lower() folds ASCII only, as LIKE does.
+    if (text.includes('\0') || Buffer.byteLength(pattern) > LIKE_PATTERN_LIMIT) {
+      return `(${columns.map((c) => `instr(lower(COALESCE(${c}, '')), lower(${this.bind(text)})) > 0`).join(' OR ')})`;
+    }
     // COALESCE: a NULL column "does not contain" the term, so that NOT of it holds.
     return `(${columns.map((c) => `COALESCE(${c}, '') LIKE ${this.bind(pattern)} ESCAPE '\\'`).join(' OR ')})`;
   }

@@ -253,6 +253,10 @@ test('text terms: words and phrases, accents folded, wildcards literal, NULL col
     ['#prompt(disk)', ['doc-a/2']],
     ['#observation("100% used")', ['doc-a/3']],
     ['日志 AND #assistant(日志)', ['doc-b/2']],
+    // Longer than SQLite takes as a LIKE pattern (50000 bytes): still a substring scan, not an SQL error.
+    [`"${'-'.repeat(60_000)}"`, []],
+    [`#model("${'x'.repeat(60_000)}")`, []],
+    [`NOT #model("${'x'.repeat(60_000)}") AND #model(GPT-X-MINI)`, ['doc-a/3']],
   ];
   await inBatches(cases, async ([expression, expected]) => {
     const doc = await findJson(sampleDataset, ['--match', expression]);
