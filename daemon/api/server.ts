@@ -104,6 +104,12 @@ function createInput(body: CreateSandboxBody) {
   };
 }
 
+/** A route's path (`/v1/sandboxes/:id`) as an anchored pattern of the paths it serves. */
+function routePattern(url: string): RegExp {
+  const parts = url.split('/').map((part) => (part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  return new RegExp(`^${parts.join('/')}$`);
+}
+
 /** Codes of client errors that are not INVALID_REQUEST. */
 const CLIENT_CODES: Record<number, string> = { 408: 'REQUEST_TIMEOUT', 413: 'PAYLOAD_TOO_LARGE' };
 
@@ -167,7 +173,16 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
     log.error(`sandboxd: ${request.method} ${request.url.split('?')[0]} (request ${request.id}): ${error.stack ?? String(error)}`);
     return reply.code(500).send({ code: 'INTERNAL_ERROR', message: 'internal error' });
   });
-  app.setNotFoundHandler((request, reply) => reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` }));
+  // Each route's path as a pattern, so that a known path asked with another method is 405, as the
+  // reference daemon answers, not 404 (fastify routes by method first).
+  const routes: { pattern: RegExp; methods: string[] }[] = [];
+  app.addHook('onRoute', (route) => void routes.push({ pattern: routePattern(route.url ?? route.path), methods: [route.method].flat() }));
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = [...new Set(routes.filter((route) => route.pattern.test(path)).flatMap((route) => route.methods))];
+    if (allowed.length === 0) return reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${path}` });
+    return reply.code(405).header('allow', allowed.join(', ')).send({ code: 'METHOD_NOT_ALLOWED', message: `${request.method} is not allowed on ${path} (allowed: ${allowed.join(', ')})` });
+  });
 
   app.post<{ Body: CreateSandboxBody }>('/v1/sandboxes', { schema: { body: CreateSandboxBody } }, async (request, reply) => {
     const record = await service.create(createInput(request.body));

@@ -380,12 +380,19 @@ if ('skip' in mount) {
       ['POST', `/v1/sandboxes/${id}/renew-expiration`, { expiresAt: '2020-01-01T00:00:00Z', extra: 1 }, 400],
       ['PATCH', `/v1/sandboxes/${id}/metadata`, { a: 'b' }, 501],
       ['POST', '/v1/metrics/events', { eventType: 'x' }, 501],
+      ['PUT', '/v1/sandboxes', { a: 1 }, 405],
+      ['POST', `/v1/sandboxes/${id}`, {}, 405],
+      ['GET', `/v1/sandboxes/${id}/pause`, undefined, 405],
+      ['GET', '/v1/nowhere', undefined, 404],
     ];
     for (const [method, path, body, status] of cases) {
       const res = await call(method, path, body === undefined ? {} : { body });
       assert.is(res.status, status, `${method} ${path}: ${res.text}`);
       assert.type(res.json?.code, 'string', `${method} ${path}`);
+      if (status === 405) assert.is(res.json!.code, 'METHOD_NOT_ALLOWED');
     }
+    const put = await call('PUT', `/v1/sandboxes/${id}`);
+    assert.is(put.headers.get('allow'), 'GET, HEAD, DELETE');
   });
 
   test('renewal only extends, and only into the future', async () => {
