@@ -11,15 +11,23 @@ export const REQUEST_TIMEOUT_MS = 60_000;
 /** Time the requests under way get to finish at shutdown before their connections are closed. */
 export const SHUTDOWN_GRACE_MS = 10_000;
 
+/** How often a closing listener closes the connections that have gone idle since it began to close. */
+const IDLE_REAP_MS = 50;
+
 /**
  * Closes a listener: requests under way get SHUTDOWN_GRACE_MS, then their connections are closed
- * (a client that never ends its request must not keep the process up).
+ * (a client that never ends its request must not keep the process up). Node closes only the
+ * connections idle when the listener begins to close: a keep-alive connection whose request was
+ * under way then stayed open once answered, and kept the process up until the grace ended. So
+ * connections are closed as they go idle.
  */
 export async function closeWithGrace(app: FastifyInstance): Promise<void> {
   const cut = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+  const reap = setInterval(() => app.server.closeIdleConnections(), IDLE_REAP_MS);
   try {
     await app.close();
   } finally {
     clearTimeout(cut);
+    clearInterval(reap);
   }
 }
