@@ -12,11 +12,11 @@ import type { Expr } from './grammar/ast.js';
 import { ExpressionError } from './grammar/errors.js';
 import { parseExpression } from './grammar/parser.js';
 import type { FindSort } from './limits.js';
-import { MATCH_COLUMNS, planFind, positiveTerms, type Identity, type SearchMode, type SearchScope } from './planner.js';
+import { MATCH_COLUMNS, planFind, positiveTerms, type FindPlan, type Identity, type SearchMode, type SearchScope } from './planner.js';
 import { buildPreview } from './preview.js';
 import { resolveText } from '../dataset/contents.js';
 import { indexLookup } from '../dataset/content-lookup.js';
-import { runReadOnlySql } from './sql/runner.js';
+import { runReadOnlySql, type SqlStatement } from './sql/runner.js';
 
 export interface FindOptions {
   /** `--match` expressions, all of which must match; or an identity. */
@@ -87,7 +87,23 @@ export async function findInDataset(rc: ResolveContext, request: FindRequest): P
   }
 }
 
+/**
+ * A find in two halves around its one statement: the statement, and the document its rows make.
+ * `serve` runs the statement on its SQL thread (sql/thread/); the command line runs it in place (runFind).
+ */
+export interface PreparedFind {
+  statement: SqlStatement;
+  document(rows: readonly unknown[][]): FindDocument;
+}
+
 export function runFind(dataset: OpenDataset, options: FindOptions): FindDocument {
+  const find = prepareFind(dataset, options);
+  const rows: unknown[][] = [];
+  runReadOnlySql({ ...find.statement, onRow: (row) => rows.push(row) });
+  return find.document(rows);
+}
+
+export function prepareFind(dataset: OpenDataset, options: FindOptions): PreparedFind {
   if (dataset.kind !== 'storyline') {
     throw new InvalidInputError(`${dataset.uri}: find searches Storyline datasets; this one is a compact record store`, {
       hint: 'use `trajstore query` with SQL over dataset.records',
@@ -103,16 +119,21 @@ export function runFind(dataset: OpenDataset, options: FindOptions): FindDocumen
     ftsAvailable: fts.available,
     ...(options.sort ? { sort: options.sort } : {}),
   });
-  const rows: unknown[][] = [];
-  runReadOnlySql({
-    mounts: [{ name: 'dataset', path: dataset.db.name }],
-    sql: plan.sql,
-    params: plan.params,
-    maxRows: options.maxResults + 1,
-    maxBytes: Number.MAX_SAFE_INTEGER,
-    timeoutMs: options.timeoutMs,
-    onRow: (row) => rows.push(row),
-  });
+  return {
+    statement: {
+      mounts: [{ name: 'dataset', path: dataset.db.name }],
+      sql: plan.sql,
+      params: plan.params,
+      maxRows: options.maxResults + 1,
+      maxBytes: Number.MAX_SAFE_INTEGER,
+      timeoutMs: options.timeoutMs,
+    },
+    document: (rows) => findDocument(dataset, options, plan, fts, rows),
+  };
+}
+
+/** The document of a find from the rows of its statement, with bounded previews. */
+function findDocument(dataset: OpenDataset, options: FindOptions, plan: FindPlan, fts: ReturnType<typeof ftsInfo>, rows: readonly unknown[][]): FindDocument {
   let truncated = rows.length > options.maxResults;
   const lookup = indexLookup(dataset.db, dataset.uri);
   const stored = (text: string): string => resolveText(text, lookup) as string;

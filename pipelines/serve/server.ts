@@ -17,6 +17,7 @@ import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
 import { errorBody, schemaError, toHttpError } from './errors.js';
 import { Mounts, type MountSpec } from './mounts.js';
+import { SqlThread } from '../search/sql/thread/client.js';
 import { DEFAULT_SERVE_MOUNT, GATEWAY_MOUNT } from './names.js';
 import { controlRoutes, type ServeCounters } from './routes/control.js';
 import { datasetRoutes } from './routes/datasets.js';
@@ -155,7 +156,7 @@ export async function startServer(rc: ResolveContext, options: ServeOptions): Pr
   }
   // A local mount sees a new snapshot by its manifest; an object-store one reads a local copy of one snapshot, so it is told.
   gateways?.gateway.projection.committed.subscribe(() => mounts.reload(GATEWAY_MOUNT));
-  const ctx: ServeContext = { mounts, log: options.log };
+  const ctx: ServeContext = { mounts, sql: new SqlThread(), log: options.log };
   const counters: ServeCounters = { startedAt: new Date(), requests: 0 };
 
   const app = newApp(ctx, counters);
@@ -175,7 +176,8 @@ export async function startServer(rc: ResolveContext, options: ServeOptions): Pr
   const apps = [app, control, gatewayApp, capture?.proxy, capture?.admin];
   const close = async (): Promise<void> => {
     // Listeners first (requests under way finish, capture calls included, within the grace), then what they write to.
-    await Promise.all(apps.map((a) => a && closeWithGrace(a)));
+    // The SQL thread at once: statements still waiting for their turn are refused rather than started.
+    await Promise.all([...apps.map((a) => a && closeWithGrace(a)), ctx.sql.close()]);
     await stopGateways();
     mounts.close();
   };

@@ -1,8 +1,8 @@
 /**
- * Runs one SQL statement over read-only dataset indexes, in the command's own thread, and hands
- * its rows over one at a time. Used by `query` for user SQL and by `find` for the SQL its planner
- * generates, so both honour `--timeout`: the connection's watchdog (watchdog.c) interrupts the
- * statement at the deadline or on SIGINT/SIGTERM.
+ * Runs one SQL statement over read-only dataset indexes, in the calling thread (the command's own,
+ * or the SQL thread of `serve`: thread/), and hands its rows over one at a time. Used by `query` for
+ * user SQL and by `find` for the SQL its planner generates, so both honour `--timeout`: the
+ * connection's watchdog (watchdog.c) interrupts the statement at the deadline or on SIGINT/SIGTERM.
  *
  * Read-only is enforced by SQLite, never by reading the SQL text: the connection is opened
  * read-only, `PRAGMA query_only` is set after the mounts are attached, and a statement is run
@@ -15,7 +15,8 @@ import { type SqliteDatabase, type SqliteStatement } from '../../dataset/sqlite.
 import { InterruptedError, InvalidInputError, UnavailableError } from '../../../lib/errors.js';
 import { openReadOnly, type SqlMount } from './connection.js';
 
-export interface SqlRequest {
+/** A statement and its limits: the part of a request that can cross to another thread (sql/thread/). */
+export interface SqlStatement {
   mounts: SqlMount[];
   sql: string;
   /** Bound positionally; user values always travel here, never inside `sql`. */
@@ -25,6 +26,9 @@ export interface SqlRequest {
   /** Bytes of row data (as JSON) to return at most. */
   maxBytes: number;
   timeoutMs: number;
+}
+
+export interface SqlRequest extends SqlStatement {
   /** Called once with the column names, before any rows. */
   onColumns?(columns: string[]): void;
   /** Called with each row, as an array of cells (integers as bigint, BLOBs as Buffer). */

@@ -6,14 +6,18 @@
  * mode, snapshot_id, previews), plus `highlight`: the terms its previews show. query attaches the
  * mount as `dataset` (as `trajstore query DATASET` does) and runs under the same watchdog; a request
  * may lower the limits, never raise them past the command line's defaults.
+ *
+ * Their statements run on the server's SQL thread (search/sql/thread/), one at a time, while the
+ * event loop answers other requests; the snapshot a request reads stays open until its statement
+ * has ended (Mounts.use waits for the work).
  */
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { InvalidInputError } from '../../../lib/errors.js';
 import { FIND_DEFAULTS, QUERY_DEFAULTS, DEFAULT_MOUNT } from '../../search/limits.js';
-import { highlightTerms, runFind } from '../../search/find.js';
+import { highlightTerms, prepareFind } from '../../search/find.js';
 import type { Identity } from '../../search/planner.js';
-import { SqlTimeoutError, runReadOnlySql } from '../../search/sql/runner.js';
+import { SqlTimeoutError } from '../../search/sql/runner.js';
 import type { ServeContext } from '../context.js';
 
 const MountParams = Type.Object({ mount: Type.String() });
@@ -66,14 +70,23 @@ function jsonCell(value: unknown): unknown {
   return value;
 }
 
-export function searchRoutes(app: FastifyInstance, { mounts }: ServeContext): void {
-  app.get<{ Params: Static<typeof MountParams>; Querystring: FindQuery }>('/api/mounts/:mount/find', { schema: { params: MountParams, querystring: FindQuery } }, (req) => {
+/** Aborts when the client closes its connection before its answer is sent: a statement still waiting for its turn is dropped. */
+function clientGone(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
+export function searchRoutes(app: FastifyInstance, { mounts, sql }: ServeContext): void {
+  app.get<{ Params: Static<typeof MountParams>; Querystring: FindQuery }>('/api/mounts/:mount/find', { schema: { params: MountParams, querystring: FindQuery } }, (req, reply) => {
     const q = req.query;
     const identity = identityOf(q);
     const matches = q.match ?? [];
     const highlight = highlightTerms(matches);
-    return mounts.use(req.params.mount, (ds) => ({
-      ...runFind(ds, {
+    return mounts.use(req.params.mount, async (ds) => {
+      const find = prepareFind(ds, {
         matches,
         ...(identity ? { identity } : {}),
         ...(q.source !== undefined ? { sourcePath: q.source } : {}),
@@ -81,32 +94,37 @@ export function searchRoutes(app: FastifyInstance, { mounts }: ServeContext): vo
         maxPreviewBytes: q.max_preview_bytes ?? FIND_DEFAULTS.maxPreviewBytes,
         maxTotalBytes: q.max_total_bytes ?? FIND_DEFAULTS.maxTotalBytes,
         timeoutMs: q.timeout_ms ?? FIND_DEFAULTS.timeoutMs,
-      }),
-      highlight,
-    }));
+      });
+      const rows: unknown[][] = [];
+      await sql.run({ ...find.statement, onRow: (row) => rows.push(row) }, clientGone(reply));
+      return { ...find.document(rows), highlight };
+    });
   });
 
   app.post<{ Params: Static<typeof MountParams>; Body: Static<typeof QueryBody> }>(
     '/api/mounts/:mount/query',
     { schema: { params: MountParams, body: QueryBody } },
-    (req) => {
+    (req, reply) => {
       const b = req.body;
       if (b.sql.trim() === '') throw new InvalidInputError('the SQL statement is empty');
-      return mounts.use(req.params.mount, (ds) => {
+      return mounts.use(req.params.mount, async (ds) => {
         let columns: string[] = [];
         const rows: unknown[][] = [];
         let truncated: 'rows' | 'bytes' | 'timeout' | null = null;
         try {
-          const outcome = runReadOnlySql({
-            mounts: [{ name: DEFAULT_MOUNT, path: ds.db.name }],
-            sql: b.sql,
-            params: [],
-            maxRows: b.max_output_rows ?? QUERY_DEFAULTS.maxOutputRows,
-            maxBytes: b.max_output_bytes ?? QUERY_DEFAULTS.maxOutputBytes,
-            timeoutMs: b.timeout_ms ?? QUERY_DEFAULTS.timeoutMs,
-            onColumns: (names) => (columns = names),
-            onRow: (cells) => rows.push(cells.map(jsonCell)),
-          });
+          const outcome = await sql.run(
+            {
+              mounts: [{ name: DEFAULT_MOUNT, path: ds.db.name }],
+              sql: b.sql,
+              params: [],
+              maxRows: b.max_output_rows ?? QUERY_DEFAULTS.maxOutputRows,
+              maxBytes: b.max_output_bytes ?? QUERY_DEFAULTS.maxOutputBytes,
+              timeoutMs: b.timeout_ms ?? QUERY_DEFAULTS.timeoutMs,
+              onColumns: (names) => (columns = names),
+              onRow: (cells) => rows.push(cells.map(jsonCell)),
+            },
+            clientGone(reply),
+          );
           truncated = outcome.truncated;
         } catch (error) {
           if (!(error instanceof SqlTimeoutError)) throw error;
