@@ -21,7 +21,8 @@
  * - A server is not trusted to behave: a listing that does not advance, or passes MAX_LISTED_KEYS,
  *   stops; every GET's body is checked against its length and, for a whole object, its ETag when
  *   that is an MD5 (a download also against the size the caller expects), and fetched again when
- *   it comes cut off, stalled or damaged (`whole`).
+ *   it comes cut off, stalled or damaged (`whole`). Every single PUT carries its Content-MD5 and its
+ *   answer's ETag is checked against it, so a body damaged on its way is sent again, never committed.
  * - The SDK's logger is silenced: what it would print on stderr, the errors here say.
  * - Checksums only where S3 requires them: S3-compatible servers differ in the trailing checksums
  *   newer SDKs add to every upload.
@@ -192,7 +193,7 @@ function md5Of(out: { ETag?: string; ServerSideEncryption?: string; SSECustomerA
   return etag;
 }
 
-/** What a GET brought: the value, or what is wrong with the bytes that arrived (they are fetched again). */
+/** What a GET or PUT brought: the value, or what is wrong with the bytes that arrived (they are sent or fetched again). */
 type Arrived<T> = { value: T } | { damage: string };
 
 const MD5_MISMATCH = "the bytes do not match the MD5 of the object's ETag";
@@ -337,7 +338,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async put(key: string, bytes: Uint8Array | string): Promise<void> {
-    await this.send(key, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes }), this.request));
+    await this.putWhole(key, bytes);
   }
 
   /**
@@ -345,13 +346,34 @@ export class S3ObjectStore implements ObjectStore {
    * them lets the put through). Throws a ConflictError (exit 4) when it does not. Returns the new ETag.
    */
   async putIf(key: string, bytes: Uint8Array | string, condition: PutCondition): Promise<string> {
-    const out = await this.send(key, () =>
-      this.client.send(
-        new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes, ...('ifMatch' in condition ? { IfMatch: condition.ifMatch } : { IfNoneMatch: condition.ifNoneMatch }) }),
-        this.request,
-      ),
-    );
-    return out.ETag ?? '';
+    return this.putWhole(key, bytes, 'ifMatch' in condition ? { IfMatch: condition.ifMatch } : { IfNoneMatch: condition.ifNoneMatch });
+  }
+
+  /** PUTs `body` until the server holds exactly its bytes (`putOnce`), MAX_ATTEMPTS times in all; returns the ETag. */
+  private putWhole(key: string, body: Uint8Array | string, condition: { IfMatch?: string; IfNoneMatch?: string } = {}): Promise<string> {
+    const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+    const md5 = createHash('md5').update(bytes).digest();
+    return this.whole(key, () => this.putOnce(key, bytes, md5, condition), 'uploads');
+  }
+
+  /**
+   * One PUT with the body's Content-MD5, so that a server that receives other bytes than were sent
+   * (damaged on the way) refuses them (400 BadDigest) instead of storing them under the key; an ETag
+   * that is an MD5 and not the body's says that a server which does not check Content-MD5 stored
+   * something else. Either is damage, and the body is sent again (the SDK retries a request that
+   * failed, not one the server answered with a 400).
+   */
+  private async putOnce(key: string, bytes: Uint8Array, md5: Buffer, condition: { IfMatch?: string; IfNoneMatch?: string }): Promise<Arrived<string>> {
+    let out;
+    try {
+      out = await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes, ContentMD5: md5.toString('base64'), ...condition }), this.request);
+    } catch (error) {
+      if ((error as SdkError)?.name === 'BadDigest' && !this.signal?.aborted) return { damage: 'the server received other bytes than were sent (BadDigest)' };
+      throw this.failure(error, key);
+    }
+    const etag = md5Of(out);
+    if (etag !== undefined && etag !== md5.toString('hex')) return { damage: "the ETag the server answered is not the MD5 of the bytes sent" };
+    return { value: out.ETag ?? '' };
   }
 
   writer(key: string): ObjectWriter {
@@ -366,11 +388,11 @@ export class S3ObjectStore implements ObjectStore {
    */
   async upload(key: string, path: string): Promise<void> {
     const size = statSync(path).size;
+    if (size <= MULTIPART_PART_BYTES) {
+      await this.putWhole(key, await readFile(path));
+      return;
+    }
     await this.send(key, async () => {
-      if (size <= MULTIPART_PART_BYTES) {
-        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: await readFile(path) }), this.request);
-        return;
-      }
       // Upload's own requests do not take the signal: it is aborted on it (below), which needs it not to have fired yet.
       this.signal?.throwIfAborted();
       const upload = new Upload({
@@ -413,17 +435,17 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /**
-   * Runs `fetch` (one GET and its body) until what arrives is whole: a body cut off, stalled or
-   * damaged on its way is fetched again, MAX_ATTEMPTS times in all (the SDK retries a request, but
-   * not once its body has begun).
+   * Runs `fetch` (one GET and its body, or one PUT) until what arrives is whole: a body cut off,
+   * stalled or damaged on its way is sent or fetched again, MAX_ATTEMPTS times in all (the SDK
+   * retries a request, but not once its body has begun, nor one the server refused as damaged).
    */
-  private async whole<T>(key: string, fetch: () => Promise<Arrived<T>>): Promise<T> {
+  private async whole<T>(key: string, fetch: () => Promise<Arrived<T>>, transfers: 'downloads' | 'uploads' = 'downloads'): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const got = await fetch();
       if (!('damage' in got)) return got.value;
       if (attempt === MAX_ATTEMPTS) {
-        throw new UnavailableError(`${this.where(key)}: ${MAX_ATTEMPTS} downloads came damaged (the last: ${got.damage})`, {
-          hint: 'the server, or something on the way to it (a proxy), cuts or changes what it sends; try again later',
+        throw new UnavailableError(`${this.where(key)}: ${MAX_ATTEMPTS} ${transfers} came damaged (the last: ${got.damage})`, {
+          hint: 'the server, or something on the way to it (a proxy), cuts or changes what passes; try again later',
         });
       }
       // Backoff as the SDK's: about 0.1, 0.2, 0.4, 0.8 s with jitter; a stop does not wait for it.

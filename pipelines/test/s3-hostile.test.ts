@@ -35,11 +35,13 @@ let proxy: HostileProxy;
  * `times` of them (all without it); every other request goes to the server untouched.
  * - hang: never answers; reset-after: forwards, then cuts the connection instead of answering;
  * - slowdown: 503 SlowDown; corrupt: forwards, flipping bytes of the answer's body;
+ * - corrupt-upload: flips a byte of the request's body on its way to the server (damage in transit);
+ * - wrong-etag: forwards, answering with an ETag that is not the MD5 of what was sent;
  * - cut-body: forwards, then sends the answer's headers and half its body, and cuts the connection;
  * - same-token: a listing marked truncated, with the same continuation token every time;
  * - endless: listing pages of 250,000 (short) keys, each with a new token.
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'cut-body' | 'same-token' | 'endless';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'cut-body' | 'same-token' | 'endless';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -121,6 +123,11 @@ class HostileProxy {
             for (let i = 100; i < data.length; i += 97) data[i]! ^= 0xff;
             answer(up.statusCode ?? 502, up.headers, data);
           });
+        case 'corrupt-upload':
+          if (body.length > 0) body[body.length >> 1]! ^= 0xff;
+          return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data));
+        case 'wrong-etag':
+          return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, { ...up.headers, etag: '"0123456789abcdef0123456789abcdef"' }, data));
         case 'cut-body':
           return this.forward(req, body, (up, data) => {
             res.writeHead(up.statusCode ?? 502, up.headers);
@@ -353,6 +360,30 @@ test('a part upload that meets one 503 is sent again, whole; one that meets only
   assert.match(always.stderr, /parts\/\S+\.parquet: the object store failed \(HTTP 503 SlowDown\) after 5 attempts/);
   assert.is(proxy.count(/^slowdown PUT/), 5);
   assert.not.match(always.stderr, /non-retryable/);
+});
+
+test('an upload damaged in transit is sent again and never committed damaged; one damaged every time, or answered with an ETag that is not its MD5, exits 6 naming the object and commits nothing', async () => {
+  await create('upload-damaged', ATIF);
+  const clean = await runsOf('upload-damaged');
+  const before = await snapshotOf('upload-damaged');
+  proxy.set({ act: 'corrupt-upload', match: /^PUT \/lake\/upload-damaged\/parts\/steps\//, times: 1 });
+  const once = await trajstore(['import', '-f', STORYLINE, '-t', 's3://lake/upload-damaged', '--mode', 'append']);
+  assert.is(once.code, 0, once.stderr);
+  assert.is(proxy.count(/^pass PUT \/lake\/upload-damaged\/parts\/steps\//), 1, 'the damaged part was sent again');
+  const grown = await runsOf('upload-damaged');
+  assert.match(grown, /release-notes-0001\.storyline\.json/, 'every reader reads the appended runs');
+  const appended = await snapshotOf('upload-damaged');
+
+  for (const act of ['corrupt-upload', 'wrong-etag'] as const) {
+    proxy.set({ act, match: /^PUT \/lake\/upload-damaged\/parts\/steps\// });
+    const always = await trajstore(['import', '-f', ATIF, '-t', 's3://lake/upload-damaged', '--mode', 'append']);
+    assert.is(always.code, 6, `${act}: ${always.stderr}`);
+    assert.match(always.stderr, /s3:\/\/lake\/upload-damaged\/parts\/steps\/\S+\.parquet: 5 uploads came damaged/, act);
+    assert.is(await snapshotOf('upload-damaged'), appended, `${act}: nothing committed`);
+  }
+  assert.is.not(appended, before);
+  assert.is(await runsOf('upload-damaged'), grown);
+  assert.ok(clean.length < grown.length);
 });
 
 test('a download damaged in transit is fetched again and never cached; one damaged every time exits 6 naming the object; the expected size is checked', async () => {
