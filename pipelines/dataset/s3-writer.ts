@@ -13,7 +13,8 @@
  *    A 412 can also answer the SDK's retry of a put that succeeded but whose answer was lost (the
  *    connection cut): so on a 412 the manifest is read back, and one that names this writer's
  *    snapshot (its id is a hash of its content, parts included), or a snapshot descending from it
- *    (another writer committed on top meanwhile), shows this writer's commit.
+ *    (another writer committed on top meanwhile), shows this writer's commit. An append that finds
+ *    no manifest to match (404: the dataset was dropped meanwhile) removes what it uploaded.
  *
  * Until the manifest put, readers (and a crash, or the server going away part-way) see the previous
  * snapshot. After it, the local build becomes the cache's copy of the new snapshot, index and all.
@@ -122,6 +123,20 @@ export class S3DatasetWriter implements DatasetSink {
     return false;
   }
 
+  /**
+   * The error of an append whose manifest was gone at its commit (If-Match on no object: 404): the
+   * dataset was dropped meanwhile. What this writer uploaded is its own (fresh part names, a snapshot
+   * no manifest names) and goes, so the dropped prefix is left empty rather than holding objects that
+   * no drop takes (they are no dataset).
+   */
+  private async dropped(snapshotId: string, uploaded: readonly string[]): Promise<NotFoundError> {
+    const { remote } = this.options;
+    await this.store.deleteMany([...uploaded, snapshotKey(snapshotId)]).catch((error: unknown) =>
+      this.options.log?.warn(`${remote.uri}: could not remove what this import uploaded: ${(error as Error).message}`),
+    );
+    return new NotFoundError(`${remote.uri}: the dataset was dropped while this import ran; nothing was committed`, { hint: 'use --mode create to make it again' });
+  }
+
   /** Writes the dataset locally, uploads what is new and commits by the conditional manifest put (see the module comment). */
   async commit(): Promise<Snapshot> {
     const snapshot = await this.inner.commit();
@@ -140,6 +155,7 @@ export class S3DatasetWriter implements DatasetSink {
         this.options.log?.warn(`${remote.uri}: stopped while committing snapshot ${snapshot.id}; the server may have taken the commit: check (trajstore list ${remote.uri}) before importing again`);
         throw error;
       }
+      if (error instanceof NotFoundError && this.previous) throw await this.dropped(snapshot.id, added);
       if (!(error instanceof ConflictError)) throw error;
       // Refused, perhaps by this writer's own put: a retry of one whose answer was lost (module comment).
       if (!(await this.tookCommit(snapshot.id))) {

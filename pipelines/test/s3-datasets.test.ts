@@ -245,6 +245,31 @@ test('drop removes every object of the dataset; the prefix is then no dataset', 
   assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/dropme'])).code, 0, 'the prefix can be created again');
 });
 
+test('a dataset dropped while an append uploads: the append exits 3 saying so, commits nothing and leaves nothing behind, so a second drop finds no dataset', async () => {
+  const env = envOf(gate.endpoint, join(home, 'cache-drop-race'));
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/drop-race'], env)).code, 0);
+  // The append's manifest put is held until a second one arrives: the drop runs meanwhile.
+  const manifestPuts = (): number => gate.requests.filter((line) => line === 'PUT /lake/drop-race/trajstore.json').length;
+  const created = manifestPuts();
+  gate.holdManifestPuts(2);
+  const appending = trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/drop-race', '--mode', 'append'], env);
+  while (manifestPuts() === created) await new Promise((resolve) => setTimeout(resolve, 20));
+  const dropped = await trajstore(['drop', 's3://lake/drop-race', '--yes'], envOf(server.endpoint, join(home, 'cache-drop-race-dropper')));
+  assert.is(dropped.code, 0, dropped.stderr);
+  // Another dataset's commit through the gate lets the held put go.
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/drop-race-release'], env)).code, 0);
+  const append = await appending;
+  assert.is(append.code, 3, append.stderr);
+  assert.match(append.stderr, /s3:\/\/lake\/drop-race: the dataset was dropped while this import ran; nothing was committed/);
+  const store = new S3ObjectStore({ uri: 's3://lake/drop-race', bucket: 'lake', prefix: 'drop-race', endpoint: server.endpoint, region: 'us-west-2' }, envOf(server.endpoint));
+  try {
+    assert.equal(await store.list(''), [], 'nothing of the append is left under the prefix');
+  } finally {
+    store.close();
+  }
+  assert.is((await trajstore(['drop', 's3://lake/drop-race', '--yes'])).code, 3);
+});
+
 test('a pin with endpoint and keys: the keys reach the server, and no output, log line or cached file shows the secret', async () => {
   const bare = { HOME: home, XDG_CONFIG_HOME: join(home, 'config-pin'), XDG_CACHE_HOME: join(home, 'cache-pin') };
   const keys = { TRAJSTORE_ACCESS_KEY: TEST_ACCESS_KEY, TRAJSTORE_SECRET_KEY: TEST_SECRET_KEY };
