@@ -21,7 +21,9 @@ export const dropCommand = defineCommand({
     const target = await checkDrop(resolveContext(ctx), dataset);
     if (!yes) {
       if (!canAsk(ctx)) throw new InvalidInputError(`drop ${dataset}: refusing to delete without confirmation`, { hint: 'pass --yes to confirm when not on a terminal' });
-      const question = `Permanently delete the ${target.manifest.kind} dataset ${target.path} (snapshot ${target.manifest.snapshot_id})?`;
+      const question = target.manifest
+        ? `Permanently delete the ${target.manifest.kind} dataset ${target.path} (snapshot ${target.manifest.snapshot_id})?`
+        : `Permanently delete what an interrupted drop left of the dataset ${target.path}?`;
       // Declining is the same rejection as giving no confirmation at all (as for import --mode replace).
       if (!(await confirm(ctx, question))) throw new InvalidInputError(`drop ${dataset}: not confirmed; nothing deleted`);
     }

@@ -26,7 +26,8 @@ const isDatasetEntry = (name: string): boolean => DATASET_ENTRIES.has(name) || n
 export interface DropTarget {
   /** The local directory, or the object-store dataset's uri. */
   path: string;
-  manifest: Manifest;
+  /** Undefined for what an interrupted object-store drop left (s3.ts): objects of a dataset, no manifest. */
+  manifest: Manifest | undefined;
   /** An object-store dataset (s3.ts), with the environment its client is made from. */
   remote?: { place: S3Place; env: NodeJS.ProcessEnv };
 }

@@ -3,10 +3,11 @@
  * prefix that holds anything but a dataset's keys (`trajstore.json`, `snapshots/`, `parts/`). The
  * manifest goes first, the commit point: from then on the prefix is no dataset to any reader (one
  * already reading keeps its cached copy of the snapshot), and a drop interrupted after it leaves only
- * unreferenced objects, which a second drop, or an import there, sees as no dataset.
+ * unreferenced objects, which a second drop removes once no import can be writing them (checkLeftovers).
  */
-import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
-import { MANIFEST_KEY, type Manifest } from '../dataset/layout.js';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { COMPACTION_DEFAULTS } from '../dataset/defaults.js';
+import { MANIFEST_KEY, partWrittenAt, type Manifest } from '../dataset/layout.js';
 import { currentManifest } from '../dataset/s3-cache.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
 import type { S3Place } from '../pins/pins.js';
@@ -24,29 +25,62 @@ async function withStore<T>(place: S3Place, env: NodeJS.ProcessEnv, signal: Abor
   }
 }
 
-/** The dataset's manifest and keys, after checking that the prefix holds a dataset and nothing else. */
-async function checkPrefix(store: S3ObjectStore): Promise<{ manifest: Manifest; keys: string[] }> {
+/**
+ * The dataset's manifest and keys, after checking that the prefix holds a dataset and nothing else;
+ * no manifest when it holds only what a drop cut short left (leftovers).
+ */
+async function checkPrefix(store: S3ObjectStore): Promise<{ manifest: Manifest | undefined; keys: string[] }> {
   const current = await currentManifest(store);
   const keys = await store.list('');
-  if (!current) {
-    if (keys.length === 0) throw new NotFoundError(`${store.uri}: no such dataset`);
-    throw new InvalidInputError(`${store.uri}: is not a trajstore dataset (no ${MANIFEST_KEY}); refusing to drop it`);
-  }
+  if (!current && keys.length === 0) throw new NotFoundError(`${store.uri}: no such dataset`);
   const strangers = keys.filter((key) => !isDatasetKey(key));
   if (strangers.length > 0) {
-    throw new InvalidInputError(`${store.uri}: holds objects that are not part of a dataset (${strangers.slice(0, 5).join(', ')}${strangers.length > 5 ? ', ...' : ''}); refusing to drop it`);
+    const what = current ? 'holds objects that are not part of a dataset' : `is not a trajstore dataset (no ${MANIFEST_KEY})`;
+    throw new InvalidInputError(`${store.uri}: ${what} (${strangers.slice(0, 5).join(', ')}${strangers.length > 5 ? ', ...' : ''}); refusing to drop it`);
   }
-  return { manifest: current.manifest, keys };
+  if (!current) await checkLeftovers(store, keys);
+  return { manifest: current?.manifest, keys };
 }
 
-export function checkS3Drop(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<Manifest> {
+/**
+ * A prefix holding a dataset's keys but no manifest: what a drop cut short after its commit point
+ * left, or the objects of an import creating a dataset there, whose manifest comes last. Objects
+ * written within the reclamation grace may be the import's, and stay (exit 4 says until when);
+ * older ones are a drop's leftovers, which this drop finishes.
+ */
+async function checkLeftovers(store: S3ObjectStore, keys: string[]): Promise<void> {
+  const written = keys.map(partWrittenAt).filter((at): at is number => at !== undefined);
+  for (const key of keys.filter((k) => k.startsWith('snapshots/'))) {
+    const created = createdAt(await store.get(key));
+    if (created !== undefined) written.push(created);
+  }
+  const newest = Math.max(-Infinity, ...written);
+  const until = newest + COMPACTION_DEFAULTS.graceMs;
+  if (until > Date.now()) {
+    throw new ConflictError(`${store.uri}: holds ${keys.length} objects of a dataset but no ${MANIFEST_KEY}, the newest written at ${new Date(newest).toISOString()}: an import may be creating a dataset there`, {
+      hint: `what an interrupted drop left is removed by a drop after ${new Date(until).toISOString()}, or replaced by an import there`,
+    });
+  }
+}
+
+/** When a snapshot descriptor says it was made; undefined for a torn one (its key's age is then unknown). */
+function createdAt(bytes: Uint8Array | undefined): number | undefined {
+  try {
+    const at = Date.parse((JSON.parse(Buffer.from(bytes ?? []).toString('utf8')) as { created_at?: string }).created_at ?? '');
+    return Number.isFinite(at) ? at : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function checkS3Drop(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<Manifest | undefined> {
   return withStore(place, env, signal, async (store) => (await checkPrefix(store)).manifest);
 }
 
 export function dropS3Dataset(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<void> {
   return withStore(place, env, signal, async (store) => {
     const { keys } = await checkPrefix(store);
-    await store.delete(MANIFEST_KEY);
+    if (keys.includes(MANIFEST_KEY)) await store.delete(MANIFEST_KEY);
     await store.deleteMany(keys.filter((key) => key !== MANIFEST_KEY));
   });
 }

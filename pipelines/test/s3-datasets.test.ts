@@ -245,6 +245,44 @@ test('drop removes every object of the dataset; the prefix is then no dataset', 
   assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/dropme'])).code, 0, 'the prefix can be created again');
 });
 
+test('a drop cut short after its commit point: its leftovers stay while an import could be writing them, then a drop removes them', async () => {
+  const place = (prefix: string) => new S3ObjectStore({ uri: `s3://lake/${prefix}`, bucket: 'lake', prefix, endpoint: server.endpoint, region: 'us-west-2' }, envOf(server.endpoint));
+  // Fresh: a drop killed right after deleting the manifest, or an import creating the dataset.
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/cut-drop'])).code, 0);
+  const fresh = place('cut-drop');
+  try {
+    await fresh.delete('trajstore.json');
+    const refused = await trajstore(['drop', 's3://lake/cut-drop', '--yes']);
+    assert.is(refused.code, 4, refused.stderr);
+    assert.match(refused.stderr, /s3:\/\/lake\/cut-drop: holds \d+ objects of a dataset but no trajstore.json, the newest written at .*: an import may be creating a dataset there/);
+    assert.ok((await fresh.list('')).length > 0, 'nothing was removed');
+  } finally {
+    fresh.close();
+  }
+  // Older than the reclamation grace: a drop's leftovers, which the next drop finishes.
+  const old = place('cut-drop-old');
+  const hoursAgo = Date.now() - 2 * 3600_000;
+  try {
+    await old.put(`parts/steps/${hoursAgo.toString(36)}-0123abcd-000001.parquet`, 'left over');
+    await old.put('snapshots/0123456789abcdef0123.json', JSON.stringify({ id: '0123456789abcdef0123', created_at: new Date(hoursAgo).toISOString() }));
+    const dropped = await trajstore(['drop', 's3://lake/cut-drop-old', '--yes']);
+    assert.is(dropped.code, 0, dropped.stderr);
+    assert.equal(await old.list(''), []);
+  } finally {
+    old.close();
+  }
+  // Anything else under a prefix without a manifest is still no dataset to drop.
+  const stranger = place('cut-drop-stranger');
+  try {
+    await stranger.put('notes.txt', 'mine');
+    const refused = await trajstore(['drop', 's3://lake/cut-drop-stranger', '--yes']);
+    assert.is(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /is not a trajstore dataset \(no trajstore.json\)/);
+  } finally {
+    stranger.close();
+  }
+});
+
 test('a dataset dropped while an append uploads: the append exits 3 saying so, commits nothing and leaves nothing behind, so a second drop finds no dataset', async () => {
   const env = envOf(gate.endpoint, join(home, 'cache-drop-race'));
   assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/drop-race'], env)).code, 0);
