@@ -72,22 +72,29 @@ const STEP_COLUMNS = [
 ];
 const CALL_COLUMNS = ['turn_ordinal', 'call_index', 'tool_call_id', 'function_name', 'kind', 'arguments_json', 'result_json', 'result_bytes', 'is_error', 'status', 'exit_code', 'duration_ms', 'extra_json'];
 
-/** Steps `offset` to `offset + limit` of a run (by position), each with its tool calls; both read through the (document_id, turn_ordinal) indexes. */
-export function runSteps(dataset: OpenDataset, documentId: string, offset: number, limit: number): { steps: Row[]; total: number } {
+/**
+ * Steps `offset` to `offset + limit` of a run (by position), each with its tool calls, both read
+ * through the (document_id, turn_ordinal) indexes, one step at a time: the page ends early once its
+ * steps' JSON passes `maxBytes` (a step never comes in part, so a page holds at least one), because
+ * a tool's output can be megabytes and a hundred of them would be held in memory at once.
+ * `next_offset` is where the next page starts, null after the last step.
+ */
+export function runSteps(dataset: OpenDataset, documentId: string, offset: number, limit: number, maxBytes: number): { steps: Row[]; total: number; next_offset: number | null } {
   const run = dataset.db.prepare('SELECT step_count FROM runs WHERE document_id = ?').get(documentId) as { step_count: number } | undefined;
   if (!run) throw new NotFoundError(`no run with document id ${JSON.stringify(documentId)} in ${dataset.uri}`);
-  const steps = (
-    dataset.db.prepare(`SELECT ${STEP_COLUMNS.join(', ')} FROM steps WHERE document_id = ? AND turn_ordinal >= ? AND turn_ordinal < ? ORDER BY turn_ordinal`).all(documentId, offset, offset + limit) as Row[]
-  ).map(withJson);
-  const calls = dataset.db
-    .prepare(`SELECT ${CALL_COLUMNS.join(', ')} FROM tool_calls WHERE document_id = ? AND turn_ordinal >= ? AND turn_ordinal < ? ORDER BY turn_ordinal, call_index`)
-    .all(documentId, offset, offset + limit) as Row[];
-  const byTurn = new Map<number, Row[]>();
-  for (const call of calls) {
-    const { turn_ordinal, ...rest } = withJson(call);
-    const list = byTurn.get(Number(turn_ordinal)) ?? [];
-    list.push(rest);
-    byTurn.set(Number(turn_ordinal), list);
+  const callsOf = dataset.db.prepare(`SELECT ${CALL_COLUMNS.join(', ')} FROM tool_calls WHERE document_id = ? AND turn_ordinal = ? ORDER BY call_index`);
+  const steps: Row[] = [];
+  let bytes = 0;
+  for (const row of dataset.db.prepare(`SELECT ${STEP_COLUMNS.join(', ')} FROM steps WHERE document_id = ? AND turn_ordinal >= ? AND turn_ordinal < ? ORDER BY turn_ordinal`).iterate(documentId, offset, offset + limit)) {
+    const step = withJson(row as Row);
+    step.tool_calls = (callsOf.all(documentId, step.turn_ordinal) as Row[]).map((call) => {
+      const { turn_ordinal: _, ...rest } = withJson(call);
+      return rest;
+    });
+    bytes += Buffer.byteLength(JSON.stringify(step));
+    if (steps.length > 0 && bytes > maxBytes) break;
+    steps.push(step);
   }
-  return { steps: steps.map((s) => ({ ...s, tool_calls: byTurn.get(Number(s.turn_ordinal)) ?? [] })), total: Number(run.step_count) };
+  const next = offset + steps.length;
+  return { steps, total: Number(run.step_count), next_offset: next < Number(run.step_count) ? next : null };
 }

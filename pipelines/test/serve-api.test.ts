@@ -14,6 +14,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { toHttpError } from '../serve/errors.js';
+import { writeBigRun } from './helpers/big-run.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { requestWithHost } from '../../lib/testing/host-header.js';
 import { sandbox } from './helpers/sandbox.js';
@@ -269,6 +270,40 @@ test('GET /api/mounts/:mount/runs/:document_id and /steps: the run, its parent a
   assertError(await get('/api/mounts/default/runs/no-such-run/steps'), 404, 'not_found');
   assertError(await get(`/api/mounts/default/runs/${PARENT}/steps?offset=-1`), 400, 'bad_request');
   assertError(await get(`/api/mounts/default/runs/${PARENT}/steps?limit=100000`), 400, 'bad_request');
+});
+
+test('a page of steps is bounded in bytes: big tool outputs come a few steps at a time, next_offset says where to go on', async () => {
+  const atif = join(home, 'big.atif.json');
+  writeBigRun(atif, 'big', 12, 1024 * 1024);
+  const ds = join(home, 'big-ds');
+  assert.is((await trajstore(['import', '-f', atif, '-t', ds])).code, 0);
+  const big = await startServeProcess(['serve', ds, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  try {
+    const MAX_PAGE_BYTES = 8 * 1024 * 1024;
+    const seen: number[] = [];
+    let offset: number | null = 0;
+    while (offset !== null) {
+      const response = await fetch(new URL(`/api/mounts/default/runs/big/steps?offset=${offset}`, big.url));
+      const text = await response.text();
+      assert.is(response.status, 200, text.slice(0, 300));
+      // The default limit (100) covers the run; the byte budget cuts the page short.
+      assert.ok(Buffer.byteLength(text) <= MAX_PAGE_BYTES + 4096, `a page of ${Buffer.byteLength(text)} bytes`);
+      const page = JSON.parse(text) as Json;
+      assert.ok(page.steps.length > 0);
+      seen.push(...page.steps.map((s: Json) => s.turn_ordinal as number));
+      assert.is(page.next_offset, offset + page.steps.length < 12 ? offset + page.steps.length : null);
+      offset = page.next_offset as number | null;
+    }
+    assert.equal(seen, Array.from({ length: 12 }, (_, i) => i), 'every step once, in order');
+    assert.ok(seen.length > 3, 'more than one page');
+    // A step larger than the budget asked for still comes, alone.
+    const one = await get('/api/mounts/default/runs/big/steps?offset=4&max_bytes=1024', big.url);
+    assert.equal([one.body.steps.length, one.body.steps[0].turn_ordinal, one.body.next_offset], [1, 4, 5]);
+    assert.is(one.body.steps[0].tool_calls[0].result.length, 1024 * 1024, 'a step comes whole');
+    assertError(await get(`/api/mounts/default/runs/big/steps?max_bytes=${MAX_PAGE_BYTES + 1}`, big.url), 400, 'bad_request', /max_bytes/);
+  } finally {
+    await big.stop();
+  }
 });
 
 test('GET /api/mounts/:mount/find: the command line\'s document exactly, plus the terms to highlight', async () => {

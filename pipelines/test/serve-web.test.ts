@@ -13,6 +13,7 @@ import * as assert from 'uvu/assert';
 import { launchChromium, type Browser } from '../../bench/lib/chromium.js';
 import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
+import { writeBigRun } from './helpers/big-run.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { sandbox } from './helpers/sandbox.js';
 
@@ -185,6 +186,36 @@ test('hostile text: data cannot reorder the facts around it, highlights stay on 
   } finally {
     await page.close();
     await hostile.stop();
+  }
+});
+
+test('a run of big tool outputs: the page takes its steps in pages of bounded size and shows every one as it scrolls', async () => {
+  const atif = join(home, 'big.atif.json');
+  writeBigRun(atif, 'big', 12, 1024 * 1024);
+  const ds = join(home, 'big');
+  assert.is((await run(['import', '-f', atif, '-t', ds])).code, 0);
+  const big = await startServeProcess(['serve', ds, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  const page = await browser.context.newPage();
+  const sizes: Array<Promise<number>> = [];
+  page.on('response', (response) => {
+    if (response.url().includes('/steps?')) sizes.push(response.body().then((b) => b.length));
+  });
+  try {
+    await page.goto(new URL('/#/m/default/run/big', big.url).href);
+    await page.waitForSelector('article.step');
+    // Scrolled to the end until no more steps come (each page's rest loads as it nears the screen).
+    let shown = 0;
+    for (let tries = 0; tries < 60 && shown < 12; tries++) {
+      await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+      await page.waitForTimeout(250);
+      shown = await page.locator('article.step').count();
+    }
+    assert.equal(await page.locator('article.step').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.step)), Array.from({ length: 12 }, (_, i) => String(i + 1)));
+    const bytes = await Promise.all(sizes);
+    assert.ok(bytes.length > 1 && bytes.every((b) => b <= 8 * 1024 * 1024 + 4096), `pages of ${bytes.join(', ')} bytes`);
+  } finally {
+    await page.close();
+    await big.stop();
   }
 });
 

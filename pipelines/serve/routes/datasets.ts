@@ -15,6 +15,8 @@ const RunParams = Type.Object({ mount: Type.String(), document_id: Type.String()
 
 /** At most this many runs or steps per page. */
 const MAX_PAGE = 500;
+/** At most this many bytes of steps per page (runs.ts `runSteps`): a request may lower it, never raise it. */
+const MAX_STEP_PAGE_BYTES = 8 * 1024 * 1024;
 
 const RunsQuery = Type.Object(
   {
@@ -37,6 +39,7 @@ const StepsQuery = Type.Object(
   {
     offset: Type.Optional(Type.Integer({ minimum: 0 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE })),
+    max_bytes: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_STEP_PAGE_BYTES, description: 'the page ends early once its steps pass this many bytes of JSON' })),
   },
   { additionalProperties: false },
 );
@@ -91,7 +94,8 @@ export function datasetRoutes(app: FastifyInstance, { mounts }: ServeContext): v
     (req) => {
       const offset = req.query.offset ?? 0;
       const limit = req.query.limit ?? 100;
-      return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, offset, ...runSteps(ds, req.params.document_id, offset, limit) }));
+      const maxBytes = req.query.max_bytes ?? MAX_STEP_PAGE_BYTES;
+      return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, offset, ...runSteps(ds, req.params.document_id, offset, limit, maxBytes) }));
     },
   );
 }

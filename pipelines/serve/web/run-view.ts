@@ -111,17 +111,23 @@ export function runColumn(mount: string, documentId: string): HTMLElement {
     try {
       const { run } = await api<{ run: Run }>(`/api/mounts/${enc(mount)}/runs/${enc(documentId)}`);
       const childByCall = new Map(run.children.filter((c) => c.parent_tool_call_id).map((c) => [c.parent_tool_call_id as string, c]));
-      const pages = Array.from({ length: Math.ceil(run.step_count / PAGE) }, (_, i) => {
-        const size = Math.min(PAGE, run.step_count - i * PAGE);
-        return h('div', { class: 'page', style: `min-height:${size * PLACEHOLDER_STEP_PX}px`, 'data-offset': i * PAGE });
-      });
+      // Steps [offset, end) of the run, to load when they near the screen.
+      const placeholder = (offset: number, end: number): HTMLElement => h('div', { class: 'page', style: `min-height:${(end - offset) * PLACEHOLDER_STEP_PX}px`, 'data-offset': offset, 'data-end': end });
+      const pages = Array.from({ length: Math.ceil(run.step_count / PAGE) }, (_, i) => placeholder(i * PAGE, Math.min((i + 1) * PAGE, run.step_count)));
       root.replaceChildren(runHeader(mount, run), ...pages);
       const load = async (page: HTMLElement): Promise<void> => {
         const offset = Number(page.dataset.offset);
-        const { steps } = await api<{ steps: Step[] }>(`/api/mounts/${enc(mount)}/runs/${enc(documentId)}/steps?offset=${offset}&limit=${PAGE}`);
+        const end = Number(page.dataset.end);
+        const { steps, next_offset } = await api<{ steps: Step[]; next_offset: number | null }>(`/api/mounts/${enc(mount)}/runs/${enc(documentId)}/steps?offset=${offset}&limit=${end - offset}`);
         page.replaceChildren(...steps.map((s) => stepView(mount, s, childByCall)));
         page.style.minHeight = '';
         page.dataset.loaded = 'true';
+        // The server ends a page of big steps early (it bounds a page's bytes): the rest waits, as a page of its own, until it nears the screen.
+        if (next_offset !== null && next_offset < end) {
+          const rest = placeholder(next_offset, end);
+          page.after(rest);
+          observer.observe(rest);
+        }
       };
       const observer = new IntersectionObserver(
         (entries) => {
