@@ -8,9 +8,12 @@
  * (`POST http://host/path`), the target's authority too (RFC 9112 gives that one precedence); both
  * must be loopback names. A request with more than one Host header is refused with 400 (RFC 9112),
  * as Node's `headers` keep only the first of them.
+ *
+ * Beside it, the CSRF guard (`refuseCrossSiteChanges`): what is not a read, sent from another
+ * site's page, is refused too.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { isLoopbackHostHeader } from './loopback.js';
+import { crossSite, isLoopbackHostHeader } from './loopback.js';
 
 /** Adds the guard to `app`; `refuse` sends the refusal (its status already set) in the listener's own error shape. */
 export function refuseOtherHosts(app: FastifyInstance, refuse: (reply: FastifyReply, message: string) => FastifyReply): void {
@@ -21,6 +24,23 @@ export function refuseOtherHosts(app: FastifyInstance, refuse: (reply: FastifyRe
     const other = named.find((host) => !isLoopbackHostHeader(host));
     if (other === undefined) return;
     return refuse(reply.code(403), `Host ${JSON.stringify(other)} is not a loopback name: this server answers requests for this machine only (127.0.0.1, [::1] or localhost)`);
+  });
+}
+
+/** Methods that only read: a page of any site may link to them (it cannot read the answer without CORS, which these listeners do not grant). */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Adds the CSRF guard to `app`: a request of any other method from another site's page (loopback.ts
+ * `crossSite`) is refused with 403 before any route runs. A page may send a POST without a body, or
+ * with a form's or text's type, to any address without the browser asking first, so a loopback
+ * listener would otherwise run it for whichever site the user has open.
+ */
+export function refuseCrossSiteChanges(app: FastifyInstance, refuse: (reply: FastifyReply, message: string) => FastifyReply): void {
+  app.addHook('onRequest', async (req, reply) => {
+    if (SAFE_METHODS.has(req.method)) return;
+    const why = crossSite(req.headers);
+    if (why !== undefined) return refuse(reply.code(403), `${why}: a page of another site may not send this server a ${req.method}`);
   });
 }
 

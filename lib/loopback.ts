@@ -53,3 +53,17 @@ export function isLoopbackOrigin(origin: string): boolean {
   }
   return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHostHeader(url.host);
 }
+
+/**
+ * Why a request may come from another site's page in the user's browser, or undefined. Such a page
+ * reaches loopback with its own Origin (`null` from a sandboxed or file: page); `Sec-Fetch-Site`
+ * says so in the browsers that send it, also for a page of this machine on another port
+ * (`same-site`). A program that is not a browser sends neither.
+ */
+export function crossSite(headers: { origin?: string | undefined; 'sec-fetch-site'?: string | string[] | undefined }): string | undefined {
+  const site = headers['sec-fetch-site'];
+  if (site === 'cross-site' || site === 'same-site') return `Sec-Fetch-Site is ${site}`;
+  const origin = headers.origin;
+  if (origin !== undefined && !isLoopbackOrigin(origin)) return `Origin ${JSON.stringify(origin.slice(0, 200))} is not a page of this machine`;
+  return undefined;
+}

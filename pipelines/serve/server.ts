@@ -11,7 +11,7 @@ import { InvalidInputError, addressInUse } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import { parseListenAddress, type ListenAddress } from './address.js';
-import { refuseOtherHosts } from '../../lib/loopback-host.js';
+import { refuseCrossSiteChanges, refuseOtherHosts } from '../../lib/loopback-host.js';
 import { protocolErrorOptions, refuseMissingHost } from '../../lib/protocol-errors.js';
 import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
@@ -93,6 +93,7 @@ function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
     void reply.header('x-content-type-options', 'nosniff');
   });
   refuseOtherHosts(app, (reply, message) => reply.send(errorBody(403, 'forbidden', message, 'a reverse proxy in front must send a loopback Host')));
+  refuseCrossSiteChanges(app, (reply, message) => reply.send(errorBody(403, 'forbidden', message)));
   app.addHook('onResponse', async (req, reply) => {
     const started = (req as { startedAt?: bigint }).startedAt ?? process.hrtime.bigint();
     const ms = Number(process.hrtime.bigint() - started) / 1e6;

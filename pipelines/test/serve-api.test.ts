@@ -108,6 +108,24 @@ test('a request for another host name is refused (DNS rebinding): 403 on the API
   assertError(await requestWithHost(server.url, 'attacker.example'), 403, 'forbidden');
 });
 
+test('a POST from another site\'s page is refused (CSRF): 403 on the API and the control listener; the page\'s own and a command-line client\'s go through', async () => {
+  // A page may send a body-less POST anywhere without asking (no preflight); the browser says whose page it is.
+  const reload = (headers: Record<string, string>) => fetch(new URL('/control/reload', server.controlUrl), { method: 'POST', headers });
+  const query = (headers: Record<string, string>) => fetch(new URL('/api/mounts/default/query', server.url), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ sql: 'SELECT 1' }) });
+  for (const headers of [{ origin: 'http://attacker.example' }, { origin: 'null' }, { 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site', origin: 'http://localhost:3000' }] as Array<Record<string, string>>) {
+    for (const send of [reload, query]) {
+      const r = await send(headers);
+      assertError({ status: r.status, body: (await r.json()) as Json }, 403, 'forbidden', /another site/);
+    }
+  }
+  const own = new URL(server.url).origin;
+  for (const headers of [{}, { origin: own, 'sec-fetch-site': 'same-origin' }] as Array<Record<string, string>>) {
+    assert.is((await query(headers)).status, 200, JSON.stringify(headers));
+  }
+  // Reading stays open to links from anywhere: only what a request changes or runs is guarded.
+  assert.is((await fetch(new URL('/api/mounts', server.url), { headers: { 'sec-fetch-site': 'cross-site' } })).status, 200);
+});
+
 test('mount rules: one bare dataset, NAME=DATASET for several, --control needs default, catalog reserved, --catalog-config conflicts', async () => {
   const two = await trajstore(['serve', dataset, dataset, '--listen', '127.0.0.1:0']);
   assert.is(two.code, 2);

@@ -56,7 +56,7 @@ import { chooseRoute, type CaptureConfig, type ModelRoute, type RouteChoice } fr
 import { AnswerReader, type Protocol } from './response.js';
 import type { CaptureState } from './state.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
-import { isLoopbackOrigin } from '../../../lib/loopback.js';
+import { crossSite } from '../../../lib/loopback.js';
 import { redactQueryCredentials } from '../../../lib/redact.js';
 import type { Scrub } from './state.js';
 
@@ -127,18 +127,6 @@ function queryOf(target: string, path: string): string | undefined {
 
 /** A request target as logs and messages show it: no credential of its query, at most 200 characters. */
 const shownTarget = (target: string): string => redactQueryCredentials(target).slice(0, 200);
-
-/**
- * Why a request may come from another site's page in the user's browser, or undefined. Such a page
- * reaches loopback with its own Origin; `Sec-Fetch-Site` says so in the browsers that send it.
- */
-function crossSite(headers: IncomingHttpHeaders): string | undefined {
-  const site = headers['sec-fetch-site'];
-  if (site === 'cross-site' || site === 'same-site') return `Sec-Fetch-Site is ${site}`;
-  const origin = headers.origin;
-  if (origin !== undefined && !isLoopbackOrigin(origin)) return `Origin ${JSON.stringify(origin.slice(0, 200))} is not a page of this machine`;
-  return undefined;
-}
 
 /** The media type of a request, lowercase, without its parameters; '' without one. */
 const mediaType = (headers: IncomingHttpHeaders): string => (headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
