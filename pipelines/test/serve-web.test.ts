@@ -156,7 +156,17 @@ test('charts: tokens and cost by model over time, tool calls and error rate', as
 test('hostile text: data cannot reorder the facts around it, highlights stay on the match, a broken address says so; the page cannot be framed', async () => {
   const ds = join(home, 'hostile');
   const atif = join(home, 'hostile.atif.json');
-  const doc = { schema_version: 'ATIF-v1.6', session_id: 'bidi', agent: { name: 'agent\u202e', version: '1' }, steps: [{ step_id: 1, source: 'user', message: 'İİİİİİİİ omega target' }] };
+  // Right-to-left overrides left open in a name, a document id and a tool's name.
+  const doc = {
+    schema_version: 'ATIF-v1.6',
+    session_id: 'bidi',
+    trajectory_id: 'run\u202e',
+    agent: { name: 'agent\u202e', version: '1' },
+    steps: [
+      { step_id: 1, source: 'user', message: 'İİİİİİİİ omega target' },
+      { step_id: 2, source: 'agent', message: 'calling', tool_calls: [{ tool_call_id: 'call-1', function_name: 'read\u202e', arguments: {} }] },
+    ],
+  };
   writeFileSync(atif, JSON.stringify(doc));
   assert.is((await run(['import', '-f', atif, '-t', ds])).code, 0);
   const hostile = await startServeProcess(['serve', ds, '--listen', '127.0.0.1:0'], { env, cwd: home });
@@ -168,6 +178,23 @@ test('hostile text: data cannot reorder the facts around it, highlights stay on 
       await page.waitForLoadState('networkidle');
       return response;
     };
+    /** Whether `text` in the first `selector` is drawn left to right (its first character left of its last). */
+    const leftToRight = (selector: string, text: string) =>
+      page.evaluate(([selector, text]) => {
+        const walker = document.createTreeWalker(document.querySelector(selector) as Element, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+          const at = (node.textContent ?? '').indexOf(text);
+          if (at < 0) continue;
+          const x = (i: number): number => {
+            const range = document.createRange();
+            range.setStart(node as Node, i);
+            range.setEnd(node as Node, i + 1);
+            return range.getBoundingClientRect().left;
+          };
+          return x(at) < x(at + text.length - 1);
+        }
+        throw new Error(`no ${text} in ${selector}`);
+      }, [selector, text] as const);
     const csp = (await at('/'))?.headers()['content-security-policy'] ?? '';
     assert.match(csp, "frame-ancestors 'none'");
     const api = await fetch(new URL('/api/mounts/default/runs', hostile.url));
@@ -177,10 +204,15 @@ test('hostile text: data cannot reorder the facts around it, highlights stay on 
     await page.waitForSelector('.card .meta');
     const isolated = await page.locator('.card .meta bdi').allTextContents();
     assert.ok(isolated.includes('agent\u202e'), `the agent's name is isolated: ${JSON.stringify(isolated)}`);
+    assert.ok(await leftToRight('.call', 'call-1'), 'the call id after the tool name reads left to right');
     // U+0130 lower-cases to two code units: positions taken from the lowered text would mark "mega".
     await at('/m/default/find?q=target');
     await page.waitForSelector('#results .match, #results .error');
     assert.equal(await page.locator('#results mark').allTextContents(), ['target']);
+    await at('/m/default/find?q=calling');
+    await page.waitForSelector('#results .match');
+    assert.ok(await leftToRight('#results .match a', 'step'), 'the step after the document id reads left to right');
+    assert.ok(await leftToRight('#results .match', 'agent'), 'the step source after the link reads left to right');
     await at('/m/default/run/%E0%A4%A');
     assert.match((await page.locator('#main .error').textContent()) ?? '', 'this address is not valid');
   } finally {

@@ -62,8 +62,8 @@ function stepView(mount: string, step: Step, childByCall: Map<string, Run['child
       h(
         'div',
         { class: `call${call.is_error ? ' error' : ''}` },
-        h('div', {}, h('b', {}, call.function_name), ' ', h('span', { class: 'muted' }, call.tool_call_id), call.duration_ms !== null ? h('span', { class: 'muted' }, ` ${num(call.duration_ms)} ms`) : null, call.is_error ? h('span', { class: 'error' }, ' error') : null),
-        child ? h('div', {}, 'subagent run: ', h('a', { href: `#/m/${enc(mount)}/run/${enc(child.document_id)}`, class: 'subagent' }, child.document_id)) : null,
+        h('div', {}, h('b', {}, h('bdi', {}, call.function_name)), ' ', h('span', { class: 'muted' }, h('bdi', {}, call.tool_call_id)), call.duration_ms !== null ? h('span', { class: 'muted' }, ` ${num(call.duration_ms)} ms`) : null, call.is_error ? h('span', { class: 'error' }, ' error') : null),
+        child ? h('div', {}, 'subagent run: ', h('a', { href: `#/m/${enc(mount)}/run/${enc(child.document_id)}`, class: 'subagent' }, h('bdi', {}, child.document_id))) : null,
         h('details', {}, h('summary', {}, 'arguments'), clipped(asText(call.arguments), 4000, 'pre')),
         call.result !== null && call.result !== undefined ? h('details', {}, h('summary', {}, 'result'), clipped(asText(call.result), 4000, 'pre')) : null,
       ),
@@ -98,8 +98,8 @@ function runHeader(mount: string, run: Run): HTMLElement {
       ' → ',
       h('bdi', {}, time(run.finished_at)),
     ),
-    run.parent ? h('div', {}, 'parent run: ', h('a', { href: `#/m/${enc(mount)}/run/${enc(run.parent.document_id)}`, class: 'parent' }, run.parent.document_id)) : null,
-    run.children.length ? h('div', {}, 'subagent runs: ', ...run.children.map((c) => h('a', { href: `#/m/${enc(mount)}/run/${enc(c.document_id)}`, class: 'subagent', style: 'margin-right:8px' }, c.document_id))) : null,
+    run.parent ? h('div', {}, 'parent run: ', h('a', { href: `#/m/${enc(mount)}/run/${enc(run.parent.document_id)}`, class: 'parent' }, h('bdi', {}, run.parent.document_id))) : null,
+    run.children.length ? h('div', {}, 'subagent runs: ', ...run.children.map((c) => h('a', { href: `#/m/${enc(mount)}/run/${enc(c.document_id)}`, class: 'subagent', style: 'margin-right:8px' }, h('bdi', {}, c.document_id)))) : null,
     run.final_metrics ? h('details', {}, h('summary', {}, 'final metrics'), h('pre', {}, asText(run.final_metrics))) : null,
   );
 }

@@ -89,7 +89,7 @@ export function runsView(mount: string, params: URLSearchParams): HTMLElement {
       'div',
       { class: 'runrow', style: `top:${i * ROW}px`, 'data-document': run.document_id },
       box,
-      h('span', {}, h('a', { href: `#/m/${enc(mount)}/run/${enc(run.document_id)}`, title: run.document_id }, run.document_id), run.parent_session_id ? h('span', { class: 'muted' }, ' (subagent)') : null),
+      h('span', {}, h('a', { href: `#/m/${enc(mount)}/run/${enc(run.document_id)}`, title: run.document_id }, h('bdi', {}, run.document_id)), run.parent_session_id ? h('span', { class: 'muted' }, ' (subagent)') : null),
       h('span', {}, run.agent_name ?? run.agent_id),
       h('span', {}, run.agent_model_name ?? '–'),
       h('span', {}, time(run.started_at)),

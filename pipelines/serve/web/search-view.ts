@@ -37,8 +37,9 @@ export function searchView(mount: string, params: URLSearchParams): HTMLElement 
             h(
               'div',
               { class: 'card match' },
-              h('a', { href: `#/m/${enc(mount)}/run/${enc(m.document_id)}${m.step_id ? `?step=${enc(m.step_id)}` : ''}` }, m.document_id, m.step_id ? ` · step ${m.step_id}` : ''),
-              h('span', { class: 'muted' }, ` ${m.step_source ?? ''} ${time(m.timestamp)}`),
+              // Values from the data are isolated (<bdi>): a right-to-left override in one would turn the words after it around.
+              h('a', { href: `#/m/${enc(mount)}/run/${enc(m.document_id)}${m.step_id ? `?step=${enc(m.step_id)}` : ''}` }, h('bdi', {}, m.document_id), m.step_id ? ' · step ' : '', m.step_id ? h('bdi', {}, m.step_id) : null),
+              h('span', { class: 'muted' }, ' ', h('bdi', {}, m.step_source ?? ''), ' ', h('bdi', {}, time(m.timestamp))),
               h('div', { class: 'msg preview' }, highlighted(m.preview, answer.highlight)),
             ),
           ),
