@@ -78,10 +78,17 @@ const urlOf = (app: FastifyInstance): string => {
 /** Request bodies are queries, not datasets: up to 1 MiB; a larger one is read and dropped up to 8 MiB, so that its sender gets the 413. */
 const BODY_LIMITS: BodyLimits = { maxBytes: 1024 * 1024, drainBytes: 8 * 1024 * 1024 };
 
+/**
+ * Every answer is what its Content-Type says (JSON quoting a run's text, or a 404 quoting the path
+ * asked for, is never sniffed as a page), and opened as a page or framed it would run and show
+ * nothing. The web interface's routes set their own policy.
+ */
+const ANSWER_HEADERS = { 'x-content-type-options': 'nosniff', 'content-security-policy': "default-src 'none'; frame-ancestors 'none'" };
+
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
-  const app = Fastify({ ...protocolErrorOptions(errorBody), schemaErrorFormatter: schemaError, logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
-  refuseMissingHost(app, errorBody);
+  const app = Fastify({ ...protocolErrorOptions(errorBody, () => ANSWER_HEADERS), schemaErrorFormatter: schemaError, logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
+  refuseMissingHost(app, errorBody, () => ANSWER_HEADERS);
   // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));
@@ -89,8 +96,7 @@ function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   app.addHook('onRequest', async (req, reply) => {
     counters.requests++;
     (req as { startedAt?: bigint }).startedAt = process.hrtime.bigint();
-    // Every answer is what its Content-Type says: JSON quoting a run's text is never sniffed as a page.
-    void reply.header('x-content-type-options', 'nosniff');
+    void reply.headers(ANSWER_HEADERS);
   });
   refuseOtherHosts(app, (reply, message) => reply.send(errorBody(403, 'forbidden', message, 'a reverse proxy in front must send a loopback Host')));
   refuseCrossSiteChanges(app, (reply, message) => reply.send(errorBody(403, 'forbidden', message)));

@@ -108,6 +108,20 @@ test('a request for another host name is refused (DNS rebinding): 403 on the API
   assertError(await requestWithHost(server.url, 'attacker.example'), 403, 'forbidden');
 });
 
+test('every API answer, errors too, is never a page: nosniff, and a policy that runs nothing and allows no framing', async () => {
+  // A 404 quotes the path it was asked for: opened as a page, it must not run what the path holds.
+  for (const path of ['/api/mounts', '/api/mounts/default/runs?limit=1', `/api/mounts/default/runs/${encodeURIComponent('<img src=x onerror=alert(1)>')}`, '/<svg onload=alert(1)>']) {
+    for (const base of [server.url, server.controlUrl!]) {
+      const response = await fetch(new URL(path, base));
+      assert.is(response.headers.get('x-content-type-options'), 'nosniff', path);
+      assert.is(response.headers.get('content-security-policy'), "default-src 'none'; frame-ancestors 'none'", path);
+      assert.match(response.headers.get('content-type') ?? '', /^application\/json/, path);
+    }
+  }
+  // The page keeps its own policy, which lets it run its script.
+  assert.match((await fetch(server.url)).headers.get('content-security-policy') ?? '', "default-src 'self'");
+});
+
 test('a POST from another site\'s page is refused (CSRF): 403 on the API and the control listener; the page\'s own and a command-line client\'s go through', async () => {
   // A page may send a body-less POST anywhere without asking (no preflight); the browser says whose page it is.
   const reload = (headers: Record<string, string>) => fetch(new URL('/control/reload', server.controlUrl), { method: 'POST', headers });
