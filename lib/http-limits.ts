@@ -1,4 +1,5 @@
 /** Time limits of the HTTP listeners (trajstore serve, the serving Router, sandboxd). */
+import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 
 /**
@@ -7,6 +8,27 @@ import type { FastifyInstance } from 'fastify';
  * would be held for good (and hold up shutdown).
  */
 export const REQUEST_TIMEOUT_MS = 60_000;
+
+/**
+ * Time an answer may wait for its client to take any of it (as nginx's send_timeout and Apache's
+ * Timeout): past it the connection is closed. Without it a client that stops reading holds its
+ * answer in the server's memory for good, and enough such clients exhaust it.
+ */
+export const SEND_TIMEOUT_MS = 60_000;
+
+/**
+ * Closes the connections of `app` whose answer has not moved for SEND_TIMEOUT_MS at most. A connection
+ * that is only quiet (its request still being answered, or kept alive between requests) is left to
+ * the other limits: the listener here replaces Node's own, which would close it too.
+ */
+export function closeStalledAnswers(app: FastifyInstance): void {
+  // Half: Node's socket reports a timeout only at the second quiet period when its write queue had
+  // moved since the write began (the kernel took a first part), so a stall is told after one or two.
+  app.server.timeout = SEND_TIMEOUT_MS / 2;
+  app.server.on('timeout', (socket: Socket) => {
+    if (socket.writableLength > 0) socket.destroy();
+  });
+}
 
 /** Time the requests under way get to finish at shutdown before their connections are closed. */
 export const SHUTDOWN_GRACE_MS = 10_000;

@@ -5,7 +5,7 @@
  * error), so `--log-level` filters them.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
-import { closeWithGrace, REQUEST_TIMEOUT_MS } from '../../lib/http-limits.js';
+import { closeStalledAnswers, closeWithGrace, REQUEST_TIMEOUT_MS } from '../../lib/http-limits.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { InvalidInputError, addressInUse } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
@@ -89,6 +89,7 @@ function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
   const app = Fastify({ ...protocolErrorOptions(errorBody, () => ANSWER_HEADERS), schemaErrorFormatter: schemaError, logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
   refuseMissingHost(app, errorBody, () => ANSWER_HEADERS);
+  closeStalledAnswers(app);
   // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));
