@@ -184,8 +184,12 @@ export class ParsedArgs {
 }
 
 /** A number, for values that are not flags of their own (`-D key=value`); `what` names it in the error. */
+/** Decimal numbers only: `Number()` would also take `0x10`, `0b11` and `Infinity`, and `1e3` as a whole number. */
+const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+const WHOLE = /^[+-]?\d+$/;
+
 export function parseNumber(what: string, text: string, { min, exclusive = false, integer = false }: NumberRule = {}): number {
-  const n = text.trim() === '' ? NaN : Number(text);
+  const n = (integer ? WHOLE : DECIMAL).test(text.trim()) ? Number(text) : NaN;
   const ok = Number.isFinite(n) && (min === undefined || (exclusive ? n > min : n >= min)) && (!integer || Number.isSafeInteger(n));
   if (!ok) {
     const bound = min === undefined ? '' : ` ${exclusive ? '>' : '>='} ${min}`;
