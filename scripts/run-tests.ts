@@ -96,7 +96,13 @@ async function typescriptTests(tier: string, filters: string[]): Promise<void> {
   const worker = async (): Promise<void> => {
     for (let file = queue.shift(); file; file = queue.shift()) {
       const outcome = await run(process.execPath, [file]);
-      report(relative(DIST, file).replace(/\.js$/, '.ts'), uvuTally(outcome.output), outcome);
+      const tally = uvuTally(outcome.output);
+      // A file that registers no test, or never calls test.run(), would pass having checked nothing.
+      if (outcome.code === 0 && tally.passed + tally.failed + tally.skipped === 0) {
+        tally.failed = 1;
+        outcome.output += '\n[no test ran: a test file registers its tests and ends with test.run()]\n';
+      }
+      report(relative(DIST, file).replace(/\.js$/, '.ts'), tally, outcome);
     }
   };
   await Promise.all(Array.from({ length: Math.min(availableParallelism(), 4) }, worker));
