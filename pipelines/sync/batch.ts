@@ -24,7 +24,7 @@ import { runImport } from '../import/import.js';
 import { largestDocumentBytes } from '../import/memory.js';
 import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
-import { scanTree, stampOf, type FileStamp } from './scan.js';
+import { GONE, scanTree, stampOf, type FileStamp } from './scan.js';
 import type { SourceFile } from '../formats/types.js';
 import { readState, writeState } from './state.js';
 
@@ -114,7 +114,7 @@ function readIfThere(path: string): Buffer | undefined {
   try {
     return readFileSync(path);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (GONE.has((error as NodeJS.ErrnoException).code ?? '')) return undefined;
     throw error;
   }
 }

@@ -57,6 +57,8 @@ export async function planSync(request: SyncRequest): Promise<SyncPlan> {
   const convert = localDirectory('--convert', request.convert);
   for (const [flag, path] of [['--to', to], ['--convert', convert]] as const) {
     if (within(path, from)) throw new InvalidInputError(`${flag} ${path}: inside the source directory ${from}; choose a directory outside it`);
+    // The other way round, the source's files would be the mirror's: written over and deleted by it.
+    if (within(from, path)) throw new InvalidInputError(`${flag} ${path}: holds the source directory ${from}; choose a directory outside it`);
   }
   if (within(to, convert) || within(convert, to)) throw new InvalidInputError(`--to ${to} and --convert ${convert}: must be separate directories`);
   const compact = request.inputFormat === 'compact-jsonl';

@@ -8,6 +8,12 @@ import { walkFiles } from '../../lib/walk.js';
 
 export const SYNC_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
 
+/**
+ * Errors that say a watched file is gone: removed (ENOENT), or a directory on its path replaced by a
+ * file (ENOTDIR) or by a symbolic link that loops (ELOOP). Any other error is the batch's to retry.
+ */
+export const GONE = new Set(['ENOENT', 'ENOTDIR', 'ELOOP']);
+
 export interface FileStamp {
   size: number;
   mtime_ms: number;
@@ -25,7 +31,7 @@ export function stampOf(path: string): FileStamp | undefined {
     const stat = lstatSync(path);
     return stat.isFile() ? { size: stat.size, mtime_ms: stat.mtimeMs, ino: stat.ino } : undefined;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (GONE.has((error as NodeJS.ErrnoException).code ?? '')) return undefined;
     throw error;
   }
 }

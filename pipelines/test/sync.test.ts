@@ -6,7 +6,7 @@
  * period; compact-jsonl; and the clean stop on SIGTERM.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
@@ -173,12 +173,36 @@ test('temporaries a killed sync left in the mirror are swept once stale; a fresh
   assert.ok(existsSync(mine), 'a name that is no temporary of ours stays');
 });
 
+test('a synced directory replaced by a looping link or by a file is a deletion: the other files go on', async () => {
+  const src = s.path('gone-src');
+  const [to, convert] = [s.path('gone-mirror'), s.path('gone-ds')];
+  mkdirSync(join(src, 'loop'), { recursive: true });
+  mkdirSync(join(src, 'flat'), { recursive: true });
+  writeFileSync(join(src, 'loop', 'a.jsonl'), claudeLine(81, 0));
+  writeFileSync(join(src, 'flat', 'b.jsonl'), claudeLine(82, 0));
+  writeFileSync(join(src, 'c.jsonl'), claudeLine(83, 0));
+  assert.is((await once(src, to, convert)).code, 0);
+  rmSync(join(src, 'loop'), { recursive: true });
+  symlinkSync('loop', join(src, 'loop'));
+  rmSync(join(src, 'flat'), { recursive: true });
+  writeFileSync(join(src, 'flat'), 'not a directory now');
+  appendFileSync(join(src, 'c.jsonl'), claudeLine(83, 1));
+  const r = await once(src, to, convert);
+  assert.is(r.code, 0, r.stderr);
+  const markers = (await csv(convert, "SELECT message_text FROM steps WHERE message_text LIKE 'marker-%' ORDER BY 1")).map((row) => row[0]);
+  assert.equal(markers, ['marker-83-0', 'marker-83-1']);
+  assert.not.ok(existsSync(join(to, 'loop', 'a.jsonl')) || existsSync(join(to, 'flat', 'b.jsonl')), 'their mirror copies are gone');
+});
+
 test('bad arguments exit 2 (a missing source 3), before anything is written', async () => {
   const src = s.path('bad-src');
   mkdirSync(src, { recursive: true });
   const cases: Array<[string[], number, RegExp]> = [
     [['--to', join(src, 'mirror'), '--convert', s.path('bad-ds')], 2, /inside the source directory/],
     [['--to', s.path('bad-mirror'), '--convert', join(src, 'x', 'ds')], 2, /inside the source directory/],
+    // A mirror holding its source would write over the source's files, and delete them.
+    [['--to', s.path(''), '--convert', s.path('bad-ds')], 2, /holds the source directory/],
+    [['--to', s.path('bad-mirror'), '--convert', src], 2, /inside the source directory/],
     [['--to', 's3://bucket/mirror', '--convert', s.path('bad-ds')], 2, /local directories only/],
     [['--to', s.path('same'), '--convert', s.path('same')], 2, /separate directories/],
     [['--to', s.path('bad-mirror'), '--convert', s.path('bad-ds'), '--column', 'a=$.a'], 2, /compact-jsonl only/],
