@@ -24,7 +24,7 @@ import { runImport } from '../import/import.js';
 import { largestDocumentBytes } from '../import/memory.js';
 import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
-import { GONE, scanTree, stampOf, type FileStamp } from './scan.js';
+import { GONE, scanTree, stampUnder, type FileStamp } from './scan.js';
 import type { SourceFile } from '../formats/types.js';
 import { readState, writeState } from './state.js';
 
@@ -71,7 +71,7 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
   for (const rel of [...paths].sort()) {
     signal.throwIfAborted();
     const source = join(target.from, rel);
-    const stamp = stampOf(source);
+    const stamp = stampUnder(target.from, rel);
     const bytes = stamp ? readIfThere(source) : undefined;
     if (!stamp || !bytes) {
       // Deleted or rotated away: gone from the mirror, and its runs from the next snapshot.

@@ -3,7 +3,8 @@
  * links not followed), each known by its size, modification time and inode. A file whose three are
  * unchanged is not read again, so a rescan of thousands of files costs one `lstat` each.
  */
-import { lstatSync } from 'node:fs';
+import { lstatSync, type Stats } from 'node:fs';
+import { join } from 'node:path';
 import { walkFiles } from '../../lib/walk.js';
 
 export const SYNC_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
@@ -27,9 +28,29 @@ export const sameStamp = (a: FileStamp | undefined, b: FileStamp | undefined): b
   a !== undefined && b !== undefined && a.size === b.size && a.mtime_ms === b.mtime_ms && a.ino === b.ino;
 
 export function stampOf(path: string): FileStamp | undefined {
+  const stat = lstatOrGone(path);
+  return stat?.isFile() ? { size: stat.size, mtime_ms: stat.mtimeMs, ino: stat.ino } : undefined;
+}
+
+/**
+ * The stamp of `rel` under `root`, reached only through real directories. A directory on its path
+ * that became a symbolic link (to /etc, say) would otherwise lead the read out of the source tree,
+ * as lstat follows links in the middle of a path; the file is gone, as the walk (which follows no
+ * link) sees it.
+ */
+export function stampUnder(root: string, rel: string): FileStamp | undefined {
+  let dir = root;
+  for (const part of rel.split('/').slice(0, -1)) {
+    dir = join(dir, part);
+    const stat = lstatOrGone(dir);
+    if (!stat?.isDirectory()) return undefined;
+  }
+  return stampOf(join(root, rel));
+}
+
+function lstatOrGone(path: string): Stats | undefined {
   try {
-    const stat = lstatSync(path);
-    return stat.isFile() ? { size: stat.size, mtime_ms: stat.mtimeMs, ino: stat.ino } : undefined;
+    return lstatSync(path);
   } catch (error) {
     if (GONE.has((error as NodeJS.ErrnoException).code ?? '')) return undefined;
     throw error;

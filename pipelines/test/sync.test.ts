@@ -173,7 +173,7 @@ test('temporaries a killed sync left in the mirror are swept once stale; a fresh
   assert.ok(existsSync(mine), 'a name that is no temporary of ours stays');
 });
 
-test('a synced directory replaced by a looping link or by a file is a deletion: the other files go on', async () => {
+test('a synced directory replaced by a looping link, a link out of the source or a file is a deletion (nothing is read through the link); the other files go on', async () => {
   const src = s.path('gone-src');
   const [to, convert] = [s.path('gone-mirror'), s.path('gone-ds')];
   mkdirSync(join(src, 'loop'), { recursive: true });
@@ -181,7 +181,15 @@ test('a synced directory replaced by a looping link or by a file is a deletion: 
   writeFileSync(join(src, 'loop', 'a.jsonl'), claudeLine(81, 0));
   writeFileSync(join(src, 'flat', 'b.jsonl'), claudeLine(82, 0));
   writeFileSync(join(src, 'c.jsonl'), claudeLine(83, 0));
+  // A directory that becomes a link to one outside the source, holding a file of the same path.
+  mkdirSync(join(src, 'ext'));
+  writeFileSync(join(src, 'ext', 'x.jsonl'), claudeLine(84, 0));
+  const outside = s.path('gone-outside');
+  mkdirSync(outside, { recursive: true });
+  writeFileSync(join(outside, 'x.jsonl'), claudeLine(85, 0));
   assert.is((await once(src, to, convert)).code, 0);
+  rmSync(join(src, 'ext'), { recursive: true });
+  symlinkSync(outside, join(src, 'ext'));
   rmSync(join(src, 'loop'), { recursive: true });
   symlinkSync('loop', join(src, 'loop'));
   rmSync(join(src, 'flat'), { recursive: true });
@@ -191,7 +199,7 @@ test('a synced directory replaced by a looping link or by a file is a deletion: 
   assert.is(r.code, 0, r.stderr);
   const markers = (await csv(convert, "SELECT message_text FROM steps WHERE message_text LIKE 'marker-%' ORDER BY 1")).map((row) => row[0]);
   assert.equal(markers, ['marker-83-0', 'marker-83-1']);
-  assert.not.ok(existsSync(join(to, 'loop', 'a.jsonl')) || existsSync(join(to, 'flat', 'b.jsonl')), 'their mirror copies are gone');
+  assert.not.ok(existsSync(join(to, 'loop', 'a.jsonl')) || existsSync(join(to, 'flat', 'b.jsonl')) || existsSync(join(to, 'ext', 'x.jsonl')), 'their mirror copies are gone');
 });
 
 test('bad arguments exit 2 (a missing source 3), before anything is written', async () => {
