@@ -1,5 +1,5 @@
 /** Messages between `serve` and its SQL thread (client.ts, worker.ts), and errors as data for the way back. */
-import { ConflictError, ExitCode, InterruptedError, InvalidInputError, NotFoundError, ResourceLimitError, ToolError, UnavailableError, type StopSignal, type ToolErrorOptions } from '../../../../lib/errors.js';
+import { InterruptedError, ToolError, type ExitCode, type StopSignal } from '../../../../lib/errors.js';
 import { SqlTimeoutError, type SqlOutcome, type SqlStatement } from '../runner.js';
 
 /** `workerData.role` of the SQL thread, so the thread's module knows what it was started for. */
@@ -44,17 +44,10 @@ export function failureOf(error: unknown): SqlFailure {
   return { kind: 'internal', message: error instanceof Error ? error.message : String(error), stack: error instanceof Error ? error.stack : undefined };
 }
 
-const BY_EXIT_CODE: Partial<Record<ExitCode, new (message: string, options?: ToolErrorOptions) => ToolError>> = {
-  [ExitCode.InvalidInput]: InvalidInputError,
-  [ExitCode.NotFound]: NotFoundError,
-  [ExitCode.Conflict]: ConflictError,
-  [ExitCode.ResourceLimit]: ResourceLimitError,
-  [ExitCode.Unavailable]: UnavailableError,
-};
-
 /**
- * The error a failure was on the SQL thread, of the same class. A timeout names `timeoutMs`, the
- * request's own: the thread was given what was left of it after the wait for a turn.
+ * The error a failure was on the SQL thread: the timeout and interruption classes the routes catch,
+ * else a ToolError of its exit code, by which serve's answer takes its status (serve/errors.ts). A
+ * timeout names `timeoutMs`, the request's own: the thread was given what was left of it after the wait.
  */
 export function errorOf(failure: SqlFailure, timeoutMs: number): Error {
   switch (failure.kind) {
@@ -63,9 +56,7 @@ export function errorOf(failure: SqlFailure, timeoutMs: number): Error {
     case 'interrupted':
       return new InterruptedError(failure.signal);
     case 'tool': {
-      const options = failure.hint === undefined ? {} : { hint: failure.hint };
-      const Class = BY_EXIT_CODE[failure.exitCode];
-      return Class ? new Class(failure.message, options) : new ToolError(failure.exitCode, failure.message, options);
+      return new ToolError(failure.exitCode, failure.message, failure.hint === undefined ? {} : { hint: failure.hint });
     }
     case 'internal':
       return Object.assign(new Error(failure.message), { stack: failure.stack });
