@@ -7,7 +7,7 @@
  */
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { COMPACTION_DEFAULTS } from '../dataset/defaults.js';
-import { MANIFEST_KEY, partWrittenAt, type Manifest } from '../dataset/layout.js';
+import { MANIFEST_KEY, parseSnapshot, partWrittenAt, type Manifest } from '../dataset/layout.js';
 import { currentManifest } from '../dataset/s3-cache.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
 import type { S3Place } from '../pins/pins.js';
@@ -51,7 +51,7 @@ async function checkPrefix(store: S3ObjectStore): Promise<{ manifest: Manifest |
 async function checkLeftovers(store: S3ObjectStore, keys: string[]): Promise<void> {
   const written = keys.map(partWrittenAt).filter((at): at is number => at !== undefined);
   for (const key of keys.filter((k) => k.startsWith('snapshots/'))) {
-    const created = createdAt(await store.get(key));
+    const created = createdAt(store.uri, key, await store.get(key));
     if (created !== undefined) written.push(created);
   }
   const newest = Math.max(-Infinity, ...written);
@@ -64,9 +64,11 @@ async function checkLeftovers(store: S3ObjectStore, keys: string[]): Promise<voi
 }
 
 /** When a snapshot descriptor says it was made; undefined for a torn one (its key's age is then unknown). */
-function createdAt(bytes: Uint8Array | undefined): number | undefined {
+function createdAt(uri: string, key: string, bytes: Buffer | undefined): number | undefined {
+  const id = /^snapshots\/(.+)\.json$/.exec(key)?.[1];
+  if (!bytes || !id) return undefined;
   try {
-    const at = Date.parse((JSON.parse(Buffer.from(bytes ?? []).toString('utf8')) as { created_at?: string }).created_at ?? '');
+    const at = Date.parse(parseSnapshot(uri, id, bytes).created_at);
     return Number.isFinite(at) ? at : undefined;
   } catch {
     return undefined;

@@ -264,7 +264,7 @@ test('a drop cut short after its commit point: its leftovers stay while an impor
   const hoursAgo = Date.now() - 2 * 3600_000;
   try {
     await old.put(`parts/steps/${hoursAgo.toString(36)}-0123abcd-000001.parquet`, 'left over');
-    await old.put('snapshots/0123456789abcdef0123.json', JSON.stringify({ id: '0123456789abcdef0123', created_at: new Date(hoursAgo).toISOString() }));
+    await old.put('snapshots/0123456789abcdef0123.json', JSON.stringify({ id: '0123456789abcdef0123', kind: 'storyline', layout_version: 1, parent: null, created_at: new Date(hoursAgo).toISOString(), relations: {}, rows: {} }));
     const dropped = await trajstore(['drop', 's3://lake/cut-drop-old', '--yes']);
     assert.is(dropped.code, 0, dropped.stderr);
     assert.equal(await old.list(''), []);
