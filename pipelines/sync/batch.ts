@@ -24,7 +24,7 @@ import { runImport } from '../import/import.js';
 import { largestDocumentBytes } from '../import/memory.js';
 import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
-import { GONE, scanTree, stampUnder, type FileStamp } from './scan.js';
+import { scanTree, stampUnder, unlessGone, type FileStamp } from './scan.js';
 import type { SourceFile } from '../formats/types.js';
 import { readState, writeState } from './state.js';
 
@@ -72,7 +72,7 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     signal.throwIfAborted();
     const source = join(target.from, rel);
     const stamp = stampUnder(target.from, rel);
-    const bytes = stamp ? readIfThere(source) : undefined;
+    const bytes = stamp ? unlessGone(() => readFileSync(source)) : undefined;
     if (!stamp || !bytes) {
       // Deleted or rotated away: gone from the mirror, and its runs from the next snapshot.
       rmSync(join(target.to, rel), { force: true });
@@ -110,15 +110,6 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
   return { files: paths.length, records: summary.total.runs };
 }
 
-function readIfThere(path: string): Buffer | undefined {
-  try {
-    return readFileSync(path);
-  } catch (error) {
-    if (GONE.has((error as NodeJS.ErrnoException).code ?? '')) return undefined;
-    throw error;
-  }
-}
-
 /**
  * A source read when it is opened, up to its last complete line: a compact batch reads the whole
  * tree again, one file at a time, and a log being written must not fail it (nor lose its records).
@@ -129,7 +120,7 @@ function completeLinesFile(path: string, relPath: string): SourceFile {
     relPath,
     name: relPath,
     open: () => {
-      const bytes = completeBytes(relPath, readIfThere(path) ?? Buffer.alloc(0));
+      const bytes = completeBytes(relPath, unlessGone(() => readFileSync(path)) ?? Buffer.alloc(0));
       return Readable.from(bytes.length > 0 ? [bytes] : [], { objectMode: false });
     },
   };

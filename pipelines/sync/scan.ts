@@ -3,7 +3,7 @@
  * links not followed), each known by its size, modification time and inode. A file whose three are
  * unchanged is not read again, so a rescan of thousands of files costs one `lstat` each.
  */
-import { lstatSync, type Stats } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { walkFiles } from '../../lib/walk.js';
 
@@ -13,7 +13,7 @@ export const SYNC_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
  * Errors that say a watched file is gone: removed (ENOENT), or a directory on its path replaced by a
  * file (ENOTDIR) or by a symbolic link that loops (ELOOP). Any other error is the batch's to retry.
  */
-export const GONE = new Set(['ENOENT', 'ENOTDIR', 'ELOOP']);
+const GONE = new Set(['ENOENT', 'ENOTDIR', 'ELOOP']);
 
 export interface FileStamp {
   size: number;
@@ -28,7 +28,7 @@ export const sameStamp = (a: FileStamp | undefined, b: FileStamp | undefined): b
   a !== undefined && b !== undefined && a.size === b.size && a.mtime_ms === b.mtime_ms && a.ino === b.ino;
 
 export function stampOf(path: string): FileStamp | undefined {
-  const stat = lstatOrGone(path);
+  const stat = unlessGone(() => lstatSync(path));
   return stat?.isFile() ? { size: stat.size, mtime_ms: stat.mtimeMs, ino: stat.ino } : undefined;
 }
 
@@ -42,15 +42,16 @@ export function stampUnder(root: string, rel: string): FileStamp | undefined {
   let dir = root;
   for (const part of rel.split('/').slice(0, -1)) {
     dir = join(dir, part);
-    const stat = lstatOrGone(dir);
+    const stat = unlessGone(() => lstatSync(dir));
     if (!stat?.isDirectory()) return undefined;
   }
   return stampOf(join(root, rel));
 }
 
-function lstatOrGone(path: string): Stats | undefined {
+/** `read()`, or undefined when what it reads is GONE. */
+export function unlessGone<T>(read: () => T): T | undefined {
   try {
-    return lstatSync(path);
+    return read();
   } catch (error) {
     if (GONE.has((error as NodeJS.ErrnoException).code ?? '')) return undefined;
     throw error;
