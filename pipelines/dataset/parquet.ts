@@ -88,6 +88,20 @@ function withStatistics(column: ColumnDef): boolean {
 }
 
 /**
+ * The longest min or max value a row group's statistics carry (parquet-cpp's default
+ * max_statistics_size). An id or path can be any length: a batch of rows with 512 KiB ids kept two
+ * of them per column and row group until the part closed, and exhausted the storage thread's heap.
+ * Past this, a column chunk has no statistics, as parquet-cpp writes it; readers then read it.
+ */
+const MAX_STATISTICS_BYTES = 4096;
+
+function fitsStatistics(cells: readonly unknown[]): boolean {
+  // A string of n UTF-16 units takes at most 3n bytes of UTF-8: most cells are not measured.
+  for (const cell of cells) if (typeof cell === 'string' && cell.length * 3 > MAX_STATISTICS_BYTES && Buffer.byteLength(cell) > MAX_STATISTICS_BYTES) return false;
+  return true;
+}
+
+/**
  * The text cells of a column UTF-8 encoded into one buffer, each cell a view into it: the writer would
  * otherwise encode every cell into an ArrayBuffer of its own, thousands of small external allocations
  * per batch for the garbage collector (a few percent of the thread writing the parts, measured).
@@ -199,7 +213,7 @@ export class PartWriter {
       // Only plain columns: dictionary keys and statistics need the cells as strings.
       return {
         name: column.name,
-        statistics,
+        statistics: statistics && (column.type !== 'string' || fitsStatistics(data)),
         data: plain && column.type !== 'binary' ? utf8Cells(data) : data,
         ...(plain ? { encoding: 'PLAIN' as const } : { codec: 'SNAPPY' as const }),
       };
