@@ -103,8 +103,11 @@ class RunCatalog {
     return order;
   }
 
-  /** The rowids of one page in order, and the cursor of the next page (null on the last). */
-  page(request: PageRequest): { rowids: number[]; next_cursor: string | null } {
+  /**
+   * The rowids of one page in order, the cursor of the next page (null on the last), and the cursor
+   * that goes on after any run of the page (for a page its reader cuts short).
+   */
+  page(request: PageRequest): { rowids: number[]; next_cursor: string | null; cursorAfter(rowid: number): string } {
     const order = this.order(request.sort);
     const entry = (i: number): Entry => this.entries[order[i] as number] as Entry;
     const desc = request.order === 'desc';
@@ -135,7 +138,12 @@ class RunCatalog {
     const more = picked.length > request.limit;
     const page = picked.slice(0, request.limit);
     const last = page[page.length - 1];
-    return { rowids: page.map((e) => e.rowid), next_cursor: more && last ? encodeCursor(last[request.sort], last.rowid) : null };
+    const cursorOf = (e: Entry): string => encodeCursor(e[request.sort], e.rowid);
+    return {
+      rowids: page.map((e) => e.rowid),
+      next_cursor: more && last ? cursorOf(last) : null,
+      cursorAfter: (rowid) => cursorOf(page.find((e) => e.rowid === rowid) as Entry),
+    };
   }
 
   /** The rowids of the runs whose parent session is `sessionId` (its subagent runs). */

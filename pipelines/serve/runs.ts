@@ -16,18 +16,53 @@ const LIST_COLUMNS = [
   'prompt_tokens', 'completion_tokens', 'cached_tokens', 'cache_write_tokens', 'cost_usd',
 ];
 
-/** Rows of the runs with these rowids, in the order given. */
-function runsByRowid(dataset: OpenDataset, rowids: readonly number[], columns: readonly string[]): Row[] {
-  if (rowids.length === 0) return [];
-  const rows = dataset.db.prepare(`SELECT rowid AS _rowid, ${columns.join(', ')} FROM runs WHERE rowid IN (SELECT value FROM json_each(?))`).all(JSON.stringify(rowids)) as Row[];
-  const byRowid = new Map(rows.map(({ _rowid, ...row }) => [Number(_rowid), row]));
-  return rowids.map((id) => byRowid.get(id)).filter((row): row is Row => row !== undefined);
+/**
+ * Rows of the runs with these rowids, read one by one in the order given (so a reader may stop
+ * early): CROSS JOIN makes the list the outer loop, and json_each walks it in order. Each row comes
+ * with its rowid.
+ */
+function* runsByRowid(dataset: OpenDataset, rowids: readonly number[], columns: readonly string[]): Generator<{ rowid: number; run: Row }> {
+  if (rowids.length === 0) return;
+  const rows = dataset.db
+    .prepare(`SELECT p.key AS _at, p.value AS _rowid, ${columns.map((c) => `r.${c}`).join(', ')} FROM json_each(?) AS p CROSS JOIN runs AS r ON r.rowid = p.value`)
+    .iterate(JSON.stringify(rowids)) as IterableIterator<Row>;
+  let at = -1;
+  for (const { _at, _rowid, ...run } of rows) {
+    if (Number(_at) <= at) throw new Error('the runs of a page came out of order');
+    at = Number(_at);
+    yield { rowid: Number(_rowid), run };
+  }
 }
 
-/** A page of runs in the order asked for, chosen in the snapshot's run catalog (run-catalog.ts). */
-export function listRuns(dataset: OpenDataset, request: PageRequest): { runs: Row[]; next_cursor: string | null } {
-  const { rowids, next_cursor } = runCatalog(dataset).page(request);
-  return { runs: runsByRowid(dataset, rowids, LIST_COLUMNS), next_cursor };
+/**
+ * A page of runs in the order asked for, chosen in the snapshot's run catalog (run-catalog.ts). Ids
+ * and paths can be any length: the page ends early once its JSON passes maxBytes (its first run
+ * always comes), with the cursor that goes on after its last run.
+ */
+export function listRuns(dataset: OpenDataset, request: PageRequest, maxBytes: number): { runs: Row[]; next_cursor: string | null } {
+  const page = runCatalog(dataset).page(request);
+  const runs: Row[] = [];
+  let bytes = 0;
+  let last = -1;
+  for (const { rowid, run } of runsByRowid(dataset, page.rowids, LIST_COLUMNS)) {
+    // Most runs are counted at a bound of their size, without writing them out.
+    const atMost = jsonBytesAtMost(run);
+    bytes += atMost <= 16 * 1024 ? atMost : Buffer.byteLength(JSON.stringify(run));
+    if (runs.length > 0 && bytes > maxBytes) return { runs, next_cursor: page.cursorAfter(last) };
+    runs.push(run);
+    last = rowid;
+  }
+  return { runs, next_cursor: page.next_cursor };
+}
+
+/** At least the bytes of a row's JSON: each UTF-16 unit of text takes at most 6 bytes (a `\\u` escape), a number at most 24. */
+function jsonBytesAtMost(row: Row): number {
+  let bytes = 2;
+  for (const key in row) {
+    const value = row[key];
+    bytes += key.length + 4 + (typeof value === 'string' ? 6 * value.length + 2 : 24);
+  }
+  return bytes;
 }
 
 /** A JSON column's value parsed; text that is not JSON stays text. */
@@ -61,7 +96,8 @@ export function runDetail(dataset: OpenDataset, documentId: string): Row {
     run.parent_session_id === null
       ? null
       : ((dataset.db.prepare('SELECT document_id, session_id, agent_name FROM runs WHERE session_id = ? ORDER BY rowid LIMIT 1').get(run.parent_session_id) as Row | undefined) ?? null);
-  const children = runsByRowid(dataset, runCatalog(dataset).childrenOf(String(run.session_id)), ['document_id', 'session_id', 'agent_name', 'agent_model_name', 'parent_tool_call_id', 'step_count', 'cost_usd']);
+  const childColumns = ['document_id', 'session_id', 'agent_name', 'agent_model_name', 'parent_tool_call_id', 'step_count', 'cost_usd'];
+  const children = [...runsByRowid(dataset, runCatalog(dataset).childrenOf(String(run.session_id)), childColumns)].map((child) => child.run);
   return { ...withJson(run), parent, children };
 }
 

@@ -6,7 +6,7 @@
  * loopback only (refused before any dataset is opened), the dataset is never written, new
  * snapshots are served without a restart, the control listener, and request tracing by --log-level.
  */
-import { cpSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -335,6 +335,48 @@ test('a page of steps is bounded in bytes: big tool outputs come a few steps at 
     assertError(await get(`/api/mounts/default/runs/big/steps?max_bytes=${MAX_PAGE_BYTES + 1}`, big.url), 400, 'bad_request', /max_bytes/);
   } finally {
     await big.stop();
+  }
+});
+
+test('a page of runs is bounded in bytes: runs with huge ids come a few at a time, next_cursor goes on from the last one', async () => {
+  // 40 chat logs, each a run whose conversation id (its session, run and document id) is 512 KiB.
+  const src = join(home, 'long-ids');
+  mkdirSync(src, { recursive: true });
+  const ids = Array.from({ length: 40 }, (_, i) => `${String(i).padStart(2, '0')}-${'x'.repeat(512 * 1024)}`);
+  ids.forEach((id, i) => writeFileSync(join(src, `${i}.jsonl`), `${JSON.stringify({ conversation_id: id, model: 'm', messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }] })}\n`));
+  const ds = join(home, 'long-ids-ds');
+  const imported = await trajstore(['import', '-f', src, '-t', ds]);
+  assert.is(imported.code, 0, imported.stderr);
+  const served = await startServeProcess(['serve', ds, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  try {
+    const MAX_PAGE_BYTES = 8 * 1024 * 1024;
+    const seen: string[] = [];
+    let cursor: string | null | undefined;
+    let pages = 0;
+    while (cursor !== null) {
+      const response = await fetch(new URL(`/api/mounts/default/runs?sort=started_at&order=asc&limit=500${cursor ? `&cursor=${cursor}` : ''}`, served.url));
+      const text = await response.text();
+      assert.is(response.status, 200, text.slice(0, 300));
+      // Each run is about 2 MiB of JSON (three ids and the source path): 500 of them would be 1 GB.
+      assert.ok(Buffer.byteLength(text) <= MAX_PAGE_BYTES + 2 * 1024 * 1024, `a page of ${Buffer.byteLength(text)} bytes`);
+      const page = JSON.parse(text) as Json;
+      assert.ok(page.runs.length > 0, 'every page has a run');
+      seen.push(...page.runs.map((run: Json) => run.session_id as string));
+      cursor = page.next_cursor as string | null;
+      pages++;
+    }
+    assert.is(seen.length, ids.length, 'every run once');
+    assert.equal(new Set(seen), new Set(ids));
+    assert.ok(pages > 5, `${pages} pages`);
+    // A run larger than the budget asked for still comes, alone, and the next page goes on after it.
+    const first = await get('/api/mounts/default/runs?sort=step_count&max_bytes=1024', served.url);
+    assert.is(first.body.runs.length, 1);
+    const second = await get(`/api/mounts/default/runs?sort=step_count&max_bytes=1024&cursor=${first.body.next_cursor}`, served.url);
+    assert.is(second.body.runs.length, 1);
+    assert.is.not(second.body.runs[0].document_id, first.body.runs[0].document_id);
+    assertError(await get(`/api/mounts/default/runs?max_bytes=${MAX_PAGE_BYTES + 1}`, served.url), 400, 'bad_request', /max_bytes/);
+  } finally {
+    await served.stop();
   }
 });
 

@@ -15,8 +15,10 @@ const RunParams = Type.Object({ mount: Type.String(), document_id: Type.String()
 
 /** At most this many runs or steps per page. */
 const MAX_PAGE = 500;
-/** At most this many bytes of steps per page (runs.ts `runSteps`): a request may lower it, never raise it. */
-const MAX_STEP_PAGE_BYTES = 8 * 1024 * 1024;
+/** At most this many bytes of runs or steps per page (runs.ts): a request may lower it, never raise it. */
+const MAX_PAGE_BYTES = 8 * 1024 * 1024;
+const MaxBytes = (what: string) =>
+  Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE_BYTES, description: `the page ends early once its ${what} pass this many bytes of JSON` }));
 
 const RunsQuery = Type.Object(
   {
@@ -30,6 +32,7 @@ const RunsQuery = Type.Object(
     sort: Type.Optional(StringEnum(RUN_SORTS)),
     order: Type.Optional(StringEnum(['asc', 'desc'] as const)),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE })),
+    max_bytes: MaxBytes('runs'),
     cursor: Type.Optional(Type.String()),
   },
   { additionalProperties: false },
@@ -39,7 +42,7 @@ const StepsQuery = Type.Object(
   {
     offset: Type.Optional(Type.Integer({ minimum: 0 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE })),
-    max_bytes: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_STEP_PAGE_BYTES, description: 'the page ends early once its steps pass this many bytes of JSON' })),
+    max_bytes: MaxBytes('steps'),
   },
   { additionalProperties: false },
 );
@@ -81,7 +84,7 @@ export function datasetRoutes(app: FastifyInstance, { mounts }: ServeContext): v
       ...(q.max_cost !== undefined ? { maxCost: q.max_cost } : {}),
       ...(q.cursor !== undefined ? { cursor: q.cursor } : {}),
     };
-    return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, ...listRuns(ds, filters) }));
+    return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, ...listRuns(ds, filters, q.max_bytes ?? MAX_PAGE_BYTES) }));
   });
 
   app.get<{ Params: Static<typeof RunParams> }>('/api/mounts/:mount/runs/:document_id', { schema: { params: RunParams } }, (req) =>
@@ -94,7 +97,7 @@ export function datasetRoutes(app: FastifyInstance, { mounts }: ServeContext): v
     (req) => {
       const offset = req.query.offset ?? 0;
       const limit = req.query.limit ?? 100;
-      const maxBytes = req.query.max_bytes ?? MAX_STEP_PAGE_BYTES;
+      const maxBytes = req.query.max_bytes ?? MAX_PAGE_BYTES;
       return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, offset, ...runSteps(ds, req.params.document_id, offset, limit, maxBytes) }));
     },
   );
