@@ -25,6 +25,7 @@ interface QueryFlags {
   overwrite: boolean;
   maxOutputRows: number;
   maxOutputBytes: number;
+  maxMemoryBytes: number;
   timeoutMs: number;
 }
 
@@ -52,6 +53,7 @@ function flags(args: ParsedArgs): QueryFlags {
     overwrite: args.has('--overwrite'),
     maxOutputRows: args.positiveInt('--max-output-rows', QUERY_DEFAULTS.maxOutputRows),
     maxOutputBytes: args.byteSize('--max-output-bytes', QUERY_DEFAULTS.maxOutputBytes),
+    maxMemoryBytes: args.byteSize('--max-memory', QUERY_DEFAULTS.maxMemoryBytes),
     timeoutMs: args.duration('--timeout', QUERY_DEFAULTS.timeoutMs),
   };
 }
@@ -130,6 +132,7 @@ export const queryCommand = defineCommand({
     { flags: '--overwrite', description: 'replace an existing --output FILE' },
     { flags: '--max-output-rows <n>', description: `rows at most; more exits 5 (default ${QUERY_DEFAULTS.maxOutputRows})` },
     { flags: '--max-output-bytes <n>', description: 'bytes of row data at most; more exits 5 (default 64MiB)' },
+    { flags: '--max-memory <size>', description: 'stop the statement when it makes the process grow by more; a value may take a quarter of it; exits 5 (default 1GiB)' },
     { flags: '--timeout <duration>', description: 'stop the statement after this long; exits 6 (default 30s)' },
   ],
   examples: [
@@ -150,6 +153,7 @@ export const queryCommand = defineCommand({
         sql,
         maxOutputRows: f.maxOutputRows,
         maxOutputBytes: f.maxOutputBytes,
+        maxMemoryBytes: f.maxMemoryBytes,
         timeoutMs: f.timeoutMs,
         progress: progressOn(ctx),
         onColumns(names) {

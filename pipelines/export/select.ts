@@ -10,6 +10,7 @@ import type { OpenDataset } from '../dataset/open.js';
 import { parseMatches } from '../search/find.js';
 import { planFind, type Param } from '../search/planner.js';
 import { checkPredicate } from '../search/sql/predicate.js';
+import { QUERY_DEFAULTS } from '../search/limits.js';
 import { runReadOnlySql } from '../search/sql/runner.js';
 
 export interface ExportFilter {
@@ -61,6 +62,7 @@ export function selectDocuments(dataset: OpenDataset, filter: ExportFilter): Set
       params,
       maxRows: Number.MAX_SAFE_INTEGER,
       maxBytes: Number.MAX_SAFE_INTEGER,
+      maxMemoryBytes: QUERY_DEFAULTS.maxMemoryBytes,
       timeoutMs: filter.timeoutMs,
       onRow: (row) => selected.add(String(row[0])),
     });

@@ -11,7 +11,7 @@ import type { ResolveContext } from '../pins/resolve.js';
 import type { Expr } from './grammar/ast.js';
 import { ExpressionError } from './grammar/errors.js';
 import { parseExpression } from './grammar/parser.js';
-import type { FindSort } from './limits.js';
+import { FIND_DEFAULTS, type FindSort } from './limits.js';
 import { MATCH_COLUMNS, planFind, positiveTerms, type FindPlan, type Identity, type SearchMode, type SearchScope } from './planner.js';
 import { buildPreview } from './preview.js';
 import { resolveText } from '../dataset/contents.js';
@@ -126,6 +126,7 @@ export function prepareFind(dataset: OpenDataset, options: FindOptions): Prepare
       params: plan.params,
       maxRows: options.maxResults + 1,
       maxBytes: Number.MAX_SAFE_INTEGER,
+      maxMemoryBytes: FIND_DEFAULTS.maxMemoryBytes,
       timeoutMs: options.timeoutMs,
     },
     document: (rows) => findDocument(dataset, options, plan, fts, rows),

@@ -5,7 +5,8 @@
  *
  * Limits: at most `maxOutputRows` rows and `maxOutputBytes` bytes of row data (measured as JSON text)
  * are handed over; past either, or at the timeout, the rows handed over so far stay delivered and
- * the outcome says why the result was cut.
+ * the outcome says why the result was cut. A statement that makes the process grow by more than
+ * `maxMemoryBytes` fails (a ResourceLimitError), the rows handed over before it too.
  */
 import { InvalidInputError } from '../../lib/errors.js';
 import type { ProgressFactory } from '../../lib/progress.js';
@@ -25,6 +26,7 @@ export interface QueryRequest {
   sql: string;
   maxOutputRows: number;
   maxOutputBytes: number;
+  maxMemoryBytes: number;
   timeoutMs: number;
   progress?: ProgressFactory;
   /** Called once with the column names, before any rows. */
@@ -65,6 +67,7 @@ export async function runQuery(rc: ResolveContext, request: QueryRequest): Promi
       params: [],
       maxRows: request.maxOutputRows,
       maxBytes: request.maxOutputBytes,
+      maxMemoryBytes: request.maxMemoryBytes,
       timeoutMs: request.timeoutMs,
       onColumns: request.onColumns,
       onRow: (cells) => {

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
-import { toolScript, runTool } from '../../lib/testing/run-tool.js';
+import { DIST_ROOT, toolScript, runTool } from '../../lib/testing/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { SAMPLE_RUNS, writeSampleDataset } from './helpers/search-dataset.js';
 
@@ -227,8 +227,49 @@ test('SIGINT and SIGTERM stop a runaway statement at once: exit 130 and 143, and
   }
 });
 
+let measured = 0;
+/** Runs trajstore as `trajstore` does, and reads its peak resident memory in MiB (bench/lib/rusage.ts records it at exit). */
+async function withPeakMemory(args: string[]): Promise<Awaited<ReturnType<typeof trajstore>> & { peakMiB: number }> {
+  const file = join(home, `rusage-${measured++}.json`);
+  const r = await runTool('trajstore', args, { env: { ...env, NODE_OPTIONS: `--import ${join(DIST_ROOT, 'bench', 'lib', 'rusage.js')}`, BENCH_RSS_FILE: file }, cwd: home });
+  return { ...r, peakMiB: (JSON.parse(readFileSync(file, 'utf8')) as { maxRssKb: number }).maxRssKb / 1024 };
+}
+
+test('a value larger than a quarter of the memory limit is refused before it is made: exit 5, and the process stays small', async () => {
+  // Each of these was made (and copied to JavaScript): the process reached 4 GB.
+  const blobs = 'SELECT randomblob(500000000), randomblob(500000000), randomblob(500000000), randomblob(500000000)';
+  const r = await withPeakMemory(['query', sample, '--sql', blobs, '--format', 'csv']);
+  assert.is(r.code, 5, r.stderr);
+  assert.match(r.stderr, 'a value the statement made is larger than 256.0 MiB');
+  assert.match(r.stderr, '--max-memory');
+  assert.ok(r.peakMiB < 250, `peak resident memory ${r.peakMiB} MiB`);
+  const allowed = await trajstore(['query', sample, '--sql', 'SELECT length(randomblob(300000000)) AS n', '--format', 'csv', '--max-memory', '2GiB']);
+  assert.is(allowed.code, 0, allowed.stderr);
+  assert.is(allowed.stdout, 'n\n300000000\n', '--max-memory raises it');
+});
+
+test('a statement that makes the process grow past --max-memory is stopped: exit 5, naming the limit', async () => {
+  // Sixteen aggregates that grow together, each well below the longest value (16 MiB here); told apart, or SQLite computes one.
+  const columns = Array.from({ length: 16 }, (_, i) => `length(group_concat(hex(randomblob(${1000 + i})))) AS c${i}`).join(', ');
+  const sql = `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) SELECT ${columns} FROM c`;
+  const r = await withPeakMemory(['query', sample, '--sql', sql, '--max-memory', '64MiB', '--timeout', '60s']);
+  assert.is(r.code, 5, r.stderr);
+  assert.match(r.stderr, 'the statement made the process grow by more than 64.0 MiB and was stopped');
+  assert.match(r.stderr, 'hint: ');
+  assert.ok(r.peakMiB < 250, `peak resident memory ${r.peakMiB} MiB`);
+  const invalid = await trajstore(['query', sample, '--sql', 'SELECT 1', '--max-memory', 'lots']);
+  assert.is(invalid.code, 2);
+  assert.match(invalid.stderr, 'invalid --max-memory "lots"');
+});
+
 test('the watchdog cannot be moved and extensions cannot be loaded by the statement', async () => {
-  for (const sql of ['SELECT trajstore_watchdog(99999999)', "SELECT load_extension('/lib/x86_64-linux-gnu/libc.so.6')"]) {
+  for (const sql of [
+    'SELECT trajstore_watchdog(99999999)',
+    'SELECT trajstore_watchdog(99999999, 1e12, 1e9, 0)',
+    // The functions that cancel a statement exist only on connections of their own (sql/watchdog.ts).
+    'SELECT trajstore_sql_cancel(1)',
+    "SELECT load_extension('/lib/x86_64-linux-gnu/libc.so.6')",
+  ]) {
     const r = await trajstore(['query', sample, '--sql', sql]);
     assert.is(r.code, 2, `${sql}: ${r.stderr}`);
     assert.match(r.stderr, 'SQL error:');

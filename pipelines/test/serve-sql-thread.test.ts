@@ -106,6 +106,15 @@ test('a client that goes away before its turn leaves nothing queued', async () =
   assert.is((await long).body.truncated, 'timeout');
 });
 
+test('a value larger than the memory limit allows is a 413 that names the limit', async () => {
+  const r = await query({ sql: 'SELECT length(randomblob(300000000)) AS n' });
+  assert.equal([r.status, r.body.error.code], [413, 'payload_too_large'], JSON.stringify(r.body));
+  assert.match(r.body.error.message, 'a value the statement made is larger than 256.0 MiB');
+  // The server goes on.
+  const next = await query({ sql: 'SELECT 4 AS n' });
+  assert.equal([next.status, next.body.rows], [200, [[4]]]);
+});
+
 test('cells cross the thread as they were: BLOBs as base64, integers past 2^53 as text', async () => {
   const r = await query({ sql: "SELECT x'00ff10' AS b, zeroblob(2) AS z, 9007199254740993 AS big, -9007199254740993 AS neg, 9007199254740991 AS safe, 1.5 AS r, 'é' AS t, NULL AS n" });
   assert.is(r.status, 200);

@@ -9,13 +9,7 @@
  * `find` was no slower without (bench/find-query).
  */
 import { openDatabase, type SqliteDatabase } from '../../dataset/sqlite.js';
-import { existsSync } from 'node:fs';
-import { ToolError, ExitCode } from '../../../lib/errors.js';
-import { distPath } from '../../../lib/install.js';
-
-/** Built by scripts/build-native.sh next to this module's JavaScript. */
-const WATCHDOG = distPath('pipelines', 'search', 'sql', 'watchdog.so');
-const PRAGMA_GUARD = distPath('pipelines', 'search', 'sql', 'pragma-guard.so');
+import { sqlExtension } from './native.js';
 
 /** An index file attached under a schema name. The first mount is also the connection's `main`. */
 export interface SqlMount {
@@ -30,21 +24,17 @@ export const RESERVED_MOUNT_NAMES = new Set(['main', 'temp']);
 export function openReadOnly(mounts: readonly SqlMount[]): SqliteDatabase {
   const [first] = mounts;
   if (!first) throw new Error('no dataset mounted');
-  for (const extension of [WATCHDOG, PRAGMA_GUARD]) {
-    if (!existsSync(extension)) {
-      throw new ToolError(ExitCode.Internal, `the SQL extension ${extension} is missing`, { hint: 'build it with `npm run build` (scripts/setup.sh does)' });
-    }
-  }
+  const [watchdog, pragmaGuard] = [sqlExtension('watchdog'), sqlExtension('pragma-guard')];
   const db = openDatabase(first.path, { readonly: true, fileMustExist: true });
   try {
-    db.loadExtension(WATCHDOG);
+    db.loadExtension(watchdog);
     for (const mount of mounts) {
       // Validated by the caller too; checked here because the names are spliced in as identifiers.
       if (!MOUNT_NAME.test(mount.name) || RESERVED_MOUNT_NAMES.has(mount.name.toLowerCase())) throw new Error(`invalid mount name ${mount.name}`);
       db.prepare(`ATTACH DATABASE ? AS "${mount.name}"`).run(mount.path);
     }
     db.pragma('query_only = 1');
-    db.loadExtension(PRAGMA_GUARD);
+    db.loadExtension(pragmaGuard);
     return db;
   } catch (error) {
     db.close();

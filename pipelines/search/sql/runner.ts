@@ -1,8 +1,10 @@
 /**
  * Runs one SQL statement over read-only dataset indexes, in the calling thread (the command's own,
  * or the SQL thread of `serve`: thread/), and hands its rows over one at a time. Used by `query` for
- * user SQL and by `find` for the SQL its planner generates, so both honour `--timeout`: the
- * connection's watchdog (watchdog.c) interrupts the statement at the deadline or on SIGINT/SIGTERM.
+ * user SQL and by `find` for the SQL its planner generates, so both honour `--timeout` and the
+ * memory limit: the connection's watchdog (watchdog.c) interrupts the statement at the deadline, on
+ * SIGINT/SIGTERM, or when the process has grown by more than `maxMemoryBytes`, and SQLite refuses
+ * to make a value larger than a quarter of that.
  *
  * Read-only is enforced by SQLite, never by reading the SQL text: the connection is opened
  * read-only, `PRAGMA query_only` is set after the mounts are attached, and a statement is run
@@ -12,8 +14,10 @@
  * (`PRAGMA mmap_size = N`) are refused by the connection's PRAGMA guard (connection.ts).
  */
 import { type SqliteDatabase, type SqliteStatement } from '../../dataset/sqlite.js';
-import { InterruptedError, InvalidInputError, UnavailableError } from '../../../lib/errors.js';
+import { InterruptedError, InvalidInputError, ResourceLimitError, UnavailableError } from '../../../lib/errors.js';
+import { formatBytes } from '../../../lib/progress.js';
 import { openReadOnly, type SqlMount } from './connection.js';
+import { stopReason } from './watchdog.js';
 
 /** A statement and its limits: the part of a request that can cross to another thread (sql/thread/). */
 export interface SqlStatement {
@@ -25,6 +29,8 @@ export interface SqlStatement {
   maxRows: number;
   /** Bytes of row data (as JSON) to return at most. */
   maxBytes: number;
+  /** Bytes the process's resident memory may grow by while the statement runs (maxValueBytes says what a value may take). */
+  maxMemoryBytes: number;
   timeoutMs: number;
 }
 
@@ -51,6 +57,34 @@ export class SqlTimeoutError extends UnavailableError {
       hint: 'narrow the statement, or give more time with --timeout',
     });
   }
+}
+
+const MEMORY_HINT = 'make less at once (fewer or shorter values, a LIMIT, substr() of long text), or allow more with --max-memory';
+
+/**
+ * The largest string or BLOB a statement may make: a quarter of its memory allowance, since a
+ * value on its way out is held about four times over (by SQLite, as JavaScript's copy, in the
+ * row's text and in the output). The watchdog's memory check cannot stop a single step of
+ * SQLite, which makes a whole value, or every value of a row, at once. At the default (1 GiB) it
+ * is 256 MiB, as large as the largest document import takes, so a stored value fits.
+ */
+const maxValueBytes = (maxMemoryBytes: number): number => Math.floor(maxMemoryBytes / 4);
+
+/** Thrown when the statement made the process grow past its allowance; rows handed over before it stay delivered. */
+export class SqlMemoryError extends ResourceLimitError {
+  constructor(
+    readonly maxMemoryBytes: number,
+    readonly rowsDelivered: number,
+  ) {
+    super(`the statement made the process grow by more than ${formatBytes(maxMemoryBytes)} and was stopped (${rowsDelivered} rows delivered before that)`, { hint: MEMORY_HINT });
+  }
+}
+
+function valueTooLarge(maxMemoryBytes: number): ResourceLimitError {
+  return new ResourceLimitError(
+    `a value the statement made is larger than ${formatBytes(maxValueBytes(maxMemoryBytes))}, the most one value may take (a quarter of the memory limit of ${formatBytes(maxMemoryBytes)})`,
+    { hint: MEMORY_HINT },
+  );
 }
 
 const NOT_READ_ONLY_HINT =
@@ -102,13 +136,23 @@ function bound(statement: SqliteStatement, params: SqlRequest['params']): Iterab
   }
 }
 
+/** The error of a statement the watchdog stopped, by why it did. */
+function stoppedError(request: SqlRequest, delivered: number): Error {
+  switch (stopReason()) {
+    case 'timeout':
+      return new SqlTimeoutError(request.timeoutMs, delivered);
+    case 'memory':
+      return new SqlMemoryError(request.maxMemoryBytes, delivered);
+    default:
+      return new InterruptedError(); // by SIGINT or SIGTERM; the program says which
+  }
+}
+
 export function runReadOnlySql(request: SqlRequest): SqlOutcome {
   const db = openReadOnly(request.mounts);
   let delivered = 0;
-  // process.hrtime, not performance.now(): the latter loads perf_hooks on every query.
-  const deadline = process.hrtime.bigint() + BigInt(request.timeoutMs) * 1_000_000n;
   try {
-    db.prepare('SELECT trajstore_watchdog(?)').run(request.timeoutMs);
+    db.prepare('SELECT trajstore_watchdog(?, ?, ?)').run(request.timeoutMs, request.maxMemoryBytes, maxValueBytes(request.maxMemoryBytes));
     const statement = prepare(db, request.sql);
     statement.raw(true).safeIntegers(true);
     const columns = statement.columns().map((c) => c.name);
@@ -130,13 +174,13 @@ export function runReadOnlySql(request: SqlRequest): SqlOutcome {
     }
     return { columns, rowCount: delivered, truncated };
   } catch (error) {
-    if ((error as { code?: string }).code === 'SQLITE_INTERRUPT') {
-      if (process.hrtime.bigint() >= deadline) throw new SqlTimeoutError(request.timeoutMs, delivered);
-      throw new InterruptedError(); // the watchdog stops a statement early only for SIGINT or SIGTERM; the program says which
-    }
+    const code = (error as { code?: string }).code;
+    // Asked before the connection closes: the watchdog that knows why is disarmed then.
+    if (code === 'SQLITE_INTERRUPT') throw stoppedError(request, delivered);
+    if (code === 'SQLITE_TOOBIG') throw valueTooLarge(request.maxMemoryBytes);
     if (error instanceof InvalidInputError) throw error;
     // Errors while stepping (a bad argument to a function, say) are the statement's fault, like prepare errors.
-    if ((error as { code?: string }).code?.startsWith('SQLITE_')) throw new InvalidInputError(`SQL error: ${(error as Error).message}`);
+    if (code?.startsWith('SQLITE_')) throw new InvalidInputError(`SQL error: ${(error as Error).message}`);
     throw error;
   } finally {
     db.close();

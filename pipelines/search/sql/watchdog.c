@@ -1,17 +1,31 @@
 /*
  * A SQLite extension that lets `query` and `find` run their statement in the command's own thread
- * and still stop it: at the deadline, or on SIGINT/SIGTERM, a watchdog thread calls
- * sqlite3_interrupt(), and the running statement returns SQLITE_INTERRUPT at its next step.
+ * and still stop it: at the deadline, on SIGINT/SIGTERM, or when the process has grown by more
+ * memory than the statement is allowed, a watchdog thread calls sqlite3_interrupt(), and the
+ * running statement returns SQLITE_INTERRUPT at its next step.
  *
  * Why: SQLite cannot be interrupted from JavaScript (better-sqlite3 exposes neither
  * sqlite3_interrupt nor a progress handler, which its build compiles out), and a statement run on
  * a worker thread cannot even be abandoned (the process hangs at exit until it ends). Starting a
  * child process per statement made it killable but cost a second Node start-up on every command.
  *
- * Use: load the extension on the connection, then run `SELECT trajstore_watchdog(MS)` once before
- * the statement. The first call arms the watchdog; later calls fail, so the statement being
- * guarded cannot move its own deadline. The watchdog is disarmed (its thread joined, the signal
- * handlers restored) when the connection closes. One armed watchdog per process at a time.
+ * Why memory is watched here: better-sqlite3 builds SQLite with SQLITE_DEFAULT_MEMSTATUS=0, so
+ * SQLite counts no memory and never enforces its heap limits (sqlite3_hard_heap_limit64), and one
+ * statement could grow the process until the kernel killed it (four randomblob(500000000) reached
+ * 4 GB). So the watchdog thread reads the process's resident size every CHECK_MS (a pread of
+ * /proc/self/statm, a few microseconds, on its own thread: the statement pays nothing). That stops
+ * what grows over many steps; within one step SQLite looks for no interrupt while it computes the
+ * values of a row, so each value is bounded by the length limit set at arming.
+ *
+ * Use: load the extension on the connection, then run
+ * `SELECT trajstore_watchdog(TIMEOUT_MS, MAX_GROWTH_BYTES, MAX_VALUE_BYTES)` once before the
+ * statement. The first call arms the watchdog; later calls fail, so the statement being guarded
+ * cannot move its own limits. The watchdog is disarmed (its thread joined, the signal handlers
+ * restored) when the connection closes. One armed watchdog per process at a time.
+ *
+ * Why it stopped is read on another connection of the same thread, which loads the extension at
+ * the entry point sqlite3_watchdog_control_init: `SELECT trajstore_sql_stop_reason()`. Not on the
+ * guarded connection: the watchdog interrupts it again until it is disarmed (see watch()).
  *
  * While armed, SIGINT and SIGTERM go to the watchdog first, then to the handler that was there
  * before (Node's), so the command still sees the signal once the statement has stopped.
@@ -20,9 +34,12 @@
 SQLITE_EXTENSION_INIT1
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +49,12 @@ SQLITE_EXTENSION_INIT1
 #define WAKE_QUIT 'Q'
 /* How often a stopping statement is interrupted again. */
 #define REPEAT_MS 10
+/* How often the process's memory is read while the statement runs. */
+#define CHECK_MS 10
+
+/* Why the watchdog stopped the statement; the names are what trajstore_sql_stop_reason() returns. */
+enum { RUNNING, STOP_TIMEOUT, STOP_SIGNAL, STOP_MEMORY };
+static const char *const STOP_REASONS[] = {NULL, "timeout", "signal", "memory"};
 
 typedef struct Watchdog {
   sqlite3 *db;
@@ -40,17 +63,31 @@ typedef struct Watchdog {
   int armed;
   pthread_t thread;
   long long deadline_ns; /* CLOCK_MONOTONIC, the clock of Node's process.hrtime */
+  int statm;              /* /proc/self/statm, or -1 where there is none */
+  long long max_resident; /* bytes: the resident size at arming plus the growth allowed; -1: not watched */
+  atomic_int reason;
   struct sigaction previous_int;
   struct sigaction previous_term;
 } Watchdog;
 
-/* The armed watchdog, for the signal handler. */
+/* The armed watchdog, for the signal handler and for trajstore_sql_stop_reason(). */
 static Watchdog *volatile armed_watchdog;
 
 static long long now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The process's resident size in bytes (all threads: /proc/self is the process), or -1. */
+static long long resident_bytes(int statm) {
+  char text[128];
+  ssize_t n = pread(statm, text, sizeof text - 1, 0);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  long long size, resident;
+  if (sscanf(text, "%lld %lld", &size, &resident) != 2) return -1;
+  return resident * sysconf(_SC_PAGESIZE);
 }
 
 static void chain(const struct sigaction *previous, int sig, siginfo_t *info, void *context) {
@@ -77,31 +114,46 @@ static void on_signal(int sig, siginfo_t *info, void *context) {
   errno = saved_errno;
 }
 
+/* The first reason to stop is the one reported. */
+static void stop(Watchdog *w, int reason) {
+  int running = RUNNING;
+  atomic_compare_exchange_strong(&w->reason, &running, reason);
+}
+
 /*
- * Waits for the deadline, a signal or the quit byte. From the deadline or the signal on, it
- * interrupts the connection again every REPEAT_MS until it is told to quit: SQLite forgets an
- * interrupt that arrives while no statement runs (between two statements, or while one is being
- * prepared), and the statement to stop may start after it.
+ * Waits for the deadline, a signal or the quit byte, and reads the process's memory every
+ * CHECK_MS. From the first reason to stop on, it interrupts the connection again every REPEAT_MS
+ * until it is told to quit: SQLite forgets an interrupt that arrives while no statement runs
+ * (between two statements, or while one is being prepared), and the statement to stop may start
+ * after it.
  */
 static void *watch(void *arg) {
   Watchdog *w = (Watchdog *)arg;
-  int stopping = 0;
   for (;;) {
-    /* Rounded up: woken early, the caller would take the interrupt for a signal's. */
+    int stopping = atomic_load(&w->reason) != RUNNING;
     long long left = (w->deadline_ns - now_ns() + 999999) / 1000000;
-    int timeout = stopping ? REPEAT_MS : (left <= 0 ? 0 : (left > 0x7fffffff ? 0x7fffffff : (int)left));
+    int timeout = stopping ? REPEAT_MS : (left <= 0 ? 0 : (left > CHECK_MS ? CHECK_MS : (int)left));
     struct pollfd pfd = {w->pipe_read, POLLIN, 0};
     int ready = poll(&pfd, 1, timeout);
     if (ready < 0 && errno == EINTR) continue;
     if (ready > 0) {
       char wake;
       if (read(w->pipe_read, &wake, 1) == 1 && wake == WAKE_QUIT) return NULL;
-    } else if (!stopping && now_ns() < w->deadline_ns) {
-      continue; /* woken before the deadline */
+      stop(w, STOP_SIGNAL);
+    } else if (!stopping) {
+      if (now_ns() >= w->deadline_ns) stop(w, STOP_TIMEOUT);
+      else if (w->max_resident >= 0 && resident_bytes(w->statm) > w->max_resident) stop(w, STOP_MEMORY);
     }
-    stopping = 1;
-    sqlite3_interrupt(w->db);
+    if (atomic_load(&w->reason) != RUNNING) sqlite3_interrupt(w->db);
   }
+}
+
+/* A whole, non-negative number; JavaScript numbers arrive as REAL. */
+static int whole_number(sqlite3_value *value, sqlite3_int64 *out) {
+  int type = sqlite3_value_numeric_type(value);
+  double real = sqlite3_value_double(value);
+  *out = sqlite3_value_int64(value);
+  return (type == SQLITE_INTEGER || type == SQLITE_FLOAT) && real >= 0 && real == (double)*out;
 }
 
 static void arm(sqlite3_context *context, int argc, sqlite3_value **argv) {
@@ -111,14 +163,13 @@ static void arm(sqlite3_context *context, int argc, sqlite3_value **argv) {
     sqlite3_result_error(context, "trajstore_watchdog: already armed", -1);
     return;
   }
-  /* JavaScript numbers arrive as REAL: any whole, non-negative number will do. */
-  int type = sqlite3_value_numeric_type(argv[0]);
-  double value = sqlite3_value_double(argv[0]);
-  sqlite3_int64 ms = sqlite3_value_int64(argv[0]);
-  if ((type != SQLITE_INTEGER && type != SQLITE_FLOAT) || value < 0 || value != (double)ms) {
-    sqlite3_result_error(context, "trajstore_watchdog: the timeout must be a whole number of milliseconds", -1);
+  sqlite3_int64 ms, max_growth, max_value;
+  if (!whole_number(argv[0], &ms) || !whole_number(argv[1], &max_growth) || !whole_number(argv[2], &max_value)) {
+    sqlite3_result_error(context, "trajstore_watchdog: the timeout (ms) and the limits (bytes) must be whole numbers", -1);
     return;
   }
+  /* Only ever lowered: better-sqlite3 sets it to the longest string V8 can hold. */
+  if (max_value < sqlite3_limit(w->db, SQLITE_LIMIT_LENGTH, -1)) sqlite3_limit(w->db, SQLITE_LIMIT_LENGTH, (int)max_value);
   int fds[2];
   if (pipe(fds) != 0) {
     sqlite3_result_error(context, "trajstore_watchdog: pipe() failed", -1);
@@ -127,9 +178,14 @@ static void arm(sqlite3_context *context, int argc, sqlite3_value **argv) {
   w->pipe_read = fds[0];
   w->pipe_write = fds[1];
   w->deadline_ns = now_ns() + ms * 1000000LL;
+  w->statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  long long resident = w->statm >= 0 ? resident_bytes(w->statm) : -1;
+  w->max_resident = resident < 0 ? -1 : resident + max_growth;
+  atomic_store(&w->reason, RUNNING);
   if (pthread_create(&w->thread, NULL, watch, w) != 0) {
     close(fds[0]);
     close(fds[1]);
+    if (w->statm >= 0) close(w->statm);
     sqlite3_result_error(context, "trajstore_watchdog: cannot start its thread", -1);
     return;
   }
@@ -158,8 +214,19 @@ static void disarm(void *arg) {
     pthread_join(w->thread, NULL);
     close(w->pipe_read);
     close(w->pipe_write);
+    if (w->statm >= 0) close(w->statm);
   }
   sqlite3_free(w);
+}
+
+/* Why the armed watchdog stopped its statement ('timeout', 'signal', 'memory'), or NULL. */
+static void stop_reason(sqlite3_context *context, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  Watchdog *w = armed_watchdog;
+  const char *reason = w ? STOP_REASONS[atomic_load(&w->reason)] : NULL;
+  if (reason) sqlite3_result_text(context, reason, -1, SQLITE_STATIC);
+  else sqlite3_result_null(context);
 }
 
 #ifdef _WIN32
@@ -172,5 +239,16 @@ int sqlite3_extension_init(sqlite3 *db, char **error, const sqlite3_api_routines
   if (!w) return SQLITE_NOMEM;
   memset(w, 0, sizeof *w);
   w->db = db;
-  return sqlite3_create_function_v2(db, "trajstore_watchdog", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, w, arm, NULL, NULL, disarm);
+  w->statm = -1;
+  return sqlite3_create_function_v2(db, "trajstore_watchdog", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY, w, arm, NULL, NULL, disarm);
+}
+
+/* The entry point of the connection that reads why a statement stopped (see the top). */
+#ifdef _WIN32
+__declspec(dllexport)
+#endif
+int sqlite3_watchdog_control_init(sqlite3 *db, char **error, const sqlite3_api_routines *api) {
+  SQLITE_EXTENSION_INIT2(api);
+  (void)error;
+  return sqlite3_create_function_v2(db, "trajstore_sql_stop_reason", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, NULL, stop_reason, NULL, NULL, NULL);
 }

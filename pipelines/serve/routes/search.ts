@@ -119,6 +119,7 @@ export function searchRoutes(app: FastifyInstance, { mounts, sql }: ServeContext
               params: [],
               maxRows: b.max_output_rows ?? QUERY_DEFAULTS.maxOutputRows,
               maxBytes: b.max_output_bytes ?? QUERY_DEFAULTS.maxOutputBytes,
+              maxMemoryBytes: QUERY_DEFAULTS.maxMemoryBytes,
               timeoutMs: b.timeout_ms ?? QUERY_DEFAULTS.timeoutMs,
               onColumns: (names) => (columns = names),
               onRow: (cells) => rows.push(cells.map(jsonCell)),

@@ -114,7 +114,7 @@ export class SqlThread {
         return;
       }
       job.stopWaiting();
-      const { mounts, sql, params, maxRows, maxBytes, timeoutMs } = job.request;
+      const { mounts, sql, params, maxRows, maxBytes, maxMemoryBytes, timeoutMs } = job.request;
       // Whole milliseconds, as the watchdog takes them; rounded up, so that a wait shorter than a millisecond costs none.
       const left = Math.ceil(timeoutMs - Number(process.hrtime.bigint() - job.since) / 1e6);
       if (left <= 0) {
@@ -125,7 +125,7 @@ export class SqlThread {
       worker.ref();
       const id = this.next++;
       this.running = { id, job };
-      worker.postMessage({ id, statement: { mounts, sql, params, maxRows, maxBytes, timeoutMs: left } } satisfies SqlJob);
+      worker.postMessage({ id, statement: { mounts, sql, params, maxRows, maxBytes, maxMemoryBytes, timeoutMs: left } } satisfies SqlJob);
     }
   }
 
