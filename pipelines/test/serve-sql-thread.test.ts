@@ -106,6 +106,21 @@ test('a client that goes away before its turn leaves nothing queued', async () =
   assert.is((await long).body.truncated, 'timeout');
 });
 
+test('a client that goes away while its statement runs stops it: the next request is answered at once', async () => {
+  const leaving = new AbortController();
+  const gone = query({ sql: ENDLESS, timeout_ms: 20_000 }, leaving.signal).catch((error: Error) => error);
+  await sleep(500);
+  leaving.abort();
+  assert.instance(await gone, Error);
+  // Had it run on, this would wait for its 20 s.
+  const next = await query({ sql: 'SELECT 3 AS n', timeout_ms: 20_000 });
+  assert.equal([next.status, next.body.rows], [200, [[3]]]);
+  assert.ok(next.ms < 1000, `answered after ${next.ms} ms`);
+  const find = await get('/api/mounts/default/find?match=the');
+  assert.is(find.status, 200);
+  assert.ok(find.ms < 1000, `find answered after ${find.ms} ms`);
+});
+
 test('a value larger than the memory limit allows is a 413 that names the limit', async () => {
   const r = await query({ sql: 'SELECT length(randomblob(300000000)) AS n' });
   assert.equal([r.status, r.body.error.code], [413, 'payload_too_large'], JSON.stringify(r.body));

@@ -3,8 +3,8 @@
  * or the SQL thread of `serve`: thread/), and hands its rows over one at a time. Used by `query` for
  * user SQL and by `find` for the SQL its planner generates, so both honour `--timeout` and the
  * memory limit: the connection's watchdog (watchdog.c) interrupts the statement at the deadline, on
- * SIGINT/SIGTERM, or when the process has grown by more than `maxMemoryBytes`, and SQLite refuses
- * to make a value larger than a quarter of that.
+ * SIGINT/SIGTERM, when the process has grown by more than `maxMemoryBytes`, or when another thread
+ * cancels it by its ticket, and SQLite refuses to make a value larger than a quarter of that memory.
  *
  * Read-only is enforced by SQLite, never by reading the SQL text: the connection is opened
  * read-only, `PRAGMA query_only` is set after the mounts are attached, and a statement is run
@@ -32,6 +32,8 @@ export interface SqlStatement {
   /** Bytes the process's resident memory may grow by while the statement runs (maxValueBytes says what a value may take). */
   maxMemoryBytes: number;
   timeoutMs: number;
+  /** From nextSqlTicket (watchdog.ts): cancelSql(ticket), from any thread, stops the statement. */
+  ticket?: number;
 }
 
 export interface SqlRequest extends SqlStatement {
@@ -69,6 +71,13 @@ const MEMORY_HINT = 'make less at once (fewer or shorter values, a LIMIT, substr
  * is 256 MiB, as large as the largest document import takes, so a stored value fits.
  */
 const maxValueBytes = (maxMemoryBytes: number): number => Math.floor(maxMemoryBytes / 4);
+
+/** Thrown when the statement was cancelled by its ticket (`serve`: its client went away). */
+export class SqlCancelledError extends UnavailableError {
+  constructor() {
+    super('the statement was cancelled');
+  }
+}
 
 /** Thrown when the statement made the process grow past its allowance; rows handed over before it stay delivered. */
 export class SqlMemoryError extends ResourceLimitError {
@@ -143,6 +152,8 @@ function stoppedError(request: SqlRequest, delivered: number): Error {
       return new SqlTimeoutError(request.timeoutMs, delivered);
     case 'memory':
       return new SqlMemoryError(request.maxMemoryBytes, delivered);
+    case 'cancel':
+      return new SqlCancelledError();
     default:
       return new InterruptedError(); // by SIGINT or SIGTERM; the program says which
   }
@@ -152,7 +163,7 @@ export function runReadOnlySql(request: SqlRequest): SqlOutcome {
   const db = openReadOnly(request.mounts);
   let delivered = 0;
   try {
-    db.prepare('SELECT trajstore_watchdog(?, ?, ?)').run(request.timeoutMs, request.maxMemoryBytes, maxValueBytes(request.maxMemoryBytes));
+    db.prepare('SELECT trajstore_watchdog(?, ?, ?, ?)').run(request.timeoutMs, request.maxMemoryBytes, maxValueBytes(request.maxMemoryBytes), request.ticket ?? 0);
     const statement = prepare(db, request.sql);
     statement.raw(true).safeIntegers(true);
     const columns = statement.columns().map((c) => c.name);

@@ -1,8 +1,8 @@
 /*
  * A SQLite extension that lets `query` and `find` run their statement in the command's own thread
- * and still stop it: at the deadline, on SIGINT/SIGTERM, or when the process has grown by more
- * memory than the statement is allowed, a watchdog thread calls sqlite3_interrupt(), and the
- * running statement returns SQLITE_INTERRUPT at its next step.
+ * and still stop it: at the deadline, on SIGINT/SIGTERM, when the process has grown by more
+ * memory than the statement is allowed, or when another thread cancels it, a watchdog thread
+ * calls sqlite3_interrupt(), and the running statement returns SQLITE_INTERRUPT at its next step.
  *
  * Why: SQLite cannot be interrupted from JavaScript (better-sqlite3 exposes neither
  * sqlite3_interrupt nor a progress handler, which its build compiles out), and a statement run on
@@ -18,14 +18,22 @@
  * values of a row, so each value is bounded by the length limit set at arming.
  *
  * Use: load the extension on the connection, then run
- * `SELECT trajstore_watchdog(TIMEOUT_MS, MAX_GROWTH_BYTES, MAX_VALUE_BYTES)` once before the
- * statement. The first call arms the watchdog; later calls fail, so the statement being guarded
+ * `SELECT trajstore_watchdog(TIMEOUT_MS, MAX_GROWTH_BYTES, MAX_VALUE_BYTES, TICKET)` once before
+ * the statement. The first call arms the watchdog; later calls fail, so the statement being guarded
  * cannot move its own limits. The watchdog is disarmed (its thread joined, the signal handlers
  * restored) when the connection closes. One armed watchdog per process at a time.
  *
- * Why it stopped is read on another connection of the same thread, which loads the extension at
- * the entry point sqlite3_watchdog_control_init: `SELECT trajstore_sql_stop_reason()`. Not on the
- * guarded connection: the watchdog interrupts it again until it is disarmed (see watch()).
+ * The other functions run on connections of their own, which load the extension at the entry
+ * point sqlite3_watchdog_control_init, so that the guarded statement cannot call them:
+ * - `trajstore_sql_stop_reason()`: why the statement was stopped. Asked there, not on the guarded
+ *   connection, as the watchdog interrupts that one again until it is disarmed (see watch()).
+ * - `trajstore_sql_ticket()` and `trajstore_sql_cancel(TICKET)`: `serve`'s event loop stops the
+ *   statement its SQL thread runs when the request's client goes away. A statement armed with a
+ *   ticket (0: none) is stopped once that ticket is cancelled, whether before it started or while
+ *   it runs. Tickets are numbered from one counter of the process (the extension is loaded once per
+ *   process, so its globals are shared by every connection and thread) and never reused, so a
+ *   cancel that comes after its statement ended reaches no later one. (A pipe per statement was
+ *   rejected: its descriptor, closed with the statement, could be reused by then.)
  *
  * While armed, SIGINT and SIGTERM go to the watchdog first, then to the handler that was there
  * before (Node's), so the command still sees the signal once the statement has stopped.
@@ -49,12 +57,16 @@ SQLITE_EXTENSION_INIT1
 #define WAKE_QUIT 'Q'
 /* How often a stopping statement is interrupted again. */
 #define REPEAT_MS 10
-/* How often the process's memory is read while the statement runs. */
+/* How often the process's memory and the cancelled ticket are looked at while the statement runs. */
 #define CHECK_MS 10
 
 /* Why the watchdog stopped the statement; the names are what trajstore_sql_stop_reason() returns. */
-enum { RUNNING, STOP_TIMEOUT, STOP_SIGNAL, STOP_MEMORY };
-static const char *const STOP_REASONS[] = {NULL, "timeout", "signal", "memory"};
+enum { RUNNING, STOP_TIMEOUT, STOP_SIGNAL, STOP_MEMORY, STOP_CANCEL };
+static const char *const STOP_REASONS[] = {NULL, "timeout", "signal", "memory", "cancel"};
+
+/* The last ticket handed out, and the highest one cancelled (see the top). */
+static atomic_llong last_ticket;
+static atomic_llong cancelled_ticket;
 
 typedef struct Watchdog {
   sqlite3 *db;
@@ -65,6 +77,7 @@ typedef struct Watchdog {
   long long deadline_ns; /* CLOCK_MONOTONIC, the clock of Node's process.hrtime */
   int statm;              /* /proc/self/statm, or -1 where there is none */
   long long max_resident; /* bytes: the resident size at arming plus the growth allowed; -1: not watched */
+  sqlite3_int64 ticket;   /* 0: none */
   atomic_int reason;
   struct sigaction previous_int;
   struct sigaction previous_term;
@@ -121,11 +134,11 @@ static void stop(Watchdog *w, int reason) {
 }
 
 /*
- * Waits for the deadline, a signal or the quit byte, and reads the process's memory every
- * CHECK_MS. From the first reason to stop on, it interrupts the connection again every REPEAT_MS
- * until it is told to quit: SQLite forgets an interrupt that arrives while no statement runs
- * (between two statements, or while one is being prepared), and the statement to stop may start
- * after it.
+ * Waits for the deadline, a signal or the quit byte, and looks at the process's memory and the
+ * cancelled ticket every CHECK_MS. From the first reason to stop on, it interrupts the connection
+ * again every REPEAT_MS until it is told to quit: SQLite forgets an interrupt that arrives while no
+ * statement runs (between two statements, or while one is being prepared), and the statement to
+ * stop may start after it.
  */
 static void *watch(void *arg) {
   Watchdog *w = (Watchdog *)arg;
@@ -142,6 +155,7 @@ static void *watch(void *arg) {
       stop(w, STOP_SIGNAL);
     } else if (!stopping) {
       if (now_ns() >= w->deadline_ns) stop(w, STOP_TIMEOUT);
+      else if (w->ticket != 0 && atomic_load(&cancelled_ticket) == w->ticket) stop(w, STOP_CANCEL);
       else if (w->max_resident >= 0 && resident_bytes(w->statm) > w->max_resident) stop(w, STOP_MEMORY);
     }
     if (atomic_load(&w->reason) != RUNNING) sqlite3_interrupt(w->db);
@@ -163,9 +177,9 @@ static void arm(sqlite3_context *context, int argc, sqlite3_value **argv) {
     sqlite3_result_error(context, "trajstore_watchdog: already armed", -1);
     return;
   }
-  sqlite3_int64 ms, max_growth, max_value;
-  if (!whole_number(argv[0], &ms) || !whole_number(argv[1], &max_growth) || !whole_number(argv[2], &max_value)) {
-    sqlite3_result_error(context, "trajstore_watchdog: the timeout (ms) and the limits (bytes) must be whole numbers", -1);
+  sqlite3_int64 ms, max_growth, max_value, ticket;
+  if (!whole_number(argv[0], &ms) || !whole_number(argv[1], &max_growth) || !whole_number(argv[2], &max_value) || !whole_number(argv[3], &ticket)) {
+    sqlite3_result_error(context, "trajstore_watchdog: the timeout (ms), the limits (bytes) and the ticket must be whole numbers", -1);
     return;
   }
   /* Only ever lowered: better-sqlite3 sets it to the longest string V8 can hold. */
@@ -181,6 +195,7 @@ static void arm(sqlite3_context *context, int argc, sqlite3_value **argv) {
   w->statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   long long resident = w->statm >= 0 ? resident_bytes(w->statm) : -1;
   w->max_resident = resident < 0 ? -1 : resident + max_growth;
+  w->ticket = ticket;
   atomic_store(&w->reason, RUNNING);
   if (pthread_create(&w->thread, NULL, watch, w) != 0) {
     close(fds[0]);
@@ -219,7 +234,7 @@ static void disarm(void *arg) {
   sqlite3_free(w);
 }
 
-/* Why the armed watchdog stopped its statement ('timeout', 'signal', 'memory'), or NULL. */
+/* Why the armed watchdog stopped its statement ('timeout', 'signal', 'memory', 'cancel'), or NULL. */
 static void stop_reason(sqlite3_context *context, int argc, sqlite3_value **argv) {
   (void)argc;
   (void)argv;
@@ -240,15 +255,35 @@ int sqlite3_extension_init(sqlite3 *db, char **error, const sqlite3_api_routines
   memset(w, 0, sizeof *w);
   w->db = db;
   w->statm = -1;
-  return sqlite3_create_function_v2(db, "trajstore_watchdog", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY, w, arm, NULL, NULL, disarm);
+  return sqlite3_create_function_v2(db, "trajstore_watchdog", 4, SQLITE_UTF8 | SQLITE_DIRECTONLY, w, arm, NULL, NULL, disarm);
 }
 
-/* The entry point of the connection that reads why a statement stopped (see the top). */
+static void next_ticket(sqlite3_context *context, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  sqlite3_result_int64(context, atomic_fetch_add(&last_ticket, 1) + 1);
+}
+
+/* Never lowered: a late cancel of an earlier ticket cannot undo the cancel of a later one. */
+static void cancel(sqlite3_context *context, int argc, sqlite3_value **argv) {
+  (void)argc;
+  long long ticket = sqlite3_value_int64(argv[0]);
+  long long seen = atomic_load(&cancelled_ticket);
+  while (ticket > seen && !atomic_compare_exchange_weak(&cancelled_ticket, &seen, ticket)) {
+  }
+  sqlite3_result_null(context);
+}
+
+/* The entry point of the connections that stop a statement from elsewhere and say why it stopped (see the top). */
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
 int sqlite3_watchdog_control_init(sqlite3 *db, char **error, const sqlite3_api_routines *api) {
   SQLITE_EXTENSION_INIT2(api);
   (void)error;
-  return sqlite3_create_function_v2(db, "trajstore_sql_stop_reason", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, NULL, stop_reason, NULL, NULL, NULL);
+  int flags = SQLITE_UTF8 | SQLITE_DIRECTONLY;
+  int rc = sqlite3_create_function_v2(db, "trajstore_sql_stop_reason", 0, flags, NULL, stop_reason, NULL, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function_v2(db, "trajstore_sql_ticket", 0, flags, NULL, next_ticket, NULL, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function_v2(db, "trajstore_sql_cancel", 1, flags, NULL, cancel, NULL, NULL, NULL);
+  return rc;
 }

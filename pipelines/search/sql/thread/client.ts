@@ -7,7 +7,9 @@
  * - One statement at a time; the others wait their turn, in order. The watchdog that stops a
  *   statement (watchdog.c) can be armed once per process, and takes SIGINT/SIGTERM process-wide while armed.
  * - The wait counts against the statement's timeout, so no request waits past its own; one whose
- *   client goes away while it waits is dropped before it runs.
+ *   client goes away while it waits is dropped before it runs, and one whose client goes away while
+ *   it runs is cancelled by its ticket (watchdog.ts), where it ran on to its timeout and held up
+ *   every statement after it. A statement's ticket is also the id of its job.
  * - The thread starts once, with the server: a Node isolate and better-sqlite3 are loaded once, not per request.
  * - A signal reaches the running statement through its watchdog, as on the command line, and the
  *   statement fails with an InterruptedError. A signal stops the server, so no statement starts
@@ -19,12 +21,15 @@ import { Worker } from 'node:worker_threads';
 import { UnavailableError } from '../../../../lib/errors.js';
 import { distPath } from '../../../../lib/install.js';
 import { SqlTimeoutError, type SqlOutcome, type SqlRequest } from '../runner.js';
+import { cancelSql, nextSqlTicket } from '../watchdog.js';
 import { SQL_THREAD_ROLE, errorOf, type SqlJob, type SqlReply, type SqlThreadData } from './protocol.js';
 
 const WORKER = distPath('pipelines', 'search', 'sql', 'thread', 'worker.js');
 
 interface Job {
   request: SqlRequest;
+  /** Aborts when the request's client goes away. */
+  signal: AbortSignal | undefined;
   /** process.hrtime.bigint() when it was asked for: its timeout runs from then. */
   since: bigint;
   resolve(outcome: SqlOutcome): void;
@@ -41,8 +46,7 @@ const stopping = (): UnavailableError => new UnavailableError('serve is stopping
 export class SqlThread {
   private worker: Worker | undefined;
   private readonly queue: Job[] = [];
-  private running: { id: number; job: Job } | undefined;
-  private next = 0;
+  private running: { id: number; job: Job; stopCancelling(): void } | undefined;
   private stopped = false;
   /** Called once the running statement has answered: `close` waits for it. */
   private onIdle: (() => void) | undefined;
@@ -72,6 +76,7 @@ export class SqlThread {
       signal?.addEventListener('abort', gone, { once: true });
       const job: Job = {
         request,
+        signal,
         since: process.hrtime.bigint(),
         resolve,
         reject,
@@ -121,11 +126,19 @@ export class SqlThread {
         job.reject(new SqlTimeoutError(timeoutMs, 0));
         continue;
       }
+      let ticket: number;
+      try {
+        ticket = nextSqlTicket();
+      } catch (error) {
+        job.reject(error as Error);
+        continue;
+      }
       const worker = (this.worker ??= this.start());
       worker.ref();
-      const id = this.next++;
-      this.running = { id, job };
-      worker.postMessage({ id, statement: { mounts, sql, params, maxRows, maxBytes, maxMemoryBytes, timeoutMs: left } } satisfies SqlJob);
+      const cancel = (): void => cancelSql(ticket);
+      job.signal?.addEventListener('abort', cancel, { once: true });
+      this.running = { id: ticket, job, stopCancelling: () => job.signal?.removeEventListener('abort', cancel) };
+      worker.postMessage({ id: ticket, statement: { mounts, sql, params, maxRows, maxBytes, maxMemoryBytes, timeoutMs: left, ticket } } satisfies SqlJob);
     }
   }
 
@@ -133,6 +146,7 @@ export class SqlThread {
     const running = this.running;
     if (running?.id !== reply.id) return;
     this.running = undefined;
+    running.stopCancelling();
     const { request, resolve, reject } = running.job;
     try {
       if (reply.columns) request.onColumns?.(reply.columns);
@@ -162,6 +176,7 @@ export class SqlThread {
       if (this.worker === worker) this.worker = undefined;
       const running = this.running;
       this.running = undefined;
+      running?.stopCancelling();
       running?.job.reject(crash ?? new Error(`the SQL thread exited (${code}) while a statement ran`));
       this.settled();
     });
