@@ -61,14 +61,15 @@ export class SqlTimeoutError extends UnavailableError {
   }
 }
 
-const MEMORY_HINT = 'make less at once (fewer or shorter values, a LIMIT, substr() of long text), or allow more with --max-memory';
+const MEMORY_HINT = 'make less at once (fewer or shorter values, a LIMIT, substr() of long text); `trajstore query --max-memory` allows more';
 
 /**
- * The largest string or BLOB a statement may make: a quarter of its memory allowance, since a
- * value on its way out is held about four times over (by SQLite, as JavaScript's copy, in the
- * row's text and in the output). The watchdog's memory check cannot stop a single step of
- * SQLite, which makes a whole value, or every value of a row, at once. At the default (1 GiB) it
- * is 256 MiB, as large as the largest document import takes, so a stored value fits.
+ * The largest string or BLOB a statement may make: a quarter of its memory allowance. The
+ * watchdog's memory check cannot stop a single step of SQLite, which makes a whole value, or every
+ * value of a row, at once; this bounds that step. At the default (1 GiB) it is 256 MiB, as large as
+ * the largest document import takes, so `find` reads any stored value. What a value costs after
+ * that step the memory check counts: printed, a value is held several times over (SQLite's copy,
+ * JavaScript's, its base64 or JSON text, the output's: a 100 MB BLOB printed as JSON took 700 MB).
  */
 const maxValueBytes = (maxMemoryBytes: number): number => Math.floor(maxMemoryBytes / 4);
 
