@@ -1,7 +1,6 @@
 /**
  * The object-store backend of the dataset's storage seam (store.ts): keys under `s3://bucket/prefix`
- * on S3 or an S3-compatible server, through @aws-sdk/client-s3 (multipart uploads by
- * @aws-sdk/lib-storage).
+ * on S3 or an S3-compatible server, through @aws-sdk/client-s3.
  *
  * - Where it is reached: a pin's endpoint, region and keys (pins.ts), else the standard variables
  *   (`AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, `AWS_REGION`/`AWS_DEFAULT_REGION`,
@@ -21,22 +20,27 @@
  * - A server is not trusted to behave: a listing that does not advance, or passes MAX_LISTED_KEYS,
  *   stops; every GET's body is checked against its length and, for a whole object, its ETag when
  *   that is an MD5 (a download also against the size the caller expects), and fetched again when
- *   it comes cut off, stalled or damaged (`whole`). Every single PUT carries its Content-MD5 and its
- *   answer's ETag is checked against it, so a body damaged on its way is sent again, never committed.
+ *   it comes cut off, stalled or damaged (`whole`). Every single PUT and every part of a multipart
+ *   upload carries its Content-MD5 and its answer's ETag is checked against it, so a body damaged on
+ *   its way is sent again, never committed; a multipart upload's completion is checked against the
+ *   ETag its parts make (`uploadInParts`).
  * - The SDK's logger is silenced: what it would print on stderr, the errors here say.
  * - Checksums only where S3 requires them: S3-compatible servers differ in the trailing checksums
  *   newer SDKs add to every upload.
  * - Nothing here puts a key into a message: errors name the dataset and the object, never the keys.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, mkdirSync, openSync, closeSync, writeSync, rmSync, statSync } from 'node:fs';
-import { readFile, rename } from 'node:fs/promises';
+import { createWriteStream, mkdirSync, openSync, closeSync, writeSync, rmSync, statSync } from 'node:fs';
+import { open, readFile, rename, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Readable } from 'node:stream';
 import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
@@ -44,8 +48,8 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
+  UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
 import { ConflictError, InvalidInputError, NotFoundError, ResourceLimitError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import type { S3Place } from '../pins/pins.js';
@@ -70,6 +74,8 @@ export const MAX_LISTED_KEYS = 1_000_000;
 /** Multipart uploads: parts of this size, this many at once. S3's minimum part is 5 MiB. */
 export const MULTIPART_PART_BYTES = 8 * 1024 * 1024;
 const MULTIPART_QUEUE = 4;
+/** How long the abort of a multipart upload may hold a command that was stopped (Ctrl-C): a stop does not wait for the server. */
+const ABORT_AFTER_STOP_MS = 2_000;
 
 /** A condition on a put: the key must not exist (`create`), or must still hold the version `ifMatch` names. */
 export type PutCondition = { ifNoneMatch: '*' } | { ifMatch: string };
@@ -185,12 +191,46 @@ const isMissingKey = (error: unknown): boolean => {
   return e?.name === 'NoSuchKey' || e?.name === 'NotFound' || (e?.$metadata?.httpStatusCode === 404 && e?.name !== 'NoSuchBucket');
 };
 
-/** The MD5 of an object's bytes, when its ETag is one: a single PUT's, without server-side encryption by KMS or a customer key. */
-function md5Of(out: { ETag?: string; ServerSideEncryption?: string; SSECustomerAlgorithm?: string }): string | undefined {
+/** What an answer says of an object's bytes: its ETag, and the encryption that makes an ETag no digest of them. */
+interface Tagged {
+  ETag?: string | undefined;
+  ServerSideEncryption?: string | undefined;
+  SSECustomerAlgorithm?: string | undefined;
+}
+
+/**
+ * An answer's ETag, unquoted, when it is made of MD5s: `shape` matches it and the object is not
+ * encrypted by KMS or a customer key (whose ETags are no digest of the bytes).
+ */
+function digestEtagOf(out: Tagged, shape: RegExp): string | undefined {
   const etag = out.ETag?.replace(/"/g, '').toLowerCase();
-  if (!etag || !/^[0-9a-f]{32}$/.test(etag)) return undefined;
+  if (!etag || !shape.test(etag)) return undefined;
   if (out.SSECustomerAlgorithm || out.ServerSideEncryption?.startsWith('aws:kms')) return undefined;
   return etag;
+}
+
+/** The MD5 of an object's bytes (or of a part's), when its ETag is one: a single PUT's (an UploadPart's). */
+const md5Of = (out: Tagged): string | undefined => digestEtagOf(out, /^[0-9a-f]{32}$/);
+
+/** A multipart upload's ETag as S3 makes it, when the answer has one: `<md5>-<parts>` (`multipartEtagOf`). */
+const multipartDigestOf = (out: Tagged): string | undefined => digestEtagOf(out, /^[0-9a-f]{32}-\d+$/);
+
+/** The ETag S3 gives an object uploaded in these parts: the MD5 of their MD5s (binary, in order), a hyphen and their number. */
+export function multipartEtagOf(partMd5s: readonly Buffer[]): string {
+  return `${createHash('md5').update(Buffer.concat(partMd5s)).digest('hex')}-${partMd5s.length}`;
+}
+
+/** A multipart upload under way: what names it in each of its requests. */
+interface MultipartUpload {
+  Bucket: string;
+  Key: string;
+  UploadId: string;
+}
+
+/** A part sent: the MD5 of its bytes, and the ETag the server answered (what the completion lists). */
+interface SentPart {
+  md5: Buffer;
+  etag: string;
 }
 
 /** What a GET or PUT brought: the value, or what is wrong with the bytes that arrived (they are sent or fetched again). */
@@ -349,31 +389,34 @@ export class S3ObjectStore implements ObjectStore {
     return this.putWhole(key, bytes, 'ifMatch' in condition ? { IfMatch: condition.ifMatch } : { IfNoneMatch: condition.ifNoneMatch });
   }
 
-  /** PUTs `body` until the server holds exactly its bytes (`putOnce`), MAX_ATTEMPTS times in all; returns the ETag. */
-  private putWhole(key: string, body: Uint8Array | string, condition: { IfMatch?: string; IfNoneMatch?: string } = {}): Promise<string> {
+  /** PUTs `body` until the server holds exactly its bytes (`sendBody`), MAX_ATTEMPTS times in all; returns the ETag. */
+  private async putWhole(key: string, body: Uint8Array | string, condition: { IfMatch?: string; IfNoneMatch?: string } = {}): Promise<string> {
     const bytes = typeof body === 'string' ? Buffer.from(body) : body;
     const md5 = createHash('md5').update(bytes).digest();
-    return this.whole(key, () => this.putOnce(key, bytes, md5, condition), 'uploads');
+    const put = (): Promise<Tagged> =>
+      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes, ContentMD5: md5.toString('base64'), ...condition }), this.request);
+    const out = await this.whole(key, () => this.sendBody(key, md5, put), { transfers: 'uploads' });
+    return out.ETag ?? '';
   }
 
   /**
-   * One PUT with the body's Content-MD5, so that a server that receives other bytes than were sent
-   * (damaged on the way) refuses them (400 BadDigest) instead of storing them under the key; an ETag
-   * that is an MD5 and not the body's says that a server which does not check Content-MD5 stored
-   * something else. Either is damage, and the body is sent again (the SDK retries a request that
-   * failed, not one the server answered with a 400).
+   * One request carrying a body (a PUT, or a part of a multipart upload) with the body's Content-MD5,
+   * so that a server that receives other bytes than were sent (damaged on the way) refuses them (400
+   * BadDigest) instead of storing them; an ETag that is an MD5 and not the body's says that a server
+   * which does not check Content-MD5 stored something else. Either is damage, and the body is sent
+   * again (the SDK retries a request that failed, not one the server answered with a 400).
    */
-  private async putOnce(key: string, bytes: Uint8Array, md5: Buffer, condition: { IfMatch?: string; IfNoneMatch?: string }): Promise<Arrived<string>> {
-    let out;
+  private async sendBody<T extends Tagged>(key: string, md5: Buffer, send: () => Promise<T>): Promise<Arrived<T>> {
+    let out: T;
     try {
-      out = await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes, ContentMD5: md5.toString('base64'), ...condition }), this.request);
+      out = await send();
     } catch (error) {
       if ((error as SdkError)?.name === 'BadDigest' && !this.signal?.aborted) return { damage: 'the server received other bytes than were sent (BadDigest)' };
       throw this.failure(error, key);
     }
     const etag = md5Of(out);
-    if (etag !== undefined && etag !== md5.toString('hex')) return { damage: "the ETag the server answered is not the MD5 of the bytes sent" };
-    return { value: out.ETag ?? '' };
+    if (etag !== undefined && etag !== md5.toString('hex')) return { damage: 'the ETag the server answered is not the MD5 of the bytes sent' };
+    return { value: out };
   }
 
   writer(key: string): ObjectWriter {
@@ -381,10 +424,11 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /**
-   * Sends a local file up under `key`: one PUT when small, a multipart upload past MULTIPART_PART_BYTES.
-   * The single PUT's body is the file read whole (at most MULTIPART_PART_BYTES) and a multipart
-   * upload's parts are read into buffers: the SDK retries what fails with the same bytes, which it
-   * cannot do with a stream. The signal stops it where it is (a multipart upload is aborted).
+   * Sends a local file up under `key`: one PUT when small, a multipart upload past MULTIPART_PART_BYTES
+   * (`uploadInParts`), made again whole, MAX_ATTEMPTS times in all, while the server assembles other
+   * bytes than were sent. The single PUT's body is the file read whole (at most MULTIPART_PART_BYTES)
+   * and a multipart upload's parts are read into buffers: what fails is sent again with the same
+   * bytes, which the SDK cannot do with a stream. The signal stops it where it is.
    */
   async upload(key: string, path: string): Promise<void> {
     const size = statSync(path).size;
@@ -392,25 +436,115 @@ export class S3ObjectStore implements ObjectStore {
       await this.putWhole(key, await readFile(path));
       return;
     }
-    await this.send(key, async () => {
-      // Upload's own requests do not take the signal: it is aborted on it (below), which needs it not to have fired yet.
-      this.signal?.throwIfAborted();
-      const upload = new Upload({
-        client: this.client,
-        params: { Bucket: this.bucket, Key: this.keyOf(key), Body: createReadStream(path) },
-        partSize: MULTIPART_PART_BYTES,
-        queueSize: MULTIPART_QUEUE,
-        // A failed upload is aborted: no parts of it stay billed on the server.
-        leavePartsOnError: false,
-      });
-      const stop = (): void => void upload.abort().catch(() => {});
-      this.signal?.addEventListener('abort', stop, { once: true });
-      try {
-        await upload.done();
-      } finally {
-        this.signal?.removeEventListener('abort', stop);
+    const file = await open(path, 'r');
+    try {
+      await this.whole(key, () => this.uploadInParts(key, file, size), { transfers: 'uploads' });
+    } finally {
+      await file.close();
+    }
+  }
+
+  /**
+   * One multipart upload of the file under `key`: its parts, each checked as a PUT is (`sendBody`) and
+   * sent again on its own when damaged, then the completion, whose ETag, when S3's kind, must be the
+   * one the parts sent make (`multipartEtagOf`). One that is not says that the server assembled other
+   * bytes: that object is deleted (a dataset's part has a name no other writer uses, and no manifest
+   * names it yet) and the damage returned, for the upload to be made again. Whatever fails on the
+   * way, the upload is aborted (`abandon`), so that no parts of it stay stored, and billed, on the server.
+   */
+  private async uploadInParts(key: string, file: FileHandle, size: number): Promise<Arrived<void>> {
+    const created = await this.send(key, () => this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request));
+    if (!created.UploadId) throw new UnavailableError(`${this.where(key)}: the object store began a multipart upload without naming it (no UploadId)`);
+    const upload: MultipartUpload = { Bucket: this.bucket, Key: this.keyOf(key), UploadId: created.UploadId };
+    let parts: SentPart[];
+    let out: Tagged;
+    try {
+      parts = await this.uploadParts(key, upload, file, size);
+      out = await this.complete(key, upload, parts);
+    } catch (error) {
+      await this.abandon(upload);
+      throw error;
+    }
+    const etag = multipartDigestOf(out);
+    if (etag !== undefined && etag !== multipartEtagOf(parts.map((part) => part.md5))) {
+      await this.delete(key);
+      return { damage: 'the ETag the server answered is not that of the parts sent' };
+    }
+    return { value: undefined };
+  }
+
+  /**
+   * The parts of a multipart upload, MULTIPART_QUEUE at a time, in order of their numbers. At the
+   * first that fails the others stop, and all have ended when this does: a part still on its way
+   * could land after the upload's abort and keep parts stored.
+   */
+  private async uploadParts(key: string, upload: MultipartUpload, file: FileHandle, size: number): Promise<SentPart[]> {
+    const count = Math.ceil(size / MULTIPART_PART_BYTES);
+    const parts: SentPart[] = [];
+    const failed = new AbortController();
+    const signal = this.signal ? AbortSignal.any([this.signal, failed.signal]) : failed.signal;
+    let next = 0;
+    let failure: { error: unknown } | undefined;
+    const sender = async (): Promise<void> => {
+      while (next < count && !failure) {
+        const index = next++;
+        try {
+          parts[index] = await this.uploadPart(key, upload, file, index, size, signal);
+        } catch (error) {
+          // The first failure is the one to report (the others are its consequence: stopped).
+          failure ??= { error };
+          failed.abort();
+        }
       }
-    });
+    };
+    await Promise.all(Array.from({ length: Math.min(MULTIPART_QUEUE, count) }, sender));
+    if (failure) throw failure.error;
+    return parts;
+  }
+
+  /** Part `index` (from 0) of the file, sent until the server holds exactly its bytes, MAX_ATTEMPTS times in all. */
+  private async uploadPart(key: string, upload: MultipartUpload, file: FileHandle, index: number, size: number, signal: AbortSignal): Promise<SentPart> {
+    const start = index * MULTIPART_PART_BYTES;
+    const bytes = Buffer.alloc(Math.min(MULTIPART_PART_BYTES, size - start));
+    for (let at = 0; at < bytes.length; ) {
+      const { bytesRead } = await file.read(bytes, at, bytes.length - at, start + at);
+      if (bytesRead === 0) throw new Error(`${this.where(key)}: the file to upload ended at ${start + at} bytes, not ${size}`);
+      at += bytesRead;
+    }
+    const md5 = createHash('md5').update(bytes).digest();
+    const send = (): Promise<Tagged> =>
+      this.client.send(new UploadPartCommand({ ...upload, PartNumber: index + 1, Body: bytes, ContentMD5: md5.toString('base64') }), { abortSignal: signal });
+    const out = await this.whole(key, () => this.sendBody(key, md5, send), { transfers: `uploads of part ${index + 1}`, signal });
+    return { md5, etag: out.ETag ?? `"${md5.toString('hex')}"` };
+  }
+
+  /**
+   * Completes a multipart upload of `parts`: the object is made of them, under its key. A completion
+   * that took effect but whose answer was lost (the connection cut) is sent again by the SDK and meets
+   * NoSuchUpload, the upload being over: then the object's own ETag (HEAD) answers for it.
+   */
+  private async complete(key: string, upload: MultipartUpload, parts: readonly SentPart[]): Promise<Tagged> {
+    try {
+      return await this.client.send(new CompleteMultipartUploadCommand({ ...upload, MultipartUpload: { Parts: parts.map((part, i) => ({ PartNumber: i + 1, ETag: part.etag })) } }), this.request);
+    } catch (error) {
+      if ((error as SdkError)?.name !== 'NoSuchUpload' || this.signal?.aborted) throw this.failure(error, key);
+      const made = await this.sendIfPresent(key, () => this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: upload.Key }), this.request));
+      // An ETag that is no digest (encryption by KMS) cannot tell: the key is this upload's own (`uploadInParts`).
+      const digest = made && multipartDigestOf(made);
+      if (made && (digest === undefined || digest === multipartEtagOf(parts.map((part) => part.md5)))) return made;
+      throw new UnavailableError(`${this.where(key)}: the object store no longer knows the multipart upload (NoSuchUpload): something else ended it`, { hint: 'try again' });
+    }
+  }
+
+  /**
+   * Ends a multipart upload that will not be completed, so that the server drops its parts. What
+   * failed is the caller's error, reported whatever happens here: a server that cannot be reached now
+   * keeps the upload until a lifecycle rule of the bucket ends it. After a stop (Ctrl-C) it is tried
+   * for ABORT_AFTER_STOP_MS at most.
+   */
+  private async abandon(upload: MultipartUpload): Promise<void> {
+    const options = this.signal?.aborted ? { abortSignal: AbortSignal.timeout(ABORT_AFTER_STOP_MS) } : this.request;
+    await this.client.send(new AbortMultipartUploadCommand(upload), options).catch(() => {});
   }
 
   /**
@@ -435,11 +569,12 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /**
-   * Runs `fetch` (one GET and its body, or one PUT) until what arrives is whole: a body cut off,
-   * stalled or damaged on its way is sent or fetched again, MAX_ATTEMPTS times in all (the SDK
-   * retries a request, but not once its body has begun, nor one the server refused as damaged).
+   * Runs `fetch` (one GET and its body, one PUT, one part or one multipart upload) until what arrives
+   * is whole: a body cut off, stalled or damaged on its way is sent or fetched again, MAX_ATTEMPTS
+   * times in all (the SDK retries a request, but not once its body has begun, nor one the server
+   * refused as damaged). `transfers` names them in the error; `signal` stops the waits between them.
    */
-  private async whole<T>(key: string, fetch: () => Promise<Arrived<T>>, transfers: 'downloads' | 'uploads' = 'downloads'): Promise<T> {
+  private async whole<T>(key: string, fetch: () => Promise<Arrived<T>>, { transfers = 'downloads', signal = this.signal }: { transfers?: string; signal?: AbortSignal | undefined } = {}): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const got = await fetch();
       if (!('damage' in got)) return got.value;
@@ -449,7 +584,7 @@ export class S3ObjectStore implements ObjectStore {
         });
       }
       // Backoff as the SDK's: about 0.1, 0.2, 0.4, 0.8 s with jitter; a stop does not wait for it.
-      await sleep(100 * 2 ** (attempt - 1) * (0.5 + Math.random()), undefined, { signal: this.signal }).catch((error: unknown) => {
+      await sleep(100 * 2 ** (attempt - 1) * (0.5 + Math.random()), undefined, { signal }).catch((error: unknown) => {
         throw this.failure(error, key);
       });
     }

@@ -7,10 +7,12 @@
  * retried, a damaged download fetched again, and exit codes that say what happened.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
+import { ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { toolScript } from '../../lib/testing/run-tool.js';
@@ -18,7 +20,7 @@ import { scratchDir } from '../../lib/testing/scratch.js';
 import { freePort } from '../../bench/lib/free-port.js';
 import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
 import { walkFiles } from '../../lib/walk.js';
-import { MAX_LISTED_KEYS, S3ObjectStore } from '../dataset/s3-store.js';
+import { MAX_LISTED_KEYS, MULTIPART_PART_BYTES, S3ObjectStore } from '../dataset/s3-store.js';
 import type { S3Place } from '../pins/pins.js';
 import { PROJECT_TESTDATA } from './helpers/fixtures.js';
 
@@ -37,11 +39,13 @@ let proxy: HostileProxy;
  * - slowdown: 503 SlowDown; corrupt: forwards, flipping bytes of the answer's body;
  * - corrupt-upload: flips a byte of the request's body on its way to the server (damage in transit);
  * - wrong-etag: forwards, answering with an ETag that is not the MD5 of what was sent;
+ * - wrong-complete-etag: forwards, answering a multipart upload's completion with an ETag in its body
+ *   that is not the one of the parts sent;
  * - cut-body: forwards, then sends the answer's headers and half its body, and cuts the connection;
  * - same-token: a listing marked truncated, with the same continuation token every time;
  * - endless: listing pages of 250,000 (short) keys, each with a new token.
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'cut-body' | 'same-token' | 'endless';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -128,6 +132,12 @@ class HostileProxy {
           return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data));
         case 'wrong-etag':
           return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, { ...up.headers, etag: '"0123456789abcdef0123456789abcdef"' }, data));
+        case 'wrong-complete-etag':
+          return this.forward(req, body, (up, data) => {
+            const text = data.toString().replace(/<ETag>[^<]*<\/ETag>/, '<ETag>&quot;0123456789abcdef0123456789abcdef-2&quot;</ETag>');
+            const { 'content-length': _length, ...headers } = up.headers;
+            answer(up.statusCode ?? 502, headers, text);
+          });
         case 'cut-body':
           return this.forward(req, body, (up, data) => {
             res.writeHead(up.statusCode ?? 502, up.headers);
@@ -384,6 +394,88 @@ test('an upload damaged in transit is sent again and never committed damaged; on
   assert.is.not(appended, before);
   assert.is(await runsOf('upload-damaged'), grown);
   assert.ok(clean.length < grown.length);
+});
+
+/**
+ * An input whose contents part passes MULTIPART_PART_BYTES, so that it goes up as a multipart upload
+ * of two parts: one ATIF file whose steps hold random text, which does not compress. New each time:
+ * an append stores only contents the dataset lacks.
+ */
+function bigInput(): string {
+  const dir = scratchDir('s3-hostile-big');
+  const stepBytes = 768 * 1024;
+  const steps = Array.from({ length: Math.ceil((1.5 * MULTIPART_PART_BYTES) / stepBytes) }, (_, i) => ({
+    step_id: i + 1,
+    timestamp: '2026-03-02T14:00:00Z',
+    source: i % 2 === 0 ? 'user' : 'agent',
+    message: randomBytes(stepBytes).toString('base64'),
+  }));
+  writeFileSync(join(dir, 'big.atif.json'), JSON.stringify({ schema_version: 'ATIF-v1.7', session_id: 'big', trajectory_id: 'big-1', agent: { name: 'writer', version: '1', model_name: 'demo' }, steps }));
+  return dir;
+}
+
+/** The keys of the multipart uploads under a prefix begun and neither completed nor aborted: parts the server keeps (and bills). */
+async function uploadsLeft(prefix: string): Promise<string[]> {
+  const client = new S3Client({ endpoint: server.endpoint, forcePathStyle: true, region: 'us-west-2', credentials: { accessKeyId: TEST_ACCESS_KEY, secretAccessKey: TEST_SECRET_KEY } });
+  try {
+    const out = await client.send(new ListMultipartUploadsCommand({ Bucket: 'lake', Prefix: `${prefix}/` }));
+    return (out.Uploads ?? []).map((upload) => upload.Key ?? '');
+  } finally {
+    client.destroy();
+  }
+}
+
+test('a multipart upload: a part damaged in transit is sent again, alone; parts damaged every time, answered with a wrong ETag or refused, a completion answered with an ETag not that of the parts, or a stop: no commit, no object, no upload left', async () => {
+  await create('mp', ATIF);
+  const PARTS = /^PUT \/lake\/mp\/parts\/contents\/.*partNumber=/;
+  const cache = join(home, 'cache-mp');
+  proxy.set({ act: 'corrupt-upload', match: PARTS, times: 1 });
+  const once = await trajstore(['import', '-f', bigInput(), '-t', 's3://lake/mp', '--mode', 'append'], { cache });
+  assert.is(once.code, 0, once.stderr);
+  const damaged = proxy.seen.find((line) => line.startsWith('corrupt-upload'))!.split(' ')[2]!;
+  const [path, query] = damaged.split('?') as [string, string];
+  const partNumber = new URLSearchParams(query).get('partNumber');
+  assert.is(proxy.seen.filter((line) => line.startsWith(`pass PUT ${path}?`) && new URLSearchParams(line.split('?')[1]).get('partNumber') === partNumber).length, 1, 'the damaged part was sent again');
+  assert.is(proxy.count(/^pass POST \/lake\/mp\/parts\/contents\/\S+\?uploads/), 1, 'in the same upload');
+  const key = path.slice('/lake/mp/'.length);
+  const local: string[] = [];
+  walkFiles(join(cache, 'trajstore', 's3', 'parts'), (rel, _entry, full) => rel.endsWith(key) && local.push(full));
+  const sent = readFileSync(local[0]!);
+  assert.ok(sent.length > MULTIPART_PART_BYTES, `a part of ${sent.length} bytes goes up in parts`);
+  assert.ok((await direct('mp', (store) => store.get(key)))?.equals(sent), 'the server holds the bytes sent');
+
+  // A completion that took effect, its answer lost: the SDK's retry meets NoSuchUpload, and the object's ETag shows the upload done.
+  const COMPLETE = /^POST \/lake\/mp\/parts\/contents\/.*uploadId=/;
+  proxy.set({ act: 'reset-after', match: COMPLETE, times: 1 });
+  const lost = await trajstore(['import', '-f', bigInput(), '-t', 's3://lake/mp', '--mode', 'append'], { cache: scratchDir('s3-hostile-mp') });
+  assert.is(lost.code, 0, lost.stderr);
+  assert.is(proxy.count(/^(reset-after|pass) POST \/lake\/mp\/.*uploadId=/), 2, 'the completion was sent again');
+  const committed = await snapshotOf('mp');
+  const big = bigInput();
+
+  for (const [act, match, said] of [
+    ['corrupt-upload', PARTS, '5 uploads of part \\d came damaged'],
+    ['wrong-etag', PARTS, '5 uploads of part \\d came damaged'],
+    ['slowdown', PARTS, 'the object store failed \\(HTTP 503 SlowDown\\) after 5 attempts'],
+    ['wrong-complete-etag', COMPLETE, '5 uploads came damaged \\(the last: the ETag the server answered is not that of the parts sent'],
+  ] as const) {
+    proxy.set({ act, match });
+    const r = await trajstore(['import', '-f', big, '-t', 's3://lake/mp', '--mode', 'append'], { cache: scratchDir('s3-hostile-mp') });
+    assert.is(r.code, 6, `${act}: ${r.stderr}`);
+    const named = new RegExp(`s3://lake/mp/(parts/contents/\\S+\\.parquet): ${said}`).exec(r.stderr);
+    assert.ok(named, `${act}: ${r.stderr}`);
+    proxy.set();
+    assert.is(await snapshotOf('mp'), committed, `${act}: nothing committed`);
+    assert.is(await direct('mp', (store) => store.size(named![1]!)), undefined, `${act}: the object is not on the server`);
+    assert.equal(await uploadsLeft('mp'), [], `${act}: the upload was aborted`);
+  }
+
+  proxy.set({ act: 'hang', match: PARTS });
+  const stopped = await trajstore(['import', '-f', big, '-t', 's3://lake/mp', '--mode', 'append'], { cache: scratchDir('s3-hostile-mp'), stop: { signal: 'SIGINT', when: () => proxy.count(/^hang PUT/) > 0 }, deadlineMs: 30_000 });
+  assert.is(stopped.code, 130, stopped.stderr);
+  proxy.set();
+  assert.equal(await uploadsLeft('mp'), [], 'a stop aborts the upload');
+  assert.is(await snapshotOf('mp'), committed);
 });
 
 test('a download damaged in transit is fetched again and never cached; one damaged every time exits 6 naming the object; the expected size is checked', async () => {
