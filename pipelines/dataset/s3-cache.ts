@@ -27,7 +27,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError, pathError, ToolError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
 import type { S3Place } from '../pins/pins.js';
@@ -49,6 +49,18 @@ export function s3CacheRoot(env: NodeJS.ProcessEnv): string {
 function cacheMaxBytes(env: NodeJS.ProcessEnv): number {
   const value = Number(env.TRAJSTORE_S3_CACHE_MAX_BYTES);
   return Number.isFinite(value) && value > 0 ? value : DEFAULT_CACHE_MAX_BYTES;
+}
+
+/**
+ * A failure of the local cache (a directory that cannot be written, a full disk) while it serves
+ * `subject` (`s3://bucket/prefix: its copy in the local cache`): named by the dataset or object the
+ * user gave, as the cache's own paths (hashed store names, temporary names) are none the user knows;
+ * the hint says where the cache is. Any other error is returned as it is.
+ */
+export function cacheFailure(error: unknown, subject: string, root: string): unknown {
+  const typed = pathError(error, subject);
+  if (typed === error || !(typed instanceof ToolError)) return error;
+  return new ToolError(typed.exitCode, typed.message, { hint: `the local cache is ${root} (XDG_CACHE_HOME moves it)`, cause: error });
 }
 
 /** What names a store in the cache: a hash of its endpoint, bucket and prefix. */
@@ -91,9 +103,18 @@ export async function localSnapshotOf(place: S3Place, env: NodeJS.ProcessEnv, si
   }
 }
 
-/** The local copy of the snapshot a manifest just read from `store` names, built when the cache lacks it. */
+/** The local copy of the snapshot a manifest just read from `store` names, built when the cache lacks it; a failure of the cache is named by the dataset (`cacheFailure`). */
 export async function localCopyOf(store: S3ObjectStore, place: S3Place, env: NodeJS.ProcessEnv, current: { manifest: Manifest; etag: string }): Promise<LocalSnapshot> {
   const root = s3CacheRoot(env);
+  try {
+    return await copyInCache(store, place, env, root, current);
+  } catch (error) {
+    throw cacheFailure(error, `${place.uri}: its copy in the local cache`, root);
+  }
+}
+
+/** `localCopyOf` inside the cache at `root`. */
+async function copyInCache(store: S3ObjectStore, place: S3Place, env: NodeJS.ProcessEnv, root: string, current: { manifest: Manifest; etag: string }): Promise<LocalSnapshot> {
   const id = current.manifest.snapshot_id;
   const dir = snapshotCopyOf(root, place, id);
   // A copy is published whole (publishCopy) and a descriptor never changes (its name is its hash):
@@ -177,7 +198,11 @@ async function buildSnapshotCopy(store: S3ObjectStore, place: S3Place, root: str
   const temp = join(dirname(dir), `.${snapshot.id}${TEMP_MARKER}${randomSuffix()}`);
   mkdirSync(temp, { recursive: true });
   try {
-    for (const part of partsOf(snapshot)) await linkPart(store, pool, part, temp);
+    for (const part of partsOf(snapshot)) {
+      await linkPart(store, pool, part, temp).catch((error: unknown) => {
+        throw cacheFailure(error, `${store.uri}/${part.key}: its copy in the local cache`, root);
+      });
+    }
     mkdirSync(join(temp, 'snapshots'));
     writeFileSync(join(temp, snapshotKey(snapshot.id)), snapshotBytes);
     writeFileSync(join(temp, MANIFEST_KEY), `${JSON.stringify(manifest, null, 2)}\n`);

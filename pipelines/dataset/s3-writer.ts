@@ -31,7 +31,7 @@ import type { S3Place } from '../pins/pins.js';
 import { INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
-import { addToPool, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
+import { addToPool, cacheFailure, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
 import { S3ObjectStore } from './s3-store.js';
 import { DatasetWriter, type DatasetSink, type DatasetWriterOptions } from './writer.js';
 import { reclaimSuperseded } from './compaction.js';
@@ -86,7 +86,7 @@ export class S3DatasetWriter implements DatasetSink {
     } catch (error) {
       rmSync(scratch, { recursive: true, force: true });
       store.close();
-      throw error;
+      throw cacheFailure(error, `${remote.uri}: its build in the local cache`, root);
     }
   }
 

@@ -4,11 +4,11 @@
  * never a mocked client: every command, the conditional manifest commit with two writers, the
  * endpoint going away mid-import, the exit codes, and credentials never shown.
  */
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
@@ -306,6 +306,50 @@ test('a dataset dropped while an append uploads: the append exits 3 saying so, c
     store.close();
   }
   assert.is((await trajstore(['drop', 's3://lake/drop-race', '--yes'])).code, 3);
+});
+
+test('a local cache that cannot be written: the error names the s3:// object or dataset the user gave and says it is the local cache, never a path of the cache (exit 2)', async () => {
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/cacheless'])).code, 0);
+  // Permissions bind other users only: as root the commands run as nobody, who owns all but the locked directories.
+  const root = process.getuid?.() === 0;
+  /** Runs `args` with a cache of its own, in which `prepare` (given the cache's trajstore/s3 directory) makes the directories it returns, to be locked. */
+  const run = async (args: string[], prepare: (s3: string) => string[]): Promise<string> => {
+    const own = scratchDir('s3-datasets-cacheless');
+    const cache = join(own, 'cache');
+    const s3 = join(cache, 'trajstore', 's3');
+    mkdirSync(s3, { recursive: true });
+    const locked = prepare(s3);
+    if (root) {
+      assert.is(spawnSync('chown', ['-R', '65534:65534', own]).status, 0);
+      for (const dir of locked) chownSync(dir, 0, 0);
+    } else for (const dir of locked) chmodSync(dir, 0o555);
+    const r = await runTool('trajstore', args, { env: { ...envOf(server.endpoint, cache), HOME: own, XDG_CONFIG_HOME: join(own, 'config'), XDG_DATA_HOME: join(own, 'data') }, cwd: own, ...(root ? { uid: 65534, gid: 65534 } : {}) });
+    assert.is(r.code, 2, r.stderr);
+    const error = r.stderr.split('\n').find((line) => line.includes('error:')) ?? '';
+    assert.not.ok(error.includes(own), `the error names no path of the cache: ${error}`);
+    assert.ok(r.stderr.includes(s3), `the hint says where the cache is: ${r.stderr}`);
+    return error;
+  };
+  const made = (dir: string): string => (mkdirSync(dir, { recursive: true }), dir);
+  // A part that cannot be downloaded into the cache (its directory cannot be made, or its temporary file): named by its object.
+  assert.match(await run(['list', 's3://lake/cacheless'], (s3) => [made(join(s3, 'parts'))]), /s3:\/\/lake\/cacheless\/parts\/\w+\/\S+\.parquet: its copy in the local cache: permission denied/);
+  const relationDirs = (s3: string): string[] => {
+    // The pool of a cache that held the dataset, emptied: the downloads go into directories that exist.
+    const listed = spawnSync(process.execPath, [toolScript('trajstore'), 'list', 's3://lake/cacheless'], { env: { ...process.env, ...envOf(server.endpoint, join(s3, '..', '..')) } });
+    assert.is(listed.status, 0, String(listed.stderr));
+    rmSync(join(s3, 'snapshots'), { recursive: true });
+    const dirs = new Set<string>();
+    walkFiles(join(s3, 'parts'), (_rel, _entry, full) => {
+      rmSync(full);
+      dirs.add(dirname(full));
+    });
+    return [...dirs];
+  };
+  assert.match(await run(['list', 's3://lake/cacheless'], relationDirs), /s3:\/\/lake\/cacheless\/parts\/\w+\/\S+\.parquet: its copy in the local cache: permission denied/);
+  // The snapshot's copy that cannot be made: named by the dataset.
+  assert.match(await run(['list', 's3://lake/cacheless'], (s3) => [made(join(s3, 'snapshots'))]), /s3:\/\/lake\/cacheless: its copy in the local cache: permission denied/);
+  // An import whose build cannot be made: named by its target.
+  assert.match(await run(['import', '-f', ATIF, '-t', 's3://lake/cacheless-import'], (s3) => [made(join(s3, 'builds'))]), /s3:\/\/lake\/cacheless-import: its build in the local cache: permission denied/);
 });
 
 test('a pin with endpoint and keys: the keys reach the server, and no output, log line or cached file shows the secret', async () => {
