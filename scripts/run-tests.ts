@@ -3,19 +3,51 @@
  * a time), and `cargo test` for the Rust workspace. Ends with one line `N passed, N failed`
  * (`, N skipped` when some were), and exits non-zero when anything failed.
  *
- *   node dist/scripts/run-tests.js [--tier default|slow|all] [PATH_FILTER...]
+ *   node dist/scripts/run-tests.js [--tier default|slow|all] [PATH_FILTER | FILE.js ...]
  *
  * Tiers: test files named `*.slow.test.ts` are the slow tier, run only with `--tier slow|all`.
+ * A PATH_FILTER picks the test files whose path contains it; a path to a `.js` file runs that file.
+ *
+ * Each command runs in a process group of its own (process-group.ts), stopped with everything it
+ * started when it runs past TEST_FILE_TIMEOUT_MS (default 15 minutes) or when the runner is stopped
+ * (Ctrl-C, SIGTERM: exit 130, 143; a second one kills at once).
  */
-import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { killAllGroups, runGrouped, stopAllGroups, type Outcome } from './process-group.js';
 
 const REPO = join(fileURLToPath(import.meta.url), '..', '..', '..');
 const DIST = join(REPO, 'dist');
-const FILE_TIMEOUT_MS = 15 * 60_000;
+const TIMEOUT_ENV = 'TEST_FILE_TIMEOUT_MS';
+
+/** TEST_FILE_TIMEOUT_MS, else 15 minutes. */
+function fileTimeoutMs(): number {
+  const text = process.env[TIMEOUT_ENV];
+  if (text === undefined || text === '') return 15 * 60_000;
+  const ms = Number(text);
+  if (!Number.isSafeInteger(ms) || ms < 1) {
+    console.error(`run-tests: invalid ${TIMEOUT_ENV} ${JSON.stringify(text)}: expected a whole number of milliseconds, at least 1`);
+    process.exit(2);
+  }
+  return ms;
+}
+const FILE_TIMEOUT_MS = fileTimeoutMs();
+
+/** The signal that stopped the runner: no command starts after it. */
+let stoppedBy: NodeJS.Signals | undefined;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    // A second stop does not wait for the groups to end.
+    if (stoppedBy) {
+      killAllGroups();
+      process.exit(signal === 'SIGTERM' ? 143 : 130);
+    }
+    stoppedBy = signal;
+    stopAllGroups(signal);
+  });
+}
 
 interface Tally {
   passed: number;
@@ -24,30 +56,8 @@ interface Tally {
 }
 const total: Tally = { passed: 0, failed: 0, skipped: 0 };
 
-interface Outcome {
-  code: number | null;
-  output: string;
-  ms: number;
-}
-
 function run(command: string, args: string[], cwd = REPO): Promise<Outcome> {
-  const started = Date.now();
-  return new Promise((resolve) => {
-    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
-    let output = '';
-    const collect = (chunk: Buffer): void => void (output += chunk.toString('utf8'));
-    child.stdout.on('data', collect);
-    child.stderr.on('data', collect);
-    const timer = setTimeout(() => {
-      output += `\n[killed after ${FILE_TIMEOUT_MS / 60_000} minutes]\n`;
-      child.kill('SIGKILL');
-    }, FILE_TIMEOUT_MS);
-    child.on('error', (error) => (output += `${error.message}\n`));
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, output, ms: Date.now() - started });
-    });
-  });
+  return runGrouped(command, args, { cwd, timeoutMs: FILE_TIMEOUT_MS });
 }
 
 function report(name: string, tally: Tally, outcome: Outcome): void {
@@ -90,11 +100,16 @@ async function typecheck(): Promise<void> {
   report('typecheck (tsc --noEmit)', { passed: outcome.code === 0 ? 1 : 0, failed: outcome.code === 0 ? 0 : 1, skipped: 0 }, outcome);
 }
 
+/** The arguments that are paths to `.js` files, run as they are whatever their names. */
+const isScript = (arg: string): boolean => arg.endsWith('.js') && existsSync(arg) && statSync(arg).isFile();
+
 async function typescriptTests(tier: string, filters: string[]): Promise<void> {
-  const files = findTestFiles(DIST, tier).filter((f) => filters.length === 0 || filters.some((p) => f.includes(p)));
-  const queue = [...files];
+  const scripts = filters.filter(isScript).map((arg) => resolve(arg));
+  const patterns = filters.filter((arg) => !isScript(arg));
+  const found = patterns.length === 0 && scripts.length > 0 ? [] : findTestFiles(DIST, tier).filter((f) => patterns.length === 0 || patterns.some((p) => f.includes(p)));
+  const queue = [...scripts, ...found];
   const worker = async (): Promise<void> => {
-    for (let file = queue.shift(); file; file = queue.shift()) {
+    for (let file = queue.shift(); file && !stoppedBy; file = queue.shift()) {
       const outcome = await run(process.execPath, [file]);
       const tally = uvuTally(outcome.output);
       // A file that registers no test, or never calls test.run(), would pass having checked nothing.
@@ -102,7 +117,7 @@ async function typescriptTests(tier: string, filters: string[]): Promise<void> {
         tally.failed = 1;
         outcome.output += '\n[no test ran: a test file registers its tests and ends with test.run()]\n';
       }
-      report(relative(DIST, file).replace(/\.js$/, '.ts'), tally, outcome);
+      report(file.startsWith(DIST) ? relative(DIST, file).replace(/\.js$/, '.ts') : file, tally, outcome);
     }
   };
   await Promise.all(Array.from({ length: Math.min(availableParallelism(), 4) }, worker));
@@ -138,9 +153,10 @@ if (!['default', 'slow', 'all'].includes(tier)) {
 const rustOnly = args.length === 0 || args.some((a) => a.startsWith('vmm-rs'));
 
 await typecheck();
-await typescriptTests(tier, args.filter((a) => !a.startsWith('vmm-rs')));
-if (rustOnly) await rustTests(tier);
+if (!stoppedBy) await typescriptTests(tier, args.filter((a) => !a.startsWith('vmm-rs')));
+if (rustOnly && !stoppedBy) await rustTests(tier);
 
 const skipped = total.skipped ? `, ${total.skipped} skipped` : '';
 console.log(`\n${total.passed} passed, ${total.failed} failed${skipped}`);
-process.exitCode = total.failed > 0 ? 1 : 0;
+if (stoppedBy) console.log(`stopped (${stoppedBy}): the commands running were stopped with what they started, the rest not run`);
+process.exitCode = stoppedBy ? (stoppedBy === 'SIGTERM' ? 143 : 130) : total.failed > 0 ? 1 : 0;
