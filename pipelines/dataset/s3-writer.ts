@@ -25,7 +25,7 @@
  */
 import { copyFileSync, existsSync, linkSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { ConflictError, InvalidInputError, NotFoundError, ToolError } from '../../lib/errors.js';
 import { randomSuffix } from '../../lib/durable.js';
 import type { S3Place } from '../pins/pins.js';
 import { INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, snapshotKey, type Manifest, type Snapshot } from './layout.js';
@@ -173,11 +173,17 @@ export class S3DatasetWriter implements DatasetSink {
     await reclaimSuperseded(this.store, snapshot.id, COMPACTION_DEFAULTS.graceMs).catch((error: unknown) =>
       this.options.log?.warn(`${remote.uri}: committed snapshot ${snapshot.id}, but reclaiming superseded objects failed (the next writer tries again): ${(error as Error).message}`),
     );
-    // The local build is the cache's copy of the new snapshot.
+    // The local build is the cache's copy of the new snapshot. The commit stands whatever happens
+    // here too: a cache that cannot keep it only means that a reader fetches it.
     const root = s3CacheRoot(this.options.env);
-    for (const key of partKeysOf(snapshot)) addToPool(root, remote, key, join(this.build, ...key.split('/')));
-    mkdirSync(join(root, 'snapshots'), { recursive: true });
-    publishCopy(this.build, snapshotCopyOf(root, remote, snapshot.id));
+    try {
+      for (const key of partKeysOf(snapshot)) addToPool(root, remote, key, join(this.build, ...key.split('/')));
+      mkdirSync(join(root, 'snapshots'), { recursive: true });
+      publishCopy(this.build, snapshotCopyOf(root, remote, snapshot.id));
+    } catch (error) {
+      const failure = cacheFailure(error, `${remote.uri}: committed snapshot ${snapshot.id}; keeping its copy in the local cache failed`, root) as Error;
+      this.options.log?.warn(failure instanceof ToolError && failure.hint ? `${failure.message} (${failure.hint})` : failure.message);
+    }
     this.finish();
     return snapshot;
   }
