@@ -8,7 +8,7 @@
 import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { InvalidInputError, UnavailableError } from '../lib/errors.js';
-import { closeWithGrace } from '../lib/http-limits.js';
+import { capConnections, closeWithGrace } from '../lib/http-limits.js';
 import type { Logger } from '../lib/log.js';
 import { buildApi } from './api/server.js';
 import { parseHostPort, publicAuthority } from './listen.js';
@@ -20,6 +20,17 @@ import { NativeRuntime } from './runtime/native.js';
 import { SandboxService } from './service/sandboxes.js';
 import { Registry } from './store/registry.js';
 import { lockStateDirectory } from './store/state-lock.js';
+
+/**
+ * Descriptors the daemon keeps for its own work, out of the listener's reach: Node's own, the
+ * registry's writes, maintenance (8 deletions at a time), and for every sandbox admission allows,
+ * what its start holds at once (the supervisor's pipes and log, the guest control listener and its
+ * connection, a readiness probe).
+ */
+const RESERVED_DESCRIPTORS = 64;
+const DESCRIPTORS_PER_SANDBOX_START = 8;
+/** A client connection, and the sandbox's socket its proxied request is streamed to. */
+const DESCRIPTORS_PER_CONNECTION = 2;
 
 export interface RuntimeParts {
   launcher: SupervisorLauncher;
@@ -66,6 +77,9 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
     await service.reconcileAll();
     const app = buildApi({ service, apiKey: options.apiKey, log });
     const { host, port } = parseHostPort('--listen', options.listen);
+    capConnections([{ name: 'sandboxd API', server: app.server, descriptorsPerConnection: DESCRIPTORS_PER_CONNECTION }], (message) => log.warn(message), {
+      reserve: RESERVED_DESCRIPTORS + DESCRIPTORS_PER_SANDBOX_START * options.maxSandboxes,
+    });
     await app.listen({ host, port });
     const bound = (app.server.address() as AddressInfo).port;
     // With port 0 the authority is only known now (the harness); otherwise it was checked above.

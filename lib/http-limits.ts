@@ -1,5 +1,6 @@
-/** Time limits of the HTTP listeners (trajstore serve, the serving Router, sandboxd). */
-import type { Socket } from 'node:net';
+/** Time and connection limits of the HTTP listeners (trajstore serve, the serving Router, sandboxd). */
+import { readFileSync } from 'node:fs';
+import type { Server, Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 
 /**
@@ -52,4 +53,69 @@ export async function closeWithGrace(app: FastifyInstance): Promise<void> {
     clearTimeout(cut);
     clearInterval(reap);
   }
+}
+
+/** The open-file limit assumed where /proc/self/limits cannot be read (not Linux): the usual default. */
+export const FALLBACK_OPEN_FILE_LIMIT = 1024;
+
+/**
+ * The soft RLIMIT_NOFILE of this process ("Max open files" in /proc/self/limits; Node raises the
+ * soft limit to the hard one at start-up, so this is what the process can really open), or
+ * FALLBACK_OPEN_FILE_LIMIT when unreadable.
+ */
+export function openFileLimit(limitsFile = '/proc/self/limits'): number {
+  let text: string;
+  try {
+    text = readFileSync(limitsFile, 'utf8');
+  } catch {
+    return FALLBACK_OPEN_FILE_LIMIT;
+  }
+  const soft = /^Max open files\s+(\S+)/m.exec(text)?.[1];
+  if (soft === 'unlimited') return Number.MAX_SAFE_INTEGER;
+  return soft !== undefined && /^\d+$/.test(soft) ? Number(soft) : FALLBACK_OPEN_FILE_LIMIT;
+}
+
+/** Descriptors a process keeps for itself by default: its own files, pipes and outbound sockets. */
+export const DEFAULT_DESCRIPTOR_RESERVE = 128;
+
+/** The fewest connections a listener is capped at, however low the limit: below it the service is unusable anyway. */
+const MIN_CONNECTIONS = 8;
+
+/** A listener of the process and the descriptors one of its connections may hold (2 where a request is proxied on). */
+export interface CappedListener {
+  name: string;
+  server: Server;
+  descriptorsPerConnection: number;
+}
+
+/** After a drop, further drops are told again only once this long has passed without any. */
+export const DROP_WARNING_QUIET_MS = 60_000;
+
+/**
+ * Caps the connections of a process's listeners so that together they cannot use up its open-file
+ * limit: the soft limit less `reserve` (what the process needs for its own work) is shared evenly
+ * among the listeners, each dividing its share by the descriptors a connection may hold. Past its
+ * cap a listener closes new connections at once (Node's `maxConnections`); without it, clients
+ * that open and hold connections took every descriptor, and the process's own work (writing its
+ * state, reaching its backends) failed with EMFILE until they let go. A listener that reaches its
+ * cap warns once, not per connection dropped; it warns again after a quiet DROP_WARNING_QUIET_MS.
+ * Returns each listener's cap.
+ */
+export function capConnections(listeners: CappedListener[], warn: (message: string) => void, options: { reserve?: number; limit?: number } = {}): number[] {
+  const limit = options.limit ?? openFileLimit();
+  const reserve = options.reserve ?? DEFAULT_DESCRIPTOR_RESERVE;
+  const share = Math.max(0, limit - reserve) / Math.max(1, listeners.length);
+  return listeners.map(({ name, server, descriptorsPerConnection }) => {
+    const cap = Math.max(MIN_CONNECTIONS, Math.floor(share / descriptorsPerConnection));
+    server.maxConnections = cap;
+    let lastDrop = -Infinity;
+    server.on('drop', () => {
+      const now = Date.now();
+      if (now - lastDrop > DROP_WARNING_QUIET_MS) {
+        warn(`${name}: at its cap of ${cap} connections (open-file limit ${limit}, ${reserve} descriptors kept for the process's own work): new connections are closed until some end`);
+      }
+      lastDrop = now;
+    });
+    return cap;
+  });
 }

@@ -10,14 +10,27 @@ export interface DaemonProcess {
   url: string;
   /** The fixture's lifecycle key, which `api` sends. */
   apiKey: string;
+  /** What it wrote to stderr so far (also passed on to this process's stderr). */
+  stderr(): string;
+}
+
+export interface LaunchOptions {
+  /** A command it runs under (which execs it, so that the child's pid is the daemon's), e.g. one that lowers its limits. */
+  wrap?: string[];
 }
 
 /** Starts it on the fixture's state (options overridable) and resolves with its URL; the key travels in its environment. */
-export async function startDaemonProcess(fixture: Fixture, overrides: Record<string, unknown> = {}): Promise<DaemonProcess> {
+export async function startDaemonProcess(fixture: Fixture, overrides: Record<string, unknown> = {}, launch: LaunchOptions = {}): Promise<DaemonProcess> {
   const { apiKey: _key, ...options } = fixture.options;
-  const child = spawn(process.execPath, [join(DIST_ROOT, 'daemon/test/supervisor/serve-process.js'), JSON.stringify({ ...options, ...overrides })], {
+  const [command, ...args] = [...(launch.wrap ?? []), process.execPath, join(DIST_ROOT, 'daemon/test/supervisor/serve-process.js'), JSON.stringify({ ...options, ...overrides })];
+  const child = spawn(command!, args, {
     env: { ...process.env, SVC_API_KEY: fixture.apiKey },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+    process.stderr.write(chunk);
   });
   const url = await new Promise<string>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`daemon exited ${code}`)));
@@ -27,7 +40,7 @@ export async function startDaemonProcess(fixture: Fixture, overrides: Record<str
     });
   });
   child.removeAllListeners('exit');
-  return { child, url, apiKey: fixture.apiKey };
+  return { child, url, apiKey: fixture.apiKey, stderr: () => stderr };
 }
 
 /** A normal stop (SIGTERM; sandboxes keep running), resolved once the process has exited. */
