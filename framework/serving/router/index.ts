@@ -13,6 +13,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { remote } from '../../core/actor.js';
 import { listenFailure } from '../../../lib/errors.js';
+import { capConnections } from '../../../lib/http-limits.js';
 import { isLoopbackHost } from '../../../lib/loopback.js';
 import type { ActorContext, ActorMetadata } from '../../core/context.js';
 import { apiServer, type ApiOptions } from './http.js';
@@ -50,6 +51,8 @@ class Router {
     }
     this.pool = new WorkerPool(this.context!.system, this.params.worker_name);
     this.app = apiServer({ modelName: this.params.model_name, pool: this.pool, apiKey, loopbackHostsOnly: isLoopbackHost(host) && apiKey === undefined, counters: this.counters });
+    // One descriptor per client: its requests reach the workers over the node's shared cluster sessions.
+    capConnections([{ name: 'Router HTTP API', server: this.app.server, descriptorsPerConnection: 1 }], (message) => process.stderr.write(`warn: ${message}\n`));
     try {
       await this.app.listen({ host, port });
     } catch (error) {
