@@ -19,8 +19,10 @@ export interface ServeProcess {
   stop(): Promise<number | null>;
 }
 
-export function startServeProcess(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [toolScript('trajstore'), ...args], { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** `wrap`: a command it runs under (which execs it, so that the child's pid is serve's), e.g. one that lowers its limits. */
+export function startServeProcess(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number; wrap?: string[] } = {}): Promise<ServeProcess> {
+  const [command, ...rest] = [...(options.wrap ?? []), process.execPath, toolScript('trajstore'), ...args];
+  const child = spawn(command!, rest, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));

@@ -5,7 +5,7 @@
  * error), so `--log-level` filters them.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
-import { closeStalledAnswers, closeWithGrace, REQUEST_TIMEOUT_MS } from '../../lib/http-limits.js';
+import { capConnections, closeStalledAnswers, closeWithGrace, REQUEST_TIMEOUT_MS, type CappedListener } from '../../lib/http-limits.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { InvalidInputError, addressInUse } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
@@ -182,6 +182,12 @@ export async function startServer(rc: ResolveContext, options: ServeOptions): Pr
   const gatewayApp = gateways && gatewayAt ? (await import('./gateway/index.js')).gatewayApp(gateways.gateway, options.log) : undefined;
   const capture = gateways?.capture;
   const apps = [app, control, gatewayApp, capture?.proxy, capture?.admin];
+  // One process, one open-file limit: the listeners share it. A capture proxy's client also holds its upstream connection.
+  const listeners: [FastifyInstance | undefined, string, number][] = [[app, '--listen', 1], [control, '--control', 1], [gatewayApp, '--gateway', 1], [capture?.proxy, 'the capture gateway', 2], [capture?.admin, "the capture gateway's admin", 1]];
+  capConnections(
+    listeners.flatMap(([a, name, descriptorsPerConnection]): CappedListener[] => (a ? [{ name: `serve ${name} listener`, server: a.server, descriptorsPerConnection }] : [])),
+    (message) => options.log.warn(message),
+  );
   const close = async (): Promise<void> => {
     // Listeners first (requests under way finish, capture calls included, within the grace), then what they write to.
     // The SQL thread at once: statements still waiting for their turn are refused rather than started.
