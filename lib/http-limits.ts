@@ -75,6 +75,15 @@ export function openFileLimit(limitsFile = '/proc/self/limits'): number {
   return soft !== undefined && /^\d+$/.test(soft) ? Number(soft) : FALLBACK_OPEN_FILE_LIMIT;
 }
 
+/**
+ * Whether `error` is this process (EMFILE) or the system (ENFILE) out of file descriptors: a
+ * passing shortage to report as such and retry, not a fault of the server.
+ */
+export function isOutOfDescriptors(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | null | undefined)?.code;
+  return code === 'EMFILE' || code === 'ENFILE';
+}
+
 /** Descriptors a process keeps for itself by default: its own files, pipes and outbound sockets. */
 export const DEFAULT_DESCRIPTOR_RESERVE = 128;
 

@@ -8,9 +8,10 @@ import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { boundedBody, strictJsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { ResourceLimitError } from '../../lib/errors.js';
+import { isOutOfDescriptors } from '../../lib/http-limits.js';
 import type { Logger } from '../../lib/log.js';
 import { lacksRequiredHost, protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../lib/protocol-errors.js';
-import { invalid, LifecycleError, notSupported } from '../service/errors.js';
+import { invalid, LifecycleError, notSupported, outOfDescriptors } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, MetadataPair, SandboxService } from '../service/sandboxes.js';
 import { secretEquals } from '../../lib/secret.js';
@@ -167,6 +168,12 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
     if (error instanceof LifecycleError) return fail(reply, error);
     if (error instanceof ResourceLimitError) return reply.code(429).send({ code: 'CAPACITY_EXCEEDED', message: error.message });
     if (error.validation) return reply.code(400).send({ code: 'INVALID_REQUEST', message: `body${error.message.replace(/^body/, '')}` });
+    if (isOutOfDescriptors(error)) {
+      // Not a fault of the daemon: what failed left the durable state as it was (or recorded an intent that maintenance finishes).
+      const what = `${request.method} ${request.url.split('?')[0]}`;
+      log.warn(`sandboxd: ${what} (request ${request.id}): ${error.message}`);
+      return fail(reply, outOfDescriptors(what));
+    }
     const status = error.statusCode ?? 500;
     if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.code(415).send({ code: 'INVALID_REQUEST', message: `the body must be JSON, sent with Content-Type: application/json (this request's: ${JSON.stringify(request.headers['content-type'] ?? 'none').slice(0, 100)})` });
     if (status >= 400 && status < 500) return reply.code(status).send({ code: CLIENT_CODES[status] ?? 'INVALID_REQUEST', message: error.message });

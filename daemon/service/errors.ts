@@ -17,3 +17,6 @@ export const expired = (id: string): LifecycleError => new LifecycleError(409, '
 export const badState = (id: string, state: string, wanted: string): LifecycleError =>
   new LifecycleError(409, 'INVALID_SANDBOX_STATE', `sandbox ${id} is ${state}; ${wanted}`);
 export const unavailable = (message: string): LifecycleError => new LifecycleError(503, 'RUNTIME_UNAVAILABLE', message);
+/** `what` could not be done for want of a file descriptor (EMFILE, ENFILE): a passing shortage, retried by the caller. */
+export const outOfDescriptors = (what: string): LifecycleError =>
+  new LifecycleError(503, 'RUNTIME_UNAVAILABLE', `${what}: the daemon is at its open-file limit right now; retry`);

@@ -14,8 +14,9 @@ import type { NativeRuntime, NativeState } from '../runtime/native.js';
 import { EGRESS_PORT, EXECD_PORT } from '../runtime/vsock.js';
 import type { Registry } from '../store/registry.js';
 import { MAX_MESSAGE_CHARS, type SandboxRecord, type SandboxState } from '../store/record.js';
-import { badState, expired, invalid, LifecycleError, notFound, notSupported, unavailable } from './errors.js';
+import { badState, expired, invalid, LifecycleError, notFound, notSupported, outOfDescriptors, unavailable } from './errors.js';
 import { KeyedLock } from './keyed-lock.js';
+import { isOutOfDescriptors } from '../../lib/http-limits.js';
 import { ownValue } from '../../lib/own-property.js';
 import { isRfc3339 } from '../../lib/rfc3339.js';
 import { secretEquals } from '../../lib/secret.js';
@@ -348,6 +349,7 @@ export class SandboxService {
       try {
         return await this.o.runtime.connect(id, port);
       } catch (error) {
+        if (isOutOfDescriptors(error)) throw outOfDescriptors(`sandbox ${id} port ${port}`);
         throw new LifecycleError(502, 'BAD_GATEWAY', `sandbox ${id} port ${port}: ${(error as Error).message}`);
       }
     });

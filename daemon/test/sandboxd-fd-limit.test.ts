@@ -5,6 +5,7 @@
  * answers as before. Without the cap the flood took every descriptor and all of these failed
  * with EMFILE until it ended.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { join } from 'node:path';
@@ -18,6 +19,8 @@ import { api, startDaemonProcess, stopDaemonProcess, type DaemonProcess } from '
 const mount = cgroup2Mount();
 const NOFILE = 300;
 const FLOOD = 2 * NOFILE;
+/** What the second test lowers a running daemon's limit to: a little above what it holds idle. */
+const LOWERED = 60;
 const BODY = { image: { uri: 'test' }, entrypoint: ['sleep', 'infinity'], resourceLimits: { cpu: '250m', memory: '256Mi' }, timeout: 3600 };
 let fixture: Fixture;
 const started = new Set<DaemonProcess>();
@@ -98,6 +101,37 @@ if ('skip' in mount) {
     assert.is((await api(proc, 'DELETE', `/v1/sandboxes/${proxied}`)).status, 204);
     // Told once, not once per connection closed.
     assert.is(proc.stderr().match(/at its cap of \d+ connections/g)?.length, 1, proc.stderr());
+    await stopDaemonProcess(proc);
+  });
+
+  test('descriptors used up anyway (the limit lowered under a running daemon): requests fail with a 503 that says so, nothing half-done, and succeed once descriptors are free', async () => {
+    const proc = await start();
+    const created = await api(proc, 'POST', '/v1/sandboxes', BODY);
+    assert.is(created.status, 202, JSON.stringify(created.json));
+    const id = created.json.id as string;
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    assert.is((await over(agent, proc, 'GET', '/v1/sandboxes')).status, 200);
+    // Its cap was set for the limit it started with; the flood then takes what is left of the new one.
+    const lowered = spawnSync('prlimit', ['--pid', String(proc.child.pid), `--nofile=${LOWERED}:${LOWERED}`], { encoding: 'utf8' });
+    assert.is(lowered.status, 0, `prlimit: ${lowered.stderr}`);
+    const held = holdConnections(Number(new URL(proc.url).port), 2 * LOWERED);
+    try {
+      await sleep(500);
+      for (const [method, path] of [['DELETE', `/v1/sandboxes/${id}`], ['GET', `/v1/sandboxes/${id}`], ['GET', `/v1/sandboxes/${id}/proxy/44772/ping`]] as const) {
+        const answer = await over(agent, proc, method, path);
+        assert.is(answer.status, 503, `${method} ${path}: ${answer.status} ${answer.text}`);
+        assert.match(answer.text, /open-file limit/);
+      }
+    } finally {
+      held.release();
+      agent.destroy();
+    }
+    await sleep(200);
+    const got = await api(proc, 'GET', `/v1/sandboxes/${id}`);
+    assert.is(got.json.status.state, 'Running', 'the refused DELETE changed the sandbox');
+    assert.is((await api(proc, 'DELETE', `/v1/sandboxes/${id}`)).status, 204);
+    assert.not.ok(existsSync(join(fixture.cgroupRoot, `sandboxd-${id}`)));
+    assert.not.match(proc.stderr(), /INTERNAL|error: sandboxd/);
     await stopDaemonProcess(proc);
   });
 }
