@@ -166,7 +166,12 @@ export class Registry {
   remove(id: string): void {
     const before = this.records.get(id);
     if (!before) return;
-    unlinkSync(join(this.recordsDir, `${id}.json`));
+    try {
+      unlinkSync(join(this.recordsDir, `${id}.json`));
+    } catch (error) {
+      // Gone already: an earlier attempt's unlink took effect before the sync of the directory failed.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
     fsyncPath(this.recordsDir);
     this.records.delete(id);
     this.logical -= logicalSize(before);

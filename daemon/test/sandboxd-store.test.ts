@@ -34,6 +34,19 @@ test('a fresh registry: owner marker, version-2 header, private records', () => 
   assert.is(Registry.open(dir).size, 0);
 });
 
+test('a removal whose file went but whose directory sync failed is finished by the next attempt, not refused for good', () => {
+  const dir = scratchDir('registry-retry');
+  const registry = Registry.open(dir);
+  registry.put(record(ID));
+  // What an earlier remove() left when its unlink took effect and the fsync of the directory then
+  // failed (EMFILE, EIO): the file gone, the record still in memory, the caller told it failed.
+  unlinkSync(join(dir, 'records', `${ID}.json`));
+  registry.remove(ID);
+  assert.is(registry.get(ID), undefined);
+  assert.is(registry.size, 0);
+  assert.is(Registry.open(dir).size, 0);
+});
+
 test('owner.json rules: version 2 without it and occupied version 1 without it are refused, never fabricated', () => {
   const v2 = scratchDir('registry');
   Registry.open(v2);
