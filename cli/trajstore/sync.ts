@@ -27,10 +27,11 @@ function flags(args: ParsedArgs): SyncFlags {
   };
 }
 
-/** The batch's one stderr line: number, files, records, duration, status, and when a failed one runs again. */
+/** The batch's one stderr line: number, files (and those held back as unreadable), records, duration, status, and when a failed one runs again. */
 export function batchLine(report: BatchReport): string {
   const retry = report.attempt > 1 ? ` (attempt ${report.attempt})` : '';
-  const head = `sync: batch ${report.batch}${retry}: ${report.files} file(s), ${report.records} record(s), ${(report.durationMs / 1000).toFixed(2)}s`;
+  const held = report.held > 0 ? `, ${report.held} held back` : '';
+  const head = `sync: batch ${report.batch}${retry}: ${report.files} file(s)${held}, ${report.records} record(s), ${(report.durationMs / 1000).toFixed(2)}s`;
   if (!report.error) return `${head}, ok`;
   const next = report.retryInMs === undefined ? 'no retry' : `next retry in ${formatDuration(report.retryInMs / 1000)}`;
   return `${head}, failed: ${report.error.message}; ${next}`;

@@ -13,6 +13,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { writeFileDurably } from '../../lib/durable.js';
+import type { ToolError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { CompactSpec } from '../dataset/compact/paths.js';
 import { maintainDataset, type CompactionLimits } from '../dataset/compaction.js';
@@ -24,7 +25,7 @@ import { runImport } from '../import/import.js';
 import { largestDocumentBytes } from '../import/memory.js';
 import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
-import { scanTree, stampUnder, unlessGone, type FileStamp } from './scan.js';
+import { scanTree, stampUnder, unlessGone, unreadableError, type FileStamp } from './scan.js';
 import type { SourceFile } from '../formats/types.js';
 import { readState, writeState } from './state.js';
 
@@ -49,6 +50,14 @@ export interface BatchOutcome {
   files: number;
   /** Documents converted (Storyline runs, or compact records). */
   records: number;
+  /** Pending files that could not be read: nothing of them written, their runs and mirror copies kept, for a later batch. */
+  held: HeldFile[];
+}
+
+export interface HeldFile {
+  path: string;
+  /** Why, naming the file. */
+  error: ToolError;
 }
 
 /**
@@ -60,28 +69,49 @@ export function completeBytes(relPath: string, bytes: Buffer): Buffer {
   return bytes.subarray(0, bytes.lastIndexOf(0x0a) + 1);
 }
 
-/** Runs a batch over the pending files `paths`; returns what it did. Throws (nothing committed) on failure. */
+interface SourceRead {
+  stamp: FileStamp;
+  bytes: Buffer;
+}
+
+/** The source file `rel` as it is now, or undefined when it is gone (deleted, rotated away). Throws when it cannot be read. */
+function readSource(from: string, rel: string): SourceRead | undefined {
+  const stamp = stampUnder(from, rel);
+  const bytes = stamp && unlessGone(() => readFileSync(join(from, rel)));
+  return stamp && bytes && { stamp, bytes };
+}
+
+/**
+ * Runs a batch over the pending files `paths`; returns what it did. A file that cannot be read is
+ * held (left out, as though it had not changed) and the others go on; any other failure throws,
+ * nothing committed.
+ */
 export async function runBatch(target: SyncTarget, paths: readonly string[], signal: AbortSignal): Promise<BatchOutcome> {
   if (target.inputFormat === 'compact-jsonl') return compactBatch(target, signal);
   const manifest = await readManifest(new LocalObjectStore(target.convert));
   // Nothing changed and a dataset is there (a --once run): nothing to write.
-  if (paths.length === 0 && manifest) return { files: 0, records: 0 };
-  const files: ImportFile[] = [];
-  const stamps = new Map<string, FileStamp | undefined>();
+  if (paths.length === 0 && manifest) return { files: 0, records: 0, held: [] };
+  const held: HeldFile[] = [];
+  /** Each file read: its bytes, or undefined when it is gone. */
+  const sources = new Map<string, SourceRead | undefined>();
   for (const rel of [...paths].sort()) {
     signal.throwIfAborted();
-    const source = join(target.from, rel);
-    const stamp = stampUnder(target.from, rel);
-    const bytes = stamp ? unlessGone(() => readFileSync(source)) : undefined;
-    if (!stamp || !bytes) {
-      // Deleted or rotated away: gone from the mirror, and its runs from the next snapshot.
+    try {
+      sources.set(rel, readSource(target.from, rel));
+    } catch (error) {
+      held.push({ path: rel, error: unreadableError(rel, error) });
+    }
+  }
+  if (sources.size === 0 && manifest) return { files: 0, records: 0, held };
+  const files: ImportFile[] = [];
+  for (const [rel, source] of sources) {
+    // Deleted or rotated away: gone from the mirror, and its runs from the next snapshot.
+    if (!source) {
       rmSync(join(target.to, rel), { force: true });
-      stamps.set(rel, undefined);
       continue;
     }
-    writeFileDurably(join(target.to, rel), bytes, { createDirectory: true });
-    files.push(bytesFile(source, rel, completeBytes(rel, bytes)));
-    stamps.set(rel, stamp);
+    writeFileDurably(join(target.to, rel), source.bytes, { createDirectory: true });
+    files.push(bytesFile(join(target.from, rel), rel, completeBytes(rel, source.bytes)));
   }
   const summary = await runImport({
     from: target.from,
@@ -97,17 +127,17 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     stdin: Readable.from([]),
     log: target.log,
     signal,
-    sources: { files, retire: manifest ? [...stamps.keys()] : [] },
+    sources: { files, retire: manifest ? [...sources.keys()] : [] },
     purpose: 'sync',
   });
   const state = readState(target.convert, target.from);
-  for (const [rel, stamp] of stamps) {
-    if (stamp) state.set(rel, stamp);
+  for (const [rel, source] of sources) {
+    if (source) state.set(rel, source.stamp);
     else state.delete(rel);
   }
   writeState(target.convert, target.from, state);
   await maintainDataset(target.convert, { purpose: 'sync compaction', graceMs: target.graceMs, ...(target.compaction ? { limits: target.compaction } : {}), signal, log: target.log });
-  return { files: paths.length, records: summary.total.runs };
+  return { files: sources.size, records: summary.total.runs, held };
 }
 
 /**
@@ -140,5 +170,5 @@ async function compactBatch(target: SyncTarget, signal: AbortSignal): Promise<Ba
     log: target.log,
     signal,
   });
-  return { files: summary.files, records: summary.total.runs };
+  return { files: summary.files, records: summary.total.runs, held: [] };
 }

@@ -5,7 +5,9 @@
  */
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
+import { ExitCode, pathError, ToolError } from '../../lib/errors.js';
 import { walkFiles } from '../../lib/walk.js';
+import { escapeControls } from '../../lib/width.js';
 
 export const SYNC_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
 
@@ -58,14 +60,53 @@ export function unlessGone<T>(read: () => T): T | undefined {
   }
 }
 
-export function scanTree(root: string): TreeStamps {
+/**
+ * A path under the source as diagnostics show it: relative, its control characters escaped (a file
+ * name is whoever made it's, and a newline in it must not forge a log line).
+ */
+export const shownPath = (rel: string): string => escapeControls(rel);
+
+/** Why `rel` under the source could not be read, as the typed error naming it (exit 2 for a permission, say). */
+export function unreadableError(rel: string, error: unknown): ToolError {
+  const typed = pathError(error, shownPath(rel));
+  if (typed instanceof ToolError) return typed;
+  const why = (error as NodeJS.ErrnoException).code ?? escapeControls((error as Error).message);
+  return new ToolError(ExitCode.Internal, `${shownPath(rel)}: cannot be read (${why})`, { cause: error });
+}
+
+/**
+ * The watched files under `root`. A directory below it that cannot be read, or a file that cannot be
+ * stat'ed (no permission), goes to `unreadable` and the scan goes on without it; without
+ * `unreadable` its error is thrown.
+ */
+export function scanTree(root: string, unreadable?: (rel: string, error: ToolError) => void): TreeStamps {
   const stamps: TreeStamps = new Map();
-  walkFiles(root, (rel, entry, path) => {
-    if (!entry.isFile() || !SYNC_EXTENSIONS.some((ext) => entry.name.toLowerCase().endsWith(ext))) return;
-    const stamp = stampOf(path);
-    if (stamp) stamps.set(rel, stamp);
-  });
+  const cannotRead = (rel: string, error: unknown): void => {
+    const typed = unreadableError(rel, error);
+    if (!unreadable) throw typed;
+    unreadable(rel, typed);
+  };
+  walkFiles(
+    root,
+    (rel, entry, path) => {
+      if (!entry.isFile() || !SYNC_EXTENSIONS.some((ext) => entry.name.toLowerCase().endsWith(ext))) return;
+      try {
+        const stamp = stampOf(path);
+        if (stamp) stamps.set(rel, stamp);
+      } catch (error) {
+        cannotRead(rel, error);
+      }
+    },
+    (rel, _path, error) => cannotRead(rel, error),
+  );
   return stamps;
+}
+
+/** `now` with what `before` had at or under the paths `unread`: files out of reach this scan, not gone. */
+export function keepUnread(now: TreeStamps, before: TreeStamps, unread: readonly string[]): TreeStamps {
+  if (unread.length === 0) return now;
+  for (const [rel, stamp] of before) if (unread.some((path) => rel === path || rel.startsWith(`${path}/`))) now.set(rel, stamp);
+  return now;
 }
 
 /** What changed from `before` to `after`: files new or with another stamp, and files gone. */

@@ -2,22 +2,29 @@
  * The resident sync worker, an RxJS pipeline (ARCHITECTURE.md: RxJS owns time and concurrency):
  *
  *   timer(0, interval)              a tick now and then each interval (one tick with --once)
- *   map(scan the tree)              what changed since the previous scan (scan.ts)
+ *   map(scan the tree)              what changed since the previous scan (scan.ts); a directory
+ *                                   it cannot read is warned of and keeps what was seen under it
  *   scan(into the pending set)      changes accumulate; a batch clears only what it committed
- *   filter(something pending)
+ *   filter(something pending, due)
  *   exhaustMap(batch)               one batch at a time; ticks during a batch only add to the set
  *     retry(backoff)                a failed batch keeps the set and runs again after
  *                                   1 s, 2 s, 4 s ... at most 60 s (resident mode; --once fails)
+ *
+ * A file that a batch cannot read (no permission, say) does not fail it: the batch commits the
+ * other files, and that one stays pending, held back for the same backoff of its own and warned of
+ * once for each change. Both outputs then still hold what they had of it. --once exits with its
+ * error after committing the rest.
  *   takeUntil(stop)                 SIGINT/SIGTERM: the batch under way is abandoned whole (its
  *                                   writer aborts and leaves the dataset at its last snapshot),
  *                                   or finishes if it is past its commit; the worker then ends
  */
 import { rmSync, statSync } from 'node:fs';
 import { isRandomSuffix, TEMP_MARKER } from '../../lib/durable.js';
+import { ToolError } from '../../lib/errors.js';
 import { walkFiles } from '../../lib/walk.js';
 import { defer, exhaustMap, filter, fromEvent, lastValueFrom, map, of, retry, scan, takeUntil, timer, type Observable } from 'rxjs';
-import { runBatch, type BatchOutcome, type SyncTarget } from './batch.js';
-import { changesBetween, scanTree, type TreeStamps } from './scan.js';
+import { runBatch, type BatchOutcome, type HeldFile, type SyncTarget } from './batch.js';
+import { changesBetween, keepUnread, scanTree, type TreeStamps } from './scan.js';
 import { readState } from './state.js';
 import { SYNC_DEFAULTS } from './defaults.js';
 
@@ -37,6 +44,8 @@ export interface BatchReport {
   attempt: number;
   files: number;
   records: number;
+  /** Files the batch could not read, left pending for a retry of their own. */
+  held: number;
   durationMs: number;
   error?: Error;
   /** After a failure: when the batch runs again (undefined with --once). */
@@ -91,7 +100,25 @@ function sweepMirror(to: string): void {
   });
 }
 
-/** Runs the worker until it is stopped (or, with --once, after one batch); a --once batch that fails throws. */
+/** A pending file that batches could not read: retried after a backoff of its own, apart from the files that go on. */
+interface HeldBack {
+  failures: number;
+  dueAt: number;
+  /** The pending set's generation for it when it was last warned of: one warning for each change. */
+  warned: number;
+}
+
+/** A --once run that left out what it could not read: the first one's error, counting the rest (warned of before). */
+function notSynced(errors: readonly ToolError[]): ToolError {
+  const first = errors[0]!;
+  const more = errors.length > 1 ? ` (and ${errors.length - 1} more, warned of above)` : '';
+  return new ToolError(first.exitCode, `sync: ${first.message}${more}`, { hint: 'every other change was synced; what was left out is synced by a later run once it can be read' });
+}
+
+/**
+ * Runs the worker until it is stopped (or, with --once, after one batch); a --once batch that fails
+ * throws, and so does one that left a file or directory out as unreadable (after committing the rest).
+ */
 export async function runSyncWorker(run: SyncRun): Promise<void> {
   run.signal.throwIfAborted();
   sweepMirror(run.to);
@@ -102,23 +129,46 @@ export async function runSyncWorker(run: SyncRun): Promise<void> {
   let underWay: Promise<unknown> = Promise.resolve();
   const first = run.retryFirstMs ?? SYNC_DEFAULTS.retryFirstMs;
   const max = run.retryMaxMs ?? SYNC_DEFAULTS.retryMaxMs;
+  const heldBack = new Map<string, HeldBack>();
+  /** Directories (or files) the last scan could not read, by path: warned of when they became so. */
+  let unread = new Map<string, ToolError>();
+
+  /** The pending files a batch takes now: all but those held back whose retry is not due. */
+  const due = (pending: PendingSet): Map<string, number> => new Map([...pending.take()].filter(([rel]) => (heldBack.get(rel)?.dueAt ?? 0) <= Date.now()));
+
+  /** After a batch: each file it took is held back again (warned of once for each change) or released. */
+  const settle = (taken: ReadonlyMap<string, number>, held: readonly HeldFile[]): void => {
+    const before = new Map(heldBack);
+    for (const rel of taken.keys()) heldBack.delete(rel);
+    for (const { path, error } of held) {
+      const last = before.get(path);
+      const generation = taken.get(path)!;
+      const failures = (last?.failures ?? 0) + 1;
+      heldBack.set(path, { failures, dueAt: Date.now() + retryDelayMs(failures, first, max), warned: generation });
+      if (last?.warned !== generation) run.log.warn(`sync: ${error.message}; held back and retried with backoff, while the other files go on`);
+    }
+  };
 
   const batch = (pending: PendingSet): Observable<BatchOutcome> =>
     defer(() => {
       if (attempt === 0) number += 1;
       attempt += 1;
-      const taken = pending.take();
+      const taken = due(pending);
       const started = performance.now();
       const work = runBatch(run, [...taken.keys()], run.signal).then(
         (outcome) => {
-          pending.clear(taken);
-          run.onBatch({ batch: number, attempt, ...outcome, durationMs: performance.now() - started });
+          const held = new Set(outcome.held.map((file) => file.path));
+          pending.clear(new Map([...taken].filter(([rel]) => !held.has(rel))));
+          settle(taken, outcome.held);
+          run.onBatch({ batch: number, attempt, files: outcome.files, records: outcome.records, held: held.size, durationMs: performance.now() - started });
           attempt = 0;
+          const left = [...unread.values(), ...outcome.held.map((file) => file.error)];
+          if (run.once && left.length > 0) throw notSynced(left);
           return outcome;
         },
         (error: unknown) => {
           const retryInMs = run.once || run.signal.aborted ? undefined : retryDelayMs(attempt, first, max);
-          run.onBatch({ batch: number, attempt, files: taken.size, records: 0, durationMs: performance.now() - started, error: error as Error, ...(retryInMs !== undefined ? { retryInMs } : {}) });
+          run.onBatch({ batch: number, attempt, files: taken.size, records: 0, held: 0, durationMs: performance.now() - started, error: error as Error, ...(retryInMs !== undefined ? { retryInMs } : {}) });
           throw error;
         },
       );
@@ -130,14 +180,18 @@ export async function runSyncWorker(run: SyncRun): Promise<void> {
   const ticks$ = run.once ? of(0) : timer(0, run.intervalMs);
   const batches$ = ticks$.pipe(
     map(() => {
-      const now = scanTree(run.from);
+      const unreadNow = new Map<string, ToolError>();
+      const scanned = scanTree(run.from, (rel, error) => unreadNow.set(rel, error));
+      for (const [rel, error] of unreadNow) if (!unread.has(rel)) run.log.warn(`sync: ${error.message}; what is under it is left as it was until it can be read`);
+      unread = unreadNow;
+      const now = keepUnread(scanned, seen, [...unread.keys()]);
       const { changed, removed } = changesBetween(seen, now);
       seen = now;
       return [...changed, ...removed];
     }),
     scan((pending, changes) => pending.add(changes), new PendingSet()),
     // --once always runs its batch (it creates the dataset when there is none, even from nothing).
-    filter((pending) => run.once || pending.size > 0),
+    filter((pending) => run.once || due(pending).size > 0),
     exhaustMap((pending) =>
       batch(pending).pipe(
         retry({

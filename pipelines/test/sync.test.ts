@@ -5,8 +5,8 @@
  * files; bad arguments; compaction and reclamation with an old reader's snapshot kept for the grace
  * period; compact-jsonl; and the clean stop on SIGTERM.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
@@ -30,12 +30,36 @@ const csv = async (dataset: string, sql: string): Promise<string[][]> => {
   return r.stdout.trim().split('\n').slice(1).map((line) => line.split(','));
 };
 
-const once = (src: string, to: string, convert: string, env: NodeJS.ProcessEnv = {}) =>
-  runTool('trajstore', ['sync', '--from', src, '--to', to, '--convert', convert, '--once'], { env: { ...s.env, ...env }, cwd: s.home });
+interface User {
+  uid?: number;
+  gid?: number;
+}
+
+/**
+ * A user that file permissions bind, for the tests of unreadable sources: root reads chmod-000
+ * files, so under root the sync runs as nobody, and the sandbox (what the test wrote in it) is made
+ * nobody's first (permission bits then bind nobody as the owner).
+ */
+function unprivileged(): User {
+  if (process.getuid?.() !== 0) return {};
+  spawnSync('chown', ['-R', '65534:65534', s.home]);
+  return { uid: 65534, gid: 65534 };
+}
+
+const once = (src: string, to: string, convert: string, env: NodeJS.ProcessEnv = {}, user: User = {}) =>
+  runTool('trajstore', ['sync', '--from', src, '--to', to, '--convert', convert, '--once'], { env: { ...s.env, ...env }, cwd: s.home, ...user });
+
+/** Resident processes still running when a test ends (it failed): killed, so that the file's run ends. */
+const residents = new Set<ChildProcess>();
+test.after.each(() => {
+  for (const child of residents) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  residents.clear();
+});
 
 /** A resident sync process, its stderr collected. */
-function resident(args: string[], env: NodeJS.ProcessEnv = {}): { child: ChildProcess; stderr: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
-  const child = spawn(process.execPath, [toolScript('trajstore'), 'sync', ...args], { cwd: s.home, env: { ...process.env, ...s.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+function resident(args: string[], env: NodeJS.ProcessEnv = {}, user: User = {}): { child: ChildProcess; stderr: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
+  const child = spawn(process.execPath, [toolScript('trajstore'), 'sync', ...args], { cwd: s.home, env: { ...process.env, ...s.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'], ...user });
+  residents.add(child);
   let err = '';
   child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
@@ -309,6 +333,89 @@ test('a failed batch keeps its files pending and runs again after a backoff, wit
   assert.is((await worker.exited).code, 130);
   const [[markers]] = (await csv(convert, "SELECT count(*) FROM steps WHERE message_text LIKE 'marker-%'")) as [[string]];
   assert.is(Number(markers), 3);
+});
+
+const markersIn = async (convert: string): Promise<string[]> =>
+  (await csv(convert, "SELECT message_text FROM steps WHERE message_text LIKE 'marker-%' ORDER BY 1")).map((row) => row[0]!);
+const count = (text: string, pattern: RegExp): number => (text.match(new RegExp(pattern.source, `${pattern.flags}g`)) ?? []).length;
+
+test('an unreadable file is warned of once and retried with backoff while every other change lands; once readable it follows', async () => {
+  const src = s.path('u-src');
+  const [to, convert] = [s.path('u-mirror'), s.path('u-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  writeFileSync(sessionFile(src, 2), claudeLine(2, 0));
+  chmodSync(sessionFile(src, 2), 0);
+  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms'], {}, unprivileged());
+  const warning = new RegExp(`warn: sync: project/${sessionIdOf(2)}\\.jsonl: permission denied`);
+  await until('the first batch and the warning', () => batchesIn(worker.stderr()) >= 1 && warning.test(worker.stderr()));
+  appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
+  // Three retries of the held file (after 1 s, 2 s, 4 s): still one warning.
+  await until('the retries', () => count(worker.stderr(), /0 file\(s\), 1 held back, 0 record\(s\)/) >= 3, 20_000);
+  assert.is(count(worker.stderr(), warning), 1, worker.stderr());
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1'], 'the other file landed');
+  assert.ok(readFileSync(sessionFile(src, 1)).equals(readFileSync(sessionFile(to, 1))));
+  assert.not.ok(existsSync(sessionFile(to, 2)));
+
+  const landed = /sync: batch \d+: 1 file\(s\), 1 record\(s\), [\d.]+s, ok$/m;
+  const before = count(worker.stderr(), landed);
+  chmodSync(sessionFile(src, 2), 0o644);
+  await until('the held file to land', () => count(worker.stderr(), landed) > before, 20_000);
+  worker.child.kill('SIGTERM');
+  assert.is((await worker.exited).code, 143, worker.stderr());
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1', 'marker-2-0']);
+  assert.ok(readFileSync(sessionFile(src, 2)).equals(readFileSync(sessionFile(to, 2))));
+});
+
+test('--once with an unreadable file: the other files land, the unreadable one keeps its runs and mirror copy, and the exit says which', async () => {
+  const src = s.path('uo-src');
+  const [to, convert] = [s.path('uo-mirror'), s.path('uo-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  writeFileSync(sessionFile(src, 2), claudeLine(2, 0));
+  assert.is((await once(src, to, convert)).code, 0);
+  appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
+  appendFileSync(sessionFile(src, 2), claudeLine(2, 1));
+  chmodSync(sessionFile(src, 2), 0);
+  const r = await once(src, to, convert, {}, unprivileged());
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, new RegExp(`trajstore: error: sync: project/${sessionIdOf(2)}\\.jsonl: permission denied`));
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1', 'marker-2-0'], 'the held file keeps its runs');
+  assert.is(readFileSync(sessionFile(to, 2), 'utf8'), claudeLine(2, 0), 'and its mirror copy');
+
+  chmodSync(sessionFile(src, 2), 0o644);
+  const after = await once(src, to, convert, {}, unprivileged());
+  assert.is(after.code, 0, after.stderr);
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1', 'marker-2-0', 'marker-2-1']);
+});
+
+test('an unreadable directory is warned of once and left as it is (its files are not deleted); the worker goes on', async () => {
+  const src = s.path('ud-src');
+  const [to, convert] = [s.path('ud-mirror'), s.path('ud-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  mkdirSync(join(src, 'closed'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  writeFileSync(join(src, 'closed', 'c.jsonl'), claudeLine(3, 0));
+  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms'], {}, unprivileged());
+  await until('the first batch', () => batchesIn(worker.stderr()) >= 1);
+  chmodSync(join(src, 'closed'), 0);
+  appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
+  await until('the next batch', () => batchesIn(worker.stderr()) >= 2);
+  await sleep(500);
+  assert.is(worker.child.exitCode, null, worker.stderr());
+  assert.is(count(worker.stderr(), /warn: sync: closed: permission denied/), 1, worker.stderr());
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1', 'marker-3-0'], 'the closed directory\'s runs stay');
+  assert.ok(existsSync(join(to, 'closed', 'c.jsonl')), 'and its mirror copies');
+  const held = await once(src, to, convert, {}, unprivileged());
+  assert.is(held.code, 2, held.stderr);
+  assert.match(held.stderr, /trajstore: error: sync: closed: permission denied/);
+
+  chmodSync(join(src, 'closed'), 0o755);
+  appendFileSync(join(src, 'closed', 'c.jsonl'), claudeLine(3, 1));
+  await until('the directory\'s change', () => batchesIn(worker.stderr()) >= 3);
+  worker.child.kill('SIGTERM');
+  assert.is((await worker.exited).code, 143, worker.stderr());
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1', 'marker-3-0', 'marker-3-1']);
 });
 
 test('retries back off exponentially, bounded', () => {
