@@ -9,8 +9,8 @@
  * follows. Killed anywhere, the next batch converts again what it cannot be sure of, and conversion
  * replaces runs rather than adding them: every complete line ends up imported once.
  */
-import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { writeFileDurably } from '../../lib/durable.js';
 import type { ToolError } from '../../lib/errors.js';
@@ -82,6 +82,23 @@ function readSource(from: string, rel: string): SourceRead | undefined {
 }
 
 /**
+ * `rel` gone from the mirror, and the directories that leaves empty: a directory the source replaced
+ * by a file of its name is emptied in the same batch, and must not be in the way of that file.
+ */
+function removeMirrored(to: string, rel: string): void {
+  unlessGone(() => rmSync(join(to, rel), { force: true }));
+  for (let dir = dirname(rel); dir !== '.'; dir = dirname(dir)) {
+    try {
+      rmdirSync(join(to, dir));
+    } catch (error) {
+      // Not empty (it holds other files), or already gone: the directories above stay too.
+      if (['ENOTEMPTY', 'EEXIST', 'ENOENT', 'ENOTDIR'].includes((error as NodeJS.ErrnoException).code ?? '')) return;
+      throw error;
+    }
+  }
+}
+
+/**
  * Runs a batch over the pending files `paths`; returns what it did. A file that cannot be read is
  * held (left out, as though it had not changed) and the others go on; any other failure throws,
  * nothing committed.
@@ -103,13 +120,11 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     }
   }
   if (sources.size === 0 && manifest) return { files: 0, records: 0, held };
+  // Deleted or rotated away: gone from the mirror (first: see removeMirrored), and their runs from the next snapshot.
+  for (const [rel, source] of sources) if (!source) removeMirrored(target.to, rel);
   const files: ImportFile[] = [];
   for (const [rel, source] of sources) {
-    // Deleted or rotated away: gone from the mirror, and its runs from the next snapshot.
-    if (!source) {
-      rmSync(join(target.to, rel), { force: true });
-      continue;
-    }
+    if (!source) continue;
     writeFileDurably(join(target.to, rel), source.bytes, { createDirectory: true });
     files.push(bytesFile(join(target.from, rel), rel, completeBytes(rel, source.bytes)));
   }

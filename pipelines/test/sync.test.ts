@@ -418,6 +418,27 @@ test('an unreadable directory is warned of once and left as it is (its files are
   assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1', 'marker-3-0', 'marker-3-1']);
 });
 
+test('a synced directory replaced by a file of its name (and back): the directory\'s files leave, the file is synced', async () => {
+  const src = s.path('df-src');
+  const [to, convert] = [s.path('df-mirror'), s.path('df-ds')];
+  mkdirSync(join(src, 'x.jsonl'), { recursive: true });
+  writeFileSync(join(src, 'x.jsonl', 'a.jsonl'), claudeLine(1, 0));
+  assert.is((await once(src, to, convert)).code, 0);
+  rmSync(join(src, 'x.jsonl'), { recursive: true });
+  writeFileSync(join(src, 'x.jsonl'), claudeLine(2, 0));
+  const toFile = await once(src, to, convert);
+  assert.is(toFile.code, 0, toFile.stderr);
+  assert.equal(await markersIn(convert), ['marker-2-0']);
+  assert.is(readFileSync(join(to, 'x.jsonl'), 'utf8'), claudeLine(2, 0));
+  rmSync(join(src, 'x.jsonl'));
+  mkdirSync(join(src, 'x.jsonl'));
+  writeFileSync(join(src, 'x.jsonl', 'b.jsonl'), claudeLine(3, 0));
+  const toDirectory = await once(src, to, convert);
+  assert.is(toDirectory.code, 0, toDirectory.stderr);
+  assert.equal(await markersIn(convert), ['marker-3-0']);
+  assert.equal(readdirSync(join(to, 'x.jsonl')), ['b.jsonl']);
+});
+
 test('retries back off exponentially, bounded', () => {
   assert.equal([1, 2, 3, 4, 8, 20].map((n) => retryDelayMs(n, 1000, 60_000)), [1000, 2000, 4000, 8000, 60_000, 60_000]);
 });
