@@ -13,7 +13,7 @@ import { existsSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { writeFileDurably } from '../../lib/durable.js';
-import type { ToolError } from '../../lib/errors.js';
+import { ResourceLimitError, type ToolError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { CompactSpec } from '../dataset/compact/paths.js';
 import { maintainDataset, type CompactionLimits } from '../dataset/compaction.js';
@@ -25,7 +25,7 @@ import { runImport } from '../import/import.js';
 import { largestDocumentBytes } from '../import/memory.js';
 import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
-import { scanTree, stampUnder, unlessGone, unreadableError, type FileStamp } from './scan.js';
+import { scanTree, shownPath, stampOf, stampUnder, unlessGone, unreadableError, type FileStamp } from './scan.js';
 import type { SourceFile } from '../formats/types.js';
 import { readState, writeState } from './state.js';
 
@@ -60,6 +60,12 @@ export interface HeldFile {
   error: ToolError;
 }
 
+/** The most one read into a buffer takes (Node's limit for readFileSync): a batch holds each file whole. */
+const MAX_SOURCE_BYTES = 2 ** 31 - 1;
+
+const tooLarge = (rel: string, size: number): ResourceLimitError =>
+  new ResourceLimitError(`${shownPath(rel)}: ${size} bytes; sync reads files smaller than 2 GiB`);
+
 /**
  * The bytes of a log that are complete: up to its last newline for JSON Lines (the agent may be
  * writing the next line; it waits for a later batch), the whole file for `.json`.
@@ -77,8 +83,16 @@ interface SourceRead {
 /** The source file `rel` as it is now, or undefined when it is gone (deleted, rotated away). Throws when it cannot be read. */
 function readSource(from: string, rel: string): SourceRead | undefined {
   const stamp = stampUnder(from, rel);
-  const bytes = stamp && unlessGone(() => readFileSync(join(from, rel)));
-  return stamp && bytes && { stamp, bytes };
+  if (!stamp) return undefined;
+  if (stamp.size > MAX_SOURCE_BYTES) throw tooLarge(rel, stamp.size);
+  try {
+    const bytes = unlessGone(() => readFileSync(join(from, rel)));
+    return bytes && { stamp, bytes };
+  } catch (error) {
+    // It grew past the limit since its stat.
+    if ((error as NodeJS.ErrnoException).code === 'ERR_FS_FILE_TOO_LARGE') throw tooLarge(rel, stampOf(join(from, rel))?.size ?? stamp.size);
+    throw error;
+  }
 }
 
 /**

@@ -112,7 +112,7 @@ interface HeldBack {
 function notSynced(errors: readonly ToolError[]): ToolError {
   const first = errors[0]!;
   const more = errors.length > 1 ? ` (and ${errors.length - 1} more, warned of above)` : '';
-  return new ToolError(first.exitCode, `sync: ${first.message}${more}`, { hint: 'every other change was synced; what was left out is synced by a later run once it can be read' });
+  return new ToolError(first.exitCode, `sync: ${first.message}${more}`, { hint: 'every other change was synced; what was left out stays pending for a later run' });
 }
 
 /**

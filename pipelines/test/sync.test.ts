@@ -6,7 +6,7 @@
  * period; compact-jsonl; and the clean stop on SIGTERM.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
@@ -437,6 +437,21 @@ test('a synced directory replaced by a file of its name (and back): the director
   assert.is(toDirectory.code, 0, toDirectory.stderr);
   assert.equal(await markersIn(convert), ['marker-3-0']);
   assert.equal(readdirSync(join(to, 'x.jsonl')), ['b.jsonl']);
+});
+
+test('a file over 2 GiB is a resource limit naming it; the other files land', async () => {
+  const src = s.path('big-src');
+  const [to, convert] = [s.path('big-mirror'), s.path('big-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  // Sparse: it takes no disk.
+  writeFileSync(join(src, 'project', 'big.jsonl'), '');
+  truncateSync(join(src, 'project', 'big.jsonl'), 2 ** 31);
+  const r = await once(src, to, convert);
+  assert.is(r.code, 5, r.stderr);
+  assert.match(r.stderr, /trajstore: error: sync: project\/big\.jsonl: 2147483648 bytes; sync reads files smaller than 2 GiB/);
+  assert.equal(await markersIn(convert), ['marker-1-0']);
+  assert.not.ok(existsSync(join(to, 'project', 'big.jsonl')));
 });
 
 test('retries back off exponentially, bounded', () => {
