@@ -1,6 +1,7 @@
 /** `trajstore sync`: the resident worker that mirrors live agent logs and keeps a converted dataset of them. */
 import { COMPACTION_DEFAULTS, INPUT_FORMATS, SYNC_DEFAULTS, planSync, runSync, type BatchReport, type SyncRequest } from '../../pipelines/index.js';
 import { formatDuration } from '../../lib/progress.js';
+import { escapeControls } from '../../lib/width.js';
 import { parseDuration, type ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { resolveContext } from './common.js';
@@ -34,7 +35,8 @@ export function batchLine(report: BatchReport): string {
   const head = `sync: batch ${report.batch}${retry}: ${report.files} file(s)${held}, ${report.records} record(s), ${(report.durationMs / 1000).toFixed(2)}s`;
   if (!report.error) return `${head}, ok`;
   const next = report.retryInMs === undefined ? 'no retry' : `next retry in ${formatDuration(report.retryInMs / 1000)}`;
-  return `${head}, failed: ${report.error.message}; ${next}`;
+  // One line whatever the error quotes: a file name's line break or escape sequence shows escaped.
+  return `${head}, failed: ${escapeControls(report.error.message)}; ${next}`;
 }
 
 function graceOf(ctx: CommandContext): number {

@@ -454,6 +454,29 @@ test('a file over 2 GiB is a resource limit naming it; the other files land', as
   assert.not.ok(existsSync(join(to, 'project', 'big.jsonl')));
 });
 
+test('a file name with a line break or terminal controls shows escaped in warnings and batch lines: it forges no line', async () => {
+  const src = s.path('n-src');
+  const [to, convert] = [s.path('n-mirror'), s.path('n-ds')];
+  mkdirSync(src, { recursive: true });
+  const hostile = 'x\nsync: batch 7: 1 file(s), 1 record(s), 0.01s, ok\n\x1b[2J';
+  const shown = 'x\\nsync: batch 7: 1 file(s), 1 record(s), 0.01s, ok\\n\\x1b[2J';
+  writeFileSync(join(src, `${hostile}.json`), '{"half": ');
+  writeFileSync(join(src, `${hostile}.jsonl`), claudeLine(1, 0));
+  // The mirror cannot take the JSON Lines file (a directory is in its place): the batch fails, naming it.
+  mkdirSync(join(to, `${hostile}.jsonl`), { recursive: true });
+  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms']);
+  await until('a failed batch', () => /failed: [\s\S]*next retry/.test(worker.stderr()));
+  rmSync(join(to, `${hostile}.jsonl`), { recursive: true });
+  await until('a batch', () => batchesIn(worker.stderr()) >= 1);
+  worker.child.kill('SIGTERM');
+  assert.is((await worker.exited).code, 143, worker.stderr());
+  const lines = worker.stderr().split('\n');
+  assert.ok(lines.some((line) => line.startsWith('sync: batch 1: ') && line.includes(shown) && line.includes('failed: ')), worker.stderr());
+  assert.ok(lines.some((line) => line.startsWith('warn: skipped ') && line.includes(`${shown}.json`)), worker.stderr());
+  assert.not.ok(lines.some((line) => line.startsWith('sync: batch 7')), 'no forged line');
+  assert.not.match(worker.stderr(), /\x1b/);
+});
+
 test('retries back off exponentially, bounded', () => {
   assert.equal([1, 2, 3, 4, 8, 20].map((n) => retryDelayMs(n, 1000, 60_000)), [1000, 2000, 4000, 8000, 60_000, 60_000]);
 });
