@@ -3,9 +3,10 @@
  * links not followed), each known by its size, modification time and inode. A file whose three are
  * unchanged is not read again, so a rescan of thousands of files costs one `lstat` each.
  */
-import { lstatSync } from 'node:fs';
-import { join } from 'node:path';
-import { ExitCode, pathError, ToolError } from '../../lib/errors.js';
+import { isUtf8 } from 'node:buffer';
+import { lstatSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { ExitCode, InvalidInputError, pathError, ToolError } from '../../lib/errors.js';
 import { walkFiles } from '../../lib/walk.js';
 import { escapeControls } from '../../lib/width.js';
 
@@ -75,9 +76,24 @@ export function unreadableError(rel: string, error: unknown): ToolError {
 }
 
 /**
- * The watched files under `root`. A directory below it that cannot be read, or a file that cannot be
- * stat'ed (no permission), goes to `unreadable` and the scan goes on without it; without
- * `unreadable` its error is thrown.
+ * A file whose name is not UTF-8, which sync leaves out: Node names it with U+FFFD for each bad
+ * byte, a name it cannot open, and the dataset keys runs by their source path as UTF-8 text (and
+ * the state file by JSON strings), so neither output could hold it faithfully. Undefined for any
+ * other file (one removed since the listing). The error shows the name's bytes (`\xff`).
+ */
+function notUtf8(path: string, rel: string): ToolError | undefined {
+  const name = rel.slice(rel.lastIndexOf('/') + 1);
+  if (!name.includes('\ufffd')) return undefined;
+  const bytes = readdirSync(dirname(path), { encoding: 'buffer' }).find((raw) => !isUtf8(raw) && raw.toString('utf8') === name);
+  if (!bytes) return undefined;
+  const shown = [...bytes].map((byte) => (byte < 0x80 ? String.fromCharCode(byte) : `\\x${byte.toString(16)}`)).join('');
+  return new InvalidInputError(`${shownPath(`${rel.slice(0, rel.length - name.length)}${shown}`)}: the name is not UTF-8 (rename it to sync it)`);
+}
+
+/**
+ * The watched files under `root`. A directory below it that cannot be read, a file that cannot be
+ * stat'ed (no permission) or one named in bytes that are not UTF-8 goes to `unreadable` and the scan
+ * goes on without it; without `unreadable` its error is thrown.
  */
 export function scanTree(root: string, unreadable?: (rel: string, error: ToolError) => void): TreeStamps {
   const stamps: TreeStamps = new Map();
@@ -93,6 +109,10 @@ export function scanTree(root: string, unreadable?: (rel: string, error: ToolErr
       try {
         const stamp = stampOf(path);
         if (stamp) stamps.set(rel, stamp);
+        else {
+          const undecodable = notUtf8(path, rel);
+          if (undecodable) cannotRead(rel, undecodable);
+        }
       } catch (error) {
         cannotRead(rel, error);
       }

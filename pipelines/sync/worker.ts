@@ -3,7 +3,8 @@
  *
  *   timer(0, interval)              a tick now and then each interval (one tick with --once)
  *   map(scan the tree)              what changed since the previous scan (scan.ts); a directory
- *                                   it cannot read is warned of and keeps what was seen under it
+ *                                   it cannot read (or a file named in bytes that are not UTF-8)
+ *                                   is warned of once and keeps what was seen under it
  *   scan(into the pending set)      changes accumulate; a batch clears only what it committed
  *   filter(something pending, due)
  *   exhaustMap(batch)               one batch at a time; ticks during a batch only add to the set
@@ -182,7 +183,7 @@ export async function runSyncWorker(run: SyncRun): Promise<void> {
     map(() => {
       const unreadNow = new Map<string, ToolError>();
       const scanned = scanTree(run.from, (rel, error) => unreadNow.set(rel, error));
-      for (const [rel, error] of unreadNow) if (!unread.has(rel)) run.log.warn(`sync: ${error.message}; what is under it is left as it was until it can be read`);
+      for (const [rel, error] of unreadNow) if (!unread.has(rel)) run.log.warn(`sync: ${error.message}; skipped until that changes (what was synced of it stays)`);
       unread = unreadNow;
       const now = keepUnread(scanned, seen, [...unread.keys()]);
       const { changed, removed } = changesBetween(seen, now);

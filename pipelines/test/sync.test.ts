@@ -477,6 +477,20 @@ test('a file name with a line break or terminal controls shows escaped in warnin
   assert.not.match(worker.stderr(), /\x1b/);
 });
 
+test('a file whose name is not UTF-8 is warned of by its bytes and left out; the other files land', async () => {
+  const src = s.path('b-src');
+  const [to, convert] = [s.path('b-mirror'), s.path('b-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  writeFileSync(Buffer.concat([Buffer.from(join(src, 'project', 'bad-')), Buffer.from([0xff, 0x1b]), Buffer.from('.jsonl')]), claudeLine(2, 0));
+  const r = await once(src, to, convert);
+  assert.is(r.code, 2, r.stderr);
+  assert.is(count(r.stderr, /warn: sync: project\/bad-\\xff\\x1b\.jsonl: the name is not UTF-8/), 1, r.stderr);
+  assert.match(r.stderr, /trajstore: error: sync: project\/bad-\\xff\\x1b\.jsonl: the name is not UTF-8/);
+  assert.equal(await markersIn(convert), ['marker-1-0']);
+  assert.equal(readdirSync(join(to, 'project')), [`${sessionIdOf(1)}.jsonl`]);
+});
+
 test('retries back off exponentially, bounded', () => {
   assert.equal([1, 2, 3, 4, 8, 20].map((n) => retryDelayMs(n, 1000, 60_000)), [1000, 2000, 4000, 8000, 60_000, 60_000]);
 });
