@@ -19,6 +19,7 @@ import type { CompactSpec } from '../dataset/compact/paths.js';
 import { maintainDataset, type CompactionLimits } from '../dataset/compaction.js';
 import { readManifest } from '../dataset/layout.js';
 import { LocalObjectStore } from '../dataset/store.js';
+import { decodeUtf8, MAX_DOCUMENT_BYTES, parseJson } from '../formats/lines.js';
 import type { InputFormat } from '../formats/registry.js';
 import { runCompactImport } from '../import/compact.js';
 import { runImport } from '../import/import.js';
@@ -66,13 +67,25 @@ const MAX_SOURCE_BYTES = 2 ** 31 - 1;
 const tooLarge = (rel: string, size: number): ResourceLimitError =>
   new ResourceLimitError(`${shownPath(rel)}: ${size} bytes; sync reads files smaller than 2 GiB`);
 
+/** A `.json` file is one JSON document; the other watched files are JSON Lines. */
+const isWholeDocument = (relPath: string): boolean => relPath.toLowerCase().endsWith('.json');
+
 /**
  * The bytes of a log that are complete: up to its last newline for JSON Lines (the agent may be
  * writing the next line; it waits for a later batch), the whole file for `.json`.
  */
 export function completeBytes(relPath: string, bytes: Buffer): Buffer {
-  if (relPath.toLowerCase().endsWith('.json')) return bytes;
+  if (isWholeDocument(relPath)) return bytes;
   return bytes.subarray(0, bytes.lastIndexOf(0x0a) + 1);
+}
+
+/**
+ * Throws when `.json` bytes do not parse: a file caught half-rewritten. Converted, it would be
+ * skipped and its runs retired; held, it keeps them until it parses again. (One over the largest
+ * document is refused by the conversion whatever it holds, so it is not parsed here.)
+ */
+function checkWholeDocument(rel: string, bytes: Buffer): void {
+  if (isWholeDocument(rel) && bytes.length <= MAX_DOCUMENT_BYTES) parseJson(decodeUtf8(bytes, shownPath(rel)), shownPath(rel));
 }
 
 interface SourceRead {
@@ -87,6 +100,7 @@ function readSource(from: string, rel: string): SourceRead | undefined {
   if (stamp.size > MAX_SOURCE_BYTES) throw tooLarge(rel, stamp.size);
   try {
     const bytes = unlessGone(() => readFileSync(join(from, rel)));
+    if (bytes) checkWholeDocument(rel, bytes);
     return bytes && { stamp, bytes };
   } catch (error) {
     // It grew past the limit since its stat.
@@ -113,9 +127,9 @@ function removeMirrored(to: string, rel: string): void {
 }
 
 /**
- * Runs a batch over the pending files `paths`; returns what it did. A file that cannot be read is
- * held (left out, as though it had not changed) and the others go on; any other failure throws,
- * nothing committed.
+ * Runs a batch over the pending files `paths`; returns what it did. A file that cannot be read (or,
+ * `.json`, does not parse) is held (left out, as though it had not changed) and the others go on;
+ * any other failure throws, nothing committed.
  */
 export async function runBatch(target: SyncTarget, paths: readonly string[], signal: AbortSignal): Promise<BatchOutcome> {
   if (target.inputFormat === 'compact-jsonl') return compactBatch(target, signal);

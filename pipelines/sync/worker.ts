@@ -10,14 +10,14 @@
  *   exhaustMap(batch)               one batch at a time; ticks during a batch only add to the set
  *     retry(backoff)                a failed batch keeps the set and runs again after
  *                                   1 s, 2 s, 4 s ... at most 60 s (resident mode; --once fails)
- *
- * A file that a batch cannot read (no permission, say) does not fail it: the batch commits the
- * other files, and that one stays pending, held back for the same backoff of its own and warned of
- * once for each change. Both outputs then still hold what they had of it. --once exits with its
- * error after committing the rest.
  *   takeUntil(stop)                 SIGINT/SIGTERM: the batch under way is abandoned whole (its
  *                                   writer aborts and leaves the dataset at its last snapshot),
  *                                   or finishes if it is past its commit; the worker then ends
+ *
+ * A file that a batch cannot read (no permission, over 2 GiB, or a `.json` caught half-rewritten
+ * that does not parse) does not fail it: the batch commits the other files, and that one stays
+ * pending, held back for the same backoff of its own and warned of once for each change. Both
+ * outputs then still hold what they had of it. --once exits with its error after committing the rest.
  */
 import { rmSync, statSync } from 'node:fs';
 import { isRandomSuffix, TEMP_MARKER } from '../../lib/durable.js';

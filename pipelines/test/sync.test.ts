@@ -460,7 +460,8 @@ test('a file name with a line break or terminal controls shows escaped in warnin
   mkdirSync(src, { recursive: true });
   const hostile = 'x\nsync: batch 7: 1 file(s), 1 record(s), 0.01s, ok\n\x1b[2J';
   const shown = 'x\\nsync: batch 7: 1 file(s), 1 record(s), 0.01s, ok\\n\\x1b[2J';
-  writeFileSync(join(src, `${hostile}.json`), '{"half": ');
+  // JSON of no trajectory format: the conversion skips it, with a warning naming it.
+  writeFileSync(join(src, `${hostile}.json`), '{"unknown": 1}');
   writeFileSync(join(src, `${hostile}.jsonl`), claudeLine(1, 0));
   // The mirror cannot take the JSON Lines file (a directory is in its place): the batch fails, naming it.
   mkdirSync(join(to, `${hostile}.jsonl`), { recursive: true });
@@ -489,6 +490,33 @@ test('a file whose name is not UTF-8 is warned of by its bytes and left out; the
   assert.match(r.stderr, /trajstore: error: sync: project\/bad-\\xff\\x1b\.jsonl: the name is not UTF-8/);
   assert.equal(await markersIn(convert), ['marker-1-0']);
   assert.equal(readdirSync(join(to, 'project')), [`${sessionIdOf(1)}.jsonl`]);
+});
+
+test('a .json file caught half-rewritten keeps its run and mirror copy and is warned of; it is synced once it parses', async () => {
+  const src = s.path('h-src');
+  const [to, convert] = [s.path('h-mirror'), s.path('h-ds')];
+  mkdirSync(src, { recursive: true });
+  const whole = readFileSync(join(SHARED_FIXTURES, 'synthetic', 'storyline', 'incident-triage-0007.storyline.json'));
+  writeFileSync(join(src, 'run.json'), whole);
+  writeFileSync(join(src, 'a.jsonl'), claudeLine(1, 0));
+  assert.is((await once(src, to, convert)).code, 0);
+  const runs = async (): Promise<string[]> => (await csv(convert, 'SELECT document_id FROM runs ORDER BY 1')).map((row) => row[0]!);
+  const before = await runs();
+  assert.is(before.length, 2);
+
+  writeFileSync(join(src, 'run.json'), whole.subarray(0, 300));
+  appendFileSync(join(src, 'a.jsonl'), claudeLine(1, 1));
+  const torn = await once(src, to, convert);
+  assert.is(torn.code, 2, torn.stderr);
+  assert.match(torn.stderr, /warn: sync: run\.json:\d+:\d+: invalid JSON/);
+  assert.equal(await runs(), before, 'its run stays');
+  assert.ok(readFileSync(join(to, 'run.json')).equals(whole), 'and its mirror copy');
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1'], 'the other file went on');
+
+  writeFileSync(join(src, 'run.json'), whole);
+  const mended = await once(src, to, convert);
+  assert.is(mended.code, 0, mended.stderr);
+  assert.equal(await runs(), before);
 });
 
 test('retries back off exponentially, bounded', () => {
