@@ -37,7 +37,7 @@ export interface CompactImportOptions {
   progress?: ProgressSink;
   /** How long to wait for another writer of the dataset (`--lock-timeout`; default WRITE_DEFAULTS.lockTimeoutMs). */
   lockTimeoutMs?: number;
-  /** Given files instead of walking `from` (sync: their complete lines); a bad one is left out, and none at all is an empty store. */
+  /** Given files instead of walking `from` (sync: their complete lines); none at all is an empty store. */
   files?: SourceFile[];
 }
 

@@ -186,6 +186,7 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
 /**
  * A source read when it is opened, up to its last complete line: a compact batch reads the whole
  * tree again, one file at a time, and a log being written must not fail it (nor lose its records).
+ * A file gone since the scan was deleted: it holds nothing. One that cannot be read fails, naming it.
  */
 function completeLinesFile(path: string, relPath: string): SourceFile {
   return {
@@ -193,13 +194,25 @@ function completeLinesFile(path: string, relPath: string): SourceFile {
     relPath,
     name: relPath,
     open: () => {
-      const bytes = completeBytes(relPath, unlessGone(() => readFileSync(path)) ?? Buffer.alloc(0));
+      let read: Buffer | undefined;
+      try {
+        read = unlessGone(() => readFileSync(path));
+      } catch (error) {
+        throw unreadableError(relPath, error);
+      }
+      const bytes = completeBytes(relPath, read ?? Buffer.alloc(0));
       return Readable.from(bytes.length > 0 ? [bytes] : [], { objectMode: false });
     },
   };
 }
 
-/** A compact-jsonl batch: the whole tree again, atomically replacing the store at `--convert`. */
+/**
+ * A compact-jsonl batch: the whole tree again, atomically replacing the store at `--convert`. The
+ * store is replaced whole, so a file left out would lose its records: anything the batch cannot
+ * read in full (a file or directory without permission, a complete line or `.json` that does not
+ * parse, as `import --input-format compact-jsonl` refuses it) fails the batch, and the previous
+ * store stays until a retry succeeds.
+ */
 async function compactBatch(target: SyncTarget, signal: AbortSignal): Promise<BatchOutcome> {
   const files = [...scanTree(target.from).keys()].sort().map((rel) => completeLinesFile(join(target.from, rel), rel));
   const summary = await runCompactImport({
@@ -208,7 +221,7 @@ async function compactBatch(target: SyncTarget, signal: AbortSignal): Promise<Ba
     to: target.convert,
     mode: existsSync(target.convert) ? 'replace' : 'create',
     columns: target.columns,
-    onError: 'skip',
+    onError: 'fail',
     largestDocumentBytes: largestDocumentBytes(target.from),
     log: target.log,
     signal,

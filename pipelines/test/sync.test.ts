@@ -519,6 +519,59 @@ test('a .json file caught half-rewritten keeps its run and mirror copy and is wa
   assert.equal(await runs(), before);
 });
 
+const compactOnce = (src: string, convert: string, user: User = {}) =>
+  runTool('trajstore', ['sync', '--from', src, '--to', `${convert}-mirror`, '--convert', convert, '--input-format', 'compact-jsonl', '--once'], { env: s.env, cwd: s.home, ...user });
+const compactIds = async (convert: string): Promise<string[]> => (await csv(convert, 'SELECT id FROM records ORDER BY id')).map((row) => row[0]!);
+
+test('compact-jsonl: a file it cannot read fails the batch and leaves the store whole; retried with backoff, it lands once readable', async () => {
+  const src = s.path('cu-src');
+  const convert = s.path('cu-ds');
+  mkdirSync(src, { recursive: true });
+  writeFileSync(join(src, 'a.jsonl'), '{"id":"a"}\n');
+  writeFileSync(join(src, 'b.jsonl'), '{"id":"b"}\n');
+  assert.is((await compactOnce(src, convert)).code, 0);
+  chmodSync(join(src, 'b.jsonl'), 0);
+  writeFileSync(join(src, 'c.jsonl'), '{"id":"c"}\n');
+  const refused = await compactOnce(src, convert, unprivileged());
+  assert.is(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /trajstore: error: b\.jsonl: permission denied/);
+  assert.equal(await compactIds(convert), ['a', 'b'], 'the store stays whole');
+
+  const worker = resident(['--from', src, '--to', `${convert}-mirror`, '--convert', convert, '--input-format', 'compact-jsonl', '--interval', '100ms'], {}, unprivileged());
+  await until('two failed attempts', () => count(worker.stderr(), /failed: b\.jsonl: permission denied; next retry in/) >= 2, 20_000);
+  assert.match(worker.stderr(), /next retry in 1s[\s\S]*next retry in 2s/);
+  assert.equal(await compactIds(convert), ['a', 'b']);
+  chmodSync(join(src, 'b.jsonl'), 0o644);
+  await until('the retry to land', () => batchesIn(worker.stderr()) >= 1, 20_000);
+  worker.child.kill('SIGTERM');
+  assert.is((await worker.exited).code, 143, worker.stderr());
+  assert.equal(await compactIds(convert), ['a', 'b', 'c']);
+});
+
+test('compact-jsonl: a .json caught half-written (or an invalid complete line) fails the batch as import does, the store kept; a deleted file leaves it', async () => {
+  const src = s.path('ch-src');
+  const convert = s.path('ch-ds');
+  mkdirSync(src, { recursive: true });
+  writeFileSync(join(src, 'x.json'), '{"id":"x"}');
+  writeFileSync(join(src, 'y.jsonl'), '{"id":"y"}\n');
+  assert.is((await compactOnce(src, convert)).code, 0);
+  writeFileSync(join(src, 'x.json'), '{"id":');
+  const torn = await compactOnce(src, convert);
+  assert.is(torn.code, 2, torn.stderr);
+  assert.match(torn.stderr, /trajstore: error: x\.json:\d+(:\d+)?: invalid JSON/);
+  assert.equal(await compactIds(convert), ['x', 'y']);
+  writeFileSync(join(src, 'x.json'), '{"id":"x"}');
+  writeFileSync(join(src, 'y.jsonl'), '{"id":"y"}\n{oops}\n');
+  const bad = await compactOnce(src, convert);
+  assert.is(bad.code, 2, bad.stderr);
+  assert.match(bad.stderr, /trajstore: error: y\.jsonl:2(:\d+)?: invalid JSON/);
+  assert.equal(await compactIds(convert), ['x', 'y']);
+  rmSync(join(src, 'y.jsonl'));
+  const deleted = await compactOnce(src, convert);
+  assert.is(deleted.code, 0, deleted.stderr);
+  assert.equal(await compactIds(convert), ['x']);
+});
+
 test('retries back off exponentially, bounded', () => {
   assert.equal([1, 2, 3, 4, 8, 20].map((n) => retryDelayMs(n, 1000, 60_000)), [1000, 2000, 4000, 8000, 60_000, 60_000]);
 });
