@@ -1,12 +1,14 @@
 /** Walking a directory tree without following symbolic links. */
 import { readdirSync, type Dirent } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 
 /**
  * Calls `visit` for every entry under `root` that is not a directory, with its path relative to
  * `root` (`/`-separated) and its absolute path. A directory that is missing (or removed while the
  * walk is under way) holds nothing. A directory below `root` that cannot be read (no permission)
- * goes to `unreadable` when given, and the walk goes on; otherwise its error ends the walk.
+ * goes to `unreadable` when given, and the walk goes on; otherwise its error ends the walk. So does
+ * one whose name may not be UTF-8 (it holds U+FFFD) and is missing: Node names the directory by a
+ * decoding that replaced the bytes, which opens nothing (ENOENT), and its files must not vanish unsaid.
  */
 export function walkFiles(
   root: string,
@@ -18,7 +20,8 @@ export function walkFiles(
     try {
       entries = readdirSync(dir, { withFileTypes: true });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
+      if (missing && !(unreadable && basename(dir).includes('\ufffd'))) return;
       if (!unreadable || prefix === '') throw error;
       return unreadable(prefix.slice(0, -1), dir, error as Error);
     }

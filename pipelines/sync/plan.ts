@@ -6,7 +6,7 @@
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { sep } from 'node:path';
-import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError, pathError } from '../../lib/errors.js';
 import { parseColumnFlags, type CompactSpec } from '../dataset/compact/paths.js';
 import { readManifest } from '../dataset/layout.js';
 import { canonicalPath } from '../dataset/recover.js';
@@ -52,6 +52,12 @@ export async function planSync(request: SyncRequest): Promise<SyncPlan> {
   refusePin('--from', request.from);
   if (!existsSync(request.from)) throw new NotFoundError(`--from ${request.from}: no such directory`);
   if (!statSync(request.from).isDirectory()) throw new InvalidInputError(`--from ${request.from}: not a directory`);
+  // A source that cannot be listed at the start is refused; one that becomes so later is polled on (worker.ts).
+  try {
+    readdirSync(request.from);
+  } catch (error) {
+    throw pathError(error, `--from ${request.from}`);
+  }
   const from = canonicalPath(request.from);
   const to = localDirectory('--to', request.to);
   const convert = localDirectory('--convert', request.convert);

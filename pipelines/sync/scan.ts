@@ -76,7 +76,7 @@ export function unreadableError(rel: string, error: unknown): ToolError {
 }
 
 /**
- * A file whose name is not UTF-8, which sync leaves out: Node names it with U+FFFD for each bad
+ * A file or directory whose name is not UTF-8, which sync leaves out: Node names it with U+FFFD for each bad
  * byte, a name it cannot open, and the dataset keys runs by their source path as UTF-8 text (and
  * the state file by JSON strings), so neither output could hold it faithfully. Undefined for any
  * other file (one removed since the listing). The error shows the name's bytes (`\xff`).
@@ -91,9 +91,10 @@ function notUtf8(path: string, rel: string): ToolError | undefined {
 }
 
 /**
- * The watched files under `root`. A directory below it that cannot be read, a file that cannot be
- * stat'ed (no permission) or one named in bytes that are not UTF-8 goes to `unreadable` and the scan
- * goes on without it; without `unreadable` its error is thrown.
+ * The watched files under `root`. A directory that cannot be read (`root` itself too: it goes as
+ * `''`, its error naming `root`), a file that cannot be stat'ed (no permission) or a file or
+ * directory named in bytes that are not UTF-8 goes to `unreadable` and the scan goes on without it;
+ * without `unreadable` its error is thrown.
  */
 export function scanTree(root: string, unreadable?: (rel: string, error: ToolError) => void): TreeStamps {
   const stamps: TreeStamps = new Map();
@@ -102,30 +103,40 @@ export function scanTree(root: string, unreadable?: (rel: string, error: ToolErr
     if (!unreadable) throw typed;
     unreadable(rel, typed);
   };
-  walkFiles(
-    root,
-    (rel, entry, path) => {
-      if (!entry.isFile() || !SYNC_EXTENSIONS.some((ext) => entry.name.toLowerCase().endsWith(ext))) return;
-      try {
-        const stamp = stampOf(path);
-        if (stamp) stamps.set(rel, stamp);
-        else {
-          const undecodable = notUtf8(path, rel);
-          if (undecodable) cannotRead(rel, undecodable);
+  try {
+    walkFiles(
+      root,
+      (rel, entry, path) => {
+        if (!entry.isFile() || !SYNC_EXTENSIONS.some((ext) => entry.name.toLowerCase().endsWith(ext))) return;
+        try {
+          const stamp = stampOf(path);
+          if (stamp) stamps.set(rel, stamp);
+          else {
+            const undecodable = notUtf8(path, rel);
+            if (undecodable) cannotRead(rel, undecodable);
+          }
+        } catch (error) {
+          cannotRead(rel, error);
         }
-      } catch (error) {
-        cannotRead(rel, error);
-      }
-    },
-    (rel, _path, error) => cannotRead(rel, error),
-  );
+      },
+      (rel, path, error) => {
+        const undecodable = notUtf8(path, rel);
+        // A directory named in UTF-8 that was removed while the walk was under way holds nothing.
+        if (undecodable || !GONE.has((error as NodeJS.ErrnoException).code ?? '')) cannotRead(rel, undecodable ?? error);
+      },
+    );
+  } catch (error) {
+    // Only the root's own listing fails here: with `unreadable`, the walk hands it everything below.
+    if (!unreadable) throw error;
+    unreadable('', unreadableError(root, error));
+  }
   return stamps;
 }
 
-/** `now` with what `before` had at or under the paths `unread`: files out of reach this scan, not gone. */
+/** `now` with what `before` had at or under the paths `unread` (`''`: the whole tree): files out of reach this scan, not gone. */
 export function keepUnread(now: TreeStamps, before: TreeStamps, unread: readonly string[]): TreeStamps {
   if (unread.length === 0) return now;
-  for (const [rel, stamp] of before) if (unread.some((path) => rel === path || rel.startsWith(`${path}/`))) now.set(rel, stamp);
+  for (const [rel, stamp] of before) if (unread.some((path) => path === '' || rel === path || rel.startsWith(`${path}/`))) now.set(rel, stamp);
   return now;
 }
 

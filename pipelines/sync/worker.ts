@@ -3,8 +3,9 @@
  *
  *   timer(0, interval)              a tick now and then each interval (one tick with --once)
  *   map(scan the tree)              what changed since the previous scan (scan.ts); a directory
- *                                   it cannot read (or a file named in bytes that are not UTF-8)
- *                                   is warned of once and keeps what was seen under it
+ *                                   it cannot read (the source itself too, once started), or a
+ *                                   file or directory named in bytes that are not UTF-8, is
+ *                                   warned of once and keeps what was seen under it
  *   scan(into the pending set)      changes accumulate; a batch clears only what it committed
  *   filter(something pending, due)
  *   exhaustMap(batch)               one batch at a time; ticks during a batch only add to the set

@@ -572,6 +572,46 @@ test('compact-jsonl: a .json caught half-written (or an invalid complete line) f
   assert.equal(await compactIds(convert), ['x']);
 });
 
+test('a source root that becomes unreadable is warned of and polled on, the outputs kept; unreadable at start-up it is refused (exit 2)', async () => {
+  const src = s.path('ur-src');
+  const [to, convert] = [s.path('ur-mirror'), s.path('ur-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms'], {}, unprivileged());
+  await until('the first batch', () => batchesIn(worker.stderr()) >= 1);
+  chmodSync(src, 0);
+  await until('the warning', () => /warn: sync: .*ur-src: permission denied/.test(worker.stderr()));
+  await sleep(500);
+  assert.is(worker.child.exitCode, null, worker.stderr());
+  assert.is(count(worker.stderr(), /ur-src: permission denied/), 1, worker.stderr());
+  assert.equal(await markersIn(convert), ['marker-1-0'], 'the dataset is kept');
+  assert.ok(existsSync(sessionFile(to, 1)), 'and the mirror');
+  const refused = await once(src, to, convert, {}, unprivileged());
+  assert.is(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /trajstore: error: --from .*ur-src: permission denied/);
+
+  chmodSync(src, 0o755);
+  appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
+  await until('the next batch', () => batchesIn(worker.stderr()) >= 2);
+  worker.child.kill('SIGTERM');
+  assert.is((await worker.exited).code, 143, worker.stderr());
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1']);
+});
+
+test('a directory whose name is not UTF-8 is warned of by its bytes, once, and left out; the other files land', async () => {
+  const src = s.path('bd-src');
+  const [to, convert] = [s.path('bd-mirror'), s.path('bd-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  const dir = Buffer.concat([Buffer.from(join(src, 'dir-')), Buffer.from([0xff])]);
+  mkdirSync(dir);
+  writeFileSync(Buffer.concat([dir, Buffer.from('/a.jsonl')]), claudeLine(2, 0));
+  const r = await once(src, to, convert);
+  assert.is(r.code, 2, r.stderr);
+  assert.is(count(r.stderr, /warn: sync: dir-\\xff: the name is not UTF-8/), 1, r.stderr);
+  assert.equal(await markersIn(convert), ['marker-1-0']);
+});
+
 test('retries back off exponentially, bounded', () => {
   assert.equal([1, 2, 3, 4, 8, 20].map((n) => retryDelayMs(n, 1000, 60_000)), [1000, 2000, 4000, 8000, 60_000, 60_000]);
 });
