@@ -62,7 +62,7 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
     // The images directory is every runtime's input; its problem is listed with the runtime's own.
     const images = directoryProblem(options.imagesDir);
     const problems = [...(images ? [images] : []), ...(await parts.preflight(options.cgroupRoot))];
-    if (problems.length > 0) throw new UnavailableError(`preflight failed:\n  ${problems.join('\n  ')}`);
+    if (problems.length > 0) throw new UnavailableError('preflight failed:', { detail: problems.map((problem) => `  ${problem}`).join('\n') });
     const registry = Registry.open(options.state);
     const service = new SandboxService({
       registry,

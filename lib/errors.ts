@@ -20,20 +20,32 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 export interface ToolErrorOptions {
   /** One line telling the user what to do about it. */
   hint?: string;
+  /** Lines laid out under the message (an expression with a caret under the fault), each shown as a line of its own. */
+  detail?: string;
   cause?: unknown;
 }
 
-/** An error that the user can act on; its message names the offending input. */
+/**
+ * An error that the user can act on; its message names the offending input. The message is one
+ * line, whatever the input it quotes holds (a file name may hold a line break): it is shown with
+ * its control characters escaped, and any lines meant to follow it are its `detail`, which the
+ * message ends with (`summary`, then the detail).
+ */
 export class ToolError extends Error {
   readonly hint: string | undefined;
+  readonly detail: string | undefined;
+  /** The message without its detail. */
+  readonly summary: string;
   constructor(
     readonly exitCode: ExitCode,
     message: string,
     options: ToolErrorOptions = {},
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    super(options.detail === undefined ? message : `${message}\n${options.detail}`, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.hint = options.hint;
+    this.detail = options.detail;
+    this.summary = message;
   }
 }
 

@@ -19,12 +19,13 @@ export function parseLogLevel(value: unknown): LogLevel {
 }
 
 /**
- * A message as it may reach stderr: no credential in a URI, and no control character from the data
- * it quotes (a file name, a model id) that would drive the terminal. A message cannot tell its own
- * line breaks and tabs from quoted ones, so those two stay; every other control shows escaped.
+ * A message as it may reach stderr, on one line: no credential in a URI, and no control character
+ * from the data it quotes (a file name, a model id) that would drive the terminal or, a line break,
+ * forge a diagnostic line of its own. Every control shows escaped (`\n`, `\x1b`); text escaped
+ * before stays as it is (a backslash is no control).
  */
 export function diagnosticText(message: string): string {
-  return escapeControls(redactUserInfo(message), '\n\t');
+  return escapeControls(redactUserInfo(message));
 }
 
 export interface LogSink {

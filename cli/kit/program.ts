@@ -365,15 +365,22 @@ class Tool {
   private report(error: unknown, log: Logger): number {
     if (error instanceof HelpShown) return ExitCode.Ok;
     const name = this.spec.name;
+    // Each line escaped on its own: a line break the message quotes shows as `\n` and forges no line.
+    const lines = (text: string): string => text.split('\n').map(diagnosticText).join('\n');
     if (error instanceof ToolError) {
-      this.io.stderr.write(`${name}: error: ${diagnosticText(error.message)}\n`);
+      this.io.stderr.write(`${name}: error: ${diagnosticText(error.summary)}\n`);
+      if (error.detail !== undefined) this.io.stderr.write(`${lines(error.detail)}\n`);
       if (error.hint) this.io.stderr.write(`${name}: hint: ${diagnosticText(error.hint)}\n`);
     } else {
       const message = error instanceof Error ? error.message : String(error);
       this.io.stderr.write(`${name}: internal error: ${diagnosticText(message)}\n`);
       if (!log.enabled('debug')) this.io.stderr.write(`${name}: hint: run with --log-level debug for a stack trace\n`);
     }
-    if (log.enabled('debug') && error instanceof Error && error.stack) this.io.stderr.write(`${diagnosticText(error.stack)}\n`);
+    // The stack's head (`Name: message`) on one line like the message, then its frames.
+    if (log.enabled('debug') && error instanceof Error && error.stack) {
+      const frames = error.stack.split('\n').filter((line) => /^\s+at /.test(line));
+      this.io.stderr.write(`${diagnosticText(`${error.name}: ${error.message}`)}\n${lines(frames.join('\n'))}\n`);
+    }
     return exitCodeOf(error);
   }
 }

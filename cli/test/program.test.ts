@@ -35,6 +35,15 @@ test('control characters a message quotes reach stderr escaped: warnings, errors
   assert.is(r.stderr, `warn: read ${shown}\nkit-demo: error: bad input ${shown}\nkit-demo: hint: rename ${shown}\n`);
 });
 
+test('a line break a message quotes forges no line: each diagnostic is one line, the hint on its own', async () => {
+  const r = await demo(['quote', 'x\nkit-demo: error: forged\x1b[2J']);
+  assert.is(r.code, 2);
+  const shown = 'x\\nkit-demo: error: forged\\x1b[2J';
+  assert.is(r.stderr, `warn: read ${shown}\nkit-demo: error: bad input ${shown}\nkit-demo: hint: rename ${shown}\n`);
+  const debug = await demo(['--log-level', 'debug', 'quote', 'x\nkit-demo: error: forged']);
+  assert.not.ok(debug.stderr.split('\n').some((line) => line.startsWith('kit-demo: error: forged')), debug.stderr);
+});
+
 test('--log-level changes stderr only, never stdout or the exit code', async () => {
   for (const format of ['table', 'json', 'jsonl', 'csv']) {
     const runs = await Promise.all(['error', 'warn', 'info', 'debug'].map((level) => demo(['rows', '--format', format, '--log-level', level])));

@@ -77,4 +77,32 @@ test("import's detection lines and errors show a file name's controls escaped", 
   assert.not.match(refused.stderr, RAW_CONTROL);
 });
 
+test('a line break in a file name forges no line: import\'s errors and diagnostics, a missing source, a path error', async () => {
+  const name = 'c\ntrajstore: error: forged\x1b[2J';
+  const shown = 'c\\ntrajstore: error: forged\\x1b[2J';
+  const forged = (stderr: string): boolean => stderr.split('\n').some((line) => /^(trajstore: error: )?forged/.test(line));
+  mkdirSync(s.path('broken'));
+  writeFileSync(s.path('broken', `${name}.storyline.json`), JSON.stringify(storyline(3)));
+  const detected = await s.run(['--log-level', 'info', 'import', '-f', s.path('broken'), '-t', s.path('ds-broken')]);
+  assert.is(detected.code, 0, detected.stderr);
+  assert.match(detected.stderr, `info: ${shown}.storyline.json: detected storyline`);
+  assert.not.ok(forged(detected.stderr), detected.stderr);
+
+  writeFileSync(s.path('broken', `${name}.json`), '{bad');
+  // A file where export needs a directory: the path error names it.
+  writeFileSync(s.path(name), '');
+  for (const args of [
+    ['import', '-f', s.path('broken'), '-t', s.path('ds-broken-2')],
+    ['import', '-f', s.path(`${name}-missing`), '-t', s.path('ds-broken-3')],
+    ['export', '-f', s.path('ds'), '-t', s.path(name, 'out.jsonl'), '-o', 'storyline'],
+  ]) {
+    const r = await s.run(args);
+    assert.ok(r.code !== 0 && r.code !== 1, r.stderr);
+    assert.match(r.stderr, `trajstore: error: `);
+    assert.match(r.stderr, shown);
+    assert.not.ok(forged(r.stderr), r.stderr);
+    assert.not.match(r.stderr, RAW_CONTROL);
+  }
+});
+
 test.run();

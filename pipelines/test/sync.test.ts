@@ -612,6 +612,15 @@ test('a directory whose name is not UTF-8 is warned of by its bytes, once, and l
   assert.equal(await markersIn(convert), ['marker-1-0']);
 });
 
+test('a source named with a line break and terminal controls forges no line in the error', async () => {
+  const hostile = s.path('x\ntrajstore: error: forged\x1b[2J');
+  const r = await once(hostile, s.path('hx-mirror'), s.path('hx-ds'));
+  assert.is(r.code, 3, r.stderr);
+  assert.match(r.stderr, 'x\\ntrajstore: error: forged\\x1b[2J: no such directory');
+  assert.not.ok(r.stderr.split('\n').some((line) => line.startsWith('trajstore: error: forged')), r.stderr);
+  assert.not.match(r.stderr, /\x1b/);
+});
+
 test('retries back off exponentially, bounded', () => {
   assert.equal([1, 2, 3, 4, 8, 20].map((n) => retryDelayMs(n, 1000, 60_000)), [1000, 2000, 4000, 8000, 60_000, 60_000]);
 });

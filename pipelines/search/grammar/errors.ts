@@ -32,7 +32,7 @@ export class ExpressionError extends InvalidInputError {
     hint?: string,
   ) {
     const which = matchNumber === undefined ? '--match' : `--match #${matchNumber}`;
-    super(`invalid ${which} expression at column ${columnAt(expression, offset)}: ${reason}\n${caretLines(expression, offset)}`, hint ? { hint } : {});
+    super(`invalid ${which} expression at column ${columnAt(expression, offset)}: ${reason}`, { detail: caretLines(expression, offset), ...(hint ? { hint } : {}) });
   }
 
   /** The same error, naming which of several `--match` options it came from. */
