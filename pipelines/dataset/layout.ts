@@ -51,6 +51,13 @@ export interface PartRef {
   rows: number;
   bytes: number;
   /**
+   * The SHA-256 of the part's bytes (hex), as its writer wrote them: what a download (whose ETag is
+   * no digest of the bytes when the part went up in parts) and a cached copy are checked against.
+   * Optional, without a new layout version: snapshots written before it lack it and read as they did
+   * (their parts checked by size and as Parquet), and a build that knows no such field ignores it.
+   */
+  sha256?: string;
+  /**
    * Values of the relation's RETIRE_KEY (relations.ts) whose rows in this part are not in the
    * snapshot: a source converted again replaces its earlier runs (sync), without rewriting the part.
    * The snapshot that lists the part first has none; compaction drops the rows for good.
@@ -166,6 +173,7 @@ export async function readSnapshot(store: ObjectStore, id: string): Promise<Snap
 const PART_KEY = /^parts\/([a-z_]+)\/[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.parquet$/;
 const RELATION_NAMES: ReadonlySet<string> = new Set<Relation>(['runs', 'steps', 'tool_calls', 'sources', 'events', 'contents', 'records']);
 const isCount = (value: unknown): boolean => Number.isSafeInteger(value) && (value as number) >= 0;
+const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 /**
  * The snapshot descriptor `id` in `bytes`, checked before anything is read through it: a dataset
@@ -197,6 +205,7 @@ export function parseSnapshot(uri: string, id: string, bytes: Buffer): Snapshot 
       if (keys.has(key)) throw invalid(`${key} is listed twice`);
       keys.add(key);
       if (!isCount(ref?.rows) || !isCount(ref?.bytes)) throw invalid(`${key}: rows and bytes must be counts`);
+      if (ref?.sha256 !== undefined && !(typeof ref.sha256 === 'string' && SHA256_HEX.test(ref.sha256))) throw invalid(`${key}: sha256 must be 64 lowercase hex digits`);
       if (ref?.retired !== undefined && !(Array.isArray(ref.retired) && ref.retired.every((value) => typeof value === 'string'))) throw invalid(`${key}: retired must be a list of strings`);
     }
   }

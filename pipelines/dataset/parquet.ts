@@ -13,10 +13,11 @@
  */
 import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { snappyCompressor, snappyUncompressor } from 'hysnappy';
+import { createHash } from 'node:crypto';
 import { constants as zlib, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { parquetMetadataAsync, parquetReadObjects, type AsyncBuffer, type FileMetaData, type SchemaElement } from 'hyparquet';
 import { InvalidInputError, ToolError } from '../../lib/errors.js';
-import type { Snapshot } from './layout.js';
+import type { PartRef, Snapshot } from './layout.js';
 import { RETIRE_KEY, type ColumnDef, type Relation } from './relations.js';
 import type { ObjectStore, ObjectWriter } from './store.js';
 
@@ -132,8 +133,9 @@ const compressZstd = (bytes: Uint8Array): Uint8Array => zstdCompressSync(bytes, 
 let snappyWriter: ((bytes: Uint8Array) => Uint8Array) | undefined;
 const compressSnappy = (bytes: Uint8Array): Uint8Array => (snappyWriter ??= snappyCompressor())(bytes);
 
-/** hyparquet-writer's ByteWriter, draining to a store writer whenever its buffer passes 1 MiB. */
+/** hyparquet-writer's ByteWriter, draining to a store writer whenever its buffer passes 1 MiB, hashing what it drains (PartRef.sha256). */
 class DrainingWriter extends ByteWriter {
+  readonly sha256 = createHash('sha256');
   constructor(private readonly sink: ObjectWriter) {
     super(FLUSH_BYTES * 2);
   }
@@ -143,7 +145,9 @@ class DrainingWriter extends ByteWriter {
   }
   drain(): void {
     if (this.index === 0) return;
-    this.sink.write(new Uint8Array(this.buffer, 0, this.index));
+    const bytes = new Uint8Array(this.buffer, 0, this.index);
+    this.sha256.update(bytes);
+    this.sink.write(bytes);
     this.index = 0;
   }
   flush(): void {
@@ -223,11 +227,12 @@ export class PartWriter {
     this.groupCount += 1;
   }
 
-  async close(): Promise<{ key: string; rows: number; bytes: number }> {
+  async close(): Promise<PartRef> {
     await this.parquet.finish();
     const bytes = this.sink.size;
+    const sha256 = this.bytes.sha256.digest('hex');
     await this.sink.commit();
-    return { key: this.key, rows: this.rowCount, bytes };
+    return { key: this.key, rows: this.rowCount, bytes, sha256 };
   }
 
   abort(): void {

@@ -159,7 +159,7 @@ async function linkPart(store: S3ObjectStore, pool: string, part: PartRef, into:
   if (size !== undefined && size !== part.bytes) rmSync(cached, { force: true });
   for (let attempt = 0; ; attempt++) {
     if (!existsSync(cached)) {
-      await store.download(part.key, cached, part.bytes);
+      await store.download(part.key, cached, part);
       refuseNonParquet(cached, `${store.uri}/${part.key}`);
     }
     try {

@@ -19,7 +19,8 @@
  *   command's signal (Ctrl-C, SIGTERM) goes with every request, so a stop never waits for the server.
  * - A server is not trusted to behave: a listing that does not advance, or passes MAX_LISTED_KEYS,
  *   stops; every GET's body is checked against its length and, for a whole object, its ETag when
- *   that is an MD5 (a download also against the size the caller expects), and fetched again when
+ *   that is an MD5 (a download also against the size and SHA-256 the caller expects: a part's ETag
+ *   is no digest of its bytes when it went up in parts), and fetched again when
  *   it comes cut off, stalled or damaged (`whole`). Every single PUT and every part of a multipart
  *   upload carries its Content-MD5 and its answer's ETag is checked against it, so a body damaged on
  *   its way is sent again, never committed; a multipart upload's completion is checked against the
@@ -231,6 +232,12 @@ interface MultipartUpload {
 interface SentPart {
   md5: Buffer;
   etag: string;
+}
+
+/** What a caller knows of an object it downloads: its size and, when known, the SHA-256 of its bytes. */
+export interface Expected {
+  bytes: number;
+  sha256?: string | undefined;
 }
 
 /** What a GET or PUT brought: the value, or what is wrong with the bytes that arrived (they are sent or fetched again). */
@@ -550,15 +557,15 @@ export class S3ObjectStore implements ObjectStore {
   /**
    * Fetches `key` into a local file, written under a temporary name and renamed into place: no torn
    * files. What arrives is checked (`fetchInto`); damaged bytes are dropped and fetched again, up to
-   * MAX_ATTEMPTS times in all, so a part damaged in transit never reaches the cache. `expectedBytes`:
-   * the size the caller knows the object has (a snapshot's `part.bytes`), when it knows one.
+   * MAX_ATTEMPTS times in all, so a part damaged in transit never reaches the cache. `expected`: what
+   * the caller knows of the object (a snapshot's `part.bytes` and `part.sha256`), when it knows it.
    */
-  async download(key: string, path: string, expectedBytes?: number): Promise<void> {
+  async download(key: string, path: string, expected?: Expected): Promise<void> {
     mkdirSync(dirname(path), { recursive: true });
     await this.whole(key, async () => {
       const temp = `${path}${TEMP_MARKER}${randomSuffix()}`;
       try {
-        const damage = await this.fetchInto(key, temp, expectedBytes);
+        const damage = await this.fetchInto(key, temp, expected);
         if (damage !== undefined) return { damage };
         await rename(temp, path);
         return { value: undefined };
@@ -599,11 +606,13 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /** One GET of `key` into the file `temp`: what is wrong with the bytes that arrived, or undefined when they are whole. */
-  private async fetchInto(key: string, temp: string, expectedBytes: number | undefined): Promise<string | undefined> {
+  private async fetchInto(key: string, temp: string, expected: Expected | undefined): Promise<string | undefined> {
     const out = await this.send(key, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request));
-    // Hashed only when the ETag is an MD5 to check against (never for a multipart upload's).
+    // Hashed only when there is a digest to check against: an ETag that is an MD5 (never a multipart
+    // upload's), the SHA-256 the snapshot lists.
     const etag = md5Of(out);
     const md5 = etag === undefined ? undefined : createHash('md5');
+    const sha256 = expected?.sha256 === undefined ? undefined : createHash('sha256');
     let size = 0;
     try {
       await pipeline(
@@ -611,6 +620,7 @@ export class S3ObjectStore implements ObjectStore {
         async function* (chunks: AsyncIterable<Buffer>) {
           for await (const chunk of chunks) {
             md5?.update(chunk);
+            sha256?.update(chunk);
             size += chunk.length;
             yield chunk;
           }
@@ -621,13 +631,19 @@ export class S3ObjectStore implements ObjectStore {
       return this.brokenBody(error, key);
     }
     if (out.ContentLength !== undefined && size !== out.ContentLength) return `${size} bytes arrived of the ${out.ContentLength} announced`;
-    if (expectedBytes !== undefined && size !== expectedBytes) {
+    if (expected !== undefined && size !== expected.bytes) {
       // All the server has arrived, and it is not what the snapshot lists: the object itself is
       // wrong (truncated or replaced in the bucket), which fetching again will not mend.
-      if (out.ContentLength !== undefined) throw new InvalidInputError(`${this.where(key)}: the object is ${size} bytes, the snapshot lists ${expectedBytes}: the dataset is damaged`);
-      return `${size} bytes arrived, ${expectedBytes} expected`;
+      if (out.ContentLength !== undefined) throw new InvalidInputError(`${this.where(key)}: the object is ${size} bytes, the snapshot lists ${expected.bytes}: the dataset is damaged`);
+      return `${size} bytes arrived, ${expected.bytes} expected`;
     }
     if (md5 && md5.digest('hex') !== etag) return MD5_MISMATCH;
+    if (sha256 && sha256.digest('hex') !== expected?.sha256) {
+      // Bytes whose MD5 is the server's ETag are the ones it holds: the object is not the one the
+      // snapshot lists. Without that MD5 (uploaded in parts) the way here may have changed them.
+      if (md5) throw new InvalidInputError(`${this.where(key)}: its bytes are not those the snapshot lists (SHA-256): the dataset is damaged`);
+      return 'the bytes do not match the SHA-256 the snapshot lists';
+    }
     return undefined;
   }
 

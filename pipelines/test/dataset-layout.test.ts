@@ -5,6 +5,7 @@
  * does, compared with what `export -o storyline` gives back); plus the index's columns, a version 2
  * dataset read as it is and the refusal of a version 1 Storyline dataset.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { join } from 'node:path';
@@ -147,6 +148,35 @@ test('a layout version 2 Storyline dataset is read as it is, and an append write
   const appended = await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/claude-code'), '-t', s.path('ds'), '--mode', 'append']);
   assert.is(appended.code, 0, appended.stderr);
   assert.is(JSON.parse(readFileSync(manifestPath, 'utf8')).layout_version, LAYOUT_VERSION);
+});
+
+test("a snapshot lists each part's SHA-256 (of the bytes written); one without it reads as before, a malformed one is refused (exit 2) naming the part", async () => {
+  const s = sandbox('dataset-layout');
+  assert.is((await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic/storyline'), '-t', s.path('ds')])).code, 0);
+  const before = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
+  assert.is(before.code, 0, before.stderr);
+  const id = (JSON.parse(readFileSync(s.path('ds', 'trajstore.json'), 'utf8')) as { snapshot_id: string }).snapshot_id;
+  const descriptorPath = s.path('ds', 'snapshots', `${id}.json`);
+  const descriptor = JSON.parse(readFileSync(descriptorPath, 'utf8')) as Snapshot;
+  const parts = Object.values(descriptor.relations).flat();
+  assert.ok(parts.length > 0);
+  for (const part of parts) assert.is(part.sha256, createHash('sha256').update(readFileSync(s.path('ds', ...part.key.split('/')))).digest('hex'), part.key);
+
+  // As a build before the field wrote it: read as it was.
+  const withoutDigests = structuredClone(descriptor);
+  for (const part of Object.values(withoutDigests.relations).flat()) delete part.sha256;
+  writeFileSync(descriptorPath, JSON.stringify(withoutDigests));
+  const old = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
+  assert.is(old.code, 0, old.stderr);
+  assert.is(old.stdout, before.stdout);
+
+  const malformed = structuredClone(descriptor);
+  const first = Object.values(malformed.relations).flat()[0]!;
+  first.sha256 = 'not a digest';
+  writeFileSync(descriptorPath, JSON.stringify(malformed));
+  const refused = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
+  assert.is(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, `not a valid snapshot descriptor: ${first.key}: sha256 must be 64 lowercase hex digits`);
 });
 
 /** A relation's row groups with the content store's values put back, as a layout 3 writer had them. */

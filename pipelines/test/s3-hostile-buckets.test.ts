@@ -4,6 +4,7 @@
  * S3-compatible server process (moto): descriptors that name keys outside `parts/`, ids that are
  * paths, and a prefix that copies another dataset's snapshot id with other bytes.
  */
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -48,6 +49,13 @@ async function copyPrefix(from: string, to: string, edit: (key: string, bytes: B
     source.close();
     target.close();
   }
+}
+
+/** `bytes` with the byte at `at` inverted: the same size, other bytes. */
+function flipped(bytes: Buffer, at: number): Buffer {
+  const copy = Buffer.from(bytes);
+  copy[at]! ^= 0xff;
+  return copy;
 }
 
 async function runCount(prefix: string, cache: string): Promise<number> {
@@ -109,7 +117,7 @@ test("a prefix naming another dataset's snapshot id with other parts does not ch
     if (!key.startsWith('snapshots/')) return undefined;
     // The same id, with the runs part's size of the bytes it now holds.
     const snapshot = JSON.parse(bytes.toString('utf8')) as Snapshot;
-    for (const part of snapshot.relations.runs ?? []) part.bytes = otherBytes.length;
+    for (const part of snapshot.relations.runs ?? []) Object.assign(part, { bytes: otherBytes.length, sha256: createHash('sha256').update(otherBytes).digest('hex') });
     return JSON.stringify(snapshot);
   });
   const cache = 'cache-shared';
@@ -130,7 +138,8 @@ test('a part damaged in the bucket is a damaged dataset (exit 2) naming the obje
   good.close();
   for (const [round, [what, damaged, message]] of ([
     ['truncated', bytes.subarray(0, bytes.length - 100), /the object is \d+ bytes, the snapshot lists \d+: the dataset is damaged/],
-    ['garbage of the same size', Buffer.alloc(bytes.length, 7), /not a Parquet file \(no PAR1 at its start and end\): the dataset is damaged/],
+    ['garbage of the same size', Buffer.alloc(bytes.length, 7), /its bytes are not those the snapshot lists \(SHA-256\): the dataset is damaged/],
+    ['bytes changed inside, the size kept', flipped(bytes, bytes.length >> 1), /its bytes are not those the snapshot lists \(SHA-256\): the dataset is damaged/],
   ] as const).entries()) {
     // A cache of its own: a part is cached by its key, and the mended one of the round before is the good one.
     const cache = `cache-mended-${round}`;
@@ -139,6 +148,7 @@ test('a part damaged in the bucket is a damaged dataset (exit 2) naming the obje
     assert.is(r.code, 2, `${what}: ${r.stderr}`);
     assert.match(r.stderr, message, what);
     assert.match(r.stderr, new RegExp(`s3://lake/mended/${key.replace(/\./g, '\\.')}`), `${what}: names the object`);
+    assert.not.match(r.stderr, join(home, cache), `${what}: names no file of the cache`);
     await copyPrefix('good', 'mended');
     assert.is(await runCount('mended', cache), await runCount('good', 'cache-good-alone'), `${what}: read again once mended`);
   }

@@ -505,14 +505,48 @@ test('a download damaged in transit is fetched again and never cached; one damag
     const key = (await store.list('parts/steps/'))[0]!;
     const size = (await store.size(key))!;
     const path = join(home, 'downloaded.parquet');
-    await store.download(key, path, size);
+    await store.download(key, path, { bytes: size });
     assert.is(readFileSync(path).length, size);
     const wrong = join(home, 'wrong-size.parquet');
-    const error = await store.download(key, wrong, size + 1).then(() => undefined, (e: unknown) => e as Error & { exitCode?: number });
+    const error = await store.download(key, wrong, { bytes: size + 1 }).then(() => undefined, (e: unknown) => e as Error & { exitCode?: number });
     assert.is(error?.exitCode, 2, String(error));
     assert.match(String(error?.message), /the object is \d+ bytes, the snapshot lists \d+: the dataset is damaged/);
     assert.not.ok(existsSync(wrong));
   });
+});
+
+test('a part uploaded in parts (its ETag no MD5 of its bytes) damaged in transit on its way down, its length kept, is fetched again and never cached; one damaged every time exits 6 naming the object', async () => {
+  const big = bigInput();
+  proxy.set();
+  const made = await trajstore(['import', '-f', big, '-t', 's3://lake/mp-read'], { cache: scratchDir('s3-hostile-mp-read') });
+  assert.is(made.code, 0, made.stderr);
+  const key = await direct('mp-read', async (store) => {
+    for (const k of await store.list('parts/contents/')) if (((await store.size(k)) ?? 0) > MULTIPART_PART_BYTES) return k;
+    throw new Error('no part went up in parts');
+  });
+  const served = (await direct('mp-read', (store) => store.get(key)))!;
+  const exported = (cache: string): Promise<Run> => trajstore(['export', '-f', 's3://lake/mp-read', '-t', '-', '-o', 'atif'], { cache });
+  const cachedCopy = (cache: string): Buffer | undefined => {
+    const found: string[] = [];
+    walkFiles(join(cache, 'trajstore', 's3', 'parts'), (rel, _entry, full) => rel.endsWith(key) && found.push(full));
+    return found[0] === undefined ? undefined : readFileSync(found[0]);
+  };
+
+  const cache = scratchDir('s3-hostile-mp-read');
+  const GET = new RegExp(`^GET /lake/mp-read/${key.replace(/[.]/g, '\\.')}`);
+  proxy.set({ act: 'corrupt', match: GET, times: 1 });
+  const once = await exported(cache);
+  assert.is(once.code, 0, once.stderr);
+  assert.is(proxy.count(/^corrupt GET/), 1);
+  assert.is(proxy.count(new RegExp(`^pass ${GET.source.slice(1)}`)), 1, 'fetched again');
+  assert.ok(cachedCopy(cache)?.equals(served), 'the cache holds the bytes the server holds');
+
+  const always = scratchDir('s3-hostile-mp-read');
+  proxy.set({ act: 'corrupt', match: GET });
+  const broken = await exported(always);
+  assert.is(broken.code, 6, broken.stderr);
+  assert.match(broken.stderr, new RegExp(`s3://lake/mp-read/${key.replace(/[.]/g, '\\.')}: 5 downloads came damaged \\(the last: the bytes do not match the SHA-256 the snapshot lists`));
+  assert.is(cachedCopy(always), undefined, 'no damaged part is cached');
 });
 
 test('a manifest whose body is cut off is fetched again (the SDK retries a request, not its body); one cut off every time exits 6 naming it', async () => {
