@@ -14,8 +14,12 @@
  *     builds/                       writers' scratch (s3-writer.ts)
  *
  * Only the parts a snapshot lacks are fetched: an append's new snapshot links the parts of the old
- * one and downloads its new parts. Concurrent commands are safe: a part is downloaded under a
- * temporary name and renamed into place, a snapshot's copy is built in a temporary directory and
+ * one and downloads its new parts. A cached part is what the snapshot lists: a download is checked
+ * against its size and SHA-256 (PartRef.sha256), and every open checks that no one wrote the copy's
+ * parts since (CHECKED_MTIME_S); one changed and no longer what the snapshot lists is dropped and
+ * fetched again (`repairCopy`), so a cache damaged on disk mends itself instead of failing every read.
+ * Concurrent commands are safe: a part is downloaded under a temporary name and renamed into place
+ * (and linked into a copy the same way), a snapshot's copy is built in a temporary directory and
  * renamed into place (the loser of two racing builds drops its own), and nothing is changed in place.
  *
  * Bounded: past TRAJSTORE_S3_CACHE_MAX_BYTES (default DEFAULT_CACHE_MAX_BYTES) the snapshots used
@@ -24,7 +28,7 @@
  * the bound by what those hold.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { InvalidInputError, NotFoundError, pathError, ToolError } from '../../lib/errors.js';
@@ -125,6 +129,7 @@ async function copyInCache(store: S3ObjectStore, place: S3Place, env: NodeJS.Pro
   if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${id} named by the manifest is missing`);
   const snapshot = parseSnapshot(place.uri, id, snapshotBytes);
   if (!cached) await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
+  else await repairCopy(store, partsPoolOf(root, place), root, dir, snapshot);
   evict(root, cacheMaxBytes(env), dir);
   return { dir, ...current, snapshot };
 }
@@ -147,36 +152,52 @@ export function partKeysOf(snapshot: Snapshot): string[] {
 }
 
 /**
- * Links a cached part into a snapshot copy, downloading it first when the cache lacks it (or lost it
- * to an eviction meanwhile). A download is checked against the size the snapshot gives; so is a part
- * already cached, which an older build may have kept damaged.
+ * The modification time (s since the epoch) of a cached part checked against what the snapshot
+ * lists: a fixed instant long past, which anything writing the file afterwards (another process, a
+ * tool) replaces with its own time. So a check costs a stat per part on every open, and a part is
+ * read through again (hashed) only once something has written it. A change that leaves the time as
+ * it is (a disk's silent error) is not seen here, only by a read that fails.
  */
-async function linkPart(store: S3ObjectStore, pool: string, part: PartRef, into: string): Promise<void> {
-  const cached = join(pool, ...part.key.split('/'));
-  const target = join(into, ...part.key.split('/'));
-  mkdirSync(dirname(target), { recursive: true });
-  const size = statSync(cached, { throwIfNoEntry: false })?.size;
-  if (size !== undefined && size !== part.bytes) rmSync(cached, { force: true });
-  for (let attempt = 0; ; attempt++) {
-    if (!existsSync(cached)) {
-      await store.download(part.key, cached, part);
-      refuseNonParquet(cached, `${store.uri}/${part.key}`);
-    }
-    try {
-      linkSync(cached, target);
-      return;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt > 0) throw error;
-    }
+const CHECKED_MTIME_S = 946_684_800;
+
+/** Marks a cached part as checked (CHECKED_MTIME_S); a file that cannot be marked is only checked again next time. */
+function markChecked(file: string): void {
+  try {
+    utimesSync(file, new Date(), CHECKED_MTIME_S);
+  } catch {
+    // Not ours to change (or gone): read through again next time.
   }
 }
 
 /**
- * A Parquet file starts and ends with `PAR1`. One that does not is damaged in the bucket (its size
- * and ETag matched what the server holds): it leaves the cache at once, so that the bucket, once
- * mended, is read again, and the message names the object, not the cache.
+ * What is wrong with the cached copy of `part` at `root` (a snapshot copy or the parts pool), or
+ * undefined when it is whole: present, of the listed size, and checked since it was last written
+ * (CHECKED_MTIME_S) or found now to have the SHA-256 the snapshot lists (a part listed without one,
+ * written before it was: to open as Parquet).
  */
-function refuseNonParquet(file: string, shown: string): void {
+async function cachedDamage(root: string, part: PartRef): Promise<string | undefined> {
+  const file = join(root, ...part.key.split('/'));
+  const stat = statSync(file, { throwIfNoEntry: false });
+  if (!stat) return 'missing';
+  if (stat.size !== part.bytes) return `${stat.size} bytes, the snapshot lists ${part.bytes}`;
+  if (stat.mtimeMs === CHECKED_MTIME_S * 1000) return undefined;
+  const damage = part.sha256 === undefined ? await parquetDamage(root, part.key) : (await sha256Of(file)) === part.sha256 ? undefined : 'not the SHA-256 the snapshot lists';
+  if (damage === undefined) markChecked(file);
+  return damage;
+}
+
+async function sha256Of(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/**
+ * What makes the file of `key` at `root` no Parquet part: no `PAR1` at its start and end, or a
+ * footer that does not parse. Undefined when it opens.
+ */
+async function parquetDamage(root: string, key: string): Promise<string | undefined> {
+  const file = join(root, ...key.split('/'));
   const fd = openSync(file, 'r');
   const head = Buffer.alloc(4);
   const tail = Buffer.alloc(4);
@@ -187,9 +208,70 @@ function refuseNonParquet(file: string, shown: string): void {
   } finally {
     closeSync(fd);
   }
-  if (head.toString('latin1') !== 'PAR1' || tail.toString('latin1') !== 'PAR1') {
-    rmSync(file, { force: true });
-    throw new InvalidInputError(`${shown}: not a Parquet file (no PAR1 at its start and end): the dataset is damaged`);
+  if (head.toString('latin1') !== 'PAR1' || tail.toString('latin1') !== 'PAR1') return 'not a Parquet file (no PAR1 at its start and end)';
+  // Loaded only here: a part without a SHA-256 is checked by opening it.
+  const { openPart } = await import('./parquet.js');
+  return openPart(new LocalObjectStore(root), key).then(
+    () => undefined,
+    (error: unknown) => {
+      if (!(error instanceof InvalidInputError)) throw error;
+      return 'not a readable Parquet file';
+    },
+  );
+}
+
+/**
+ * Puts the part into the snapshot copy at `into`, as a link to the parts pool: the pool's copy when
+ * it is whole (`cachedDamage`), else one downloaded now (checked against the size and SHA-256 the
+ * snapshot lists; without a SHA-256, as Parquet). What is in the copy already is replaced at once
+ * (a link renamed over it): a reader that has it open keeps reading what it had. A download that is
+ * still no Parquet part is damaged in the bucket (its size and ETag matched what the server holds):
+ * it leaves the cache at once, so that the bucket, once mended, is read again, and the message names
+ * the object, not the cache.
+ */
+async function linkPart(store: S3ObjectStore, pool: string, part: PartRef, into: string): Promise<void> {
+  const cached = join(pool, ...part.key.split('/'));
+  const target = join(into, ...part.key.split('/'));
+  mkdirSync(dirname(target), { recursive: true });
+  for (let attempt = 0; ; attempt++) {
+    if ((await cachedDamage(pool, part)) !== undefined) {
+      await store.download(part.key, cached, part);
+      const damage = part.sha256 === undefined ? await parquetDamage(pool, part.key) : undefined;
+      if (damage !== undefined) {
+        rmSync(cached, { force: true });
+        throw new InvalidInputError(`${store.uri}/${part.key}: ${damage}: the dataset is damaged`);
+      }
+      markChecked(cached);
+    }
+    const temp = `${target}${TEMP_MARKER}${randomSuffix()}`;
+    try {
+      linkSync(cached, temp);
+      renameSync(temp, target);
+      return;
+    } catch (error) {
+      rmSync(temp, { force: true });
+      // Evicted by another command between the check and the link: once more.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt > 0) throw error;
+    }
+  }
+}
+
+/**
+ * Makes a cached snapshot copy whole again: a part changed since it was checked (another process
+ * wrote it, or it went missing) and not what the snapshot lists is fetched again once (`linkPart`).
+ * Only the object store's own bytes, bad too, make the dataset damaged, named by its object.
+ */
+async function repairCopy(store: S3ObjectStore, pool: string, root: string, dir: string, snapshot: Snapshot): Promise<void> {
+  for (const part of partsOf(snapshot)) {
+    if ((await cachedDamage(dir, part)) === undefined) continue;
+    try {
+      // The copy's file is the pool's (a link), unless the pool's was replaced meanwhile: then that one is checked.
+      const [inCopy, inPool] = [dir, pool].map((at) => statSync(join(at, ...part.key.split('/')), { throwIfNoEntry: false }));
+      if (inCopy && inPool && inCopy.ino === inPool.ino && inCopy.dev === inPool.dev) rmSync(join(pool, ...part.key.split('/')), { force: true });
+      await linkPart(store, pool, part, dir);
+    } catch (error) {
+      throw cacheFailure(error, `${store.uri}/${part.key}: its copy in the local cache`, root);
+    }
   }
 }
 
@@ -222,12 +304,16 @@ export function publishCopy(temp: string, dir: string): void {
   }
 }
 
-/** Adds a local file to the parts cache as `key` (a writer's upload: no need to fetch it back). */
+/**
+ * Adds a local file to the parts cache as `key` (a writer's upload: no need to fetch it back),
+ * checked: its SHA-256 in the snapshot was taken from the bytes as they were written.
+ */
 export function addToPool(root: string, place: S3Place, key: string, file: string): void {
   const cached = join(partsPoolOf(root, place), ...key.split('/'));
   mkdirSync(dirname(cached), { recursive: true });
   try {
     linkSync(file, cached);
+    markChecked(cached);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }

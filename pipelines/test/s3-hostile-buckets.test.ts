@@ -5,7 +5,7 @@
  * paths, and a prefix that copies another dataset's snapshot id with other bytes.
  */
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -14,6 +14,7 @@ import { runTool } from '../../lib/testing/run-tool.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import type { Manifest, Snapshot } from '../dataset/layout.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
+import { walkFiles } from '../../lib/walk.js';
 import { PROJECT_TESTDATA } from './helpers/fixtures.js';
 
 const ATIF = join(PROJECT_TESTDATA, 'samples', 'atif');
@@ -56,6 +57,14 @@ function flipped(bytes: Buffer, at: number): Buffer {
   const copy = Buffer.from(bytes);
   copy[at]! ^= 0xff;
   return copy;
+}
+
+/** The file of the parts cache of `cache` that holds `key`. */
+function cachedPart(cache: string, key: string): string {
+  const found: string[] = [];
+  walkFiles(join(home, cache, 'trajstore', 's3', 'parts'), (rel, _entry, full) => rel.endsWith(key) && found.push(full));
+  assert.is(found.length, 1, `${key} is cached once`);
+  return found[0]!;
 }
 
 async function runCount(prefix: string, cache: string): Promise<number> {
@@ -152,6 +161,65 @@ test('a part damaged in the bucket is a damaged dataset (exit 2) naming the obje
     await copyPrefix('good', 'mended');
     assert.is(await runCount('mended', cache), await runCount('good', 'cache-good-alone'), `${what}: read again once mended`);
   }
+});
+
+test('a part damaged in the local cache after its download (the size kept) is dropped and fetched again; damaged in the bucket too, the object is named as damaged (exit 2), never the cache', async () => {
+  const cache = 'cache-damaged-copy';
+  await copyPrefix('good', 'cached');
+  const clean = await trajstore(['export', '-f', 's3://lake/cached', '-t', '-', '-o', 'atif'], cache);
+  assert.is(clean.code, 0, clean.stderr);
+  const store = storeAt('cached');
+  const keys = [...(await store.list('parts/steps/')), ...(await store.list('parts/runs/'))];
+  const served = new Map<string, Buffer>();
+  for (const key of keys) served.set(key, (await store.get(key))!);
+  // Inside a part (its footer whole: it still opens as Parquet) and in a footer (it no longer does).
+  for (const [i, key] of keys.entries()) {
+    const file = cachedPart(cache, key);
+    const bytes = readFileSync(file);
+    writeFileSync(file, flipped(bytes, i === 0 ? bytes.length >> 1 : bytes.length - 20));
+  }
+  for (const [args, what] of [
+    [['export', '-f', 's3://lake/cached', '-t', '-', '-o', 'atif'], 'export'],
+    [['query', 's3://lake/cached', '--sql', 'SELECT count(*) AS n FROM dataset.steps', '--format', 'json'], 'query'],
+  ] as const) {
+    const r = await trajstore([...args], cache);
+    assert.is(r.code, 0, `${what}: ${r.stderr}`);
+    for (const key of keys) assert.ok(readFileSync(cachedPart(cache, key)).equals(served.get(key)!), `${what}: the cache holds ${key} as the server does`);
+    if (what === 'export') assert.is(r.stdout, clean.stdout);
+    // Damaged again for the next command.
+    const file = cachedPart(cache, keys[0]!);
+    writeFileSync(file, flipped(readFileSync(file), 200));
+  }
+
+  const key = keys[0]!;
+  await store.put(key, flipped(served.get(key)!, 300));
+  store.close();
+  const r = await trajstore(['list', 's3://lake/cached'], cache);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, new RegExp(`s3://lake/cached/${key.replace(/\./g, '\\.')}: its bytes are not those the snapshot lists \\(SHA-256\\): the dataset is damaged`));
+  assert.not.match(r.stderr, join(home, cache));
+});
+
+test('a snapshot written before parts had a SHA-256: a cached part damaged in its footer (it no longer opens as Parquet) is dropped and fetched again', async () => {
+  const cache = 'cache-damaged-old';
+  await copyPrefix('good', 'cached-old', (key, bytes) => {
+    if (!key.startsWith('snapshots/')) return undefined;
+    const snapshot = JSON.parse(bytes.toString('utf8')) as Snapshot;
+    for (const part of Object.values(snapshot.relations).flat()) delete part.sha256;
+    return JSON.stringify(snapshot);
+  });
+  const clean = await trajstore(['export', '-f', 's3://lake/cached-old', '-t', '-', '-o', 'atif'], cache);
+  assert.is(clean.code, 0, clean.stderr);
+  const store = storeAt('cached-old');
+  const key = (await store.list('parts/steps/'))[0]!;
+  const served = (await store.get(key))!;
+  store.close();
+  const file = cachedPart(cache, key);
+  writeFileSync(file, flipped(readFileSync(file), served.length - 20));
+  const r = await trajstore(['export', '-f', 's3://lake/cached-old', '-t', '-', '-o', 'atif'], cache);
+  assert.is(r.code, 0, r.stderr);
+  assert.is(r.stdout, clean.stdout);
+  assert.ok(readFileSync(cachedPart(cache, key)).equals(served), 'the cache holds the part as the server does');
 });
 
 test.run();
