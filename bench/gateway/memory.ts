@@ -1,0 +1,137 @@
+/**
+ * Gateway memory benchmark:
+ *
+ *   node dist/bench/gateway/memory.js [--events N] [--traces N] [--batch N] [--rounds N] [--keep]
+ *
+ * What a resident `serve --gateway` keeps as events arrive, against a real server process: each
+ * round posts --events (default 200,000) more events over --traces (default 2,000) new traces in
+ * batches of --batch (default 10) records, waits until every trace is projected (idle 1 s), and
+ * records the server's RSS, its live heap after a collection (a preload answers SIGUSR2), and the
+ * bytes of the gateway's state directory (`<dataset>/gateway`). Then the server is stopped and
+ * started again over that state: the time until it listens, and its RSS and heap after the replay.
+ * Prints a report (Markdown) to stdout; --keep leaves the scratch directory.
+ */
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { positiveIntFlag } from '../lib/int-flag.js';
+import { startServeProcess, type ServeProcess } from '../lib/serve-process.js';
+
+const perRound = positiveIntFlag('events', 200_000);
+const traces = positiveIntFlag('traces', 2_000);
+const batch = positiveIntFlag('batch', 10);
+const rounds = positiveIntFlag('rounds', 2);
+const keep = process.argv.includes('--keep');
+const root = mkdtempSync(join(tmpdir(), 'bench-gateway-memory-'));
+const dataset = join(root, 'ds');
+const PROBE = pathToFileURL(join(dirname(fileURLToPath(import.meta.url)), '..', 'lib', 'heap-probe.js')).href;
+const heapFile = join(root, 'heap.json');
+const env = { HOME: root, XDG_CONFIG_HOME: join(root, 'cfg'), XDG_CACHE_HOME: join(root, 'cache'), XDG_DATA_HOME: join(root, 'data'), NODE_OPTIONS: `--expose-gc --import=${PROBE}`, BENCH_HEAP_FILE: heapFile };
+const args = ['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', dataset, '--gateway-split-idle', '1s'];
+
+const MB = 1024 * 1024;
+const mb = (bytes: number): string => (bytes / MB).toFixed(1);
+
+function bytesUnder(path: string): number {
+  if (!existsSync(path)) return 0;
+  const stat = statSync(path);
+  if (!stat.isDirectory()) return stat.size;
+  return readdirSync(path).reduce((sum, name) => sum + bytesUnder(join(path, name)), 0);
+}
+
+/** RSS (from /proc) and the heap after a collection (the preload's answer to SIGUSR2). */
+async function memoryOf(server: ServeProcess): Promise<{ rss: number; heap: number }> {
+  const status = readFileSync(`/proc/${server.child.pid}/status`, 'utf8');
+  const rss = Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1]) * 1024;
+  rmSync(heapFile, { force: true });
+  server.child.kill('SIGUSR2');
+  for (let i = 0; i < 200 && !existsSync(heapFile); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const heap = (JSON.parse(readFileSync(heapFile, 'utf8')) as { heapUsed: number }).heapUsed;
+  return { rss, heap };
+}
+
+async function getJson(base: string, path: string): Promise<Record<string, any>> {
+  const response = await fetch(new URL(path, base));
+  return (await response.json()) as Record<string, any>;
+}
+
+/** Posts `perRound` events over `traces` traces of round `round`, eight requests in flight. */
+async function post(server: ServeProcess, round: number): Promise<void> {
+  const url = new URL('/v1/events', server.gatewayUrl).href;
+  const perTrace = Math.ceil(perRound / traces);
+  const payload = { text: 'x'.repeat(100) };
+  const jobs: Array<{ session: string; first: number }> = [];
+  for (let first = 0; first < perTrace; first += batch) for (let t = 0; t < traces; t++) jobs.push({ session: `r${round}-t${t}`, first });
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < jobs.length) {
+        const { session, first } = jobs[next++]!;
+        const records = Array.from({ length: Math.min(batch, perTrace - first) }, (_, i) => ({ seq: first + i, source: 'bench', kind: 'note', payload }));
+        const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: 'bench', session_id: session, records }) });
+        await response.arrayBuffer();
+        if (response.status !== 200) throw new Error(`${session}: status ${response.status}`);
+      }
+    }),
+  );
+}
+
+/** Waits until every trace the gateway knows is projected. */
+async function projected(server: ServeProcess): Promise<void> {
+  for (;;) {
+    const status = await getJson(server.url, '/api/gateway');
+    const page = await getJson(server.url, '/api/gateway/traces?limit=1000');
+    const behind = (page.traces as Array<{ events: number; projected_events: number }>).some((t) => t.projected_events < t.events);
+    if (status.projection.pending === 0 && !behind) {
+      // The list is newest first: every page is checked once the first one is done.
+      let offset = 1000;
+      let all = true;
+      while (all && offset < page.total) {
+        const more = await getJson(server.url, `/api/gateway/traces?limit=1000&offset=${offset}`);
+        all = !(more.traces as Array<{ events: number; projected_events: number }>).some((t) => t.projected_events < t.events);
+        offset += 1000;
+      }
+      if (all) return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+const rows: string[] = ['| after | events | RSS MB | heap MB | state MB | posting s | then projecting s |', '|---|---:|---:|---:|---:|---:|---:|'];
+const since = (t: number): string => ((performance.now() - t) / 1000).toFixed(1);
+try {
+  let server = await startServeProcess(args, { env, cwd: root });
+  try {
+    const base = await memoryOf(server);
+    rows.push(`| start | 0 | ${mb(base.rss)} | ${mb(base.heap)} | ${mb(bytesUnder(join(dataset, 'gateway')))} | | |`);
+    for (let round = 1; round <= rounds; round++) {
+      const posting = performance.now();
+      await post(server, round);
+      const posted = since(posting);
+      const projecting = performance.now();
+      await projected(server);
+      const projectedAfter = since(projecting);
+      // A turn for the work that follows a batch (compaction, the state files).
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      const m = await memoryOf(server);
+      rows.push(`| round ${round} | ${round * perRound} | ${mb(m.rss)} | ${mb(m.heap)} | ${mb(bytesUnder(join(dataset, 'gateway')))} | ${posted} | ${projectedAfter} |`);
+    }
+  } finally {
+    await server.stop();
+  }
+  const started = performance.now();
+  server = await startServeProcess(args, { env, cwd: root });
+  const startMs = performance.now() - started;
+  try {
+    const m = await memoryOf(server);
+    rows.push(`| restart (listening after ${(startMs / 1000).toFixed(2)} s) | ${rounds * perRound} | ${mb(m.rss)} | ${mb(m.heap)} | ${mb(bytesUnder(join(dataset, 'gateway')))} | | |`);
+  } finally {
+    await server.stop();
+  }
+  console.log(`# Gateway memory (${perRound} events a round over ${traces} traces, batches of ${batch})\n\n${rows.join('\n')}`);
+} finally {
+  if (keep) console.error(`kept ${root}`);
+  else rmSync(root, { recursive: true, force: true });
+}
