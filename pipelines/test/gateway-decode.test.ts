@@ -9,7 +9,7 @@ import { eventRows, storylineOf } from '../serve/gateway/decode.js';
 import type { StoredEvent, Trace } from '../serve/gateway/event-log.js';
 import type { EventRecord } from '../serve/gateway/events.js';
 
-const trace: Trace = { id: 'a/s', agentId: 'a', sessionId: 's', rootSessionId: undefined, partition: '', events: 2, bytes: 0, firstReceivedAt: undefined, lastReceivedAt: undefined, entries: [], seqs: new Map(), pending: new Map() };
+const trace: Trace = { id: 'a/s', agentId: 'a', sessionId: 's', rootSessionId: undefined, partition: '', events: 2, archived: 0, bytes: 0, firstReceivedAt: undefined, lastReceivedAt: undefined, entries: [], seqs: new Map(), pending: new Map() };
 const receivedAt = '2026-11-29T00:00:00.000Z';
 const stored = (seq: number, extra: Partial<EventRecord>): StoredEvent => ({ record: { seq, source: 'sdk', kind: 'llm.request', payload: { model: 'm', input: { user_text: `question ${seq}` } }, ...extra } as EventRecord, receivedAt });
 

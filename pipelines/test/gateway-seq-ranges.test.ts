@@ -39,4 +39,14 @@ test('seqs in order, and blocks of batches from several writers, cost a range ea
   assert.ok(edges.has(Number.MAX_SAFE_INTEGER - 1) && !edges.has(1));
 });
 
+test('kept in a file and read back, it answers the same; bounds out of order are refused', () => {
+  const ranges = new SeqRanges();
+  for (const seq of [0, 1, 2, 7, 9, 10, Number.MAX_SAFE_INTEGER]) ranges.add(seq);
+  const again = SeqRanges.fromJSON(JSON.parse(JSON.stringify(ranges)));
+  for (let seq = -1; seq < 12; seq++) assert.is(again.has(seq), ranges.has(seq), `seq ${seq}`);
+  assert.is(again.last, Number.MAX_SAFE_INTEGER);
+  assert.is(again.ranges, 4);
+  for (const bad of [[1], [3, 2], [0, 1, 2, 3], [-1, 0], [0, 1.5], 'x', [0, 1, 1, 4]]) assert.throws(() => SeqRanges.fromJSON(bad), /seq ranges/, JSON.stringify(bad));
+});
+
 test.run();

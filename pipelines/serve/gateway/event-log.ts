@@ -30,14 +30,28 @@
  * (segment, offset, length) and its event keys; its events are read back from the segments. A trace
  * holds at most `maxTraceEvents` events (TraceFullError past it), which bounds what it keeps and
  * what reading it back costs.
+ *
+ * **Letting go.** A resident gateway receives events for days: were every entry kept, its memory,
+ * its segments and the replay at start-up would grow with every event it ever took. Once a trace is
+ * projected and idle (projection.ts calls `settle` after the commit, when nothing came meanwhile),
+ * its events are in the dataset, which becomes their canonical copy: the log keeps only the trace's
+ * summary (counts, times, partition) and its event keys (seq-ranges.ts, a few numbers per source:
+ * retries stay duplicates forever), written to `settled.log` (entries like the segments', the last
+ * one of a trace wins) and fsynced before anything is dropped. Then its entries leave memory, and a
+ * segment (the current one too, by starting another) none of whose entries belongs to a trace still
+ * held is deleted; at start-up a settled trace's entries are skipped and such segments deleted, so
+ * the replay holds only what is not projected. A settled trace's events are read back from the
+ * dataset (the `ArchiveReader`), before those it took since (a late event projects the whole trace
+ * again). Without an ArchiveReader the log lets go of nothing.
  */
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, ftruncateSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, ftruncateSync, rmSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import { crc32 } from 'node:zlib';
 import { Subject } from 'rxjs';
 import { chunks } from '../../../lib/chunks.js';
+import { UnavailableError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
 import { fsyncPath } from '../../../lib/durable.js';
 import { eventKey, MAX_RECORDS, type EventRecord } from './events.js';
@@ -83,13 +97,16 @@ export interface Trace extends TraceRef {
   rootSessionId: string | undefined;
   /** The `--gateway-split` partition ('' without one); a trace stays in its first. */
   partition: string;
-  /** Events stored (durable). */
+  /** Events stored (durable), those let go of included. */
   events: number;
+  /** The first events stored that the log let go of once they were projected: the dataset holds them (`settle`). */
+  archived: number;
   /** Bytes of its entries in the log. */
   bytes: number;
   firstReceivedAt: string | undefined;
   lastReceivedAt: string | undefined;
-  readonly entries: Location[];
+  /** Where its entries are that the log still holds (those of events not let go of). */
+  entries: Location[];
   /** The `seq`s stored per `source`: the event keys, compactly. */
   readonly seqs: Map<string, SeqRanges>;
   /** Keys in a write under way, and that write. */
@@ -100,6 +117,18 @@ export interface Trace extends TraceRef {
 export interface StoredEvent {
   record: EventRecord;
   receivedAt: string;
+}
+
+/** The events of a trace the log let go of, in trace order: the dataset's copy (archive.ts). */
+export type ArchiveReader = (trace: Trace) => Promise<StoredEvent[]>;
+
+/** What the log holds, for /api/gateway. */
+export interface LogStats {
+  traces: number;
+  /** Entries held in memory (traces not let go of). */
+  entries: number;
+  /** Segment files. */
+  segments: number;
 }
 
 export interface AppendRequest extends TraceRef {
@@ -160,6 +189,8 @@ interface Waiting {
 }
 
 const segmentName = (n: number): string => `segment-${String(n).padStart(8, '0')}.log`;
+/** The summaries of the traces the log let go of. */
+const SETTLED_FILE = 'settled.log';
 
 /** An entry line: the JSON, a tab, its CRC-32 in hex, a newline. */
 function entryLine(json: string): Buffer {
@@ -176,6 +207,21 @@ interface EntryJson {
   records: EventRecord[];
 }
 
+/** A line of SETTLED_FILE: a trace let go of, all its `n` events in the dataset. */
+interface SettledJson {
+  a: string;
+  s: string;
+  root?: string;
+  p: string;
+  /** Events, bytes of entries, first and last received. */
+  n: number;
+  b: number;
+  f: string | null;
+  l: string | null;
+  /** SeqRanges per source. */
+  seqs: Record<string, number[]>;
+}
+
 /** The entry at a location of an open segment; throws when it is cut short or damaged. */
 function readEntry(fd: number, at: Location): EntryJson {
   const line = Buffer.alloc(at.length);
@@ -184,19 +230,19 @@ function readEntry(fd: number, at: Location): EntryJson {
     if (n === 0) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is cut short`);
     read += n;
   }
-  const entry = parseEntry(line.subarray(0, at.length - 1));
+  const entry = parseLine<EntryJson>(line.subarray(0, at.length - 1));
   if (!entry) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is damaged`);
   return entry;
 }
 
-/** The entry of a line (without its newline), or undefined when it is torn or damaged. */
-function parseEntry(line: Buffer): EntryJson | undefined {
+/** The JSON of a line (without its newline), or undefined when it is torn or damaged. */
+function parseLine<T>(line: Buffer): T | undefined {
   const tab = line.lastIndexOf(0x09);
   if (tab < 0 || line.length - tab !== 9) return undefined;
   const body = line.subarray(0, tab);
   if (crc32(body).toString(16).padStart(8, '0') !== line.subarray(tab + 1).toString('latin1')) return undefined;
   try {
-    return JSON.parse(body.toString('utf8')) as EntryJson;
+    return JSON.parse(body.toString('utf8')) as T;
   } catch {
     return undefined;
   }
@@ -211,6 +257,19 @@ export class EventLog {
   private handle: FileHandle | undefined;
   private segment = 0;
   private size = 0;
+  /** Segment files on disk. */
+  private readonly segments = new Set<number>();
+  /** Per segment, the traces held (not let go of) that have entries in it: one with none is deleted. */
+  private readonly heldIn = new Map<number, Set<string>>();
+  /** Segments with a damaged entry: kept for whoever looks into it, never deleted. */
+  private readonly damaged = new Set<number>();
+  /** Entries held in memory. */
+  private heldEntries = 0;
+  /** SETTLED_FILE, open for appends once something is let go of, and its length. */
+  private settledHandle: FileHandle | undefined;
+  private settledSize = 0;
+  /** Why nothing more is let go of (SETTLED_FILE could not be written, nor cut back). */
+  private settleBroken: Error | undefined;
   private broken: Error | undefined;
   private closed = false;
   /** Traces whose events became durable, once per write (projection listens). */
@@ -220,32 +279,43 @@ export class EventLog {
     readonly dir: string,
     private readonly log: Logger,
     private readonly limits: LogLimits,
+    private readonly archive: ArchiveReader | undefined,
   ) {}
 
-  /** Opens (or creates) the log in `dir`, reading every entry back; cuts off a torn last entry. */
-  static async open(dir: string, log: Logger, limits: Partial<LogLimits> = {}): Promise<EventLog> {
+  /**
+   * Opens (or creates) the log in `dir`, reading the settled traces and every entry back; cuts off a
+   * torn last entry, and deletes the segments that hold nothing of a trace still held.
+   */
+  static async open(dir: string, log: Logger, limits: Partial<LogLimits> = {}, archive?: ArchiveReader): Promise<EventLog> {
     mkdirSync(dir, { recursive: true });
-    const events = new EventLog(dir, log, { maxPendingBytes: DEFAULT_MAX_PENDING_BYTES, maxTraceEvents: DEFAULT_MAX_TRACE_EVENTS, ...limits });
+    const events = new EventLog(dir, log, { maxPendingBytes: DEFAULT_MAX_PENDING_BYTES, maxTraceEvents: DEFAULT_MAX_TRACE_EVENTS, ...limits }, archive);
     const segments = readdirSync(dir)
       .map((name) => /^segment-(\d{8})\.log$/.exec(name))
       .filter((m): m is RegExpExecArray => m !== null)
       .map((m) => Number(m[1]))
       .sort((a, b) => a - b);
+    events.readSettled();
     segments.forEach((n, i) => events.replay(n, i === segments.length - 1));
     await events.openSegment(segments.at(-1) ?? 1);
+    await events.reclaim();
     return events;
   }
 
-  /** Reads a segment's entries into the traces; in the last segment a damaged entry and all after it are cut off. */
-  private replay(segment: number, last: boolean): void {
-    const path = join(this.dir, segmentName(segment));
+  /**
+   * Calls `take` with each entry of a file (its JSON, offset and length). A damaged entry is left
+   * out (and logged). In a file that is only appended to, a torn end is a write a crash cut short,
+   * never acknowledged: it is cut off (`cut` 'tail'); in the last segment, a damaged entry and all
+   * after it are (`cut` 'rest'). Returns whether a damaged entry was left out.
+   */
+  private readEntries<T>(path: string, cut: 'rest' | 'tail' | 'none', take: (json: T, offset: number, length: number) => void): boolean {
     const bytes = readFileSync(path);
+    let damaged = false;
     let offset = 0;
     while (offset < bytes.length) {
       const end = bytes.indexOf(0x0a, offset);
-      const entry = end < 0 ? undefined : parseEntry(bytes.subarray(offset, end));
-      if (!entry) {
-        if (last) {
+      const json = end < 0 ? undefined : parseLine<T>(bytes.subarray(offset, end));
+      if (json === undefined) {
+        if (cut === 'rest' || (cut === 'tail' && (end < 0 || end === bytes.length - 1))) {
           this.log.warn(`${path}: cut off ${bytes.length - offset} bytes of an entry that was never acknowledged (a write cut short by a crash)`);
           const fd = openSync(path, 'r+');
           try {
@@ -254,17 +324,45 @@ export class EventLog {
           } finally {
             closeSync(fd);
           }
-          return;
+          return damaged;
         }
         this.log.error(`${path}: a damaged entry at byte ${offset} is left out`);
+        damaged = true;
         offset = end < 0 ? bytes.length : end + 1;
         continue;
       }
-      const length = end + 1 - offset;
-      const trace = this.traceFor({ agentId: entry.a, sessionId: entry.s }, entry.root, () => entry.p);
-      this.stored(trace, { segment, offset, length }, entry.records, entry.at);
+      take(json, offset, end + 1 - offset);
       offset = end + 1;
     }
+    return damaged;
+  }
+
+  /** Reads the summaries of the traces let go of (the last of a trace is its latest). */
+  private readSettled(): void {
+    const path = join(this.dir, SETTLED_FILE);
+    if (!existsSync(path)) return;
+    this.readEntries<SettledJson>(path, 'tail', (settled) => {
+      const trace = this.traceFor({ agentId: settled.a, sessionId: settled.s }, settled.root, () => settled.p);
+      trace.events = settled.n;
+      trace.archived = settled.n;
+      trace.bytes = settled.b;
+      trace.firstReceivedAt = settled.f ?? undefined;
+      trace.lastReceivedAt = settled.l ?? undefined;
+      trace.seqs.clear();
+      for (const [source, bounds] of Object.entries(settled.seqs)) trace.seqs.set(source, SeqRanges.fromJSON(bounds));
+    });
+  }
+
+  /** Reads a segment's entries into the traces, but those of events let go of; in the last segment a damaged entry and all after it are cut off. */
+  private replay(segment: number, last: boolean): void {
+    this.segments.add(segment);
+    const damaged = this.readEntries<EntryJson>(join(this.dir, segmentName(segment)), last ? 'rest' : 'none', (entry, offset, length) => {
+      const trace = this.traceFor({ agentId: entry.a, sessionId: entry.s }, entry.root, () => entry.p);
+      // An entry is written whole after its trace was last let go of, or was let go of whole.
+      if (trace.archived > 0 && entry.records.every((r) => trace.seqs.get(r.source)?.has(r.seq))) return;
+      this.stored(trace, { segment, offset, length }, entry.records, entry.at);
+    });
+    if (damaged) this.damaged.add(segment);
   }
 
   private async openSegment(n: number): Promise<void> {
@@ -278,6 +376,7 @@ export class EventLog {
     const old = this.handle;
     this.handle = handle;
     this.segment = n;
+    this.segments.add(n);
     this.size = (await handle.stat()).size;
     await old?.close();
   }
@@ -292,6 +391,7 @@ export class EventLog {
         rootSessionId,
         partition: partition(),
         events: 0,
+        archived: 0,
         bytes: 0,
         firstReceivedAt: undefined,
         lastReceivedAt: undefined,
@@ -307,6 +407,10 @@ export class EventLog {
   /** Records that an entry is durable. */
   private stored(trace: Trace, at: Location, records: readonly Pick<EventRecord, 'source' | 'seq'>[], receivedAt: string): void {
     trace.entries.push(at);
+    this.heldEntries += 1;
+    let held = this.heldIn.get(at.segment);
+    if (!held) this.heldIn.set(at.segment, (held = new Set()));
+    held.add(trace.id);
     for (const r of records) {
       let seqs = trace.seqs.get(r.source);
       if (!seqs) trace.seqs.set(r.source, (seqs = new SeqRanges()));
@@ -316,6 +420,94 @@ export class EventLog {
     trace.bytes += at.length;
     trace.firstReceivedAt ??= receivedAt;
     trace.lastReceivedAt = receivedAt;
+  }
+
+  /**
+   * Lets go of traces whose every stored event the dataset now holds (`projected`: the events each
+   * had when it was projected; one that got more since is kept). Their summaries are made durable
+   * first; then their entries leave memory and the segments left without a held trace are deleted.
+   */
+  async settle(projected: ReadonlyArray<readonly [Trace, number]>): Promise<void> {
+    const leaving = () => projected.filter(([trace, n]) => n === trace.events && trace.entries.length > 0).map(([trace]) => trace);
+    if (!this.archive || this.closed || this.settleBroken || leaving().length === 0) return;
+    const lines = leaving().map((trace) => {
+      const settled: SettledJson = { a: trace.agentId, s: trace.sessionId, ...(trace.rootSessionId !== undefined ? { root: trace.rootSessionId } : {}), p: trace.partition, n: trace.events, b: trace.bytes, f: trace.firstReceivedAt ?? null, l: trace.lastReceivedAt ?? null, seqs: Object.fromEntries([...trace.seqs].map(([source, seqs]) => [source, seqs.toJSON()])) };
+      return entryLine(JSON.stringify(settled));
+    });
+    if (!(await this.appendSettled(Buffer.concat(lines)))) return;
+    // A trace that got events during the write keeps them all; its summary (of fewer) stands for the ones it had.
+    for (const trace of leaving()) {
+      for (const segment of new Set(trace.entries.map((at) => at.segment))) this.heldIn.get(segment)?.delete(trace.id);
+      this.heldEntries -= trace.entries.length;
+      trace.entries = [];
+      trace.archived = trace.events;
+    }
+    if (!this.closed) this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
+  }
+
+  /** Appends summaries to SETTLED_FILE and fsyncs them; false (logged) when that failed, and then nothing of them is in it. */
+  private async appendSettled(bytes: Buffer): Promise<boolean> {
+    const path = join(this.dir, SETTLED_FILE);
+    try {
+      if (!this.settledHandle) {
+        const created = !existsSync(path);
+        this.settledHandle = await open(path, 'a');
+        this.settledSize = (await this.settledHandle.stat()).size;
+        if (created) fsyncPath(this.dir);
+      }
+      for (let written = 0; written < bytes.length; ) {
+        const { bytesWritten } = await this.settledHandle.write(bytes, written, bytes.length - written, this.settledSize + written);
+        written += bytesWritten;
+      }
+      await this.settledHandle.datasync();
+      this.settledSize += bytes.length;
+      return true;
+    } catch (error) {
+      this.log.warn(`${path}: cannot keep the summaries of projected traces, so the log keeps their events: ${(error as Error).message}`);
+      try {
+        await this.settledHandle?.truncate(this.settledSize);
+        await this.settledHandle?.datasync();
+      } catch (cut) {
+        this.settleBroken = cut as Error;
+      }
+      return false;
+    }
+  }
+
+  /**
+   * Starts a new segment when the current one is full, or holds nothing of a trace still held (so
+   * that it can go); deletes the other segments that hold nothing of one. Runs in the flush chain,
+   * so no write is under way.
+   */
+  private async reclaim(): Promise<void> {
+    const needed = (segment: number): boolean => (this.heldIn.get(segment)?.size ?? 0) > 0 || this.damaged.has(segment);
+    if (this.size >= SEGMENT_BYTES || (this.size > 0 && !needed(this.segment))) {
+      try {
+        await this.openSegment(this.segment + 1);
+      } catch (error) {
+        this.broken = error as Error;
+        this.log.error(`${this.dir}: cannot start a new segment: ${(error as Error).message}`);
+        return;
+      }
+    }
+    const unneeded = [...this.segments].filter((segment) => segment !== this.segment && !needed(segment));
+    if (unneeded.length === 0) return;
+    try {
+      for (const segment of unneeded) {
+        rmSync(join(this.dir, segmentName(segment)), { force: true });
+        this.segments.delete(segment);
+        this.heldIn.delete(segment);
+      }
+      fsyncPath(this.dir);
+    } catch (error) {
+      // Kept for the next try: what it holds is in the dataset, and a replay skips it.
+      this.log.warn(`${this.dir}: cannot delete a segment of projected events: ${(error as Error).message}`);
+    }
+  }
+
+  /** What the log holds. */
+  get stats(): LogStats {
+    return { traces: this.list().length, entries: this.heldEntries, segments: this.segments.size };
   }
 
   /** Known traces (with at least one stored event), in the order they were first seen. */
@@ -420,9 +612,11 @@ export class EventLog {
     return done;
   }
 
-  /** Writes what waits, one group at a time, until nothing does. */
+  /** Writes what waits, one group at a time, until nothing does; before each, reclaims segments. */
   private async flush(): Promise<void> {
-    while (this.waiting.length > 0) {
+    for (;;) {
+      await this.reclaim();
+      if (this.waiting.length === 0) return;
       const group = this.waiting.splice(0);
       const bytes = Buffer.concat(group.map((w) => w.bytes));
       const start = this.size;
@@ -449,14 +643,6 @@ export class EventLog {
       }
       for (const w of group) w.settle();
       for (const trace of new Set(group.map((w) => w.trace))) this.appended.next(trace);
-      if (this.size >= SEGMENT_BYTES) {
-        try {
-          await this.openSegment(this.segment + 1);
-        } catch (error) {
-          this.broken = error as Error;
-          this.log.error(`${this.dir}: cannot start a new segment: ${(error as Error).message}`);
-        }
-      }
     }
   }
 
@@ -482,20 +668,23 @@ export class EventLog {
   }
 
   /**
-   * The stored events of a trace, in the order they were acknowledged. Read in slices of
-   * READ_SLICE_BYTES with a turn of the event loop between them: a trace of a million events takes
-   * a second or more to read, and requests (appends, /healthz) are answered meanwhile.
+   * The stored events of a trace: those let go of (from the dataset, in trace order), then those
+   * the log holds, in the order they were acknowledged. Read in slices of READ_SLICE_BYTES with a
+   * turn of the event loop between them: a trace of a million events takes a second or more to
+   * read, and requests (appends, /healthz) are answered meanwhile.
    */
   async events(trace: Trace): Promise<StoredEvent[]> {
-    const out: StoredEvent[] = [];
+    const entries = [...trace.entries];
+    const archived = trace.archived;
     const fds = new Map<number, number>();
-    let sinceYield = 0;
+    const held: StoredEvent[] = [];
     try {
-      for (const at of [...trace.entries]) {
-        let fd = fds.get(at.segment);
-        if (fd === undefined) fds.set(at.segment, (fd = openSync(join(this.dir, segmentName(at.segment)), 'r')));
-        const entry = readEntry(fd, at);
-        for (const record of entry.records) out.push({ record, receivedAt: entry.at });
+      // All opened before the first wait: a segment deleted meanwhile (its traces let go of) stays readable.
+      for (const at of entries) if (!fds.has(at.segment)) fds.set(at.segment, openSync(join(this.dir, segmentName(at.segment)), 'r'));
+      let sinceYield = 0;
+      for (const at of entries) {
+        const entry = readEntry(fds.get(at.segment) as number, at);
+        for (const record of entry.records) held.push({ record, receivedAt: entry.at });
         sinceYield += at.length;
         if (sinceYield >= READ_SLICE_BYTES) {
           sinceYield = 0;
@@ -505,7 +694,18 @@ export class EventLog {
     } finally {
       for (const fd of fds.values()) closeSync(fd);
     }
-    return out;
+    return archived === 0 ? held : [...(await this.archivedEvents(trace, archived, held)), ...held];
+  }
+
+  /** The `archived` events of a trace the log let go of, from the dataset (without any of `held`, which a projection since may have added). */
+  private async archivedEvents(trace: Trace, archived: number, held: readonly StoredEvent[]): Promise<StoredEvent[]> {
+    if (!this.archive) throw new UnavailableError(`trace ${trace.id}: its first ${archived} events are in the dataset, and this log was opened without it`);
+    const heldKeys = new Set(held.map((e) => eventKey(e.record)));
+    const earlier = (await this.archive(trace)).filter((e) => !heldKeys.has(eventKey(e.record)));
+    if (earlier.length < archived) {
+      throw new UnavailableError(`trace ${trace.id}: the gateway projected ${archived} of its events into its dataset and let go of them, but the dataset holds ${earlier.length} (was it replaced or dropped?)`);
+    }
+    return earlier;
   }
 
   /** Waits for the writes under way (every acknowledged append is then durable) and closes; later appends fail. */
@@ -514,6 +714,8 @@ export class EventLog {
     while (this.flushing) await this.flushing;
     await this.handle?.close();
     this.handle = undefined;
+    await this.settledHandle?.close();
+    this.settledHandle = undefined;
     this.appended.complete();
   }
 }

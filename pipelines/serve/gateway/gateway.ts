@@ -22,6 +22,7 @@ import { beginWrite, type ImportOptions } from '../../import/import.js';
 import { placeOf, resolveDataset, type ResolveContext } from '../../pins/resolve.js';
 import { PriceList } from '../../pricing/cost.js';
 import { loadConfig } from '../../pins/config.js';
+import { datasetArchive } from './archive.js';
 import { tracePath } from './decode.js';
 import { DEFAULT_MAX_PENDING_BYTES, DEFAULT_MAX_TRACE_EVENTS, EventLog, type AppendRequest, type AppendResult, type LogLimits } from './event-log.js';
 import type { AppendAnswer, EventRecord } from './events.js';
@@ -143,7 +144,9 @@ export async function startGateway(rc: ResolveContext, options: GatewayOptions):
   await ensureDataset(place, options.dataset, options.log);
   const stateRoot = options.state ?? (place.kind === 'local' ? place.path : '');
   const dir = join(stateRoot, GATEWAY_STATE_DIR);
-  const events = await EventLog.open(join(dir, 'events'), options.log, logLimits(rc.env));
+  // Projected idle traces leave the log: their events are then read back from the dataset.
+  const archive = datasetArchive(location, rc.env);
+  const events = await EventLog.open(join(dir, 'events'), options.log, logLimits(rc.env), archive.read);
   const writerOptions = (signal: AbortSignal): DatasetWriterOptions => ({
     path: place.kind === 'local' ? place.path : '',
     mode: 'append',
@@ -202,6 +205,7 @@ export async function startGateway(rc: ResolveContext, options: GatewayOptions):
     async close() {
       await projection.close();
       await events.close();
+      archive.close();
     },
   };
 }

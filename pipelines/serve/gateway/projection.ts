@@ -27,7 +27,9 @@
  * costs one more append, not one per trace.
  *
  * What was projected is kept in `<state>/gateway/projected.json` (events per trace), written after
- * the commit; a crash in between only projects those traces again, which replaces them.
+ * the commit; a crash in between only projects those traces again, which replaces them. Then the
+ * event log lets go of the traces written whole (event-log.ts `settle`): the dataset holds their
+ * events, which a later projection of the trace (more events came) reads back from it.
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -171,9 +173,10 @@ export class Projection {
     const signal = this.stop.signal;
     try {
       if (traces.length === 0) return;
-      const counts = await this.write(traces, signal);
-      for (const [id, n] of counts) this.projected.set(id, n);
+      const written = await this.write(traces, signal);
+      for (const { trace, events } of written) this.projected.set(trace.id, events);
       writeStateFile(this.options.statePath, `${JSON.stringify({ traces: Object.fromEntries(this.projected) })}\n`);
+      await this.events.settle(written.filter((w) => w.inDataset).map((w) => [w.trace, w.events] as const));
       this.outcomes.batches += 1;
       this.outcomes.last_batch_at = new Date().toISOString();
       this.failuresSinceCommit = 0;
@@ -222,10 +225,10 @@ export class Projection {
     return { pending: this.pending.size + onlyInGroups, retrying: inGroups.length, ...this.outcomes };
   }
 
-  /** One append holding the traces' rows (their earlier rows retired); returns the events written per trace. */
-  private async write(traces: readonly Trace[], signal: AbortSignal): Promise<Map<string, number>> {
+  /** One append holding the traces' rows (their earlier rows retired); returns the events projected per trace, and whether they are in the dataset. */
+  private async write(traces: readonly Trace[], signal: AbortSignal): Promise<Array<{ trace: Trace; events: number; inDataset: boolean }>> {
     const sink = await this.options.beginAppend(signal);
-    const counts = new Map<string, number>();
+    const written: Array<{ trace: Trace; events: number; inDataset: boolean }> = [];
     try {
       await sink.retireSources(traces.map(tracePath));
       const taken = sink.existingDocumentIds();
@@ -238,7 +241,7 @@ export class Projection {
         if (problem) {
           // A decoder fault, not the client's: the trace stays in the log and its live endpoints.
           this.options.log.error(`gateway: trace ${trace.id} does not decode to a valid Storyline (${problem.pointer}: ${problem.message}); left out of the dataset`);
-          counts.set(trace.id, stored.length);
+          written.push({ trace, events: stored.length, inDataset: false });
           continue;
         }
         let documentId = documentIdOf(doc);
@@ -257,10 +260,10 @@ export class Projection {
         await sink.add('tool_calls', rows.toolCalls);
         await this.addEventRows(sink, trace, stored, documentId);
         await sink.add('sources', [{ source_path: sourcePath, source_document: 0, format: GATEWAY_FORMAT, run_count: 1, byte_size: trace.bytes, sha256: null, raw: null, imported_at: importedAt }]);
-        counts.set(trace.id, stored.length);
+        written.push({ trace, events: stored.length, inDataset: true });
       }
       await sink.commit();
-      return counts;
+      return written;
     } catch (error) {
       await sink.abort();
       throw error;

@@ -10,7 +10,7 @@
  *
  * On the read-only API listener (registered beside its routes), answering from the event log, so a
  * trace is readable as soon as its events are acknowledged, before any projection:
- *   GET /api/gateway                                   the gateway: dataset, split, idle, projection
+ *   GET /api/gateway                                   the gateway: dataset, split, idle, projection, log held
  *   GET /api/gateway/traces                            the traces it knows, newest first
  *   GET /api/gateway/traces/:agent_id/:session_id              one trace's facts
  *   GET /api/gateway/traces/:agent_id/:session_id/events       its events, in trace order
@@ -144,6 +144,7 @@ export function liveTraceRoutes(app: FastifyInstance, gateway: Gateway, mount: s
     split_idle_ms: gateway.idleMs,
     traces: gateway.events.list().length,
     projection: gateway.projection.status,
+    log: gateway.events.stats,
   }));
   app.get<{ Querystring: PageQuery }>('/api/gateway/traces', { schema: { querystring: TracesQuery } }, async (req) => {
     const all = gateway.events.list().sort((a, b) => String(b.lastReceivedAt).localeCompare(String(a.lastReceivedAt)));

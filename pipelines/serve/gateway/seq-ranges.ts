@@ -9,6 +9,23 @@ export class SeqRanges {
   /** `[start0, end0, start1, end1, ...]`: inclusive, ascending, a gap of at least one between ranges. */
   private readonly bounds: number[] = [];
 
+  /** The ranges `toJSON` gave; throws when they are not ascending ranges with gaps between them. */
+  static fromJSON(bounds: unknown): SeqRanges {
+    const ranges = new SeqRanges();
+    if (!Array.isArray(bounds) || bounds.length % 2 !== 0) throw new Error('seq ranges: expected an even-length array');
+    bounds.forEach((n, i) => {
+      const previous = i === 0 ? -2 : (bounds[i - 1] as number);
+      if (!Number.isSafeInteger(n) || (n as number) < previous + (i % 2 === 0 ? 2 : 0)) throw new Error(`seq ranges: bound ${i} (${String(n)}) is out of order`);
+      ranges.bounds.push(n as number);
+    });
+    return ranges;
+  }
+
+  /** The ranges as `[start0, end0, start1, end1, ...]`, to keep them in a file. */
+  toJSON(): number[] {
+    return [...this.bounds];
+  }
+
   /** The index of the first range ending at or after `seq` (the range count when none does). */
   private firstEndingFrom(seq: number): number {
     const b = this.bounds;
