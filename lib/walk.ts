@@ -1,6 +1,7 @@
 /** Walking a directory tree without following symbolic links. */
+import { isUtf8 } from 'node:buffer';
 import { readdirSync, type Dirent } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 
 /**
  * Calls `visit` for every entry under `root` that is not a directory, with its path relative to
@@ -32,4 +33,16 @@ export function walkFiles(
     }
   };
   walk(root, '');
+}
+
+/**
+ * The name of the entry at `path` as its bytes (`bad-\xff.json`), when that name is not UTF-8:
+ * Node lists such a name with U+FFFD for each bad byte, a name that opens nothing (ENOENT), so a
+ * tool can say why instead of "no such file". Undefined for any other name (one removed since).
+ */
+export function undecodableName(path: string): string | undefined {
+  const name = basename(path);
+  if (!name.includes('\ufffd')) return undefined;
+  const raw = readdirSync(dirname(path), { encoding: 'buffer' }).find((bytes) => !isUtf8(bytes) && bytes.toString('utf8') === name);
+  return raw && [...raw].map((byte) => (byte < 0x80 ? String.fromCharCode(byte) : `\\x${byte.toString(16)}`)).join('');
 }

@@ -10,7 +10,7 @@ import { basename } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { redactUserInfo } from '../../lib/redact.js';
-import { walkFiles } from '../../lib/walk.js';
+import { undecodableName, walkFiles } from '../../lib/walk.js';
 import type { SourceFile } from '../formats/types.js';
 import { contentName } from '../formats/common/documents.js';
 import { compressionOf, decompressed, type Compression } from './compression.js';
@@ -187,12 +187,18 @@ function stdinFile(stdin: Readable): ImportFile {
   };
 }
 
+/** The error of a file or directory whose name is not UTF-8 (undecodableName): it cannot be opened by the name Node gives it. */
+function notUtf8(path: string, relPath: string): InvalidInputError | undefined {
+  const shown = undecodableName(path);
+  return shown === undefined ? undefined : new InvalidInputError(`${relPath.slice(0, relPath.lastIndexOf('/') + 1)}${shown}: the name is not UTF-8 (rename it to import it)`);
+}
+
 /**
- * A directory of the walk that cannot be read (no permission): it fails when the import comes to
- * it, as an unreadable file does, so that it stops the import or, with `--on-error skip`, is left
- * out and named like any other file.
+ * A file or directory of the walk that cannot be read (no permission, a name that is not UTF-8): it
+ * fails when the import comes to it, as an unreadable file does, so that it stops the import or,
+ * with `--on-error skip`, is left out and named like any other file.
  */
-function unreadableDirectory(path: string, relPath: string, error: Error): ImportFile {
+function unreadableEntry(path: string, relPath: string, error: Error): ImportFile {
   const fail = (): never => {
     throw error;
   };
@@ -226,9 +232,11 @@ export function listSources(from: string, stdin: Readable, extensions: readonly 
   walkFiles(
     from,
     (relPath, entry, path) => {
-      if (entry.isFile() && extensions.some((ext) => contentName(entry.name.toLowerCase()).endsWith(ext))) files.push(localFile(path, relPath, lstatSync(path).size));
+      if (!entry.isFile() || !extensions.some((ext) => contentName(entry.name.toLowerCase()).endsWith(ext))) return;
+      const undecodable = notUtf8(path, relPath);
+      files.push(undecodable ? unreadableEntry(path, relPath, undecodable) : localFile(path, relPath, lstatSync(path).size));
     },
-    (relPath, path, error) => files.push(unreadableDirectory(path, relPath, error)),
+    (relPath, path, error) => files.push(unreadableEntry(path, relPath, notUtf8(path, relPath) ?? error)),
   );
   return files.sort((a, b) => byteOrder(a.relPath, b.relPath));
 }

@@ -3,11 +3,10 @@
  * links not followed), each known by its size, modification time and inode. A file whose three are
  * unchanged is not read again, so a rescan of thousands of files costs one `lstat` each.
  */
-import { isUtf8 } from 'node:buffer';
-import { lstatSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { lstatSync } from 'node:fs';
+import { join } from 'node:path';
 import { ExitCode, InvalidInputError, pathError, ToolError } from '../../lib/errors.js';
-import { walkFiles } from '../../lib/walk.js';
+import { undecodableName, walkFiles } from '../../lib/walk.js';
 import { escapeControls } from '../../lib/width.js';
 
 export const SYNC_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
@@ -76,18 +75,14 @@ export function unreadableError(rel: string, error: unknown): ToolError {
 }
 
 /**
- * A file or directory whose name is not UTF-8, which sync leaves out: Node names it with U+FFFD for each bad
- * byte, a name it cannot open, and the dataset keys runs by their source path as UTF-8 text (and
- * the state file by JSON strings), so neither output could hold it faithfully. Undefined for any
- * other file (one removed since the listing). The error shows the name's bytes (`\xff`).
+ * A file or directory whose name is not UTF-8 (undecodableName), which sync leaves out: the dataset
+ * keys runs by their source path as UTF-8 text (and the state file by JSON strings), so neither
+ * output could hold it faithfully. The error shows the name's bytes (`\xff`).
  */
 function notUtf8(path: string, rel: string): ToolError | undefined {
-  const name = rel.slice(rel.lastIndexOf('/') + 1);
-  if (!name.includes('\ufffd')) return undefined;
-  const bytes = readdirSync(dirname(path), { encoding: 'buffer' }).find((raw) => !isUtf8(raw) && raw.toString('utf8') === name);
-  if (!bytes) return undefined;
-  const shown = [...bytes].map((byte) => (byte < 0x80 ? String.fromCharCode(byte) : `\\x${byte.toString(16)}`)).join('');
-  return new InvalidInputError(`${shownPath(`${rel.slice(0, rel.length - name.length)}${shown}`)}: the name is not UTF-8 (rename it to sync it)`);
+  const shown = undecodableName(path);
+  if (shown === undefined) return undefined;
+  return new InvalidInputError(`${shownPath(`${rel.slice(0, rel.lastIndexOf('/') + 1)}${shown}`)}: the name is not UTF-8 (rename it to sync it)`);
 }
 
 /**

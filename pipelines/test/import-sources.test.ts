@@ -112,6 +112,28 @@ test('an unreadable directory or file in a source is bad input naming it; --on-e
   assert.equal((JSON.parse(fileSkipped.stdout) as Summary).skipped_files.map((f) => [f.source_path, f.exit_code]), [['locked/x.storyline.json', 2]]);
 });
 
+test('a file or directory whose name is not UTF-8 is bad input saying so by its bytes; --on-error skip leaves it out', async () => {
+  const s = sandbox('import-sources');
+  const src = Buffer.from(s.path('src-bytes'));
+  const under = (...names: Buffer[]): Buffer => Buffer.concat([src, ...names.flatMap((name) => [Buffer.from('/'), name])]);
+  mkdirSync(under(Buffer.from('d-\xff', 'latin1')), { recursive: true });
+  writeFileSync(under(Buffer.from('d-\xff', 'latin1'), Buffer.from('a.storyline.json')), storyline('a'));
+  writeFileSync(under(Buffer.from('f-\xfe.storyline.json', 'latin1')), storyline('f'));
+  writeFileSync(under(Buffer.from('ok.storyline.json')), storyline('ok'));
+  const r = await s.run(['import', '-f', s.path('src-bytes'), '-t', s.path('bytes-ds')]);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /error: (d-\\xff|f-\\xfe\.storyline\.json): the name is not UTF-8 \(rename it to import it\)/);
+  assert.not.ok(existsSync(s.path('bytes-ds')));
+  const skipped = await s.run(['import', '-f', s.path('src-bytes'), '-t', s.path('bytes-skip'), '--on-error', 'skip', '--format', 'json']);
+  assert.is(skipped.code, 0, skipped.stderr);
+  const summary = JSON.parse(skipped.stdout) as Summary;
+  assert.is(summary.total.runs, 1);
+  assert.equal(summary.skipped_files.map((f) => [f.reason.replace(/^.*: the name/, 'the name'), f.exit_code]), [
+    ['the name is not UTF-8 (rename it to import it)', 2],
+    ['the name is not UTF-8 (rename it to import it)', 2],
+  ]);
+});
+
 test('messages name a file as it was given: a single file by its path, a file of a directory by its path in it', async () => {
   const s = sandbox('import-sources');
   mkdirSync(s.path('src', 'a'), { recursive: true });
