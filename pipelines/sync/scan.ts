@@ -3,7 +3,7 @@
  * links not followed), each known by its size, modification time and inode. A file whose three are
  * unchanged is not read again, so a rescan of thousands of files costs one `lstat` each.
  */
-import { lstatSync } from 'node:fs';
+import { lstatSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ExitCode, InvalidInputError, pathError, ToolError } from '../../lib/errors.js';
 import { undecodableName, walkFiles } from '../../lib/walk.js';
@@ -86,8 +86,8 @@ function notUtf8(path: string, rel: string): ToolError | undefined {
 }
 
 /**
- * The watched files under `root`. A directory that cannot be read (`root` itself too: it goes as
- * `''`, its error naming `root`), a file that cannot be stat'ed (no permission) or a file or
+ * The watched files under `root`. A directory that cannot be read (`root` itself too, or gone: it
+ * goes as `''`, its error naming `root`), a file that cannot be stat'ed (no permission) or a file or
  * directory named in bytes that are not UTF-8 goes to `unreadable` and the scan goes on without it;
  * without `unreadable` its error is thrown.
  */
@@ -99,6 +99,9 @@ export function scanTree(root: string, unreadable?: (rel: string, error: ToolErr
     unreadable(rel, typed);
   };
   try {
+    // A source gone as a whole (moved away, unmounted) is out of reach, not emptied: walked, it
+    // would hold nothing, and both outputs would be emptied of everything it had.
+    statSync(root);
     walkFiles(
       root,
       (rel, entry, path) => {

@@ -598,6 +598,28 @@ test('a source root that becomes unreadable is warned of and polled on, the outp
   assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1']);
 });
 
+test('a source moved away while sync runs is warned of and polled on, the outputs kept, not emptied; back, it syncs on', async () => {
+  const src = s.path('away-src');
+  const [to, convert] = [s.path('away-mirror'), s.path('away-ds')];
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
+  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms']);
+  await until('the first batch', () => batchesIn(worker.stderr()) >= 1);
+  renameSync(src, `${src}.away`);
+  await until('the warning', () => /warn: sync: .*away-src: no such file or directory/.test(worker.stderr()));
+  await sleep(500);
+  assert.is(worker.child.exitCode, null, worker.stderr());
+  assert.is(count(worker.stderr(), /away-src: no such file or directory/), 1, worker.stderr());
+  assert.equal(await markersIn(convert), ['marker-1-0'], 'the dataset is kept');
+  assert.ok(existsSync(sessionFile(to, 1)), 'and the mirror');
+  renameSync(`${src}.away`, src);
+  appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
+  await until('the next batch', () => batchesIn(worker.stderr()) >= 2);
+  worker.child.kill('SIGTERM');
+  assert.is((await worker.exited).code, 143, worker.stderr());
+  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1']);
+});
+
 test('a directory whose name is not UTF-8 is warned of by its bytes, once, and left out; the other files land', async () => {
   const src = s.path('bd-src');
   const [to, convert] = [s.path('bd-mirror'), s.path('bd-ds')];
