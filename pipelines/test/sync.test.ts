@@ -572,52 +572,44 @@ test('compact-jsonl: a .json caught half-written (or an invalid complete line) f
   assert.equal(await compactIds(convert), ['x']);
 });
 
-test('a source root that becomes unreadable is warned of and polled on, the outputs kept; unreadable at start-up it is refused (exit 2)', async () => {
-  const src = s.path('ur-src');
-  const [to, convert] = [s.path('ur-mirror'), s.path('ur-ds')];
+/**
+ * A resident sync whose source root goes out of reach (`lose`) and comes back (`mend`): it is warned
+ * of once (`warning`), the worker polls on with both outputs kept, and once back, a change lands.
+ * `whileLost` runs while it is out of reach.
+ */
+async function rootOutOfReach(name: string, lose: (src: string) => void, mend: (src: string) => void, warning: RegExp, user: User = {}, whileLost = async (_src: string, _to: string, _convert: string): Promise<void> => {}): Promise<void> {
+  const src = s.path(`${name}-src`);
+  const [to, convert] = [s.path(`${name}-mirror`), s.path(`${name}-ds`)];
   mkdirSync(join(src, 'project'), { recursive: true });
   writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
-  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms'], {}, unprivileged());
+  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms'], {}, user);
   await until('the first batch', () => batchesIn(worker.stderr()) >= 1);
-  chmodSync(src, 0);
-  await until('the warning', () => /warn: sync: .*ur-src: permission denied/.test(worker.stderr()));
+  lose(src);
+  await until('the warning', () => warning.test(worker.stderr()));
   await sleep(500);
   assert.is(worker.child.exitCode, null, worker.stderr());
-  assert.is(count(worker.stderr(), /ur-src: permission denied/), 1, worker.stderr());
+  assert.is(count(worker.stderr(), warning), 1, worker.stderr());
   assert.equal(await markersIn(convert), ['marker-1-0'], 'the dataset is kept');
   assert.ok(existsSync(sessionFile(to, 1)), 'and the mirror');
-  const refused = await once(src, to, convert, {}, unprivileged());
-  assert.is(refused.code, 2, refused.stderr);
-  assert.match(refused.stderr, /trajstore: error: --from .*ur-src: permission denied/);
-
-  chmodSync(src, 0o755);
+  await whileLost(src, to, convert);
+  mend(src);
   appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
   await until('the next batch', () => batchesIn(worker.stderr()) >= 2);
   worker.child.kill('SIGTERM');
   assert.is((await worker.exited).code, 143, worker.stderr());
   assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1']);
+}
+
+test('a source root that becomes unreadable is warned of and polled on, the outputs kept; unreadable at start-up it is refused (exit 2)', async () => {
+  await rootOutOfReach('ur', (src) => chmodSync(src, 0), (src) => chmodSync(src, 0o755), /warn: sync: .*ur-src: permission denied/, unprivileged(), async (src, to, convert) => {
+    const refused = await once(src, to, convert, {}, unprivileged());
+    assert.is(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /trajstore: error: --from .*ur-src: permission denied/);
+  });
 });
 
 test('a source moved away while sync runs is warned of and polled on, the outputs kept, not emptied; back, it syncs on', async () => {
-  const src = s.path('away-src');
-  const [to, convert] = [s.path('away-mirror'), s.path('away-ds')];
-  mkdirSync(join(src, 'project'), { recursive: true });
-  writeFileSync(sessionFile(src, 1), claudeLine(1, 0));
-  const worker = resident(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms']);
-  await until('the first batch', () => batchesIn(worker.stderr()) >= 1);
-  renameSync(src, `${src}.away`);
-  await until('the warning', () => /warn: sync: .*away-src: no such file or directory/.test(worker.stderr()));
-  await sleep(500);
-  assert.is(worker.child.exitCode, null, worker.stderr());
-  assert.is(count(worker.stderr(), /away-src: no such file or directory/), 1, worker.stderr());
-  assert.equal(await markersIn(convert), ['marker-1-0'], 'the dataset is kept');
-  assert.ok(existsSync(sessionFile(to, 1)), 'and the mirror');
-  renameSync(`${src}.away`, src);
-  appendFileSync(sessionFile(src, 1), claudeLine(1, 1));
-  await until('the next batch', () => batchesIn(worker.stderr()) >= 2);
-  worker.child.kill('SIGTERM');
-  assert.is((await worker.exited).code, 143, worker.stderr());
-  assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1']);
+  await rootOutOfReach('away', (src) => renameSync(src, `${src}.away`), (src) => renameSync(`${src}.away`, src), /warn: sync: .*away-src: no such file or directory/);
 });
 
 test('a directory whose name is not UTF-8 is warned of by its bytes, once, and left out; the other files land', async () => {
