@@ -89,30 +89,32 @@ export interface LocalRoot {
   root: string;
   /** The dataset as the user named it, for messages. */
   shown: string;
-  /** Opens the same snapshot again (`openDataset`). */
-  ref: DatasetRef;
+  /** Reads `root`; for an object-store dataset's copy, naming the store's objects and dropping a part a read finds damaged (s3-cache.ts `CachedCopyStore`). */
+  store: ObjectStore;
+  /** `root` is the dataset's own directory, not one an interrupted replace left aside: a reader may rebuild its index there. */
+  own: boolean;
 }
 
 export async function localRootOf(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, signal?: AbortSignal): Promise<LocalRoot> {
   if (typeof ref !== 'string' && ref.kind === 's3') {
     // Loaded only here: the AWS SDK costs every local command start-up time.
     const { localSnapshotOf } = await import('./s3-cache.js');
-    const { dir } = await localSnapshotOf(placeOf(ref), env, signal);
-    return { root: dir, shown: ref.uri, ref: { kind: 'local', path: dir, display: ref.uri } };
-  }
-  const shown = localPathOf(ref);
-  return { root: readableRoot(shown), shown, ref };
-}
-
-export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, options: OpenOptions = {}): Promise<OpenDataset> {
-  if (typeof ref !== 'string' && ref.kind === 's3') {
-    const local = await localRootOf(ref, env, options.signal);
-    return { ...(await openDataset(local.ref, env, options)), uri: local.shown };
+    const { dir, store } = await localSnapshotOf(placeOf(ref), env, signal);
+    return { root: dir, shown: ref.uri, store, own: true };
   }
   const shown = localPathOf(ref);
   const root = readableRoot(shown);
+  return { root, shown, store: new LocalObjectStore(root), own: root === canonicalPath(shown) };
+}
+
+export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, options: OpenOptions = {}): Promise<OpenDataset> {
+  return openLocalRoot(await localRootOf(ref, env, options.signal), env, options);
+}
+
+/** `openDataset` of a dataset's local root (`localRootOf`). */
+export async function openLocalRoot(local: LocalRoot, env: NodeJS.ProcessEnv = process.env, options: OpenOptions = {}): Promise<OpenDataset> {
+  const { root, shown, store } = local;
   if (!existsSync(root) || !statSync(root).isDirectory()) throw new NotFoundError(`${shown}: no such dataset`);
-  const store = new LocalObjectStore(root);
   let manifest = await requireManifest(store);
   let snapshot = await readSnapshot(store, manifest.snapshot_id);
   let indexPath = join(root, INDEX_FILE);
@@ -121,7 +123,7 @@ export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = proc
   if (!db) {
     // Rebuilt in the dataset only by a reader holding its writer lock, had at once; while a writer is
     // at work (or where this reader may not write) it goes to the cache, as readers never wait.
-    const lock = !options.neverWrite && root === canonicalPath(shown) && writable(root) ? tryWriterLock(root, 'rebuilding the index') : undefined;
+    const lock = !options.neverWrite && local.own && writable(root) ? tryWriterLock(root, 'rebuilding the index') : undefined;
     try {
       if (lock) {
         // A writer may have committed since the manifest was read: this is the index of what is current now.

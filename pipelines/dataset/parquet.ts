@@ -269,13 +269,16 @@ const decompressors = {
 };
 
 export async function openPart(store: ObjectStore, key: string): Promise<PartReader> {
+  // A part missing or that does not parse is a damaged dataset, not a fault of this program: say
+  // which part; unless the store holds a copy it can fetch again (`damagedPart`).
   const size = await store.size(key);
-  if (size === undefined) throw new InvalidInputError(`${store.uri}: part ${key} is missing (the snapshot lists it: the dataset is damaged)`);
+  if (size === undefined) throw store.damagedPart?.(key, 'missing') ?? new InvalidInputError(`${store.uri}: part ${key} is missing (the snapshot lists it: the dataset is damaged)`);
   const file = asyncBufferOf(store, key, size);
-  // A part that does not parse is a damaged dataset, not a fault of this program: say which part.
   // The store's own errors (a bucket that stopped answering, a signal) stay what they are.
   const damaged = (error: unknown): Error =>
-    error instanceof ToolError ? error : new InvalidInputError(`${store.uri}: part ${key} is not a readable Parquet file (${(error as Error).message}): the dataset is damaged`);
+    error instanceof ToolError
+      ? error
+      : (store.damagedPart?.(key, 'not a readable Parquet file') ?? new InvalidInputError(`${store.uri}: part ${key} is not a readable Parquet file (${(error as Error).message}): the dataset is damaged`));
   const metadata = await parquetMetadataAsync(file).catch((error: unknown) => {
     throw damaged(error);
   });

@@ -18,6 +18,9 @@
  * against its size and SHA-256 (PartRef.sha256), and every open checks that no one wrote the copy's
  * parts since (CHECKED_MTIME_S); one changed and no longer what the snapshot lists is dropped and
  * fetched again (`repairCopy`), so a cache damaged on disk mends itself instead of failing every read.
+ * Damage that leaves a part's size and time alone (a disk's silent error) is seen only by a read that
+ * fails on it: the copy is read through `CachedCopyStore`, which drops that part there (the next open
+ * fetches it again) and names the object, not the cache, in the error.
  * Concurrent commands are safe: a part is downloaded under a temporary name and renamed into place
  * (and linked into a copy the same way), a snapshot's copy is built in a temporary directory and
  * renamed into place (the loser of two racing builds drops its own), and nothing is changed in place.
@@ -31,7 +34,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { InvalidInputError, NotFoundError, pathError, ToolError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError, pathError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
 import type { S3Place } from '../pins/pins.js';
@@ -89,6 +92,8 @@ export async function currentManifest(store: S3ObjectStore): Promise<{ manifest:
 export interface LocalSnapshot {
   /** A local dataset holding exactly this snapshot. */
   dir: string;
+  /** What reads `dir`: named by the object store, dropping a part a read finds damaged. */
+  store: CachedCopyStore;
   manifest: Manifest;
   /** The manifest's version (ETag) when it was read. */
   etag: string;
@@ -131,7 +136,38 @@ async function copyInCache(store: S3ObjectStore, place: S3Place, env: NodeJS.Pro
   if (!cached) await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
   else await repairCopy(store, partsPoolOf(root, place), root, dir, snapshot);
   evict(root, cacheMaxBytes(env), dir);
-  return { dir, ...current, snapshot };
+  return { dir, store: new CachedCopyStore(dir, place.uri, partsPoolOf(root, place)), ...current, snapshot };
+}
+
+/**
+ * A snapshot copy read as a local dataset (s3-cache.ts): messages name the object store (`uri`), and
+ * a part that a read finds damaged, which only the cache can have damaged (every part was checked
+ * against the snapshot when it came in), is dropped from the copy and the pool, so the next open
+ * fetches it again (`repairCopy` finds it missing). The read in progress cannot be mended under the
+ * reader (it may have written output already): it fails with exit 6, as a run again succeeds.
+ */
+export class CachedCopyStore extends LocalObjectStore {
+  constructor(
+    dir: string,
+    /** The dataset's s3:// URI. */
+    private readonly source: string,
+    /** The parts pool the copy links into. */
+    private readonly pool: string,
+  ) {
+    super(dir);
+  }
+
+  override get uri(): string {
+    return this.source;
+  }
+
+  damagedPart(key: string, damage: string): Error {
+    dropFromPool(this.pool, this.root, key);
+    rmSync(this.pathOf(key), { force: true });
+    return new UnavailableError(`${this.source}/${key}: its copy in the local cache was damaged (${damage}) and has been dropped`, {
+      hint: 'run the command again: it fetches the part from the object store',
+    });
+  }
 }
 
 function touch(dir: string): void {
@@ -156,7 +192,7 @@ export function partKeysOf(snapshot: Snapshot): string[] {
  * lists: a fixed instant long past, which anything writing the file afterwards (another process, a
  * tool) replaces with its own time. So a check costs a stat per part on every open, and a part is
  * read through again (hashed) only once something has written it. A change that leaves the time as
- * it is (a disk's silent error) is not seen here, only by a read that fails.
+ * it is (a disk's silent error) is not seen here, only by a read that fails (`CachedCopyStore`).
  */
 const CHECKED_MTIME_S = 946_684_800;
 
@@ -265,14 +301,18 @@ async function repairCopy(store: S3ObjectStore, pool: string, root: string, dir:
   for (const part of partsOf(snapshot)) {
     if ((await cachedDamage(dir, part)) === undefined) continue;
     try {
-      // The copy's file is the pool's (a link), unless the pool's was replaced meanwhile: then that one is checked.
-      const [inCopy, inPool] = [dir, pool].map((at) => statSync(join(at, ...part.key.split('/')), { throwIfNoEntry: false }));
-      if (inCopy && inPool && inCopy.ino === inPool.ino && inCopy.dev === inPool.dev) rmSync(join(pool, ...part.key.split('/')), { force: true });
+      dropFromPool(pool, dir, part.key);
       await linkPart(store, pool, part, dir);
     } catch (error) {
       throw cacheFailure(error, `${store.uri}/${part.key}: its copy in the local cache`, root);
     }
   }
+}
+
+/** Drops the pool's file of `key` when it is the copy's (a link); when the pool's was replaced meanwhile, that one is checked when next linked. */
+function dropFromPool(pool: string, dir: string, key: string): void {
+  const [inCopy, inPool] = [dir, pool].map((at) => statSync(join(at, ...key.split('/')), { throwIfNoEntry: false }));
+  if (inCopy && inPool && inCopy.ino === inPool.ino && inCopy.dev === inPool.dev) rmSync(join(pool, ...key.split('/')), { force: true });
 }
 
 async function buildSnapshotCopy(store: S3ObjectStore, place: S3Place, root: string, dir: string, manifest: Manifest, snapshotBytes: Buffer, snapshot: Snapshot): Promise<void> {

@@ -35,6 +35,12 @@ export interface ObjectStore {
   /** Keys under a prefix (`parts/`), in byte order. */
   list(prefix: string): Promise<string[]>;
   delete(key: string): Promise<void>;
+  /**
+   * The error for a part (`key`) found `damage`d (`missing`, `not a readable Parquet file`) by a
+   * read. A store that holds a copy it can fetch again (an object-store dataset's local cache)
+   * drops the copy and says so; without this, the dataset itself is damaged.
+   */
+  damagedPart?(key: string, damage: string): Error;
 }
 
 /** A local object being written: a DurableFile, published under its key by `commit`. */
@@ -65,7 +71,7 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   /** The file of `key`; a key that would step out of the root (`..`, an empty or absolute segment) is refused, whoever wrote it. */
-  private pathOf(key: string): string {
+  protected pathOf(key: string): string {
     const segments = key.split('/');
     if (segments.some((segment) => segment === '' || segment === '.' || segment === '..' || segment.includes('\0'))) {
       throw new InvalidInputError(`${this.root}: ${JSON.stringify(key)} is not a key inside the dataset`);

@@ -27,7 +27,7 @@ import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
 import type { ExportFormat } from './formats.js';
 import type { Storyline } from '../storyline/schema.js';
 import { storylineFromRows, type CellParser, type StoredCall, type StoredTurn } from '../dataset/rows.js';
-import { localRootOf, openDataset, type OpenDataset } from '../dataset/open.js';
+import { localRootOf, openLocalRoot, type OpenDataset } from '../dataset/open.js';
 import { REFERS, storedRowGroups } from '../dataset/resolve.js';
 import { parseStoredJson, resolveText } from '../dataset/contents.js';
 import { readingOrderLookup } from '../dataset/content-lookup.js';
@@ -315,14 +315,14 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
     });
   }
   const location = await resolveDataset(options.from, { ...rc, purpose: 'read' });
-  const { root, shown, ref } = await localRootOf(location, rc.env, rc.signal);
+  const local = await localRootOf(location, rc.env, rc.signal);
+  const { root, shown, store } = local;
   if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);
   // Written into, the dataset would lose its own files (an export over trajstore.json) or gain
   // foreign ones, which drop then refuses to remove.
   if (options.to !== '-' && isInsideOrSame(options.to, root)) {
     throw new InvalidInputError(`-t ${options.to}: inside the dataset being exported (${shown}); export writes outside it`);
   }
-  const store = new LocalObjectStore(root);
   const manifest = await requireManifest(store);
   const snapshot = await readSnapshot(store, manifest.snapshot_id);
   let path: ExportSummary['path'] = 'encoded';
@@ -341,7 +341,7 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
   }
   const format = options.outputFormat === 'compact-jsonl' ? undefined : await loadFormat(options.outputFormat);
   // The runs are chosen before the target is opened, so a bad --where or --match leaves nothing behind.
-  dataset = filtered ? await openDataset(ref, rc.env) : undefined;
+  dataset = filtered ? await openLocalRoot(local, rc.env) : undefined;
   let keep: Set<string> | undefined;
   let target: Target;
   try {
@@ -365,7 +365,7 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
       const used = new Set<string>();
       const checkpoint = new Checkpoint(options.signal);
       // The documents come from the snapshot its index describes: the index holds the content store.
-      dataset ??= await openDataset(ref, rc.env);
+      dataset ??= await openLocalRoot(local, rc.env);
       exported = dataset.snapshot;
       for await (const encoded of format!.encode!(storylines(dataset, options.signal, keep))) {
         await checkpoint.check();

@@ -10,7 +10,7 @@ import { InvalidInputError } from '../../lib/errors.js';
 import type { Row } from '../../lib/output.js';
 import type { ReportName } from './reports.js';
 import { INDEX_FILE, readManifest } from '../dataset/layout.js';
-import { localRootOf, openDataset, openDatasetArg, type OpenDataset } from '../dataset/open.js';
+import { localRootOf, openDatasetArg, openLocalRoot, type OpenDataset } from '../dataset/open.js';
 import type { ProgressFactory } from '../../lib/progress.js';
 import { resolveDataset, type ResolveContext } from '../pins/resolve.js';
 import { ftsInfo, indexSnapshotId } from '../dataset/index-meta.js';
@@ -68,9 +68,9 @@ export async function datasetHealth(rc: ResolveContext, arg: string | undefined,
   // Looked at before opening, because opening rebuilds a stale or missing index.
   const local = await localRootOf(location, rc.env, rc.signal);
   const before = await indexStateOf(local.root);
-  const dataset = await openDataset(local.ref, rc.env, progress ? { progress } : {});
+  const dataset = await openLocalRoot(local, rc.env, progress ? { progress } : {});
   try {
-    return healthOf({ ...dataset, uri: local.shown }, before);
+    return healthOf(dataset, before);
   } finally {
     dataset.close();
   }

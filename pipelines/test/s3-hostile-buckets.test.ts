@@ -5,7 +5,7 @@
  * paths, and a prefix that copies another dataset's snapshot id with other bytes.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -220,6 +220,46 @@ test('a snapshot written before parts had a SHA-256: a cached part damaged in it
   assert.is(r.code, 0, r.stderr);
   assert.is(r.stdout, clean.stdout);
   assert.ok(readFileSync(cachedPart(cache, key)).equals(served), 'the cache holds the part as the server does');
+});
+
+/** Flips a byte of a cached file and puts its times back: damage no stat can see (a disk's silent error). */
+function flipUnseen(file: string, at: number): void {
+  const { atime, mtime } = statSync(file);
+  writeFileSync(file, flipped(readFileSync(file), at));
+  utimesSync(file, atime, mtime);
+}
+
+test('a cached part damaged without a change of size or time is dropped at the read that meets it (exit 6, naming the object, never the cache), and the next run fetches it again', async () => {
+  const cache = 'cache-damaged-unseen';
+  await copyPrefix('good', 'unseen');
+  const clean = await trajstore(['export', '-f', 's3://lake/unseen', '-t', '-', '-o', 'atif'], cache);
+  assert.is(clean.code, 0, clean.stderr);
+  const store = storeAt('unseen');
+  const key = (await store.list('parts/steps/'))[0]!;
+  const served = (await store.get(key))!;
+  store.close();
+  const object = new RegExp(`s3://lake/unseen/${key.replace(/\./g, '\\.')}: its copy in the local cache was damaged \\(.*\\) and has been dropped`);
+  const copies = join(home, cache, 'trajstore', 's3', 'snapshots');
+  // Read by export from the parts, and by a query whose index is rebuilt from them.
+  for (const [what, args, before] of [
+    ['export', ['export', '-f', 's3://lake/unseen', '-t', '-', '-o', 'atif'], () => undefined],
+    ['query rebuilding the index', ['query', 's3://lake/unseen', '--sql', 'SELECT count(*) AS n FROM dataset.steps', '--format', 'json'], () => {
+      for (const copy of readdirSync(copies)) rmSync(join(copies, copy, 'index.sqlite'), { force: true });
+    }],
+  ] as const) {
+    flipUnseen(cachedPart(cache, key), served.length - 20);
+    before();
+    const r = await trajstore([...args], cache);
+    assert.is(r.code, 6, `${what}: ${r.stderr}`);
+    assert.match(r.stderr, object, what);
+    assert.match(r.stderr, /run the command again/, what);
+    assert.not.match(r.stderr, join(home, cache), `${what}: names no file of the cache`);
+    const again = await trajstore([...args], cache);
+    assert.is(again.code, 0, `${what}, run again: ${again.stderr}`);
+    if (what === 'export') assert.is(again.stdout, clean.stdout);
+    else assert.ok((JSON.parse(again.stdout) as Array<{ n: number }>)[0]!.n > 0);
+    assert.ok(readFileSync(cachedPart(cache, key)).equals(served), `${what}: the cache holds the part as the server does`);
+  }
 });
 
 test.run();
