@@ -180,7 +180,9 @@ test('records holding more actors than one may are refused, and the cluster they
   const sum = await swim(a.addr, { type: 'sync', from: phantom(104, Array.from({ length: 1000 }, (_, i) => `${i}`.padStart(255, 'n'))), members: [] });
   assert.is(sum.status, 400);
   assert.match(sum.body, `at most ${MAX_RECORD_ACTOR_CHARS}`);
-  for (const n of nodes) assert.not.match(n.output(), /Suspect/, `${n.addr} suspected nobody`);
+  // Believed, the records would fail every probe (one every 100 ms); a busy machine may delay one or two.
+  const suspicions = nodes.reduce((sum, n) => sum + (n.output().match(/Suspect/g) ?? []).length, 0);
+  assert.ok(suspicions <= 2, `at most a passing suspicion, not one per probe: ${nodes.map((n) => n.output()).join('\n')}`);
 });
 
 test('a node never sends a membership message over the limit: a table of many full records goes a part at a time', async () => {

@@ -260,10 +260,15 @@ fn a_search_stops_when_its_client_goes_away() {
     let mut s = TcpStream::connect(&svc.addr).unwrap();
     let idle = cpu_time(&svc);
     write!(s, "GET /files/search?path={}&pattern=%2A%2A HTTP/1.1\r\nHost: x\r\n\r\n", q(&svc.dir.join("tree"))).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    // Else the search was over before its client left, and what follows would prove nothing.
-    let working = cpu_time(&svc) - idle;
-    assert!(working >= Duration::from_millis(20), "the search was not at work when its client left ({working:?} of CPU)");
+    // Until the search is at work (a busy machine may give it no CPU for a while); else it could be
+    // over before its client left, or not begun, and what follows would prove nothing.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut working = Duration::ZERO;
+    while working < Duration::from_millis(20) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        working = cpu_time(&svc) - idle;
+    }
+    assert!(working >= Duration::from_millis(20), "the search was not at work when its client left ({working:?} of CPU in 10 s)");
     drop(s);
     std::thread::sleep(Duration::from_millis(200));
     let before = cpu_time(&svc);
