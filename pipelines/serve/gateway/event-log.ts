@@ -385,8 +385,10 @@ export class EventLog {
     const id = traceIdOf(ref);
     let trace = this.traces.get(id);
     if (!trace) {
+      // Named field by field: `ref` may be the append's request, whose records a spread would keep for as long as the trace.
       trace = {
-        ...ref,
+        agentId: ref.agentId,
+        sessionId: ref.sessionId,
         id,
         rootSessionId,
         partition: partition(),
