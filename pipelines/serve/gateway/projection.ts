@@ -29,7 +29,10 @@
  * What was projected is kept in `<state>/gateway/projected.json` (events per trace), written after
  * the commit; a crash in between only projects those traces again, which replaces them. Then the
  * event log lets go of the traces written whole (event-log.ts `settle`): the dataset holds their
- * events, which a later projection of the trace (more events came) reads back from it.
+ * events, which a later projection of the trace (more events came) reads back from it. A trace let
+ * go of leaves projected.json (and memory) with the next batch or start: its summary in the log
+ * counts its projected events (`archived`), so the file, rewritten whole per batch, holds only the
+ * traces not let go of (and those that decode to no valid Storyline), not every trace ever seen.
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -125,11 +128,17 @@ export class Projection {
     private readonly options: ProjectionOptions,
   ) {
     this.projected = new Map(existsSync(options.statePath) ? Object.entries((JSON.parse(readFileSync(options.statePath, 'utf8')) as { traces: Record<string, number> }).traces) : []);
+    this.forgetSettled(this.projected);
   }
 
-  /** Events of a trace already in the dataset. */
+  /** Drops the traces whose summary in the log (`archived`) counts what was projected of them. */
+  private forgetSettled(counts: Iterable<readonly [string, number]>): void {
+    for (const [id, events] of counts) if ((this.events.get(id)?.archived ?? 0) >= events) this.projected.delete(id);
+  }
+
+  /** Events of a trace already in the dataset: those the log let go of (`archived`) at least. */
   projectedEvents(trace: Trace): number {
-    return this.projected.get(trace.id) ?? 0;
+    return Math.max(this.projected.get(trace.id) ?? 0, trace.archived);
   }
 
   start(): void {
@@ -177,6 +186,8 @@ export class Projection {
       for (const { trace, events } of written) this.projected.set(trace.id, events);
       writeStateFile(this.options.statePath, `${JSON.stringify({ traces: Object.fromEntries(this.projected) })}\n`);
       await this.events.settle(written.filter((w) => w.inDataset).map((w) => [w.trace, w.events] as const));
+      // A settled trace's summary (settled.log, `archived`) now stands for what was projected of it: the state file keeps only the others.
+      this.forgetSettled(written.map((w) => [w.trace.id, w.events] as const));
       this.outcomes.batches += 1;
       this.outcomes.last_batch_at = new Date().toISOString();
       this.failuresSinceCommit = 0;
