@@ -18,6 +18,10 @@ export interface RunOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
   timeoutMs?: number;
+  /** The signal that ends a run past `timeoutMs` (spawn's default: SIGTERM). */
+  killSignal?: NodeJS.Signals;
+  /** A signal sent to the tool once `when` holds (looked at every 20 ms): a stop in the middle of its work. */
+  stop?: { signal: NodeJS.Signals; when: () => boolean };
   /** Run as this user and group (the test runs as root): permissions bind other users only. */
   uid?: number;
   gid?: number;
@@ -39,15 +43,25 @@ export function runTool(tool: string, args: string[], options: RunOptions = {}):
       env: { ...process.env, ...options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
       timeout: options.timeoutMs ?? 60_000,
+      ...(options.killSignal ? { killSignal: options.killSignal } : {}),
     });
+    const stop = options.stop;
+    const watch = stop
+      ? setInterval(() => {
+          if (!stop.when()) return;
+          clearInterval(watch);
+          child.kill(stop.signal);
+        }, 20)
+      : undefined;
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
     child.on('error', reject);
-    child.on('close', (code, signal) =>
-      resolve({ stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8'), code, signal }),
-    );
+    child.on('close', (code, signal) => {
+      clearInterval(watch);
+      resolve({ stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8'), code, signal });
+    });
     child.stdin.on('error', () => {}); // the tool may exit before reading its input
     child.stdin.end(options.input ?? '');
   });

@@ -6,7 +6,6 @@
  * listing that stops, a commit whose answer was lost still counted as a commit, a part upload
  * retried, a damaged download fetched again, and exit codes that say what happened.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -15,7 +14,7 @@ import { join } from 'node:path';
 import { ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { toolScript } from '../../lib/testing/run-tool.js';
+import { runTool, type RunOptions } from '../../lib/testing/run-tool.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { freePort } from '../../bench/lib/free-port.js';
 import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
@@ -181,7 +180,7 @@ interface Run {
  * Runs trajstore through the proxy. `stop`: a signal sent once `when` holds. A run still going after
  * `deadlineMs` is killed (code null): what the old code did against a server that never answers.
  */
-function trajstore(args: string[], options: { env?: NodeJS.ProcessEnv; cache?: string; stop?: { signal: NodeJS.Signals; when: () => boolean }; deadlineMs?: number } = {}): Promise<Run> {
+async function trajstore(args: string[], options: { env?: NodeJS.ProcessEnv; cache?: string; stop?: RunOptions['stop']; deadlineMs?: number } = {}): Promise<Run> {
   const env = {
     ...process.env,
     HOME: home,
@@ -195,28 +194,8 @@ function trajstore(args: string[], options: { env?: NodeJS.ProcessEnv; cache?: s
     ...options.env,
   };
   const started = Date.now();
-  const child = spawn(process.execPath, [toolScript('trajstore'), ...args], { env, cwd: home, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const deadline = setTimeout(() => child.kill('SIGKILL'), options.deadlineMs ?? 60_000);
-  const stop = options.stop;
-  const watch = stop
-    ? setInterval(() => {
-        if (stop.when()) {
-          clearInterval(watch);
-          child.kill(stop.signal);
-        }
-      }, 20)
-    : undefined;
-  return new Promise((resolve) =>
-    child.once('close', (code) => {
-      clearTimeout(deadline);
-      clearInterval(watch);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
-    }),
-  );
+  const { code, stdout, stderr } = await runTool('trajstore', args, { env, cwd: home, timeoutMs: options.deadlineMs ?? 60_000, killSignal: 'SIGKILL', ...(options.stop ? { stop: options.stop } : {}) });
+  return { code, stdout, stderr, ms: Date.now() - started };
 }
 
 /** The store itself, reached without the proxy: what is really on the server. */

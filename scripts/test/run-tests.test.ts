@@ -4,16 +4,14 @@
  * stopped with what it started when it runs past its time limit, when it exits leaving some of it
  * running, or when the runner itself is stopped; what the file and its children print is still read.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT } from '../../lib/testing/run-tool.js';
+import { runTool, type RunOptions } from '../../lib/testing/run-tool.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 
-const RUNNER = join(DIST_ROOT, 'scripts', 'run-tests.js');
 const dir = scratchDir('run-tests');
 
 // Every process a fixture started is killed at the end, whatever happened (a runner that fails this test leaves them running).
@@ -72,27 +70,10 @@ interface Run {
 }
 
 /** Runs the runner on `args`; `stop`: a signal sent to it once `when` holds. Killed (code null) past 60 s: the old runner waited for the sleeping child. */
-function runner(args: string[], options: { env?: NodeJS.ProcessEnv; stop?: { signal: NodeJS.Signals; when: () => boolean } } = {}): Promise<Run> {
+async function runner(args: string[], options: Pick<RunOptions, 'env' | 'stop'> = {}): Promise<Run> {
   const begun = Date.now();
-  const child = spawn(process.execPath, [RUNNER, ...args], { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  let stdout = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  const deadline = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  const stop = options.stop;
-  const watch = stop
-    ? setInterval(() => {
-        if (!stop.when()) return;
-        clearInterval(watch);
-        child.kill(stop.signal);
-      }, 20)
-    : undefined;
-  return new Promise((resolve) =>
-    child.once('close', (code) => {
-      clearTimeout(deadline);
-      clearInterval(watch);
-      resolve({ code, stdout, ms: Date.now() - begun });
-    }),
-  );
+  const { code, stdout } = await runTool('scripts/run-tests.js', args, { ...options, timeoutMs: 60_000, killSignal: 'SIGKILL' });
+  return { code, stdout, ms: Date.now() - begun };
 }
 
 test('a file past its time limit (TEST_FILE_TIMEOUT_MS) fails, stopped with the child it started; what both printed is reported', async () => {
