@@ -5,7 +5,6 @@
  */
 import { ExitCode, ToolError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
-import { escapeControls } from '../../lib/width.js';
 import type { Row } from '../dataset/parquet.js';
 import type { Relation } from '../dataset/relations.js';
 
@@ -72,8 +71,8 @@ export function isFileError(error: unknown): error is Error {
 /** Records a skipped file and says so on stderr. */
 export function skippedFile(relPath: string, error: Error, log: Logger): SkippedFile {
   const reason = error.message.startsWith(relPath) ? error.message : `${relPath}: ${error.message}`;
-  // One line for each file: a line break in its name (or reason) shows escaped and forges no other.
-  log.warn(`skipped ${escapeControls(reason)}`);
+  // One line for each file: the logger escapes a line break in its name (or reason).
+  log.warn(`skipped ${reason}`);
   return { source_path: relPath, reason, exit_code: error instanceof ToolError ? error.exitCode : ExitCode.InvalidInput };
 }
 

@@ -26,7 +26,7 @@ import { runImport } from '../import/import.js';
 import { largestDocumentBytes } from '../import/memory.js';
 import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
-import { scanTree, shownPath, stampOf, stampUnder, unlessGone, unreadableError, type FileStamp } from './scan.js';
+import { scanTree, stampOf, stampUnder, unlessGone, unreadableError, type FileStamp } from './scan.js';
 import type { SourceFile } from '../formats/types.js';
 import { readState, writeState } from './state.js';
 
@@ -65,7 +65,7 @@ export interface HeldFile {
 const MAX_SOURCE_BYTES = 2 ** 31 - 1;
 
 const tooLarge = (rel: string, size: number): ResourceLimitError =>
-  new ResourceLimitError(`${shownPath(rel)}: ${size} bytes; sync reads files smaller than 2 GiB`);
+  new ResourceLimitError(`${rel}: ${size} bytes; sync reads files smaller than 2 GiB`);
 
 /** A `.json` file is one JSON document; the other watched files are JSON Lines. */
 const isWholeDocument = (relPath: string): boolean => relPath.toLowerCase().endsWith('.json');
@@ -85,7 +85,7 @@ export function completeBytes(relPath: string, bytes: Buffer): Buffer {
  * document is refused by the conversion whatever it holds, so it is not parsed here.)
  */
 function checkWholeDocument(rel: string, bytes: Buffer): void {
-  if (isWholeDocument(rel) && bytes.length <= MAX_DOCUMENT_BYTES) parseJson(decodeUtf8(bytes, shownPath(rel)), shownPath(rel));
+  if (isWholeDocument(rel) && bytes.length <= MAX_DOCUMENT_BYTES) parseJson(decodeUtf8(bytes, rel), rel);
 }
 
 interface SourceRead {

@@ -7,7 +7,6 @@ import { lstatSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ExitCode, InvalidInputError, pathError, ToolError } from '../../lib/errors.js';
 import { undecodableName, walkFiles } from '../../lib/walk.js';
-import { escapeControls } from '../../lib/width.js';
 
 export const SYNC_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
 
@@ -61,17 +60,15 @@ export function unlessGone<T>(read: () => T): T | undefined {
 }
 
 /**
- * A path under the source as diagnostics show it: relative, its control characters escaped (a file
- * name is whoever made it's, and a newline in it must not forge a log line).
+ * Why `rel` under the source could not be read, as the typed error naming it by its relative path
+ * (exit 2 for a permission, say). Its control characters are escaped where it is shown (lib/log.ts
+ * diagnosticText): a newline in a file name forges no line.
  */
-export const shownPath = (rel: string): string => escapeControls(rel);
-
-/** Why `rel` under the source could not be read, as the typed error naming it (exit 2 for a permission, say). */
 export function unreadableError(rel: string, error: unknown): ToolError {
-  const typed = pathError(error, shownPath(rel));
+  const typed = pathError(error, rel);
   if (typed instanceof ToolError) return typed;
-  const why = (error as NodeJS.ErrnoException).code ?? escapeControls((error as Error).message);
-  return new ToolError(ExitCode.Internal, `${shownPath(rel)}: cannot be read (${why})`, { cause: error });
+  const why = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+  return new ToolError(ExitCode.Internal, `${rel}: cannot be read (${why})`, { cause: error });
 }
 
 /**
@@ -82,7 +79,7 @@ export function unreadableError(rel: string, error: unknown): ToolError {
 function notUtf8(path: string, rel: string): ToolError | undefined {
   const shown = undecodableName(path);
   if (shown === undefined) return undefined;
-  return new InvalidInputError(`${shownPath(`${rel.slice(0, rel.lastIndexOf('/') + 1)}${shown}`)}: the name is not UTF-8 (rename it to sync it)`);
+  return new InvalidInputError(`${rel.slice(0, rel.lastIndexOf('/') + 1)}${shown}: the name is not UTF-8 (rename it to sync it)`);
 }
 
 /**
