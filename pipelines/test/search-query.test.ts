@@ -246,6 +246,11 @@ test('a value larger than a quarter of the memory limit is refused before it is 
   const allowed = await trajstore(['query', sample, '--sql', 'SELECT length(randomblob(300000000)) AS n', '--format', 'csv', '--max-memory', '2GiB']);
   assert.is(allowed.code, 0, allowed.stderr);
   assert.is(allowed.stdout, 'n\n300000000\n', '--max-memory raises it');
+  // Past 2 GiB the quarter is no longer the bound: the runtime's longest string is, and no flag raises it.
+  const beyond = await trajstore(['query', sample, '--sql', 'SELECT length(randomblob(1000000000)) AS n', '--max-memory', '16GiB']);
+  assert.is(beyond.code, 5, beyond.stderr);
+  assert.match(beyond.stderr, /larger than 512\.0 MiB, the most one value may take \(the longest string this runtime holds\)/);
+  assert.not.match(beyond.stderr, '--max-memory');
 });
 
 test('a statement that makes the process grow past --max-memory is stopped: exit 5, naming the limit', async () => {

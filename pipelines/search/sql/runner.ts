@@ -16,6 +16,7 @@
 import { type SqliteDatabase, type SqliteStatement } from '../../dataset/sqlite.js';
 import { InterruptedError, InvalidInputError, ResourceLimitError, UnavailableError } from '../../../lib/errors.js';
 import { formatBytes } from '../../../lib/progress.js';
+import { constants as bufferConstants } from 'node:buffer';
 import { openReadOnly, type SqlMount } from './connection.js';
 import { stopReason } from './watchdog.js';
 
@@ -62,6 +63,10 @@ export class SqlTimeoutError extends UnavailableError {
 }
 
 const MEMORY_HINT = 'make less at once (fewer or shorter values, a LIMIT, substr() of long text); `trajstore query --max-memory` allows more';
+const STRING_HINT = 'make less at once (fewer or shorter values, a LIMIT, substr() of long text)';
+
+/** better-sqlite3 caps SQLite's value length at the longest string V8 holds; no memory limit raises it. */
+const RUNTIME_MAX_VALUE_BYTES = bufferConstants.MAX_STRING_LENGTH;
 
 /**
  * The largest string or BLOB a statement may make: a quarter of its memory allowance. The
@@ -71,7 +76,7 @@ const MEMORY_HINT = 'make less at once (fewer or shorter values, a LIMIT, substr
  * that step the memory check counts: printed, a value is held several times over (SQLite's copy,
  * JavaScript's, its base64 or JSON text, the output's: a 100 MB BLOB printed as JSON took 700 MB).
  */
-const maxValueBytes = (maxMemoryBytes: number): number => Math.floor(maxMemoryBytes / 4);
+const maxValueBytes = (maxMemoryBytes: number): number => Math.min(Math.floor(maxMemoryBytes / 4), RUNTIME_MAX_VALUE_BYTES);
 
 /** Thrown when the statement was cancelled by its ticket (`serve`: its client went away). */
 export class SqlCancelledError extends UnavailableError {
@@ -91,10 +96,11 @@ export class SqlMemoryError extends ResourceLimitError {
 }
 
 function valueTooLarge(maxMemoryBytes: number): ResourceLimitError {
-  return new ResourceLimitError(
-    `a value the statement made is larger than ${formatBytes(maxValueBytes(maxMemoryBytes))}, the most one value may take (a quarter of the memory limit of ${formatBytes(maxMemoryBytes)})`,
-    { hint: MEMORY_HINT },
-  );
+  const limit = maxValueBytes(maxMemoryBytes);
+  const why = limit === RUNTIME_MAX_VALUE_BYTES ? 'the longest string this runtime holds' : `a quarter of the memory limit of ${formatBytes(maxMemoryBytes)}`;
+  return new ResourceLimitError(`a value the statement made is larger than ${formatBytes(limit)}, the most one value may take (${why})`, {
+    hint: limit === RUNTIME_MAX_VALUE_BYTES ? STRING_HINT : MEMORY_HINT,
+  });
 }
 
 const NOT_READ_ONLY_HINT =
