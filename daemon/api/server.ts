@@ -152,9 +152,11 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
   refuseMissingHost(app, shape, requestId);
   // JSON only: any other body is 415, not parsed as something else. Read decoded, refused after
   // being read (so a client still sending gets the answer), and within BODY_TIMEOUT_MS: the server
-  // itself sets no request timeout, as proxied uploads may take long.
+  // itself sets no request timeout, as proxied uploads may take long. An empty body is no body, as
+  // without Content-Type: generated clients label the empty body of a bodiless POST (pause, resume)
+  // JSON. Routes with a body schema still require one.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, strictJsonBody));
+  app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, (raw) => (raw.length === 0 ? undefined : strictJsonBody(raw))));
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     reply.header('x-request-id', request.id);

@@ -395,6 +395,22 @@ if ('skip' in mount) {
     assert.is(put.headers.get('allow'), 'GET, HEAD, DELETE');
   });
 
+  test('an empty body labelled JSON (as generated clients send on a POST without one) is no body: controls work, create and renew say a body is required', async () => {
+    const { id } = await create();
+    sandboxes.push({ id, token: '', execdToken: '' });
+    const empty = { raw: '', headers: { 'content-type': 'application/json; charset=utf-8' } };
+    for (const op of ['pause', 'resume']) {
+      const res = await call('POST', `/v1/sandboxes/${id}/${op}`, empty);
+      assert.is(res.status, 202, `${op}: ${res.text}`);
+    }
+    for (const path of ['/v1/sandboxes', `/v1/sandboxes/${id}/renew-expiration`]) {
+      const res = await call('POST', path, empty);
+      assert.is(res.status, 400, `${path}: ${res.text}`);
+      assert.match(res.json!.message as string, 'body must be object', path);
+    }
+    assert.is((await call('DELETE', `/v1/sandboxes/${id}`, empty)).status, 204);
+  });
+
   test('renewal only extends, and only into the future', async () => {
     const created = await call('POST', '/v1/sandboxes', { body: { ...GOOD, timeout: 600 } });
     const id = created.json!.id as string;
