@@ -14,6 +14,18 @@ export interface GuestConfig {
   egressToken: string;
 }
 
+/** The bootstrap could not start the workload (`exited` with an `error`): the requested entrypoint is at fault. */
+export class WorkloadStartError extends Error {
+  override name = 'WorkloadStartError';
+}
+
+/** Why the guest will not become ready, from its `failed` or `exited` frame. */
+function notReady(message: { type?: string; code?: number; message?: string; error?: string }): Error {
+  if (message.type === 'failed') return new Error(`guest bootstrap failed${message.message ? `: ${message.message}` : ''}`);
+  if (message.error) return new WorkloadStartError(message.error);
+  return new Error(`the workload exited with code ${message.code ?? 'unknown'} before the sandbox was ready`);
+}
+
 export interface GuestControl {
   /** Resolves once the bootstrap reported ready; rejects if it failed, closed or timed out. */
   ready(timeoutMs: number): Promise<void>;
@@ -38,11 +50,11 @@ export async function listenGuestControl(path: string, config: GuestConfig): Pro
       try {
         decoder.push(chunk);
         for (let frame = decoder.next(); frame; frame = decoder.next()) {
-          const message = frame.value as { type?: string; code?: number; message?: string };
+          const message = frame.value as { type?: string; code?: number; message?: string; error?: string };
           if (message.type === 'hello') {
             socket.write(encodeFrame({ type: 'config', version: 1, env: config.env, execd_token: config.execdToken, egress_token: config.egressToken, cwd: '/' }));
           } else if (message.type === 'ready') finish('ready');
-          else if (message.type === 'failed' || message.type === 'exited') finish(new Error(`guest bootstrap ${message.type}${message.message ? `: ${message.message}` : ''}`));
+          else if (message.type === 'failed' || message.type === 'exited') finish(notReady(message));
         }
       } catch (error) {
         finish(error as Error);

@@ -10,6 +10,7 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { parseManifest, type ImageManifest } from '../images/manifest.js';
+import { WorkloadStartError } from '../runtime/guest-control.js';
 import type { NativeRuntime, NativeState } from '../runtime/native.js';
 import { EGRESS_PORT, EXECD_PORT } from '../runtime/vsock.js';
 import type { Registry } from '../store/registry.js';
@@ -134,6 +135,7 @@ export class SandboxService {
         const cleaned = await this.o.runtime.destroy(record).catch(() => false);
         if (cleaned) {
           this.o.registry.remove(record.id);
+          if (error instanceof WorkloadStartError) throw invalid(`entrypoint: ${cause}; nothing was created`);
           throw new LifecycleError(500, 'SANDBOX_CREATE_FAILED', `sandbox creation failed (${cause}); cleanup confirmed`);
         }
         this.transition(record, 'Failed', `creation failed: ${cause}`);

@@ -300,6 +300,20 @@ if ('skip' in mount) {
     assert.is(after.totalItems, before.totalItems);
   });
 
+  test('a workload that cannot start is the request\'s fault (400 naming the program and why); one that exits before readiness says with what code', async () => {
+    const before = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
+    const missing = await call('POST', '/v1/sandboxes', { body: { ...GOOD, entrypoint: ['/nonexistent/program', '-x'] } });
+    assert.is(missing.status, 400, missing.text);
+    assert.is(missing.json!.code, 'INVALID_REQUEST');
+    assert.match(missing.json!.message as string, /entrypoint.*\/nonexistent\/program.*No such file/);
+    const exits = await call('POST', '/v1/sandboxes', { body: { ...GOOD, entrypoint: ['sh', '-c', 'exit 3'] } });
+    assert.is(exits.status, 500, exits.text);
+    assert.is(exits.json!.code, 'SANDBOX_CREATE_FAILED');
+    assert.match(exits.json!.message as string, 'the workload exited with code 3');
+    const after = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
+    assert.is(after.totalItems, before.totalItems);
+  });
+
   test('an unexpected failure is a 500 that says nothing more, and the daemon log tells it whole', async () => {
     const logged: string[] = [];
     const own = makeFixture(mount.path, new Logger('error', { write: (chunk: string) => logged.push(chunk) }));
