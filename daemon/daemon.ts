@@ -82,12 +82,14 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
     });
     await app.listen({ host, port });
     const bound = (app.server.address() as AddressInfo).port;
+    // An IPv6 address is bracketed in an authority, or its port would read as part of it.
+    const authority = `${host.includes(':') ? `[${host}]` : host}:${bound}`;
     // With port 0 the authority is only known now (the harness); otherwise it was checked above.
-    service.setPublicEndpoint(options.publicEndpoint ?? (port === 0 ? `${host}:${bound}` : publicAuthority(options)));
+    service.setPublicEndpoint(options.publicEndpoint ?? (port === 0 ? authority : publicAuthority(options)));
     service.startMaintenance();
-    log.info(`sandboxd listening on ${host}:${bound}, state ${options.state}`);
+    log.info(`sandboxd listening on ${authority}, state ${options.state}`);
     return {
-      url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}`,
+      url: `http://${authority}`,
       port: bound,
       service,
       close: async () => {

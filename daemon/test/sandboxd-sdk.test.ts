@@ -104,6 +104,25 @@ if ('skip' in mount) {
     assert.match(refused.message, 'snapshotId');
   });
 
+  test('on an IPv6 loopback listener the endpoints name a bracketed authority the SDK can reach', async () => {
+    const v6 = makeFixture(mount.path);
+    const v6Daemon = await v6.start({ listen: '[::1]:0' });
+    try {
+      const v6Config = new ConnectionConfig({ domain: v6Daemon.url, headers: { 'SVC-API-KEY': v6.apiKey } });
+      const sandbox = await Sandbox.create({ connectionConfig: v6Config, image: TEST_IMAGE });
+      try {
+        assert.match((await sandbox.getEndpoint(44772)).endpoint, `[::1]:${v6Daemon.port}/`);
+        assert.is((await sandbox.commands.run('echo over-v6')).logs.stdout[0]?.text, 'over-v6\n');
+      } finally {
+        await sandbox.kill();
+        await sandbox.close();
+      }
+    } finally {
+      await v6Daemon.close();
+      await v6.cleanup();
+    }
+  });
+
   test('use_server_proxy: the key instead of the sandbox token', async () => {
     const proxied = new ConnectionConfig({ domain: daemon.url, headers: { 'SVC-API-KEY': fixture.apiKey }, useServerProxy: true });
     const sandbox = await Sandbox.create({ connectionConfig: proxied, image: TEST_IMAGE, timeoutSeconds: null });
