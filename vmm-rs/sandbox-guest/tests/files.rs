@@ -598,3 +598,17 @@ fn client_mistakes_on_files_are_4xx_not_server_faults() {
     assert_eq!(status, 400, "{answer}");
     assert!(svc.dir.join("f").exists() && dir.is_dir());
 }
+
+#[test]
+fn a_failed_move_names_its_destination_when_that_is_what_is_wrong() {
+    let svc = execd("move-names");
+    let file = svc.dir.join("f");
+    std::fs::write(&file, "x").unwrap();
+    let full = svc.dir.join("full");
+    std::fs::create_dir_all(full.join("inside")).unwrap();
+    let (f, d) = (file.to_str().unwrap(), full.to_str().unwrap());
+    let (status, answer) = request(&svc, "POST", "/files/mv", &json!([{ "src": f, "dest": d }]).to_string());
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains(&format!("{f} -> {d}")), "{answer}");
+    assert!(file.exists());
+}

@@ -55,13 +55,19 @@ pub async fn move_files(req: Request<Incoming>) -> ApiResult {
                     copy_across(&src, &dest)?;
                     fs::remove_file(&src).map_err(|e| io_error(&src, e))?;
                 }
-                Err(e) => return Err(io_error(&src, e)),
+                Err(e) => return Err(rename_error(&src, &dest, e)),
             }
         }
         Ok(())
     })
     .await?;
     Ok(http::ok_empty())
+}
+
+/// A failed rename names both ends: which one is at fault depends on the error (a missing
+/// source; a directory, or a non-empty one, at the destination).
+fn rename_error(src: &Path, dest: &Path, e: io::Error) -> ApiError {
+    io_error(Path::new(&format!("{} -> {}", src.display(), dest.display())), e)
 }
 
 /// Copies the regular file `src` to `dest` on another filesystem, with its owner and mode, as
