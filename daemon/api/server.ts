@@ -14,6 +14,7 @@ import { lacksRequiredHost, protocolErrorOptions, refuseMissingHost, type ErrorS
 import { invalid, LifecycleError, notSupported, outOfDescriptors } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, MetadataPair, SandboxService } from '../service/sandboxes.js';
+import { schemaError } from '../../lib/schema-error.js';
 import { secretEquals } from '../../lib/secret.js';
 import { PROXY_PATH, proxyHandler, STREAM_HIGH_WATER_MARK } from './proxy.js';
 import { createdView, sandboxView } from './render.js';
@@ -128,6 +129,7 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
   const requestId = (): Record<string, string> => ({ 'x-request-id': randomUUID() });
   const app = Fastify({
     ...protocolErrorOptions(shape, requestId),
+    schemaErrorFormatter: schemaError,
     bodyLimit: BODY_LIMITS.drainBytes,
     genReqId: () => randomUUID(),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
@@ -169,7 +171,7 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string; validation?: unknown }, request, reply) => {
     if (error instanceof LifecycleError) return fail(reply, error);
     if (error instanceof ResourceLimitError) return reply.code(429).send({ code: 'CAPACITY_EXCEEDED', message: error.message });
-    if (error.validation) return reply.code(400).send({ code: 'INVALID_REQUEST', message: `body${error.message.replace(/^body/, '')}` });
+    if (error.validation) return reply.code(400).send({ code: 'INVALID_REQUEST', message: error.message });
     if (isOutOfDescriptors(error)) {
       // Not a fault of the daemon: what failed left the durable state as it was (or recorded an intent that maintenance finishes).
       const what = `${request.method} ${request.url.split('?')[0]}`;

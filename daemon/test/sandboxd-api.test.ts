@@ -300,6 +300,23 @@ if ('skip' in mount) {
     assert.is(after.totalItems, before.totalItems);
   });
 
+  test('an unknown field is named, wherever it is (a misspelt one would otherwise be a needle in the body)', async () => {
+    const cases: [unknown, string][] = [
+      [{ ...GOOD, timeoutt: 60 }, "unknown body field 'timeoutt'"],
+      [{ ...GOOD, resourceLimits: { cpu: '1', memory: '1Gi', 'nvidia.com/gpu': '1' } }, "unknown body field 'resourceLimits/nvidia.com/gpu'"],
+      [{ ...GOOD, image: { uri: 'test', tag: 'x' } }, "unknown body field 'image/tag'"],
+    ];
+    for (const [body, named] of cases) {
+      const res = await call('POST', '/v1/sandboxes', { body });
+      assert.is(res.status, 400, res.text);
+      assert.is(res.json!.message, named);
+    }
+    const renew = await call('POST', `/v1/sandboxes/${sandboxes[0]!.id}/renew-expiration`, { body: { expiresAt: new Date(Date.now() + 3600e3).toISOString(), when: 1 } });
+    assert.is(renew.json!.message, "unknown body field 'when'");
+    // Other failures keep naming their place.
+    assert.is((await call('POST', '/v1/sandboxes', { body: { ...GOOD, entrypoint: ['sleep', 5] } })).json!.message, 'body/entrypoint/1 must be string');
+  });
+
   test('a workload that cannot start is the request\'s fault (400 naming the program and why); one that exits before readiness says with what code', async () => {
     const before = (await call('GET', '/v1/sandboxes')).json!.pagination as { totalItems: number };
     const missing = await call('POST', '/v1/sandboxes', { body: { ...GOOD, entrypoint: ['/nonexistent/program', '-x'] } });

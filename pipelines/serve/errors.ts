@@ -4,7 +4,6 @@
  * map by kind; anything else is a 500 whose body says nothing of the server's insides.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifySchemaValidationError } from 'fastify';
 import { ExitCode, ToolError } from '../../lib/errors.js';
 
 export const ErrorBody = Type.Object({
@@ -31,24 +30,6 @@ const CLIENT_CODES: Record<number, string> = { 400: 'bad_request', 404: 'not_fou
 
 export function errorBody(status: number, code: string, message: string, hint?: string): ErrorBody {
   return { error: { status, code, message, ...(hint !== undefined ? { hint } : {}) } };
-}
-
-/** What a request part's names are, for a message about an unknown one. */
-const NAMES: Record<string, string> = { querystring: 'query parameter', body: 'body field', params: 'path parameter', headers: 'header' };
-
-/**
- * Fastify's `schemaErrorFormatter`: a request that breaks its schema, in words that name the input.
- * Ajv's own words for an unknown parameter or field ("querystring must NOT have additional
- * properties") leave out which one it is; other failures name their place already
- * (`querystring/limit must be <= 500`).
- */
-export function schemaError(errors: FastifySchemaValidationError[], part: string): Error {
-  const described = errors.map(({ keyword, instancePath, params, message }) => {
-    if (keyword !== 'additionalProperties') return `${part}${instancePath} ${message ?? 'is not valid'}`;
-    const path = instancePath === '' ? '' : `${instancePath.slice(1)}/`;
-    return `unknown ${NAMES[part] ?? part} '${path}${String(params.additionalProperty)}'`;
-  });
-  return new Error(described.join(', '));
 }
 
 /** The status and body for anything a route threw; `internal` is true for the 500s, which are logged. */

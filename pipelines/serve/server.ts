@@ -15,7 +15,8 @@ import { refuseCrossSiteChanges, refuseOtherHosts } from '../../lib/loopback-hos
 import { protocolErrorOptions, refuseMissingHost } from '../../lib/protocol-errors.js';
 import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
-import { errorBody, schemaError, toHttpError } from './errors.js';
+import { errorBody, toHttpError } from './errors.js';
+import { schemaError } from '../../lib/schema-error.js';
 import { Mounts, type MountSpec } from './mounts.js';
 import { SqlThread } from '../search/sql/thread/client.js';
 import { DEFAULT_SERVE_MOUNT, GATEWAY_MOUNT } from './names.js';
