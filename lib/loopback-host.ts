@@ -6,20 +6,21 @@
  *
  * The host a request names is its Host header, and, for a request target in absolute form
  * (`POST http://host/path`), the target's authority too (RFC 9112 gives that one precedence); both
- * must be loopback names. A request with more than one Host header is refused with 400 (RFC 9112),
- * as Node's `headers` keep only the first of them.
+ * must be loopback names. A request with more than one Host header, or (HTTP/1.1) none, is refused
+ * with 400 (RFC 9112, `hostHeaderFault`).
  *
  * Beside it, the CSRF guard (`refuseCrossSiteChanges`): what is not a read, sent from another
  * site's page, is refused too.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { crossSite, isLoopbackHostHeader } from './loopback.js';
+import { hostHeaderFault } from './protocol-errors.js';
 
 /** Adds the guard to `app`; `refuse` sends the refusal (its status already set) in the listener's own error shape. */
 export function refuseOtherHosts(app: FastifyInstance, refuse: (reply: FastifyReply, message: string) => FastifyReply): void {
   app.addHook('onRequest', async (req, reply) => {
-    const hosts = req.raw.headersDistinct.host?.length ?? 0;
-    if (hosts > 1) return refuse(reply.code(400), `the request has ${hosts} Host headers; it may have one`);
+    const fault = hostHeaderFault(req.raw);
+    if (fault !== undefined) return refuse(reply.code(400), fault);
     const named = [req.headers.host, absoluteAuthority(req.raw.url ?? '/')];
     const other = named.find((host) => !isLoopbackHostHeader(host));
     if (other === undefined) return;

@@ -44,21 +44,32 @@ export function protocolErrorOptions(shape: ErrorShape, headers: () => Record<st
   };
 }
 
-/** An HTTP/1.1 request without a Host header, which RFC 9112 requires (HTTP/1.0 has none to require). */
-export const lacksRequiredHost = (req: IncomingMessage): boolean => req.httpVersion === '1.1' && req.headers.host === undefined;
+/**
+ * What is wrong with a request's Host header, or undefined: RFC 9112 has a server answer 400 to an
+ * HTTP/1.1 request without one (HTTP/1.0 has none to require) and to any request with more than one.
+ * Node's `headers` keep only the first of several, so a check that reads it alone would pass them.
+ */
+export function hostHeaderFault(req: IncomingMessage): string | undefined {
+  const hosts = req.headersDistinct.host?.length ?? 0;
+  if (hosts > 1) return `the request has ${hosts} Host headers; it may have one`;
+  if (hosts === 0 && req.httpVersion === '1.1') return 'the request has no Host header, which HTTP/1.1 requires';
+  return undefined;
+}
 
 /**
- * Answers an HTTP/1.1 request without a Host header with 400 in the listener's shape (add it before
- * any other onRequest hook). Node would answer it itself, with an empty body, before fastify saw it:
- * its check is turned off on the app's server here, so that this one answers instead.
+ * Answers a request whose Host header is missing (HTTP/1.1) or repeated with 400 in the listener's
+ * shape (add it before any other onRequest hook). Node would answer a missing one itself, with an
+ * empty body, before fastify saw it: its check is turned off on the app's server here, so that this
+ * one answers instead.
  */
-export function refuseMissingHost(app: FastifyInstance, shape: ErrorShape, headers: () => Record<string, string> = () => ({})): void {
+export function refuseBadHostHeader(app: FastifyInstance, shape: ErrorShape, headers: () => Record<string, string> = () => ({})): void {
   // Read by Node's HTTP/1 server on each request (its option of the same name); not in its types here.
   (app.server as { requireHostHeader?: boolean }).requireHostHeader = false;
   app.addHook('onRequest', async (req, reply) => {
-    if (lacksRequiredHost(req.raw)) {
-      // Closed after the answer: a client that sends no Host is not one to keep a connection open for.
-      return reply.code(400).headers({ ...headers(), connection: 'close' }).send(shape(400, 'bad_request', 'the request has no Host header, which HTTP/1.1 requires'));
+    const fault = hostHeaderFault(req.raw);
+    if (fault !== undefined) {
+      // Closed after the answer: a client that sends such a request is not one to keep a connection open for.
+      return reply.code(400).headers({ ...headers(), connection: 'close' }).send(shape(400, 'bad_request', fault));
     }
   });
 }

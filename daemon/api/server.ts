@@ -10,7 +10,7 @@ import { boundedBody, strictJsonBody, type BodyLimits } from '../../lib/bounded-
 import { ResourceLimitError } from '../../lib/errors.js';
 import { isOutOfDescriptors } from '../../lib/http-limits.js';
 import type { Logger } from '../../lib/log.js';
-import { lacksRequiredHost, protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../lib/protocol-errors.js';
+import { hostHeaderFault, protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../lib/protocol-errors.js';
 import { invalid, LifecycleError, notSupported, outOfDescriptors } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, MetadataPair, SandboxService } from '../service/sandboxes.js';
@@ -136,8 +136,8 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
     serverFactory: (handler) => {
       const server = createServer({ requestTimeout: 0, headersTimeout: 60_000, highWaterMark: STREAM_HIGH_WATER_MARK }, (req: IncomingMessage, res: ServerResponse) => {
         const match = PROXY_PATH.exec(req.url ?? '');
-        // A request without Host goes to fastify, whose hook refuses it (Node's own check is off).
-        if (match && !lacksRequiredHost(req)) return void proxy(req, res, match);
+        // A request without one Host goes to fastify, whose hook refuses it (Node's own check is off).
+        if (match && hostHeaderFault(req) === undefined) return void proxy(req, res, match);
         handler(req, res);
       });
       // WebSocket and CONNECT are not routed.
@@ -151,7 +151,7 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
     },
   });
 
-  refuseMissingHost(app, shape, requestId);
+  refuseBadHostHeader(app, shape, requestId);
   // JSON only: any other body is 415, not parsed as something else. Read decoded, refused after
   // being read (so a client still sending gets the answer), and within BODY_TIMEOUT_MS: the server
   // itself sets no request timeout, as proxied uploads may take long. An empty body is no body, as

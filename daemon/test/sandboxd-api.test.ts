@@ -99,6 +99,10 @@ if ('skip' in mount) {
       const hostless = await rawHttp(`GET ${path} HTTP/1.1\r\nSVC-API-KEY: ${fixture.apiKey}\r\nConnection: close\r\n\r\n`);
       assert.match(hostless, /^HTTP\/1\.1 400 /, path);
       assert.match(hostless, /"code":"INVALID_REQUEST","message":"the request has no Host header, which HTTP\/1\.1 requires"/, path);
+      // Two Host headers are refused too (RFC 9112): Node's `headers` keep only the first.
+      const twoHosts = await rawHttp(`GET ${path} HTTP/1.1\r\nHost: a\r\nHost: b\r\nSVC-API-KEY: ${fixture.apiKey}\r\nConnection: close\r\n\r\n`);
+      assert.match(twoHosts, /^HTTP\/1\.1 400 /, path);
+      assert.match(twoHosts, /"code":"INVALID_REQUEST","message":"the request has 2 Host headers; it may have one"/, path);
     }
     // The key never appears in an answer.
     const listed = await call('GET', '/v1/sandboxes');

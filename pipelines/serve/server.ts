@@ -12,7 +12,7 @@ import type { Logger } from '../../lib/log.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import { parseListenAddress, type ListenAddress } from './address.js';
 import { refuseCrossSiteChanges, refuseOtherHosts } from '../../lib/loopback-host.js';
-import { protocolErrorOptions, refuseMissingHost } from '../../lib/protocol-errors.js';
+import { protocolErrorOptions, refuseBadHostHeader } from '../../lib/protocol-errors.js';
 import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
 import { errorBody, toHttpError } from './errors.js';
@@ -89,7 +89,7 @@ const ANSWER_HEADERS = { 'x-content-type-options': 'nosniff', 'content-security-
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
   const app = Fastify({ ...protocolErrorOptions(errorBody, () => ANSWER_HEADERS), schemaErrorFormatter: schemaError, logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
-  refuseMissingHost(app, errorBody, () => ANSWER_HEADERS);
+  refuseBadHostHeader(app, errorBody, () => ANSWER_HEADERS);
   closeStalledAnswers(app);
   // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).
   app.removeAllContentTypeParsers();

@@ -19,7 +19,7 @@ import { NoWorkerError, callFailure, type OpenedRequest, type WorkerPool } from 
 import { boundedBody, depthBoundedJsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
-import { protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../../lib/protocol-errors.js';
+import { protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { secretEquals } from '../../../lib/secret.js';
 import { drained } from '../../../lib/streams.js';
 
@@ -130,7 +130,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     forceCloseConnections: true,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
   });
-  refuseMissingHost(app, shape);
+  refuseBadHostHeader(app, shape);
   // Without a key, a loopback API is still open to a web page that re-points its own name at 127.0.0.1.
   if (options.loopbackHostsOnly) refuseOtherHosts(app, (reply, message) => reply.send(errorBody(message, 'invalid_request_error', 'forbidden_host')));
   const started = Math.floor(Date.now() / 1000);

@@ -20,7 +20,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
-import { protocolErrorOptions, refuseMissingHost, type ErrorShape } from '../../../lib/protocol-errors.js';
+import { protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { NotFoundError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
 import { boundedBody, depthBoundedJsonBody } from '../../../lib/bounded-body.js';
@@ -54,7 +54,7 @@ const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_fo
 export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
   const shape: ErrorShape = (_status, error, message) => ({ error, message });
   const app = Fastify({ ...protocolErrorOptions(shape), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
-  refuseMissingHost(app, shape);
+  refuseBadHostHeader(app, shape);
   refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, depthBoundedJsonBody(MAX_JSON_DEPTH)));
