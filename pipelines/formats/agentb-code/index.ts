@@ -1,13 +1,16 @@
 /**
  * `agentb-code`: Claude Code session logs, decode only (reference/trajectory-formats.md §4.1).
  * Detection fingerprint: a JSONL line whose `type` is a Claude Code line type and that carries
- * `sessionId`, `uuid` or `leafUuid`.
+ * `sessionId`, `uuid` or `leafUuid`; with less confidence, a line of a type this build does not know
+ * that carries a UUID `sessionId`, as every line of a newer Claude Code does (a session file can
+ * start with any of them).
  */
 import type { DetectProbe, Detection, FormatModule } from '../types.js';
 import { isJsonObject } from '../../../lib/json-object.js';
 import { decodeClaudeCode } from './decode.js';
 
 const CONVERSATION_TYPES = new Set(['user', 'assistant', 'system']);
+/** The other line types of Claude Code 2.1.144 (the community session schema). */
 const OTHER_TYPES = new Set([
   'summary',
   'file-history-snapshot',
@@ -18,7 +21,13 @@ const OTHER_TYPES = new Set([
   'ai-title',
   'last-prompt',
   'permission-mode',
+  'pr-link',
+  'agent-name',
+  'agent-setting',
+  'bridge-session',
+  'worktree-state',
 ]);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function detect(probe: DetectProbe): Detection | undefined {
   const line = probe.value;
@@ -29,6 +38,9 @@ function detect(probe: DetectProbe): Detection | undefined {
   }
   if (OTHER_TYPES.has(line.type) && ids.length > 0) {
     return { confidence: 0.8, reason: `first line is a Claude Code \`${line.type}\` line` };
+  }
+  if (typeof line.sessionId === 'string' && UUID.test(line.sessionId)) {
+    return { confidence: 0.5, reason: `first line is a \`${line.type}\` line with a session UUID, as Claude Code writes` };
   }
   return undefined;
 }
