@@ -97,6 +97,10 @@ test('agentb-code: a session with every line kind and content block imports with
   assert.equal((results.toolu_02Mcp?.content as Array<{ type: string }>).map((p) => p.type), ['text', 'resource']);
   assert.equal(results.toolu_03Search?.content, [{ type: 'tool_reference', tool_name: 'WebFetch' }]);
   assert.equal((results.toolu_04Read?.content as Array<{ type: string }>).map((p) => p.type), ['image']);
+  // A server tool's result block comes in the same response: it answers its call, it is not message text.
+  const second = responses[1] as Storyline['turns'][number];
+  assert.equal(second.observation?.results, [{ source_call_id: 'srvtoolu_01Adv', content: [{ type: 'advisor_result', text: 'check the tokenizer' }] }]);
+  assert.is(second.msg, 'Fixed.');
   assert.is(doc.extra?.title, 'Fix the parser');
   assert.equal(doc.extra?.summaries, [{ summary: 'Fixed the parser', leafUuid: '00000000-0000-4000-8000-000000000001' }]);
 });

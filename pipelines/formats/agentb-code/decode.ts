@@ -5,7 +5,8 @@
  *   block, plus streaming snapshots) with the same `usage`: they become one agent turn and the usage
  *   counts once (prompt = input + cache_creation + cache_read, cached = cache_read, completion = output).
  * - Tool results arrive in later `user` lines and are linked to their call by `tool_use_id`, onto
- *   the calling turn's observation; a user line with only tool results is not a user turn.
+ *   the calling turn's observation; a user line with only tool results is not a user turn. A
+ *   server tool's result (`advisor_tool_result`, ...) is a block of the calling response itself.
  * - Sidechain lines (subagents) become child Storylines linked to the spawning Task call with
  *   `parent`/`children`, whether they are inside a main file or in `<sessionId>/subagents/agent-<id>.jsonl`.
  * - `system/compact_boundary` and the `isCompactSummary` user line that follows become one turn of
@@ -362,10 +363,22 @@ function assistantLine(thread: Thread, line: JsonObject, ctx: DecodeContext, num
         break;
       }
       default:
-        merged.parts.push(block);
+        // A server tool's result (advisor, web search, ...) comes in the response that made the call.
+        if (isServerToolResult(block) && thread.calls.has(block.tool_use_id)) toolResult(thread, { ...block, content: serverResultContent(block.content) }, line, ctx, number);
+        else merged.parts.push(block);
     }
   }
   settleAgentTurn(turn, merged);
+}
+
+/** `<name>_tool_result` blocks of assistant content answer a `server_tool_use` call by `tool_use_id`. */
+function isServerToolResult(block: JsonObject): block is JsonObject & { tool_use_id: string } {
+  return typeof block.type === 'string' && block.type.endsWith('_tool_result') && typeof block.tool_use_id === 'string';
+}
+
+/** A server tool result's content: a string or part array as it is; one typed object (`{type: "advisor_result", ...}`) as a one-part array. */
+function serverResultContent(content: unknown): unknown {
+  return isJsonObject(content) && typeof content.type === 'string' ? [content] : content;
 }
 
 /**
