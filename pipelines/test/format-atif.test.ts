@@ -148,7 +148,7 @@ test('.jsonl with one trajectory per line: lines, raws with blank lines, errors 
   const bad = `${one}\n${JSON.stringify({ ...V14, schema_version: 'ATIF-v2.0' })}\n`;
   const error = await thrown(() => decodeAll(atif, bytesSource(bad, 'two.jsonl')));
   assert.instance(error, SourceError);
-  assert.is(error.message, 'two.jsonl:2:19 at /schema_version: unsupported ATIF schema_version "ATIF-v2.0" (this build reads ATIF-v1.0 to ATIF-v1.7)');
+  assert.is(error.message, 'two.jsonl:2:19 at /schema_version: unsupported ATIF schema_version "ATIF-v2.0" (this build reads ATIF-v1.x)');
 });
 
 test('stdin (no file name): JSONL or one pretty-printed document, told apart by the first line', async () => {
@@ -170,6 +170,44 @@ test('a .json array of trajectories is one source document', async () => {
   assert.equal(docs.map((d) => d.sourceDocument), [0, 0]);
   assert.is(docs[0]!.raw?.toString('utf8'), text);
   assert.is(docs[1]!.raw, undefined);
+});
+
+test('a later ATIF v1 minor version (v1.8, bare 1.9) is read as v1.7 with a diagnostic, and the keys it adds are kept; v2 is refused', async () => {
+  const later = {
+    schema_version: 'ATIF-v1.8',
+    session_id: 's-18',
+    agent: { name: 'demo', version: '0.2', voice: 'alto' },
+    steps: [
+      { step_id: 1, source: 'user', message: [{ type: 'text', text: 'hi' }, { type: 'audio', source: { media_type: 'audio/wav', path: 'a.wav' } }] },
+      {
+        step_id: 2,
+        source: 'agent',
+        message: '',
+        tool_calls: [{ tool_call_id: 'c1', function_name: 'bash', arguments: { cmd: 'ls' }, timeout_s: 5 }],
+        observation: { results: [{ source_call_id: 'c1', content: 'a.txt', truncated: false }] },
+        metrics: { prompt_tokens: 120, completion_tokens: 9, audio_tokens: 4 },
+        latency_budget_ms: 900,
+      },
+    ],
+    provenance: { tool: 'harbor', rev: 'x' },
+  };
+  for (const version of ['ATIF-v1.8', '1.9']) {
+    const source = { ...later, schema_version: version };
+    assert.ok(atif.detect({ relPath: 'later.json', value: source }), version);
+    const { storylines, diagnostics } = await decodeAll(atif, bytesSource(JSON.stringify(source), 'later.json'));
+    assert.equal(problemsOf(storylines), []);
+    assert.equal(
+      diagnostics.filter((d) => d.code === 'atif_newer_version').map((d) => d.message),
+      [`at /schema_version: ${version} is newer than ATIF-v1.7, the latest this build knows; read as ATIF-v1.7, and keys it adds are kept as they are`],
+    );
+    assert.is(storylines[0]!.origin?.schema_version, version);
+    assert.is(tokenTotals(storylines).prompt, 120);
+    const [encoded] = await encodeAll(atif, storylines);
+    assert.equal(sortKeys(encoded!.value), sortKeys({ ...later, schema_version: 'ATIF-v1.7' }));
+  }
+  const v2 = await thrown(() => decodeAll(atif, bytesSource(JSON.stringify({ ...later, schema_version: 'ATIF-v2.0' }), 'v2.json')));
+  assert.instance(v2, SourceError);
+  assert.match(v2.message, /at \/schema_version: unsupported ATIF schema_version "ATIF-v2\.0"/);
 });
 
 test('bad inputs: unknown version, truncated JSON, wrong shape -> SourceError (exit 2) naming the place', async () => {

@@ -1,5 +1,6 @@
 /**
- * ATIF (Harbor RFC 0001, v1.0-v1.7 and bare "1.x" versions) to Storyline.
+ * ATIF (Harbor RFC 0001, v1.0-v1.7 and bare "1.x" versions) to Storyline. A later v1 minor version
+ * (v1.8, ...) is read as v1.7 with a diagnostic: minor versions add optional keys, which are kept.
  *
  * Refused (exit 2, at the JSON Pointer of the problem), as they make the document something other
  * than an ATIF trajectory: a missing or unknown `schema_version`; a missing `agent`, `agent.name` or
@@ -48,8 +49,10 @@ import {
 } from '../common/values.js';
 
 export const FORMAT = 'atif';
-const VERSION = /^(?:ATIF-v)?1\.([0-7])$/;
-/** Accepted `schema_version` values: `ATIF-v1.0` ... `ATIF-v1.7` and the bare `1.0` ... `1.7` some writers emit. */
+const VERSION = /^(?:ATIF-v)?1\.(0|[1-9]\d{0,3})$/;
+/** The latest minor version this build knows; a later v1 minor only adds optional keys, which are kept as unknown fields. */
+const LATEST_MINOR = 7;
+/** Accepted `schema_version` values: `ATIF-v1.N` and the bare `1.N` some writers emit (N above 7 is read as 1.7). */
 export const isAtifVersion = (value: unknown): boolean => typeof value === 'string' && VERSION.test(value);
 
 const ROOT_KEYS = new Set(['schema_version', 'session_id', 'trajectory_id', 'agent', 'steps', 'notes', 'final_metrics', 'continued_trajectory_ref', 'extra', 'subagent_trajectories']);
@@ -93,7 +96,7 @@ function decodeInto(value: unknown, where: MemberLocation, ctx: DecodeContext, p
   const minor = VERSION.exec(typeof doc.schema_version === 'string' ? doc.schema_version : '')?.[1];
   if (minor === undefined) {
     const seen = doc.schema_version === undefined ? 'missing' : shown(doc.schema_version);
-    fail('/schema_version', `unsupported ATIF schema_version ${seen} (this build reads ATIF-v1.0 to ATIF-v1.7)`);
+    fail('/schema_version', `unsupported ATIF schema_version ${seen} (this build reads ATIF-v1.x)`);
   }
   if (!isJsonObject(doc.agent)) fail('/agent', 'an ATIF trajectory needs an "agent" object');
   if (!Array.isArray(doc.steps)) fail('/steps', 'an ATIF trajectory needs a "steps" array');
@@ -102,6 +105,10 @@ function decodeInto(value: unknown, where: MemberLocation, ctx: DecodeContext, p
   const report: Report = (pointer, message, code = 'atif_value_kept') => ctx.diagnostic(code, `at ${where.base}${pointer}: ${message}`, where.line);
   const read = new LenientReader(unknown, report);
   const r: Reading = { read, unknown, report, fail, minor: Number(minor) };
+  if (r.minor > LATEST_MINOR) {
+    const version = doc.schema_version as string;
+    report('/schema_version', `${version} is newer than ATIF-v1.${LATEST_MINOR}, the latest this build knows; read as ATIF-v1.${LATEST_MINOR}, and keys it adds are kept as they are`, 'atif_newer_version');
+  }
   unknown.collect(doc, ROOT_KEYS, '');
 
   const session = read.pick(doc, 'session_id', isNonEmptyString, '');
