@@ -116,4 +116,56 @@ test('agentb-code: a session file is detected whatever line kind comes first, a 
   }
 });
 
+/** A Codex rollout line: `{timestamp, type, payload}`, second `n` of the session. */
+const cx = (type: string, payload: Record<string, unknown>, n: number): Line => ({ timestamp: new Date(Date.UTC(2026, 5, 1, 9, 0, n)).toISOString(), type, payload });
+const tokens = (n: number, input: number, cached: number, output: number, total: number): Line =>
+  cx('event_msg', {
+    type: 'token_count',
+    info: {
+      total_token_usage: { input_tokens: total, cached_input_tokens: 0, output_tokens: 0, reasoning_output_tokens: 0, total_tokens: total },
+      last_token_usage: { input_tokens: input, cached_input_tokens: cached, output_tokens: output, reasoning_output_tokens: 0, total_tokens: input + output },
+      model_context_window: 272000,
+    },
+    rate_limits: null,
+  }, n);
+
+test('agenta: item kinds of newer Codex CLIs are kept (image generation, unknown items), unknown events and lines are tolerated', async () => {
+  const s = sandbox('codex-generated');
+  const session = '0197aaaa-0000-7000-8000-000000000001';
+  const lines = [
+    cx('session_meta', { id: session, timestamp: '2026-06-01T09:00:00.000Z', cwd: '/w', originator: 'codex_cli_rs', cli_version: '0.140.0', source: 'cli', base_instructions: { text: 'be good' } }, 0),
+    cx('event_msg', { type: 'task_started', turn_id: 't1', model_context_window: 272000 }, 1),
+    cx('turn_context', { turn_id: 't1', cwd: '/w', model: 'gpt-5.5', effort: 'high', approval_policy: 'never', sandbox_policy: { type: 'danger-full-access' } }, 1),
+    cx('response_item', { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'draw a cat' }, { type: 'input_image', image_url: 'data:image/png;base64,iVBOR' }] }, 2),
+    cx('event_msg', { type: 'user_message', message: 'draw a cat', images: ['data:image/png;base64,iVBOR'] }, 2),
+    cx('response_item', { type: 'reasoning', summary: [{ type: 'summary_text', text: 'a cat it is' }], content: null, encrypted_content: 'gAAAA' }, 3),
+    cx('response_item', { type: 'local_shell_call', id: 'lsh_1', call_id: 'call_ls', status: 'completed', action: { type: 'exec', command: ['ls'], timeout_ms: 1000 } }, 4),
+    tokens(5, 1000, 800, 50, 1050),
+    cx('response_item', { type: 'function_call_output', call_id: 'call_ls', output: '{"output":"cat.txt\\n","metadata":{"exit_code":0,"duration_seconds":0.1}}' }, 6),
+    cx('response_item', { type: 'image_generation_call', id: 'ig_1', status: 'completed', revised_prompt: 'a tabby cat', result: 'iVBORw0KGgoCAT' }, 7),
+    cx('response_item', { type: 'ghost_snapshot', ghost_commit: { id: 'abc123', parent: null } }, 8),
+    cx('response_item', { type: 'future_item', detail: { x: 1 } }, 9),
+    cx('event_msg', { type: 'future_event', x: 1 }, 9),
+    cx('future_line_type', { x: 1 }, 9),
+    cx('response_item', { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Here is your cat.' }], phase: 'final_answer' }, 10),
+    cx('event_msg', { type: 'agent_message', message: 'Here is your cat.', phase: 'final_answer' }, 10),
+    tokens(11, 1200, 1100, 70, 2320),
+    cx('event_msg', { type: 'task_complete', turn_id: 't1', last_agent_message: 'Here is your cat.' }, 12),
+  ];
+  const { summary, stderr, storylines } = await importFiles(s, { [`rollout-2026-06-01T09-00-00-${session}.jsonl`]: jsonl(lines) });
+  assert.match(stderr, /detected agenta/);
+  assert.equal([summary.total.runs, summary.total.steps, summary.total.tool_calls, summary.total.prompt_tokens, summary.total.cached_tokens], [1, 3, 2, 2200, 1900]);
+  const [doc] = storylines as [Storyline];
+  const calls = doc.turns.flatMap((t) => t.tool_calls ?? []);
+  assert.equal(calls.map((c) => [c.tcid, c.fn, c.args, c.result]), [
+    ['call_ls', 'local_shell', { type: 'exec', command: ['ls'], timeout_ms: 1000 }, 'cat.txt\n'],
+    ['ig_1', 'image_generation', { revised_prompt: 'a tabby cat' }, 'iVBORw0KGgoCAT'],
+  ]);
+  // Response items of kinds this build does not know are kept as written where they came (the reference: "keep unknown types raw").
+  const kept = doc.turns.flatMap((t) => (t.extra?.events as Array<{ type: string }> | undefined) ?? []);
+  assert.equal(kept.map((e) => e.type), ['ghost_snapshot', 'future_item']);
+  assert.match(stderr, /skipped 1 event_msg\/future_event line/);
+  assert.match(stderr, /skipped 1 unknown future_line_type line/);
+});
+
 test.run();

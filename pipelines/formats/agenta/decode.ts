@@ -11,7 +11,8 @@
  * `last_token_usage` (prompt = input incl. cached, cached = cached_input, completion = output incl.
  * reasoning). Tool outputs join their call by `call_id` onto the calling turn's observation.
  * `event_msg` user/agent messages and reasoning repeat response items and are emitted once.
- * `turn_aborted` and `error` events are kept in `extra.events` of the turn they follow; the
+ * `turn_aborted` and `error` events, and response items of kinds this build does not know, are
+ * kept as written in `extra.events` of the turn they follow; the
  * `exec_command_end`/`patch_apply_end` of a call give it only what its output item may not say
  * (exit code, duration, status, failure), as the output item is already its result.
  * Injected context (`<environment_context>`, `<user_instructions>`, `<permissions instructions>`, ...)
@@ -219,9 +220,12 @@ class Rollout {
       } else args = text ?? {};
     } else if (type === 'custom_tool_call') args = { input: item.input ?? '' };
     else if (type === 'tool_search_call') args = typeof item.arguments === 'string' ? parseArguments(item.arguments).value : (item.arguments ?? {});
+    else if (type === 'image_generation_call') args = defined({ revised_prompt: item.revised_prompt });
     else args = item.action ?? {};
     const namespace = str(item, 'namespace');
     const call: ToolCall = { tcid, fn: str(item, 'name') ?? CALL_TYPES[type] ?? type, args, kind: type };
+    // An image generation call holds its own result: the generated image, base64.
+    if (type === 'image_generation_call' && item.result !== undefined) call.result = item.result;
     const status = str(item, 'status');
     if (status !== undefined) call.response = { status };
     if (namespace !== undefined) call.extra = { namespace };
@@ -342,7 +346,8 @@ function responseItem(r: Rollout, item: JsonObject, ts: string | undefined, numb
   if (type in CALL_TYPES) return r.call(item, ts, number);
   if (OUTPUT_TYPES.has(type)) return r.output(item, number);
   if (type === 'compaction') return r.compaction('', ts, { encrypted: typeof item.encrypted_content === 'string' });
-  r.skipped.note(`response_item/${type || 'untyped'}`, number);
+  // An item of a kind this build does not know (ghost snapshots, later Codex versions') is kept as written.
+  r.event(item, ts, number);
 }
 
 function eventMsg(r: Rollout, event: JsonObject, ts: string | undefined, number: number): void {
