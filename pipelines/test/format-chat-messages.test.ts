@@ -117,6 +117,28 @@ test('per-call rows one per JSONL line decode together and export one row per do
   assert.match(error.message, /^mixed\.jsonl:2: a conversation row among per-call rows/);
 });
 
+test('per-call rows with numbers written as strings: step_id ordered as numbers, epoch and token counts read', async () => {
+  const rows = [
+    { session_id: 's-str', step_id: '10', created_at: '1716800010', messages: [{ role: 'user', content: 'one' }, { role: 'assistant', content: 'first' }, { role: 'user', content: 'two' }], response: { role: 'assistant', content: 'second' }, meta_json: { env_state: { prompt_tokens: '30', completion_tokens: '4' } } },
+    { session_id: 's-str', step_id: '2', created_at: '1716800000.5', messages: [{ role: 'user', content: 'one' }], response: { role: 'assistant', content: 'first' }, meta_json: '{"env_state":{"prompt_tokens":"12","completion_tokens":3}}' },
+  ];
+  const { storylines, diagnostics } = await decodeAll(chatMessages, bytesSource(JSON.stringify(rows), 'str.json'));
+  assert.equal(problemsOf(storylines), []);
+  const [doc] = storylines as [Storyline];
+  assert.equal(doc.turns.map((t) => [t.src, t.msg]), [['user', 'one'], ['agent', 'first'], ['user', 'two'], ['agent', 'second']]);
+  assert.equal(doc.turns.filter((t) => t.src === 'agent').map((t) => [t.ts, t.metrics]), [
+    [1716800000.5, { prompt_tokens: 12, completion_tokens: 3 }],
+    [1716800010, { prompt_tokens: 30, completion_tokens: 4 }],
+  ]);
+  assert.ok(diagnostics.some((d) => d.code === 'number_from_string'), 'reading a number from a string is said');
+  // The rows go back as they were written: the strings stay strings.
+  const encoded = await encodeAll(chatMessages, storylines);
+  assert.equal(canonical(encoded.map((e) => e.value)), canonical([[rows[1], rows[0]]]));
+  // A string that is no plain decimal number is still refused.
+  const bad = await thrown(() => decodeAll(chatMessages, bytesSource(JSON.stringify([{ ...rows[0], step_id: '0x2' }]), 'hex.json')));
+  assert.match(bad.message, /at \/0\/step_id: step_id must be an integer > 0, not "0x2"/);
+});
+
 test('Storylines from other formats become per-conversation messages rows', async () => {
   const { storylines } = await decodeAll(atif, fileSource(join(PROJECT_TESTDATA, 'samples/atif/release-notes.atif.json'), 'release-notes.atif.json'));
   const [encoded] = await encodeAll(chatMessages, storylines);

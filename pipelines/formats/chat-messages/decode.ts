@@ -15,7 +15,9 @@
  * per-call row that the Storyline does not model go to its agent turn's `extra.row`.
  *
  * Refused (exit 2, at the pointer): a row that is none of these; messages that are not an array of
- * objects with a `role` string; per-call rows without a `session_id` string or a `step_id` > 0, a
+ * objects with a `role` string; per-call rows without a `session_id` string or a `step_id` > 0 (a
+ * number, or a string of decimal digits as some exporters write numbers; so are token counts and
+ * epoch `created_at`, read as the numbers they spell and written back as they were), a
  * `step_id` repeated within a session, or two `run_id`s in one session. Unknown roles and message
  * keys are kept.
  */
@@ -26,7 +28,7 @@ import { STORYLINE_SCHEMA_VERSION } from '../../storyline/schema.js';
 import { SourceError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 import { assignDefined, childPointer, defined, markSynthesized, shown, UnknownFields } from '../common/unknown.js';
-import { isCount, parseArguments } from '../common/values.js';
+import { countOf, numberInString, parseArguments } from '../common/values.js';
 import { appendMessage, appendMessages, FORMAT, newMessageContext, type MessageContext } from './messages.js';
 import { appendConversation } from './sharegpt.js';
 
@@ -128,25 +130,32 @@ interface LocatedRow {
   line: number | undefined;
 }
 
+/** A per-call row with its step number (`step_id`, which some exporters write as a string of digits). */
+interface NumberedRow extends LocatedRow {
+  step: number;
+}
+
 /** Row-per-LLM-call rows: one Storyline per session, in order of first appearance. */
 export function decodeSessionRows(rows: LocatedRow[], relPath: string, shape: ChatShape, rootExtra: JsonObject | undefined, report: Report): Storyline[] {
-  const sessions = new Map<string, LocatedRow[]>();
+  const sessions = new Map<string, NumberedRow[]>();
   for (const located of rows) {
     const { row, pointer, line } = located;
     if (typeof row.session_id !== 'string' || row.session_id === '') throw new SourceError({ relPath, line, pointer: `${pointer}/session_id` }, 'a per-call row needs a "session_id" string');
-    if (!isCount(row.step_id) || row.step_id === 0) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id must be an integer > 0, not ${shown(row.step_id)}`);
+    const step = countOf(row.step_id);
+    if (step === undefined || step === 0) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id must be an integer > 0, not ${shown(row.step_id)}`);
+    if (typeof row.step_id === 'string') report('number_from_string', `at ${pointer}/step_id: step ${shown(row.step_id)} read as the number ${step}`, line);
     const list = sessions.get(row.session_id) ?? [];
-    if (list.some((r) => r.row.step_id === row.step_id)) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id ${row.step_id} appears twice in session ${shown(row.session_id)}`);
+    if (list.some((r) => r.step === step)) throw new SourceError({ relPath, line, pointer: `${pointer}/step_id` }, `step_id ${step} appears twice in session ${shown(row.session_id)}`);
     const run = list.find((r) => r.row.run_id !== undefined)?.row.run_id;
     if (run !== undefined && row.run_id !== undefined && !isDeepStrictEqual(run, row.run_id)) {
       throw new SourceError({ relPath, line, pointer: `${pointer}/run_id` }, `session ${shown(row.session_id)} has two run_ids, ${shown(run)} and ${shown(row.run_id)} (one run per session)`);
     }
-    list.push(located);
+    list.push({ ...located, step });
     sessions.set(row.session_id, list);
   }
   return [...sessions.entries()].map(([session, list]) => {
-    list.sort((a, b) => (a.row.step_id as number) - (b.row.step_id as number));
-    const first = list[0] as LocatedRow;
+    list.sort((a, b) => a.step - b.step);
+    const first = list[0] as NumberedRow;
     const storyline = newStoryline(session, shape, { relPath, line: first.line, pointer: first.pointer });
     const doc = { agent_id: first.row.agent_id, agent_model: first.row.agent_model, run_id: first.row.run_id };
     if (typeof doc.agent_id === 'string' && doc.agent_id !== '') storyline.agent.id = doc.agent_id;
@@ -202,15 +211,17 @@ function decodeSessionRow(ctx: MessageContext, located: LocatedRow, previousLeng
 
 /** Row fields on the reply turn: time, model, metrics from `meta_json.env_state`, the rest in `extra.row`. */
 function annotateRow(turn: Turn, row: JsonObject, doc: JsonObject): void {
-  if (typeof row.created_at === 'string' || typeof row.created_at === 'number') turn.ts = row.created_at;
+  // Epoch seconds written as a string of digits are epoch seconds; the string goes back on export from `extra.row`.
+  const created = numberInString(row.created_at) ?? row.created_at;
+  if (typeof created === 'string' || typeof created === 'number') turn.ts = created;
   if (typeof row.llm_model === 'string') turn.model = row.llm_model;
   const meta = typeof row.meta_json === 'string' ? parseArguments(row.meta_json).value : row.meta_json;
   const env = isJsonObject(meta) && isJsonObject(meta.env_state) ? meta.env_state : undefined;
   if (env) {
     const metrics = defined({
-      prompt_tokens: isCount(env.prompt_tokens) ? env.prompt_tokens : undefined,
-      completion_tokens: isCount(env.completion_tokens) ? env.completion_tokens : undefined,
-      cached_tokens: isCount(env.cached_tokens) ? env.cached_tokens : undefined,
+      prompt_tokens: countOf(env.prompt_tokens),
+      completion_tokens: countOf(env.completion_tokens),
+      cached_tokens: countOf(env.cached_tokens),
     });
     if (Object.keys(metrics).length > 0) turn.metrics = metrics;
     const latency = env.total_latency_ms ?? env.latency_ms;
@@ -223,7 +234,7 @@ function annotateRow(turn: Turn, row: JsonObject, doc: JsonObject): void {
     const keep = Object.hasOwn(doc, key) ? value !== doc[key] : !ROW_MAPPED.has(key);
     if (keep) setOwn(rest, key, value);
   }
-  if (Object.hasOwn(row, 'created_at') && turn.ts === undefined) rest.created_at = row.created_at;
+  if (Object.hasOwn(row, 'created_at') && turn.ts !== row.created_at) rest.created_at = row.created_at;
   if (Object.hasOwn(row, 'llm_model') && turn.model === undefined) rest.llm_model = row.llm_model;
   turn.extra = { ...(turn.extra ?? {}), row: rest };
 }

@@ -32,6 +32,22 @@ export const isContent: Guard<string | JsonObject[]> = (v): v is string | JsonOb
 export const isEffort: Guard<string | number | null> = (v): v is string | number | null =>
   v === null || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
 
+/**
+ * A number written as a string of decimal digits ("12", "1716800000.5"), as some exporters write
+ * every value: the number, or undefined for any other value (hex, exponents, signs, spaces).
+ */
+export function numberInString(value: unknown): number | undefined {
+  if (typeof value !== 'string' || !/^(?:0|[1-9]\d*)(?:\.\d+)?$/.test(value)) return undefined;
+  const n = Number(value);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/** A count, given as a number or as a string of decimal digits (`numberInString`). */
+export function countOf(value: unknown): number | undefined {
+  const n = typeof value === 'string' ? numberInString(value) : value;
+  return isCount(n) ? n : undefined;
+}
+
 export class LenientReader {
   constructor(
     private readonly unknown: UnknownFields,
