@@ -21,6 +21,7 @@ const MAX_STRING_BYTES = 4096;
 const MAX_NODES = 20_000;
 const MAX_NESTING = 10_000;
 
+const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const isSpace = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
@@ -52,6 +53,8 @@ const enum Expect {
 export class SkeletonBuilder {
   value: unknown = undefined;
   private done = false;
+  /** Bytes fed so far. */
+  private fed = 0;
   private readonly stack: Frame[] = [];
   private expect = Expect.Value;
   private nodes = 0;
@@ -67,7 +70,10 @@ export class SkeletonBuilder {
   private keepScalar = false;
 
   feed(chunk: Buffer): boolean {
-    let i = 0;
+    // A UTF-8 byte order mark before the value (Windows editors write one) is not part of it; the
+    // decoders' UTF-8 decoding drops it too.
+    let i = this.fed === 0 && chunk.subarray(0, 3).equals(UTF8_BOM) ? 3 : 0;
+    this.fed += chunk.length;
     while (i < chunk.length && !this.done) {
       if (this.inString) i = this.readString(chunk, i);
       else if (this.scalar !== undefined) i = this.readScalar(chunk, i);

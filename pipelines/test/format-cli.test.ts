@@ -3,7 +3,7 @@
  * detection, counts in the summary, re-encoded exports semantically equal to the sources,
  * `-o preserve` exports byte for byte, and the bad ATIF/JSON inputs refused with exit 2.
  */
-import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -105,6 +105,29 @@ for (const c of CASES) {
     for (const name of names) assert.ok(readFileSync(s.path('out', name)).equals(readFileSync(s.path('in', name))), name);
   });
 }
+
+test('a UTF-8 byte order mark before the JSON (as Windows editors save) does not hide the format; the bytes export back with it', async () => {
+  const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+  const files = [
+    ...CASES.map((c) => ({ format: c.format, path: c.files[0] as string })),
+    { format: 'storyline', path: 'synthetic/storyline/incident-triage-0007.storyline.json' },
+    { format: 'agenta', path: 'synthetic/codex/sessions/2026/05/14/rollout-2026-05-14T09-12-03-0196d2a4-7c1e-7b3a-9f0d-2e5c8a41b6d7.jsonl' },
+    { format: 'agentb-code', path: 'synthetic/claude-code/projects/-home-dev-ledger-svc/2ad842e0-db61-4fd6-8a57-f55969d81e22.jsonl' },
+  ];
+  for (const { format, path } of files) {
+    const s = sandbox('format-cli');
+    mkdirSync(s.path('in'));
+    const name = basename(path);
+    writeFileSync(s.path('in', name), Buffer.concat([BOM, readFileSync(join(SHARED_FIXTURES, path))]));
+    const imported = await s.run(['import', '-f', s.path('in'), '-t', s.path('ds'), '-o', 'preserve', '--format', 'json']);
+    assert.is(imported.code, 0, `${path}: ${imported.stderr}`);
+    assert.equal(JSON.parse(imported.stdout).by_format.map((f: { format: string }) => f.format), [format], path);
+    if (format === 'agenta' || format === 'agentb-code') continue; // decode only: nothing to export them back as
+    const exported = await s.run(['export', '-f', s.path('ds'), '-t', `${s.path('out')}/`, '-o', format]);
+    assert.is(exported.code, 0, exported.stderr);
+    assert.ok(readFileSync(s.path('out', name)).equals(readFileSync(s.path('in', name))), path);
+  }
+});
 
 test('stdin: JSONL read from - is detected, and a preserved import streams back byte for byte to -', async () => {
   const s = sandbox('format-cli');
