@@ -86,6 +86,35 @@ test('conversation rows: roles, parallel calls, malformed arguments, content par
   assert.is(japanese.meta?.messages_as_json_string, true);
 });
 
+test('legacy function_call messages (before tool_calls) are tool calls, answered by the function message that follows', async () => {
+  const row = {
+    id: 'legacy-1',
+    messages: [
+      { role: 'user', content: 'weather in Oslo?' },
+      { role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+      { role: 'function', name: 'get_weather', content: '{"temp_c":4}' },
+      { role: 'assistant', content: 'It is 4 °C in Oslo.' },
+    ],
+  };
+  const { storylines } = await decodeAll(chatMessages, bytesSource(`${JSON.stringify(row)}\n`, 'legacy.jsonl'));
+  assert.equal(problemsOf(storylines), []);
+  const [doc] = storylines as [Storyline];
+  assert.is(toolCallCount(storylines), 1);
+  const call = doc.turns[1]!.tool_calls![0]!;
+  assert.equal([call.fn, call.args, call.kind], ['get_weather', { city: 'Oslo' }, 'legacy_function_call']);
+  assert.equal(doc.turns[1]!.observation!.results, [{ source_call_id: call.tcid, content: '{"temp_c":4}', extra: { name: 'get_weather' } }]);
+  assert.is(doc.turns[1]!.extra, undefined);
+  // The same legacy messages go back out.
+  const encoded = await encodeAll(chatMessages, storylines);
+  assert.equal(canonical(encoded.map((e) => e.value)), canonical([row]));
+  // A call of kind function_call from elsewhere (Codex's function_call items) is a tool_calls entry still.
+  const codexLike = structuredClone(doc);
+  codexLike.turns[1]!.tool_calls![0]!.kind = 'function_call';
+  const [again] = await encodeAll(chatMessages, [codexLike]);
+  const assistant = (again!.value as { messages: Row[] }).messages[1]!;
+  assert.equal([assistant.function_call, (assistant.tool_calls as Row[]).length], [undefined, 1]);
+});
+
 test('per-call rows: grouped by session, ordered by step_id, copied context, metrics, unknown row keys', async () => {
   const { storylines } = await decodeAll(chatMessages, fixture('synthetic/chat-messages/session-steps.json'));
   const [beta, alpha] = storylines as [Storyline, Storyline];

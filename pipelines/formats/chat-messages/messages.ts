@@ -3,6 +3,9 @@
  * row-per-LLM-call `session_steps` variant. system/developer -> system turn (`kind: developer`),
  * user -> user turn, assistant -> agent turn (tool calls with `arguments` parsed when they are valid
  * JSON, kept verbatim when not), tool -> an observation result on the agent turn that made the call.
+ * The legacy single `function_call` of an assistant message (before `tool_calls`) is a tool call of
+ * kind `legacy_function_call` (not `function_call`, which Codex calls are), answered by the
+ * `function` message that follows; both are written back so.
  * Message keys without a Storyline field go to the turn's `extra` (the result's `extra` for tool
  * messages) and come back from there.
  */
@@ -17,6 +20,8 @@ import { isContent, parseArguments } from '../common/values.js';
 export const FORMAT = 'chat-messages';
 
 const MESSAGE_KEYS = new Set(['role', 'content', 'reasoning_content', 'tool_calls', 'tool_call_id']);
+/** The kind of a tool call read from a legacy `function_call` (one call per message, no id). */
+const LEGACY_CALL_KIND = 'legacy_function_call';
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 /** Agent turn that only holds tool results that follow no assistant message. */
 export const TOOL_RESULTS_KIND = 'tool_results';
@@ -66,6 +71,10 @@ export function appendMessage(ctx: MessageContext, message: unknown, pointer: st
       turn.tool_calls = message.tool_calls.map((call, c) => decodeCall(ctx, call, childPointer(childPointer(pointer, 'tool_calls'), c), ctx.storyline.turns.length, c));
     } else if (Object.hasOwn(message, 'tool_calls')) {
       extra.tool_calls = message.tool_calls;
+    } else if (isJsonObject(message.function_call)) {
+      const call = decodeCall(ctx, { type: LEGACY_CALL_KIND, function: message.function_call }, childPointer(pointer, 'function_call'), ctx.storyline.turns.length, 0);
+      turn.tool_calls = [call];
+      delete extra.function_call;
     }
   } else {
     for (const key of ['reasoning_content', 'tool_calls', 'tool_call_id']) if (Object.hasOwn(message, key)) extra[key] = message[key];
@@ -117,9 +126,22 @@ function decodeCall(ctx: MessageContext, call: unknown, pointer: string, turnInd
   return out;
 }
 
+/** The legacy call a `function` message answers: the latest unanswered `function_call` call of its name. */
+function legacyCallAnswered(turns: Turn[], message: JsonObject): string | undefined {
+  for (let t = turns.length - 1; t >= 0; t -= 1) {
+    const turn = turns[t] as Turn;
+    const answered = new Set((turn.observation?.results ?? []).map((r) => r.source_call_id));
+    const call = turn.tool_calls?.find((c) => c.kind === LEGACY_CALL_KIND && !answered.has(c.tcid) && (message.name === undefined || c.fn === message.name));
+    if (call) return call.tcid;
+    if (turn.src === 'agent' && turn.kind !== TOOL_RESULTS_KIND) return undefined;
+  }
+  return undefined;
+}
+
 function attachToolResult(ctx: MessageContext, message: JsonObject, pointer: string): void {
   const turns = ctx.storyline.turns;
-  const id = typeof message.tool_call_id === 'string' ? (ctx.renamed.get(message.tool_call_id) ?? message.tool_call_id) : undefined;
+  const legacy = message.role === 'function' && !Object.hasOwn(message, 'tool_call_id') ? legacyCallAnswered(turns, message) : undefined;
+  const id = typeof message.tool_call_id === 'string' ? (ctx.renamed.get(message.tool_call_id) ?? message.tool_call_id) : legacy;
   let owner = id === undefined ? undefined : [...turns].reverse().find((t) => t.tool_calls?.some((c) => c.tcid === id));
   const result: ObservationResult = {};
   if (id !== undefined && owner) result.source_call_id = id;
@@ -150,7 +172,9 @@ export function assistantMessage(turn: Turn, history = false): JsonObject {
   const extra = turn.extra ?? {};
   const message: JsonObject = { role: 'assistant', content: encodeContent(turn) };
   if (turn.reason !== undefined && !history) message.reasoning_content = turn.reason;
-  if (turn.tool_calls && turn.tool_calls.length > 0) message.tool_calls = turn.tool_calls.map(encodeCall);
+  const [only] = turn.tool_calls ?? [];
+  if (turn.tool_calls?.length === 1 && only?.kind === LEGACY_CALL_KIND) message.function_call = encodeCall(only).function as JsonObject;
+  else if (turn.tool_calls && turn.tool_calls.length > 0) message.tool_calls = turn.tool_calls.map(encodeCall);
   return { ...message, ...messageExtra(extra) };
 }
 
@@ -183,9 +207,10 @@ export function turnMessages(turn: Turn, results: ObservationResult[], history =
     else out.push({ role: turn.kind === 'developer' && turn.src === 'system' ? 'developer' : turn.src, content: turn.msg, ...messageExtra(turn.extra ?? {}) });
   }
   for (const result of results) {
+    const legacy = turn.tool_calls?.some((c) => c.tcid === result.source_call_id && c.kind === LEGACY_CALL_KIND) === true;
     out.push({
-      role: 'tool',
-      ...defined({ tool_call_id: typeof result.source_call_id === 'string' ? result.source_call_id : undefined }),
+      role: legacy ? 'function' : 'tool',
+      ...defined({ tool_call_id: typeof result.source_call_id === 'string' && !legacy ? result.source_call_id : undefined }),
       content: result.content ?? '',
       ...(result.extra ?? {}),
     });
