@@ -86,6 +86,23 @@ test('conversation rows: roles, parallel calls, malformed arguments, content par
   assert.is(japanese.meta?.messages_as_json_string, true);
 });
 
+test('tool calls without ids are answered, in order, by the tool messages without tool_call_id that follow them', async () => {
+  const row = {
+    id: 'no-ids',
+    messages: [
+      { role: 'user', content: 'list both dirs' },
+      { role: 'assistant', content: null, tool_calls: [{ type: 'function', function: { name: 'ls', arguments: '{"dir":"a"}' } }, { type: 'function', function: { name: 'ls', arguments: '{"dir":"b"}' } }] },
+      { role: 'tool', content: 'a.txt' },
+      { role: 'tool', content: 'b.txt' },
+      { role: 'assistant', content: 'a.txt and b.txt' },
+    ],
+  };
+  const { storylines } = await decodeAll(chatMessages, bytesSource(`${JSON.stringify(row)}\n`, 'no-ids.jsonl'));
+  assert.equal(problemsOf(storylines), []);
+  const turn = storylines[0]!.turns[1]!;
+  assert.equal(turn.observation!.results.map((r) => [r.source_call_id, r.content]), turn.tool_calls!.map((c, i) => [c.tcid, ['a.txt', 'b.txt'][i]]));
+});
+
 test('legacy function_call messages (before tool_calls) are tool calls, answered by the function message that follows', async () => {
   const row = {
     id: 'legacy-1',

@@ -2,7 +2,8 @@
  * OpenAI chat messages <-> Storyline turns, shared by the per-conversation `messages` rows and the
  * row-per-LLM-call `session_steps` variant. system/developer -> system turn (`kind: developer`),
  * user -> user turn, assistant -> agent turn (tool calls with `arguments` parsed when they are valid
- * JSON, kept verbatim when not), tool -> an observation result on the agent turn that made the call.
+ * JSON, kept verbatim when not), tool -> an observation result on the agent turn that made the call
+ * (by `tool_call_id`; without one, the next unanswered call that had no id either).
  * The legacy single `function_call` of an assistant message (before `tool_calls`) is a tool call of
  * kind `legacy_function_call` (not `function_call`, which Codex calls are), answered by the
  * `function` message that follows; both are written back so.
@@ -36,10 +37,12 @@ export interface MessageContext {
   /** Ids already used by tool calls of the document, with renames of duplicates. */
   callIds: Set<string>;
   renamed: Map<string, string>;
+  /** Ids made up for tool calls that had none. */
+  idless: Set<string>;
 }
 
 export function newMessageContext(storyline: Storyline, unknown: UnknownFields, relPath: string, line: number | undefined, report: MessageContext['report']): MessageContext {
-  return { storyline, unknown, relPath, line, report, callIds: new Set(), renamed: new Map() };
+  return { storyline, unknown, relPath, line, report, callIds: new Set(), renamed: new Map(), idless: new Set() };
 }
 
 const nextId = (ctx: MessageContext) => ctx.storyline.turns.length + 1;
@@ -102,6 +105,7 @@ function decodeCall(ctx: MessageContext, call: unknown, pointer: string, turnInd
   let tcid = typeof call.id === 'string' && call.id !== '' ? call.id : `call-${turnIndex + 1}-${index}`;
   if (tcid !== call.id) {
     markSynthesized(ctx.storyline, `/turns/${turnIndex}/tool_calls/${index}/tcid`);
+    ctx.idless.add(tcid);
     ctx.report('tool_call_id_synthesized', `at ${pointer}: tool call without id; using ${tcid}`);
   }
   if (ctx.callIds.has(tcid)) {
@@ -126,22 +130,22 @@ function decodeCall(ctx: MessageContext, call: unknown, pointer: string, turnInd
   return out;
 }
 
-/** The legacy call a `function` message answers: the latest unanswered `function_call` call of its name. */
-function legacyCallAnswered(turns: Turn[], message: JsonObject): string | undefined {
-  for (let t = turns.length - 1; t >= 0; t -= 1) {
-    const turn = turns[t] as Turn;
-    const answered = new Set((turn.observation?.results ?? []).map((r) => r.source_call_id));
-    const call = turn.tool_calls?.find((c) => c.kind === LEGACY_CALL_KIND && !answered.has(c.tcid) && (message.name === undefined || c.fn === message.name));
-    if (call) return call.tcid;
-    if (turn.src === 'agent' && turn.kind !== TOOL_RESULTS_KIND) return undefined;
-  }
-  return undefined;
+/**
+ * The call a tool or function message without `tool_call_id` answers: the first unanswered call of
+ * the latest assistant message that had no id either (a legacy `function_call` never has one), of
+ * the message's `name` when it gives one.
+ */
+function idlessCallAnswered(ctx: MessageContext, message: JsonObject): string | undefined {
+  const turn = [...ctx.storyline.turns].reverse().find((t) => t.src === 'agent' && t.kind !== TOOL_RESULTS_KIND);
+  const answered = new Set((turn?.observation?.results ?? []).map((r) => r.source_call_id));
+  const name = typeof message.name === 'string' ? message.name : undefined;
+  return turn?.tool_calls?.find((c) => ctx.idless.has(c.tcid) && !answered.has(c.tcid) && (name === undefined || c.fn === name))?.tcid;
 }
 
 function attachToolResult(ctx: MessageContext, message: JsonObject, pointer: string): void {
   const turns = ctx.storyline.turns;
-  const legacy = message.role === 'function' && !Object.hasOwn(message, 'tool_call_id') ? legacyCallAnswered(turns, message) : undefined;
-  const id = typeof message.tool_call_id === 'string' ? (ctx.renamed.get(message.tool_call_id) ?? message.tool_call_id) : legacy;
+  const idless = Object.hasOwn(message, 'tool_call_id') ? undefined : idlessCallAnswered(ctx, message);
+  const id = typeof message.tool_call_id === 'string' ? (ctx.renamed.get(message.tool_call_id) ?? message.tool_call_id) : idless;
   let owner = id === undefined ? undefined : [...turns].reverse().find((t) => t.tool_calls?.some((c) => c.tcid === id));
   const result: ObservationResult = {};
   if (id !== undefined && owner) result.source_call_id = id;
