@@ -105,6 +105,15 @@ test('agentb-code: a session with every line kind and content block imports with
   assert.equal(doc.extra?.summaries, [{ summary: 'Fixed the parser', leafUuid: '00000000-0000-4000-8000-000000000001' }]);
 });
 
+test('agentb-code: other JSONL with a type and a session UUID is not taken for a Claude Code session', async () => {
+  const s = sandbox('cc-generated');
+  mkdirSync(s.path('in'));
+  writeFileSync(s.path('in', 'trace.jsonl'), jsonl([{ type: 'trace', sessionId: SESSION_ID, name: 'checkout' }, { type: 'span', sessionId: SESSION_ID }]));
+  const imported = await s.run(['import', '-f', s.path('in'), '-t', s.path('ds')]);
+  assert.is(imported.code, 2, imported.stderr);
+  assert.match(imported.stderr, /trace\.jsonl:1: JSON that no trajectory format recognises \(tried: storyline, atif, actf, chat-messages, agenta, agentb-code\)/);
+});
+
 test('agentb-code: a session file is detected whatever line kind comes first, a future one included', async () => {
   const kinds = [...Object.keys(new ClaudeSession().bookkeeping('00000000-0000-4000-8000-000000000001')), 'session-heartbeat'];
   for (const first of kinds) {

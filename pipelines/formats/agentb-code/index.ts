@@ -1,9 +1,9 @@
 /**
  * `agentb-code`: Claude Code session logs, decode only (reference/trajectory-formats.md §4.1).
  * Detection fingerprint: a JSONL line whose `type` is a Claude Code line type and that carries
- * `sessionId`, `uuid` or `leafUuid`; with less confidence, a line of a type this build does not know
- * that carries a UUID `sessionId`, as every line of a newer Claude Code does (a session file can
- * start with any of them).
+ * `sessionId`, `uuid` or `leafUuid`; with less confidence, a line of a kebab-case type this build
+ * does not know that carries a UUID `sessionId`, as the line types newer Claude Code versions add do
+ * (a session file can start with any of them).
  */
 import type { DetectProbe, Detection, FormatModule } from '../types.js';
 import { isJsonObject } from '../../../lib/json-object.js';
@@ -28,6 +28,8 @@ const OTHER_TYPES = new Set([
   'worktree-state',
 ]);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** How Claude Code names the line types it has added since 2.1 (`pr-link`, `worktree-state`). */
+const KEBAB = /^[a-z]+(?:-[a-z]+)+$/;
 
 function detect(probe: DetectProbe): Detection | undefined {
   const line = probe.value;
@@ -39,7 +41,7 @@ function detect(probe: DetectProbe): Detection | undefined {
   if (OTHER_TYPES.has(line.type) && ids.length > 0) {
     return { confidence: 0.8, reason: `first line is a Claude Code \`${line.type}\` line` };
   }
-  if (typeof line.sessionId === 'string' && UUID.test(line.sessionId)) {
+  if (KEBAB.test(line.type) && typeof line.sessionId === 'string' && UUID.test(line.sessionId)) {
     return { confidence: 0.5, reason: `first line is a \`${line.type}\` line with a session UUID, as Claude Code writes` };
   }
   return undefined;
