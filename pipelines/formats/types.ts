@@ -41,6 +41,12 @@ export interface Detection {
   /** 0..1; the pipeline picks the most confident format and logs why at --log-level info. */
   confidence: number;
   reason: string;
+  /**
+   * The file is one the format's producer writes beside its documents and holds none of them (a
+   * Claude Code subagent's `agent-<id>.meta.json`): an import passes over it, and the decoder of the
+   * documents it describes reads it there.
+   */
+  companion?: boolean;
 }
 
 export interface DecodeContext {

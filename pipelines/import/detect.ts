@@ -16,6 +16,8 @@ import type { ImportFile } from './sources.js';
 export interface Detected {
   format: FormatModule;
   reason: string;
+  /** A companion file of the format, with no document of its own (Detection.companion). */
+  companion?: boolean;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -59,7 +61,7 @@ export async function detectFormat(file: ImportFile, formats: readonly FormatMod
   for (const format of formats) {
     const detection = format.detect(probe);
     if (detection && detection.confidence > bestConfidence) {
-      best = { format, reason: detection.reason };
+      best = { format, reason: detection.reason, ...(detection.companion ? { companion: true } : {}) };
       bestConfidence = detection.confidence;
     }
   }

@@ -92,15 +92,20 @@ export interface ImportSummary {
 
 const emptyTotals = (): Omit<FormatTotals, 'format'> => ({ files: 0, runs: 0, steps: 0, tool_calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 });
 
+/** The format to decode a file with, or the diagnostic that says why it holds nothing to import. */
+type FileFormat = { format: FormatModule } | { nothing: string };
+
 /**
- * The format of a file: the named one, or the most confident detection (logged at info); undefined
- * for a log that holds nothing yet but the start of its first line.
+ * The format of a file: the named one, or the most confident detection (logged at info); nothing
+ * for a log that holds nothing yet but the start of its first line, or for a companion file.
  */
-async function formatOf(file: ImportFile, formats: readonly FormatModule[], options: ImportOptions): Promise<FormatModule | undefined> {
-  if (options.inputFormat !== 'auto') return formats[0] as FormatModule;
+async function formatOf(file: ImportFile, formats: readonly FormatModule[], options: ImportOptions): Promise<FileFormat> {
+  if (options.inputFormat !== 'auto') return { format: formats[0] as FormatModule };
   const detected = await detectFormat(file, formats);
-  if (detected) options.log.info(`${file.name}: detected ${detected.format.name} (${detected.reason})`);
-  return detected?.format;
+  if (!detected) return { nothing: `${file.name}:1: partial_line: the file holds only the start of its first line (the agent may still be writing it): nothing to import yet` };
+  if (detected.companion) return { nothing: `${file.name}: companion_file: ${detected.reason}, read with the ${detected.format.name} documents it describes: nothing to import from it` };
+  options.log.info(`${file.name}: detected ${detected.format.name} (${detected.reason})`);
+  return { format: detected.format };
 }
 
 /** The file's bytes, counted into the progress display as they are read. */
@@ -122,7 +127,7 @@ function counted(file: ImportFile, progress: ProgressSink | undefined, onBytes: 
 
 /** What one file adds to the import; merged into the totals only once the file is through. */
 interface FileResult {
-  /** Undefined for a log with nothing but a partial first line. */
+  /** Undefined for a file with nothing to import (a log with nothing but a partial first line, a companion file). */
   format: FormatModule | undefined;
   totals: Omit<FormatTotals, 'format'>;
   documents: number;
@@ -231,15 +236,16 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
 
   /** Decodes one file into `sink`; `counting` is false for a pass that only checks the file. */
   async function importFile(source: ImportFile, sink: RowSink, counting = true): Promise<FileResult> {
-    const format = await formatOf(source, formats, options);
+    const found = await formatOf(source, formats, options);
+    const format = 'format' in found ? found.format : undefined;
     // One per file: a value an earlier file stored is sent again and left out by the index, which
     // knows every value of the dataset (a set of every hash of a large import would grow with it).
     const refs = new ContentRefs();
     const result: FileResult = { format, totals: { ...emptyTotals(), files: 1 }, documents: 0, skippedDuplicates: 0, ids: new Set() };
     if (!format) {
-      if (counting) {
+      if (counting && 'nothing' in found) {
         diagnostics += 1;
-        options.log.info(`${source.name}:1: partial_line: the file holds only the start of its first line (the agent may still be writing it): nothing to import yet`);
+        options.log.info(found.nothing);
       }
       return result;
     }

@@ -34,8 +34,10 @@ export async function listRawSources(path: string, io: { stdin: Readable; log: L
   const checkpoint = new Checkpoint(io.signal);
   for (const file of listSources(path, io.stdin, extensions)) {
     try {
-      const format = (await detectFormat(file, formats))?.format;
-      if (!format) continue; // a log with nothing but a partial first line: no runs yet
+      const detected = await detectFormat(file, formats);
+      // A log with nothing but a partial first line (no runs yet), or a companion file (no runs of its own).
+      if (!detected || detected.companion) continue;
+      const { format } = detected;
       let runs = 0;
       let steps = 0;
       let first: string | null = null;

@@ -4,10 +4,12 @@
  * `export`, with the counts a user checks (prompts, API responses, tool calls and results, usage
  * counted once per response) and nothing the format's rules keep left out.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Storyline } from '../storyline/schema.js';
+import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { sandbox } from './helpers/sandbox.js';
 import { blocks, ClaudeSession, jsonl, SESSION_ID, type Line } from './helpers/claude-code-lines.js';
 
@@ -123,6 +125,21 @@ test('agentb-code: a session file is detected whatever line kind comes first, a 
     assert.match(stderr, /detected agentb-code/, first);
     assert.equal([summary.total.runs, summary.total.steps, summary.total.tool_calls], [1, 4, 5], first);
   }
+});
+
+test('agentb-code: a projects tree with the agent-<id>.meta.json sidecars newer Claude Code writes imports; the sidecar describes its subagent', async () => {
+  const s = sandbox('cc-generated');
+  cpSync(join(SHARED_FIXTURES, 'synthetic', 'claude-code', 'projects'), s.path('projects'), { recursive: true });
+  const subagents = s.path('projects', '-home-dev-www-atlas-docs', 'a9a20bd4-fdf9-4885-8fa1-01d41970c171', 'subagents');
+  writeFileSync(join(subagents, 'agent-a4c1e9f27b3d5e601.meta.json'), '{"agentType":"Explore","spawnDepth":1,"model":"claude-haiku-4-5"}\n');
+  const imported = await s.run(['import', '-f', s.path('projects'), '-t', s.path('ds'), '--format', 'json', '--log-level', 'info']);
+  assert.is(imported.code, 0, imported.stderr);
+  const summary = JSON.parse(imported.stdout);
+  assert.equal([summary.files, summary.total.runs], [4, 3]);
+  assert.match(imported.stderr, /agent-a4c1e9f27b3d5e601\.meta\.json: companion_file: a Claude Code subagent's metadata sidecar/);
+  const exported = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
+  const child = exported.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Storyline).find((d) => d.parent !== undefined);
+  assert.equal(child?.extra?.subagent, { agentType: 'Explore', spawnDepth: 1, model: 'claude-haiku-4-5' });
 });
 
 /** A Codex rollout line: `{timestamp, type, payload}`, second `n` of the session. */

@@ -19,9 +19,9 @@
  * - A line that is not JSON is invalid input (exit 2 with file:line:column), not skipped.
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { readLines } from '../lines.js';
+import { readLines, withinDepth } from '../lines.js';
 import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import type { Content, Metrics, ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
@@ -225,6 +225,10 @@ export async function* decodeClaudeCode(file: SourceFile, ctx: DecodeContext): A
       ctx.diagnostic('sidechain_split', `sidechain lines (from line ${thread.firstLine}) became the child Storyline ${childSession}`, thread.firstLine);
     }
     const child = finish(thread, childSession, file, state);
+    if (subagentFile) {
+      const sidecar = await readSidecar(file);
+      if (sidecar) child.extra = { ...child.extra, subagent: sidecar };
+    }
     child.parent = defined({ psid: fileSession, scid, rel: 'spawn' as const });
     if (child.turns[0]?.src === 'user') child.turns[0].kind = 'subagent_prompt';
     docs.push(child);
@@ -543,6 +547,28 @@ function spawningCallInMain(main: Thread, child: Thread): string | undefined {
     if (SPAWN_TOOLS.has(slot.call.fn) && isJsonObject(slot.call.args) && slot.call.args.prompt === child.firstPrompt) return id;
   }
   return undefined;
+}
+
+/** `agent-<id>.meta.json`: what newer Claude Code versions write beside a subagent's `agent-<id>.jsonl`. */
+export const isSubagentSidecar = (relPath: string): boolean => /(?:^|\/)agent-[^/]+\.meta\.json$/.test(relPath);
+
+/** A sidecar holds a few fields; a bigger file there is not one. */
+const MAX_SIDECAR_BYTES = 64 * 1024;
+
+/**
+ * The sidecar of a subagent file (its agent type, model, spawn depth), or undefined. Best effort,
+ * as for the parent file: no sidecar, or one that is not a small JSON object, says nothing.
+ */
+async function readSidecar(file: SourceFile): Promise<JsonObject | undefined> {
+  if (file.path === '-' || !/\.jsonl$/.test(file.path)) return undefined;
+  const path = file.path.replace(/\.jsonl$/, '.meta.json');
+  try {
+    if ((await stat(path)).size > MAX_SIDECAR_BYTES) return undefined;
+    const value: unknown = JSON.parse(await readFile(path, 'utf8'));
+    return isJsonObject(value) && withinDepth(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -3,11 +3,12 @@
  * Detection fingerprint: a JSONL line whose `type` is a Claude Code line type and that carries
  * `sessionId`, `uuid` or `leafUuid`; with less confidence, a line of a kebab-case type this build
  * does not know that carries a UUID `sessionId`, as the line types newer Claude Code versions add do
- * (a session file can start with any of them).
+ * (a session file can start with any of them). A subagent's `agent-<id>.meta.json` sidecar is a
+ * companion file: the import passes over it, and the subagent's decode reads it.
  */
 import type { DetectProbe, Detection, FormatModule } from '../types.js';
 import { isJsonObject } from '../../../lib/json-object.js';
-import { decodeClaudeCode } from './decode.js';
+import { decodeClaudeCode, isSubagentSidecar } from './decode.js';
 
 const CONVERSATION_TYPES = new Set(['user', 'assistant', 'system']);
 /** The other line types of Claude Code 2.1.144 (the community session schema). */
@@ -33,6 +34,9 @@ const KEBAB = /^[a-z]+(?:-[a-z]+)+$/;
 
 function detect(probe: DetectProbe): Detection | undefined {
   const line = probe.value;
+  if (isSubagentSidecar(probe.relPath) && isJsonObject(line) && line.type === undefined) {
+    return { confidence: 0.9, reason: "a Claude Code subagent's metadata sidecar", companion: true };
+  }
   if (!isJsonObject(line) || typeof line.type !== 'string') return undefined;
   const ids = ['sessionId', 'uuid', 'leafUuid', 'messageId'].filter((k) => typeof line[k] === 'string');
   if (CONVERSATION_TYPES.has(line.type) && isJsonObject(line.message) && ids.length > 0) {
