@@ -4,13 +4,15 @@
  * `export`, with the counts a user checks (prompts, API responses, tool calls and results, usage
  * counted once per response) and nothing the format's rules keep left out.
  */
-import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Storyline } from '../storyline/schema.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { sandbox } from './helpers/sandbox.js';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { blocks, ClaudeSession, jsonl, SESSION_ID, type Line } from './helpers/claude-code-lines.js';
 
 type Sandbox = ReturnType<typeof sandbox>;
@@ -140,6 +142,20 @@ test('agentb-code: a projects tree with the agent-<id>.meta.json sidecars newer 
   const exported = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'storyline']);
   const child = exported.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Storyline).find((d) => d.parent !== undefined);
   assert.equal(child?.extra?.subagent, { agentType: 'Explore', spawnDepth: 1, model: 'claude-haiku-4-5' });
+});
+
+test('agentb-code: a sidecar or parent log that is a FIFO is passed over, not waited on (the import hung, deaf to SIGTERM)', async () => {
+  const s = sandbox('cc-generated');
+  cpSync(join(SHARED_FIXTURES, 'synthetic', 'claude-code', 'projects'), s.path('projects'), { recursive: true });
+  const session = s.path('projects', '-home-dev-www-atlas-docs', 'a9a20bd4-fdf9-4885-8fa1-01d41970c171');
+  execFileSync('mkfifo', [join(session, 'subagents', 'agent-a4c1e9f27b3d5e601.meta.json')]);
+  // The subagent's parent log, found by its session id, replaced by a FIFO (the walk passes over FIFOs itself).
+  const parent = `${session}.jsonl`;
+  rmSync(parent);
+  execFileSync('mkfifo', [parent]);
+  const imported = await runTool('trajstore', ['import', '-f', s.path('projects'), '-t', s.path('ds'), '--format', 'json'], { env: s.env, cwd: s.home, timeoutMs: 30_000, killSignal: 'SIGKILL' });
+  assert.is(imported.code, 0, imported.stderr);
+  assert.equal(JSON.parse(imported.stdout).total.runs, 2, 'the main session file and the subagent');
 });
 
 /** A Codex rollout line: `{timestamp, type, payload}`, second `n` of the session. */

@@ -19,12 +19,12 @@
  * - A line that is not JSON is invalid input (exit 2 with file:line:column), not skipped.
  */
 import { createHash } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { readLines, withinDepth } from '../lines.js';
 import type { DecodeContext, DecodedDocument, SourceFile } from '../types.js';
 import type { Content, Metrics, ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
 import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
+import { openRegularFile } from '../../../lib/regular-file.js';
 import { defined } from '../common/unknown.js';
 import { contentName } from '../common/documents.js';
 import { count, keepEvent, objectLines, RawCollector, SkipTally, startsWithAny, str, totalsOf, type CallSlot } from '../common/session-log.js';
@@ -561,13 +561,16 @@ const MAX_SIDECAR_BYTES = 64 * 1024;
  */
 async function readSidecar(file: SourceFile): Promise<JsonObject | undefined> {
   if (file.path === '-' || !/\.jsonl$/.test(file.path)) return undefined;
-  const path = file.path.replace(/\.jsonl$/, '.meta.json');
+  const opened = await openRegularFile(file.path.replace(/\.jsonl$/, '.meta.json'));
+  if (opened === undefined) return undefined;
   try {
-    if ((await stat(path)).size > MAX_SIDECAR_BYTES) return undefined;
-    const value: unknown = JSON.parse(await readFile(path, 'utf8'));
+    if (opened.size > MAX_SIDECAR_BYTES) return undefined;
+    const value: unknown = JSON.parse(await opened.handle.readFile('utf8'));
     return isJsonObject(value) && withinDepth(value) ? value : undefined;
   } catch {
     return undefined;
+  } finally {
+    await opened.handle.close();
   }
 }
 
@@ -577,18 +580,14 @@ async function readSidecar(file: SourceFile): Promise<JsonObject | undefined> {
  * new `<sessionId>/subagents/agent-<id>.jsonl`. Best effort: no parent file, no link.
  */
 async function findSpawningCall(file: SourceFile, session: string, agentId: string): Promise<string | undefined> {
-  if (file.path === '-') return undefined;
+  // The session id names the parent file: one that would name another directory names none.
+  if (file.path === '-' || !isPlainName(session)) return undefined;
   const dir = dirname(file.path);
   for (const candidate of [join(dir, '..', '..', `${session}.jsonl`), join(dir, `${session}.jsonl`)]) {
-    let bytes: Buffer;
+    const opened = await openRegularFile(candidate);
+    if (opened === undefined) continue;
     try {
-      bytes = await readFile(candidate);
-    } catch {
-      continue;
-    }
-    const { Readable } = await import('node:stream');
-    try {
-      for await (const line of readLines(Readable.from([bytes]), candidate)) {
+      for await (const line of readLines(opened.handle.createReadStream({ autoClose: false }), candidate)) {
         if (!line.text.includes(agentId)) continue;
         let value: unknown;
         try {
@@ -606,10 +605,14 @@ async function findSpawningCall(file: SourceFile, session: string, agentId: stri
       }
     } catch {
       // The parent file is someone else's input; its own import reports what is wrong with it.
+    } finally {
+      await opened.handle.close();
     }
   }
   return undefined;
 }
+
+const isPlainName = (name: string): boolean => name !== '' && name !== '.' && name !== '..' && !name.includes('/');
 
 function finish(thread: Thread, session: string, file: SourceFile, state: FileState): Storyline {
   const storyline: Storyline = {
