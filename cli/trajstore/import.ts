@@ -64,7 +64,7 @@ export const importCommand = defineCommand({
   name: 'import',
   description: 'import trajectories (a file, a directory, or - for stdin) into a dataset',
   options: [
-    { flags: '-f, --from <source>', description: 'file, directory (recursive), - for stdin, or a pin such as @agentb-code' },
+    { flags: '-f, --from <source>', description: 'file, directory (recursive), named pipe, - for stdin, or a pin such as @agentb-code' },
     { flags: '-t, --to <dataset>', description: 'destination dataset (default: the default dataset)' },
     { flags: '-i, --input-format <format>', description: `${IMPORT_INPUTS.join('|')}`, default: 'auto' },
     { flags: '-o, --output-format <format>', description: `${IMPORT_OUTPUTS.join('|')} (default storyline, or compact-jsonl with -i compact-jsonl; preserve keeps the source bytes for byte-exact export)` },

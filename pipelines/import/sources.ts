@@ -5,7 +5,7 @@
  * first JSON value (formats/probe.ts); stdin's head is read once for detection and replayed in front
  * of the rest, so stdin too is read a single time.
  */
-import { lstatSync, openSync, readSync, closeSync, statSync, type Stats } from 'node:fs';
+import { createReadStream, lstatSync, openSync, readSync, closeSync, statSync, type Stats } from 'node:fs';
 import { basename } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
@@ -128,8 +128,8 @@ export function bytesFile(path: string, relPath: string, bytes: Buffer): ImportF
 /** Enough bytes for the longest magic (zstd's). */
 const MAGIC_BYTES = 4;
 
-/** The content of stdin: its bytes, or what they decompress to when they are gzip or zstd, as a file's are. */
-async function* stdinContent(stdin: Readable): AsyncGenerator<Buffer> {
+/** The content of a stream (stdin, a pipe): its bytes, or what they decompress to when they are gzip or zstd, as a file's are. */
+async function* streamContent(stdin: Readable, name: string): AsyncGenerator<Buffer> {
   const raw = (stdin as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
   const first: Buffer[] = [];
   for (let have = 0; have < MAGIC_BYTES; ) {
@@ -144,12 +144,15 @@ async function* stdinContent(stdin: Readable): AsyncGenerator<Buffer> {
     for (let next = await raw.next(); !next.done; next = await raw.next()) yield next.value;
   })();
   const compression = compressionOf(start);
-  yield* compression ? decompressed(compression, all, '-') : all;
+  yield* compression ? decompressed(compression, all, name) : all;
 }
 
-/** Stdin as an import file: the head of its content is buffered for detection and replayed on `open`. */
-function stdinFile(stdin: Readable): ImportFile {
-  const iterator = stdinContent(stdin);
+/**
+ * Stdin, or a pipe named by `-f` (`-f <(zcat a.gz b.gz)`, a FIFO), as an import file: read once, as
+ * it comes; the head of its content is buffered for detection and replayed on `open`.
+ */
+function streamFile(stdin: Readable, path = '-'): ImportFile {
+  const iterator = streamContent(stdin, path);
   let head: Buffer | undefined;
   let opened = false;
   const readHead = async (): Promise<Buffer> => {
@@ -166,9 +169,9 @@ function stdinFile(stdin: Readable): ImportFile {
     return head;
   };
   return {
-    path: '-',
-    relPath: '-',
-    name: '-',
+    path,
+    relPath: path === '-' ? path : basename(path),
+    name: path,
     size: undefined,
     head: async () => (await readHead()).subarray(0, PROBE_BYTES),
     peek: () => (head ? [head] : []),
@@ -224,10 +227,11 @@ export function statSource(from: string): Stats {
  * walk (a single named file is always taken).
  */
 export function listSources(from: string, stdin: Readable, extensions: readonly string[]): ImportFile[] {
-  if (from === '-') return [stdinFile(stdin)];
+  if (from === '-') return [streamFile(stdin)];
   const stat = statSource(from);
   if (stat.isFile()) return [localFile(from, basename(from), stat.size, from)];
-  if (!stat.isDirectory()) throw new InvalidInputError(`-f ${from}: not a file or directory`);
+  if (stat.isFIFO()) return [streamFile(createReadStream(from), from)];
+  if (!stat.isDirectory()) throw new InvalidInputError(`-f ${from}: not a file, directory or pipe`);
   const files: ImportFile[] = [];
   walkFiles(
     from,

@@ -1,9 +1,10 @@
 /**
  * What `import -f` reads, through the real CLI: a directory walk never follows symbolic links (a link
  * to `..` or a loop of links is no error), gzip and zstd on stdin are decompressed as compressed files
- * are, and an unreadable directory or file is bad input naming it (exit 2), left out and listed by
+ * are, a named pipe is read as stdin is, and an unreadable directory or file is bad input naming it (exit 2), left out and listed by
  * `--on-error skip`, in both modes alike.
  */
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { gzipSync, zstdCompressSync } from 'node:zlib';
 import { test } from 'uvu';
@@ -57,6 +58,23 @@ test('gzip and zstd on stdin are decompressed as a compressed file is, and detec
   assert.is(garbled.code, 2, garbled.stderr);
   assert.match(garbled.stderr, '-: not valid zstd data');
   assert.not.ok(existsSync(s.path('bad')));
+});
+
+test('a named pipe given to -f (a FIFO, or a shell process substitution <(...)) is read once as it comes, as stdin is; a device is refused', async () => {
+  const s = sandbox('import-sources');
+  const jsonl = `${storyline('p')}\n${storyline('q')}\n`;
+  const fifo = s.path('pipe');
+  execFileSync('mkfifo', [fifo]);
+  // The writer opens the FIFO when the import does, as a shell's process substitution does.
+  const writer = spawn('sh', ['-c', `cat > ${fifo}`], { stdio: ['pipe', 'ignore', 'inherit'] });
+  writer.stdin.end(gzipSync(jsonl));
+  const r = await s.run(['--log-level', 'info', 'import', '-f', fifo, '-t', s.path('ds'), '--format', 'json']);
+  assert.is(r.code, 0, r.stderr);
+  assert.match(r.stderr, `info: ${fifo}: detected storyline`);
+  assert.is((JSON.parse(r.stdout) as Summary).total.runs, 2);
+  const device = await s.run(['import', '-f', '/dev/zero', '-t', s.path('zero')]);
+  assert.is(device.code, 2, device.stderr);
+  assert.match(device.stderr, '-f /dev/zero: not a file, directory or pipe');
 });
 
 test('a zstd file cut short is bad input naming it, not the start of its content (the decoder would take it whole)', async () => {
