@@ -18,7 +18,7 @@
 import { accessSync, constants, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
-import { INDEX_FILE, LAYOUT_VERSION, newPartStamp, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
+import { INDEX_FILE, LAYOUT_VERSION, MANIFEST_KEY, newPartStamp, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
 import { NEEDS_SPACING } from './rows.js';
@@ -55,6 +55,11 @@ export interface DatasetWriterOptions extends LockWait {
   signal?: AbortSignal;
   /** What the lock's holder is doing, for the messages of writers that wait for it (default: `import --mode <mode>`). */
   purpose?: string;
+  /**
+   * An append that finds no dataset (nothing at the path, or an empty directory) makes one instead:
+   * sync's batches. Decided under the lock, as another writer may have made it since the caller looked.
+   */
+  createMissing?: boolean;
 }
 
 const DEFAULT_BATCH_ROWS = 5_000;
@@ -152,20 +157,21 @@ export class DatasetWriter implements DatasetSink {
   static async begin(options: DatasetWriterOptions): Promise<DatasetWriter> {
     // The parent holds the lock and, for create and replace, the build.
     const parent = dirname(resolve(options.path));
-    if (options.mode !== 'append') mkdirSync(parent, { recursive: true });
+    if (options.mode !== 'append' || options.createMissing) mkdirSync(parent, { recursive: true });
     else if (!existsSync(parent)) throw DatasetWriter.nothingToAppendTo(resolve(options.path));
     const path = canonicalPath(options.path);
     const lock = await acquireWriterLock(path, lockOptions(options.purpose ?? `import --mode ${options.mode}`, options));
     try {
       for (const note of recoverBeside(path)) options.log?.info(note);
-      if (options.mode === 'append') {
+      const mode = options.mode === 'append' && options.createMissing && !existsSync(join(path, MANIFEST_KEY)) ? (existsSync(path) ? 'replace' : 'create') : options.mode;
+      if (mode === 'append') {
         const previous = await DatasetWriter.appendable(path, options);
         return new DatasetWriter(options, path, path, previous, lock, await newPartStamp());
       }
-      await DatasetWriter.checkReplaceable(path, options.mode);
+      await DatasetWriter.checkReplaceable(path, mode);
       const buildPath = scratchPathOf(path);
       mkdirSync(buildPath);
-      return new DatasetWriter(options, path, buildPath, undefined, lock, await newPartStamp());
+      return new DatasetWriter({ ...options, mode }, path, buildPath, undefined, lock, await newPartStamp());
     } catch (error) {
       lock.release();
       throw error;

@@ -62,6 +62,8 @@ export interface ImportOptions {
    * (changed, rotated or deleted files). An empty or document-less batch is then no error.
    */
   sources?: { files: ImportFile[]; retire: string[] };
+  /** An append that finds no dataset makes one (sync: writer.ts `createMissing`). */
+  createMissing?: boolean;
 }
 
 export interface FormatTotals {
@@ -155,6 +157,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     signal: options.signal,
     ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}),
     ...(options.purpose ? { purpose: options.purpose } : {}),
+    ...(options.createMissing ? { createMissing: true } : {}),
     log: options.log,
   });
   const direct: RowSink = { add: (relation, rows) => writer.add(relation, rows) };

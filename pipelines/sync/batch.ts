@@ -9,7 +9,7 @@
  * follows. Killed anywhere, the next batch converts again what it cannot be sure of, and conversion
  * replaces runs rather than adding them: every complete line ends up imported once.
  */
-import { existsSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { readFileSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { writeFileDurably } from '../../lib/durable.js';
@@ -161,8 +161,10 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     to: target.convert,
     inputFormat: target.inputFormat,
     outputFormat: 'storyline',
-    // A first batch creates the dataset (over an empty directory too).
-    mode: manifest ? 'append' : existsSync(target.convert) ? 'replace' : 'create',
+    // A first batch creates the dataset (over an empty directory too): decided under the dataset's
+    // lock, as another sync may have made it since `manifest` was read.
+    mode: 'append',
+    createMissing: true,
     onDuplicate: 'suffix',
     onError: 'skip',
     prices: target.prices,
@@ -170,7 +172,8 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     stdin: Readable.from([]),
     log: target.log,
     signal,
-    sources: { files, retire: manifest ? [...sources.keys()] : [] },
+    // What a new dataset holds nothing of retires nothing.
+    sources: { files, retire: [...sources.keys()] },
     purpose: 'sync',
   });
   const state = readState(target.convert, target.from);
@@ -219,7 +222,8 @@ async function compactBatch(target: SyncTarget, signal: AbortSignal): Promise<Ba
     files,
     from: target.from,
     to: target.convert,
-    mode: existsSync(target.convert) ? 'replace' : 'create',
+    // Of nothing, a replace is a create; decided by the writer under the lock, so two syncs never race on it.
+    mode: 'replace',
     columns: target.columns,
     onError: 'fail',
     largestDocumentBytes: largestDocumentBytes(target.from),

@@ -82,6 +82,27 @@ test('a sync holding the lock is named as sync to those waiting, not as an impor
   assert.is((await sync.exit).code, 0, sync.stderr());
 });
 
+test('two syncs of different sources that both found no dataset yet (nothing there, or an empty directory) both land: neither fails on nor replaces what the other made', async () => {
+  for (const before of ['missing', 'empty directory'] as const) {
+    const s = sandbox('dataset-lock');
+    const sources = [0, 1].map((i) => {
+      mkdirSync(s.path(`src${i}`));
+      writeStorylines(s.path(`src${i}`, `w${i}.jsonl`), [`sync-${i}-0`, `sync-${i}-1`]);
+      return s.path(`src${i}`);
+    });
+    if (before === 'empty directory') mkdirSync(s.path('conv'));
+    // Held while both look at the destination, so that each decides what to do before the other commits.
+    const lock = await acquireWriterLock(s.path('conv'), { purpose: 'the test', timeoutMs: 0 });
+    const syncs = sources.map((src, i) => start(s, ['sync', '--from', src, '--to', s.path(`mirror${i}`), '--convert', s.path('conv'), '--once']));
+    await until('both syncs wait for the lock', () => syncs.every((sync) => sync.stderr().includes('waiting for')));
+    lock.release();
+    for (const sync of syncs) assert.is((await sync.exit).code, 0, `${before}: ${sync.stderr()}`);
+    const runs = await json(s, ['query', s.path('conv'), '--sql', 'SELECT document_id FROM runs ORDER BY document_id']);
+    assert.equal(runs.map((r: { document_id: string }) => r.document_id), ['sync-0-0', 'sync-0-1', 'sync-1-0', 'sync-1-1'], before);
+    assert.equal(leftovers(s.path('conv')), [], before);
+  }
+});
+
 test('eight concurrent appends of different sources end with every run present exactly once', async () => {
   const s = await withDataset();
   const before = await documentIds(s);
