@@ -130,6 +130,8 @@ const PATH_ERRORS: Readonly<Record<string, readonly [ExitCode, string]>> = {
   ENOSPC: [ExitCode.ResourceLimit, 'no space left on device'],
   EDQUOT: [ExitCode.ResourceLimit, 'disk quota exceeded'],
   EFBIG: [ExitCode.ResourceLimit, 'file too large'],
+  // SQLite's word for ENOSPC (its error carries no errno), met writing an index.
+  SQLITE_FULL: [ExitCode.ResourceLimit, 'no space left on device (database or disk is full)'],
   ENOENT: [ExitCode.NotFound, 'no such file or directory'],
   // Writers make missing parents, so a directory that cannot be made is in a place that takes no
   // new directories (`/proc/x`): the place is wrong, nothing is missing.

@@ -217,6 +217,14 @@ export async function publishSnapshot(store: ObjectStore, descriptor: Omit<Snaps
   const snapshot: Snapshot = { id: await snapshotIdOf(descriptor), ...descriptor };
   await store.put(snapshotKey(snapshot.id), `${JSON.stringify(snapshot, null, 2)}\n`);
   const manifest: Manifest = { kind: snapshot.kind, layout_version: LAYOUT_VERSION, snapshot_id: snapshot.id, updated_at: snapshot.created_at };
-  await store.put(MANIFEST_KEY, `${JSON.stringify(manifest, null, 2)}\n`);
+  try {
+    await store.put(MANIFEST_KEY, `${JSON.stringify(manifest, null, 2)}\n`);
+  } catch (error) {
+    // Not swapped (a full disk): the descriptor is no snapshot of the dataset and goes with the
+    // writer's parts, unless the manifest names it after all (the rename done, a later step failed).
+    const named = await readManifest(store).then((current) => current?.snapshot_id === snapshot.id, () => true);
+    if (!named) await store.delete(snapshotKey(snapshot.id)).catch(() => {});
+    throw error;
+  }
   return snapshot;
 }

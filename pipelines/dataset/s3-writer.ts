@@ -81,7 +81,7 @@ export class S3DatasetWriter implements DatasetSink {
           hint: 'import into a new prefix, then drop the old one (trajstore drop URI)',
         });
       } else mkdirSync(scratch, { recursive: true });
-      const inner = await DatasetWriter.begin({ ...options, path: build, mode: mode === 'append' ? 'append' : 'create' });
+      const inner = await DatasetWriter.begin({ ...options, path: build, mode: mode === 'append' ? 'append' : 'create', shownAs: `${remote.uri}: its build in the local cache` });
       return new S3DatasetWriter(options, store, scratch, build, inner, previous);
     } catch (error) {
       rmSync(scratch, { recursive: true, force: true });

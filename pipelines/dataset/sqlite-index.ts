@@ -146,8 +146,10 @@ export class IndexBuilder {
           // so its own segment, and merging them early rewrites the same token lists again and again
           // (about 20% of the FTS build time, measured). Queries still see few segments per level.
           this.db.exec(`INSERT INTO steps_fts (steps_fts, rank) VALUES ('automerge', ${FTS_AUTOMERGE})`);
-        } catch {
-          // An SQLite without FTS5: find falls back to LIKE and reports fts_available = 0.
+        } catch (error) {
+          // An SQLite without FTS5: find falls back to LIKE and reports fts_available = 0. Any other
+          // failure (a full disk) is one: taken for a missing FTS5, it left a half-made table behind.
+          if (!/no such module: fts5/.test((error as Error).message)) throw error;
         }
       } else {
         this.db.exec('CREATE INDEX records_id ON records(id)');

@@ -17,7 +17,7 @@
  */
 import { accessSync, constants, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { ConflictError, ExitCode, InvalidInputError, NotFoundError, pathError, ToolError } from '../../lib/errors.js';
 import { INDEX_FILE, LAYOUT_VERSION, MANIFEST_KEY, newPartStamp, publishSnapshot, readManifest, readSnapshot, UnsupportedLayoutError, type CompactColumn, type DatasetKind, type PartRef, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
@@ -60,6 +60,8 @@ export interface DatasetWriterOptions extends LockWait {
    * sync's batches. Decided under the lock, as another writer may have made it since the caller looked.
    */
   createMissing?: boolean;
+  /** How a failure to write the dataset (a full disk) names it: its path by default; an object-store build names the dataset it is for. */
+  shownAs?: string;
 }
 
 const DEFAULT_BATCH_ROWS = 5_000;
@@ -89,6 +91,16 @@ function rowBytes(row: Row): number {
     else n += 8;
   }
   return n;
+}
+
+/**
+ * A full disk (exit 5) as the failure of the dataset it struck, naming it: the files it struck (the
+ * lock's, parts, the index being built, temporaries) are none the user gave, and a write's error
+ * names no file at all. Other errors are returned as they are.
+ */
+function diskFull(error: unknown, dataset: string): unknown {
+  const typed = pathError(error);
+  return typed instanceof ToolError && typed.exitCode === ExitCode.ResourceLimit && typed !== error ? pathError(error, dataset) : error;
 }
 
 /** What an import writes into: a local dataset's writer, or an object-store dataset's around it (s3-writer.ts). */
@@ -160,7 +172,9 @@ export class DatasetWriter implements DatasetSink {
     if (options.mode !== 'append' || options.createMissing) mkdirSync(parent, { recursive: true });
     else if (!existsSync(parent)) throw DatasetWriter.nothingToAppendTo(resolve(options.path));
     const path = canonicalPath(options.path);
-    const lock = await acquireWriterLock(path, lockOptions(options.purpose ?? `import --mode ${options.mode}`, options));
+    const lock = await acquireWriterLock(path, lockOptions(options.purpose ?? `import --mode ${options.mode}`, options)).catch((error: unknown) => {
+      throw diskFull(error, options.shownAs ?? path);
+    });
     try {
       for (const note of recoverBeside(path)) options.log?.info(note);
       const mode = options.mode === 'append' && options.createMissing && !existsSync(join(path, MANIFEST_KEY)) ? (existsSync(path) ? 'replace' : 'create') : options.mode;
@@ -174,7 +188,7 @@ export class DatasetWriter implements DatasetSink {
       return new DatasetWriter({ ...options, mode }, path, buildPath, undefined, lock, await newPartStamp());
     } catch (error) {
       lock.release();
-      throw error;
+      throw diskFull(error, options.shownAs ?? path);
     }
   }
 
@@ -269,7 +283,7 @@ export class DatasetWriter implements DatasetSink {
     for (const relation of ['runs', 'steps', 'tool_calls', 'sources', 'events'] as const) {
       const keys = keysOf(relation);
       if (keys.length === 0) continue;
-      await this.storage.retire(relation, keys);
+      await this.storage.retire(relation, keys).catch(this.failed);
       const entry = this.retired.get(relation) ?? { keys: [], rows: 0 };
       entry.keys.push(...keys);
       entry.rows += rows[relation] ?? 0;
@@ -300,11 +314,20 @@ export class DatasetWriter implements DatasetSink {
     const batch = this.pending.get(relation);
     this.pending.delete(relation);
     if (!batch || batch.rows.length === 0) return;
-    await this.storage.write(relation, batch.rows, batch.spaced);
+    await this.storage.write(relation, batch.rows, batch.spaced).catch(this.failed);
   }
 
   /** Writes what is left, publishes the snapshot, puts the dataset in place and releases the lock. */
   async commit(): Promise<Snapshot> {
+    return this.publish().catch(this.failed);
+  }
+
+  /** Throws a failure of writing the dataset, a full disk named by the dataset (diskFull). */
+  private readonly failed = (error: unknown): never => {
+    throw diskFull(error, this.options.shownAs ?? this.path);
+  };
+
+  private async publish(): Promise<Snapshot> {
     for (const relation of [...this.pending.keys()]) await this.write(relation);
     await this.storage.closeParts();
     this.options.signal?.throwIfAborted();

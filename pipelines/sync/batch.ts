@@ -13,7 +13,7 @@ import { readFileSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { writeFileDurably } from '../../lib/durable.js';
-import { ResourceLimitError, type ToolError } from '../../lib/errors.js';
+import { pathError, ResourceLimitError, type ToolError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { CompactSpec } from '../dataset/compact/paths.js';
 import { maintainDataset, type CompactionLimits } from '../dataset/compaction.js';
@@ -153,7 +153,13 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
   const files: ImportFile[] = [];
   for (const [rel, source] of sources) {
     if (!source) continue;
-    writeFileDurably(join(target.to, rel), source.bytes, { createDirectory: true });
+    const mirrored = join(target.to, rel);
+    try {
+      writeFileDurably(mirrored, source.bytes, { createDirectory: true });
+    } catch (error) {
+      // A write's error names no file (a full disk): the mirror's copy is what could not be written.
+      throw pathError(error, mirrored);
+    }
     files.push(bytesFile(join(target.from, rel), rel, completeBytes(rel, source.bytes)));
   }
   const summary = await runImport({

@@ -14,7 +14,7 @@ import { distPath } from '../../../lib/install.js';
 import type { PartRef } from '../layout.js';
 import { flatCells, type Row } from '../parquet.js';
 import type { Relation } from '../relations.js';
-import { STORAGE_THREAD_ROLE, type StorageBody, type StorageReply, type StorageSetup, type StorageThreadData } from './protocol.js';
+import { failureError, STORAGE_THREAD_ROLE, type StorageBody, type StorageReply, type StorageSetup, type StorageThreadData } from './protocol.js';
 
 const WORKER = distPath('pipelines', 'dataset', 'storage', 'worker.js');
 /**
@@ -53,7 +53,7 @@ export class StorageThread {
       for (const { relation, ref } of reply.closed ?? []) (this.written[relation] ??= []).push(ref);
       const waiter = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
-      if (reply.error !== undefined) waiter?.reject(new Error(reply.error));
+      if (reply.error !== undefined) waiter?.reject(failureError(reply.error));
       else waiter?.resolve();
     });
     const fail = (error: Error): void => {

@@ -35,5 +35,24 @@ export type StorageBody =
   | { op: 'publishIndex' }
   | { op: 'abort' };
 export type StorageRequest = StorageBody & { id: number };
-/** `closed`: parts finished by the request (a write past `partBytes`, or `closeParts`). */
-export type StorageReply = { id: number; closed?: Array<{ relation: Relation; ref: PartRef }>; error?: string };
+/**
+ * `closed`: parts finished by the request (a write past `partBytes`, or `closeParts`). A failure
+ * carries its message and its code (`ENOSPC`, `SQLITE_FULL`): an error's own fields do not cross
+ * threads, and without the code a full disk would be no resource limit to the writer (pathError).
+ */
+export type StorageReply = { id: number; closed?: Array<{ relation: Relation; ref: PartRef }>; error?: StorageFailure };
+export interface StorageFailure {
+  message: string;
+  code?: string;
+  syscall?: string;
+}
+
+export function storageFailure(error: unknown): StorageFailure {
+  const { code, syscall } = error as NodeJS.ErrnoException;
+  return { message: error instanceof Error ? error.message : String(error), ...(typeof code === 'string' ? { code } : {}), ...(syscall ? { syscall } : {}) };
+}
+
+/** The failure as an error again, with its code, on the writer's side. */
+export function failureError(failure: StorageFailure): Error {
+  return Object.assign(new Error(failure.message), failure.code ? { code: failure.code } : {}, failure.syscall ? { syscall: failure.syscall } : {});
+}

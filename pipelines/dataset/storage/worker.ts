@@ -9,7 +9,7 @@ import { CONTENT_REFS_METADATA, PartWriter } from '../parquet.js';
 import type { Relation } from '../relations.js';
 import { IndexBuilder } from '../sqlite-index.js';
 import { LocalObjectStore } from '../store.js';
-import { STORAGE_THREAD_ROLE, type StorageReply, type StorageRequest, type StorageSetup, type StorageThreadData } from './protocol.js';
+import { STORAGE_THREAD_ROLE, storageFailure, type StorageReply, type StorageRequest, type StorageSetup, type StorageThreadData } from './protocol.js';
 
 /**
  * A part is also closed after this many row groups: the writer keeps the metadata of each until the
@@ -121,14 +121,14 @@ class Storage {
 if (!isMainThread && (workerData as Partial<StorageThreadData> | undefined)?.role === STORAGE_THREAD_ROLE && parentPort) {
   const port = parentPort;
   let storage: Storage | undefined;
-  let setupError: string | undefined;
+  let setupError: unknown;
   try {
     storage = new Storage((workerData as StorageThreadData).setup);
   } catch (error) {
-    setupError = (error as Error).message;
+    setupError = error;
   }
   const handle = async (request: StorageRequest): Promise<StorageReply['closed']> => {
-    if (!storage) throw new Error(setupError ?? 'storage not open');
+    if (!storage) throw setupError ?? new Error('storage not open');
     switch (request.op) {
       case 'write':
         return storage.write(request.relation, request.cells, request.spaced);
@@ -152,7 +152,7 @@ if (!isMainThread && (workerData as Partial<StorageThreadData> | undefined)?.rol
         const closed = await handle(request);
         port.postMessage({ id: request.id, ...(closed ? { closed } : {}) } satisfies StorageReply);
       } catch (error) {
-        port.postMessage({ id: request.id, error: (error as Error).message } satisfies StorageReply);
+        port.postMessage({ id: request.id, error: storageFailure(error) } satisfies StorageReply);
       }
     });
   });
