@@ -188,7 +188,12 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     else state.delete(rel);
   }
   writeState(target.convert, target.from, state);
-  await maintainDataset(target.convert, { purpose: 'sync compaction', graceMs: target.graceMs, ...(target.compaction ? { limits: target.compaction } : {}), signal, log: target.log });
+  await maintainDataset(target.convert, { purpose: 'sync compaction', graceMs: target.graceMs, ...(target.compaction ? { limits: target.compaction } : {}), signal, log: target.log }).catch((error: unknown) => {
+    if (signal.aborted) throw error;
+    // The batch has committed: compaction only keeps the dataset quick to read (a crash in it leaves
+    // the old snapshot or the new one), so its failure (a full disk) fails no batch; the next one tries again.
+    target.log.warn(`sync: ${target.convert}: the batch is in, but compacting the dataset failed (the next batch tries again): ${(pathError(error, target.convert) as Error).message}`);
+  });
   return { files: sources.size, records: summary.total.runs, held };
 }
 

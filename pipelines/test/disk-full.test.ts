@@ -115,4 +115,45 @@ test('a disk that fills during an append, a replace or a sync batch: exit 5 nami
   if (!mounted) process.stdout.write('disk-full: skipped, this user may not mount a tmpfs\n');
 });
 
+test('a disk that fills in the compaction after a sync batch: the batch, committed, stands and exits 0 with a warning; a failing batch changed nothing', async () => {
+  // Seven batches of one file each: the eighth makes eight small parts, which compaction rewrites.
+  const prepared = s.path('compaction-prepared');
+  const src = s.path('compaction-src');
+  mkdirSync(src);
+  const session = join(CLAUDE, 'projects', '-home-dev-ledger-svc', '2ad842e0-db61-4fd6-8a57-f55969d81e22.jsonl');
+  for (let i = 1; i <= 7; i++) {
+    cpSync(session, join(src, `s${i}.jsonl`));
+    const r = await s.run(['sync', '--from', src, '--to', s.path('compaction-mirror'), '--convert', prepared, '--once']);
+    assert.is(r.code, 0, r.stderr);
+  }
+  cpSync(session, join(src, 's8.jsonl'));
+  let warned = 0;
+  const mounted = await withTmpfs(async (dir) => {
+    const dataset = join(dir, 'ds');
+    for (let free = 0; ; free += 2 * STEP_BYTES) {
+      rmSync(dataset, { recursive: true, force: true });
+      cpSync(prepared, dataset, { recursive: true });
+      const before = state(dataset);
+      const filler = fill(dir, free);
+      const r = await s.run(['sync', '--from', src, '--to', s.path('compaction-mirror'), '--convert', dataset, '--once']);
+      rmSync(filler);
+      const what = `sync with ${free} bytes free`;
+      if (r.code !== 0) {
+        assert.is(r.code, 5, `${what}: ${r.stderr}`);
+        assert.is(state(dataset), before, `${what} failed, yet the dataset changed: ${r.stderr}`);
+        continue;
+      }
+      assert.is(await runs(dataset), 8, what);
+      if (!r.stderr.includes('compacting the dataset failed')) break;
+      assert.match(r.stderr, `${dataset}: `, what);
+      warned += 1;
+      // The next batch compacts, now that there is room.
+      const next = await s.run(['sync', '--from', src, '--to', s.path('compaction-mirror'), '--convert', dataset, '--once']);
+      assert.is(next.code, 0, next.stderr);
+    }
+  });
+  if (!mounted) process.stdout.write('disk-full: skipped, this user may not mount a tmpfs\n');
+  else assert.ok(warned > 0, 'no room was found where the batch fits and its compaction does not');
+});
+
 test.run();
