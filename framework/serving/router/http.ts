@@ -5,7 +5,8 @@
  * One request goes to one worker (pool.ts) as a stream of chunks. Nothing is sent to the client
  * before the worker's first chunk, so a request no worker can serve, or one the worker refuses,
  * still gets a proper status: 400 (OpenAI's error body, naming the field), 404 for another
- * model, 503 when no worker is alive or every one is overloaded. A client that disconnects cancels
+ * model, 503 when no worker is alive or every one is overloaded. A client that disconnects, or
+ * takes nothing of its stream for a minute (SEND_TIMEOUT_MS: it is then disconnected), cancels
  * the generation on its worker. When a worker dies mid-stream, the stream ends with an `error`
  * event (no `[DONE]`); a non-streamed request is retried on another worker, since nothing was sent.
  */
@@ -17,7 +18,7 @@ import { MAX_CALL_DEPTH } from '../../core/codec.js';
 import { isActorError } from '../../core/errors.js';
 import { NoWorkerError, callFailure, type OpenedRequest, type WorkerPool } from './pool.js';
 import { boundedBody, depthBoundedJsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
-import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
+import { REQUEST_TIMEOUT_MS, closeStalledAnswers } from '../../../lib/http-limits.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
 import { protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { secretEquals } from '../../../lib/secret.js';
@@ -131,6 +132,8 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
   });
   refuseBadHostHeader(app, shape);
+  // A client that stops reading its stream would otherwise hold its reply, and the worker's sequence generating it, for good.
+  closeStalledAnswers(app);
   // Without a key, a loopback API is still open to a web page that re-points its own name at 127.0.0.1.
   if (options.loopbackHostsOnly) refuseOtherHosts(app, (reply, message) => reply.send(errorBody(message, 'invalid_request_error', 'forbidden_host')));
   const started = Math.floor(Date.now() / 1000);
