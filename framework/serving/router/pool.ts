@@ -13,7 +13,8 @@
  *   that was reached but did not start the reply in time is not replaced: the request itself may be
  *   what holds it, and would then hold the next worker too. Requests past the stream calls one
  *   channel carries (`limits.max_streams`) wait in the Router for a slot, as long as their client
- *   waits; the time limit starts when a request is sent.
+ *   waits; the time limit starts when a request is sent. Requests not yet started are capped
+ *   (MAX_UNSTARTED_PER_WORKER): past the cap, a request is refused as overloaded.
  * - Messages name workers by node id (as /health and `actorctl inspect` do), never by address:
  *   they reach API clients.
  * - `release` lets a request's stream go: one left before its end (the client went) is cancelled,
@@ -30,6 +31,13 @@ const LOAD_TIMEOUT_MS = 1_000;
 export const OPEN_TIMEOUT_MS = 10_000;
 /** Workers one request may try before it fails. */
 const MAX_ATTEMPTS = 3;
+/**
+ * Requests per alive worker the Router holds before their replies start (at a worker, or waiting
+ * here for a slot on its channel). Each holds its body, up to 1 MiB, in the Router's memory, and
+ * clients can open connections by the thousand: past this, a request is refused as overloaded.
+ * Four times the stream calls a channel carries by default, so a worker's own queue fills first.
+ */
+export const MAX_UNSTARTED_PER_WORKER = 512;
 
 interface WorkerState {
   nodeId: string;
@@ -81,6 +89,8 @@ export function callFailure(error: unknown): string {
 export class WorkerPool {
   private readonly workers = new Map<string, WorkerState>();
   private turn = 0;
+  /** Requests in `open`: sent to a worker, or about to be, whose first chunk has not come. */
+  private unstarted = 0;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -154,6 +164,18 @@ export class WorkerPool {
 
   /** Sends a request to a worker and waits for its first chunk; the signal cancels it (the worker stops generating). */
   async open(request: GenerateRequest, signal: AbortSignal): Promise<OpenedRequest> {
+    const cap = MAX_UNSTARTED_PER_WORKER * Math.max(1, this.alive().length);
+    if (this.unstarted >= cap) throw new NoWorkerError(`the Router holds ${this.unstarted} requests that no worker has started (at most ${MAX_UNSTARTED_PER_WORKER} a worker)`, 'overloaded');
+    this.unstarted++;
+    try {
+      return await this.start(request, signal);
+    } finally {
+      this.unstarted--;
+    }
+  }
+
+  /** `open` within the cap: the workers in turn until one starts the reply. */
+  private async start(request: GenerateRequest, signal: AbortSignal): Promise<OpenedRequest> {
     const tried = new Set<string>();
     let overloaded = false;
     let lastError = '';
