@@ -40,6 +40,8 @@ export class NodeBudget {
 /** The count of one connection, drawing on the node's. */
 export class ConnectionBudget {
   used = 0;
+  /** Bytes ever taken: how much the connection has moved (connections.ts tells quiet clients by it). */
+  taken = 0;
 
   constructor(
     readonly limit: number,
@@ -56,6 +58,7 @@ export class ConnectionBudget {
   /** Takes `n` bytes whether or not they fit (the caller then waits with `full` until they do). */
   take(n: number): void {
     this.used += n;
+    this.taken += n;
     this.node.used += n;
     this.node.took();
   }

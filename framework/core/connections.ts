@@ -4,6 +4,12 @@
  * HTTP/2 connection with no stream open that stays quiet for the idle timeout is closed (GOAWAY).
  * Without either, a client holding max_connections silent connections kept every other client and
  * every peer out for as long as it liked. A client that works is never pushed out by new ones.
+ *
+ * Quiet means asking nothing of the node, not sending nothing: over HTTP/2 only streams opened or
+ * closed and the bytes of what streams carry count (`work`). PING, SETTINGS, WINDOW_UPDATE and
+ * frames of unknown types cost a client nothing to send; counted as bytes, a few a second kept a
+ * connection that never asked for anything in its place for good, and max_connections of them
+ * kept everyone out.
  */
 import type http2 from 'node:http2';
 import type net from 'node:net';
@@ -14,9 +20,16 @@ export interface Connection {
   session: http2.ServerHttp2Session | undefined;
   /** Streams open on the session: a session with one open is not idle, however quiet. */
   streams: number;
-  /** When a byte last came in (as of the last look at the socket's count). */
+  /** Streams opened and closed so far. */
+  streamEvents: number;
+  /**
+   * How much has been asked of the node so far, a count that only grows: the bytes received until
+   * the connection speaks HTTP/2 (its preface, or an HTTP/1.1 request), then what `work` says.
+   */
+  work: () => number;
+  /** When `work` last grew (as of the last look at it). */
   quietSince: number;
-  bytesRead: number;
+  worked: number;
 }
 
 /** A connection quiet at least this long may make room for a new one. */
@@ -48,7 +61,7 @@ export class ConnectionTable {
   /** Takes a place for `socket`, first evicting the connection quiet the longest when at the cap; undefined when every one is busy. */
   admit(socket: net.Socket): Connection | undefined {
     if (this.open.size >= this.max && !this.evictQuietest()) return undefined;
-    const connection: Connection = { socket, session: undefined, streams: 0, quietSince: Date.now(), bytesRead: 0 };
+    const connection: Connection = { socket, session: undefined, streams: 0, streamEvents: 0, work: () => socket.bytesRead, quietSince: Date.now(), worked: 0 };
     this.open.set(socket, connection);
     socket.once('close', () => this.open.delete(socket));
     return connection;
@@ -57,7 +70,11 @@ export class ConnectionTable {
   /** A stream opened on the connection: it is not idle until the stream closes. */
   streamOpened(connection: Connection, stream: http2.ServerHttp2Stream): void {
     connection.streams++;
-    stream.once('close', () => connection.streams--);
+    connection.streamEvents++;
+    stream.once('close', () => {
+      connection.streams--;
+      connection.streamEvents++;
+    });
   }
 
   stop(): void {
@@ -65,9 +82,9 @@ export class ConnectionTable {
   }
 
   private refresh(connection: Connection, now: number): void {
-    const read = connection.socket.bytesRead;
-    if (read === connection.bytesRead) return;
-    connection.bytesRead = read;
+    const worked = connection.work();
+    if (worked === connection.worked) return;
+    connection.worked = worked;
     connection.quietSince = now;
   }
 

@@ -199,7 +199,10 @@ export class Listener {
         // The HTTP/1.1 parser reads new bytes from the socket itself; the ones put back reach it as 'data'.
         return void socket.resume();
       }
-      this.arriving = { peer: this.newPeer(node), connection };
+      const peer = this.newPeer(node);
+      // From now on only requests count as work, not control frames (connections.ts).
+      connection.work = () => connection.streamEvents + peer.budget.taken + peer.swimBudget.taken + peer.streamWindow.taken;
+      this.arriving = { peer, connection };
       try {
         this.h2.emit('connection', socket);
       } finally {

@@ -221,6 +221,39 @@ test('quiet connections make room: at limits.max_connections the quietest is clo
   }
 });
 
+test('frames that ask for nothing keep no place: connections sending only PINGs and SETTINGS, or holding a reply they never read, make room at limits.max_connections and are closed when idle', async () => {
+  const node = await startNode({ name: 'echo', extraArgs: ['-D', 'limits.max_connections=8', '-D', 'limits.body_timeout_ms=4000'] });
+  // Eight connections that never ask for anything, yet send a PING and a SETTINGS every 200 ms (bytes
+  // that cost nothing); half also hold a /metrics reply they never read (a window of 0).
+  const sessions = Array.from({ length: 8 }, (_, i) => {
+    const session = http2.connect(`http://${node.addr}`, { settings: { initialWindowSize: i % 2 ? 0 : 65535 } });
+    session.on('error', () => {});
+    if (i % 2) session.request({ ':path': '/metrics' }).on('error', () => {});
+    return session;
+  });
+  const chatter = setInterval(() => {
+    for (const s of sessions) {
+      if (s.closed || s.destroyed || s.connecting) continue;
+      s.ping(() => {});
+      s.settings({ enablePush: false });
+    }
+  }, 200);
+  try {
+    await waitFor('the node to hold 8 connections', async () => sessions.every((s) => !s.connecting), 5000);
+    await new Promise((r) => setTimeout(r, 2500));
+    const call = await runTool('actorctl', ['call', 'echo', 'echo', '["let me in"]', '--seeds', node.addr, '--timeout', '5']);
+    assert.is(call.code, 0, call.stderr);
+    assert.is(call.stdout, '"let me in"\n');
+    assert.match(node.output(), 'quiet the longest, to make room');
+    // The ones with no stream open are closed once they asked for nothing for body_timeout_ms, PINGs or not.
+    await waitFor('the chattering idle connections to be closed', () => sessions.filter((_, i) => i % 2 === 0).every((s) => s.closed || s.destroyed), 10_000);
+  } finally {
+    clearInterval(chatter);
+    for (const s of sessions) s.destroy();
+    node.proc.kill('SIGKILL');
+  }
+});
+
 test('inspect watch shows a member killed mid-watch as Suspect, then Failed, and keeps watching', async () => {
   const [a, , c] = nodes as [NodeProcess, NodeProcess, NodeProcess];
   const watch = runTool('actorctl', ['inspect', 'watch', '--seeds', a.addr, '--kind', 'cluster', '--interval', '0.2', '--max_rounds', '25', '--timeout', '0.5', '--format', 'jsonl']);
