@@ -21,13 +21,13 @@
  */
 import http2 from 'node:http2';
 import { FLAG_END, FLAG_ERROR, FrameError, LengthPrefixedDecoder, allocRecord, frameValue, parseFrame, type Frame } from './codec.js';
+import { BatchWriter } from './batch-writer.js';
 import { ActorError } from './errors.js';
 import type { ConnectionBudget } from './budget.js';
 import { DEFAULT_LIMITS } from './limits.js';
 import { decodeReply } from './remote.js';
 import { MAX_REPLY_BYTES, type Reply, type Transport } from './transport.js';
 import { sendItems, stopProducer } from './stream-out.js';
-import { drained } from '../../lib/streams.js';
 
 const { NGHTTP2_CANCEL, NGHTTP2_PROTOCOL_ERROR } = http2.constants;
 
@@ -130,72 +130,6 @@ export function parseChannelRecord(body: Buffer): ChannelRecord {
     return { kind, id, bytes: body.readUInt32BE(5) };
   }
   throw new FrameError(`unknown channel record kind ${kind}`);
-}
-
-/** Records held behind backpressure are joined into one buffer this many at a time. */
-const JOIN_RUN = 256;
-
-/**
- * Writes records of one tick as one HTTP/2 DATA write (the queue is flushed on process.nextTick,
- * after the microtasks that produced the records); on backpressure it holds records until 'drain',
- * and tells `onBacklog` when it starts and stops holding.
- */
-class BatchWriter {
-  private queue: Buffer[] = [];
-  private size = 0;
-  /** Leading entries of the queue that are already records joined together (see `write`). */
-  private joined = 0;
-  private scheduled = false;
-  private waiting = false;
-  private ending = false;
-
-  constructor(
-    private readonly stream: http2.Http2Stream,
-    private readonly onBacklog: (held: boolean) => void = () => {},
-  ) {}
-
-  write(record: Buffer): void {
-    this.queue.push(record);
-    this.size += record.length;
-    // Held records are joined in runs: a stream's item is tens of bytes, and as a Buffer of its own
-    // it costs a JS object several times its size, which no byte count of the window sees.
-    if (this.waiting && this.queue.length - this.joined >= JOIN_RUN) {
-      this.queue.push(Buffer.concat(this.queue.splice(this.joined)));
-      this.joined++;
-    }
-    if (this.scheduled || this.waiting) return;
-    this.scheduled = true;
-    process.nextTick(this.flush);
-  }
-
-  /** Ends the stream once the records queued so far are written. */
-  end(): void {
-    this.ending = true;
-    if (!this.scheduled && !this.waiting) this.flush();
-  }
-
-  private readonly flush = (): void => {
-    this.scheduled = false;
-    if (this.stream.destroyed || this.stream.closed || this.stream.writableEnded) return;
-    if (this.queue.length) {
-      const data = this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue, this.size);
-      this.queue = [];
-      this.size = 0;
-      this.joined = 0;
-      if (!this.stream.write(data)) return this.waitForDrain();
-    }
-    if (this.ending) this.stream.end();
-  };
-
-  private waitForDrain(): void {
-    this.waiting = true;
-    this.onBacklog(true);
-    void drained(this.stream).then(() => {
-      this.waiting = false;
-      this.onBacklog(false);
-      this.flush();
-    });
-  }
 }
 
 interface Pending {

@@ -9,6 +9,7 @@
 import type http2 from 'node:http2';
 import type { ActorCell, CallMode } from '../core/cell.js';
 import type { ServerLimits } from '../core/limits.js';
+import { BatchWriter } from '../core/batch-writer.js';
 import { ServerChannel } from '../core/channel.js';
 import { parseCallBody, toJson } from '../core/codec.js';
 import { ActorError, STATUS_OF, errorMessage, knownCode, type ActorErrorCode } from '../core/errors.js';
@@ -17,7 +18,6 @@ import type { Peer } from '../core/listener.js';
 import type { LocalActors } from '../core/registry.js';
 import { sendItems, stopProducer } from '../core/stream-out.js';
 import { readBody } from '../core/transport.js';
-import { drained } from '../../lib/streams.js';
 import { refuseWithError, respondJson } from './route-table.js';
 
 /**
@@ -207,7 +207,10 @@ function errorJson(code: ActorErrorCode, message: string): string {
   return JSON.stringify({ error: { code, message } });
 }
 
-/** Writes a streamed reply as frames, honouring HTTP/2 flow control; a reset stream stops the producer. */
+/**
+ * Writes a streamed reply as frames, the frames of one tick in one write, honouring HTTP/2 flow
+ * control; a reset stream stops the producer.
+ */
 async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unknown>): Promise<void> {
   const iterator = iterable[Symbol.asyncIterator]();
   let closed = stream.closed;
@@ -218,14 +221,18 @@ async function pump(stream: http2.ServerHttp2Stream, iterable: AsyncIterable<unk
   if (closed) return stopProducer(iterator);
   stream.once('close', onClose);
   stream.respond({ ':status': 200, 'content-type': 'application/octet-stream', 'x-response-type': 'stream' });
+  const writer = new BatchWriter(stream);
   try {
     await sendItems(iterator, {
       get gone() {
         return closed;
       },
-      room: () => (closed || !stream.writableNeedDrain ? undefined : drained(stream)),
-      send: (frame) => void stream.write(frame),
-      last: (frame) => stream.end(frame),
+      room: () => (closed ? undefined : writer.room()),
+      send: (frame) => writer.write(frame),
+      last: (frame) => {
+        writer.write(frame);
+        writer.end();
+      },
     });
   } finally {
     stream.off('close', onClose);

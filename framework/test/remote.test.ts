@@ -1,5 +1,9 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ActorError } from '../core/errors.js';
@@ -8,6 +12,7 @@ import { END_FRAME, encodeFrame, jsonFrame } from '../core/codec.js';
 import { remoteStream } from '../core/remote.js';
 import { DEFAULT_CLUSTER } from '../core/members.js';
 import { CLUSTER_HEADER, Transport } from '../core/transport.js';
+import { DIST_ROOT } from '../../lib/testing/run-tool.js';
 import { h2Request, killAll, startNode, waitFor, FAST_CLIENT_TIMERS, FAST_TIMERS, type NodeProcess } from './helpers/cluster.js';
 
 let node: NodeProcess;
@@ -179,6 +184,43 @@ test('an external caller that gives up on 1,500 streams in a burst keeps its con
   }
   assert.equal(failures.slice(0, 3), [], 'no call failed');
   assert.is(await client.resolve('echo').ask('echo', ['after']), 're: after');
+});
+
+test('streamed replies nobody reads hold little: 256 external stream calls at a window of 0 hold 16 KiB of items each, not a JS object per item (380 KiB)', async () => {
+  // The node's live memory, garbage collected, from the benchmarks' heap probe.
+  const heapFile = join(mkdtempSync(join(tmpdir(), 'actor-heap-')), 'heap.json');
+  const probe = join(DIST_ROOT, 'bench', 'lib', 'heap-probe.js');
+  const reader = await startNode({ name: 'echo', env: { NODE_OPTIONS: `--expose-gc --import=${pathToFileURL(probe).href}`, BENCH_HEAP_FILE: heapFile } });
+  const liveBytes = async (): Promise<number> => {
+    rmSync(heapFile, { force: true });
+    reader.proc.kill('SIGUSR2');
+    const usage = await waitFor('the heap probe', () => existsSync(heapFile) && (JSON.parse(readFileSync(heapFile, 'utf8')) as { heapUsed: number; external: number }), 5000);
+    return usage.heapUsed + usage.external;
+  };
+  const before = await liveBytes();
+  const streams = 256;
+  const sessions = [0, 1].map(() => http2.connect(`http://${reader.addr}`, { settings: { initialWindowSize: 0 } }));
+  let answered = 0;
+  try {
+    for (const session of sessions) {
+      session.on('error', () => {});
+      for (let i = 0; i < streams / sessions.length; i++) {
+        const call = session.request({ ':method': 'POST', ':path': '/named/echo', 'x-message-mode': 'stream', [CLUSTER_HEADER]: DEFAULT_CLUSTER });
+        call.on('response', () => answered++).on('error', () => {});
+        call.end(JSON.stringify({ method: 'stream', args: [1e7] }));
+      }
+    }
+    await waitFor('every stream call to be answered', () => answered === streams, 10_000);
+    // The producers run until the node holds what it may of each unread reply.
+    await new Promise((r) => setTimeout(r, 1000));
+    const perStream = ((await liveBytes()) - before) / streams;
+    assert.ok(perStream < 96 * 1024, `each unread stream holds ${Math.round(perStream / 1024)} KiB`);
+    assert.is((await h2Request(reader.addr, { ':path': '/health' })).status, 200);
+  } finally {
+    for (const session of sessions) session.destroy();
+    reader.proc.kill('SIGKILL');
+    rmSync(dirname(heapFile), { recursive: true, force: true });
+  }
 });
 
 test('malformed bodies get a stream error and the node keeps serving', async () => {
