@@ -29,7 +29,7 @@ function flags(args: ParsedArgs): CallFlags {
     args: args.positional(2),
     mode: args.choice('--mode', MODES, 'ask'),
     // A call goes to one member: there is nothing to do on a best effort.
-    inspect: { seeds: nodeAddresses(args, '--seeds', { lenient: true }), timeoutMs: args.number('--timeout', 10, { min: 0.001 }) * 1000, bestEffort: false, connect: connectFlags(args) },
+    inspect: { seeds: nodeAddresses(args, '--seeds', { lenient: true }), timeoutMs: args.seconds('--timeout', 10, 0.001), bestEffort: false, connect: connectFlags(args) },
   };
 }
 

@@ -51,7 +51,7 @@ export interface InspectFlags {
 export function inspectFlags(args: ParsedArgs): InspectFlags {
   return {
     seeds: nodeAddresses(args, '--seeds', { lenient: true }),
-    timeoutMs: args.number('--timeout', 10, { min: 0.001 }) * 1000,
+    timeoutMs: args.seconds('--timeout', 10, 0.001),
     bestEffort: args.bool('--best_effort', false),
     connect: connectFlags(args),
   };

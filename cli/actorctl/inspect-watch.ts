@@ -21,7 +21,7 @@ function flags(args: ParsedArgs): WatchFlags {
   return {
     inspect: inspectFlags(args),
     watch: {
-      intervalMs: args.number('--interval', 1, { min: 0.01 }) * 1000,
+      intervalMs: args.seconds('--interval', 1, 0.01),
       kind: args.choice<WatchKind>('--kind', WATCH_KINDS, 'all'),
       maxRounds: args.number('--max_rounds', undefined, { integer: true, min: 1 }),
     },

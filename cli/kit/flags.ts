@@ -29,6 +29,8 @@ export interface NumberRule {
   /** `min` itself is not allowed. */
   exclusive?: boolean;
   integer?: boolean;
+  /** The largest value allowed. */
+  max?: number;
 }
 
 const SIZE_UNITS: Readonly<Record<string, number>> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
@@ -127,6 +129,14 @@ export class ParsedArgs {
     return text === undefined ? fallback : parseNumber(this.display(long), text, rule);
   }
 
+  /**
+   * A bare number of seconds (`--timeout 2.5`), returned in milliseconds: at least `minSeconds`, at
+   * most 24 h as durations are. Past about 24.8 days Node's timers fire after 1 ms instead.
+   */
+  seconds(long: string, fallbackSeconds: number, minSeconds: number): number {
+    return this.number(long, fallbackSeconds, { min: minSeconds, max: MAX_DURATION_MS / 1000 }) * 1000;
+  }
+
   /** A comma-separated list of numbers: `1,8,64`. */
   numbers(long: string, rule: NumberRule = {}): number[] {
     const text = this.text(long);
@@ -188,11 +198,12 @@ export class ParsedArgs {
 const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 const WHOLE = /^[+-]?\d+$/;
 
-export function parseNumber(what: string, text: string, { min, exclusive = false, integer = false }: NumberRule = {}): number {
+export function parseNumber(what: string, text: string, { min, exclusive = false, integer = false, max }: NumberRule = {}): number {
   const n = (integer ? WHOLE : DECIMAL).test(text.trim()) ? Number(text) : NaN;
-  const ok = Number.isFinite(n) && (min === undefined || (exclusive ? n > min : n >= min)) && (!integer || Number.isSafeInteger(n));
+  const ok = Number.isFinite(n) && (min === undefined || (exclusive ? n > min : n >= min)) && (max === undefined || n <= max) && (!integer || Number.isSafeInteger(n));
   if (!ok) {
-    const bound = min === undefined ? '' : ` ${exclusive ? '>' : '>='} ${min}`;
+    const bounds = [min === undefined ? '' : `${exclusive ? '>' : '>='} ${min}`, max === undefined ? '' : `<= ${max}`].filter(Boolean);
+    const bound = bounds.length ? ` ${bounds.join(' and ')}` : '';
     throw new InvalidInputError(`invalid ${what} ${JSON.stringify(text)}: expected ${integer ? 'a whole number' : 'a number'}${bound}`);
   }
   return n;
