@@ -16,6 +16,7 @@
  * id). A new id at an address already known replaces the older process only when the address itself
  * answers with that id: hearsay of it only makes this node probe the address.
  */
+import { ADDR_HOST } from './address.js';
 import { errorMessage } from './errors.js';
 import { ACTOR_NAME_RE, MAX_RECORD_ACTORS, MAX_RECORD_ACTOR_CHARS, MAX_SWIM_BYTES, STATUSES, type MemberRecord, type MemberStatus, type MembershipTimers } from './members.js';
 import { CLUSTER_HEADER, type Transport } from './transport.js';
@@ -431,7 +432,7 @@ export class Membership {
 export const MAX_MEMBERS = 1024;
 
 /** A member's address as nodes give theirs: a host name or IP (IPv6 in brackets) and a port 1-65535. */
-const MEMBER_ADDR = /^(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9.-]{1,253}):(?:[1-9]\d{0,3}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])$/;
+const MEMBER_ADDR = new RegExp(`^(?:${ADDR_HOST}):(?:[1-9]\\d{0,3}|[1-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])$`);
 
 /** A node id as nodes make theirs (32 hex digits), with room to spare: bounded, as everything in a record is. */
 const MEMBER_ID = /^[A-Za-z0-9_-]{1,64}$/;

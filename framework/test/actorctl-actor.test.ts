@@ -27,6 +27,25 @@ test('a class path that does not lead to an actor class exits 2 with what was tr
   assert.match(noDot.stderr, 'module.path.ClassName');
 });
 
+test('an address that is not host:port exits 2 naming the flag, before any connection: a host with a path, spaces or unbracketed colons', async () => {
+  const runs: Array<[string[], string]> = [
+    [['inspect', 'cluster', '--seeds', 'a:b:c'], "--seeds: 'a:b:c' is not host:port"],
+    [['inspect', 'cluster', '--seeds', 'http://127.0.0.1:1/x'], "--seeds: 'http://127.0.0.1:1/x' is not host:port"],
+    [['inspect', 'actors', '--endpoint', 'x y:1'], "--endpoint: 'x y:1' is not host:port"],
+    [['call', 'echo', 'echo', '[]', '--seeds', '[::1:1'], "--seeds: '[::1:1' is not host:port"],
+    [['actor', 'framework.examples.Echo', '--addr', '127.0.0.1/x:0'], "--addr: '127.0.0.1/x:0' is not host:port"],
+    [['actor', 'framework.examples.Echo', '--addr', '127.0.0.1:0', '--seeds', 'a@b:1'], "--seeds: 'a@b:1' is not host:port"],
+  ];
+  for (const [args, message] of runs) {
+    const run = await runTool('actorctl', args, { timeoutMs: 20_000 });
+    assert.is(run.code, 2, `${args.join(' ')}: ${run.stderr}`);
+    assert.match(run.stderr, `actorctl: error: ${message}\n`);
+  }
+  // Well-formed ones are still taken: a name, IPv4, IPv6 in brackets, an http:// URL, a bare host (port 8000).
+  const fine = await runTool('actorctl', ['inspect', 'cluster', '--seeds', 'node-1.example:1,127.0.0.1:1,[::1]:1,http://127.0.0.1:1/,localhost', '--timeout', '2']);
+  assert.is(fine.code, 6, fine.stderr);
+});
+
 test('bad constructor parameters exit 2 naming the parameter and the accepted ones', async () => {
   const cases: Array<[string[], string]> = [
     [['--', '--bogus', '1'], 'unknown constructor parameter --bogus (accepted parameters: --prefix <string>, --start <integer>, --delay_ms <number>, --upper <boolean>, --fail_on <string>)'],
