@@ -7,7 +7,7 @@
 import { InvalidInputError } from '../../lib/errors.js';
 import { DEFAULT_CLUSTER, LIMIT_SETTING_KEYS, TIMER_SETTING_KEYS, clusterNameProblem, parseAddr, type MembershipTimers, type ServerLimits, type TlsFiles } from '../../framework/index.js';
 import type { ConfigSchema, SettingKind, Settings } from '../kit/config-file.js';
-import type { ParsedArgs } from '../kit/flags.js';
+import { MAX_DURATION_MS, type ParsedArgs } from '../kit/flags.js';
 import type { OptionSpec } from '../kit/program.js';
 
 /** Counts (indirect probes, the retransmit factor) may be 0; periods may not, they would spin. */
@@ -94,12 +94,24 @@ export function addressSetting(settings: Settings, key: string, value: string): 
   return value;
 }
 
+/** The largest value HTTP/2 SETTINGS carry (32 bits): limits.max_streams is sent as one, and Node refuses more at each connection. */
+const MAX_SETTINGS_VALUE = 2 ** 32 - 1;
+
+/** The largest value of a numeric setting, where one applies: every `*_ms` key is a timer. */
+function settingMax(key: string): number | undefined {
+  if (key.endsWith('_ms')) return MAX_DURATION_MS;
+  return key === 'limits.max_streams' ? MAX_SETTINGS_VALUE : undefined;
+}
+
 /** The numbers set for the keys of `keys` (`[table] key` or `-D table.key`), under the names it maps them to. */
 function numberSettings<K extends string>(settings: Settings, keys: ReadonlyMap<string, K>): Partial<Record<K, number>> {
   const values: Partial<Record<K, number>> = {};
   for (const [key, name] of keys) {
     const value = settings.get<number>(key);
-    if (value !== undefined) values[name] = value;
+    if (value === undefined) continue;
+    const max = settingMax(key);
+    if (max !== undefined && value > max) throw new InvalidInputError(`${settings.source(key)}: ${value} is more than ${max}, the most it may be`);
+    values[name] = value;
   }
   return values;
 }

@@ -35,7 +35,8 @@ export interface NumberRule {
 
 const SIZE_UNITS: Readonly<Record<string, number>> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
 const DURATION_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000 };
-const MAX_DURATION_MS = 24 * 3_600_000;
+/** The longest duration a flag or setting takes: Node's timers hold about 24.8 days, and fire at once past that. */
+export const MAX_DURATION_MS = 24 * 3_600_000;
 
 export class ParsedArgs {
   private readonly byLong = new Map<string, { display: string; key: string }>();

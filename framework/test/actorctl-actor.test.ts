@@ -1,5 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { runTool } from '../../lib/testing/run-tool.js';
 import { ActorSystem } from '../core/system.js';
 import { Router } from '../serving/index.js';
@@ -44,6 +47,27 @@ test('an address that is not host:port exits 2 naming the flag, before any conne
   // Well-formed ones are still taken: a name, IPv4, IPv6 in brackets, an http:// URL, a bare host (port 8000).
   const fine = await runTool('actorctl', ['inspect', 'cluster', '--seeds', 'node-1.example:1,127.0.0.1:1,[::1]:1,http://127.0.0.1:1/,localhost', '--timeout', '2']);
   assert.is(fine.code, 6, fine.stderr);
+});
+
+test('settings past what the node can hold exit 2 naming them: a timer past 24 h (Node fires it at once), max_streams past an HTTP/2 SETTINGS value', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'actorctl-settings-'));
+  try {
+    const config = join(dir, 'actorctl.toml');
+    writeFileSync(config, '[limits]\nbody_timeout_ms = 99999999999\n');
+    const runs: Array<[string[], string]> = [
+      [['framework.examples.Echo', '-D', 'cluster.probe_interval_ms=99999999999'], '-D cluster.probe_interval_ms: 99999999999 is more than 86400000'],
+      [['framework.examples.Echo', '-D', 'limits.max_streams=99999999999'], '-D limits.max_streams: 99999999999 is more than 4294967295'],
+      [['framework.examples.Echo', '-c', config], 'actorctl.toml:2 (limits.body_timeout_ms): 99999999999 is more than 86400000'],
+    ];
+    for (const [args, message] of runs) {
+      const run = await actor(args);
+      assert.is(run.code, 2, `${args.join(' ')}: ${run.stderr}`);
+      assert.match(run.stderr, message);
+      assert.not.match(run.stderr, 'TimeoutOverflowWarning');
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('bad constructor parameters exit 2 naming the parameter and the accepted ones', async () => {
