@@ -107,7 +107,9 @@ export class Caller {
   private pickInstance(name: string, policy: ResolvePolicy, nodeId: string | undefined): Target {
     const self = this.options.nodeId;
     let candidates = this.options.membership.instancesOf(name);
-    if (nodeId !== undefined) candidates = candidates.filter((m) => m.id === nodeId);
+    // A node named by the caller is tried while only suspected too: the caller chose it (a Router
+    // whose only worker missed a probe under load), and a node that is down fails the call itself.
+    if (nodeId !== undefined) candidates = [...candidates, ...this.options.membership.instancesOf(name, 'Suspect')].filter((m) => m.id === nodeId);
     if (!candidates.length) throw new ActorError('not-found', `no Alive instance of actor '${name}'${nodeId ? ` on node ${nodeId}` : ''}`);
     let chosen: MemberRecord;
     if (policy === 'random') chosen = candidates[Math.floor(Math.random() * candidates.length)]!;

@@ -60,8 +60,8 @@ export interface ActorSystemView {
   stopActor(nameOrId: string): Promise<boolean>;
   resolve(name: string, options?: ResolveOptions): ActorHandle;
   actor(nodeId: string, actorId: string): ActorHandle;
-  /** Alive instances of a named actor across the cluster, this node's first. */
-  instances(name: string): MemberRecord[];
+  /** Alive (or, when asked, Suspect: a missed probe, perhaps alive) instances of a named actor across the cluster, this node's first. */
+  instances(name: string, status?: 'Alive' | 'Suspect'): MemberRecord[];
 }
 
 /** What a running actor knows about itself. */

@@ -67,7 +67,7 @@ export class Membership {
   private probeOrder: string[] = [];
   /** Addresses being probed to see which process answers there (see `apply`). */
   private readonly verifying = new Set<string>();
-  /** Alive members by named actor; rebuilt after any change (resolution reads it on every call). */
+  /** Alive and Suspect members by named actor (`${status} ${name}`); rebuilt after any change (resolution reads it on every call). */
   private registry: Map<string, MemberRecord[]> | undefined;
   private joined = false;
   private lastJoinWarning = 0;
@@ -102,16 +102,21 @@ export class Membership {
     return [this.record(this.self), ...[...this.members.values()].map((m) => this.record(m))];
   }
 
-  /** Alive members with an instance of the named actor, this node included. */
-  instancesOf(name: string): MemberRecord[] {
+  /**
+   * Members with an instance of the named actor, this node included: the Alive ones, or those SWIM
+   * suspects (a missed probe, as a busy node misses one: it may well be alive, and refutes the
+   * suspicion when it hears of it).
+   */
+  instancesOf(name: string, status: 'Alive' | 'Suspect' = 'Alive'): MemberRecord[] {
     if (!this.registry) {
-      this.registry = new Map();
+      const registry = new Map<string, MemberRecord[]>();
       for (const m of this.list()) {
-        if (m.status !== 'Alive') continue;
-        for (const a of m.actors) this.registry.set(a, [...(this.registry.get(a) ?? []), m]);
+        if (m.status !== 'Alive' && m.status !== 'Suspect') continue;
+        for (const a of m.actors) registry.set(`${m.status} ${a}`, [...(registry.get(`${m.status} ${a}`) ?? []), m]);
       }
+      this.registry = registry;
     }
-    return this.registry.get(name) ?? [];
+    return this.registry.get(`${status} ${name}`) ?? [];
   }
 
   get(id: string): MemberRecord | undefined {

@@ -202,9 +202,9 @@ export class ActorSystem implements ActorSystemView {
     return this.actors.stop(nameOrId);
   }
 
-  /** Alive instances of a named actor across the cluster, this node's first. */
-  instances(name: string): MemberRecord[] {
-    return this.membership.instancesOf(name);
+  /** Alive (or, when asked, Suspect) instances of a named actor across the cluster, this node's first. */
+  instances(name: string, status: 'Alive' | 'Suspect' = 'Alive'): MemberRecord[] {
+    return this.membership.instancesOf(name, status);
   }
 
   /** A reference that picks an Alive instance of `name` for every call. */

@@ -1,6 +1,7 @@
 /**
  * The Router's view of its workers: the Alive instances of the named worker actor across the
- * cluster, their load reports (polled), and which one takes the next request.
+ * cluster (the Suspect ones when none is Alive), their load reports (polled), and which one takes
+ * the next request.
  *
  * - A worker's load is `active + queued` from its last report, plus the requests this Router sent
  *   it since that report. Reports older than LOAD_FRESH_MS count as unknown; when no worker has a
@@ -106,9 +107,14 @@ export class WorkerPool {
     clearInterval(this.timer);
   }
 
-  /** The Alive workers (membership's view), with what the Router knows of each. */
+  /**
+   * The Alive workers (membership's view), with what the Router knows of each; when none is Alive,
+   * the Suspect ones. A worker busy decoding may miss a membership probe: were it left out until it
+   * refutes the suspicion, a Router with one worker would refuse every request (503) meanwhile.
+   */
   alive(): WorkerState[] {
-    const members = this.system.instances(this.workerName);
+    const alive = this.system.instances(this.workerName);
+    const members = alive.length ? alive : this.system.instances(this.workerName, 'Suspect');
     const seen = new Set<string>();
     const out = members.map((m) => {
       seen.add(m.id);
