@@ -196,15 +196,17 @@ test('caps: connections beyond limits.max_connections are closed as they arrive;
   node.proc.kill('SIGKILL');
 });
 
-test('quiet connections make room: at limits.max_connections the quietest is closed for a new client, and one with no stream is closed after body_timeout_ms', async () => {
+/**
+ * At limits.max_connections=8, eight connections made by `open(addr, i)` (odd ones hold a stream open)
+ * and quiet for 2.5 s, `chatter` sent on each every 200 ms: a new client still gets in, the quietest
+ * making room for it, and those with no stream open are closed after body_timeout_ms.
+ */
+async function quietConnectionsMakeRoom(open: (addr: string, i: number) => http2.ClientHttp2Session, chatter?: (session: http2.ClientHttp2Session) => void): Promise<void> {
   const node = await startNode({ name: 'echo', extraArgs: ['-D', 'limits.max_connections=8', '-D', 'limits.body_timeout_ms=4000'] });
-  // Eight connections that say their preface and nothing more; half hold a call channel open and send nothing on it.
-  const sessions = Array.from({ length: 8 }, (_, i) => {
-    const session = http2.connect(`http://${node.addr}`);
-    session.on('error', () => {});
-    if (i % 2) session.request({ ':method': 'POST', ':path': '/_channel', 'x-actor-cluster': 'default' }).on('error', () => {});
-    return session;
-  });
+  const sessions = Array.from({ length: 8 }, (_, i) => open(node.addr, i));
+  const ticker = setInterval(() => {
+    for (const s of sessions) if (chatter && !s.closed && !s.destroyed && !s.connecting) chatter(s);
+  }, 200);
   try {
     await waitFor('the node to hold 8 connections', async () => sessions.every((s) => !s.connecting), 5000);
     // Quiet for a second or more (looked at once a second), not yet for body_timeout_ms.
@@ -213,45 +215,39 @@ test('quiet connections make room: at limits.max_connections the quietest is clo
     assert.is(call.code, 0, call.stderr);
     assert.is(call.stdout, '"let me in"\n');
     assert.match(node.output(), 'quiet the longest, to make room');
-    // The ones without a stream are closed once quiet for body_timeout_ms; the held channels are not idle.
-    await waitFor('the idle connections to be closed', () => sessions.filter((_, i) => i % 2 === 0).every((s) => s.closed || s.destroyed), 10_000);
+    await waitFor('the connections without a stream to be closed', () => sessions.filter((_, i) => i % 2 === 0).every((s) => s.closed || s.destroyed), 10_000);
   } finally {
+    clearInterval(ticker);
     for (const s of sessions) s.destroy();
     node.proc.kill('SIGKILL');
   }
+}
+
+test('quiet connections make room: at limits.max_connections the quietest is closed for a new client, and one with no stream is closed after body_timeout_ms', async () => {
+  // Connections that say their preface and nothing more; half hold a call channel open and send nothing on it.
+  await quietConnectionsMakeRoom((addr, i) => {
+    const session = http2.connect(`http://${addr}`);
+    session.on('error', () => {});
+    if (i % 2) session.request({ ':method': 'POST', ':path': '/_channel', 'x-actor-cluster': 'default' }).on('error', () => {});
+    return session;
+  });
 });
 
 test('frames that ask for nothing keep no place: connections sending only PINGs and SETTINGS, or holding a reply they never read, make room at limits.max_connections and are closed when idle', async () => {
-  const node = await startNode({ name: 'echo', extraArgs: ['-D', 'limits.max_connections=8', '-D', 'limits.body_timeout_ms=4000'] });
-  // Eight connections that never ask for anything, yet send a PING and a SETTINGS every 200 ms (bytes
-  // that cost nothing); half also hold a /metrics reply they never read (a window of 0).
-  const sessions = Array.from({ length: 8 }, (_, i) => {
-    const session = http2.connect(`http://${node.addr}`, { settings: { initialWindowSize: i % 2 ? 0 : 65535 } });
-    session.on('error', () => {});
-    if (i % 2) session.request({ ':path': '/metrics' }).on('error', () => {});
-    return session;
-  });
-  const chatter = setInterval(() => {
-    for (const s of sessions) {
-      if (s.closed || s.destroyed || s.connecting) continue;
+  // Connections that never ask for anything, yet send a PING and a SETTINGS every 200 ms (bytes that
+  // cost nothing); half also hold a /metrics reply they never read (a window of 0).
+  await quietConnectionsMakeRoom(
+    (addr, i) => {
+      const session = http2.connect(`http://${addr}`, { settings: { initialWindowSize: i % 2 ? 0 : 65535 } });
+      session.on('error', () => {});
+      if (i % 2) session.request({ ':path': '/metrics' }).on('error', () => {});
+      return session;
+    },
+    (s) => {
       s.ping(() => {});
       s.settings({ enablePush: false });
-    }
-  }, 200);
-  try {
-    await waitFor('the node to hold 8 connections', async () => sessions.every((s) => !s.connecting), 5000);
-    await new Promise((r) => setTimeout(r, 2500));
-    const call = await runTool('actorctl', ['call', 'echo', 'echo', '["let me in"]', '--seeds', node.addr, '--timeout', '5']);
-    assert.is(call.code, 0, call.stderr);
-    assert.is(call.stdout, '"let me in"\n');
-    assert.match(node.output(), 'quiet the longest, to make room');
-    // The ones with no stream open are closed once they asked for nothing for body_timeout_ms, PINGs or not.
-    await waitFor('the chattering idle connections to be closed', () => sessions.filter((_, i) => i % 2 === 0).every((s) => s.closed || s.destroyed), 10_000);
-  } finally {
-    clearInterval(chatter);
-    for (const s of sessions) s.destroy();
-    node.proc.kill('SIGKILL');
-  }
+    },
+  );
 });
 
 test('inspect watch shows a member killed mid-watch as Suspect, then Failed, and keeps watching', async () => {
