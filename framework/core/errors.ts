@@ -66,6 +66,8 @@ const REACH_ERRORS: Readonly<Record<string, string>> = {
   ENETUNREACH: 'network unreachable',
   ENOTFOUND: 'host not found',
   EAI_AGAIN: 'host not found (the name lookup failed)',
+  // nghttp2's answer to bytes that are not HTTP/2 (an HTTP/1.1 server, say), which Node words 'Protocol error'.
+  ERR_HTTP2_ERROR: 'protocol error: it does not speak HTTP/2 as actor nodes do',
 };
 
 /**

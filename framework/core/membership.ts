@@ -420,7 +420,10 @@ export class Membership {
     });
     if (reply.status !== 200) throw new Error(`${addr} answered ${reply.status}${refusal(reply.body)}`);
     const cluster = reply.headers[CLUSTER_HEADER];
-    if (cluster !== this.transport.cluster) throw new Error(`${addr} is not a member of cluster '${this.transport.cluster}' (it answered as '${String(cluster)}')`);
+    if (cluster !== this.transport.cluster) {
+      const answered = cluster === undefined ? `it answered without ${CLUSTER_HEADER}: not an actor node` : `it answered as '${String(cluster)}'`;
+      throw new Error(`${addr} is not a member of cluster '${this.transport.cluster}' (${answered})`);
+    }
     const parsed = JSON.parse(reply.body.toString('utf8')) as SwimReply;
     if (!isRecord(parsed.from)) throw new Error(`${addr} sent a malformed reply`);
     this.apply(parsed.from, parsed.from.addr === addr);

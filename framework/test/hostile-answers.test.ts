@@ -5,6 +5,7 @@
  * success, and `actorctl call` exits with its documented code and a clear message, never a stack
  * trace. Terminal escapes in what a node reports: shown escaped on a terminal.
  */
+import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
@@ -148,6 +149,32 @@ function onTerminal(args: string[]): Promise<string> {
     child.on('close', () => (clearTimeout(timer), resolve(text)));
   });
 }
+
+test('a seed that is no actor node is named as such: an HTTP/1.1 server, an HTTP/2 one answering gossip without the cluster header', async () => {
+  const plain = http.createServer((_req, res) => res.end('hello'));
+  await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+  const other = http2.createServer((_req, res) => res.end('{}'));
+  await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+  const addrOf = (server: { address(): unknown }) => `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    const inspect = await runTool('actorctl', ['inspect', 'cluster', '--seeds', addrOf(plain), '--timeout', '3']);
+    assert.is(inspect.code, 6, inspect.stderr);
+    assert.match(inspect.stderr, `${addrOf(plain)}: protocol error: it does not speak HTTP/2 as actor nodes do`);
+    // A node seeded with it warns of the join it retries, in the same words.
+    const warnings: string[] = [];
+    const system = await ActorSystem.start({ seeds: [addrOf(other)], log: (line) => warnings.push(line) });
+    try {
+      const deadline = Date.now() + 5000;
+      while (!warnings.some((w) => w.includes('not an actor node')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(warnings.some((w) => w.includes(`${addrOf(other)} is not a member of cluster '${DEFAULT_CLUSTER}' (it answered without ${CLUSTER_HEADER}: not an actor node)`)), warnings.join('\n'));
+    } finally {
+      await system.shutdown();
+    }
+  } finally {
+    plain.close();
+    other.close();
+  }
+});
 
 test('on a terminal, raw metrics and CSV show a peer’s control characters escaped; CSV stays valid', async () => {
   // A window title, a clear screen and a colour, in every field a node answers with.
