@@ -64,9 +64,11 @@ export async function startDaemon(options: ServeOptions, parts: RuntimeParts, lo
     const problems = [...(images ? [images] : []), ...(await parts.preflight(options.cgroupRoot))];
     if (problems.length > 0) throw new UnavailableError('preflight failed:', { detail: problems.map((problem) => `  ${problem}`).join('\n') });
     const registry = Registry.open(options.state);
+    const runtime = new NativeRuntime(options.state, options.cgroupRoot, parts.launcher);
+    runtime.checkRunDirectory();
     const service = new SandboxService({
       registry,
-      runtime: new NativeRuntime(options.state, options.cgroupRoot, parts.launcher),
+      runtime,
       imagesDir: options.imagesDir.path,
       stateDir: options.state,
       capacity: { maxSandboxes: options.maxSandboxes, cpuMillis: options.cpuMillis, memoryBytes: options.memoryBytes },

@@ -3,11 +3,12 @@
  * its `control.sock`, its services reached over its hybrid vsock socket. Absence is only ever
  * concluded from proof (another boot, or the bound cgroup empty); lost IPC is uncertainty.
  */
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { writeFileDurably } from '../../lib/durable.js';
+import { InvalidInputError } from '../../lib/errors.js';
 import type { CgroupBinding, SandboxRecord } from '../store/record.js';
 import { cgroupStatus, createCgroup, killCgroup, populated, removeCgroup } from './cgroup.js';
 import { controlRequest } from './control-client.js';
@@ -44,6 +45,21 @@ export class NativeRuntime {
 
   cgroupPath(id: string): string {
     return join(this.cgroupRoot, `sandboxd-${id}`);
+  }
+
+  /**
+   * Refuses a `run/` (or a sandbox's directory in it) that is not a real directory of the state
+   * directory: through a symbolic link, sockets would be made and directories removed elsewhere.
+   */
+  checkRunDirectory(): void {
+    const run = join(this.stateDir, 'run');
+    const refuse = (path: string): never => {
+      throw new InvalidInputError(`${path}: not a directory but a symbolic link or a file; the daemon keeps its sandboxes' files only inside the state directory`);
+    };
+    const st = lstatSync(run, { throwIfNoEntry: false });
+    if (!st) return;
+    if (!st.isDirectory()) refuse(run);
+    for (const id of readdirSync(run)) if (!lstatSync(join(run, id)).isDirectory()) refuse(join(run, id));
   }
 
   /** Makes the sandbox's directory and cgroup; the caller persists the binding before `start`. */

@@ -19,11 +19,11 @@
  * admission must never refuse the deletion that would empty it.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { fsyncPath, hiddenTempSiblingOf, replaceDirectory, writeFileDurably } from '../../lib/durable.js';
+import { fsyncPath, hiddenTempSiblingOf, isRandomSuffix, replaceDirectory, TEMP_MARKER, writeFileDurably } from '../../lib/durable.js';
 import { InvalidInputError, ResourceLimitError } from '../../lib/errors.js';
-import type { SandboxRecord } from './record.js';
+import { recordFileProblem, type RecordFile, type SandboxRecord } from './record.js';
 
 export const REGISTRY_VERSION = 2;
 export const LOGICAL_BUDGET_BYTES = 16 * 1024 * 1024;
@@ -31,16 +31,57 @@ export const LOGICAL_BUDGET_BYTES = 16 * 1024 * 1024;
 export const RECORD_HEADROOM_BYTES = 16 * 1024;
 const PRIVATE_FILE = 0o600;
 const RECORD_FILE = /^sb-[0-9a-f-]{36}\.json$/;
+const RECORDS_DIR_FILE = /^(?:sb-[0-9a-f-]{36}|meta)\.json$/;
+const HEADER_FILE = /^(?:owner|sandboxes)\.json$/;
 
 /** The registry files refused to open: the daemon exits, naming the file and the rule. */
 export class RegistryRejectedError extends InvalidInputError {}
 
+const SYMLINK_REFUSED = 'a symbolic link; the registry uses only files inside the state directory (put the file itself here)';
+
+/** Whether anything (a dangling symbolic link included) is at `path`. */
+function present(path: string): boolean {
+  return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
+}
+
+/**
+ * A registry file's JSON, never read through a symbolic link (it would load a file from outside
+ * the state directory, which later writes would then replace by one inside) nor from anything but
+ * a regular file (a FIFO would block the start-up).
+ */
 function readJson(path: string): unknown {
+  let text: string;
   try {
-    return JSON.parse(readFileSync(path, 'utf8'));
+    const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      if (!fstatSync(fd).isFile()) throw new RegistryRejectedError(`${path}: not a regular file`);
+      text = readFileSync(fd, 'utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch (error) {
+    if (error instanceof RegistryRejectedError) throw error;
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw new RegistryRejectedError(`${path}: ${SYMLINK_REFUSED}`);
+    throw new RegistryRejectedError(`${path}: unreadable registry file: ${(error as Error).message}`);
+  }
+  try {
+    return JSON.parse(text);
   } catch (error) {
     throw new RegistryRejectedError(`${path}: unreadable registry file: ${(error as Error).message}`);
   }
+}
+
+/** A registry header (sandboxes.json, records/meta.json): a JSON object. */
+function readHeader(path: string): { version?: unknown; owner?: unknown; sandboxes?: unknown } {
+  const value = readJson(path);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new RegistryRejectedError(`${path}: not a registry header (a JSON object)`);
+  return value;
+}
+
+/** What a durable write cut short (kill -9 before its rename) leaves: `<registry file>.tmp-<suffix>`. */
+function isCutShortWrite(name: string, target: RegExp): boolean {
+  const at = name.lastIndexOf(TEMP_MARKER);
+  return at > 0 && target.test(name.slice(0, at)) && isRandomSuffix(name.slice(at + TEMP_MARKER.length));
 }
 
 function logicalSize(record: SandboxRecord): number {
@@ -65,14 +106,14 @@ export class Registry {
   static open(dir: string): Registry {
     const ownerPath = join(dir, 'owner.json');
     const headerPath = join(dir, 'sandboxes.json');
-    const hasOwner = existsSync(ownerPath);
-    const header = existsSync(headerPath) ? (readJson(headerPath) as { version?: unknown; owner?: unknown; sandboxes?: unknown }) : undefined;
+    const hasOwner = present(ownerPath);
+    const header = present(headerPath) ? readHeader(headerPath) : undefined;
     let owner: string;
     if (hasOwner) {
       const value = readJson(ownerPath);
       if (typeof value !== 'string' || value.length === 0) throw new RegistryRejectedError(`${ownerPath}: the owner marker must be a JSON string`);
       owner = value;
-    } else if (header === undefined && !existsSync(join(dir, 'records'))) {
+    } else if (header === undefined && !present(join(dir, 'records'))) {
       owner = randomUUID();
       writeFileDurably(ownerPath, JSON.stringify(owner), { mode: PRIVATE_FILE });
     } else if (header?.version === 1 && isEmptyMap(header.sandboxes)) {
@@ -91,6 +132,7 @@ export class Registry {
     else if (header.version === 1) registry.migrate(headerPath, header.sandboxes);
     else if (header.version !== REGISTRY_VERSION) throw new RegistryRejectedError(`${headerPath}: unknown registry version ${String(header.version)}`);
     registry.load();
+    registry.sweepCutShortWrites();
     return registry;
   }
 
@@ -120,19 +162,32 @@ export class Registry {
   }
 
   private load(): void {
-    const meta = readJson(join(this.recordsDir, 'meta.json')) as { version?: unknown; owner?: unknown };
+    if (lstatSync(this.recordsDir, { throwIfNoEntry: false })?.isSymbolicLink()) throw new RegistryRejectedError(`${this.recordsDir}: ${SYMLINK_REFUSED}`);
+    const meta = readHeader(join(this.recordsDir, 'meta.json'));
     if (meta.version !== REGISTRY_VERSION || meta.owner !== this.owner) {
       throw new RegistryRejectedError(`${join(this.recordsDir, 'meta.json')}: expected version ${REGISTRY_VERSION} of owner ${this.owner}`);
     }
     for (const name of readdirSync(this.recordsDir)) {
       if (!RECORD_FILE.test(name)) continue;
       const path = join(this.recordsDir, name);
-      const wrapped = readJson(path) as { owner?: unknown; record?: SandboxRecord };
-      if (wrapped.owner !== this.owner || !wrapped.record || `${wrapped.record.id}.json` !== name) {
-        throw new RegistryRejectedError(`${path}: not a record of owner ${this.owner}`);
-      }
-      this.records.set(wrapped.record.id, wrapped.record);
-      this.logical += logicalSize(wrapped.record);
+      const wrapped = readJson(path);
+      const problem = recordFileProblem(wrapped);
+      if (problem) throw new RegistryRejectedError(`${path}: not a record: ${problem}`);
+      const { owner, record } = wrapped as RecordFile;
+      if (owner !== this.owner || `${record.id}.json` !== name) throw new RegistryRejectedError(`${path}: not a record of owner ${this.owner}`);
+      this.records.set(record.id, record);
+      this.logical += logicalSize(record);
+    }
+  }
+
+  /**
+   * Removes the temporaries of writes that a kill cut short: never renamed into place, so never
+   * part of the registry, yet each may hold a whole record and its tokens. Only under the state
+   * directory's lock, where no other writer can be midway.
+   */
+  private sweepCutShortWrites(): void {
+    for (const [dir, target] of [[this.dir, HEADER_FILE], [this.recordsDir, RECORDS_DIR_FILE]] as const) {
+      for (const name of readdirSync(dir)) if (isCutShortWrite(name, target)) rmSync(join(dir, name), { force: true });
     }
   }
 

@@ -19,6 +19,16 @@ export interface LaunchOptions {
   wrap?: string[];
 }
 
+/** A daemon that exited before it listened: its exit code and what it wrote to stderr. */
+export class DaemonExit extends Error {
+  constructor(
+    readonly code: number | null,
+    readonly stderr: string,
+  ) {
+    super(`daemon exited ${code}: ${stderr.trim()}`);
+  }
+}
+
 /** Starts it on the fixture's state (options overridable) and resolves with its URL; the key travels in its environment. */
 export async function startDaemonProcess(fixture: Fixture, overrides: Record<string, unknown> = {}, launch: LaunchOptions = {}): Promise<DaemonProcess> {
   const { apiKey: _key, ...options } = fixture.options;
@@ -33,7 +43,7 @@ export async function startDaemonProcess(fixture: Fixture, overrides: Record<str
     process.stderr.write(chunk);
   });
   const url = await new Promise<string>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`daemon exited ${code}`)));
+    child.once('exit', (code) => reject(new DaemonExit(code, stderr)));
     createInterface({ input: child.stdout! }).on('line', (line) => {
       const m = /^listening (\S+)$/.exec(line);
       if (m) resolve(m[1]!);
