@@ -11,7 +11,7 @@ import { ResourceLimitError } from '../../lib/errors.js';
 import { isOutOfDescriptors } from '../../lib/http-limits.js';
 import type { Logger } from '../../lib/log.js';
 import { hostHeaderFault, protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../lib/protocol-errors.js';
-import { invalid, LifecycleError, notSupported, outOfDescriptors } from '../service/errors.js';
+import { invalid, isOutOfSpace, LifecycleError, notSupported, outOfDescriptors, outOfSpace } from '../service/errors.js';
 import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, MetadataPair, SandboxService } from '../service/sandboxes.js';
 import { schemaError } from '../../lib/schema-error.js';
@@ -178,6 +178,8 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
       log.warn(`sandboxd: ${what} (request ${request.id}): ${error.message}`);
       return fail(reply, outOfDescriptors(what));
     }
+    // Nor is a full disk: the registry's writes are all or nothing, so the refused change left no trace.
+    if (isOutOfSpace(error)) return fail(reply, outOfSpace(`${request.method} ${request.url.split('?')[0]}`));
     const status = error.statusCode ?? 500;
     if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.code(415).send({ code: 'INVALID_REQUEST', message: `the body must be JSON, sent with Content-Type: application/json (this request's: ${JSON.stringify(request.headers['content-type'] ?? 'none').slice(0, 100)})` });
     if (status >= 400 && status < 500) return reply.code(status).send({ code: CLIENT_CODES[status] ?? 'INVALID_REQUEST', message: error.message });

@@ -149,7 +149,8 @@ export class NativeRuntime {
           killCgroup(binding);
           await sleep(50);
         }
-        if (existsSync(dir)) writeFileDurably(tombstone, JSON.stringify({ id: record.id, cgroup: binding.path }), { mode: 0o600 });
+        // Its presence is the proof; empty, it takes no data block, so cleanup works on a full disk too.
+        if (existsSync(dir)) writeFileDurably(tombstone, '', { mode: 0o600 });
         removeCgroup(binding.path);
       } else if ((status === 'gone' || status === 'replaced') && !existsSync(tombstone)) {
         return false;

@@ -20,3 +20,13 @@ export const unavailable = (message: string): LifecycleError => new LifecycleErr
 /** `what` could not be done for want of a file descriptor (EMFILE, ENFILE): a passing shortage, retried by the caller. */
 export const outOfDescriptors = (what: string): LifecycleError =>
   new LifecycleError(503, 'RUNTIME_UNAVAILABLE', `${what}: the daemon is at its open-file limit right now; retry`);
+
+/** A write of the state directory failed for want of space (ENOSPC, EDQUOT): durable writes are all or nothing, so nothing changed. */
+export function isOutOfSpace(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | null | undefined)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
+}
+
+/** `what` was refused because the state directory's file system is full; it can be retried once space is freed. */
+export const outOfSpace = (what: string): LifecycleError =>
+  new LifecycleError(507, 'INSUFFICIENT_STORAGE', `${what}: no space left in the state directory's file system; free space there and retry`);

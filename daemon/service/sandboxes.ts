@@ -15,7 +15,7 @@ import type { NativeRuntime, NativeState } from '../runtime/native.js';
 import { EGRESS_PORT, EXECD_PORT } from '../runtime/vsock.js';
 import type { Registry } from '../store/registry.js';
 import { MAX_MESSAGE_CHARS, type SandboxRecord, type SandboxState } from '../store/record.js';
-import { badState, expired, invalid, LifecycleError, notFound, notSupported, outOfDescriptors, unavailable } from './errors.js';
+import { badState, expired, invalid, isOutOfSpace, LifecycleError, notFound, notSupported, outOfDescriptors, outOfSpace, unavailable } from './errors.js';
 import { KeyedLock } from './keyed-lock.js';
 import { isOutOfDescriptors } from '../../lib/http-limits.js';
 import { ownValue } from '../../lib/own-property.js';
@@ -136,9 +136,16 @@ export class SandboxService {
         if (cleaned) {
           this.o.registry.remove(record.id);
           if (error instanceof WorkloadStartError) throw invalid(`entrypoint: ${cause}; nothing was created`);
+          if (isOutOfSpace(error)) throw outOfSpace('sandbox creation (cleanup confirmed, nothing was created)');
           throw new LifecycleError(500, 'SANDBOX_CREATE_FAILED', `sandbox creation failed (${cause}); cleanup confirmed`);
         }
-        this.transition(record, 'Failed', `creation failed: ${cause}`);
+        try {
+          this.transition(record, 'Failed', `creation failed: ${cause}`);
+        } catch (failed) {
+          // Kept as last written (Pending): reconcile turns it Failed; the answer must still name it.
+          this.o.log.warn(`sandbox ${record.id}: recording the failure: ${(failed as Error).message}`);
+        }
+        if (isOutOfSpace(error)) throw outOfSpace(`sandbox ${record.id} (creation failed, cleanup not confirmed; query or delete this ID)`);
         throw new LifecycleError(500, 'SANDBOX_CREATE_FAILED', `sandbox ${record.id} failed (${cause}); query or delete this ID`);
       }
     });
