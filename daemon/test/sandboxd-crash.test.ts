@@ -3,11 +3,12 @@
  * state: the registry is consistent (no record left Pending, deletions finish), no cgroup or
  * process is orphaned, and the reservations are those of the records.
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { runTool } from '../../lib/testing/run-tool.js';
 import { cgroup2Mount, makeFixture, type Fixture } from './supervisor/fixture.js';
 import { api, startDaemonProcess, stopDaemonProcess, type DaemonProcess } from './supervisor/process.js';
 
@@ -161,6 +162,25 @@ if ('skip' in mount) {
     assert.is(got.status, 404);
     assert.equal(sandboxCgroups(), []);
     await kill9(proc);
+  });
+
+  test('a second daemon on the same state directory (any spelling of it) exits 4 naming the holder; the first keeps serving', async () => {
+    const first = await startProcess();
+    const created = await api(first, 'POST', '/v1/sandboxes', BODY);
+    const link = join(fixture.root, 'state-link');
+    symlinkSync(fixture.root, link);
+    for (const state of [fixture.state, join(link, 's')]) {
+      // The real command: the lock is taken before the host preflight, which this machine would fail.
+      const second = await runTool('sandboxd', ['serve', '--images-dir', fixture.imagesDir, '--cgroup-root', fixture.cgroupRoot, '--state', state, '--listen', '127.0.0.1:0', '--public-endpoint', '127.0.0.1:1'], {
+        env: { SVC_API_KEY: fixture.apiKey },
+        timeoutMs: 30_000,
+      });
+      assert.is(second.code, 4, second.stderr);
+      assert.match(second.stderr, `state directory busy: ${state} is locked by sandboxd process ${first.child.pid}`);
+    }
+    assert.is((await api(first, 'GET', `/v1/sandboxes/${created.json!.id}`)).json!.status.state, 'Running');
+    await assertCleanAfterDelete(first);
+    await kill9(first);
   });
 
   test('a normal stop leaves sandboxes running; the restart finds them Running', async () => {
