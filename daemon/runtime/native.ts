@@ -131,9 +131,12 @@ export class NativeRuntime {
   }
 
   /**
-   * Stops the sandbox and removes everything of it; true only when that is confirmed: the bound
-   * cgroup empty and removed (or the sandbox from another boot). A tombstone written before the
-   * cgroup goes lets a retry after a crash finish without it.
+   * Stops the sandbox and removes everything of it but its directory's tombstone; true only when
+   * that is confirmed: the bound cgroup empty and removed (or the sandbox from another boot). A
+   * tombstone written before the cgroup goes lets a retry after a crash finish without it, so it
+   * stays until the record is gone (the caller then calls `removeDir`, or maintenance removes the
+   * stray directory): removed before, a crash ahead of the record's removal left a record whose
+   * cgroup was gone without proof, which no deletion could finish.
    */
   async destroy(record: SandboxRecord): Promise<boolean> {
     const dir = this.sandboxDir(record.id);
@@ -159,11 +162,18 @@ export class NativeRuntime {
       // Made but never bound (a crash between mkdir and the record's write): nothing ran in it.
       removeCgroup(this.cgroupPath(record.id));
     }
-    this.removeDir(record.id);
+    this.clearDir(record.id, tombstone);
     return true;
   }
 
-  /** Removes a sandbox's private directory (sockets, logs, the guest's runtime files). */
+  /** Removes what the sandbox's directory holds (sockets, logs, the guest's runtime files) but `keep`. */
+  private clearDir(id: string, keep: string): void {
+    const dir = this.sandboxDir(id);
+    if (!existsSync(dir)) return;
+    for (const name of readdirSync(dir)) if (join(dir, name) !== keep) rmSync(join(dir, name), { recursive: true, force: true });
+  }
+
+  /** Removes a sandbox's private directory, its tombstone included: once its record is gone. */
   removeDir(id: string): void {
     rmSync(this.sandboxDir(id), { recursive: true, force: true });
   }

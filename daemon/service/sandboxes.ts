@@ -135,6 +135,7 @@ export class SandboxService {
         const cleaned = await this.o.runtime.destroy(record).catch(() => false);
         if (cleaned) {
           this.o.registry.remove(record.id);
+          this.o.runtime.removeDir(record.id);
           if (error instanceof WorkloadStartError) throw invalid(`entrypoint: ${cause}; nothing was created`);
           if (isOutOfSpace(error)) throw outOfSpace('sandbox creation (cleanup confirmed, nothing was created)');
           throw new LifecycleError(500, 'SANDBOX_CREATE_FAILED', `sandbox creation failed (${cause}); cleanup confirmed`);
@@ -231,6 +232,7 @@ export class SandboxService {
     });
     if (!confirmed) throw unavailable(`deletion of sandbox ${record.id} is not confirmed yet; it stays pending and is retried`);
     this.o.registry.remove(record.id);
+    this.o.runtime.removeDir(record.id);
   }
 
   renew(id: string, expiresAt: string): Promise<string> {

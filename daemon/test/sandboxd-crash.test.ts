@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { runTool } from '../../lib/testing/run-tool.js';
+import { DIST_ROOT, runTool } from '../../lib/testing/run-tool.js';
 import { cgroup2Mount, makeFixture, type Fixture } from './supervisor/fixture.js';
 import { api, startDaemonProcess, stopDaemonProcess, type DaemonProcess } from './supervisor/process.js';
 
@@ -126,6 +126,28 @@ if ('skip' in mount) {
       await assertCleanAfterDelete(proc);
       await kill9(proc);
     }
+  });
+
+  test('kill -9 right after the sandbox directory (and its tombstone) is removed, then restart: the deletion finishes, never 503 for good', async () => {
+    let proc = await startProcess();
+    const id = (await api(proc, 'POST', '/v1/sandboxes', BODY)).json!.id as string;
+    await kill9(proc);
+    // A daemon killed at its removal of the sandbox's directory (the 2nd call naming it, after the fsync that made the
+    // tombstone durable): the last step of cleanup that is not the record's own.
+    const dir = join(fixture.state, 'run', id);
+    const wrap = ['env', `LD_PRELOAD=${join(DIST_ROOT, 'lib', 'testing', 'killpoint.so')}`, `KILLPOINT_PATH=${dir}`, 'KILLPOINT_AT=2'];
+    proc = await startDaemonProcess(fixture, {}, { wrap });
+    started.add(proc);
+    await api(proc, 'DELETE', `/v1/sandboxes/${id}`).catch(() => undefined);
+    await new Promise((resolve) => (proc.child.exitCode !== null || proc.child.signalCode !== null ? resolve(undefined) : proc.child.once('exit', resolve)));
+    assert.is(proc.child.signalCode, 'SIGKILL', 'the kill point was reached');
+    assert.not.ok(existsSync(dir), 'killed after the directory went');
+    proc = await startProcess();
+    let status = (await api(proc, 'DELETE', `/v1/sandboxes/${id}`)).status;
+    for (let i = 0; i < 8 && status === 503; i++) status = (await sleep(250), await api(proc, 'DELETE', `/v1/sandboxes/${id}`)).status;
+    assert.ok(status === 204 || status === 404, `delete after the restart: ${status}`);
+    await assertCleanAfterDelete(proc);
+    await kill9(proc);
   });
 
   test('kill -9 during pause, then restart: the state is the confirmed one, and the sandbox still works', async () => {

@@ -5,6 +5,9 @@
  * a writer after each of its steps in turn instead of at random moments.
  *
  *   KILLPOINT_AT=N      SIGKILL right after the Nth counted call (unset or 0: never)
+ *   KILLPOINT_PATH=P    count only the calls that name the path P exactly and succeed (a process
+ *                       whose other calls vary in number, a daemon, can then be stopped at one step
+ *                       of its own, whatever it retried)
  *   KILLPOINT_LOG=FILE  append one line per counted call: "<n> <call> <path> [<path>]" (a
  *                       descriptor is shown as the path it names), for a test to count the kill
  *                       points of a clean run and to name the one it stopped at
@@ -26,11 +29,14 @@
 
 static atomic_long calls;
 static long kill_at;
+static const char *only_path;
 static int log_fd = -1;
 
 __attribute__((constructor)) static void killpoint_init(void) {
     const char *at = getenv("KILLPOINT_AT");
     kill_at = at ? strtol(at, NULL, 10) : 0;
+    const char *path = getenv("KILLPOINT_PATH");
+    only_path = path && *path ? path : NULL;
     const char *log = getenv("KILLPOINT_LOG");
     if (log && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
@@ -44,8 +50,9 @@ static const char *fd_path(int fd, char *buf, size_t size) {
     return buf;
 }
 
-/* Counts a call that has returned; logs it; dies if it is the chosen one. errno is kept. */
-static void counted(const char *call, const char *a, const char *b) {
+/* Counts a call that has returned `result`; logs it; dies if it is the chosen one. errno is kept. */
+static void counted(int result, const char *call, const char *a, const char *b) {
+    if (only_path && (result != 0 || !((a && strcmp(a, only_path) == 0) || (b && strcmp(b, only_path) == 0)))) return;
     int saved = errno;
     long n = atomic_fetch_add(&calls, 1) + 1;
     if (log_fd >= 0) {
@@ -69,60 +76,60 @@ static const char *at_path(int dirfd, const char *path, char *buf, size_t size) 
 
 int rename(const char *from, const char *to) {
     int r = REAL(rename)(from, to);
-    counted("rename", from, to);
+    counted(r, "rename", from, to);
     return r;
 }
 
 int renameat(int fromfd, const char *from, int tofd, const char *to) {
     int r = REAL(renameat)(fromfd, from, tofd, to);
     char a[PATH_MAX + 1], b[PATH_MAX + 1];
-    counted("rename", at_path(fromfd, from, a, sizeof a), at_path(tofd, to, b, sizeof b));
+    counted(r, "rename", at_path(fromfd, from, a, sizeof a), at_path(tofd, to, b, sizeof b));
     return r;
 }
 
 int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned int flags) {
     int r = REAL(renameat2)(fromfd, from, tofd, to, flags);
     char a[PATH_MAX + 1], b[PATH_MAX + 1];
-    counted("rename", at_path(fromfd, from, a, sizeof a), at_path(tofd, to, b, sizeof b));
+    counted(r, "rename", at_path(fromfd, from, a, sizeof a), at_path(tofd, to, b, sizeof b));
     return r;
 }
 
 int fsync(int fd) {
     int r = REAL(fsync)(fd);
     char path[PATH_MAX];
-    counted("fsync", log_fd >= 0 ? fd_path(fd, path, sizeof path) : NULL, NULL);
+    counted(r, "fsync", log_fd >= 0 || only_path ? fd_path(fd, path, sizeof path) : NULL, NULL);
     return r;
 }
 
 int fdatasync(int fd) {
     int r = REAL(fdatasync)(fd);
     char path[PATH_MAX];
-    counted("fdatasync", log_fd >= 0 ? fd_path(fd, path, sizeof path) : NULL, NULL);
+    counted(r, "fdatasync", log_fd >= 0 || only_path ? fd_path(fd, path, sizeof path) : NULL, NULL);
     return r;
 }
 
 int unlink(const char *path) {
     int r = REAL(unlink)(path);
-    counted("unlink", path, NULL);
+    counted(r, "unlink", path, NULL);
     return r;
 }
 
 int unlinkat(int dirfd, const char *path, int flags) {
     int r = REAL(unlinkat)(dirfd, path, flags);
     char full[PATH_MAX + 1];
-    counted(flags & AT_REMOVEDIR ? "rmdir" : "unlink", at_path(dirfd, path, full, sizeof full), NULL);
+    counted(r, flags & AT_REMOVEDIR ? "rmdir" : "unlink", at_path(dirfd, path, full, sizeof full), NULL);
     return r;
 }
 
 int rmdir(const char *path) {
     int r = REAL(rmdir)(path);
-    counted("rmdir", path, NULL);
+    counted(r, "rmdir", path, NULL);
     return r;
 }
 
 /* libstdc++'s std::filesystem (Node's recursive rm) removes through remove(3), whose own unlink and rmdir are not interposable. */
 int remove(const char *path) {
     int r = REAL(remove)(path);
-    counted("remove", path, NULL);
+    counted(r, "remove", path, NULL);
     return r;
 }
