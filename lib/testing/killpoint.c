@@ -11,6 +11,10 @@
  *   KILLPOINT_LOG=FILE  append one line per counted call: "<n> <call> <path> [<path>]" (a
  *                       descriptor is shown as the path it names), for a test to count the kill
  *                       points of a clean run and to name the one it stopped at
+ *   KILLPOINT_STOP_AFTER="CALL PATH"
+ *                       SIGSTOP (not kill) right after the first CALL (rename, rmdir, ...) that
+ *                       names PATH, so a race test can hold a process between two of its steps
+ *                       while another runs, then let it go on with SIGCONT
  *
  * Calls from every thread count (a writer works on worker threads and libuv's pool), in the order
  * they return. Built by scripts/build-native.sh into dist/lib/testing/killpoint.so.
@@ -31,6 +35,8 @@ static atomic_long calls;
 static long kill_at;
 static const char *only_path;
 static int log_fd = -1;
+static const char *stop_after;
+static atomic_int stopped;
 
 __attribute__((constructor)) static void killpoint_init(void) {
     const char *at = getenv("KILLPOINT_AT");
@@ -39,6 +45,18 @@ __attribute__((constructor)) static void killpoint_init(void) {
     only_path = path && *path ? path : NULL;
     const char *log = getenv("KILLPOINT_LOG");
     if (log && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const char *stop = getenv("KILLPOINT_STOP_AFTER");
+    stop_after = stop && *stop ? stop : NULL;
+}
+
+/* Whether this call is the one to stop after: the first of KILLPOINT_STOP_AFTER's kind naming its path. */
+static int stops_here(const char *call, const char *a, const char *b) {
+    if (!stop_after) return 0;
+    size_t len = strlen(call);
+    if (strncmp(stop_after, call, len) != 0 || stop_after[len] != ' ') return 0;
+    const char *path = stop_after + len + 1;
+    if (!((a && strcmp(a, path) == 0) || (b && strcmp(b, path) == 0))) return 0;
+    return atomic_exchange(&stopped, 1) == 0;
 }
 
 /* The path behind a descriptor, for the log. */
@@ -62,6 +80,7 @@ static void counted(int result, const char *call, const char *a, const char *b) 
         if (write(log_fd, line, (size_t)len) < 0) { /* the log is best effort */ }
     }
     if (n == kill_at) kill(getpid(), SIGKILL);
+    if (stops_here(call, a, b)) kill(getpid(), SIGSTOP);
     errno = saved;
 }
 

@@ -60,6 +60,11 @@ export interface DatasetWriterOptions extends LockWait {
    * sync's batches. Decided under the lock, as another writer may have made it since the caller looked.
    */
   createMissing?: boolean;
+  /**
+   * The dataset's writer lock, already held by the caller: the writer neither takes nor releases
+   * it. Sync holds it across a whole batch, reading its sources and writing its state under it.
+   */
+  heldLock?: WriterLock;
   /** How a failure to write the dataset (a full disk) names it: its path by default; an object-store build names the dataset it is for. */
   shownAs?: string;
 }
@@ -112,6 +117,9 @@ export interface DatasetSink {
   commit(): Promise<Snapshot>;
   abort(): Promise<void>;
 }
+
+/** A lock the caller holds, as the writer uses it: its release is the caller's, after the writer is done. */
+const borrowed = (lock: WriterLock): WriterLock => ({ holder: lock.holder, release: () => {} });
 
 /**
  * A part of the previous snapshot with more keys retired. Every earlier part gets them, as which
@@ -172,7 +180,7 @@ export class DatasetWriter implements DatasetSink {
     if (options.mode !== 'append' || options.createMissing) mkdirSync(parent, { recursive: true });
     else if (!existsSync(parent)) throw DatasetWriter.nothingToAppendTo(resolve(options.path));
     const path = canonicalPath(options.path);
-    const lock = await acquireWriterLock(path, lockOptions(options.purpose ?? `import --mode ${options.mode}`, options)).catch((error: unknown) => {
+    const lock = options.heldLock ? borrowed(options.heldLock) : await acquireWriterLock(path, lockOptions(options.purpose ?? `import --mode ${options.mode}`, options)).catch((error: unknown) => {
       throw diskFull(error, options.shownAs ?? path);
     });
     try {

@@ -13,6 +13,7 @@ import type { ProgressSink } from '../../lib/progress.js';
 import { namingFile, SourceError } from '../formats/errors.js';
 import { loadFormat, loadFormats, type InputFormat } from '../formats/registry.js';
 import type { DecodeContext, FormatModule } from '../formats/types.js';
+import type { WriterLock } from '../dataset/lock.js';
 import type { Row } from '../dataset/parquet.js';
 import { DatasetWriter, type DatasetSink, type DatasetWriterOptions, type WriteMode } from '../dataset/writer.js';
 import type { S3Place } from '../pins/pins.js';
@@ -64,6 +65,8 @@ export interface ImportOptions {
   sources?: { files: ImportFile[]; retire: string[] };
   /** An append that finds no dataset makes one (sync: writer.ts `createMissing`). */
   createMissing?: boolean;
+  /** The destination's writer lock, held by the caller (sync: writer.ts `heldLock`). */
+  heldLock?: WriterLock;
 }
 
 export interface FormatTotals {
@@ -158,6 +161,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}),
     ...(options.purpose ? { purpose: options.purpose } : {}),
     ...(options.createMissing ? { createMissing: true } : {}),
+    ...(options.heldLock ? { heldLock: options.heldLock } : {}),
     log: options.log,
   });
   const direct: RowSink = { add: (relation, rows) => writer.add(relation, rows) };

@@ -9,7 +9,7 @@
  * follows. Killed anywhere, the next batch converts again what it cannot be sure of, and conversion
  * replaces runs rather than adding them: every complete line ends up imported once.
  */
-import { readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { writeFileDurably } from '../../lib/durable.js';
@@ -18,6 +18,7 @@ import type { Logger } from '../../lib/log.js';
 import type { CompactSpec } from '../dataset/compact/paths.js';
 import { maintainDataset, type CompactionLimits } from '../dataset/compaction.js';
 import { readManifest } from '../dataset/layout.js';
+import { lockOptions, withWriterLock, type WriterLock } from '../dataset/lock.js';
 import { LocalObjectStore } from '../dataset/store.js';
 import { decodeUtf8, MAX_DOCUMENT_BYTES, parseJson } from '../formats/lines.js';
 import type { InputFormat } from '../formats/registry.js';
@@ -130,10 +131,35 @@ function removeMirrored(to: string, rel: string): void {
  * Runs a batch over the pending files `paths`; returns what it did. A file that cannot be read (or,
  * `.json`, does not parse) is held (left out, as though it had not changed) and the others go on;
  * any other failure throws, nothing committed.
+ *
+ * The batch reads its sources, mirrors them, converts them and records their stamps all under the
+ * dataset's writer lock, so that the batches of two syncs (or a sync and a drop, or an import) never
+ * interleave: the state names the versions the dataset holds, and the mirror the ones last read.
+ * A dataset that holds no state of this source (dropped, replaced, or new) is given the whole tree,
+ * not just what changed since this worker's previous batch: what it held before is gone.
  */
 export async function runBatch(target: SyncTarget, paths: readonly string[], signal: AbortSignal): Promise<BatchOutcome> {
-  if (target.inputFormat === 'compact-jsonl') return compactBatch(target, signal);
+  const inputFormat = target.inputFormat;
+  if (inputFormat === 'compact-jsonl') return compactBatch(target, signal);
+  mkdirSync(dirname(target.convert), { recursive: true });
+  const outcome = await withWriterLock(target.convert, lockOptions('sync', { signal, log: target.log }), (lock) => convertUnderLock({ ...target, inputFormat }, paths, lock, signal));
+  // Nothing was read: nothing was written.
+  if (outcome.files === 0) return outcome;
+  await maintainDataset(target.convert, { purpose: 'sync compaction', graceMs: target.graceMs, ...(target.compaction ? { limits: target.compaction } : {}), signal, log: target.log }).catch((error: unknown) => {
+    if (signal.aborted) throw error;
+    // The batch has committed: compaction only keeps the dataset quick to read (a crash in it leaves
+    // the old snapshot or the new one), so its failure (a full disk) fails no batch; the next one tries again.
+    target.log.warn(`sync: ${target.convert}: the batch is in, but compacting the dataset failed (the next batch tries again): ${(pathError(error, target.convert) as Error).message}`);
+  });
+  return outcome;
+}
+
+/** The batch's reads and writes, under the dataset's lock. */
+async function convertUnderLock(target: SyncTarget & { inputFormat: InputFormat | 'auto' }, pending: readonly string[], lock: WriterLock, signal: AbortSignal): Promise<BatchOutcome> {
   const manifest = await readManifest(new LocalObjectStore(target.convert));
+  const state = manifest ? readState(target.convert, target.from) : undefined;
+  // Files out of reach now are held by the worker's own scan; here they would only be left out.
+  const paths = state ? pending : [...new Set([...pending, ...scanTree(target.from, () => {}).keys()])];
   // Nothing changed and a dataset is there (a --once run): nothing to write.
   if (paths.length === 0 && manifest) return { files: 0, records: 0, held: [] };
   const held: HeldFile[] = [];
@@ -167,10 +193,10 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     to: target.convert,
     inputFormat: target.inputFormat,
     outputFormat: 'storyline',
-    // A first batch creates the dataset (over an empty directory too): decided under the dataset's
-    // lock, as another sync may have made it since `manifest` was read.
+    // A first batch creates the dataset (over an empty directory too).
     mode: 'append',
     createMissing: true,
+    heldLock: lock,
     onDuplicate: 'suffix',
     onError: 'skip',
     prices: target.prices,
@@ -182,18 +208,12 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
     sources: { files, retire: [...sources.keys()] },
     purpose: 'sync',
   });
-  const state = readState(target.convert, target.from);
+  const stamps = state ?? new Map();
   for (const [rel, source] of sources) {
-    if (source) state.set(rel, source.stamp);
-    else state.delete(rel);
+    if (source) stamps.set(rel, source.stamp);
+    else stamps.delete(rel);
   }
-  writeState(target.convert, target.from, state);
-  await maintainDataset(target.convert, { purpose: 'sync compaction', graceMs: target.graceMs, ...(target.compaction ? { limits: target.compaction } : {}), signal, log: target.log }).catch((error: unknown) => {
-    if (signal.aborted) throw error;
-    // The batch has committed: compaction only keeps the dataset quick to read (a crash in it leaves
-    // the old snapshot or the new one), so its failure (a full disk) fails no batch; the next one tries again.
-    target.log.warn(`sync: ${target.convert}: the batch is in, but compacting the dataset failed (the next batch tries again): ${(pathError(error, target.convert) as Error).message}`);
-  });
+  writeState(target.convert, target.from, stamps);
   return { files: sources.size, records: summary.total.runs, held };
 }
 

@@ -2,7 +2,8 @@
  * The resident sync worker, an RxJS pipeline (ARCHITECTURE.md: RxJS owns time and concurrency):
  *
  *   timer(0, interval)              a tick now and then each interval (one tick with --once)
- *   map(scan the tree)              what changed since the previous scan (scan.ts); a directory
+ *   map(scan the tree)              what changed since the previous scan (scan.ts), or everything
+ *                                   when the dataset was dropped since; a directory
  *                                   it cannot read (the source itself too, once started), or a
  *                                   file or directory named in bytes that are not UTF-8, is
  *                                   warned of once and keeps what was seen under it
@@ -20,7 +21,8 @@
  * pending, held back for the same backoff of its own and warned of once for each change. Both
  * outputs then still hold what they had of it. --once exits with its error after committing the rest.
  */
-import { rmSync, statSync } from 'node:fs';
+import { existsSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { isRandomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { ToolError } from '../../lib/errors.js';
 import { walkFiles } from '../../lib/walk.js';
@@ -28,6 +30,7 @@ import { defer, exhaustMap, filter, fromEvent, lastValueFrom, map, of, retry, sc
 import { runBatch, type BatchOutcome, type HeldFile, type SyncTarget } from './batch.js';
 import { changesBetween, keepUnread, scanTree, type TreeStamps } from './scan.js';
 import { readState } from './state.js';
+import { MANIFEST_KEY } from '../dataset/layout.js';
 import { SYNC_DEFAULTS } from './defaults.js';
 
 
@@ -124,7 +127,8 @@ function notSynced(errors: readonly ToolError[]): ToolError {
 export async function runSyncWorker(run: SyncRun): Promise<void> {
   run.signal.throwIfAborted();
   sweepMirror(run.to);
-  let seen: TreeStamps = readState(run.convert, run.from);
+  let seen: TreeStamps = readState(run.convert, run.from) ?? new Map();
+  let hadDataset = existsSync(join(run.convert, MANIFEST_KEY));
   let number = 0;
   let attempt = 0;
   /** The batch under way, awaited before the worker ends so that it never stops half-done. */
@@ -138,8 +142,14 @@ export async function runSyncWorker(run: SyncRun): Promise<void> {
   /** The pending files a batch takes now: all but those held back whose retry is not due. */
   const due = (pending: PendingSet): Map<string, number> => new Map([...pending.take()].filter(([rel]) => (heldBack.get(rel)?.dueAt ?? 0) <= Date.now()));
 
-  /** After a batch: each file it took is held back again (warned of once for each change) or released. */
-  const settle = (taken: ReadonlyMap<string, number>, held: readonly HeldFile[]): void => {
+  /**
+   * After a batch: each file it took is held back again (warned of once for each change) or
+   * released. A batch that rebuilt a dropped dataset read files that were not pending: those it
+   * could not read become pending, for their retries.
+   */
+  const settle = (pending: PendingSet, batchTook: ReadonlyMap<string, number>, held: readonly HeldFile[]): void => {
+    const extra = held.map((file) => file.path).filter((rel) => !batchTook.has(rel));
+    const taken = new Map([...batchTook, ...[...pending.add(extra).take()].filter(([rel]) => extra.includes(rel))]);
     const before = new Map(heldBack);
     for (const rel of taken.keys()) heldBack.delete(rel);
     for (const { path, error } of held) {
@@ -161,7 +171,7 @@ export async function runSyncWorker(run: SyncRun): Promise<void> {
         (outcome) => {
           const held = new Set(outcome.held.map((file) => file.path));
           pending.clear(new Map([...taken].filter(([rel]) => !held.has(rel))));
-          settle(taken, outcome.held);
+          settle(pending, taken, outcome.held);
           run.onBatch({ batch: number, attempt, files: outcome.files, records: outcome.records, held: held.size, durationMs: performance.now() - started });
           attempt = 0;
           const left = [...unread.values(), ...outcome.held.map((file) => file.error)];
@@ -182,6 +192,10 @@ export async function runSyncWorker(run: SyncRun): Promise<void> {
   const ticks$ = run.once ? of(0) : timer(0, run.intervalMs);
   const batches$ = ticks$.pipe(
     map(() => {
+      // A dataset dropped under the worker is rebuilt whole at once, not when a file next changes.
+      const present = existsSync(join(run.convert, MANIFEST_KEY));
+      if (hadDataset && !present) seen = new Map();
+      hadDataset = present;
       const unreadNow = new Map<string, ToolError>();
       const scanned = scanTree(run.from, (rel, error) => unreadNow.set(rel, error));
       for (const [rel, error] of unreadNow) if (!unread.has(rel)) run.log.warn(`sync: ${error.message}; skipped until that changes (what was synced of it stays)`);

@@ -1,0 +1,155 @@
+/**
+ * `trajstore sync` raced by other commands, as real processes: two syncs of one source into one
+ * dataset, a dataset dropped under a resident sync, syncs killed at many delays and rerun, and a
+ * source rewritten, renamed or replaced between polls. After each: every complete line of every
+ * source file converted exactly once, the mirror equal to the source, nothing stale.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DIST_ROOT, runTool, toolScript } from '../../lib/testing/run-tool.js';
+import { claudeLine, sessionFile } from './helpers/claude-log-writer.js';
+import { filesUnder, sandbox } from './helpers/sandbox.js';
+
+const s = sandbox('sync-race');
+const WRITER = join(DIST_ROOT, 'pipelines', 'test', 'helpers', 'claude-log-writer.js');
+const SHIM = join(DIST_ROOT, 'lib', 'testing', 'killpoint.so');
+
+/** The environment that makes a process stop itself (SIGSTOP) right after its first `call` naming `path` (lib/testing/killpoint.c). */
+const stopAfter = (call: string, path: string): NodeJS.ProcessEnv => ({ LD_PRELOAD: SHIM, NODE_DISABLE_COMPILE_CACHE: '1', KILLPOINT_STOP_AFTER: `${call} ${path}` });
+
+/** Whether the process is stopped (SIGSTOP): its state in /proc is T. */
+const isStopped = (child: ChildProcess): boolean => / T /.test(readFileSync(`/proc/${child.pid}/stat`, 'utf8').replace(/^.*\)/, ')'));
+
+const ended = (child: ChildProcess): boolean => child.exitCode !== null || child.signalCode !== null;
+
+/** `lines` lines of Claude Code session `n`, as the source file holds them. */
+const writeSession = (src: string, n: number, lines: number): void => {
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(sessionFile(src, n), Array.from({ length: lines }, (_, i) => claudeLine(n, i)).join(''));
+};
+
+const once = (src: string, to: string, convert: string) => runTool('trajstore', ['sync', '--from', src, '--to', to, '--convert', convert, '--once'], { env: s.env, cwd: s.home });
+
+const residents = new Set<ChildProcess>();
+test.after.each(() => {
+  for (const child of residents) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  residents.clear();
+});
+
+/** A process of its own (a resident sync, the log writer), its stdout and stderr collected. */
+function started(command: string[], env: NodeJS.ProcessEnv = {}): { child: ChildProcess; out: () => string; err: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
+  const child = spawn(process.execPath, command, { cwd: s.home, env: { ...process.env, ...s.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  residents.add(child);
+  let out = '';
+  let err = '';
+  child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+  child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+  return { child, out: () => out, err: () => err, exited };
+}
+
+export const residentSync = (args: string[]) => started([toolScript('trajstore'), 'sync', ...args]);
+
+async function until(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+export const batchesIn = (stderr: string): number => (stderr.match(/^sync: batch \d+.*, ok$/gm) ?? []).length;
+
+/** The marker steps in the dataset: [all, distinct]. */
+async function markers(convert: string): Promise<[number, number]> {
+  const r = await s.run(['query', convert, '--sql', "SELECT count(*), count(DISTINCT message_text) FROM steps WHERE message_text LIKE 'marker-%'", '--format', 'csv']);
+  assert.is(r.code, 0, r.stderr);
+  const [all, distinct] = r.stdout.trim().split('\n')[1]!.split(',').map(Number);
+  return [all!, distinct!];
+}
+
+/** Every complete line of the source converted once, and the mirror equal to the source, file by file. */
+async function inStep(src: string, to: string, convert: string, lines: number): Promise<void> {
+  assert.equal(await markers(convert), [lines, lines], 'every complete line converted, each once');
+  assert.equal(filesUnder(to).filter((f) => !f.includes('.tmp-')), filesUnder(src), 'the mirror holds the source files');
+  for (const rel of filesUnder(src)) assert.ok(readFileSync(join(src, rel)).equals(readFileSync(join(to, rel))), `${rel} mirrored as it is`);
+}
+
+test('two syncs of one source into one dataset while the logs grow: every line once, the mirror equal to the source, nothing stale', async () => {
+  const SESSIONS = 6;
+  const LINES = 30;
+  const src = s.path('two-src');
+  const [to, convert] = [s.path('two-mirror'), s.path('two-ds')];
+  const writer = started([WRITER, src, String(SESSIONS), String(LINES), '10']);
+  await until('the writer to start', () => existsSync(sessionFile(src, 0)));
+  let writing = true;
+  void writer.exited.then(() => (writing = false));
+  const loop = async (): Promise<number> => {
+    let runs = 0;
+    while (writing) {
+      const r = await once(src, to, convert);
+      assert.ok(r.code === 0 || r.code === 4, r.stderr);
+      runs += 1;
+    }
+    return runs;
+  };
+  await Promise.all([loop(), loop()]);
+  assert.is(writer.out().trim(), String(SESSIONS * LINES));
+  // Nothing changed since the last batches: a rerun finds the outputs as they should be.
+  const last = await once(src, to, convert);
+  assert.is(last.code, 0, last.stderr);
+  await inStep(src, to, convert, SESSIONS * LINES);
+});
+
+test('a sync that read a log, then committed after another sync had converted a newer version of it: the newer version is what ends up converted', async () => {
+  const src = s.path('order-src');
+  const [to, convert] = [s.path('order-mirror'), s.path('order-ds')];
+  writeSession(src, 0, 2);
+  assert.is((await once(src, to, convert)).code, 0);
+  const args = ['sync', '--from', src, '--to', to, '--convert', convert, '--once'];
+  // A reads the log with a third line and is held right after mirroring it.
+  appendFileSync(sessionFile(src, 0), claudeLine(0, 2));
+  const a = started([toolScript('trajstore'), ...args], stopAfter('rename', sessionFile(realpathSync(to), 0)));
+  await until('the first sync to be held after reading', () => ended(a.child) || isStopped(a.child));
+  assert.not.ok(ended(a.child), a.err());
+  // B reads it with a fourth, and is held right after it gives up the dataset's lock (or while it waits for A).
+  appendFileSync(sessionFile(src, 0), claudeLine(0, 3));
+  const b = started([toolScript('trajstore'), ...args], stopAfter('rmdir', join(realpathSync(s.home), '.order-ds.lock')));
+  await until('the second sync to commit, or to wait for the first', () => ended(b.child) || isStopped(b.child) || /waiting for/.test(b.err()));
+  a.child.kill('SIGCONT');
+  assert.is((await a.exited).code, 0, a.err());
+  await until('the second sync to be held or done', () => ended(b.child) || isStopped(b.child));
+  b.child.kill('SIGCONT');
+  assert.is((await b.exited).code, 0, b.err());
+  const last = await once(src, to, convert);
+  assert.is(last.code, 0, last.stderr);
+  await inStep(src, to, convert, 4);
+});
+
+test('the dataset of a resident sync dropped under it: the next batch brings back every source file, not only those changed since', async () => {
+  const src = s.path('drop-src');
+  const [to, convert] = [s.path('drop-mirror'), s.path('drop-ds')];
+  for (const n of [0, 1, 2]) writeSession(src, n, 2);
+  const sync = residentSync(['--from', src, '--to', to, '--convert', convert, '--interval', '100ms']);
+  await until('a first batch', () => batchesIn(sync.err()) >= 1);
+  assert.equal(await markers(convert), [6, 6]);
+  const dropped = await s.run(['drop', convert, '--yes']);
+  assert.is(dropped.code, 0, dropped.stderr);
+  appendFileSync(sessionFile(src, 0), claudeLine(0, 2));
+  const before = batchesIn(sync.err());
+  await until('a batch after the drop', () => batchesIn(sync.err()) > before);
+  await inStep(src, to, convert, 7);
+  // And a batch with nothing pending after a drop brings them back too.
+  assert.is((await s.run(['drop', convert, '--yes'])).code, 0);
+  await until('the dataset back', () => existsSync(join(convert, 'trajstore.json')), 10_000);
+  await sleep(300);
+  await inStep(src, to, convert, 7);
+  sync.child.kill('SIGTERM');
+  assert.is((await sync.exited).code, 143, sync.err());
+});
+
+test.run();
