@@ -5,13 +5,14 @@
  * source file converted exactly once, the mirror equal to the source, nothing stale.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DIST_ROOT, runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { claudeLine, sessionFile } from './helpers/claude-log-writer.js';
+import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { filesUnder, sandbox } from './helpers/sandbox.js';
 
 const s = sandbox('sync-race');
@@ -70,6 +71,15 @@ async function markers(convert: string): Promise<[number, number]> {
   assert.is(r.code, 0, r.stderr);
   const [all, distinct] = r.stdout.trim().split('\n')[1]!.split(',').map(Number);
   return [all!, distinct!];
+}
+
+/** Waits for `lines` marker steps in the dataset (a resident sync's batches to come). */
+async function converted(convert: string, lines: number, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!existsSync(join(convert, 'trajstore.json')) || (await markers(convert))[0] !== lines) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${lines} lines in ${convert}`);
+    await sleep(100);
+  }
 }
 
 /** Every complete line of the source converted once, and the mirror equal to the source, file by file. */
@@ -140,14 +150,89 @@ test('the dataset of a resident sync dropped under it: the next batch brings bac
   const dropped = await s.run(['drop', convert, '--yes']);
   assert.is(dropped.code, 0, dropped.stderr);
   appendFileSync(sessionFile(src, 0), claudeLine(0, 2));
-  const before = batchesIn(sync.err());
-  await until('a batch after the drop', () => batchesIn(sync.err()) > before);
+  // The batch that takes the new line, whether or not one ran between the drop and the append.
+  await converted(convert, 7);
   await inStep(src, to, convert, 7);
   // And a batch with nothing pending after a drop brings them back too.
   assert.is((await s.run(['drop', convert, '--yes'])).code, 0);
-  await until('the dataset back', () => existsSync(join(convert, 'trajstore.json')), 10_000);
-  await sleep(300);
+  await converted(convert, 7);
   await inStep(src, to, convert, 7);
+  sync.child.kill('SIGTERM');
+  assert.is((await sync.exited).code, 143, sync.err());
+});
+
+test('syncs, --once and resident, killed with SIGKILL at many delays while the logs grow, then a rerun: every line once, the mirror equal to the source', async () => {
+  const SESSIONS = 4;
+  const LINES = 50;
+  const src = s.path('kill-src');
+  const [to, convert] = [s.path('kill-mirror'), s.path('kill-ds')];
+  const writer = started([WRITER, src, String(SESSIONS), String(LINES), '30']);
+  await until('the writer to start', () => existsSync(sessionFile(src, 0)));
+  let writing = true;
+  void writer.exited.then(() => (writing = false));
+  for (let round = 0; writing; round++) {
+    const args = ['--from', src, '--to', to, '--convert', convert, ...(round % 2 === 0 ? ['--once'] : ['--interval', '30ms'])];
+    const sync = residentSync(args);
+    await sleep(100 + ((round * 137) % 900));
+    sync.child.kill('SIGKILL');
+    const { code, signal } = await sync.exited;
+    assert.ok(signal === 'SIGKILL' || code === 0, sync.err());
+  }
+  assert.is(writer.out().trim(), String(SESSIONS * LINES));
+  const last = await once(src, to, convert);
+  assert.is(last.code, 0, last.stderr);
+  await inStep(src, to, convert, SESSIONS * LINES);
+});
+
+test('a resident sync raced by import --mode append and drop of its dataset: once the logs stop, every line once and the mirror equal to the source', async () => {
+  const SESSIONS = 3;
+  const LINES = 40;
+  const src = s.path('mixed-src');
+  const [to, convert] = [s.path('mixed-mirror'), s.path('mixed-ds')];
+  const other = s.path('mixed-other.storyline.json');
+  writeFileSync(other, readFileSync(join(SHARED_FIXTURES, 'synthetic', 'storyline', 'incident-triage-0007.storyline.json')));
+  const writer = started([WRITER, src, String(SESSIONS), String(LINES), '30']);
+  await until('the writer to start', () => existsSync(sessionFile(src, 0)));
+  let writing = true;
+  void writer.exited.then(() => (writing = false));
+  const sync = residentSync(['--from', src, '--to', to, '--convert', convert, '--interval', '50ms']);
+  for (let round = 0; writing; round++) {
+    const r = round % 3 === 2 ? await s.run(['drop', convert, '--yes']) : await s.run(['import', '-f', other, '-t', convert, '--mode', 'append']);
+    // An append finds no dataset while the sync has not yet rebuilt a dropped one; a drop, none to drop.
+    assert.ok([0, 3].includes(r.code ?? -1), r.stderr);
+  }
+  assert.is(writer.out().trim(), String(SESSIONS * LINES));
+  await converted(convert, SESSIONS * LINES);
+  await inStep(src, to, convert, SESSIONS * LINES);
+  sync.child.kill('SIGTERM');
+  assert.is((await sync.exited).code, 143, sync.err());
+});
+
+test('a log truncated and rewritten, renamed, then replaced by a symbolic link between polls: the dataset follows each', async () => {
+  const src = s.path('shape-src');
+  const [to, convert] = [s.path('shape-mirror'), s.path('shape-ds')];
+  const log = join(src, 'project', 'a.jsonl');
+  mkdirSync(join(src, 'project'), { recursive: true });
+  writeFileSync(log, [0, 1, 2].map((n) => claudeLine(0, n)).join(''));
+  const sync = residentSync(['--from', src, '--to', to, '--convert', convert, '--interval', '50ms']);
+  await converted(convert, 3);
+  // Rewritten in place (the same inode), shorter, with another session's lines.
+  writeFileSync(log, [0, 1].map((n) => claudeLine(5, n)).join(''));
+  await converted(convert, 2);
+  await inStep(src, to, convert, 2);
+  const rows = async (): Promise<string> => (await s.run(['query', convert, '--sql', "SELECT message_text FROM steps WHERE message_text LIKE 'marker-%' ORDER BY 1", '--format', 'csv'])).stdout;
+  assert.match(await rows(), /marker-5-0\nmarker-5-1\n?$/);
+  renameSync(log, join(src, 'project', 'b.jsonl'));
+  await until('the rename mirrored', () => existsSync(join(to, 'project', 'b.jsonl')) && !existsSync(join(to, 'project', 'a.jsonl')));
+  await converted(convert, 2);
+  await inStep(src, to, convert, 2);
+  // A link is not followed: the log is gone from the tree sync watches.
+  const outside = s.path('shape-outside.jsonl');
+  writeFileSync(outside, [0, 1, 2, 3].map((n) => claudeLine(6, n)).join(''));
+  rmSync(join(src, 'project', 'b.jsonl'));
+  symlinkSync(outside, join(src, 'project', 'b.jsonl'));
+  await until('the link seen as a deletion', () => !existsSync(join(to, 'project', 'b.jsonl')));
+  await converted(convert, 0);
   sync.child.kill('SIGTERM');
   assert.is((await sync.exited).code, 143, sync.err());
 });
