@@ -11,7 +11,9 @@
  *     snapshots/<store>-<snapshot id>/  one snapshot of one store as a local dataset: trajstore.json, snapshots/<id>.json,
  *                                   parts/... (hard links into parts/<store>/), index.sqlite (built on
  *                                   first open)
- *     builds/                       writers' scratch (s3-writer.ts)
+ *     builds/<random>/              a writer's scratch (s3-writer.ts), with `owner.json` naming its
+ *                                   process: a killed writer's is removed by the next command using
+ *                                   the cache (`startBuild`, `removeAbandonedBuilds`)
  *
  * Only the parts a snapshot lacks are fetched: an append's new snapshot links the parts of the old
  * one and downloads its new parts. A cached part is what the snapshot lists: a download is checked
@@ -31,12 +33,13 @@
  * the bound by what those hold.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { InvalidInputError, NotFoundError, pathError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
+import { currentProcess, processState, type ProcessIdentity } from '../../lib/process.js';
 import type { S3Place } from '../pins/pins.js';
 import { MANIFEST_KEY, parseManifest, parseSnapshot, snapshotKey, type Manifest, type PartRef, type Snapshot } from './layout.js';
 import { S3ObjectStore } from './s3-store.js';
@@ -48,6 +51,8 @@ export const DEFAULT_CACHE_MAX_BYTES = 10 * 1024 ** 3;
 const IN_USE_MS = 60_000;
 /** Scratch older than this belongs to a command that was killed. */
 const STALE_SCRATCH_MS = 60 * 60_000;
+/** The file of a writer's build naming its process (lib/process.ts). */
+const BUILD_OWNER = 'owner.json';
 
 export function s3CacheRoot(env: NodeJS.ProcessEnv): string {
   return join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'trajstore', 's3');
@@ -133,6 +138,7 @@ async function copyInCache(store: S3ObjectStore, place: S3Place, env: NodeJS.Pro
   const snapshotBytes = cached ?? (await store.get(snapshotKey(id)));
   if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${id} named by the manifest is missing`);
   const snapshot = parseSnapshot(place.uri, id, snapshotBytes);
+  removeAbandonedBuilds(root);
   if (!cached) await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
   else await repairCopy(store, partsPoolOf(root, place), root, dir, snapshot);
   evict(root, cacheMaxBytes(env), dir);
@@ -380,6 +386,54 @@ function dropUnlinkedParts(path: string): number {
     }
   });
   return freed;
+}
+
+/**
+ * Makes `dir` (under `builds/`) a writer's build, named by this process, after removing the builds
+ * of writers that were killed (`removeAbandonedBuilds`).
+ */
+export function startBuild(root: string, dir: string): void {
+  removeAbandonedBuilds(root);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, BUILD_OWNER), JSON.stringify(currentProcess()));
+}
+
+/**
+ * Removes the builds whose writer is gone (killed: its process no longer runs), which nothing else
+ * ever would: each holds a copy of a snapshot, and its links keep the pool's parts from eviction.
+ * A build of a writer on another machine (a cache shared over the network) cannot be asked and
+ * stays; one without a readable owner (killed between its making and its owner's writing) goes once
+ * past STALE_SCRATCH_MS. Called by every command that opens a snapshot's copy or starts a build.
+ */
+export function removeAbandonedBuilds(root: string): void {
+  const builds = join(root, 'builds');
+  let names: string[];
+  try {
+    names = readdirSync(builds);
+  } catch {
+    return;
+  }
+  const now = Date.now();
+  for (const name of names) {
+    const dir = join(builds, name);
+    const owner = buildOwnerOf(dir);
+    const abandoned = owner ? processState(owner) === 'gone' : now - (statSync(dir, { throwIfNoEntry: false })?.mtimeMs ?? now) > STALE_SCRATCH_MS;
+    if (!abandoned) continue;
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // Not ours to remove (another user's cache entry): left as it is.
+    }
+  }
+}
+
+function buildOwnerOf(dir: string): ProcessIdentity | undefined {
+  try {
+    const owner = JSON.parse(readFileSync(join(dir, BUILD_OWNER), 'utf8')) as Partial<ProcessIdentity>;
+    return typeof owner.pid === 'number' && typeof owner.hostname === 'string' ? (owner as ProcessIdentity) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Keeps the cache under `maxBytes` (see the module comment); `keep` is the copy being opened. */

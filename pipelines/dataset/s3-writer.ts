@@ -31,7 +31,7 @@ import type { S3Place } from '../pins/pins.js';
 import { INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
-import { addToPool, cacheFailure, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf } from './s3-cache.js';
+import { addToPool, cacheFailure, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf, startBuild } from './s3-cache.js';
 import { S3ObjectStore } from './s3-store.js';
 import { DatasetWriter, type DatasetSink, type DatasetWriterOptions } from './writer.js';
 import { reclaimSuperseded } from './compaction.js';
@@ -66,6 +66,7 @@ export class S3DatasetWriter implements DatasetSink {
     const scratch = join(root, 'builds', randomSuffix());
     const build = join(scratch, 'dataset');
     try {
+      startBuild(root, scratch);
       const current = await currentManifest(store);
       let previous: { manifest: Manifest; etag: string; snapshot: Snapshot } | undefined;
       if (mode === 'append') {
@@ -80,7 +81,7 @@ export class S3DatasetWriter implements DatasetSink {
         throw new InvalidInputError(`${remote.uri}: an existing object-store dataset cannot be replaced in place`, {
           hint: 'import into a new prefix, then drop the old one (trajstore drop URI)',
         });
-      } else mkdirSync(scratch, { recursive: true });
+      }
       const inner = await DatasetWriter.begin({ ...options, path: build, mode: mode === 'append' ? 'append' : 'create', shownAs: `${remote.uri}: its build in the local cache` });
       return new S3DatasetWriter(options, store, scratch, build, inner, previous);
     } catch (error) {

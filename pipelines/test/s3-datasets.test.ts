@@ -220,6 +220,42 @@ test('Ctrl-C in the middle of an upload stops it (exit 130): the dataset is as i
   assert.equal(await queryJson(['s3://lake/interrupt'], TOTALS, envOf(gate.endpoint, join(home, 'cache-interrupt-reader'))), before);
 });
 
+test("a writer killed (SIGKILL) in the middle of its upload: the next command with that cache removes its build, and never a live writer's", async () => {
+  const cache = join(home, 'cache-killed');
+  const env = envOf(gate.endpoint, cache);
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/killed'], env)).code, 0);
+  const before = await queryJson(['s3://lake/killed'], TOTALS, env);
+  const builds = join(cache, 'trajstore', 's3', 'builds');
+  gate.holdPartPuts(true);
+  const child = spawn(process.execPath, [toolScript('trajstore'), 'import', '-f', CLAUDE, '-t', 's3://lake/killed', '--mode', 'append'], { env: { ...process.env, ...env }, cwd: home, stdio: 'ignore' });
+  const started = Date.now();
+  while (!(existsSync(builds) && readdirSync(builds).some((b) => existsSync(join(builds, b, 'dataset', 'snapshots')) && readdirSync(join(builds, b, 'dataset', 'snapshots')).length > 1))) {
+    assert.ok(Date.now() - started < 60_000, 'the import never reached its upload');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  child.kill('SIGKILL');
+  await new Promise((resolve) => child.once('exit', resolve));
+  gate.holdPartPuts(false);
+  assert.is(readdirSync(builds).length, 1, 'the killed writer left its build');
+  // Any command with that cache, a reader too, removes it: nothing else ever would.
+  assert.equal(await queryJson(['s3://lake/killed'], TOTALS, env), before);
+  assert.equal(readdirSync(builds), [], "the killed writer's build is gone");
+  // A live writer's build stays while a reader of the same cache runs: its manifest put is held meanwhile.
+  const manifestPuts = (): number => gate.requests.filter((line) => line === 'PUT /lake/killed/trajstore.json').length;
+  const puts = manifestPuts();
+  gate.holdManifestPuts(2);
+  const appending = trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/killed', '--mode', 'append'], env);
+  while (manifestPuts() === puts) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(await queryJson(['s3://lake/killed'], TOTALS, env), before);
+  assert.is(readdirSync(builds).length, 1, "the live writer's build stays");
+  // Another dataset's commit through the gate lets the held put go.
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/killed-release'], env)).code, 0);
+  const append = await appending;
+  assert.is(append.code, 0, append.stderr);
+  assert.not.match(append.stderr, /warn/, append.stderr);
+  assert.equal(readdirSync(builds), []);
+});
+
 test('exit codes: unreachable endpoint 6, missing bucket 3, missing dataset 3, malformed uri 2, drop of a whole bucket 2', async () => {
   const unreachable = await trajstore(['list', 's3://lake/both'], envOf('http://127.0.0.1:9'));
   assert.is(unreachable.code, 6, unreachable.stderr);
