@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { NotFoundError, UnavailableError } from '../../lib/errors.js';
 import type { ProgressFactory } from '../../lib/progress.js';
 import { localPathOf, placeOf, resolveDataset, type DatasetRef, type ResolveContext } from '../pins/resolve.js';
-import { INDEX_FILE, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
+import { INDEX_FILE, readManifest, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
 import { snapshotIdOf } from './index-meta.js';
 import { tryWriterLock } from './lock.js';
 import { canonicalPath, readableRoot } from './recover.js';
@@ -29,6 +29,18 @@ export interface OpenDataset {
   /** better-sqlite3, read-only. */
   db: SqliteDatabase;
   indexState: 'present' | 'rebuilt';
+  /**
+   * The snapshot the dataset's manifest names now, read where the dataset lives (an object-store
+   * dataset's store, not the copy this reads): what tells a reader that stays open (serve) that a
+   * writer has committed since, or dropped the dataset (undefined).
+   */
+  currentSnapshotId(): Promise<string | undefined>;
+  close(): void;
+}
+
+/** Where an object-store dataset's manifest is read now (s3-cache.ts `RemoteManifest`); a local dataset's is its directory's. */
+export interface ManifestSource {
+  currentSnapshotId(): Promise<string | undefined>;
   close(): void;
 }
 
@@ -93,14 +105,17 @@ export interface LocalRoot {
   store: ObjectStore;
   /** `root` is the dataset's own directory, not one an interrupted replace left aside: a reader may rebuild its index there. */
   own: boolean;
+  /** For an object-store dataset: its manifest in the store (`root` holds the copy of one snapshot, which never changes). */
+  source?: ManifestSource;
 }
 
 export async function localRootOf(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, signal?: AbortSignal): Promise<LocalRoot> {
   if (typeof ref !== 'string' && ref.kind === 's3') {
     // Loaded only here: the AWS SDK costs every local command start-up time.
-    const { localSnapshotOf } = await import('./s3-cache.js');
-    const { dir, store } = await localSnapshotOf(placeOf(ref), env, signal);
-    return { root: dir, shown: ref.uri, store, own: true };
+    const { localSnapshotOf, RemoteManifest } = await import('./s3-cache.js');
+    const place = placeOf(ref);
+    const { dir, store } = await localSnapshotOf(place, env, signal);
+    return { root: dir, shown: ref.uri, store, own: true, source: new RemoteManifest(place, env) };
   }
   const shown = localPathOf(ref);
   const root = readableRoot(shown);
@@ -156,6 +171,10 @@ export async function openLocalRoot(local: LocalRoot, env: NodeJS.ProcessEnv = p
     store,
     db: index,
     indexState,
-    close: () => index.close(),
+    currentSnapshotId: async () => (local.source ? local.source.currentSnapshotId() : (await readManifest(store))?.snapshot_id),
+    close: () => {
+      index.close();
+      local.source?.close();
+    },
   };
 }

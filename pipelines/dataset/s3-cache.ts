@@ -146,6 +146,28 @@ async function copyInCache(store: S3ObjectStore, place: S3Place, env: NodeJS.Pro
 }
 
 /**
+ * An object-store dataset's manifest as the store holds it now, for a reader that stays open (serve)
+ * to see commits and drops: its client is made at the first read and kept until `close`.
+ */
+export class RemoteManifest {
+  private store: S3ObjectStore | undefined;
+  constructor(
+    private readonly place: S3Place,
+    private readonly env: NodeJS.ProcessEnv,
+  ) {}
+
+  async currentSnapshotId(): Promise<string | undefined> {
+    this.store ??= new S3ObjectStore(this.place, this.env);
+    return (await currentManifest(this.store))?.manifest.snapshot_id;
+  }
+
+  close(): void {
+    this.store?.close();
+    this.store = undefined;
+  }
+}
+
+/**
  * A snapshot copy read as a local dataset (s3-cache.ts): messages name the object store (`uri`), and
  * a part that a read finds damaged, which only the cache can have damaged (every part was checked
  * against the snapshot when it came in), is dropped from the copy and the pool, so the next open

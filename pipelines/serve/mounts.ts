@@ -1,13 +1,13 @@
 /**
  * The datasets `serve` mounts, each opened read-only and kept open between requests. Every request
- * reads the dataset's manifest first: when a writer has committed a new snapshot since, the mount
+ * reads the dataset's manifest first, where the dataset lives (an object-store dataset's in the
+ * store, not in the local copy being read): when a writer has committed a new snapshot since, the mount
  * opens that snapshot for this and later requests, and closes the old one once the requests still
  * reading it are done. So one request sees one snapshot, and new snapshots need no restart.
  *
  * Opening never writes to the dataset (`neverWrite`): a missing or stale index is rebuilt in the cache.
  */
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
-import { readManifest } from '../dataset/layout.js';
 import { openDatasetArg, type OpenDataset } from '../dataset/open.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import { MOUNT_NAME } from '../search/sql/connection.js';
@@ -38,8 +38,8 @@ class Mount {
   async acquire(): Promise<Handle> {
     const current = this.current;
     if (current) {
-      const manifest = await readManifest(current.dataset.store).catch(() => undefined);
-      if (manifest?.snapshot_id === current.dataset.snapshotId) {
+      const id = await current.dataset.currentSnapshotId().catch(() => undefined);
+      if (id === current.dataset.snapshotId) {
         current.users++;
         return current;
       }

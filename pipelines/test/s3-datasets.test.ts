@@ -11,6 +11,7 @@ import * as assert from 'uvu/assert';
 import { spawn, spawnSync } from 'node:child_process';
 import { runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
+import { startServeProcess } from '../../bench/lib/serve-process.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { walkFiles } from '../../lib/walk.js';
 import type { Snapshot } from '../dataset/layout.js';
@@ -254,6 +255,35 @@ test("a writer killed (SIGKILL) in the middle of its upload: the next command wi
   assert.is(append.code, 0, append.stderr);
   assert.not.match(append.stderr, /warn/, append.stderr);
   assert.equal(readdirSync(builds), []);
+});
+
+test('serve of an s3:// dataset serves what another machine commits from the next request on: an append, a drop (404, never the old runs), a dataset made again', async () => {
+  const uri = 's3://lake/served';
+  const writer = envOf(server.endpoint, join(home, 'cache-served-writer'));
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', uri], writer)).code, 0);
+  const served = await startServeProcess(['serve', uri, '--listen', '127.0.0.1:0'], { env: envOf(server.endpoint, join(home, 'cache-served')), cwd: home });
+  try {
+    const runs = async (): Promise<{ status: number; sources: string[] }> => {
+      const answer = await fetch(`${served.url}api/mounts/default/runs`);
+      const body = (await answer.json()) as { runs?: Array<{ source_path: string }> };
+      return { status: answer.status, sources: [...new Set((body.runs ?? []).map((run) => run.source_path))].sort() };
+    };
+    const atif = await runs();
+    assert.is(atif.status, 200);
+    assert.ok(atif.sources.length > 0);
+    assert.is((await trajstore(['import', '-f', CLAUDE, '-t', uri, '--mode', 'append'], writer)).code, 0);
+    const appended = await runs();
+    assert.is(appended.status, 200);
+    assert.ok(appended.sources.length > atif.sources.length, `the append is served: ${JSON.stringify(appended)}`);
+    assert.is((await trajstore(['drop', uri, '--yes'], writer)).code, 0);
+    assert.is((await runs()).status, 404, 'a dropped dataset is not found, never its old runs');
+    assert.is((await trajstore(['import', '-f', CLAUDE, '-t', uri], writer)).code, 0);
+    const again = await runs();
+    assert.is(again.status, 200);
+    assert.equal(again.sources, appended.sources.filter((source) => !atif.sources.includes(source)), 'the new dataset alone is served');
+  } finally {
+    await served.stop();
+  }
 });
 
 test('exit codes: unreachable endpoint 6, missing bucket 3, missing dataset 3, malformed uri 2, drop of a whole bucket 2', async () => {
