@@ -103,7 +103,7 @@ function rowBytes(row: Row): number {
  * lock's, parts, the index being built, temporaries) are none the user gave, and a write's error
  * names no file at all. Other errors are returned as they are.
  */
-function diskFull(error: unknown, dataset: string): unknown {
+export function diskFull(error: unknown, dataset: string): unknown {
   const typed = pathError(error);
   return typed instanceof ToolError && typed.exitCode === ExitCode.ResourceLimit && typed !== error ? pathError(error, dataset) : error;
 }

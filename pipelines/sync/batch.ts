@@ -19,6 +19,7 @@ import type { CompactSpec } from '../dataset/compact/paths.js';
 import { maintainDataset, type CompactionLimits } from '../dataset/compaction.js';
 import { readManifest } from '../dataset/layout.js';
 import { lockOptions, withWriterLock, type WriterLock } from '../dataset/lock.js';
+import { diskFull } from '../dataset/writer.js';
 import { LocalObjectStore } from '../dataset/store.js';
 import { decodeUtf8, MAX_DOCUMENT_BYTES, parseJson } from '../formats/lines.js';
 import type { InputFormat } from '../formats/registry.js';
@@ -142,7 +143,12 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
   const inputFormat = target.inputFormat;
   if (inputFormat === 'compact-jsonl') return compactBatch(target, signal);
   mkdirSync(dirname(target.convert), { recursive: true });
-  const outcome = await withWriterLock(target.convert, lockOptions('sync', { signal, log: target.log }), (lock) => convertUnderLock({ ...target, inputFormat }, paths, lock, signal));
+  const outcome = await withWriterLock(target.convert, lockOptions('sync', { signal, log: target.log }), (lock) => convertUnderLock({ ...target, inputFormat }, paths, lock, signal)).catch(
+    (error: unknown) => {
+      // Taking the lock, or writing the state, on a full disk: the dataset is what failed (writer.ts).
+      throw diskFull(error, target.convert);
+    },
+  );
   // Nothing was read: nothing was written.
   if (outcome.files === 0) return outcome;
   await maintainDataset(target.convert, { purpose: 'sync compaction', graceMs: target.graceMs, ...(target.compaction ? { limits: target.compaction } : {}), signal, log: target.log }).catch((error: unknown) => {
