@@ -132,10 +132,9 @@ if ('skip' in mount) {
     let proc = await startProcess();
     const id = (await api(proc, 'POST', '/v1/sandboxes', BODY)).json!.id as string;
     await kill9(proc);
-    // A daemon killed at its removal of the sandbox's directory (the 2nd call naming it, after the fsync that made the
-    // tombstone durable): the last step of cleanup that is not the record's own.
+    // A daemon killed at its removal of the sandbox's directory: the last step of cleanup that is not the record's own.
     const dir = join(fixture.state, 'run', id);
-    const wrap = ['env', `LD_PRELOAD=${join(DIST_ROOT, 'lib', 'testing', 'killpoint.so')}`, `KILLPOINT_PATH=${dir}`, 'KILLPOINT_AT=2'];
+    const wrap = ['env', `LD_PRELOAD=${join(DIST_ROOT, 'lib', 'testing', 'killpoint.so')}`, 'KILLPOINT_CALL=rmdir', `KILLPOINT_PATH=${dir}`, 'KILLPOINT_AT=1'];
     proc = await startDaemonProcess(fixture, {}, { wrap });
     started.add(proc);
     await api(proc, 'DELETE', `/v1/sandboxes/${id}`).catch(() => undefined);

@@ -5,16 +5,16 @@
  * a writer after each of its steps in turn instead of at random moments.
  *
  *   KILLPOINT_AT=N      SIGKILL right after the Nth counted call (unset or 0: never)
- *   KILLPOINT_PATH=P    count only the calls that name the path P exactly and succeed (a process
- *                       whose other calls vary in number, a daemon, can then be stopped at one step
- *                       of its own, whatever it retried)
+ *   KILLPOINT_SIGNAL=STOP
+ *                       SIGSTOP there instead, so a race test can hold a process between two of its
+ *                       steps while another runs, then let it go on with SIGCONT
+ *   KILLPOINT_CALL=C    count only the calls of kind C (rename, fsync, fdatasync, unlink, rmdir,
+ *   KILLPOINT_PATH=P    remove) and/or naming the path P exactly, and only those that succeeded:
+ *                       a process whose other calls vary in number (a daemon, a retry) can then be
+ *                       stopped at one step of its own
  *   KILLPOINT_LOG=FILE  append one line per counted call: "<n> <call> <path> [<path>]" (a
  *                       descriptor is shown as the path it names), for a test to count the kill
  *                       points of a clean run and to name the one it stopped at
- *   KILLPOINT_STOP_AFTER="CALL PATH"
- *                       SIGSTOP (not kill) right after the first CALL (rename, rmdir, ...) that
- *                       names PATH, so a race test can hold a process between two of its steps
- *                       while another runs, then let it go on with SIGCONT
  *
  * Calls from every thread count (a writer works on worker threads and libuv's pool), in the order
  * they return. Built by scripts/build-native.sh into dist/lib/testing/killpoint.so.
@@ -33,30 +33,29 @@
 
 static atomic_long calls;
 static long kill_at;
+static int stop_signal = SIGKILL;
+static const char *only_call;
 static const char *only_path;
 static int log_fd = -1;
-static const char *stop_after;
-static atomic_int stopped;
 
 __attribute__((constructor)) static void killpoint_init(void) {
     const char *at = getenv("KILLPOINT_AT");
     kill_at = at ? strtol(at, NULL, 10) : 0;
+    const char *signal_name = getenv("KILLPOINT_SIGNAL");
+    if (signal_name && strcmp(signal_name, "STOP") == 0) stop_signal = SIGSTOP;
+    const char *call = getenv("KILLPOINT_CALL");
+    only_call = call && *call ? call : NULL;
     const char *path = getenv("KILLPOINT_PATH");
     only_path = path && *path ? path : NULL;
     const char *log = getenv("KILLPOINT_LOG");
     if (log && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    const char *stop = getenv("KILLPOINT_STOP_AFTER");
-    stop_after = stop && *stop ? stop : NULL;
 }
 
-/* Whether this call is the one to stop after: the first of KILLPOINT_STOP_AFTER's kind naming its path. */
-static int stops_here(const char *call, const char *a, const char *b) {
-    if (!stop_after) return 0;
-    size_t len = strlen(call);
-    if (strncmp(stop_after, call, len) != 0 || stop_after[len] != ' ') return 0;
-    const char *path = stop_after + len + 1;
-    if (!((a && strcmp(a, path) == 0) || (b && strcmp(b, path) == 0))) return 0;
-    return atomic_exchange(&stopped, 1) == 0;
+/* Whether a call is one KILLPOINT_CALL and KILLPOINT_PATH choose (every call when neither is set). */
+static int chosen(int result, const char *call, const char *a, const char *b) {
+    if (!only_call && !only_path) return 1;
+    if (result != 0 || (only_call && strcmp(call, only_call) != 0)) return 0;
+    return !only_path || (a && strcmp(a, only_path) == 0) || (b && strcmp(b, only_path) == 0);
 }
 
 /* The path behind a descriptor, for the log. */
@@ -68,9 +67,9 @@ static const char *fd_path(int fd, char *buf, size_t size) {
     return buf;
 }
 
-/* Counts a call that has returned `result`; logs it; dies if it is the chosen one. errno is kept. */
+/* Counts a call that has returned `result`; logs it; stops the process at the chosen one. errno is kept. */
 static void counted(int result, const char *call, const char *a, const char *b) {
-    if (only_path && (result != 0 || !((a && strcmp(a, only_path) == 0) || (b && strcmp(b, only_path) == 0)))) return;
+    if (!chosen(result, call, a, b)) return;
     int saved = errno;
     long n = atomic_fetch_add(&calls, 1) + 1;
     if (log_fd >= 0) {
@@ -79,8 +78,7 @@ static void counted(int result, const char *call, const char *a, const char *b) 
         if (len > (int)sizeof line - 1) len = (int)sizeof line - 1;
         if (write(log_fd, line, (size_t)len) < 0) { /* the log is best effort */ }
     }
-    if (n == kill_at) kill(getpid(), SIGKILL);
-    if (stops_here(call, a, b)) kill(getpid(), SIGSTOP);
+    if (n == kill_at) kill(getpid(), stop_signal);
     errno = saved;
 }
 

@@ -19,8 +19,15 @@ const s = sandbox('sync-race');
 const WRITER = join(DIST_ROOT, 'pipelines', 'test', 'helpers', 'claude-log-writer.js');
 const SHIM = join(DIST_ROOT, 'lib', 'testing', 'killpoint.so');
 
-/** The environment that makes a process stop itself (SIGSTOP) right after its first `call` naming `path` (lib/testing/killpoint.c). */
-const stopAfter = (call: string, path: string): NodeJS.ProcessEnv => ({ LD_PRELOAD: SHIM, NODE_DISABLE_COMPILE_CACHE: '1', KILLPOINT_STOP_AFTER: `${call} ${path}` });
+/** The environment that makes a process stop itself (SIGSTOP) right after its first `call` naming `path` that succeeds (lib/testing/killpoint.c). */
+const stopAfter = (call: string, path: string): NodeJS.ProcessEnv => ({
+  LD_PRELOAD: SHIM,
+  NODE_DISABLE_COMPILE_CACHE: '1',
+  KILLPOINT_CALL: call,
+  KILLPOINT_PATH: path,
+  KILLPOINT_AT: '1',
+  KILLPOINT_SIGNAL: 'STOP',
+});
 
 /** Whether the process is stopped (SIGSTOP): its state in /proc is T. */
 const isStopped = (child: ChildProcess): boolean => / T /.test(readFileSync(`/proc/${child.pid}/stat`, 'utf8').replace(/^.*\)/, ')'));
