@@ -109,7 +109,11 @@ export class Caller {
     let candidates = this.options.membership.instancesOf(name);
     // A node named by the caller is tried while only suspected too: the caller chose it (a Router
     // whose only worker missed a probe under load), and a node that is down fails the call itself.
-    if (nodeId !== undefined) candidates = [...candidates, ...this.options.membership.instancesOf(name, 'Suspect')].filter((m) => m.id === nodeId);
+    if (nodeId !== undefined) {
+      const pinned = (m: MemberRecord): boolean => m.id === nodeId;
+      candidates = candidates.filter(pinned);
+      if (!candidates.length) candidates = this.options.membership.instancesOf(name, 'Suspect').filter(pinned);
+    }
     if (!candidates.length) throw new ActorError('not-found', `no Alive instance of actor '${name}'${nodeId ? ` on node ${nodeId}` : ''}`);
     let chosen: MemberRecord;
     if (policy === 'random') chosen = candidates[Math.floor(Math.random() * candidates.length)]!;

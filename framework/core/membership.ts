@@ -67,8 +67,8 @@ export class Membership {
   private probeOrder: string[] = [];
   /** Addresses being probed to see which process answers there (see `apply`). */
   private readonly verifying = new Set<string>();
-  /** Alive and Suspect members by named actor (`${status} ${name}`); rebuilt after any change (resolution reads it on every call). */
-  private registry: Map<string, MemberRecord[]> | undefined;
+  /** Alive and Suspect members by status, then by named actor; rebuilt after any change (resolution reads it on every call). */
+  private registry: Map<MemberStatus, Map<string, MemberRecord[]>> | undefined;
   private joined = false;
   private lastJoinWarning = 0;
   private stopped = false;
@@ -109,14 +109,17 @@ export class Membership {
    */
   instancesOf(name: string, status: 'Alive' | 'Suspect' = 'Alive'): MemberRecord[] {
     if (!this.registry) {
-      const registry = new Map<string, MemberRecord[]>();
+      this.registry = new Map([
+        ['Alive', new Map()],
+        ['Suspect', new Map()],
+      ]);
       for (const m of this.list()) {
-        if (m.status !== 'Alive' && m.status !== 'Suspect') continue;
-        for (const a of m.actors) registry.set(`${m.status} ${a}`, [...(registry.get(`${m.status} ${a}`) ?? []), m]);
+        const byActor = this.registry.get(m.status);
+        if (!byActor) continue;
+        for (const a of m.actors) byActor.set(a, [...(byActor.get(a) ?? []), m]);
       }
-      this.registry = registry;
     }
-    return this.registry.get(`${status} ${name}`) ?? [];
+    return this.registry.get(status)!.get(name) ?? [];
   }
 
   get(id: string): MemberRecord | undefined {
