@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { positiveIntFlag } from '../lib/int-flag.js';
+import { homeEnv } from '../lib/home-env.js';
 import { startServeProcess, type ServeProcess } from '../lib/serve-process.js';
 
 const perRound = positiveIntFlag('events', 200_000);
@@ -27,7 +28,7 @@ const root = mkdtempSync(join(tmpdir(), 'bench-gateway-memory-'));
 const dataset = join(root, 'ds');
 const PROBE = pathToFileURL(join(dirname(fileURLToPath(import.meta.url)), '..', 'lib', 'heap-probe.js')).href;
 const heapFile = join(root, 'heap.json');
-const env = { HOME: root, XDG_CONFIG_HOME: join(root, 'cfg'), XDG_CACHE_HOME: join(root, 'cache'), XDG_DATA_HOME: join(root, 'data'), NODE_OPTIONS: `--expose-gc --import=${PROBE}`, BENCH_HEAP_FILE: heapFile };
+const env = { ...homeEnv(root), NODE_OPTIONS: `--expose-gc --import=${PROBE}`, BENCH_HEAP_FILE: heapFile };
 const args = ['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', dataset, '--gateway-split-idle', '1s'];
 
 const MB = 1024 * 1024;

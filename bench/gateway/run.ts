@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { closedLoop, type LoopResult } from '../lib/closed-loop.js';
 import { positiveIntFlag } from '../lib/int-flag.js';
 import { percentile } from '../lib/percentile.js';
+import { homeEnv } from '../lib/home-env.js';
 import { startServeProcess } from '../lib/serve-process.js';
 import { DIST } from '../lib/tools.js';
 
@@ -34,7 +35,7 @@ const itlMs = positiveIntFlag('itl-ms', 2);
 const tokens = positiveIntFlag('tokens', 32);
 const keep = process.argv.includes('--keep');
 const root = mkdtempSync(join(tmpdir(), 'bench-gateway-'));
-const env = { HOME: root, XDG_CONFIG_HOME: join(root, 'cfg'), XDG_CACHE_HOME: join(root, 'cache'), XDG_DATA_HOME: join(root, 'data') };
+const env = homeEnv(root);
 
 async function events(): Promise<string[]> {
   const server = await startServeProcess(['serve', '--listen', '127.0.0.1:0', '--gateway', '127.0.0.1:0', '--gateway-dataset', join(root, 'events'), '--gateway-split-idle', '1h'], { env, cwd: root });

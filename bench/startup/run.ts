@@ -18,6 +18,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { percentile } from '../lib/percentile.js';
+import { homeEnv } from '../lib/home-env.js';
 import { DIST, toolScript } from '../lib/tools.js';
 
 const REPO = join(DIST, '..');
@@ -45,7 +46,7 @@ function main(): void {
   if (!Number.isInteger(runs) || runs < 3) throw new Error('--runs must be a whole number of at least 3');
   const scratch = mkdtempSync(join(tmpdir(), 'bench-startup-'));
   // A home of its own: no user configuration, and the compile cache starts empty (warmed below).
-  const env = { ...process.env, HOME: scratch, XDG_CONFIG_HOME: join(scratch, 'config'), XDG_CACHE_HOME: join(scratch, 'cache'), XDG_DATA_HOME: join(scratch, 'data') };
+  const env = { ...process.env, ...homeEnv(scratch) };
   try {
     const tool = toolScript('trajstore');
     let dataset = option('--dataset');

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import * as assert from 'uvu/assert';
 import { DIST_ROOT, runTool, type ToolResult } from '../../../lib/testing/run-tool.js';
 import { scratchDir } from '../../../lib/testing/scratch.js';
+import { homeEnv } from '../../../bench/lib/home-env.js';
 import { openDataset } from '../../dataset/open.js';
 import { STORYLINES, leftovers, writeStorylines } from './dataset-state.js';
 
@@ -126,7 +127,7 @@ export async function bench(scenario: Scenario): Promise<Bench> {
   writeStorylines(join(sources, 'c.jsonl'), C);
   const template = join(root, 'template');
   mkdirSync(template);
-  const env = { HOME: root, XDG_CONFIG_HOME: join(root, 'cfg'), XDG_DATA_HOME: join(root, 'data'), XDG_CACHE_HOME: join(root, 'cache') };
+  const env = homeEnv(root);
   if (scenario.fromDataset) {
     const r = await runTool('trajstore', ['import', '-f', STORYLINES, '-t', join(template, 'ds')], { env });
     assert.is(r.code, 0, r.stderr);

@@ -4,10 +4,11 @@ import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { runTool } from '../../../lib/testing/run-tool.js';
 import { scratchDir } from '../../../lib/testing/scratch.js';
+import { homeEnv } from '../../../bench/lib/home-env.js';
 
 export function sandbox(prefix: string) {
   const home = scratchDir(prefix);
-  const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
+  const env = homeEnv(home);
   const run = (args: string[], input?: string | Buffer) => runTool('trajstore', args, { env, cwd: home, ...(input !== undefined ? { input } : {}) });
   return { home, env, run, path: (...p: string[]) => join(home, ...p) };
 }
