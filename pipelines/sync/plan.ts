@@ -2,7 +2,8 @@
  * A sync as the command asks for it, checked before the worker starts (spec/trajstore.md, sync
  * rules): the source a directory; `--to` and `--convert` local directories, distinct, and outside
  * the source (a mirror inside its source would be mirrored again); `--convert` a dataset of the
- * kind the input format makes, or nothing yet, or an empty directory; `--column` with compact-jsonl only.
+ * kind the input format makes, or nothing yet, or an empty directory, and synced from no other source
+ * (state.ts); `--column` with compact-jsonl only.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { sep } from 'node:path';
@@ -12,6 +13,7 @@ import { readManifest } from '../dataset/layout.js';
 import { canonicalPath } from '../dataset/recover.js';
 import { LocalObjectStore } from '../dataset/store.js';
 import type { InputFormat } from '../formats/registry.js';
+import { claimDataset } from './state.js';
 
 export interface SyncRequest {
   from: string;
@@ -74,6 +76,8 @@ export async function planSync(request: SyncRequest): Promise<SyncPlan> {
     const manifest = await readManifest(new LocalObjectStore(convert)).catch(() => undefined);
     if (manifest && manifest.kind !== kind) throw new InvalidInputError(`--convert ${convert}: is a ${manifest.kind} dataset; this sync writes a ${kind} one`);
     if (!manifest && readdirSync(convert).length > 0) throw new InvalidInputError(`--convert ${convert}: exists and is not a trajstore dataset`);
+    // Checked again by each batch, under the dataset's lock: two new syncs may race for it.
+    if (manifest) claimDataset(convert, from);
   }
   return { from, to, convert, inputFormat: request.inputFormat, columns: parseColumnFlags(request.columns), intervalMs: request.intervalMs, once: request.once };
 }

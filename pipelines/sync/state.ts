@@ -4,11 +4,16 @@
  * the dataset's writer lock (batch.ts), so that it names the versions the dataset holds. It only
  * saves work: a batch killed after its commit and before this file is written converts those
  * files again on restart, which replaces their runs (never doubles them). A missing or unreadable
- * state (or one of another source) converts everything again, the same way.
+ * state converts everything again, the same way.
+ *
+ * The state also names the source, and a dataset is synced from one: runs are known by their path
+ * relative to the source, so a second source would replace the first's runs of the same paths, and
+ * each sync, finding the other's state, would convert its whole tree again at every batch.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileDurably } from '../../lib/durable.js';
+import { ConflictError } from '../../lib/errors.js';
 import { SYNC_STATE_FILE } from '../dataset/layout.js';
 import type { FileStamp, TreeStamps } from './scan.js';
 
@@ -16,23 +21,55 @@ const STATE_VERSION = 1;
 
 interface StateFile {
   version: number;
-  /** The source directory the stamps are of: another source starts afresh. */
+  /** The source directory the stamps are of. */
   source: string;
   files: Record<string, FileStamp>;
 }
 
-/** The stamps of what the dataset at `convert` holds of `source`; undefined when it holds no state of it (none yet, dropped, replaced). */
-export function readState(convert: string, source: string): TreeStamps | undefined {
+function readStateFile(convert: string): StateFile | undefined {
   try {
     const state = JSON.parse(readFileSync(join(convert, SYNC_STATE_FILE), 'utf8')) as StateFile;
-    if (state.version !== STATE_VERSION || state.source !== source) return undefined;
-    return new Map(Object.entries(state.files));
+    return state.version === STATE_VERSION && typeof state.source === 'string' ? state : undefined;
   } catch {
     return undefined;
   }
 }
 
+/** The stamps of what the dataset at `convert` holds of `source`; undefined when it holds no state of it (none yet, dropped, replaced). */
+export function readState(convert: string, source: string): TreeStamps | undefined {
+  const state = readStateFile(convert);
+  return state?.source === source ? new Map(Object.entries(state.files)) : undefined;
+}
+
 export function writeState(convert: string, source: string, stamps: TreeStamps): void {
   const state: StateFile = { version: STATE_VERSION, source, files: Object.fromEntries(stamps) };
   writeFileDurably(join(convert, SYNC_STATE_FILE), `${JSON.stringify(state)}\n`);
+}
+
+/** A sync into a dataset that another source's sync owns: not retried, it would fail the same way. */
+export class OtherSourceError extends ConflictError {}
+
+/** The directory at `path`, when there is one: its device and inode, by which one directory under two names is one. */
+function directoryId(path: string): string | undefined {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  return stat?.isDirectory() ? `${stat.dev}:${stat.ino}` : undefined;
+}
+
+/**
+ * Throws OtherSourceError when the dataset at `convert` is synced from another directory that is
+ * still there. One that is gone (moved, deleted) has nothing left to sync: its dataset is taken
+ * over, and `warn` says so.
+ */
+export function claimDataset(convert: string, from: string, warn?: (message: string) => void): void {
+  const recorded = readStateFile(convert)?.source;
+  if (recorded === undefined || recorded === from) return;
+  const other = directoryId(recorded);
+  if (other === undefined) {
+    warn?.(`sync: ${convert} was synced from ${recorded}, which is gone; it is synced from ${from} now (the runs brought from there stay)`);
+    return;
+  }
+  if (other === directoryId(from)) return;
+  throw new OtherSourceError(`--convert ${convert}: synced from ${recorded}, not from --from ${from}; each dataset is synced from one source`, {
+    hint: `sync ${from} into a dataset of its own (runs are known by their path in the source, so two sources would replace each other's), or drop ${convert} first`,
+  });
 }

@@ -26,10 +26,10 @@ import { join } from 'node:path';
 import { isRandomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { ToolError } from '../../lib/errors.js';
 import { walkFiles } from '../../lib/walk.js';
-import { defer, exhaustMap, filter, fromEvent, lastValueFrom, map, of, retry, scan, takeUntil, timer, type Observable } from 'rxjs';
+import { defer, exhaustMap, filter, fromEvent, lastValueFrom, map, of, retry, scan, takeUntil, throwError, timer, type Observable } from 'rxjs';
 import { runBatch, type BatchOutcome, type HeldFile, type SyncTarget } from './batch.js';
 import { changesBetween, keepUnread, scanTree, type TreeStamps } from './scan.js';
-import { readState } from './state.js';
+import { OtherSourceError, readState } from './state.js';
 import { MANIFEST_KEY } from '../dataset/layout.js';
 import { SYNC_DEFAULTS } from './defaults.js';
 
@@ -212,7 +212,8 @@ export async function runSyncWorker(run: SyncRun): Promise<void> {
       batch(pending).pipe(
         retry({
           count: run.once ? 0 : Infinity,
-          delay: (_error, count) => (run.signal.aborted ? of() : timer(retryDelayMs(count, first, max))),
+          // Another source's dataset stays another's: that batch would fail the same way for good.
+          delay: (error, count) => (error instanceof OtherSourceError ? throwError(() => error) : run.signal.aborted ? of() : timer(retryDelayMs(count, first, max))),
         }),
       ),
     ),

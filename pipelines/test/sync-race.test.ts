@@ -122,6 +122,52 @@ test('two syncs of one source into one dataset while the logs grow: every line o
   await inStep(src, to, convert, SESSIONS * LINES);
 });
 
+test('a dataset synced from one source is refused (exit 4) to a sync from another, before anything is written, and two new syncs racing for one dataset leave it one source\'s', async () => {
+  const [srcA, srcB] = [s.path('owner-a'), s.path('owner-b')];
+  const convert = s.path('owner-ds');
+  writeSession(srcA, 0, 2);
+  writeSession(srcA, 1, 2);
+  writeSession(srcB, 2, 3);
+  assert.is((await once(srcA, s.path('owner-mirror-a'), convert)).code, 0);
+  for (const args of [['--once'], ['--interval', '100ms']]) {
+    const other = await runTool('trajstore', ['sync', '--from', srcB, '--to', s.path('owner-mirror-b'), '--convert', convert, ...args], { env: s.env, cwd: s.home });
+    assert.is(other.code, 4, other.stderr);
+    assert.match(other.stderr, `--convert ${realpathSync(convert)}: synced from ${realpathSync(srcA)}`);
+    assert.not.ok(existsSync(s.path('owner-mirror-b')), 'nothing mirrored');
+  }
+  assert.equal(await markers(convert), [4, 4], 'the first source\'s runs, untouched');
+  // The first source goes on as before.
+  appendFileSync(sessionFile(srcA, 0), claudeLine(0, 2));
+  assert.is((await once(srcA, s.path('owner-mirror-a'), convert)).code, 0);
+  await inStep(srcA, s.path('owner-mirror-a'), convert, 5);
+
+  // Two syncs of different sources started at once into a new dataset: one makes it, the other is refused under the lock.
+  const race = s.path('owner-race-ds');
+  const [a, b] = await Promise.all([once(srcA, s.path('race-mirror-a'), race), once(srcB, s.path('race-mirror-b'), race)]);
+  assert.equal([a.code, b.code].sort(), [0, 4], `${a.stderr}\n${b.stderr}`);
+  const [winner, mirror, lines] = a.code === 0 ? [srcA, s.path('race-mirror-a'), 5] : [srcB, s.path('race-mirror-b'), 3];
+  await inStep(winner, mirror, race, lines);
+  assert.match((a.code === 4 ? a : b).stderr, `synced from ${realpathSync(winner)}`);
+  // Resident, the loser ends with exit 4 too (a refusal under the lock is not retried), and the winner goes on.
+  const residents = [srcA, srcB].map((src, i) => residentSync(['--from', src, '--to', s.path(`resident-mirror-${i}`), '--convert', s.path('owner-resident-ds'), '--interval', '100ms']));
+  await until('one of them to end', () => residents.some((r) => ended(r.child)), 20_000);
+  const loser = residents.find((r) => ended(r.child))!;
+  assert.is((await loser.exited).code, 4, loser.err());
+  const survivor = residents.find((r) => r !== loser)!;
+  await until('the survivor to go on', () => batchesIn(survivor.err()) >= 1);
+  await sleep(300);
+  assert.not.ok(ended(survivor.child), survivor.err());
+  survivor.child.kill('SIGTERM');
+  assert.is((await survivor.exited).code, 143, survivor.err());
+
+  // A source moved away is taken over: the new one is synced, with a warning naming the old.
+  renameSync(srcA, s.path('owner-a-moved'));
+  const taken = await once(srcB, s.path('owner-mirror-b'), convert);
+  assert.is(taken.code, 0, taken.stderr);
+  assert.match(taken.stderr, `was synced from ${realpathSync(s.home)}/owner-a, which is gone`);
+  assert.equal(await markers(convert), [8, 8], 'the moved source\'s runs stay beside the new one\'s');
+});
+
 test('a sync that read a log, then committed after another sync had converted a newer version of it: the newer version is what ends up converted', async () => {
   const src = s.path('order-src');
   const [to, convert] = [s.path('order-mirror'), s.path('order-ds')];
