@@ -120,6 +120,14 @@ test('chat completions, non-streaming and streaming: the same reply for a seed, 
   assert.not.match(text, '"usage"', 'no usage unless include_usage');
 });
 
+test('a message of text parts is read as their texts one per line, as vLLM joins them: the same prompt as that string', async () => {
+  const promptTokens = async (content: OpenAI.Chat.ChatCompletionUserMessageParam['content']): Promise<number> =>
+    (await openai.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content }], max_tokens: 1 })).usage!.prompt_tokens;
+  const parts = await promptTokens([{ type: 'text', text: 'Hello' }, { type: 'text', text: 'world' }]);
+  assert.is(parts, await promptTokens('Hello\nworld'));
+  assert.is.not(parts, await promptTokens('Helloworld'));
+});
+
 test('completions: max_tokens, stop, temperature 0; streaming gives the same text', async () => {
   const whole = await openai.completions.create({ model: 'tiny', prompt: 'The', temperature: 0, max_tokens: 12 });
   assert.is(whole.object, 'text_completion');

@@ -201,11 +201,14 @@ function completionProblem(body: Record<string, unknown>): RequestProblem | unde
 /** Fields the worker takes as they are, when given. */
 const SAMPLING_FIELDS = ['temperature', 'top_p', 'seed', 'presence_penalty', 'frequency_penalty', 'top_k', 'min_p', 'repetition_penalty'] as const;
 
-/** A message's text: its parts joined; for an assistant's reply without content, its refusal, if any. */
+/**
+ * A message's text: its parts one per line (as vLLM reads them: joined without a separator, two parts'
+ * words would run together); for an assistant's reply without content, its refusal, if any.
+ */
 function textOf(message: ChatRequest['messages'][number]): string {
   if (typeof message.content === 'string') return message.content;
   if (message.content === null) return message.refusal ?? '';
-  return message.content.map((p) => p.text).join('');
+  return message.content.map((p) => p.text).join('\n');
 }
 
 /** The worker's reply format for OpenAI's: none for text; a json_schema without a schema is any JSON object. */
