@@ -1,7 +1,8 @@
 /**
  * The web interface of `trajstore serve` in a real headless Chromium (bench/lib/chromium.ts)
  * against a real server: load, filter, open a run, follow a subagent link, search and see the
- * highlights, compare two runs, view the charts, and Chinese text. Every request the page makes
+ * highlights, compare two runs, view the charts, Chinese text, and data holding markup and script
+ * (which must stay text on every view). Every request the page makes
  * is recorded: none may leave the server. Screenshots of each view are written to
  * dist/test-artifacts/serve-web/ (kept after the run, to look at).
  */
@@ -215,6 +216,97 @@ test('hostile text: data cannot reorder the facts around it, highlights stay on 
     assert.ok(await leftToRight('#results .match', 'agent'), 'the step source after the link reads left to right');
     await at('/m/default/run/%E0%A4%A');
     assert.match((await page.locator('#main .error').textContent()) ?? '', 'this address is not valid');
+  } finally {
+    await page.close();
+    await hostile.stop();
+  }
+});
+
+test('stored script: markup, script islands, event attributes, javascript: links and quotes in every field of the data run nothing on any view, and show as text', async () => {
+  // Each payload, if it ever became markup, would set window.__pwned (or load an image or fetch off the server).
+  const payload = (where: string): string =>
+    [
+      `<script>window.__pwned='${where}'</script>`,
+      `<img src=x onerror="window.__pwned='${where}'">`,
+      `</script><script>window.__pwned='${where}'</script>`,
+      `[link](javascript:window.__pwned='${where}') [d](data:text/html,<script>parent.__pwned=1</script>)`,
+      `<svg onload="window.__pwned='${where}'"></svg>`,
+      `" onmouseover="window.__pwned='${where}'" x='`,
+      '\u2028\u2029',
+    ].join(' ');
+  const name = (where: string): string => `${where}<img src=x onerror="window.__pwned='${where}'">"'`;
+  const doc = {
+    schema_version: 'ATIF-v1.6',
+    session_id: name('session'),
+    trajectory_id: name('run'),
+    agent: { name: name('agent'), version: '1', model_name: name('model'), extra: { note: payload('agent-extra') } },
+    steps: [
+      { step_id: 1, timestamp: '2026-06-15T09:00:01Z', source: 'user', message: `user ${payload('user')}` },
+      {
+        step_id: 2,
+        timestamp: '2026-06-15T09:00:02Z',
+        source: 'agent',
+        model_name: name('stepmodel'),
+        message: `assistant ${payload('assistant')}`,
+        reasoning_content: `reasoning ${payload('reasoning')}`,
+        tool_calls: [{ tool_call_id: name('call'), function_name: name('tool'), arguments: { path: payload('argument'), [name('key')]: 1 } }],
+        observation: { results: [{ source_call_id: name('call'), content: `result ${payload('result')}` }] },
+        metrics: { prompt_tokens: 10, completion_tokens: 5, cost_usd: 0.01 },
+      },
+      // Long text is clipped, then shown whole on request: the end of it too is only text.
+      { step_id: 3, timestamp: '2026-06-15T09:00:03Z', source: 'agent', message: `${'L'.repeat(100_000)} long ${payload('long')}` },
+    ],
+  };
+  const inbox = join(home, 'script-in');
+  mkdirSync(inbox, { recursive: true });
+  // The file name becomes the run's source path.
+  writeFileSync(join(inbox, `${name('file')}.json`), JSON.stringify(doc));
+  const ds = join(home, 'script');
+  const imported = await run(['import', '-f', inbox, '-t', ds]);
+  assert.is(imported.code, 0, imported.stderr);
+  const hostile = await startServeProcess(['serve', ds, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  const page = await browser.context.newPage();
+  const origin = new URL(hostile.url).origin;
+  const elsewhere: string[] = [];
+  page.on('request', (request) => {
+    if (new URL(request.url()).origin !== origin) elsewhere.push(request.url());
+  });
+  page.on('dialog', (dialog) => void dialog.dismiss().then(() => elsewhere.push(`dialog ${dialog.message()}`)));
+  try {
+    const { runs } = (await (await fetch(new URL('/api/mounts/default/runs', hostile.url))).json()) as { runs: Array<{ document_id: string }> };
+    const id = encodeURIComponent(runs[0]!.document_id);
+    // What each view must show of the data, as text: a name's start, a text's script.
+    const named = (where: string): string => `${where}<img src=x onerror=`;
+    const script = (where: string): string => `<script>window.__pwned='${where}'</script>`;
+    // Each view, what to wait for, and what it must show.
+    const views: Array<[string, string, string[]]> = [
+      ['/m/default/runs', '.runrow', [named('run'), named('agent'), named('model')]],
+      [`/m/default/run/${id}`, 'article.step[data-step="3"]', [...['run', 'session', 'agent', 'model', 'stepmodel', 'tool', 'call', 'key'].map(named), ...['user', 'assistant', 'reasoning', 'argument', 'result', 'long'].map(script)]],
+      [`/m/default/compare/${id}/${id}`, 'section.run:nth-child(2) article.step[data-step="3"]', [named('run'), named('tool'), script('result')]],
+      ['/m/default/find?q=onerror', '#results .match', ['onerror']],
+      ['/m/default/charts', '.chart .uplot canvas', [named('tool')]],
+      [`/m/${encodeURIComponent(name('mount'))}/runs`, '.error', [named('mount')]],
+      [`/m/default/run/${encodeURIComponent(name('missing'))}`, '.error', [named('missing')]],
+    ];
+    for (const [hash, loaded, shown] of views) {
+      await page.goto(new URL(`/#${hash}`, hostile.url).href);
+      await page.waitForSelector(loaded);
+      await page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
+      const showAll = page.locator('button', { hasText: 'show all' });
+      while ((await showAll.count()) > 0) await showAll.first().click();
+      await page.waitForTimeout(200);
+      const seen = await page.evaluate(() => ({
+        pwned: (window as { __pwned?: unknown }).__pwned,
+        markup: [...document.querySelectorAll('img, svg, iframe, object, embed, script')].filter((e) => e.getAttribute('src') !== 'assets/app.js').map((e) => e.outerHTML.slice(0, 100)),
+        links: [...document.querySelectorAll('a')].map((a) => a.getAttribute('href') ?? '').filter((href) => !href.startsWith('#')),
+        text: document.body.innerText,
+      }));
+      assert.is(seen.pwned, undefined, `${hash}: a script of the data ran`);
+      assert.equal(seen.markup, [], `${hash}: the data became markup`);
+      assert.equal(seen.links, [], `${hash}: the data became a link off the page`);
+      for (const text of shown) assert.ok(seen.text.includes(text), `${hash}: ${JSON.stringify(text)} is shown, as text`);
+    }
+    assert.equal(elsewhere, [], 'nothing was fetched off the server, and no dialog opened');
   } finally {
     await page.close();
     await hostile.stop();
