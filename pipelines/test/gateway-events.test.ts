@@ -184,6 +184,26 @@ test('a request for another host name is refused 403 (DNS rebinding), and nothin
   assert.match(hostless.text, '{"error":"bad_request","message":"the request has no Host header, which HTTP/1.1 requires"}');
 });
 
+test('a post from another site\'s page (an Origin not of this machine, or Sec-Fetch-Site cross-site) is refused 403, and nothing it sent is stored; this machine\'s pages and programs go through', async () => {
+  const url = (path: string): string => new URL(path, server.gatewayUrl).href;
+  const batch = (session: string) => ({ agent_id: 'csrf', session_id: session, records: [record(1)] });
+  for (const [session, headers] of [
+    ['other-origin', { origin: 'https://evil.example' }],
+    ['lookalike-origin', { origin: 'http://127.0.0.1.evil.example' }],
+    ['null-origin', { origin: 'null' }],
+    ['cross-site', { 'sec-fetch-site': 'cross-site' }],
+  ] as Array<[string, Record<string, string>]>) {
+    const refused = await events(batch(session), headers);
+    assert.is(refused.status, 403, `${session}: ${JSON.stringify(refused.body)}`);
+    assert.is(refused.body.error, 'forbidden');
+    assert.is((await get(`/api/gateway/traces/csrf/${session}`)).status, 404, `${session} stored nothing`);
+  }
+  const otlp = await post(url('/v1/traces'), { resourceSpans: [] }, { origin: 'https://evil.example' });
+  assert.is(otlp.status, 403, 'OTLP too');
+  assert.is((await events(batch('local-page'), { origin: `http://localhost:${new URL(server.gatewayUrl!).port}` })).status, 200);
+  assert.is((await events(batch('program'))).status, 200);
+});
+
 test('a batch is acknowledged with the trace, and a retry stores nothing twice', async () => {
   const batch = { agent_id: 'agent', session_id: 'retry', records: [record(1), record(2), record(3)] };
   const first = await events(batch);

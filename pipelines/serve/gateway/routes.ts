@@ -32,7 +32,7 @@ import type { Trace } from './event-log.js';
 import { AppendAnswer, BODY_LIMITS, checkBody, checkIdentity, GatewayError, MAX_BODY_BYTES } from './events.js';
 import { isGatewayFailure } from './failure.js';
 import type { Gateway } from './gateway.js';
-import { refuseOtherHosts } from '../../../lib/loopback-host.js';
+import { refuseCrossSiteChanges, refuseOtherHosts } from '../../../lib/loopback-host.js';
 import { otlpRoutes } from './otlp.js';
 import { USER_HEADER } from './split.js';
 
@@ -56,6 +56,8 @@ export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
   const app = Fastify({ ...protocolErrorOptions(shape), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
   refuseBadHostHeader(app, shape);
   refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
+  // Its posts write to the dataset: another site's page may not make them, whatever its body's type.
+  refuseCrossSiteChanges(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, depthBoundedJsonBody(MAX_JSON_DEPTH)));
   app.addHook('onResponse', async (req, reply) => log.info(`gateway: ${req.method} ${req.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)}ms`));
