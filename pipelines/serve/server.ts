@@ -16,6 +16,7 @@ import { protocolErrorOptions, refuseBadHostHeader } from '../../lib/protocol-er
 import { strictQueryNumbers } from './query-numbers.js';
 import type { ServeContext } from './context.js';
 import { errorBody, toHttpError } from './errors.js';
+import { ANSWER_HEADERS } from './answer-headers.js';
 import { schemaError } from '../../lib/schema-error.js';
 import { Mounts, type MountSpec } from './mounts.js';
 import { SqlThread } from '../search/sql/thread/client.js';
@@ -78,13 +79,6 @@ const urlOf = (app: FastifyInstance): string => {
 
 /** Request bodies are queries, not datasets: up to 1 MiB; a larger one is read and dropped up to 8 MiB, so that its sender gets the 413. */
 const BODY_LIMITS: BodyLimits = { maxBytes: 1024 * 1024, drainBytes: 8 * 1024 * 1024 };
-
-/**
- * Every answer is what its Content-Type says (JSON quoting a run's text, or a 404 quoting the path
- * asked for, is never sniffed as a page), and opened as a page or framed it would run and show
- * nothing. The web interface's routes set their own policy.
- */
-const ANSWER_HEADERS = { 'x-content-type-options': 'nosniff', 'content-security-policy': "default-src 'none'; frame-ancestors 'none'" };
 
 function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.

@@ -17,7 +17,7 @@ import { gzipSync } from 'node:zlib';
 import OpenAI from 'openai';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { requestWithHost } from '../../lib/testing/host-header.js';
+import { rawRequest, requestWithHost } from '../../lib/testing/host-header.js';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
 import { upstreamUrl } from '../serve/capture/proxy.js';
 import { runTool } from '../../lib/testing/run-tool.js';
@@ -180,6 +180,17 @@ test('another site\'s page (a Host that is not loopback) cannot spend the route 
   const admin = await requestWithHost(new URL('/admin/sessions', server.captureAdminUrl).href, 'attacker.example:9876');
   assert.is(admin.status, 403);
   assert.is(admin.body.error, 'forbidden');
+});
+
+test('every answer of the admin listener, errors too, is never a page: nosniff, and a policy that runs nothing and allows no framing', async () => {
+  for (const path of ['/admin/status', '/admin/sessions', '/%3Cscript%3Ewindow.x=1%3C/script%3E']) {
+    const answer = await fetch(new URL(path, server.captureAdminUrl));
+    assert.is(answer.headers.get('x-content-type-options'), 'nosniff', path);
+    assert.is(answer.headers.get('content-security-policy'), "default-src 'none'; frame-ancestors 'none'", path);
+  }
+  const refused = await rawRequest(Number(new URL(server.captureAdminUrl!).port), 'GET /admin/sessions HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n');
+  assert.is(refused.status, 403);
+  assert.match(refused.text.toLowerCase(), 'x-content-type-options: nosniff', 'the 403 too');
 });
 
 test('the upstream path: the base joined with the request path, an overlap taken once', () => {

@@ -204,6 +204,23 @@ test('a post from another site\'s page (an Origin not of this machine, or Sec-Fe
   assert.is((await events(batch('program'))).status, 200);
 });
 
+test('every answer of the gateway listener, errors too, is never a page: nosniff, and a policy that runs nothing and allows no framing', async () => {
+  const answers: Array<[string, Response]> = [
+    ['healthz', await fetch(new URL('/healthz', server.gatewayUrl))],
+    ['no route', await fetch(new URL('/%3Cscript%3Ewindow.x=1%3C/script%3E', server.gatewayUrl))],
+    ['wrong type', await fetch(new URL('/v1/events', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '<script>' })],
+    ['bad event', await fetch(new URL('/v1/events', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"agent_id":"<script>"}' })],
+    ['other site', await fetch(new URL('/v1/events', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'application/json', origin: 'https://evil.example' }, body: '{}' })],
+  ];
+  const hostless = await rawRequest(Number(new URL(server.gatewayUrl!).port), 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+  for (const [what, answer] of answers) {
+    assert.is(answer.headers.get('x-content-type-options'), 'nosniff', what);
+    assert.is(answer.headers.get('content-security-policy'), "default-src 'none'; frame-ancestors 'none'", what);
+    assert.match(answer.headers.get('content-type') ?? '', /^application\/json/, what);
+  }
+  assert.match(hostless.text.toLowerCase(), 'x-content-type-options: nosniff', 'a request without Host');
+});
+
 test('a batch is acknowledged with the trace, and a retry stores nothing twice', async () => {
   const batch = { agent_id: 'agent', session_id: 'retry', records: [record(1), record(2), record(3)] };
   const first = await events(batch);

@@ -11,6 +11,7 @@ import type { CaptureConfig } from './config.js';
 import { CaptureProxy } from './proxy.js';
 import { CaptureState } from './state.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
+import { ANSWER_HEADERS } from '../answer-headers.js';
 
 export interface CaptureOptions {
   /** `--gateway-stream-markdown`. */
@@ -33,6 +34,7 @@ export function startCapture(config: CaptureConfig, gateway: Gateway, options: C
   const proxy = new CaptureProxy(config, gateway, state, options.log);
   const startedAt = new Date();
   const admin = Fastify({ logger: false, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+  admin.addHook('onRequest', async (_req, reply) => void reply.headers(ANSWER_HEADERS));
   refuseOtherHosts(admin, (reply, message) => reply.send({ error: 'forbidden', message }));
   admin.setNotFoundHandler((req, reply) => reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));
   admin.get('/admin/status', async () => ({

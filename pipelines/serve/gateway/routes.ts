@@ -33,6 +33,7 @@ import { AppendAnswer, BODY_LIMITS, checkBody, checkIdentity, GatewayError, MAX_
 import { isGatewayFailure } from './failure.js';
 import type { Gateway } from './gateway.js';
 import { refuseCrossSiteChanges, refuseOtherHosts } from '../../../lib/loopback-host.js';
+import { ANSWER_HEADERS } from '../answer-headers.js';
 import { otlpRoutes } from './otlp.js';
 import { USER_HEADER } from './split.js';
 
@@ -53,8 +54,9 @@ const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_fo
 /** The gateway listener's app. */
 export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
   const shape: ErrorShape = (_status, error, message) => ({ error, message });
-  const app = Fastify({ ...protocolErrorOptions(shape), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
-  refuseBadHostHeader(app, shape);
+  const app = Fastify({ ...protocolErrorOptions(shape, () => ANSWER_HEADERS), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+  refuseBadHostHeader(app, shape, () => ANSWER_HEADERS);
+  app.addHook('onRequest', async (_req, reply) => void reply.headers(ANSWER_HEADERS));
   refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
   // Its posts write to the dataset: another site's page may not make them, whatever its body's type.
   refuseCrossSiteChanges(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
