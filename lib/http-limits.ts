@@ -1,7 +1,8 @@
 /** Time and connection limits of the HTTP listeners (trajstore serve, the serving Router, sandboxd). */
 import { readFileSync } from 'node:fs';
 import type { Server, Socket } from 'node:net';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ErrorShape } from './protocol-errors.js';
 
 /**
  * Time a client has to send a whole request, headers and body; past it Node's server answers 408
@@ -18,6 +19,13 @@ export const REQUEST_TIMEOUT_MS = 60_000;
 export const SEND_TIMEOUT_MS = 60_000;
 
 /**
+ * Most bytes of answers a listener holds at once for clients that have not taken them yet (four
+ * of the largest a query may give). Until SEND_TIMEOUT_MS closes them, clients that stop reading
+ * would otherwise each hold up to a whole answer in the server's memory, as many as connect.
+ */
+export const MAX_HELD_ANSWER_BYTES = 256 * 1024 * 1024;
+
+/**
  * Closes the connections of `app` whose answer has not moved for SEND_TIMEOUT_MS at most. A connection
  * that is only quiet (its request still being answered, or kept alive between requests) is left to
  * the other limits: the listener here replaces Node's own, which would close it too.
@@ -28,6 +36,33 @@ export function closeStalledAnswers(app: FastifyInstance): void {
   app.server.timeout = SEND_TIMEOUT_MS / 2;
   app.server.on('timeout', (socket: Socket) => {
     if (socket.writableLength > 0) socket.destroy();
+  });
+}
+
+/** What a client refused by boundHeldAnswers is told to wait before trying again, in seconds. */
+const HELD_RETRY_AFTER_S = 5;
+
+/**
+ * Bounds the bytes of answers `app` holds for its clients to MAX_HELD_ANSWER_BYTES: an answer counts
+ * from when it is sent until its client has taken it all or its connection closes. An answer that
+ * would pass it is replaced by a small 503 in the listener's `shape` (with `headers()`).
+ */
+export function boundHeldAnswers(app: FastifyInstance, shape: ErrorShape, headers: () => Record<string, string> = () => ({})): void {
+  let held = 0;
+  const refusal = (reply: FastifyReply): string => {
+    void reply.code(503).headers({ ...headers(), 'retry-after': String(HELD_RETRY_AFTER_S) }).type('application/json; charset=utf-8');
+    const message = `the server holds ${MAX_HELD_ANSWER_BYTES / 1024 / 1024} MiB of answers its clients have not taken yet, the most it holds`;
+    return JSON.stringify(shape(503, 'unavailable', message));
+  };
+  app.addHook('onSend', async (_req, reply, payload) => {
+    const bytes = typeof payload === 'string' ? Buffer.byteLength(payload) : Buffer.isBuffer(payload) ? payload.length : 0;
+    // An answer to a client already gone is never held (and its 'close' has passed).
+    if (bytes === 0 || reply.raw.socket?.destroyed !== false) return payload;
+    if (held + bytes > MAX_HELD_ANSWER_BYTES) return refusal(reply);
+    held += bytes;
+    // 'close' comes once the answer is all handed to the kernel, or its connection is gone.
+    reply.raw.once('close', () => (held -= bytes));
+    return payload;
   });
 }
 

@@ -5,7 +5,7 @@
  * error), so `--log-level` filters them.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
-import { capConnections, closeStalledAnswers, closeWithGrace, REQUEST_TIMEOUT_MS, type CappedListener } from '../../lib/http-limits.js';
+import { boundHeldAnswers, capConnections, closeStalledAnswers, closeWithGrace, REQUEST_TIMEOUT_MS, type CappedListener } from '../../lib/http-limits.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { InvalidInputError, addressInUse } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
@@ -85,6 +85,7 @@ function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   const app = Fastify({ ...protocolErrorOptions(errorBody, () => ANSWER_HEADERS), schemaErrorFormatter: schemaError, logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
   refuseBadHostHeader(app, errorBody, () => ANSWER_HEADERS);
   closeStalledAnswers(app);
+  boundHeldAnswers(app, errorBody, () => ANSWER_HEADERS);
   // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, jsonBody));
