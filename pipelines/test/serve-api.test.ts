@@ -304,6 +304,35 @@ test('GET /api/mounts/:mount/runs/:document_id and /steps: the run, its parent a
   assertError(await get(`/api/mounts/default/runs/${PARENT}/steps?limit=100000`), 400, 'bad_request');
 });
 
+test('runs whose document id no path can carry (".", "..", 5,000 characters) are read with the id in the query: GET /api/mounts/:mount/run and /run/steps', async () => {
+  const src = join(home, 'unpathable');
+  mkdirSync(src, { recursive: true });
+  const ids = ['.', '..', 'x'.repeat(5000)];
+  ids.forEach((id, i) => writeFileSync(join(src, `${i}.json`), JSON.stringify({ schema_version: 'ATIF-v1.6', session_id: `s${i}`, trajectory_id: id, agent: { name: 'a', version: '1' }, steps: [{ step_id: 1, source: 'user', message: `hello ${i}` }] })));
+  const ds = join(home, 'unpathable-ds');
+  const imported = await trajstore(['import', '-f', src, '-t', ds]);
+  assert.is(imported.code, 0, imported.stderr);
+  const served = await startServeProcess(['serve', ds, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  try {
+    // A URL resolves "." and ".." away (so does every browser), and a path segment holds at most 4,096 characters.
+    assertError(await get(`/api/mounts/default/runs/${ids[2]}`, served.url), 414, 'uri_too_long');
+    for (const [i, id] of ids.entries()) {
+      const q = `document_id=${encodeURIComponent(id)}`;
+      const one = await get(`/api/mounts/default/run?${q}`, served.url);
+      assert.is(one.status, 200, JSON.stringify(one.body).slice(0, 200));
+      assert.is(one.body.run.document_id, id);
+      const steps = await get(`/api/mounts/default/run/steps?${q}&offset=0&limit=10`, served.url);
+      assert.is(steps.status, 200, JSON.stringify(steps.body).slice(0, 200));
+      assert.equal(steps.body.steps.map((s: Json) => s.message_text), [`hello ${i}`]);
+    }
+    assertError(await get('/api/mounts/default/run?document_id=nothing', served.url), 404, 'not_found', /nothing/);
+    assertError(await get('/api/mounts/default/run', served.url), 400, 'bad_request', /document_id/);
+    assertError(await get('/api/mounts/default/run/steps?document_id=.&offset=-1', served.url), 400, 'bad_request');
+  } finally {
+    await served.stop();
+  }
+});
+
 test('a page of steps is bounded in bytes: big tool outputs come a few steps at a time, next_offset says where to go on', async () => {
   const atif = join(home, 'big.atif.json');
   writeBigRun(atif, 'big', 12, 1024 * 1024);

@@ -313,6 +313,29 @@ test('stored script: markup, script islands, event attributes, javascript: links
   }
 });
 
+test('runs whose document id no path can carry (".", "..", 5,000 characters) open from the run list', async () => {
+  const src = join(home, 'unpathable');
+  mkdirSync(src, { recursive: true });
+  const ids = ['.', '..', 'x'.repeat(5000)];
+  ids.forEach((id, i) => writeFileSync(join(src, `${i}.json`), JSON.stringify({ schema_version: 'ATIF-v1.6', session_id: `s${i}`, trajectory_id: id, agent: { name: 'a', version: '1' }, steps: [{ step_id: 1, source: 'user', message: `hello ${i}` }] })));
+  const ds = join(home, 'unpathable-ds');
+  assert.is((await run(['import', '-f', src, '-t', ds])).code, 0);
+  const served = await startServeProcess(['serve', ds, '--listen', '127.0.0.1:0'], { env, cwd: home });
+  const page = await browser.context.newPage();
+  try {
+    for (const [i, id] of ids.entries()) {
+      await page.goto(new URL('/#/m/default/runs', served.url).href);
+      await page.locator('.runrow').filter({ has: page.locator(`a[title="${id}"]`) }).locator('a').click();
+      await page.waitForSelector('article.step, #main .error');
+      assert.is(await page.textContent('section.run h2'), id);
+      assert.is(await page.textContent('article.step .msg'), `hello ${i}`);
+    }
+  } finally {
+    await page.close();
+    await served.stop();
+  }
+});
+
 test('a run of big tool outputs: the page takes its steps in pages of bounded size and shows every one as it scrolls', async () => {
   const atif = join(home, 'big.atif.json');
   writeBigRun(atif, 'big', 12, 1024 * 1024);

@@ -1,6 +1,8 @@
 /**
  * Mounts, runs and steps: GET /api/mounts, /api/mounts/:mount, /api/mounts/:mount/runs,
- * /api/mounts/:mount/runs/:document_id and /api/mounts/:mount/runs/:document_id/steps.
+ * /api/mounts/:mount/runs/:document_id and /api/mounts/:mount/runs/:document_id/steps; and the last
+ * two with the document id in the query (/api/mounts/:mount/run?document_id=, /run/steps?...), for
+ * ids no path carries: a URL resolves "." and ".." away, and a path segment has a length limit.
  */
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -12,6 +14,7 @@ import { StringEnum } from '../schemas.js';
 
 const MountParams = Type.Object({ mount: Type.String() });
 const RunParams = Type.Object({ mount: Type.String(), document_id: Type.String() });
+const RunQuery = Type.Object({ document_id: Type.String() }, { additionalProperties: false });
 
 /** At most this many runs or steps per page. */
 const MAX_PAGE = 500;
@@ -46,6 +49,7 @@ const StepsQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+const RunStepsQuery = Type.Composite([RunQuery, StepsQuery], { additionalProperties: false });
 
 export function datasetRoutes(app: FastifyInstance, { mounts }: ServeContext): void {
   app.get('/api/mounts', async () => {
@@ -87,18 +91,17 @@ export function datasetRoutes(app: FastifyInstance, { mounts }: ServeContext): v
     return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, ...listRuns(ds, filters, q.max_bytes ?? MAX_PAGE_BYTES) }));
   });
 
-  app.get<{ Params: Static<typeof RunParams> }>('/api/mounts/:mount/runs/:document_id', { schema: { params: RunParams } }, (req) =>
-    mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, run: runDetail(ds, req.params.document_id) })),
+  const run = (mount: string, documentId: string) => mounts.use(mount, (ds) => ({ snapshot_id: ds.snapshotId, run: runDetail(ds, documentId) }));
+  const steps = (mount: string, documentId: string, q: Static<typeof StepsQuery>) => {
+    const offset = q.offset ?? 0;
+    return mounts.use(mount, (ds) => ({ snapshot_id: ds.snapshotId, offset, ...runSteps(ds, documentId, offset, q.limit ?? 100, q.max_bytes ?? MAX_PAGE_BYTES) }));
+  };
+  app.get<{ Params: Static<typeof RunParams> }>('/api/mounts/:mount/runs/:document_id', { schema: { params: RunParams } }, (req) => run(req.params.mount, req.params.document_id));
+  app.get<{ Params: Static<typeof RunParams>; Querystring: Static<typeof StepsQuery> }>('/api/mounts/:mount/runs/:document_id/steps', { schema: { params: RunParams, querystring: StepsQuery } }, (req) =>
+    steps(req.params.mount, req.params.document_id, req.query),
   );
-
-  app.get<{ Params: Static<typeof RunParams>; Querystring: Static<typeof StepsQuery> }>(
-    '/api/mounts/:mount/runs/:document_id/steps',
-    { schema: { params: RunParams, querystring: StepsQuery } },
-    (req) => {
-      const offset = req.query.offset ?? 0;
-      const limit = req.query.limit ?? 100;
-      const maxBytes = req.query.max_bytes ?? MAX_PAGE_BYTES;
-      return mounts.use(req.params.mount, (ds) => ({ snapshot_id: ds.snapshotId, offset, ...runSteps(ds, req.params.document_id, offset, limit, maxBytes) }));
-    },
+  app.get<{ Params: Static<typeof MountParams>; Querystring: Static<typeof RunQuery> }>('/api/mounts/:mount/run', { schema: { params: MountParams, querystring: RunQuery } }, (req) => run(req.params.mount, req.query.document_id));
+  app.get<{ Params: Static<typeof MountParams>; Querystring: Static<typeof RunStepsQuery> }>('/api/mounts/:mount/run/steps', { schema: { params: MountParams, querystring: RunStepsQuery } }, (req) =>
+    steps(req.params.mount, req.query.document_id, req.query),
   );
 }

@@ -6,7 +6,7 @@
  * nears the screen, so a run of thousands of steps paints after its first page. The same column
  * serves side by side comparison of two runs.
  */
-import { api, clipped, enc, h, num, time, usd, errorBox } from './dom.js';
+import { api, clipped, enc, h, num, query, time, usd, errorBox } from './dom.js';
 
 const PAGE = 100;
 /** The height a page of steps is given until it is loaded (about a step's). */
@@ -109,7 +109,8 @@ export function runColumn(mount: string, documentId: string): HTMLElement {
   const root = h('section', { class: 'run', 'data-run': documentId }, h('p', { class: 'muted' }, 'loading…'));
   void (async () => {
     try {
-      const { run } = await api<{ run: Run }>(`/api/mounts/${enc(mount)}/runs/${enc(documentId)}`);
+      // The id goes in the query: a path would lose an id of "." or "..", and a long one would not fit.
+      const { run } = await api<{ run: Run }>(`/api/mounts/${enc(mount)}/run${query({ document_id: documentId })}`);
       const childByCall = new Map(run.children.filter((c) => c.parent_tool_call_id).map((c) => [c.parent_tool_call_id as string, c]));
       // Steps [offset, end) of the run, to load when they near the screen.
       const placeholder = (offset: number, end: number): HTMLElement => h('div', { class: 'page', style: `min-height:${(end - offset) * PLACEHOLDER_STEP_PX}px`, 'data-offset': offset, 'data-end': end });
@@ -118,7 +119,7 @@ export function runColumn(mount: string, documentId: string): HTMLElement {
       const load = async (page: HTMLElement): Promise<void> => {
         const offset = Number(page.dataset.offset);
         const end = Number(page.dataset.end);
-        const { steps, next_offset } = await api<{ steps: Step[]; next_offset: number | null }>(`/api/mounts/${enc(mount)}/runs/${enc(documentId)}/steps?offset=${offset}&limit=${end - offset}`);
+        const { steps, next_offset } = await api<{ steps: Step[]; next_offset: number | null }>(`/api/mounts/${enc(mount)}/run/steps${query({ document_id: documentId, offset, limit: end - offset })}`);
         page.replaceChildren(...steps.map((s) => stepView(mount, s, childByCall)));
         page.style.minHeight = '';
         page.dataset.loaded = 'true';
