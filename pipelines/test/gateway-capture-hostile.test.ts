@@ -4,8 +4,9 @@
  * status, a 101, nothing at all, or part of a stream and then nothing; request targets that would
  * reach another upstream path; another site's page posting text or JSON; client keys that are JSON
  * words; credentials echoed across the debug log's cut, in the user's text and in the query; a
- * stream far past the capture's bound, and one that never sends a blank line; a call cut by
- * SIGTERM; an `agent_id` that escapes its directory; a client that half-closes after its request.
+ * stream far past the capture's bound, and one that never sends a blank line; a request, an answer
+ * and a stream event nested 100,000 levels deep; a call cut by SIGTERM; an `agent_id` that escapes
+ * its directory; a client that half-closes after its request.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -27,6 +28,8 @@ const CLIENT_KEY = 'ck-5e4d3c2b1a09f8e7d6c5';
 const QUERY_KEY = 'AIzaQueryKey0123456789';
 const env = { ...baseEnv, ROUTE_KEY };
 const AGENT = 'hostile';
+/** JSON nested 100,000 levels deep. */
+const DEEP = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
 
 /** What the upstream saw: each request's path. */
 const paths: string[] = [];
@@ -85,6 +88,17 @@ function startUpstream(): Promise<string> {
         res.end(JSON.stringify(completion(`${'x'.repeat(2048 - 10 - at)}${ROUTE_KEY} tail`)));
         return;
       }
+      if (model === 'deep-answer' || model === 'deep-stream') {
+        // Far deeper than any record can be written: a recursive walk of it runs out of stack.
+        if (model === 'deep-answer') {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(completion('deep')).replace(/}$/, `,"extra":${DEEP}}`));
+        } else {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(`${sse('deep ')}data: {"choices":[],"usage":${DEEP.replace('[', '{"a":[').replace(/]$/, ']}')}}\n\n${sse('end')}data: [DONE]\n\n`);
+        }
+        return;
+      }
       if (model === 'huge-stream' || model === 'no-blank-line') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const huge = model === 'huge-stream';
@@ -124,11 +138,13 @@ async function start(name: string, extra = '', idle = '1h'): Promise<ServeProces
 }
 
 /** A call through the gateway `at`: JSON headers unless `headers` says otherwise. */
-function call(at: ServeProcess, session: string, model: string, options: { path?: string; headers?: Record<string, string>; content?: string; stream?: boolean; signal?: AbortSignal } = {}): Promise<Response> {
+function call(at: ServeProcess, session: string, model: string, options: { path?: string; headers?: Record<string, string>; content?: string; stream?: boolean; signal?: AbortSignal; metadata?: string } = {}): Promise<Response> {
+  const body = JSON.stringify({ model, max_tokens: 8, stream: options.stream ?? false, messages: [{ role: 'user', content: options.content ?? 'hi' }] });
   return fetch(new URL(options.path ?? '/v1/chat/completions', at.captureUrl), {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}`, 'x-trajstore-session-id': session, ...options.headers },
-    body: JSON.stringify({ model, max_tokens: 8, stream: options.stream ?? false, messages: [{ role: 'user', content: options.content ?? 'hi' }] }),
+    // `metadata`: JSON text of a field the request carries as it is.
+    body: options.metadata === undefined ? body : body.replace(/}$/, `,"metadata":${options.metadata}}`),
     ...(options.signal ? { signal: options.signal } : {}),
   });
 }
@@ -259,6 +275,27 @@ test('a stream that never ends its event (no blank line) passes in linear time a
   assert.is((await r.arrayBuffer()).byteLength, streamedBytes.get('no-blank-line'));
   const [, answer] = (await events(server, 'no-blank', 2)) as [Json, Json];
   assert.equal([answer.kind, answer.payload.status, answer.payload.truncated], ['llm.response.stream', 200, true]);
+});
+
+test('bodies nested too deep to record: a request is a 400 (nothing goes upstream); an answer or a stream event reaches the client whole and is recorded without it', async () => {
+  const before = paths.length;
+  const deepRequest = await call(server, 'deep', 'plain', { metadata: DEEP });
+  assert.is(deepRequest.status, 400);
+  assert.match(((await deepRequest.json()) as Json).error.message, /deeper than 512 levels/);
+  assert.is(paths.length, before, 'nothing reached the upstream');
+  const deepAnswer = await call(server, 'deep', 'deep-answer');
+  assert.is(deepAnswer.status, 200);
+  assert.ok((await deepAnswer.text()).endsWith(`${']'.repeat(100)}}`));
+  const deepStream = await call(server, 'deep', 'deep-stream', { stream: true });
+  assert.match(await deepStream.text(), /\[DONE]/);
+  const recorded = await events(server, 'deep', 4);
+  assert.equal(
+    recorded.map((e) => [e.kind, e.payload.status, e.payload.truncated]),
+    [['llm.request', undefined, undefined], ['llm.response', 200, true], ['llm.request', undefined, undefined], ['llm.response.stream', 200, true]],
+  );
+  // The stream's events around the one too deep are read.
+  assert.is(recorded[3]?.payload.assistant_content, 'deep end');
+  assert.not.match(server.stderr(), /could not be recorded/);
 });
 
 test('upstream_timeout: an upstream silent before its answer is a 504, one silent mid-stream ends the stream; both recorded', async () => {

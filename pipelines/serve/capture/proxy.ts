@@ -13,6 +13,8 @@
  * - a request from a web page of another site (an `Origin` that is not loopback, `Sec-Fetch-Site`
  *   cross-site or same-site) is refused, and so is a body that is not `application/json`, which a
  *   page could send without the browser asking first (a CORS "simple" request);
+ * - a body nesting arrays and objects deeper than MAX_JSON_DEPTH is refused, as the event gateway
+ *   refuses one: the call could not be recorded;
  * - a compressed request body (gzip, deflate, br) is forwarded decoded, without its
  *   Content-Encoding;
  * - end-to-end headers pass; `host`, `content-length`, hop-by-hop headers, proxy credentials, the
@@ -46,6 +48,8 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
 import { boundedBody, type BodyLimits } from '../../../lib/bounded-body.js';
+import { jsonDepthExceeds } from '../../../lib/json-depth.js';
+import { MAX_JSON_DEPTH } from '../../formats/lines.js';
 import type { Logger } from '../../../lib/log.js';
 import { requestFacts, responseFacts } from '../gateway/decode.js';
 import type { EventRecord } from '../gateway/events.js';
@@ -271,6 +275,8 @@ export class CaptureProxy {
       return apiError(reply, protocol, 400, 'invalid_request_error', `the request target must be ${path}, with a query or not, spelled as it is (no fragment, dot segments, percent-encoding or absolute form), not ${JSON.stringify(shownTarget(req.url.split('?')[0]!))}`);
     }
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    // As the event gateway's rule: a call nested deeper could not be recorded (its walks run out of stack).
+    if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) return apiError(reply, protocol, 400, 'invalid_request_error', `the request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
     let body: Record<string, unknown>;
     try {
       body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;

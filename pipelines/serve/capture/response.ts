@@ -5,9 +5,13 @@
  * (text, reasoning, tool calls, usage, model, finish reason). A compressed answer is decompressed
  * for reading. Reading stops keeping bytes past MAX_KEPT_BYTES, and a stream's aggregate stops
  * growing past as many characters (the answer still passes through whole; the capture says it was cut).
+ * A body or an event nesting deeper than MAX_JSON_DEPTH is not read either, and said to be cut: its
+ * record could not be written.
  */
 import { createBrotliDecompress, createGunzip, createInflate, type Gunzip } from 'node:zlib';
 import { jsonOrAsGiven } from '../gateway/decode.js';
+import { jsonDepthExceeds } from '../../../lib/json-depth.js';
+import { MAX_JSON_DEPTH } from '../../formats/lines.js';
 import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 
 /**
@@ -245,6 +249,11 @@ export class AnswerReader {
       .map((line) => line.slice(5).replace(/^ /, ''))
       .join('\n');
     if (data === '' || data === '[DONE]') return;
+    // An event nested deeper than a record may be is not read (as an answer: see result()).
+    if (jsonDepthExceeds(Buffer.from(data, 'utf8'), MAX_JSON_DEPTH)) {
+      this.truncated = true;
+      return;
+    }
     try {
       const value = JSON.parse(data) as unknown;
       if (isJsonObject(value)) this.aggregate.add(value);
@@ -266,8 +275,14 @@ export class AnswerReader {
       return this.aggregate.events > 0 ? this.aggregate.body() : undefined;
     }
     if (this.truncated) return undefined;
+    const bytes = Buffer.concat(this.chunks);
+    // Nested deeper than a record may be, it is not read: the capture could not be written (its walks run out of stack).
+    if (jsonDepthExceeds(bytes, MAX_JSON_DEPTH)) {
+      this.truncated = true;
+      return undefined;
+    }
     try {
-      const value = JSON.parse(Buffer.concat(this.chunks).toString('utf8')) as unknown;
+      const value = JSON.parse(bytes.toString('utf8')) as unknown;
       return isJsonObject(value) ? value : undefined;
     } catch {
       return undefined;
