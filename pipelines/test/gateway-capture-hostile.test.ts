@@ -2,11 +2,11 @@
  * The capture gateway against hostile or broken peers, each case a real `trajstore serve
  * --gateway-config` and an upstream this test runs on 127.0.0.1: an upstream answering an invalid
  * status, a 101, nothing at all, or part of a stream and then nothing; request targets that would
- * reach another upstream path; another site's page posting text or JSON; client keys that are JSON
- * words; credentials echoed across the debug log's cut, in the user's text and in the query; a
- * stream far past the capture's bound, and one that never sends a blank line; a request, an answer
- * and a stream event nested 100,000 levels deep; a call cut by SIGTERM; an `agent_id` that escapes
- * its directory; a client that half-closes after its request.
+ * reach another upstream path; requests that are not valid HTTP; another site's page posting text
+ * or JSON; client keys that are JSON words; credentials echoed across the debug log's cut, in the
+ * user's text and in the query; a stream far past the capture's bound, and one that never sends a
+ * blank line; a request, an answer and a stream event nested 100,000 levels deep; a call cut by
+ * SIGTERM; an `agent_id` that escapes its directory; a client that half-closes after its request.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -183,6 +183,35 @@ test('request targets: only the routed path (and its query) reaches the upstream
   const messages = await rawRequest(port, head('/chat/completions'), body);
   assert.is(messages.status, 200, messages.text);
   assert.equal(paths.slice(before), ['/v1/chat/completions?api-version=2024-06-01', '/v1/chat/completions']);
+});
+
+test('requests that are not valid HTTP (smuggling shapes, no or two Host headers, bad percent-encoding) get a 400 in the listener\'s error shape, and nothing goes upstream', async () => {
+  const before = paths.length;
+  const body = JSON.stringify({ model: 'plain', messages: [] });
+  const post = (headers: string): string => `POST /v1/chat/completions HTTP/1.1\r\n${headers}Content-Type: application/json\r\nConnection: close\r\n\r\n`;
+  const listeners = [
+    // The proxy answers in OpenAI's shape (what its 404 uses), the admin listener as the event gateway.
+    { url: server.captureUrl as string, shape: /^\{"error":\{"message":"[^"]+","type":"invalid_request_error","code":null\}\}$/ },
+    { url: server.captureAdminUrl as string, shape: /^\{"error":"bad_request","message":"[^"]+"\}$/ },
+  ];
+  for (const { url, shape } of listeners) {
+    const port = Number(new URL(url).port);
+    const cases: Array<[string, string, RegExp]> = [
+      ['Content-Length and Transfer-Encoding', post(`Host: 127.0.0.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n`) + `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`, /not valid HTTP/],
+      ['two Content-Lengths', post(`Host: 127.0.0.1\r\nContent-Length: ${body.length}\r\nContent-Length: 4\r\n`) + body, /not valid HTTP/],
+      ['no Host header', post(`Content-Length: ${body.length}\r\n`) + body, /no Host header/],
+      ['two Host headers', post(`Host: 127.0.0.1\r\nHost: 127.0.0.1\r\nContent-Length: ${body.length}\r\n`) + body, /2 Host headers/],
+      ['bad percent-encoding', 'GET /v1/%zz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n', /percent-encoding/],
+    ];
+    for (const [what, request, message] of cases) {
+      const r = await rawRequest(port, request);
+      assert.is(r.status, 400, `${url} ${what}: ${r.text}`);
+      const answer = r.text.slice(r.text.indexOf('\r\n\r\n') + 4);
+      assert.match(answer, shape, `${url} ${what}`);
+      assert.match(answer, message, `${url} ${what}`);
+    }
+  }
+  assert.is(paths.length, before, 'nothing reached the upstream');
 });
 
 test('another site\'s page cannot post: a body that is not JSON is 415, an Origin not of this machine or Sec-Fetch-Site cross-site is 403', async () => {

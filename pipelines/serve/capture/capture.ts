@@ -5,6 +5,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
+import { protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../../lib/protocol-errors.js';
 import type { Logger } from '../../../lib/log.js';
 import type { Gateway } from '../gateway/gateway.js';
 import type { CaptureConfig } from './config.js';
@@ -33,7 +34,10 @@ export function startCapture(config: CaptureConfig, gateway: Gateway, options: C
   const state = new CaptureState(gateway.dir, { debug: options.debug || config.debug, markdown: options.streamMarkdown, log: options.log });
   const proxy = new CaptureProxy(config, gateway, state, options.log);
   const startedAt = new Date();
-  const admin = Fastify({ logger: false, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+  // Errors as the event gateway's, before any route too, with the API's headers.
+  const shape: ErrorShape = (_status, error, message) => ({ error, message });
+  const admin = Fastify({ ...protocolErrorOptions(shape, () => ANSWER_HEADERS), logger: false, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+  refuseBadHostHeader(admin, shape, () => ANSWER_HEADERS);
   admin.addHook('onRequest', async (_req, reply) => void reply.headers(ANSWER_HEADERS));
   refuseOtherHosts(admin, (reply, message) => reply.send({ error: 'forbidden', message }));
   admin.setNotFoundHandler((req, reply) => reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));

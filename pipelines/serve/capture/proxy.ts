@@ -47,6 +47,7 @@ import type { Socket } from 'node:net';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
+import { protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { boundedBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import { jsonDepthExceeds } from '../../../lib/json-depth.js';
 import { MAX_JSON_DEPTH } from '../../formats/lines.js';
@@ -229,7 +230,10 @@ export class CaptureProxy {
   }
 
   app(): FastifyInstance {
-    const app = Fastify({ logger: false, bodyLimit: REQUEST_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+    // What fails before any route (not valid HTTP, a Host header missing or repeated) is answered in OpenAI's shape, as its 404.
+    const shape: ErrorShape = (_status, _code, message) => errorBody('openai-chat', 'invalid_request_error', message);
+    const app = Fastify({ ...protocolErrorOptions(shape), logger: false, bodyLimit: REQUEST_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
+    refuseBadHostHeader(app, shape);
     // A client that half-closes once its request is sent (`shutdown(SHUT_WR)`) still waits for the
     // answer; Node's server otherwise takes the half-close for a client that left. (An own property
     // of http.Server, not among its options.)
