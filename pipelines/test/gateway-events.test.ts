@@ -146,6 +146,10 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
     ['timestamp on a day that does not exist', { ...ok, records: [record(1, { timestamp: '2026-02-30T08:00:00Z' })] }, 400, 'invalid_event'],
     ['timestamp at hour 24', { ...ok, records: [record(1, { timestamp: '2026-05-02T24:00:00Z' })] }, 400, 'invalid_event'],
     ['timestamp in another shape Date.parse takes', { ...ok, records: [record(1, { timestamp: 'May 2, 2026 08:00 GMT' })] }, 400, 'invalid_event'],
+    // Years RFC 3339 cannot write: stored as `+275760-...` or `-000001-...`, which sort before `2026-...` as text.
+    ['timestamp_unix_ms past the year 9999', { ...ok, records: [record(1, { timestamp_unix_ms: 253_402_300_800_000 })] }, 400, 'invalid_event'],
+    ['timestamp_unix_ms at the last date', { ...ok, records: [record(1, { timestamp_unix_ms: 8_640_000_000_000_000 })] }, 400, 'invalid_event'],
+    ['timestamp before the year 0000 in UTC', { ...ok, records: [record(1, { timestamp: '0000-01-01T00:00:00+01:00' })] }, 400, 'invalid_event'],
     ['257 records', { ...ok, records: Array.from({ length: 257 }, (_, i) => record(i)) }, 413, 'too_many_records'],
     ['a body over 8 MiB', { ...ok, records: [record(1, { payload: 'x'.repeat(8 * 1024 * 1024) })] }, 413, 'body_too_large'],
   ];
@@ -161,12 +165,15 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
 
 test('a record\'s timestamp is RFC 3339 with a zone: others are refused naming the record, and nothing of the request is stored', async () => {
   const id = { agent_id: 'agent', session_id: 'timestamps' };
-  const good = ['2026-05-02T08:00:03Z', '2026-05-02t08:00:03.123456z', '2026-05-02 10:00:03.5+02:00', '2024-02-29T23:59:59-11:30'];
+  const good = ['2026-05-02T08:00:03Z', '2026-05-02t08:00:03.123456z', '2026-05-02 10:00:03.5+02:00', '2024-02-29T23:59:59-11:30', '0000-01-01T00:00:00-01:00', '9999-12-31T23:59:59.999999Z'];
   const bad = await events({ ...id, records: [...good.map((timestamp, i) => record(i, { timestamp })), record(9, { timestamp: 'not a time' })] });
   assertGatewayError(bad, 400, 'invalid_event', 'a bad timestamp after good ones');
-  assert.match(bad.body.message as string, /^\/records\/4\/timestamp: "not a time" is not an RFC 3339/);
+  assert.match(bad.body.message as string, /^\/records\/6\/timestamp: "not a time" is not an RFC 3339/);
   assert.is((await get('/api/gateway/traces/agent/timestamps')).status, 404);
-  const taken = await events({ ...id, records: good.map((timestamp, i) => record(i, { timestamp })) });
+  const outOfYears = await events({ ...id, records: [record(0, { timestamp: '9999-12-31T23:59:59-00:01' })] });
+  assertGatewayError(outOfYears, 400, 'invalid_event', 'a timestamp past the year 9999 in UTC');
+  assert.match(outOfYears.body.message as string, /^\/records\/0\/timestamp: "9999-12-31T23:59:59-00:01" is, in UTC, outside the years 0000 to 9999/);
+  const taken = await events({ ...id, records: [...good.map((timestamp, i) => record(i, { timestamp })), record(9, { timestamp_unix_ms: 253_402_300_799_999 })] });
   assert.is(taken.status, 200, JSON.stringify(taken.body));
 });
 

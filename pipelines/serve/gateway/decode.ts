@@ -23,7 +23,7 @@ import type { Row } from '../../dataset/parquet.js';
 import { normaliseTimestamp } from '../../dataset/rows.js';
 import { withinDepth } from '../../formats/lines.js';
 import { STORYLINE_SCHEMA_VERSION, type Content, type Metrics, type Storyline, type ToolCall, type Turn } from '../../storyline/schema.js';
-import { MAX_UNIX_MS, type EventRecord } from './events.js';
+import { isStorableTime, type EventRecord } from './events.js';
 import type { StoredEvent, Trace } from './event-log.js';
 import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 
@@ -44,12 +44,16 @@ export function inTraceOrder(events: readonly StoredEvent[]): StoredEvent[] {
 
 /**
  * A record's own time: `timestamp`, else `timestamp_unix_ms`. A log written before the gateway
- * bounded `timestamp_unix_ms` may hold one past what a date can hold: such a time is no time,
- * rather than an error that would stop its trace's projection for good.
+ * bounded times may hold one past what a date can hold, or outside the years 0000 to 9999 (which
+ * would sort wrong among the stored times): such a time is no time, rather than an error that
+ * would stop its trace's projection for good, or a run sorted first.
  */
 function recordTime(r: StoredEvent['record']): string | undefined {
+  const given = normaliseTimestamp(r.timestamp);
+  // toISOString writes a year outside 0000-9999 with a sign.
+  if (given !== null && !/^[+-]/.test(given)) return given;
   const ms = r.timestamp_unix_ms;
-  return normaliseTimestamp(r.timestamp) ?? (ms !== undefined && Math.abs(ms) <= MAX_UNIX_MS ? new Date(ms).toISOString() : undefined);
+  return ms !== undefined && isStorableTime(ms) ? new Date(ms).toISOString() : undefined;
 }
 
 /** An event's time: its record's, else when it was received. */

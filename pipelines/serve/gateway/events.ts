@@ -25,9 +25,17 @@ export const BODY_LIMITS: BodyLimits = { maxBytes: MAX_BODY_BYTES, drainBytes: 8
 /** `seq` is an integer JSON number; beyond 2^53 JavaScript (and most JSON readers) cannot hold it exactly. */
 const Seq = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
 const OptionalText = Type.Optional(Type.String());
-/** Milliseconds since the epoch, within what a date can hold (±8.64e15 ms; before the epoch is not a time an event has). */
-export const MAX_UNIX_MS = 8_640_000_000_000_000;
-const UnixMs = Type.Integer({ minimum: 0, maximum: MAX_UNIX_MS });
+/**
+ * The times a record may give: in UTC, the years 0000 to 9999, which RFC 3339 writes. Stored times
+ * are UTC text, sorted and filtered as text: a later or earlier one would be `+010000-...` or
+ * `-000001-...`, and sort before `2026-...`.
+ */
+const FIRST_TIME_MS = -62_167_219_200_000; // 0000-01-01T00:00:00.000Z
+const LAST_TIME_MS = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
+/** Whether a time (milliseconds since the epoch) is one a record may give. */
+export const isStorableTime = (ms: number): boolean => ms >= FIRST_TIME_MS && ms <= LAST_TIME_MS;
+/** Milliseconds since the epoch (before the epoch is not a time an event has), to the year 9999. */
+const UnixMs = Type.Integer({ minimum: 0, maximum: LAST_TIME_MS });
 
 export const EventRecord = Type.Object(
   {
@@ -136,6 +144,9 @@ export function checkBody(body: unknown): GatewayBody {
     // Stored times are sorted and filtered (`since`, `until`) as text: only one shape of time may be stored.
     if (r.timestamp !== undefined && !isRfc3339(r.timestamp)) {
       throw new RejectedBatch(400, 'invalid_event', `/records/${i}/timestamp: ${JSON.stringify(r.timestamp.slice(0, 80))} is not an RFC 3339 date and time with a zone (e.g. 2026-05-02T08:00:03.100Z)`);
+    }
+    if (r.timestamp !== undefined && !isStorableTime(Date.parse(r.timestamp))) {
+      throw new RejectedBatch(400, 'invalid_event', `/records/${i}/timestamp: ${JSON.stringify(r.timestamp)} is, in UTC, outside the years 0000 to 9999`);
     }
     for (const field of ['agent_id', 'session_id'] as const) {
       if (r[field] !== undefined && r[field] !== valid[field]) {
