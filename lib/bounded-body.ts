@@ -13,6 +13,7 @@
  * Errors carry the status they answer: 413 too large, 415 an unknown coding, 400 a body that is
  * not what its coding says, 408 too slow (and whatever `parse` throws).
  */
+import { isUtf8 } from 'node:buffer';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
@@ -64,8 +65,12 @@ export function contentCodings(header: string | undefined): string[] | Error {
   return codings;
 }
 
-/** A body as JSON; one that is not JSON is the client's error (400). */
+/**
+ * A body as JSON; one that is not JSON is the client's error (400). JSON is UTF-8 (RFC 8259 §8.1):
+ * bytes that are not would be read as U+FFFD, and kept as text the client never sent.
+ */
 export function jsonBody(raw: Buffer): unknown {
+  if (!isUtf8(raw)) throw failure(400, 'the body is not valid JSON: it is not UTF-8');
   try {
     return JSON.parse(raw.toString('utf8')) as unknown;
   } catch (error) {

@@ -79,7 +79,7 @@ test('a body in any known coding is read decoded', async () => {
   assert.equal(answer.body.got, doc);
 });
 
-test('refused bodies: unknown coding 415, broken or cut short 400, too large decoded 413, not JSON 400', async () => {
+test('refused bodies: unknown coding 415, broken or cut short 400, too large decoded 413, not JSON (or not UTF-8) 400', async () => {
   const zstd = await post(json, 'zstd');
   assert.is(zstd.status, 415);
   assert.match(zstd.body.message!, "Content-Encoding 'zstd' is not supported");
@@ -99,6 +99,11 @@ test('refused bodies: unknown coding 415, broken or cut short 400, too large dec
   assert.equal([gzBig.status, gzBig.body.message], [413, `the body is larger than ${LIMITS.maxBytes} bytes decoded`]);
   const notJson = await post(gzipSync('{"text": '), 'gzip');
   assert.equal([notJson.status, /the body is not valid JSON/.test(notJson.body.message!)], [400, true]);
+  // JSON is UTF-8 (RFC 8259 §8.1): bytes that are not would be taken as U+FFFD, and stored as what was never sent.
+  for (const bytes of [[0xff, 0xfe], [0xc3], [0xed, 0xa0, 0x80]]) {
+    const notUtf8 = await post(Buffer.concat([Buffer.from('{"text": "a'), Buffer.from(bytes), Buffer.from('b"}')]));
+    assert.equal([notUtf8.status, notUtf8.body.message], [400, 'the body is not valid JSON: it is not UTF-8'], JSON.stringify(bytes));
+  }
 });
 
 test('a compression bomb costs no more than the limit: decoding stops once it is passed', async () => {

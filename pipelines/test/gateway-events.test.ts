@@ -36,7 +36,7 @@ interface Answer {
 }
 
 async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : Buffer.isBuffer(body) ? new Uint8Array(body) : JSON.stringify(body) });
   return { status: response.status, body: (await response.json()) as Json, headers: response.headers };
 }
 const events = (body: unknown, headers?: Record<string, string>): Promise<Answer> => post(new URL('/v1/events', server.gatewayUrl).href, body, headers);
@@ -125,6 +125,7 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
     ['records not an array', { ...ok, records: {} }, 400, 'invalid_event'],
     // Past what a date can hold: accepted, it would have stopped its trace's projection for good.
     // Deeper than a stored document may nest: it could not be written back (JSON.stringify overflows the stack).
+    ['a body that is not UTF-8', Buffer.from('{"agent_id":"a","session_id":"s","records":[{"seq":1,"source":"x","kind":"note","payload":"\xff"}]}', 'latin1'), 400, 'invalid_json'],
     ['a payload nested 5,000 deep', `{"agent_id":"a","session_id":"s","records":[{"seq":1,"source":"x","kind":"note","payload":${'['.repeat(5000)}${']'.repeat(5000)}}]}`, 400, 'invalid_json'],
     ['timestamp_unix_ms past the last date', { ...ok, records: [record(1, { timestamp_unix_ms: 8_700_000_000_000_000 })] }, 400, 'invalid_event'],
     ['no records', { agent_id: 'a', session_id: 's' }, 400, 'invalid_event'],
