@@ -68,6 +68,12 @@ function startUpstream(): Promise<string> {
         write(JSON.stringify({ error: { message: `rate limited for ${req.headers.authorization ?? req.headers['x-api-key']}`, type: 'rate_limit_error' } }));
         return end();
       }
+      if (model.endsWith('-html-error')) {
+        // What a load balancer in front of an API answers: not JSON.
+        res.writeHead(502, { 'content-type': 'text/html' });
+        write(`<html><body>502 Bad Gateway (key ${req.headers.authorization ?? ''})</body></html>`);
+        return end();
+      }
       if (model.endsWith('-redirect')) {
         res.writeHead(307, { location: 'http://127.0.0.1:9/elsewhere', 'content-type': 'application/json' });
         write('{}');
@@ -297,6 +303,9 @@ test('upstream errors and redirects come back as they are and close the call; an
   assert.is(failed.status, 429);
   assert.is(failed.headers.get('x-upstream'), 'yes');
   assert.ok(Buffer.from(await failed.arrayBuffer()).equals(lastSeen().sent));
+  const html = await raw('real-html-error');
+  assert.is(html.status, 502);
+  assert.ok(Buffer.from(await html.arrayBuffer()).equals(lastSeen().sent));
   const moved = await raw('real-redirect');
   assert.is(moved.status, 307);
   assert.is(moved.headers.get('location'), 'http://127.0.0.1:9/elsewhere');
@@ -310,12 +319,14 @@ test('upstream errors and redirects come back as they are and close the call; an
   assert.is(notJson.status, 400);
   const events = await eventually(async () => {
     const r = await get(server.url, '/api/gateway/traces/capture-test/sess-4/events');
-    assert.is(r.body.events?.length, 6);
+    assert.is(r.body.events?.length, 8);
     return r.body.events as Json[];
   }, 'the failed calls');
-  assert.equal(events.filter((e) => e.kind !== 'llm.request').map((e) => e.payload.status), [429, 307, 502]);
+  assert.equal(events.filter((e) => e.kind !== 'llm.request').map((e) => e.payload.status), [429, 502, 307, 502]);
   // The upstream echoed the route's credential in its error: the capture has it scrubbed.
   assert.match(JSON.stringify(events[1]?.payload.error), /rate limited for Bearer \*\*\*/);
+  // An error that is not JSON is kept as its text.
+  assert.equal(events[3]?.payload.error, { type: 'upstream_error', body: '<html><body>502 Bad Gateway (key Bearer ***)</body></html>' });
 });
 
 test('captured calls show up in find, query and the read-only API after projection; no credential anywhere', async () => {
@@ -368,7 +379,7 @@ test('the admin listener, the debug log and the Markdown sessions in the state d
   assert.not.ok(JSON.stringify(status).includes(ROUTE_KEY));
   const sessions = await eventually(async () => {
     const body = (await get(server.captureAdminUrl as string, '/admin/sessions')).body;
-    assert.ok(body.sessions.some((s: Json) => s.session_id === 'sess-4' && s.calls === 3 && s.errors === 2));
+    assert.ok(body.sessions.some((s: Json) => s.session_id === 'sess-4' && s.calls === 4 && s.errors === 3));
     return body.sessions as Json[];
   }, 'the session index');
   assert.ok(sessions.some((s) => s.session_id === 'sess-2' && s.models.includes('real-model')));

@@ -518,7 +518,11 @@ export class CaptureProxy {
       }
       if (level === 'full') payload.http = { status, headers: recordedHeaders(res.headers), response_body: answer, headers_redacted: true };
     }
-    if (status >= 400) payload.error = { type: 'upstream_error', ...(level !== 'summary' && answer ? { body: answer.error ?? answer } : {}) };
+    if (status >= 400) {
+      // An error that is not JSON (a proxy's HTML page) is kept as its text.
+      const body = level === 'summary' ? undefined : answer ? (answer.error ?? answer) : reader.text() || undefined;
+      payload.error = { type: 'upstream_error', ...(body !== undefined ? { body } : {}) };
+    }
     if (broken !== undefined) payload.error = broken;
     const text = payload.assistant_content;
     if (typeof text === 'string' || status >= 400) {

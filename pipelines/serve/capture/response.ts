@@ -262,6 +262,11 @@ export class AnswerReader {
     }
   }
 
+  /** The answer's body as text, once it has ended (result()), when it is not a stream and was kept whole: an error page that is not JSON. */
+  text(): string | undefined {
+    return this.streamed || this.truncated ? undefined : Buffer.concat(this.chunks).toString('utf8');
+  }
+
   /** The answer's body as JSON (the aggregate of a stream); undefined when it is not JSON. */
   async result(): Promise<JsonObject | undefined> {
     if (this.inflate) {
