@@ -156,7 +156,11 @@ test('bad requests get the right 4xx and an {error, message} body, never a 5xx',
   ];
   for (const [what, body, status, code, headers] of cases) assertGatewayError(await events(body, headers), status, code, what);
   const wrongType = await fetch(new URL('/v1/events', server.gatewayUrl), { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify(ok) });
-  assertGatewayError({ status: wrongType.status, body: (await wrongType.json()) as Json, headers: wrongType.headers }, 415, 'unsupported_media_type', 'text/plain');
+  const wrongTypeBody = (await wrongType.json()) as Json;
+  assertGatewayError({ status: wrongType.status, body: wrongTypeBody, headers: wrongType.headers }, 415, 'unsupported_media_type', 'text/plain');
+  assert.is(wrongTypeBody.message, 'Content-Type "text/plain" is not taken: send application/json (the OTLP paths also take application/x-protobuf)');
+  const noType = await fetch(new URL('/v1/traces', server.gatewayUrl), { method: 'POST', body: new Uint8Array(Buffer.from(JSON.stringify(ok))) });
+  assert.equal([noType.status, ((await noType.json()) as Json).message], [415, 'Content-Type "none" is not taken: send application/json (the OTLP paths also take application/x-protobuf)']);
   const noRoute = await fetch(new URL('/v1/nothing', server.gatewayUrl));
   assertGatewayError({ status: noRoute.status, body: (await noRoute.json()) as Json, headers: noRoute.headers }, 404, 'not_found', 'an unknown route');
   // Nothing of it was stored.

@@ -51,6 +51,13 @@ export function userOf(req: FastifyRequest): string | undefined {
 /** Fastify's own client errors (bad JSON, too large, wrong content type) by status, as the gateway's codes. */
 const CLIENT_CODES: Record<number, string> = { 400: 'invalid_json', 404: 'not_found', 405: 'method_not_allowed', 413: 'body_too_large', 415: 'unsupported_media_type' };
 
+/** What a client error of fastify's own says: for a body too large or of a type not taken, what the gateway takes. */
+function clientMessage(error: Error & { code?: string }, req: FastifyRequest): string {
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return `the body is larger than ${MAX_BODY_BYTES} bytes`;
+  if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return `Content-Type ${JSON.stringify((req.headers['content-type'] ?? 'none').slice(0, 100))} is not taken: send application/json (the OTLP paths also take application/x-protobuf)`;
+  return error.message;
+}
+
 /** The gateway listener's app. */
 export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
   const shape: ErrorShape = (_status, error, message) => ({ error, message });
@@ -70,7 +77,7 @@ export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
     }
     const status = (error as { statusCode?: number }).statusCode;
     if (typeof status === 'number' && status >= 400 && status < 500) {
-      return sendError(reply, status, CLIENT_CODES[status] ?? 'bad_request', (error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? `the body is larger than ${MAX_BODY_BYTES} bytes` : (error as Error).message);
+      return sendError(reply, status, CLIENT_CODES[status] ?? 'bad_request', clientMessage(error as Error & { code?: string }, req));
     }
     log.error(`gateway: ${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
     return sendError(reply, 500, 'internal', 'internal error (see the server log)');
