@@ -3,12 +3,14 @@
  * - `kill -9` right after acknowledged batches (clients sending all the while): after a restart
  *   every acknowledged event is there exactly once, in the live endpoints and, once projected, in
  *   the dataset; the clients' retries of everything (acknowledged or not) store nothing twice;
+ * - a damaged `projected.json` (its state of what was projected) stops nothing: serve starts, warns,
+ *   and projects again, once, the traces the log holds;
  * - projection holds the dataset's writer lock: while an `import --mode append` holds it,
  *   projection waits (and says so) and then writes; imports and projections running side by side
  *   all succeed and lose nothing.
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -100,6 +102,38 @@ test('kill -9 right after acknowledged batches: after a restart every acknowledg
     }, 'projection after the crashes');
   } finally {
     await server.stop();
+  }
+});
+
+test('a damaged projected.json does not keep serve from starting: it says so naming the file, and the traces it held are projected again, once', async () => {
+  const ds = path('damaged-state');
+  const first = await startServeProcess(serveArgs(ds, '200ms'), { env, cwd: home });
+  try {
+    for (const session of ['kept-a', 'kept-b']) assert.is(await postEvents(first.gatewayUrl as string, batchOf(session, 0, 4)), 200);
+    await eventually(async () => assert.equal(await queryRows(trajstore, ds, 'SELECT count(*) AS n FROM dataset.events'), [{ n: 8 }]), 'the first projection');
+  } finally {
+    await first.stop();
+  }
+  const state = join(ds, 'gateway', 'projected.json');
+  const damages = ['{"traces": {"crash/kept-a": 4', '{}', '{"traces": {"crash/kept-a": "four"}}'];
+  for (const [round, damaged] of damages.entries()) {
+    writeFileSync(state, damaged);
+    const again = await startServeProcess(serveArgs(ds, '200ms'), { env, cwd: home });
+    try {
+      await eventually(async () => {
+        assert.ok(again.stderr().includes(`${state}: `), again.stderr());
+        assert.match(again.stderr(), /projected again/);
+      }, `the warning for ${damaged}`);
+      // One more event of a trace each time: a batch runs, and writes the file whole again.
+      assert.is(await postEvents(again.gatewayUrl as string, batchOf('kept-b', 4 + round, 1)), 200);
+      await eventually(async () => {
+        const rows = await queryRows(trajstore, ds, 'SELECT session_id, count(*) AS n, count(DISTINCT seq) AS seqs FROM dataset.events GROUP BY session_id ORDER BY session_id');
+        assert.equal(rows.map((r) => [r.session_id, r.n, r.seqs]), [['kept-a', 4, 4], ['kept-b', 5 + round, 5 + round]]);
+      }, `projection after ${damaged}`);
+    } finally {
+      assert.is(await again.stop(), 0);
+    }
+    assert.type(JSON.parse(readFileSync(state, 'utf8')).traces, 'object');
   }
 });
 

@@ -87,6 +87,24 @@ export function writeStateFile(path: string, data: string): void {
   writeFileDurably(path, data, { temp, createDirectory: true });
 }
 
+/**
+ * The events of each trace already projected, as the state file says. A file that cannot be read
+ * as such (damaged, or edited by hand) stops nothing: it is taken as empty, so the traces the log
+ * holds are projected again, which replaces their rows; those it let go of count by their summary.
+ */
+function readProjected(path: string, log: Logger): Map<string, number> {
+  if (!existsSync(path)) return new Map();
+  try {
+    const traces = (JSON.parse(readFileSync(path, 'utf8')) as { traces?: unknown } | null)?.traces;
+    const counts = typeof traces === 'object' && traces !== null && !Array.isArray(traces) ? Object.entries(traces) : undefined;
+    if (counts?.every(([, n]) => Number.isSafeInteger(n) && (n as number) >= 0)) return new Map(counts as Array<[string, number]>);
+    throw new Error('it is not {"traces": {<trace>: <events>}}');
+  } catch (error) {
+    log.warn(`${path}: unreadable (${(error as Error).message}); the traces the event log holds are projected again`);
+    return new Map();
+  }
+}
+
 /** Traces of a failed batch that are retried together, apart from every other trace. */
 interface RetryGroup {
   ids: readonly string[];
@@ -127,7 +145,7 @@ export class Projection {
     private readonly events: EventLog,
     private readonly options: ProjectionOptions,
   ) {
-    this.projected = new Map(existsSync(options.statePath) ? Object.entries((JSON.parse(readFileSync(options.statePath, 'utf8')) as { traces: Record<string, number> }).traces) : []);
+    this.projected = readProjected(options.statePath, options.log);
     this.forgetSettled(this.projected);
   }
 
