@@ -6,12 +6,13 @@
  * or JSON; client keys that are JSON words; credentials echoed across the debug log's cut, in the
  * user's text and in the query; a stream far past the capture's bound, and one that never sends a
  * blank line; a request, an answer and a stream event nested 100,000 levels deep; a call cut by
- * SIGTERM; an `agent_id` that escapes its directory; a client that half-closes after its request.
+ * SIGTERM; a session index of the wrong shape; an `agent_id` that escapes its directory; a client
+ * that half-closes after its request.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { rawRequest } from '../../lib/testing/host-header.js';
@@ -364,6 +365,26 @@ test('SIGTERM: a stream still running after the grace is cut and recorded before
   } finally {
     await again.stop();
   }
+});
+
+test('a session index of the wrong shape: the entries that are sessions are kept, the rest dropped with a warning; /admin/sessions answers', async () => {
+  const index = path('index-state', 'gateway', 'capture', 'sessions.json');
+  mkdirSync(dirname(index), { recursive: true });
+  const old = { agent_id: AGENT, session_id: 'old', calls: 2, errors: 0, models: ['m'], first_call_at: '2026-01-01T00:00:00.000Z', last_call_at: '2026-01-01T00:00:00.000Z' };
+  writeFileSync(index, JSON.stringify({ sessions: [{ agent_id: 'a' }, null, { ...old, calls: 'two' }, old] }));
+  const indexed = await start('index');
+  try {
+    assert.match(indexed.stderr(), /sessions\.json: 3 entries that are not sessions are dropped/);
+    assert.is((await call(indexed, 'new', 'plain')).status, 200);
+    await eventually(async () => {
+      const r = await fetch(new URL('/admin/sessions', indexed.captureAdminUrl));
+      assert.is(r.status, 200);
+      assert.equal(((await r.json()) as Json).sessions.map((s: Json) => [s.session_id, s.calls]), [['new', 1], ['old', 2]]);
+    }, 'the session index');
+  } finally {
+    await indexed.stop();
+  }
+  assert.equal((JSON.parse(readFileSync(index, 'utf8')) as Json).sessions.map((s: Json) => s.session_id), ['new', 'old']);
 });
 
 test('agent_id must be one path-safe segment: exit 2 naming the file, line and key', async () => {

@@ -13,6 +13,7 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { auditTime, Subject, type Subscription } from 'rxjs';
+import { isJsonObject } from '../../../lib/json-object.js';
 import type { Logger } from '../../../lib/log.js';
 import { writeStateFile } from '../gateway/projection.js';
 
@@ -34,6 +35,13 @@ export const MARKDOWN_TURN_CHARS = 64 * 1024;
 /** Replaces the credentials of a call in a text. */
 export type Scrub = (text: string) => string;
 
+/** Whether an entry read back from the index is a session's: a damaged or hand-edited index may hold anything, and one entry of another shape broke every later answer and save. */
+function isSessionEntry(value: unknown): value is SessionEntry {
+  if (!isJsonObject(value)) return false;
+  const { agent_id, session_id, calls, errors, models, first_call_at, last_call_at } = value;
+  return typeof agent_id === 'string' && typeof session_id === 'string' && Number.isSafeInteger(calls) && Number.isSafeInteger(errors) && Array.isArray(models) && models.every((m) => typeof m === 'string') && typeof first_call_at === 'string' && typeof last_call_at === 'string';
+}
+
 export class CaptureState {
   private readonly sessions = new Map<string, SessionEntry>();
   private readonly changed = new Subject<void>();
@@ -49,7 +57,11 @@ export class CaptureState {
     const index = join(this.dir, 'sessions.json');
     if (existsSync(index)) {
       try {
-        for (const entry of (JSON.parse(readFileSync(index, 'utf8')) as { sessions: SessionEntry[] }).sessions) this.sessions.set(`${entry.agent_id}/${entry.session_id}`, entry);
+        const entries = (JSON.parse(readFileSync(index, 'utf8')) as { sessions?: unknown } | null)?.sessions;
+        if (!Array.isArray(entries)) throw new Error('it holds no "sessions" list');
+        const kept = entries.filter(isSessionEntry);
+        for (const entry of kept) this.sessions.set(`${entry.agent_id}/${entry.session_id}`, entry);
+        if (kept.length < entries.length) options.log.warn(`${index}: ${entries.length - kept.length} entries that are not sessions are dropped`);
       } catch (error) {
         options.log.warn(`${index}: unreadable session index, starting a new one (${(error as Error).message})`);
       }
