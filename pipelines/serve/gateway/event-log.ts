@@ -546,17 +546,30 @@ export class EventLog {
     if (this.broken) throw new AppendFailedError(`the event log cannot be written: ${this.broken.message}`);
     const seen = new Map<Trace, Set<string>>();
     const plans = requests.map((request) => this.plan(request, seen));
-    this.checkTraceSizes(plans);
-    const entries = plans.flatMap((plan) => chunks(plan.fresh, MAX_ENTRY_RECORDS).map((records) => this.entryOf(plan.trace, records)));
-    const bytes = entries.reduce((sum, entry) => sum + entry.bytes.length, 0);
-    if (!requests.some((r) => r.mustTake === true) && !this.hasRoomFor(bytes)) {
-      throw new CapacityError(`${this.unsyncedBytes} bytes of events are waiting to be written (at most ${this.limits.maxPendingBytes}); retry shortly`);
+    try {
+      this.checkTraceSizes(plans);
+      const entries = plans.flatMap((plan) => chunks(plan.fresh, MAX_ENTRY_RECORDS).map((records) => this.entryOf(plan.trace, records)));
+      const bytes = entries.reduce((sum, entry) => sum + entry.bytes.length, 0);
+      if (!requests.some((r) => r.mustTake === true) && !this.hasRoomFor(bytes)) {
+        throw new CapacityError(`${this.unsyncedBytes} bytes of events are waiting to be written (at most ${this.limits.maxPendingBytes}); retry shortly`);
+      }
+      const writes = entries.map((entry) => this.enqueue(entry));
+      // Started once all are queued: a flush takes what waits when it starts, so they go into one write.
+      if (writes.length > 0) this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
+      await Promise.all([...new Set(plans.flatMap((plan) => plan.inFlight)), ...writes]);
+      return plans.map((plan) => ({ trace: plan.trace, stored: plan.fresh.length, duplicates: plan.request.records.length - plan.fresh.length }));
+    } finally {
+      for (const { trace } of plans) this.forgetIfEmpty(trace);
     }
-    const writes = entries.map((entry) => this.enqueue(entry));
-    // Started once all are queued: a flush takes what waits when it starts, so they go into one write.
-    if (writes.length > 0) this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
-    await Promise.all([...new Set(plans.flatMap((plan) => plan.inFlight)), ...writes]);
-    return plans.map((plan) => ({ trace: plan.trace, stored: plan.fresh.length, duplicates: plan.request.records.length - plan.fresh.length }));
+  }
+
+  /**
+   * Drops a trace that holds nothing (no event stored, none on its way to the disk): an append
+   * that stored nothing (no records, or refused) must leave nothing behind, or a client sending
+   * such batches under ever new session ids grows the log's memory for good.
+   */
+  private forgetIfEmpty(trace: Trace): void {
+    if (trace.events === 0 && trace.pending.size === 0 && this.traces.get(trace.id) === trace) this.traces.delete(trace.id);
   }
 
   /**
