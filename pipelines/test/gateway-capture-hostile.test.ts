@@ -5,9 +5,9 @@
  * reach another upstream path; requests that are not valid HTTP; another site's page posting text
  * or JSON; client keys that are JSON words; credentials echoed across the debug log's cut, in the
  * user's text and in the query; a stream far past the capture's bound, and one that never sends a
- * blank line; a request, an answer and a stream event nested 100,000 levels deep; a call cut by
- * SIGTERM; a session index of the wrong shape; an `agent_id` that escapes its directory; a client
- * that half-closes after its request.
+ * blank line; a request, an answer and a stream event nested 100,000 levels deep; a model name
+ * past its bound; a call cut by SIGTERM; a session index of the wrong shape; an `agent_id` that
+ * escapes its directory; a client that half-closes after its request.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -365,6 +365,18 @@ test('SIGTERM: a stream still running after the grace is cut and recorded before
   } finally {
     await again.stop();
   }
+});
+
+test('a model name past 256 characters is a 400 (nothing goes upstream, nothing is recorded): each call would copy it into the log, the debug log and the session index', async () => {
+  const before = paths.length;
+  const long = await call(server, 'long-model', `m-${'x'.repeat(255)}`);
+  assert.is(long.status, 400);
+  assert.match(((await long.json()) as Json).error.message, /the model name is 257 characters; at most 256/);
+  assert.is(paths.length, before, 'nothing reached the upstream');
+  const longest = await call(server, 'long-model', `m${'x'.repeat(255)}`);
+  assert.is(longest.status, 200);
+  const recorded = await events(server, 'long-model', 2);
+  assert.is(recorded[0]?.payload.model.length, 256);
 });
 
 test('a session index of the wrong shape: the entries that are sessions are kept, the rest dropped with a warning; /admin/sessions answers', async () => {

@@ -71,6 +71,12 @@ export const CAPTURE_SOURCE = 'trajstore-capture';
 export const AGENT_HEADER = 'x-trajstore-agent-id';
 /** Session of a call without the session header. */
 export const DEFAULT_SESSION = 'default';
+/**
+ * Longest model name taken: every call copies it into the log, the debug log and the session index
+ * (rewritten whole as calls come), so a megabyte of name made megabytes of state per call. Far past
+ * any model an API names (Bedrock's ARNs, the longest, are about 100 characters).
+ */
+const MAX_MODEL_CHARS = 256;
 /** Request bodies up to 32 MiB (decoded); a larger one is read and dropped up to 64 MiB, so that its sender gets the 413. */
 const REQUEST_LIMITS: BodyLimits = { maxBytes: 32 * 1024 * 1024, drainBytes: 64 * 1024 * 1024 };
 
@@ -290,6 +296,7 @@ export class CaptureProxy {
     if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof body.model !== 'string' || body.model === '') {
       return apiError(reply, protocol, 400, 'invalid_request_error', 'the request needs a "model"');
     }
+    if (body.model.length > MAX_MODEL_CHARS) return apiError(reply, protocol, 400, 'invalid_request_error', `the model name is ${body.model.length} characters; at most ${MAX_MODEL_CHARS}`);
     const choice = chooseRoute(this.config.routes, body.model);
     if (!choice) return apiError(reply, protocol, 404, 'not_found_error', `no route of the capture gateway matches the model ${JSON.stringify(body.model)}`);
     const base = protocol === 'anthropic-messages' ? (choice.target.upstreamAnthropic ?? (choice.target.provider === 'anthropic' ? choice.target.upstream : undefined)) : (choice.target.upstream ?? choice.target.upstreamAnthropic);
