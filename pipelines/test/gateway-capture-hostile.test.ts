@@ -9,7 +9,7 @@
  * past its bound; a call cut by SIGTERM; a session index of the wrong shape; an `agent_id` that
  * escapes its directory; a client that half-closes after its request.
  */
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -34,6 +34,8 @@ const DEEP = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
 
 /** What the upstream saw: each request's path. */
 const paths: string[] = [];
+/** The headers the upstream got, for the models that ask to be seen (`hop-headers`). */
+const seenHeaders: IncomingHttpHeaders[] = [];
 /** Bytes of each streamed answer the upstream sent, by model. */
 const streamedBytes = new Map<string, number>();
 let upstream: Server;
@@ -111,6 +113,11 @@ function startUpstream(): Promise<string> {
           streamedBytes.set(model, sent + (huge ? 14 : 1));
         });
         return;
+      }
+      if (model === 'hop-headers') {
+        seenHeaders.push(req.headers);
+        res.writeHead(200, { 'content-type': 'application/json', connection: 'x-upstream-hop', 'x-upstream-hop': 'for the proxy only', 'x-upstream-end': 'for the client' });
+        return res.end(JSON.stringify(completion(`hello from ${model}`)));
       }
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(completion(`hello from ${model}`)));
@@ -213,6 +220,20 @@ test('requests that are not valid HTTP (smuggling shapes, no or two Host headers
     }
   }
   assert.is(paths.length, before, 'nothing reached the upstream');
+});
+
+test('headers the Connection header names are hop-by-hop (RFC 9110 7.6.1): dropped on the way up and on the way back, the others passed', async () => {
+  const port = Number(new URL(server.captureUrl as string).port);
+  const body = JSON.stringify({ model: 'hop-headers', messages: [{ role: 'user', content: 'hi' }] });
+  const head = `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${CLIENT_KEY}\r\nX-Client-Hop: for the gateway only\r\nX-Client-End: for the upstream\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close, X-Client-Hop\r\n\r\n`;
+  const r = await rawRequest(port, head, body);
+  assert.is(r.status, 200, r.text);
+  const seen = seenHeaders.at(-1)!;
+  assert.is(seen['x-client-hop'], undefined, 'a header the client\'s Connection names stops at the gateway');
+  assert.is(seen['x-client-end'], 'for the upstream');
+  const answerHead = r.text.slice(0, r.text.indexOf('\r\n\r\n')).toLowerCase();
+  assert.not.match(answerHead, 'x-upstream-hop', 'a header the upstream\'s Connection names stops at the gateway');
+  assert.match(answerHead, 'x-upstream-end: for the client');
 });
 
 test('another site\'s page cannot post: a body that is not JSON is 415, an Origin not of this machine or Sec-Fetch-Site cross-site is 403', async () => {

@@ -82,6 +82,12 @@ const REQUEST_LIMITS: BodyLimits = { maxBytes: 32 * 1024 * 1024, drainBytes: 64 
 
 /** Headers never forwarded either way (RFC 9110 §7.6.1 hop-by-hop, and what the proxy sets itself). */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
+
+/** Whether `name` stops at this hop: a hop-by-hop header, or one its message's Connection header names (RFC 9110 §7.6.1). */
+function hopByHop(headers: IncomingHttpHeaders): (name: string) => boolean {
+  const named = new Set(String(headers.connection ?? '').split(',').map((token) => token.trim().toLowerCase()));
+  return (name) => HOP_BY_HOP.has(name) || named.has(name);
+}
 /** Client credentials of LLM APIs: removed from the forwarded request, never recorded. */
 const CREDENTIAL_HEADERS = new Set(['authorization', 'x-api-key', 'api-key', 'x-goog-api-key', 'cookie', 'proxy-authorization']);
 
@@ -158,9 +164,10 @@ function clientSecrets(headers: IncomingHttpHeaders): string[] {
 
 function forwardHeaders(incoming: IncomingHttpHeaders, drop: ReadonlySet<string>, route: ModelRoute, protocol: Protocol, length: number): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
+  const stops = hopByHop(incoming);
   for (const [name, value] of Object.entries(incoming)) {
     // The body goes out as read, decoded: its Content-Encoding no longer applies.
-    if (value === undefined || HOP_BY_HOP.has(name) || CREDENTIAL_HEADERS.has(name) || drop.has(name) || name === 'content-encoding') continue;
+    if (value === undefined || stops(name) || CREDENTIAL_HEADERS.has(name) || drop.has(name) || name === 'content-encoding') continue;
     out[name] = value;
   }
   if (route.apiKey !== undefined) {
@@ -174,7 +181,8 @@ function forwardHeaders(incoming: IncomingHttpHeaders, drop: ReadonlySet<string>
 /** Headers of an answer as recorded (full capture): without hop-by-hop and credential headers. */
 function recordedHeaders(headers: IncomingHttpHeaders): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(headers)) if (!HOP_BY_HOP.has(name) && !CREDENTIAL_HEADERS.has(name) && name !== 'set-cookie') out[name] = value;
+  const stops = hopByHop(headers);
+  for (const [name, value] of Object.entries(headers)) if (!stops(name) && !CREDENTIAL_HEADERS.has(name) && name !== 'set-cookie') out[name] = value;
   return out;
 }
 
@@ -398,7 +406,8 @@ export class CaptureProxy {
       res = answer;
       headersAt = performance.now();
       const out: OutgoingHttpHeaders = {};
-      for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && (!HOP_BY_HOP.has(name) || name === 'content-length')) out[name] = value;
+      const stops = hopByHop(answer.headers);
+      for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && (!stops(name) || name === 'content-length')) out[name] = value;
       client.writeHead(status, out);
       client.flushHeaders();
       const read = new AnswerReader(protocol, /^text\/event-stream/i.test(String(answer.headers['content-type'] ?? '')), String(answer.headers['content-encoding'] ?? '').toLowerCase() || undefined);
