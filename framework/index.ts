@@ -24,7 +24,7 @@ export { DEFAULT_NODE_PORT, normalizeAddr, parseAddr } from './core/address.js';
 export { DEFAULT_CLUSTER, DEFAULT_TIMERS, STATUSES, TIMER_SETTING_KEYS, clusterNameProblem, type MemberRecord, type MemberStatus, type MembershipTimers } from './core/members.js';
 export { DEFAULT_LIMITS, LIMIT_SETTING_KEYS, type ServerLimits } from './core/limits.js';
 export { ALIVE_NODES, WATCH_KINDS, type WatchKind } from './node/inspect-types.js';
-export { ARRIVALS, BENCH_KINDS, TOKENIZERS, type Arrival, type BenchKind, type TokenizerName } from './loadgen/types.js';
+export { ARRIVALS, BENCH_KINDS, MAX_RATE, MAX_USERS, TOKENIZERS, type Arrival, type BenchKind, type TokenizerName } from './loadgen/types.js';
 export type { ActorClass, ActorContext, ActorHandle, CallOptions, ResolveOptions, ResolvePolicy, SpawnOptions } from './core/context.js';
 export type { LoadedActorClass } from './core/loader.js';
 export type { ParamInfo } from './core/params.js';

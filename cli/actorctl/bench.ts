@@ -10,7 +10,7 @@ import { writeFileDurably } from '../../lib/durable.js';
 import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
 import { installation } from '../../lib/install.js';
 import type { Column, Row } from '../../lib/output.js';
-import { ARRIVALS, BENCH_KINDS, TOKENIZERS, runBenchmark, type BenchConfig, type BenchReport, type LatencySummary, type Slo } from '../../framework/index.js';
+import { ARRIVALS, BENCH_KINDS, MAX_RATE, MAX_USERS, TOKENIZERS, runBenchmark, type BenchConfig, type BenchReport, type LatencySummary, type Slo } from '../../framework/index.js';
 import { parseDuration, type ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
@@ -52,7 +52,7 @@ function benchFlags(args: ParsedArgs): BenchFlags {
   if (url.username || url.password) throw new InvalidInputError('--url must not contain credentials', { hint: `pass the key in $${API_KEY_ENV}` });
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`invalid --url ${JSON.stringify(text)}: use http:// or https://`);
   const kind = args.choice('--kind', BENCH_KINDS);
-  const rates = args.numbers('--rate', { min: 0, exclusive: true });
+  const rates = args.numbers('--rate', { min: 0, exclusive: true, max: MAX_RATE });
   if (kind === 'rate' && rates.length === 0) throw new InvalidInputError('--kind rate needs --rate R[,R...]');
   if ((kind === 'csweep' || kind === 'sweep') && rates.length > 0) throw new InvalidInputError(`--rate is not used by --kind ${kind}`, { hint: 'use --kind rate or throughput' });
   if (kind !== 'csweep' && args.given('--concurrency-levels')) throw new InvalidInputError('--concurrency-levels is only used by --kind csweep');
@@ -66,8 +66,8 @@ function benchFlags(args: ParsedArgs): BenchFlags {
     url: url.href,
     apiKey,
     kind,
-    concurrency: args.number('--concurrency', 16, { integer: true, min: 1 }),
-    concurrencyLevels: args.numbers('--concurrency-levels', { integer: true, min: 1 }),
+    concurrency: args.number('--concurrency', 16, { integer: true, min: 1, max: MAX_USERS }),
+    concurrencyLevels: args.numbers('--concurrency-levels', { integer: true, min: 1, max: MAX_USERS }),
     rates,
     numRates: args.number('--num-rates', 10, { integer: true, min: 1 }),
     arrival: args.choice('--arrival', ARRIVALS),

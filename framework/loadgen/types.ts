@@ -9,6 +9,15 @@ export type BenchKind = (typeof BENCH_KINDS)[number];
 export const ARRIVALS = ['poisson', 'constant'] as const;
 export type Arrival = (typeof ARRIVALS)[number];
 
+/**
+ * The most closed-loop users and open-loop arrivals per second a run takes. Each user holds a
+ * connection, and an open loop one per request in flight: past this a process runs out of file
+ * descriptors long before the server is measured, and an arrival rate far beyond what one client
+ * can send only queues requests in memory until it runs out.
+ */
+export const MAX_USERS = 100_000;
+export const MAX_RATE = 100_000;
+
 /** gpt-tokenizer encodings, or `usage` to take counts from the server's `usage` object only. */
 export const TOKENIZERS = ['o200k_base', 'cl100k_base', 'p50k_base', 'r50k_base', 'usage'] as const;
 export type TokenizerName = (typeof TOKENIZERS)[number];

@@ -360,6 +360,10 @@ test('bad input exits 2 naming the flag', async () => {
     [['--slo', 'latency=1s'], 'invalid --slo "latency=1s"'],
     [['--tokenizer', 'llama'], 'invalid --tokenizer "llama"'],
     [['--format', 'xml'], 'invalid --format "xml"'],
+    // Past these the run would open more sockets than a process may, or schedule arrivals until it runs out of memory.
+    [['--concurrency', '100001'], 'invalid --concurrency "100001": expected a whole number >= 1 and <= 100000'],
+    [['--concurrency-levels', '1,200000', '--kind', 'csweep'], 'invalid --concurrency-levels "200000"'],
+    [['--rate', '1e9'], 'invalid --rate "1e9": expected a number > 0 and <= 100000'],
   ];
   for (const [args, message] of cases) {
     const run = await bench('http://127.0.0.1:9', args);
