@@ -55,6 +55,10 @@ const JOIN_PER_MS = 4;
 async function closedLoop(driver: Driver, stats: PhaseStats, limits: PhaseLimits, users: number): Promise<void> {
   const deadline = limits.durationMs === undefined ? Infinity : performance.now() + limits.durationMs;
   let budget = limits.numRequests ?? Infinity;
+  // A user that would join after the deadline, or after N users have taken the N requests, would
+  // send nothing: it is not started, so that its join delay does not hold the phase open.
+  const joinedByDeadline = limits.durationMs === undefined ? users : Math.ceil(limits.durationMs * JOIN_PER_MS);
+  const joining = Math.min(users, budget, joinedByDeadline);
   const user = async (_: unknown, index: number): Promise<void> => {
     if (index > 0) await new Promise((resolve) => setTimeout(resolve, index / JOIN_PER_MS));
     while (budget > 0 && !driver.signal.aborted && performance.now() < deadline) {
@@ -62,7 +66,7 @@ async function closedLoop(driver: Driver, stats: PhaseStats, limits: PhaseLimits
       await one(driver, stats);
     }
   };
-  await Promise.all(Array.from({ length: users }, user));
+  await Promise.all(Array.from({ length: joining }, user));
 }
 
 /** Successive gaps between arrivals in ms: exponential (a Poisson process) or constant. */
