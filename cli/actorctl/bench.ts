@@ -50,7 +50,8 @@ function benchFlags(args: ParsedArgs): BenchFlags {
   }
   // Credentials in a URL would sit in argv and in the report; the key has its own way in.
   if (url.username || url.password) throw new InvalidInputError('--url must not contain credentials', { hint: `pass the key in $${API_KEY_ENV}` });
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`invalid --url ${JSON.stringify(text)}: use http:// or https://`);
+  // Only the scheme is quoted: `user:secret@host`, typed without one, is a URL of scheme `user:` whose path is the secret.
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`invalid --url: scheme ${JSON.stringify(url.protocol)}; use http:// or https://`);
   const kind = args.choice('--kind', BENCH_KINDS);
   const rates = args.numbers('--rate', { min: 0, exclusive: true, max: MAX_RATE });
   if (kind === 'rate' && rates.length === 0) throw new InvalidInputError('--kind rate needs --rate R[,R...]');

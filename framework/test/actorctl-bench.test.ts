@@ -379,6 +379,11 @@ test('bad input exits 2 naming the flag', async () => {
   const badUrl = await runTool('actorctl', ['bench', 'm', '--url', 'localhost:8000']);
   assert.is(badUrl.code, 2);
   assert.match(badUrl.stderr, 'invalid --url');
+  // Without a scheme, `user:secret@host` parses as a URL of scheme `user:`: the message must not quote the rest.
+  const noScheme = await runTool('actorctl', ['bench', 'm', '--url', 'user:sk-no-scheme@localhost:8000']);
+  assert.is(noScheme.code, 2);
+  assert.match(noScheme.stderr, 'invalid --url: scheme "user:"; use http:// or https://');
+  assert.not.match(noScheme.stderr, 'sk-no-scheme');
   const withSecret = await runTool('actorctl', ['bench', 'm', '--url', 'http://user:sk-in-url@127.0.0.1:9']);
   assert.is(withSecret.code, 2);
   assert.match(withSecret.stderr, '--url must not contain credentials');
