@@ -14,8 +14,13 @@ const DATA = Buffer.from('data:');
 export class SseLimitError extends Error {}
 
 export class SseParser {
-  /** The start of a line whose end has not arrived yet, copied (the caller may reuse its buffer). */
-  private partial: Buffer | undefined;
+  /**
+   * The start of a line whose end has not arrived yet, copied (the caller may reuse its buffer) into
+   * room that doubles as it fills: joining the pieces on every read would copy a long line over and
+   * over, quadratic in its length, and keeping each read's piece would cost an object per read.
+   */
+  private partial = Buffer.alloc(0);
+  private partialBytes = 0;
   private data: string[] = [];
   /** Bytes of the data lines of the event being read. */
   private dataBytes = 0;
@@ -33,22 +38,32 @@ export class SseParser {
     for (;;) {
       const nl = buf.indexOf(LF, start);
       if (nl < 0) break;
-      if (this.partial) {
-        const line = Buffer.concat([this.partial, buf.subarray(start, nl)]);
-        this.partial = undefined;
-        this.line(line, 0, line.length);
+      if (this.partialBytes > 0) {
+        this.append(buf, start, nl);
+        const length = this.partialBytes;
+        this.partialBytes = 0;
+        this.line(this.partial, 0, length);
       } else {
         this.line(buf, start, nl);
       }
       start = nl + 1;
     }
-    if (start < buf.length) {
-      const rest = buf.subarray(start);
-      this.partial = this.partial ? Buffer.concat([this.partial, rest]) : Buffer.from(rest);
-    }
-    if (this.dataBytes + (this.partial?.length ?? 0) > this.maxEventBytes) {
+    if (start < buf.length) this.append(buf, start, buf.length);
+    if (this.dataBytes + this.partialBytes > this.maxEventBytes) {
       throw new SseLimitError(`an event is over ${this.maxEventBytes} bytes`);
     }
+  }
+
+  private append(buf: Buffer, start: number, end: number): void {
+    const needed = this.partialBytes + end - start;
+    if (needed > this.partial.length) {
+      // Doubling stops at the limit: a line past it fails anyway.
+      const room = Buffer.allocUnsafe(Math.max(needed, Math.min(this.partial.length * 2, this.maxEventBytes + 1)));
+      this.partial.copy(room, 0, 0, this.partialBytes);
+      this.partial = room;
+    }
+    buf.copy(this.partial, this.partialBytes, start, end);
+    this.partialBytes = needed;
   }
 
   private line(buf: Buffer, start: number, end: number): void {

@@ -179,6 +179,22 @@ test('SSE over bytes: a UTF-8 character split between chunks arrives whole', () 
   }
 });
 
+test('SSE over bytes: a long line arriving in many reads costs time in proportion to its length', () => {
+  // 15 MiB of one data line in 16 KiB reads: copying what came so far on every read would move ~7 GB.
+  const piece = Buffer.alloc(16 * 1024, 0x61);
+  const pieces = (15 * 1024 * 1024) / piece.length;
+  let received = 0;
+  const parser = new SseParser((data) => void (received = data.length), MAX_RESPONSE_BYTES);
+  const before = process.cpuUsage();
+  parser.push('data: ');
+  for (let i = 0; i < pieces; i++) feed(piece, (view) => (parser.push(view), 0));
+  parser.push('\n\n');
+  const cpu = process.cpuUsage(before);
+  assert.is(received, pieces * piece.length, 'the line arrives whole');
+  const ms = (cpu.user + cpu.system) / 1000;
+  assert.ok(ms < 500, `parsing took ${ms.toFixed(0)} ms of CPU`);
+});
+
 /** A raw TCP server: `respond` sees each request (head and body, as bytes) and the socket, and answers by hand. */
 async function rawServer(respond: (request: string, socket: net.Socket, index: number) => void): Promise<{ url: URL; connections: () => number; requests: string[]; close: () => Promise<void> }> {
   const requests: string[] = [];
