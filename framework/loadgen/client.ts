@@ -20,7 +20,10 @@ export interface Usage {
 }
 
 export interface RequestResult {
-  /** performance.now() when the request was sent. */
+  /**
+   * performance.now() when the request was written to its connection. A wait for a free one (its
+   * last response still ending) is the client's, not the server's: it is not part of any latency.
+   */
   startMs: number;
   e2eMs: number;
   /** Undefined without streaming or when no content arrived. */
@@ -130,6 +133,10 @@ class ChatExchange implements Exchange {
   ) {}
 
   readonly interrupt = (): void => this.finish('cancelled', 'the run was interrupted');
+
+  sent(at: number): void {
+    this.result.startMs = at;
+  }
 
   head(status: number, contentType: string): void {
     this.status = status;

@@ -290,6 +290,8 @@ export class ResponseParser {
 export type FailureKind = 'connection_reset' | 'connection_refused' | 'dns' | 'connection_error' | 'timeout' | 'malformed';
 
 export interface Exchange extends ResponseHandler {
+  /** `at`: performance.now() when the request is written to its connection, after any wait for a free one. */
+  sent(at: number): void;
   /** Called at most once, instead of `end`, when the response cannot complete. */
   fail(kind: FailureKind, detail: string): void;
 }
@@ -363,6 +365,7 @@ class Connection {
       if (this.timer) this.timer.refresh();
       else this.timer = setTimeout(() => this.timedOut(), timeoutMs).unref();
     }
+    exchange.sent(performance.now());
     this.socket.write(request);
   }
 

@@ -245,6 +245,7 @@ function exchange(pool: Http1Pool, body: string): Promise<Outcome> {
   return new Promise((resolve) => {
     const outcome: Outcome = { status: 0, body: '', failure: undefined };
     const handler: Exchange = {
+      sent: () => undefined,
       head: (status) => void (outcome.status = status),
       body: (chunk) => void (outcome.body += chunk.toString()),
       end: () => resolve(outcome),
@@ -493,6 +494,8 @@ test('sendChatRequest: a stream is complete at `data: [DONE]`; a body that never
     const next = await sendChatRequest(streaming, '"ends"', new Set());
     assert.is(next.error, undefined, next.errorDetail);
     assert.ok(Date.now() - t0 < 5000, `the next request waited ${Date.now() - t0} ms for the hanging connection`);
+    // Its wait for a free connection is the client's, not the server's: it is timed from its own send.
+    assert.ok(next.e2eMs < 500, `the next request was timed from before its wait for a connection (${next.e2eMs} ms)`);
     assert.is(server.connections(), 2, 'the hanging connection was dropped for a new one');
   } finally {
     streaming.pool.destroy();
