@@ -159,28 +159,36 @@ class ChatExchange implements Exchange {
       }
       return;
     }
-    if (this.kind === Body.Error && this.size >= ERROR_BODY_LIMIT) return;
     if (this.kind === Body.Json && this.size + chunk.length > MAX_RESPONSE_BYTES) {
       return this.finish('malformed_response', `the response body is over ${MAX_RESPONSE_BYTES} bytes; it is dropped`, at);
     }
     this.parts.push(Buffer.from(chunk)); // copied: the slice is a view of the reused read buffer
     this.size += chunk.length;
+    // The status is the error; once the detail has enough of the body, a body that goes on (or never ends) is not waited for.
+    if (this.kind === Body.Error && this.size >= ERROR_BODY_LIMIT) this.finishError(at);
+  }
+
+  private finishError(at: number): void {
+    this.finish(`http_${this.status}`, `HTTP ${this.status}: ${this.text()}`, at);
+  }
+
+  private text(): string {
+    return this.parts.length === 1 ? (this.parts[0] as Buffer).toString() : Buffer.concat(this.parts).toString();
   }
 
   end(at: number): void {
     this.receiving = false;
     if (this.settled) return;
-    const text = (): string => (this.parts.length === 1 ? (this.parts[0] as Buffer).toString() : Buffer.concat(this.parts).toString());
     switch (this.kind) {
       case Body.Error:
-        return this.finish(`http_${this.status}`, `HTTP ${this.status}: ${text()}`, at);
+        return this.finishError(at);
       case Body.Sse:
         this.sse?.push('\n\n'); // a final event without its blank line still counts
         if (this.settled) return;
         if (!this.done) return this.finish('malformed_stream', 'the stream ended before `data: [DONE]`', at);
         return this.finish(undefined, undefined, at);
       case Body.Json: {
-        const body = text();
+        const body = this.text();
         let parsed: ChunkShape | null;
         try {
           parsed = JSON.parse(body) as ChunkShape | null;

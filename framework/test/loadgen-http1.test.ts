@@ -472,6 +472,24 @@ test('sendChatRequest: a whole body or one event past MAX_RESPONSE_BYTES fails a
   }
 });
 
+test('sendChatRequest: an error status whose body never ends is counted by its status once enough of the body is kept, not as a timeout', async () => {
+  const server = await rawServer((_request, socket) => {
+    socket.write('HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n');
+    const piece = '<p>busy</p>'.repeat(1000);
+    const pour = setInterval(() => (socket.destroyed ? clearInterval(pour) : socket.write(`${piece.length.toString(16)}\r\n${piece}\r\n`)), 5);
+  });
+  const streaming: Endpoint = { pool: new Http1Pool({ url: server.url, maxConnections: 1, timeoutMs: 5000 }, {}), stream: true };
+  try {
+    const r = await sendChatRequest(streaming, '"busy"', new Set());
+    assert.is(r.error, 'http_503', r.errorDetail);
+    assert.match(r.errorDetail ?? '', /^HTTP 503: <p>busy<\/p>/);
+    assert.ok(r.e2eMs < 4000, `ended by the kept body's limit, not the timeout (${r.e2eMs} ms)`);
+  } finally {
+    streaming.pool.destroy();
+    await server.close();
+  }
+});
+
 test('sendChatRequest: a stream is complete at `data: [DONE]`; a body that never ends after it costs its connection, not the request', async () => {
   const events = 'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n';
   const server = await rawServer((request, socket) => {
