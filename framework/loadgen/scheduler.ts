@@ -59,14 +59,52 @@ async function closedLoop(driver: Driver, stats: PhaseStats, limits: PhaseLimits
   // send nothing: it is not started, so that its join delay does not hold the phase open.
   const joinedByDeadline = limits.durationMs === undefined ? users : Math.ceil(limits.durationMs * JOIN_PER_MS);
   const joining = Math.min(users, budget, joinedByDeadline);
+  const joins = new JoinDelays(driver.signal);
   const user = async (_: unknown, index: number): Promise<void> => {
-    if (index > 0) await new Promise((resolve) => setTimeout(resolve, index / JOIN_PER_MS));
+    if (index > 0) await joins.wait(index / JOIN_PER_MS);
     while (budget > 0 && !driver.signal.aborted && performance.now() < deadline) {
       budget--;
       await one(driver, stats);
     }
   };
-  await Promise.all(Array.from({ length: joining }, user));
+  try {
+    await Promise.all(Array.from({ length: joining }, user));
+  } finally {
+    joins.close();
+  }
+}
+
+/**
+ * Users' waits to join, all ended at once by an interrupt: with thousands of users still to join,
+ * their timers would otherwise hold the interrupted run for seconds. One abort listener for all of
+ * them (an AbortSignal warns past a few listeners).
+ */
+class JoinDelays {
+  private readonly pending = new Set<() => void>();
+  private readonly endAll = (): void => {
+    for (const end of [...this.pending]) end();
+  };
+
+  constructor(private readonly signal: AbortSignal) {
+    signal.addEventListener('abort', this.endAll, { once: true });
+  }
+
+  wait(ms: number): Promise<void> {
+    if (this.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const end = (): void => {
+        clearTimeout(timer);
+        this.pending.delete(end);
+        resolve();
+      };
+      const timer = setTimeout(end, ms);
+      this.pending.add(end);
+    });
+  }
+
+  close(): void {
+    this.signal.removeEventListener('abort', this.endAll);
+  }
 }
 
 /** Successive gaps between arrivals in ms: exponential (a Poisson process) or constant. */

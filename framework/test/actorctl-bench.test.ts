@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { BenchReport, LatencySummary, PhaseReport } from '../loadgen/types.js';
-import { DIST_ROOT, runTool, type ToolResult } from '../../lib/testing/run-tool.js';
+import { DIST_ROOT, runTool, type RunOptions, type ToolResult } from '../../lib/testing/run-tool.js';
 import { startSyntheticServer, type SyntheticConfig, type SyntheticServer } from './helpers/synthetic-server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bench-cli-'));
@@ -21,10 +21,10 @@ interface Run extends ToolResult {
 }
 
 /** Runs `actorctl bench` against the server and reads back the JSON report. */
-async function bench(server: SyntheticServer | string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+async function bench(server: SyntheticServer | string, args: string[], env: NodeJS.ProcessEnv = {}, stop?: RunOptions['stop']): Promise<Run> {
   const output = join(dir, `report-${++reports}.json`);
   const url = typeof server === 'string' ? server : server.url;
-  const result = await runTool('actorctl', ['bench', 'synthetic', '--url', url, '--output', output, ...args], { env, timeoutMs: 60_000 });
+  const result = await runTool('actorctl', ['bench', 'synthetic', '--url', url, '--output', output, ...args], { env, timeoutMs: 60_000, ...(stop ? { stop } : {}) });
   let report: BenchReport | undefined;
   try {
     report = JSON.parse(readFileSync(output, 'utf8')) as BenchReport;
@@ -400,6 +400,18 @@ test('a phase ends at its duration however many users are still to join, and use
     assert.is(byCount.code, 0, byCount.stderr);
     assert.is(onlyPhase(byCount).requests.sent, 3);
     assert.ok((byCount.report?.duration_s ?? Infinity) < 2, `the run took ${byCount.report?.duration_s} s for 3 requests`);
+  });
+});
+
+test('an interrupt ends the run at once, with users still to join', async () => {
+  await withServer({ ttftMs: 0, itlMs: 0, faults: [{ every: 1, kind: 'stall' }] }, async (server) => {
+    // 20,000 users take 5 s to join (4 per ms); the interrupt comes once the first ones are in.
+    let interruptedAt = 0;
+    const when = (): boolean => server.arrivals.length >= 50 && (interruptedAt = Date.now()) > 0;
+    const run = await bench(server, ['--concurrency', '20000', '--num-requests', '20000', '--timeout', '0'], {}, { signal: 'SIGINT', when });
+    assert.is(run.code, 130, run.stderr);
+    const late = Date.now() - interruptedAt;
+    assert.ok(late < 2500, `the run ended ${late} ms after the interrupt`);
   });
 });
 
