@@ -12,12 +12,33 @@ export interface Tokenizer {
   count(text: string): number;
 }
 
+/**
+ * The longest run without whitespace counted in one piece. BPE merges within a run take time
+ * quadratic in its length: one 100,000-character run (a model repeating a character, a blob in a
+ * prompt) takes seconds, one of a megabyte many minutes, while the client's clock stalls. A longer
+ * run is counted in pieces of this length, which may count it a token more per piece than whole.
+ */
+const MAX_RUN = 256;
+const LONG_RUN = new RegExp(`\\S{${MAX_RUN}}`, 'g');
+
+/** Counts the text in pieces, each ending at a cut inside a long run (or at the text's end). */
+function countInPieces(countTokens: (text: string) => number, text: string): number {
+  let count = 0;
+  let start = 0;
+  for (const run of text.matchAll(LONG_RUN)) {
+    const cut = run.index + MAX_RUN;
+    count += countTokens(text.slice(start, cut));
+    start = cut;
+  }
+  return start < text.length || start === 0 ? count + countTokens(text.slice(start)) : count;
+}
+
 /** Loads a gpt-tokenizer encoding; `usage` means "trust the server's counts" and has none. */
 export async function loadTokenizer(name: TokenizerName): Promise<Tokenizer | undefined> {
   if (name === 'usage') return undefined;
   const encoding = (await import(`gpt-tokenizer/encoding/${name}`)) as { countTokens(text: string): number };
   encoding.countTokens('warm'); // builds the rank tables now rather than inside the first measured request
-  return { count: (text) => encoding.countTokens(text) };
+  return { count: (text) => countInPieces((piece) => encoding.countTokens(piece), text) };
 }
 
 export interface Prompt {

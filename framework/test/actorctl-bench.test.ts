@@ -5,6 +5,8 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -413,6 +415,31 @@ test('an interrupt ends the run at once, with users still to join', async () => 
     const late = Date.now() - interruptedAt;
     assert.ok(late < 2500, `the run ended ${late} ms after the interrupt`);
   });
+});
+
+test('text with a long run without whitespace is counted in time linear in its length, in prompts and replies alike', async () => {
+  // A model stuck repeating one character, or a prompt holding a blob: BPE over one 100,000-character
+  // word takes seconds to minutes, stalling the client that times the requests.
+  const run = 'a'.repeat(100_000);
+  const server = createServer((_request, response) => {
+    response.writeHead(200, { 'content-type': 'text/event-stream' });
+    response.end(`data: ${JSON.stringify({ choices: [{ delta: { content: run } }] })}\n\ndata: [DONE]\n\n`);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const prompts = join(dir, 'long-run.jsonl');
+  writeFileSync(prompts, `${JSON.stringify({ prompt: 'b'.repeat(100_000), max_tokens: 5 })}\n`);
+  try {
+    const started = Date.now();
+    const result = await bench(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, ['--num-requests', '2', '--concurrency', '1', '--prompts', prompts]);
+    assert.is(result.code, 0, result.stderr);
+    const p = onlyPhase(result);
+    // As counted whole: o200k_base makes 8 characters of a run of `a` one token, 4 of `b`.
+    assert.is(p.tokens.output, 2 * 12_500);
+    assert.is(p.tokens.input, 2 * 25_000);
+    assert.ok(Date.now() - started < 5000, `the run took ${Date.now() - started} ms`);
+  } finally {
+    server.close();
+  }
 });
 
 test('an unreachable URL exits 6 before sending any load', async () => {
