@@ -407,13 +407,14 @@ test('a phase ends at its duration however many users are still to join, and use
 
 test('an interrupt ends the run at once, with users still to join', async () => {
   await withServer({ ttftMs: 0, itlMs: 0, faults: [{ every: 1, kind: 'stall' }] }, async (server) => {
-    // 20,000 users take 5 s to join (4 per ms); the interrupt comes once the first ones are in.
+    // 40,000 users take 10 s to join (4 per ms); the interrupt comes once the first ones are in. Dropping
+    // the connections and reporting take a second or so on a busy machine: the bound leaves it room.
     let interruptedAt = 0;
     const when = (): boolean => server.arrivals.length >= 50 && (interruptedAt = Date.now()) > 0;
-    const run = await bench(server, ['--concurrency', '20000', '--num-requests', '20000', '--timeout', '0'], {}, { signal: 'SIGINT', when });
+    const run = await bench(server, ['--concurrency', '40000', '--num-requests', '40000', '--timeout', '0'], {}, { signal: 'SIGINT', when });
     assert.is(run.code, 130, run.stderr);
     const late = Date.now() - interruptedAt;
-    assert.ok(late < 2500, `the run ended ${late} ms after the interrupt`);
+    assert.ok(late < 5000, `the run ended ${late} ms after the interrupt`);
   });
 });
 
