@@ -3,10 +3,10 @@
  * generator, and prints its report: the phase rows (`--format table|jsonl|csv`) or the whole
  * report (`--format json`, and `--output FILE`).
  */
-import { constants } from 'node:fs';
+import { constants, statSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { writeFileDurably } from '../../lib/durable.js';
+import { assertReplaceable, writeFileDurably } from '../../lib/durable.js';
 import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
 import { installation } from '../../lib/install.js';
 import type { Column, Row } from '../../lib/output.js';
@@ -89,6 +89,8 @@ function benchFlags(args: ParsedArgs): BenchFlags {
 
 /** Checked before the run, so that a typo in --output does not cost a whole benchmark. */
 async function checkWritable(path: string): Promise<void> {
+  assertReplaceable(path, `--output ${path}`);
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) throw new InvalidInputError(`--output ${path}: a directory; name the report's file`);
   try {
     await access(dirname(resolve(path)), constants.W_OK);
   } catch (error) {

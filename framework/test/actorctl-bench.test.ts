@@ -3,8 +3,8 @@
  * (in this process, on loopback) whose timing, token counts and faults are programmed, so the
  * reported numbers can be checked against what the server was told to do.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -441,6 +441,29 @@ test('text with a long run without whitespace is counted in time linear in its l
   } finally {
     server.close();
   }
+});
+
+test('--output that is not a regular file, or a directory, is refused before the run, and left as it was', async () => {
+  // The report is renamed into place: over a FIFO, a device or a link that puts a plain file there
+  // (as root, `--output /dev/stdout` would replace the system's link).
+  const fifo = join(dir, 'report.fifo');
+  execFileSync('mkfifo', [fifo]);
+  const target = join(dir, 'kept.json');
+  writeFileSync(target, 'kept');
+  const link = join(dir, 'report-link.json');
+  symlinkSync(target, link);
+  await withServer({ ttftMs: 0, itlMs: 0 }, async (server) => {
+    const outputs: Array<[string, string]> = [[fifo, 'not a regular file'], [link, 'not a regular file'], [dir, 'a directory']];
+    for (const [output, why] of outputs) {
+      const run = await runTool('actorctl', ['bench', 'm', '--url', server.url, '--num-requests', '1', '--output', output]);
+      assert.is(run.code, 2, run.stderr);
+      assert.match(run.stderr, `--output ${output}: ${why}`);
+      assert.is(server.arrivals.length, 0, 'refused before any load');
+    }
+  });
+  assert.ok(lstatSync(fifo).isFIFO(), 'the FIFO is still a FIFO');
+  assert.ok(lstatSync(link).isSymbolicLink(), 'the link is still a link');
+  assert.is(readFileSync(target, 'utf8'), 'kept');
 });
 
 test('an unreachable URL exits 6 before sending any load', async () => {
