@@ -117,6 +117,9 @@ class ChatExchange implements Exchange {
   /** `data: [DONE]` has arrived. */
   private done = false;
   private status = 0;
+  private contentType = '';
+  /** Where a redirect points, for the error's detail: the load generator follows none. */
+  private location = '';
   private kind = Body.Json;
   private parts: Buffer[] = [];
   private size = 0;
@@ -138,8 +141,10 @@ class ChatExchange implements Exchange {
     this.result.startMs = at;
   }
 
-  head(status: number, contentType: string): void {
+  head(status: number, contentType: string, location: string): void {
     this.status = status;
+    this.contentType = contentType;
+    this.location = location;
     if (status !== 200) this.kind = Body.Error;
     else if (this.stream && contentType.includes('text/event-stream')) {
       this.kind = Body.Sse;
@@ -169,7 +174,8 @@ class ChatExchange implements Exchange {
   }
 
   private finishError(at: number): void {
-    this.finish(`http_${this.status}`, `HTTP ${this.status}: ${this.text()}`, at);
+    const where = this.location === '' ? '' : ` (Location: ${this.location})`;
+    this.finish(`http_${this.status}`, `HTTP ${this.status}${where}: ${this.text()}`, at);
   }
 
   private text(): string {
@@ -193,7 +199,9 @@ class ChatExchange implements Exchange {
         try {
           parsed = JSON.parse(body) as ChunkShape | null;
         } catch {
-          return this.finish('malformed_response', `the response is not JSON: ${body}`, at);
+          // A stream asked for and answered otherwise: the type says why its events were not read as such.
+          const type = this.stream ? ` (Content-Type: ${this.contentType || 'none'}; a stream is text/event-stream)` : '';
+          return this.finish('malformed_response', `the response is not JSON${type}: ${body}`, at);
         }
         const message = parsed?.choices?.[0]?.message;
         if (typeof message?.content !== 'string') return this.finish('malformed_response', 'the response has no choices[0].message.content', at);

@@ -22,7 +22,8 @@ export class FramingError extends Error {}
  * read overwrites: use them before returning, or copy what must be kept.
  */
 export interface ResponseHandler {
-  head(status: number, contentType: string): void;
+  /** `location`: the Location field ('' without one), which says where a redirect points. */
+  head(status: number, contentType: string, location: string): void;
   /** `at`: performance.now() when the socket delivered the bytes. */
   body(chunk: Buffer, at: number): void;
   end(at: number): void;
@@ -62,6 +63,7 @@ export class ResponseParser {
   private sectionBytes = 0;
   private status = 0;
   private contentType = '';
+  private location = '';
   private contentLength = -1;
   /** The last transfer coding named, '' when there was no Transfer-Encoding field. */
   private transferCoding = '';
@@ -78,6 +80,7 @@ export class ResponseParser {
     this.sectionBytes = 0;
     this.status = 0;
     this.contentType = '';
+    this.location = '';
     this.contentLength = -1;
     this.transferCoding = '';
     this.remaining = 0;
@@ -194,9 +197,9 @@ export class ResponseParser {
     if (colon < 0 || colon >= end || colon === start || first === 32 || first === 9 || buf[colon - 1] === 32 || buf[colon - 1] === 9) {
       throw new FramingError(`a malformed header line: ${JSON.stringify(buf.toString('latin1', start, Math.min(end, start + 80)))}`);
     }
-    // Only four fields matter; compare names only when the length fits, to skip the rest cheaply.
+    // Only five fields matter; compare names only when the length fits, to skip the rest cheaply.
     const nameLength = colon - start;
-    if (nameLength !== 14 && nameLength !== 17 && nameLength !== 10 && nameLength !== 12) return;
+    if (nameLength !== 14 && nameLength !== 17 && nameLength !== 10 && nameLength !== 12 && nameLength !== 8) return;
     const name = buf.toString('latin1', start, colon).toLowerCase();
     const value = (): string => buf.toString('latin1', colon + 1, end).trim();
     switch (name) {
@@ -224,6 +227,9 @@ export class ResponseParser {
       case 'content-type':
         this.contentType = value();
         return;
+      case 'location':
+        this.location = value();
+        return;
     }
   }
 
@@ -233,7 +239,7 @@ export class ResponseParser {
       this.reset(this.handler as ResponseHandler);
       return;
     }
-    this.handler?.head(this.status, this.contentType);
+    this.handler?.head(this.status, this.contentType, this.location);
     this.sectionBytes = 0;
     if (this.status === 204 || this.status === 304) return this.complete(at);
     if (this.transferCoding !== '') {

@@ -490,6 +490,25 @@ test('sendChatRequest: an error status whose body never ends is counted by its s
   }
 });
 
+test('sendChatRequest: a redirect names where it points, and a stream of the wrong Content-Type names the type', async () => {
+  const server = await rawServer((request, socket) => {
+    if (request.includes('"moved"')) socket.write('HTTP/1.1 301 Moved Permanently\r\nLocation: https://api.example.test/v1/chat/completions\r\nContent-Length: 0\r\n\r\n');
+    else socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 14\r\n\r\ndata: [DONE]\n\n');
+  });
+  const streaming: Endpoint = { pool: new Http1Pool({ url: server.url, maxConnections: 1, timeoutMs: 5000 }, {}), stream: true };
+  try {
+    const moved = await sendChatRequest(streaming, '"moved"', new Set());
+    assert.is(moved.error, 'http_301');
+    assert.is(moved.errorDetail, 'HTTP 301 (Location: https://api.example.test/v1/chat/completions): ');
+    const plain = await sendChatRequest(streaming, '"plain"', new Set());
+    assert.is(plain.error, 'malformed_response');
+    assert.match(plain.errorDetail ?? '', 'the response is not JSON (Content-Type: text/plain; a stream is text/event-stream): data: [DONE]');
+  } finally {
+    streaming.pool.destroy();
+    await server.close();
+  }
+});
+
 test('sendChatRequest: a stream is complete at `data: [DONE]`; a body that never ends after it costs its connection, not the request', async () => {
   const events = 'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n';
   const server = await rawServer((request, socket) => {
