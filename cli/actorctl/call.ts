@@ -3,8 +3,10 @@
  * cluster. stdout gets the reply as one line of JSON (an ask), nothing (a tell), or one line of
  * JSON per item (a stream). The call's error code becomes the exit code.
  */
-import { readFileSync } from 'node:fs';
-import { ExitCode, InterruptedError, InvalidInputError, NotFoundError, ToolError } from '../../lib/errors.js';
+import { createReadStream } from 'node:fs';
+import type { Readable } from 'node:stream';
+import { ExitCode, InterruptedError, InvalidInputError, NotFoundError, ResourceLimitError, ToolError } from '../../lib/errors.js';
+import { readBounded } from '../../lib/streams.js';
 import { callActor, isActorError, type ActorErrorCode, type ClientCallMode } from '../../framework/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
@@ -33,19 +35,32 @@ function flags(args: ParsedArgs): CallFlags {
   };
 }
 
+/**
+ * The most ARGS_JSON read from `@FILE` or `@-`: far past what a node takes in one call (4 MiB by
+ * default), and a bound on what `yes | actorctl call ... @-` or `@/dev/zero` would otherwise read
+ * into memory until the process aborts.
+ */
+const MAX_ARGS_BYTES = 64 * 1024 * 1024;
+
+/** ARGS_JSON's text, read from `@FILE` or `@-` (stdin) up to MAX_ARGS_BYTES. */
+async function readArgsFile(file: string, stdin: Readable): Promise<string> {
+  const shown = file === '-' ? 'stdin' : file;
+  let bytes: Buffer | undefined;
+  try {
+    bytes = await readBounded(file === '-' ? stdin : createReadStream(file), MAX_ARGS_BYTES);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw code === 'ENOENT' ? new NotFoundError(`ARGS_JSON file ${file} does not exist`) : new InvalidInputError(`ARGS_JSON file ${file}: ${code ?? 'unreadable'}`);
+  }
+  if (bytes === undefined) throw new ResourceLimitError(`ARGS_JSON (${shown}) is over ${MAX_ARGS_BYTES / 1024 / 1024} MiB`, { hint: 'pass large data by reference (a path or URL the actor reads)' });
+  return bytes.toString('utf8');
+}
+
 /** ARGS_JSON: a JSON array of the method's arguments, given as it is, or (as curl's `-d @file`) read from `@FILE` or `@-` (stdin). */
-function parseArgs(text: string | undefined): unknown[] {
+async function parseArgs(text: string | undefined, stdin: Readable): Promise<unknown[]> {
   if (text === undefined) return [];
   const file = text.startsWith('@') ? text.slice(1) : undefined;
-  let source = text;
-  if (file !== undefined) {
-    try {
-      source = readFileSync(file === '-' ? 0 : file, 'utf8');
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      throw code === 'ENOENT' ? new NotFoundError(`ARGS_JSON file ${file} does not exist`) : new InvalidInputError(`ARGS_JSON file ${file}: ${code ?? 'unreadable'}`);
-    }
-  }
+  const source = file === undefined ? text : await readArgsFile(file, stdin);
   let value: unknown;
   try {
     value = JSON.parse(source);
@@ -97,7 +112,7 @@ export const callCommand = defineCommand({
   ],
   flags,
   async run(ctx, f) {
-    const args = parseArgs(f.args);
+    const args = await parseArgs(f.args, ctx.stdin);
     const options = inspectOptions(ctx, f.inspect);
     try {
       const reply = await callActor({ ...options, name: f.name, method: f.method, args, mode: f.mode, signal: ctx.signal }, (item) => ctx.stdout.write(`${JSON.stringify(item)}\n`));

@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import http from 'node:http';
 import http2 from 'node:http2';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -101,6 +101,19 @@ test('actorctl call: ask, stream, tell, @- from stdin; errors map to exit codes;
     assert.match(r.stderr, message);
     assert.is(r.stdout, '', 'errors print nothing on stdout');
   }
+});
+
+test('actorctl call: ARGS_JSON past 64 MiB, from a file or stdin, exits 5 without reading the rest', async () => {
+  // `yes | actorctl call ... @-` (or @/dev/zero) was read whole: 16 GB, then the process aborted.
+  const big = join(dir, 'big-args.json');
+  writeFileSync(big, '');
+  truncateSync(big, 65 * 1024 * 1024);
+  const fromFile = await runTool('actorctl', ['call', 'echo', 'echo', `@${big}`, '--seeds', '127.0.0.1:1']);
+  assert.is(fromFile.code, 5, fromFile.stderr);
+  assert.match(fromFile.stderr, `ARGS_JSON (${big}) is over 64 MiB`);
+  const fromStdin = await runTool('actorctl', ['call', 'echo', 'echo', '@-', '--seeds', '127.0.0.1:1'], { input: Buffer.alloc(65 * 1024 * 1024, 0x5b) });
+  assert.is(fromStdin.code, 5, fromStdin.stderr);
+  assert.match(fromStdin.stderr, 'ARGS_JSON (stdin) is over 64 MiB');
 });
 
 test('inspect --format table|json|jsonl|csv, every format with the same columns; progress goes to stderr, never stdout', async () => {
