@@ -16,7 +16,7 @@
  * Both run under the dataset's writer lock, so they never race a sync batch or an import.
  */
 import { join } from 'node:path';
-import { INDEX_FILE, newPartStamp, parseSnapshot, partWrittenAt, publishSnapshot, readSnapshot, requireManifest, snapshotKey, type PartRef, type Snapshot } from './layout.js';
+import { INDEX_FILE, isPartKey, newPartStamp, parseSnapshot, partWrittenAt, publishSnapshot, readSnapshot, requireManifest, snapshotIdOfKey, snapshotKey, type PartRef, type Snapshot } from './layout.js';
 import { CONTENT_REFS_METADATA, flatCells, openPart, PartWriter } from './parquet.js';
 import { RETIRE_KEY, type Relation } from './relations.js';
 import { IndexBuilder, relationColumns } from './sqlite-index.js';
@@ -152,8 +152,11 @@ export interface ReclaimResult {
  */
 export async function reclaimSuperseded(store: ObjectStore, currentId: string, graceMs: number, now = Date.now()): Promise<ReclaimResult> {
   const snapshots: Snapshot[] = [];
+  // Only keys of the dataset's own form: a listing (an object store's, written by anyone) may hold
+  // keys such as `parts/../../elsewhere/...`, which a server that resolves dot segments would take
+  // for keys outside the dataset.
   for (const key of await store.list('snapshots/')) {
-    const id = /^snapshots\/(.+)\.json$/.exec(key)?.[1];
+    const id = snapshotIdOfKey(key);
     if (!id) continue;
     const bytes = await store.get(key);
     if (!bytes) continue;
@@ -184,7 +187,7 @@ export async function reclaimSuperseded(store: ObjectStore, currentId: string, g
   let removedParts = 0;
   for (const key of await store.list('parts/')) {
     const writtenAt = partWrittenAt(key);
-    if (referenced.has(key) || writtenAt === undefined || now - writtenAt <= graceMs) continue;
+    if (!isPartKey(key) || referenced.has(key) || writtenAt === undefined || now - writtenAt <= graceMs) continue;
     await store.delete(key);
     removedParts += 1;
   }

@@ -89,6 +89,12 @@ export const snapshotKey = (id: string): string => `snapshots/${id}.json`;
 /** What snapshotIdOf makes: 20 hex digits. */
 const SNAPSHOT_ID = /^[0-9a-f]{20}$/;
 
+/** The id of the snapshot descriptor `key` is (`snapshots/<id>.json`); undefined for any other key. */
+export function snapshotIdOfKey(key: string): string | undefined {
+  const id = /^snapshots\/(.+)\.json$/.exec(key)?.[1];
+  return id !== undefined && SNAPSHOT_ID.test(id) ? id : undefined;
+}
+
 /**
  * The stamp that starts the names of the parts one writer writes (`<stamp>-<sequence>`): the time
  * in base 36 and a random tag. Reclamation (compaction.ts) reads a part's age from it, which works
@@ -171,6 +177,9 @@ export async function readSnapshot(store: ObjectStore, id: string): Promise<Snap
 
 /** A part's key: `parts/<relation>/<name>.parquet`, the name one plain path segment. */
 const PART_KEY = /^parts\/([a-z_]+)\/[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.parquet$/;
+
+/** Whether `key` has the form of a part's key (a listing may hold anything: only such keys are a dataset's parts). */
+export const isPartKey = (key: string): boolean => PART_KEY.test(key);
 const RELATION_NAMES: ReadonlySet<string> = new Set<Relation>(['runs', 'steps', 'tool_calls', 'sources', 'events', 'contents', 'records']);
 const isCount = (value: unknown): boolean => Number.isSafeInteger(value) && (value as number) >= 0;
 const SHA256_HEX = /^[0-9a-f]{64}$/;

@@ -243,6 +243,9 @@ export interface Expected {
 /** What a GET or PUT brought: the value, or what is wrong with the bytes that arrived (they are sent or fetched again). */
 type Arrived<T> = { value: T } | { damage: string };
 
+/** A key a server listed, as a message shows it: quoted (control characters escaped), clipped to 100 characters. */
+export const shownKey = (key: string): string => JSON.stringify(key.length > 100 ? `${key.slice(0, 100)}...` : key);
+
 const MD5_MISMATCH = "the bytes do not match the MD5 of the object's ETag";
 
 async function bodyBytes(body: unknown): Promise<Buffer> {
@@ -656,11 +659,30 @@ export class S3ObjectStore implements ObjectStore {
     const keys: string[] = [];
     const tokens = new Set<string>();
     let token: string | undefined;
+    const notListing = (): UnavailableError =>
+      new UnavailableError(`${this.where(prefix)}: the object store's answer to a listing is not a ListObjectsV2 result`, { hint: 'the endpoint may not be an S3 server (a proxy or a web page answers); check it' });
     do {
       const page = await this.send(prefix, () =>
-        this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.keyOf(prefix), ...(token ? { ContinuationToken: token } : {}) }), this.request),
+        this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.keyOf(prefix), ...(token ? { ContinuationToken: token } : {}) }), this.request).catch((error: unknown) => {
+          // A 2xx the SDK could not read (XML cut off, or none): not a refusal of the request.
+          const status = (error as SdkError)?.$metadata?.httpStatusCode;
+          throw status !== undefined && status < 300 && !this.signal?.aborted ? notListing() : error;
+        }),
       );
-      for (const object of page.Contents ?? []) if (object.Key) keys.push(object.Key.slice(this.prefix.length));
+      // Every ListObjectsV2 result says whether it is truncated; an answer without it (an empty body,
+      // an HTML page) is no listing, and would otherwise read as an empty one.
+      if (page.IsTruncated === undefined) throw notListing();
+      for (const object of page.Contents ?? []) {
+        if (object.Key === undefined) continue;
+        // What the keys are taken for is what is under the prefix: a key outside it would be
+        // shortened into another (`other/x` listed under `ds/` reads as `er/x`).
+        if (!object.Key.startsWith(this.keyOf(prefix))) {
+          throw new UnavailableError(`${this.where(prefix)}: the object store listed ${shownKey(object.Key)}, which is not under the prefix asked for`, {
+            hint: 'the server does not follow ListObjectsV2; use one that does',
+          });
+        }
+        keys.push(object.Key.slice(this.prefix.length));
+      }
       if (keys.length > MAX_LISTED_KEYS) throw new ResourceLimitError(`${this.where(prefix)}: the listing passed ${MAX_LISTED_KEYS.toLocaleString('en-US')} keys; stopped`);
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
       if (page.IsTruncated && (token === undefined || tokens.has(token))) {

@@ -5,14 +5,20 @@
  * already reading keeps its cached copy of the snapshot), and a drop interrupted after it leaves only
  * unreferenced objects, which a second drop removes once no import can be writing them (checkLeftovers).
  */
-import { ConflictError, InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
 import { COMPACTION_DEFAULTS } from '../dataset/defaults.js';
-import { MANIFEST_KEY, parseSnapshot, partWrittenAt, type Manifest } from '../dataset/layout.js';
+import { isPartKey, MANIFEST_KEY, parseSnapshot, partWrittenAt, snapshotIdOfKey, type Manifest } from '../dataset/layout.js';
 import { currentManifest } from '../dataset/s3-cache.js';
-import { S3ObjectStore } from '../dataset/s3-store.js';
+import { S3ObjectStore, shownKey } from '../dataset/s3-store.js';
 import type { S3Place } from '../pins/pins.js';
 
-const isDatasetKey = (key: string): boolean => key === MANIFEST_KEY || key.startsWith('snapshots/') || key.startsWith('parts/');
+/**
+ * Keys a dataset's writers make: the manifest, `snapshots/<id>.json`, `parts/<relation>/<name>.parquet`.
+ * Anything else under `snapshots/` or `parts/` (a `..` segment, a NUL, a name past any a writer
+ * makes) is someone else's object, and a key a server resolving dot segments would take for one
+ * outside the prefix.
+ */
+const isDatasetKey = (key: string): boolean => key === MANIFEST_KEY || snapshotIdOfKey(key) !== undefined || isPartKey(key);
 
 /** `signal`: the command's; it stops any request at once (S3ObjectStore). */
 async function withStore<T>(place: S3Place, env: NodeJS.ProcessEnv, signal: AbortSignal | undefined, run: (store: S3ObjectStore) => Promise<T>): Promise<T> {
@@ -33,10 +39,14 @@ async function checkPrefix(store: S3ObjectStore): Promise<{ manifest: Manifest |
   const current = await currentManifest(store);
   const keys = await store.list('');
   if (!current && keys.length === 0) throw new NotFoundError(`${store.uri}: no such dataset`);
+  // The listing is what the drop deletes: one that misses the manifest just read misses more.
+  if (current && !keys.includes(MANIFEST_KEY)) {
+    throw new UnavailableError(`${store.uri}: the object store's listing does not show the ${MANIFEST_KEY} it serves; refusing to drop from it`, { hint: 'try again; the server does not list what it holds' });
+  }
   const strangers = keys.filter((key) => !isDatasetKey(key));
   if (strangers.length > 0) {
     const what = current ? 'holds objects that are not part of a dataset' : `is not a trajstore dataset (no ${MANIFEST_KEY})`;
-    throw new InvalidInputError(`${store.uri}: ${what} (${strangers.slice(0, 5).join(', ')}${strangers.length > 5 ? ', ...' : ''}); refusing to drop it`);
+    throw new InvalidInputError(`${store.uri}: ${what} (${strangers.slice(0, 5).map(shownKey).join(', ')}${strangers.length > 5 ? ', ...' : ''}); refusing to drop it`);
   }
   if (!current) await checkLeftovers(store, keys);
   return { manifest: current?.manifest, keys };
@@ -50,7 +60,7 @@ async function checkPrefix(store: S3ObjectStore): Promise<{ manifest: Manifest |
  */
 async function checkLeftovers(store: S3ObjectStore, keys: string[]): Promise<void> {
   const written = keys.map(partWrittenAt).filter((at): at is number => at !== undefined);
-  for (const key of keys.filter((k) => k.startsWith('snapshots/'))) {
+  for (const key of keys.filter((k) => snapshotIdOfKey(k) !== undefined)) {
     const created = createdAt(store.uri, key, await store.get(key));
     if (created !== undefined) written.push(created);
   }
@@ -65,7 +75,7 @@ async function checkLeftovers(store: S3ObjectStore, keys: string[]): Promise<voi
 
 /** When a snapshot descriptor says it was made; undefined for a torn one (its key's age is then unknown). */
 function createdAt(uri: string, key: string, bytes: Buffer | undefined): number | undefined {
-  const id = /^snapshots\/(.+)\.json$/.exec(key)?.[1];
+  const id = snapshotIdOfKey(key);
   if (!bytes || !id) return undefined;
   try {
     const at = Date.parse(parseSnapshot(uri, id, bytes).created_at);

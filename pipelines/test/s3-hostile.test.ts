@@ -42,15 +42,18 @@ let proxy: HostileProxy;
  *   that is not the one of the parts sent;
  * - cut-body: forwards, then sends the answer's headers and half its body, and cuts the connection;
  * - same-token: a listing marked truncated, with the same continuation token every time;
- * - endless: listing pages of 250,000 (short) keys, each with a new token.
+ * - endless: listing pages of 250,000 (short) keys, each with a new token;
+ * - rewrite: forwards, answering with the body `rewrite` makes of the server's (a listing that is no XML, or names other keys).
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite';
 interface Rule {
   act: Act;
   match: RegExp;
   times?: number;
   /** reset-after: run after the server answered, before the connection is cut (another writer committing meanwhile). */
   meanwhile?: () => Promise<void>;
+  /** rewrite: the answer's new body, made from the server's. */
+  rewrite?: (body: string) => string;
 }
 
 class HostileProxy {
@@ -147,6 +150,11 @@ class HostileProxy {
           return this.forward(req, body, (_up, data) =>
             answer(200, { 'content-type': 'application/xml' }, data.toString().replace('<IsTruncated>false</IsTruncated>', '<IsTruncated>true</IsTruncated><NextContinuationToken>SAME</NextContinuationToken>')),
           );
+        case 'rewrite':
+          return this.forward(req, body, (up, data) => {
+            const { 'content-length': _length, ...headers } = up.headers;
+            answer(up.statusCode ?? 502, headers, rule?.rewrite?.(data.toString()) ?? '');
+          });
         case 'endless': {
           const prefix = new URL(req.url ?? '/', 'http://x').searchParams.get('prefix') ?? '';
           res.writeHead(200, { 'content-type': 'application/xml' });
@@ -561,6 +569,58 @@ test('a part missing from the server is not found (exit 3), naming it; a malform
     assert.is(r.code, 2, r.stderr);
     assert.match(r.stderr, new RegExp(`the region "${(env.AWS_DEFAULT_REGION ?? env.AWS_REGION).replace(/[!/]/g, '\\$&')}" \\(from ${variable}\\)`));
   }
+});
+
+test('a listing answer that is no ListObjectsV2 result (empty, an HTML page, XML cut off, not XML) stops a drop with exit 6 naming the prefix, before anything is deleted; so does one without the manifest', async () => {
+  await create('unlisted', ATIF);
+  const before = await snapshotOf('unlisted');
+  for (const [what, rewrite] of [
+    ['empty', () => ''],
+    ['an HTML page', () => '<html><body><h1>Welcome</h1></body></html>'],
+    ['XML cut off', (xml: string) => xml.slice(0, xml.length >> 1)],
+    ['not XML', () => 'upstream connect error or disconnect/reset before headers'],
+  ] as const) {
+    proxy.set({ act: 'rewrite', match: /list-type=2/, rewrite });
+    const drop = await trajstore(['drop', 's3://lake/unlisted', '--yes']);
+    assert.is(drop.code, 6, `${what}: ${drop.stderr}`);
+    assert.match(drop.stderr, /s3:\/\/lake\/unlisted\/: the object store's answer to a listing is not a ListObjectsV2 result/, what);
+    assert.is(proxy.count(/^pass (DELETE|POST)/), 0, `${what}: nothing deleted`);
+    assert.is(await snapshotOf('unlisted'), before, what);
+  }
+  // A listing that leaves out the manifest just read leaves out what the drop would delete.
+  proxy.set({ act: 'rewrite', match: /list-type=2/, rewrite: () => '<?xml version="1.0"?><ListBucketResult><Name>lake</Name><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>' });
+  const drop = await trajstore(['drop', 's3://lake/unlisted', '--yes']);
+  assert.is(drop.code, 6, drop.stderr);
+  assert.match(drop.stderr, /s3:\/\/lake\/unlisted: the object store's listing does not show the trajstore\.json it serves/);
+  assert.is(await snapshotOf('unlisted'), before);
+});
+
+test('a drop meets listed keys that are no keys of a dataset (a `..` segment, a NUL, 2 KB long) or lie outside the prefix: refused before the manifest goes (exit 2, or 6 for a server listing outside the prefix), the dataset as it was', async () => {
+  await create('strange', ATIF);
+  const before = await snapshotOf('strange');
+  const inject = (key: string) => (xml: string) => xml.replace('<Contents>', `<Contents><Key>${key}</Key><Size>1</Size></Contents><Contents>`);
+  for (const [what, key, code, said] of [
+    ['a .. segment', 'strange/parts/../../victim/trajstore.json', 2, /holds objects that are not part of a dataset \("parts\/\.\.\/\.\.\/victim\/trajstore\.json"\)/],
+    ['a NUL', 'strange/parts/runs/a&#0;b.parquet', 2, /holds objects that are not part of a dataset \("parts\/runs\/a\\u0000b\.parquet"\)/],
+    ['2 KB long', `strange/parts/runs/${'a'.repeat(2048)}.parquet`, 2, /holds objects that are not part of a dataset \("parts\/runs\/a{20,200}\.\.\."\)/],
+    ['outside the prefix', 'elsewhere/trajstore.json', 6, /s3:\/\/lake\/strange\/: the object store listed "elsewhere\/trajstore\.json", which is not under the prefix asked for/],
+  ] as const) {
+    proxy.set({ act: 'rewrite', match: /list-type=2/, rewrite: inject(key) });
+    const drop = await trajstore(['drop', 's3://lake/strange', '--yes']);
+    assert.is(drop.code, code, `${what}: ${drop.stderr}`);
+    assert.match(drop.stderr, said, what);
+    assert.ok(drop.stderr.length < 1500, `${what}: a message of ${drop.stderr.length} characters`);
+    assert.is(proxy.count(/^pass (DELETE|POST)/), 0, `${what}: nothing deleted`);
+    assert.is(await snapshotOf('strange'), before, what);
+  }
+  // The reclamation after a commit deletes unlisted parts past the grace period: never a key that is not a part's.
+  const old = `${(Date.parse('2020-01-01T00:00:00Z')).toString(36)}-0123abcd-0000.parquet`;
+  proxy.set({ act: 'rewrite', match: /list-type=2&prefix=strange%2Fparts%2F/, rewrite: inject(`strange/parts/../../victim/parts/runs/${old}`) });
+  const append = await trajstore(['import', '-f', STORYLINE, '-t', 's3://lake/strange', '--mode', 'append']);
+  assert.is(append.code, 0, append.stderr);
+  assert.is(append.stderr, '');
+  assert.is(proxy.count(/^rewrite GET/), 1, 'the parts were listed');
+  assert.is(proxy.count(/^pass DELETE .*\.\./), 0, proxy.seen.filter((line) => line.includes('DELETE')).join('\n'));
 });
 
 test.run();
