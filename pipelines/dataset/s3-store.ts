@@ -37,7 +37,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Readable } from 'node:stream';
+import { pipeline as pipeStreams, Readable, Transform } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -72,6 +72,12 @@ const REQUEST_TIMEOUT_ENV = 'TRAJSTORE_S3_TIMEOUT_MS';
  * pages forever with new tokens would otherwise grow memory without bound.
  */
 export const MAX_LISTED_KEYS = 1_000_000;
+/**
+ * Bytes of an answer read into memory: a manifest or snapshot descriptor, a listing page (1,000 keys
+ * of at most 1 KiB each), an error. A server answering with a body that never ends would otherwise
+ * grow the process until it dies.
+ */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 /** Multipart uploads: parts of this size, this many at once. S3's minimum part is 5 MiB. */
 export const MULTIPART_PART_BYTES = 8 * 1024 * 1024;
 const MULTIPART_QUEUE = 4;
@@ -133,7 +139,7 @@ function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutM
   if (endpoint !== undefined && !/^https?:\/\/[^/\s]+/i.test(endpoint)) {
     throw new InvalidInputError(`${uri}: the endpoint ${JSON.stringify(endpoint)} is not an http:// or https:// URL`);
   }
-  return new S3Client({
+  const client = new S3Client({
     region,
     ...(endpoint ? { endpoint, forcePathStyle: true } : {}),
     credentials: { accessKeyId, secretAccessKey, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) },
@@ -144,6 +150,8 @@ function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutM
     logger: SILENT,
     requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: requestTimeoutMs, logger: SILENT },
   });
+  limitAnswerBodies(client);
+  return client;
 }
 
 interface SdkError {
@@ -163,6 +171,7 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGA
  */
 export function classify(error: unknown, what: string, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS): Error {
   if (error instanceof ToolError) return error;
+  if (error instanceof AnswerTooLarge) return new ResourceLimitError(`${what}: the object store's answer passed ${MAX_ANSWER_BYTES / 1024 / 1024} MiB; stopped`);
   const e = (error ?? {}) as SdkError;
   const name = e.name ?? e.Code ?? '';
   const status = e.$metadata?.httpStatusCode;
@@ -248,10 +257,47 @@ export const shownKey = (key: string): string => JSON.stringify(key.length > 100
 
 const MD5_MISMATCH = "the bytes do not match the MD5 of the object's ETag";
 
+/** An answer's body passed MAX_ANSWER_BYTES (`classify` names the object). */
+class AnswerTooLarge extends Error {}
+
 async function bodyBytes(body: unknown): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const chunk of body as AsyncIterable<Uint8Array>) chunks.push(Buffer.from(chunk));
+  let size = 0;
+  for await (const chunk of body as AsyncIterable<Uint8Array>) {
+    size += chunk.length;
+    if (size > MAX_ANSWER_BYTES) {
+      (body as Readable).destroy?.();
+      throw new AnswerTooLarge();
+    }
+    chunks.push(Buffer.from(chunk));
+  }
   return Buffer.concat(chunks);
+}
+
+/**
+ * Cuts off, past MAX_ANSWER_BYTES, the bodies the SDK reads whole to parse them (every answer's but
+ * a successful GetObject's, which this module reads itself): a listing or an error whose body never
+ * ends. Placed after the SDK's deserializer (priority low), it hands that a bounded body.
+ */
+function limitAnswerBodies(client: S3Client): void {
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const result = await next(args);
+      const response = result.response as { statusCode?: number; body?: unknown };
+      if ((context.commandName !== 'GetObjectCommand' || (response.statusCode ?? 0) >= 300) && response.body instanceof Readable) {
+        let size = 0;
+        const limit = new Transform({
+          transform(chunk: Buffer, _encoding, done) {
+            size += chunk.length;
+            done(size > MAX_ANSWER_BYTES ? new AnswerTooLarge() : null, chunk);
+          },
+        });
+        response.body = pipeStreams(response.body, limit, () => {});
+      }
+      return result;
+    },
+    { step: 'deserialize', priority: 'low', name: 'trajstoreAnswerLimit' },
+  );
 }
 
 /**
@@ -370,6 +416,10 @@ export class S3ObjectStore implements ObjectStore {
   private async fetchBytes(key: string, range?: string): Promise<Arrived<{ bytes: Buffer; etag: string } | undefined>> {
     const out = await this.sendIfPresent(key, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Range: range }), this.request));
     if (!out) return { value: undefined };
+    if ((out.ContentLength ?? 0) > MAX_ANSWER_BYTES) {
+      (out.Body as Readable | undefined)?.destroy?.();
+      throw this.failure(new AnswerTooLarge(), key);
+    }
     let bytes: Buffer;
     try {
       bytes = await bodyBytes(out.Body);
@@ -617,6 +667,11 @@ export class S3ObjectStore implements ObjectStore {
     const md5 = etag === undefined ? undefined : createHash('md5');
     const sha256 = expected?.sha256 === undefined ? undefined : createHash('sha256');
     let size = 0;
+    // A body without a Content-Length (chunked) that runs past the size the snapshot lists is not
+    // the part, however long it goes on: it would otherwise fill the disk.
+    const tooLong = new Error('more bytes arrived than the snapshot lists');
+    const limit = out.ContentLength ?? expected?.bytes ?? Infinity;
+    const file = createWriteStream(temp, { mode: 0o644 });
     try {
       await pipeline(
         out.Body as Readable,
@@ -625,12 +680,17 @@ export class S3ObjectStore implements ObjectStore {
             md5?.update(chunk);
             sha256?.update(chunk);
             size += chunk.length;
+            if (size > limit) throw tooLong;
             yield chunk;
           }
         },
-        createWriteStream(temp, { mode: 0o644 }),
+        file,
       );
     } catch (error) {
+      // A failed pipeline does not wait for the file: one still opening would be made after the
+      // caller removed it, and stay in the cache.
+      if (!file.closed) await new Promise<void>((resolve) => file.once('close', () => resolve()));
+      if (error === tooLong) return tooLong.message;
       return this.brokenBody(error, key);
     }
     if (out.ContentLength !== undefined && size !== out.ContentLength) return `${size} bytes arrived of the ${out.ContentLength} announced`;
@@ -666,7 +726,7 @@ export class S3ObjectStore implements ObjectStore {
         this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.keyOf(prefix), ...(token ? { ContinuationToken: token } : {}) }), this.request).catch((error: unknown) => {
           // A 2xx the SDK could not read (XML cut off, or none): not a refusal of the request.
           const status = (error as SdkError)?.$metadata?.httpStatusCode;
-          throw status !== undefined && status < 300 && !this.signal?.aborted ? notListing() : error;
+          throw status !== undefined && status < 300 && !(error instanceof AnswerTooLarge) && !this.signal?.aborted ? notListing() : error;
         }),
       );
       // Every ListObjectsV2 result says whether it is truncated; an answer without it (an empty body,

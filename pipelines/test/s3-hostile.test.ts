@@ -43,9 +43,10 @@ let proxy: HostileProxy;
  * - cut-body: forwards, then sends the answer's headers and half its body, and cuts the connection;
  * - same-token: a listing marked truncated, with the same continuation token every time;
  * - endless: listing pages of 250,000 (short) keys, each with a new token;
- * - rewrite: forwards, answering with the body `rewrite` makes of the server's (a listing that is no XML, or names other keys).
+ * - rewrite: forwards, answering with the body `rewrite` makes of the server's (a listing that is no XML, or names other keys);
+ * - endless-body: a 200 whose body never ends (a MiB at a time, as fast as it is taken).
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'endless-body';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -155,6 +156,15 @@ class HostileProxy {
             const { 'content-length': _length, ...headers } = up.headers;
             answer(up.statusCode ?? 502, headers, rule?.rewrite?.(data.toString()) ?? '');
           });
+        case 'endless-body': {
+          const chunk = Buffer.alloc(1024 * 1024, 0x20);
+          res.writeHead(200, { 'content-type': 'application/xml' });
+          const pump = (): void => {
+            while (!res.destroyed && res.write(chunk));
+          };
+          res.on('drain', pump);
+          return pump();
+        }
         case 'endless': {
           const prefix = new URL(req.url ?? '/', 'http://x').searchParams.get('prefix') ?? '';
           res.writeHead(200, { 'content-type': 'application/xml' });
@@ -177,6 +187,21 @@ class HostileProxy {
   }
 }
 
+/** The environment of a command reaching the server through the proxy, with its own home and `cache`. */
+function envThroughProxy(cache = join(home, 'cache')): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, 'config'),
+    XDG_DATA_HOME: join(home, 'data'),
+    XDG_CACHE_HOME: cache,
+    AWS_ENDPOINT_URL_S3: proxy.endpoint,
+    AWS_ACCESS_KEY_ID: TEST_ACCESS_KEY,
+    AWS_SECRET_ACCESS_KEY: TEST_SECRET_KEY,
+    AWS_REGION: 'us-west-2',
+  };
+}
+
 interface Run {
   code: number | null;
   stdout: string;
@@ -189,18 +214,7 @@ interface Run {
  * `deadlineMs` is killed (code null): what the old code did against a server that never answers.
  */
 async function trajstore(args: string[], options: { env?: NodeJS.ProcessEnv; cache?: string; stop?: RunOptions['stop']; deadlineMs?: number } = {}): Promise<Run> {
-  const env = {
-    ...process.env,
-    HOME: home,
-    XDG_CONFIG_HOME: join(home, 'config'),
-    XDG_DATA_HOME: join(home, 'data'),
-    XDG_CACHE_HOME: options.cache ?? join(home, 'cache'),
-    AWS_ENDPOINT_URL_S3: proxy.endpoint,
-    AWS_ACCESS_KEY_ID: TEST_ACCESS_KEY,
-    AWS_SECRET_ACCESS_KEY: TEST_SECRET_KEY,
-    AWS_REGION: 'us-west-2',
-    ...options.env,
-  };
+  const env = { ...envThroughProxy(options.cache), ...options.env };
   const started = Date.now();
   const { code, stdout, stderr } = await runTool('trajstore', args, { env, cwd: home, timeoutMs: options.deadlineMs ?? 60_000, killSignal: 'SIGKILL', ...(options.stop ? { stop: options.stop } : {}) });
   return { code, stdout, stderr, ms: Date.now() - started };
@@ -621,6 +635,27 @@ test('a drop meets listed keys that are no keys of a dataset (a `..` segment, a 
   assert.is(append.stderr, '');
   assert.is(proxy.count(/^rewrite GET/), 1, 'the parts were listed');
   assert.is(proxy.count(/^pass DELETE .*\.\./), 0, proxy.seen.filter((line) => line.includes('DELETE')).join('\n'));
+});
+
+test('an answer whose body never ends: a manifest or a listing page stops with exit 5 naming the object, a part past the size its snapshot lists is fetched again, then exit 6; in a bounded time, the process whole, nothing cached', async () => {
+  await create('endless-body', ATIF);
+  for (const [what, match, args, code, said] of [
+    ['the manifest', /^GET \/lake\/endless-body\/trajstore\.json/, ['list', 's3://lake/endless-body'], 5, /s3:\/\/lake\/endless-body\/trajstore\.json: the object store's answer passed 64 MiB; stopped/],
+    ['a listing page', /list-type=2/, ['drop', 's3://lake/endless-body', '--yes'], 5, /s3:\/\/lake\/endless-body\/: the object store's answer passed 64 MiB; stopped/],
+    ['a part', /^GET \/lake\/endless-body\/parts\/runs\//, ['export', '-f', 's3://lake/endless-body', '-t', '-', '-o', 'atif'], 6, /s3:\/\/lake\/endless-body\/parts\/runs\/\S+\.parquet: 5 downloads came damaged \(the last: more bytes arrived than the snapshot lists/],
+  ] as const) {
+    const cache = scratchDir('s3-hostile-endless');
+    proxy.set({ act: 'endless-body', match });
+    const r = await trajstore([...args], { cache, deadlineMs: 120_000 });
+    assert.is(r.code, code, `${what}: ${r.stderr}`);
+    assert.match(r.stderr, said, what);
+    assert.ok(r.ms < 60_000, `${what}: ${r.ms} ms`);
+    const cached: string[] = [];
+    walkFiles(join(cache, 'trajstore', 's3', 'parts'), (rel) => cached.push(rel));
+    assert.not.ok(cached.some((rel) => rel.includes('runs')), `${what}: nothing of it cached: ${cached.join(', ')}`);
+  }
+  proxy.set();
+  assert.ok(await snapshotOf('endless-body'), 'the dataset stays');
 });
 
 test.run();
