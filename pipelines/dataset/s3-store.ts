@@ -123,8 +123,8 @@ function regionOf(place: S3Place, env: NodeJS.ProcessEnv): string {
   });
 }
 
-/** A client of a place made from the standard variables of `s3Environment` alone (see the module comment). */
-function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutMs: number): S3Client {
+/** A client of a place made from the standard variables of `s3Environment` alone (see the module comment), and the credentials it signs with. */
+function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutMs: number): { client: S3Client; credentials: string[] } {
   const region = regionOf(place, processEnv);
   const env = s3Environment(place, processEnv);
   const uri = place.uri;
@@ -151,7 +151,7 @@ function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutM
     requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: requestTimeoutMs, logger: SILENT },
   });
   limitAnswerBodies(client);
-  return client;
+  return { client, credentials: [accessKeyId, secretAccessKey, env.AWS_SESSION_TOKEN ?? ''] };
 }
 
 interface SdkError {
@@ -167,13 +167,15 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGA
 
 /**
  * What an SDK error means to the user, as one of the tool's errors (exit codes, spec/trajstore.md
- * "Errors"). `timeoutMs` is the request timeout the client had, for the message of a timeout.
+ * "Errors"). `timeoutMs` is the request timeout the client had, for the message of a timeout;
+ * `credentials`, what no message may name (`shownCode`).
  */
-export function classify(error: unknown, what: string, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS): Error {
+export function classify(error: unknown, what: string, { timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, credentials = [] }: { timeoutMs?: number; credentials?: readonly string[] } = {}): Error {
   if (error instanceof ToolError) return error;
   if (error instanceof AnswerTooLarge) return new ResourceLimitError(`${what}: the object store's answer passed ${MAX_ANSWER_BYTES / 1024 / 1024} MiB; stopped`);
   const e = (error ?? {}) as SdkError;
   const name = e.name ?? e.Code ?? '';
+  const code = shownCode(name, credentials);
   const status = e.$metadata?.httpStatusCode;
   const tries = e.$metadata?.attempts ?? 1;
   const attempts = `${tries} attempt${tries === 1 ? '' : 's'}`;
@@ -188,12 +190,21 @@ export function classify(error: unknown, what: string, timeoutMs = DEFAULT_REQUE
     return new UnavailableError(`${what}: the object store is unreachable (${e.code ?? name ?? 'no answer'}, ${attempts})`, { hint: 'check the endpoint (the pin\'s endpoint, or AWS_ENDPOINT_URL_S3) and that the server is up' });
   }
   if (status === 429 || name === 'SlowDown' || (status !== undefined && status >= 500)) {
-    return new UnavailableError(`${what}: the object store failed (HTTP ${status}${name ? ` ${name}` : ''}) after ${attempts}`);
+    return new UnavailableError(`${what}: the object store failed (HTTP ${status}${code ? ` ${code}` : ''}) after ${attempts}`);
   }
-  if (status === 403 || status === 401) return new InvalidInputError(`${what}: access denied (HTTP ${status} ${name})`, { hint: 'check the credentials of the pin (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the region' });
+  if (status === 403 || status === 401) return new InvalidInputError(`${what}: access denied (HTTP ${status}${code ? ` ${code}` : ''})`, { hint: 'check the credentials of the pin (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the region' });
   // A local file's error (writing a download): the caller's to report, not the store's.
   if (status === undefined && e.syscall !== undefined) return error as Error;
-  return new InvalidInputError(`${what}: the object store refused the request (${status === undefined ? name || 'no HTTP status' : `HTTP ${status}${name ? ` ${name}` : ''}`})`);
+  return new InvalidInputError(`${what}: the object store refused the request (${status === undefined ? code || 'no HTTP status' : `HTTP ${status}${code ? ` ${code}` : ''}`})`);
+}
+
+/**
+ * An error code from a server's answer, as a message shows it: S3's codes are words (`AccessDenied`,
+ * `SlowDown`); anything else is the server's own text (one that echoes the request's Authorization
+ * header holds the access key id) and is left out, as is a code holding one of the `credentials`.
+ */
+function shownCode(name: string, credentials: readonly string[]): string {
+  return /^[A-Za-z][A-Za-z0-9.]{0,63}$/.test(name) && !credentials.some((secret) => secret !== '' && name.includes(secret)) ? name : '';
 }
 
 const isMissingKey = (error: unknown): boolean => {
@@ -345,6 +356,8 @@ export class S3ObjectStore implements ObjectStore {
   readonly bucket: string;
   private readonly prefix: string;
   private readonly client: S3Client;
+  /** What no message may name, whatever a server answers (`classify`). */
+  private readonly credentials: readonly string[];
   private readonly requestTimeoutMs: number;
   /** What goes with every request: the command's signal, so that a stop ends a request at once. */
   private readonly request: { abortSignal?: AbortSignal };
@@ -355,7 +368,7 @@ export class S3ObjectStore implements ObjectStore {
     this.bucket = place.bucket;
     this.prefix = place.prefix === '' ? '' : `${place.prefix}/`;
     this.requestTimeoutMs = requestTimeoutOf(env);
-    this.client = clientOf(place, env, this.requestTimeoutMs);
+    ({ client: this.client, credentials: this.credentials } = clientOf(place, env, this.requestTimeoutMs));
     this.request = signal ? { abortSignal: signal } : {};
   }
 
@@ -371,7 +384,7 @@ export class S3ObjectStore implements ObjectStore {
   private failure(error: unknown, key: string): unknown {
     // Stopped on purpose: the stop's reason (InterruptedError), not a failure of the store.
     if (this.signal?.aborted) return this.signal.reason;
-    return classify(error, this.where(key), this.requestTimeoutMs);
+    return classify(error, this.where(key), { timeoutMs: this.requestTimeoutMs, credentials: this.credentials });
   }
 
   private async send<T>(key: string, run: () => Promise<T>): Promise<T> {
@@ -767,7 +780,7 @@ export class S3ObjectStore implements ObjectStore {
         this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((key) => ({ Key: this.keyOf(key) })), Quiet: true } }), this.request),
       );
       const failed = out.Errors ?? [];
-      if (failed.length > 0) throw new UnavailableError(`${this.uri}: ${failed.length} object(s) could not be deleted (${failed[0]?.Key}: ${failed[0]?.Code})`);
+      if (failed.length > 0) throw new UnavailableError(`${this.uri}: ${failed.length} object(s) could not be deleted (${shownKey(failed[0]?.Key ?? '')}: ${shownCode(failed[0]?.Code ?? '', this.credentials) || 'no error code'})`);
     }
   }
 

@@ -44,9 +44,10 @@ let proxy: HostileProxy;
  * - same-token: a listing marked truncated, with the same continuation token every time;
  * - endless: listing pages of 250,000 (short) keys, each with a new token;
  * - rewrite: forwards, answering with the body `rewrite` makes of the server's (a listing that is no XML, or names other keys);
- * - endless-body: a 200 whose body never ends (a MiB at a time, as fast as it is taken).
+ * - endless-body: a 200 whose body never ends (a MiB at a time, as fast as it is taken);
+ * - echo-auth: a 400 whose error code and message hold the request's Authorization and session token headers.
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'endless-body';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'endless-body' | 'echo-auth';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -164,6 +165,10 @@ class HostileProxy {
           };
           res.on('drain', pump);
           return pump();
+        }
+        case 'echo-auth': {
+          const echoed = `${req.headers.authorization ?? ''} ${req.headers['x-amz-security-token'] ?? ''}`;
+          return answer(400, { 'content-type': 'application/xml' }, `<?xml version="1.0"?><Error><Code>${echoed}</Code><Message>bad request: ${echoed}</Message></Error>`);
         }
         case 'endless': {
           const prefix = new URL(req.url ?? '/', 'http://x').searchParams.get('prefix') ?? '';
@@ -656,6 +661,22 @@ test('an answer whose body never ends: a manifest or a listing page stops with e
   }
   proxy.set();
   assert.ok(await snapshotOf('endless-body'), 'the dataset stays');
+});
+
+test("a server that echoes the request's Authorization header and session token in its errors: no message names the access key, the secret or the token, at any log level", async () => {
+  await create('echo', ATIF);
+  const TOKEN = 'trajstore-test-session-token-5e1d07c2';
+  proxy.set({ act: 'echo-auth', match: /./ });
+  for (const level of ['warn', 'debug']) {
+    for (const args of [['list', 's3://lake/echo'], ['import', '-f', ATIF, '-t', 's3://lake/echo', '--mode', 'append'], ['drop', 's3://lake/echo', '--yes'], ['export', '-f', 's3://lake/echo', '-t', '-', '-o', 'atif']]) {
+      const r = await trajstore(['--log-level', level, ...args], { env: { AWS_SESSION_TOKEN: TOKEN } });
+      const what = `${level} ${args[0]}`;
+      assert.is(r.code, 2, `${what}: ${r.stderr}`);
+      assert.match(r.stderr, /s3:\/\/lake\/echo\/trajstore\.json: the object store refused the request \(HTTP 400\)/, what);
+      for (const secret of [TEST_ACCESS_KEY, TEST_SECRET_KEY, TOKEN]) assert.not.ok(`${r.stdout}${r.stderr}`.includes(secret), `${what}: ${r.stderr}`);
+    }
+  }
+  assert.ok(proxy.count(/^echo-auth/) >= 8);
 });
 
 test.run();
