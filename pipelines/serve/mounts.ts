@@ -7,7 +7,7 @@
  *
  * Opening never writes to the dataset (`neverWrite`): a missing or stale index is rebuilt in the cache.
  */
-import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
+import { InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
 import { openDatasetArg, type OpenDataset } from '../dataset/open.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import { MOUNT_NAME } from '../search/sql/connection.js';
@@ -38,7 +38,13 @@ class Mount {
   async acquire(): Promise<Handle> {
     const current = this.current;
     if (current) {
-      const id = await current.dataset.currentSnapshotId().catch(() => undefined);
+      // A store that is unavailable (an object store past its retries) fails the request: opening
+      // the dataset again would read the manifest through another round of retries, and fail the
+      // same way. Anything else wrong with the manifest is for the opening to tell.
+      const id = await current.dataset.currentSnapshotId().catch((error: unknown) => {
+        if (error instanceof UnavailableError) throw error;
+        return undefined;
+      });
       if (id === current.dataset.snapshotId) {
         current.users++;
         return current;

@@ -18,6 +18,7 @@ import { runTool, type RunOptions } from '../../lib/testing/run-tool.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { freePort } from '../../bench/lib/free-port.js';
 import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
+import { startServeProcess } from '../../bench/lib/serve-process.js';
 import { walkFiles } from '../../lib/walk.js';
 import { MAX_LISTED_KEYS, MULTIPART_PART_BYTES, S3ObjectStore } from '../dataset/s3-store.js';
 import type { S3Place } from '../pins/pins.js';
@@ -677,6 +678,24 @@ test("a server that echoes the request's Authorization header and session token 
     }
   }
   assert.ok(proxy.count(/^echo-auth/) >= 8);
+});
+
+test('serve of an s3:// dataset whose store fails: a request waits for one round of attempts (5), not two, answers 503 naming the object, and the next one after the store mends is answered', async () => {
+  await create('served', ATIF);
+  const served = await startServeProcess(['serve', 's3://lake/served', '--listen', '127.0.0.1:0'], { env: envThroughProxy(scratchDir('s3-hostile-serve')), cwd: home });
+  try {
+    const runs = (): Promise<Response> => fetch(`${served.url}api/mounts/default/runs`);
+    assert.is((await runs()).status, 200);
+    proxy.set({ act: 'slowdown', match: /^GET \/lake\/served\/trajstore\.json/ });
+    const failing = await runs();
+    assert.is(failing.status, 503);
+    assert.match(await failing.text(), /s3:\/\/lake\/served\/trajstore\.json: the object store failed \(HTTP 503 SlowDown\) after 5 attempts/);
+    assert.is(proxy.count(/^slowdown/), 5, 'one round of attempts');
+    proxy.set();
+    assert.is((await runs()).status, 200);
+  } finally {
+    await served.stop();
+  }
 });
 
 test.run();
