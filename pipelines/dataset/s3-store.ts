@@ -192,6 +192,15 @@ export function classify(error: unknown, what: string, { timeoutMs = DEFAULT_REQ
   if (status === 429 || name === 'SlowDown' || (status !== undefined && status >= 500)) {
     return new UnavailableError(`${what}: the object store failed (HTTP ${status}${code ? ` ${code}` : ''}) after ${attempts}`);
   }
+  // A 2xx whose body the SDK could not parse (XML cut off): the store failing, as a 5xx is.
+  if (status !== undefined && status >= 200 && status < 300) return new UnavailableError(`${what}: the object store's answer could not be read (HTTP ${status})`);
+  // S3 answers a request for a bucket of another region with a redirect; the SDK follows none, and
+  // sends nothing (signed requests included) where it points.
+  if (status !== undefined && status >= 300 && status < 400) {
+    return new InvalidInputError(`${what}: the object store redirects the request (HTTP ${status}${code ? ` ${code}` : ''})`, {
+      hint: "the endpoint or the region is not the bucket's: set them (the pin's, or AWS_ENDPOINT_URL_S3 and AWS_REGION) to where the bucket is",
+    });
+  }
   if (status === 403 || status === 401) return new InvalidInputError(`${what}: access denied (HTTP ${status}${code ? ` ${code}` : ''})`, { hint: 'check the credentials of the pin (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the region' });
   // A local file's error (writing a download): the caller's to report, not the store's.
   if (status === undefined && e.syscall !== undefined) return error as Error;
@@ -204,7 +213,8 @@ export function classify(error: unknown, what: string, { timeoutMs = DEFAULT_REQ
  * header holds the access key id) and is left out, as is a code holding one of the `credentials`.
  */
 function shownCode(name: string, credentials: readonly string[]): string {
-  return /^[A-Za-z][A-Za-z0-9.]{0,63}$/.test(name) && !credentials.some((secret) => secret !== '' && name.includes(secret)) ? name : '';
+  // `Unknown`: the SDK's name for an answer without a code, which says nothing.
+  return /^[A-Za-z][A-Za-z0-9.]{0,63}$/.test(name) && name !== 'Unknown' && !credentials.some((secret) => secret !== '' && name.includes(secret)) ? name : '';
 }
 
 const isMissingKey = (error: unknown): boolean => {

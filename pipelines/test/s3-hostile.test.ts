@@ -46,9 +46,10 @@ let proxy: HostileProxy;
  * - endless: listing pages of 250,000 (short) keys, each with a new token;
  * - rewrite: forwards, answering with the body `rewrite` makes of the server's (a listing that is no XML, or names other keys);
  * - endless-body: a 200 whose body never ends (a MiB at a time, as fast as it is taken);
- * - echo-auth: a 400 whose error code and message hold the request's Authorization and session token headers.
+ * - echo-auth: a 400 whose error code and message hold the request's Authorization and session token headers;
+ * - redirect: a 307 to another host (a closed port: a client that followed it would find nothing there).
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'endless-body' | 'echo-auth';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'endless-body' | 'echo-auth' | 'redirect';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -167,6 +168,8 @@ class HostileProxy {
           res.on('drain', pump);
           return pump();
         }
+        case 'redirect':
+          return answer(307, { location: `http://127.0.0.1:9${req.url ?? '/'}`, 'content-length': '0' }, '');
         case 'echo-auth': {
           const echoed = `${req.headers.authorization ?? ''} ${req.headers['x-amz-security-token'] ?? ''}`;
           return answer(400, { 'content-type': 'application/xml' }, `<?xml version="1.0"?><Error><Code>${echoed}</Code><Message>bad request: ${echoed}</Message></Error>`);
@@ -696,6 +699,23 @@ test('serve of an s3:// dataset whose store fails: a request waits for one round
   } finally {
     await served.stop();
   }
+});
+
+test('an answer S3 does not give: a redirect to another host exits 2 saying so, not followed; an upload answer whose XML is cut off exits 6 (the store failing, not the input), nothing committed', async () => {
+  await create('odd', ATIF);
+  proxy.set({ act: 'redirect', match: /./ });
+  const redirected = await trajstore(['list', 's3://lake/odd'], { cache: scratchDir('s3-hostile-odd') });
+  assert.is(redirected.code, 2, redirected.stderr);
+  assert.match(redirected.stderr, /s3:\/\/lake\/odd\/trajstore\.json: the object store redirects the request \(HTTP 307\)/);
+  assert.match(redirected.stderr, /hint: .*endpoint/);
+  assert.is(proxy.count(/^redirect/), 1, 'asked once, never again elsewhere');
+
+  const committed = await snapshotOf('odd');
+  proxy.set({ act: 'rewrite', match: /^POST \/lake\/odd\/parts\/contents\/\S+\?uploads/, rewrite: (xml) => xml.slice(0, xml.length >> 1) });
+  const cut = await trajstore(['import', '-f', bigInput(), '-t', 's3://lake/odd', '--mode', 'append'], { cache: scratchDir('s3-hostile-odd') });
+  assert.is(cut.code, 6, cut.stderr);
+  assert.match(cut.stderr, /s3:\/\/lake\/odd\/parts\/contents\/\S+\.parquet: the object store's answer could not be read \(HTTP 200\)/);
+  assert.is(await snapshotOf('odd'), committed);
 });
 
 test.run();
