@@ -47,9 +47,10 @@ let proxy: HostileProxy;
  * - rewrite: forwards, answering with the body `rewrite` makes of the server's (a listing that is no XML, or names other keys);
  * - endless-body: a 200 whose body never ends (a MiB at a time, as fast as it is taken);
  * - echo-auth: a 400 whose error code and message hold the request's Authorization and session token headers;
- * - redirect: a 307 to another host (a closed port: a client that followed it would find nothing there).
+ * - redirect: a 307 to another host (a closed port: a client that followed it would find nothing there);
+ * - stall-body: forwards, then sends the answer's headers and half its body, and nothing more (the connection open).
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'endless-body' | 'echo-auth' | 'redirect';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'endless-body' | 'echo-auth' | 'redirect' | 'stall-body';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -168,6 +169,11 @@ class HostileProxy {
           res.on('drain', pump);
           return pump();
         }
+        case 'stall-body':
+          return this.forward(req, body, (up, data) => {
+            res.writeHead(up.statusCode ?? 502, up.headers);
+            res.write(data.subarray(0, data.length >> 1));
+          });
         case 'redirect':
           return answer(307, { location: `http://127.0.0.1:9${req.url ?? '/'}`, 'content-length': '0' }, '');
         case 'echo-auth': {
@@ -716,6 +722,29 @@ test('an answer S3 does not give: a redirect to another host exits 2 saying so, 
   assert.is(cut.code, 6, cut.stderr);
   assert.match(cut.stderr, /s3:\/\/lake\/odd\/parts\/contents\/\S+\.parquet: the object store's answer could not be read \(HTTP 200\)/);
   assert.is(await snapshotOf('odd'), committed);
+});
+
+test('a body that stalls half-way (the connection kept open): the manifest, a listing page and a part each end with exit 6 after 5 attempts of the request time limit, nothing written to the export target or the cache', async () => {
+  await create('stalled', ATIF);
+  const target = join(home, 'stalled-export');
+  for (const [what, match, args, said] of [
+    ['the manifest', /^GET \/lake\/stalled\/trajstore\.json/, ['list', 's3://lake/stalled'], /s3:\/\/lake\/stalled\/trajstore\.json: 5 downloads came damaged \(the last: nothing arrived for 0\.3 s\)/],
+    ['a listing page', /list-type=2/, ['drop', 's3://lake/stalled', '--yes'], /s3:\/\/lake\/stalled\/: no answer from the object store within 0\.3 s \(5 attempts\)/],
+    ['a part', /^GET \/lake\/stalled\/parts\/steps\//, ['export', '-f', 's3://lake/stalled', '-t', target, '-o', 'atif'], /s3:\/\/lake\/stalled\/parts\/steps\/\S+\.parquet: 5 downloads came damaged \(the last: nothing arrived for 0\.3 s\)/],
+  ] as const) {
+    const cache = scratchDir('s3-hostile-stalled');
+    proxy.set({ act: 'stall-body', match });
+    const r = await trajstore([...args], { cache, env: { TRAJSTORE_S3_TIMEOUT_MS: '300' }, deadlineMs: 60_000 });
+    assert.is(r.code, 6, `${what}: ${r.stderr}`);
+    assert.match(r.stderr, said, what);
+    assert.is(proxy.count(/^stall-body/), 5, what);
+    assert.not.ok(existsSync(target), `${what}: no export target`);
+    const cached: string[] = [];
+    walkFiles(join(cache, 'trajstore', 's3', 'parts'), (rel) => cached.push(rel));
+    assert.not.ok(cached.some((rel) => rel.includes('steps')), `${what}: nothing of it cached: ${cached.join(', ')}`);
+  }
+  proxy.set();
+  assert.ok(await snapshotOf('stalled'), 'the dataset stays');
 });
 
 test.run();
