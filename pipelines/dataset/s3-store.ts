@@ -17,8 +17,10 @@
  * - Time limits: a connection not made in CONNECT_TIMEOUT_MS, and a request during which nothing
  *   moves for the request timeout (`TRAJSTORE_S3_TIMEOUT_MS`), count as failed attempts. The
  *   command's signal (Ctrl-C, SIGTERM) goes with every request, so a stop never waits for the server.
- * - A server is not trusted to behave: a listing that does not advance, or passes MAX_LISTED_KEYS,
- *   stops; every GET's body is checked against its length and, for a whole object, its ETag when
+ * - A server is not trusted to behave: a listing that does not advance, passes MAX_LISTED_KEYS, is
+ *   no ListObjectsV2 result or names keys outside its prefix stops, as does an answer read into
+ *   memory past MAX_ANSWER_BYTES; its error codes are quoted only when they are words holding no
+ *   credential (`shownCode`); every GET's body is checked against its length and, for a whole object, its ETag when
  *   that is an MD5 (a download also against the size and SHA-256 the caller expects: a part's ETag
  *   is no digest of its bytes when it went up in parts), and fetched again when
  *   it comes cut off, stalled or damaged (`whole`). Every single PUT and every part of a multipart
