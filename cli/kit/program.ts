@@ -288,7 +288,7 @@ class Tool {
       });
     }
     cli.usage('<command> [options]');
-    cli.help((sections) => [{ body: this.spec.description }, ...sections]);
+    cli.help((sections) => [{ body: this.spec.description }, ...sections.map(withoutNegatedDefaults)]);
     cli.version(installation().version, '-V, --version');
     return cli;
   }
@@ -383,6 +383,17 @@ class Tool {
     }
     return exitCodeOf(error);
   }
+}
+
+/**
+ * cac gives each `--no-x` option the default `true` (that is how `x` is on unless `--no-x`) and
+ * prints it, so `--no-pager ... (default: true)` read as if not paging were the default; the
+ * option lines also end in a space. The `--x` line says which is the default.
+ */
+function withoutNegatedDefaults(section: { title?: string; body: string }): { title?: string; body: string } {
+  if (section.title !== 'Options') return section;
+  const lines = section.body.split('\n').map((line) => (/^\s+--no-/.test(line) ? line.replace(/ \(default: true\)\s*$/, '') : line).trimEnd());
+  return { ...section, body: lines.join('\n') };
 }
 
 /** Thrown after printing a group's help, to end the run with success. */

@@ -115,6 +115,16 @@ test('--help works on the tool, every command and a command group', async () => 
   assert.match(group.stdout, 'group beta');
 });
 
+test('--help of a switch with a --no- form does not call the --no- form the default', async () => {
+  const help = await demo(['toggle', '--help']);
+  assert.is(help.code, 0);
+  assert.match(help.stdout, /--color\s+colour the output \(default\)/);
+  assert.match(help.stdout, /--no-color\s+plain output\n/);
+  assert.not.match(help.stdout, 'default: true');
+  assert.is((await demo(['toggle'])).stdout, 'true\n');
+  assert.is((await demo(['toggle', '--no-color'])).stdout, 'false\n');
+});
+
 test('two-word commands run, and a bad group member gets a hint', async () => {
   const alpha = await demo(['--log-level', 'info', 'group', 'alpha', 'x']);
   assert.is(alpha.stdout, 'alpha x\n');
