@@ -32,16 +32,22 @@ export function errorBody(status: number, code: string, message: string, hint?: 
   return { error: { status, code, message, ...(hint !== undefined ? { hint } : {}) } };
 }
 
-/** The status and body for anything a route threw; `internal` is true for the 500s, which are logged. */
-export function toHttpError(error: unknown): { body: ErrorBody; internal: boolean } {
+/** The status and body for anything a route threw (`contentType`: the request's, named by a 415); `internal` is true for the 500s, which are logged. */
+export function toHttpError(error: unknown, contentType?: string): { body: ErrorBody; internal: boolean } {
   if (error instanceof ToolError) {
     const [status, code] = BY_EXIT_CODE[error.exitCode] ?? [500, 'internal'];
     return { body: errorBody(status, code, error.message, error.hint), internal: status === 500 };
   }
-  const e = error as { validation?: unknown; statusCode?: number; message?: string };
+  const e = error as { validation?: unknown; statusCode?: number; message?: string; code?: string };
   if (e.validation !== undefined) return { body: errorBody(400, 'bad_request', `invalid request: ${e.message ?? 'failed validation'}`), internal: false };
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-    return { body: errorBody(e.statusCode, CLIENT_CODES[e.statusCode] ?? 'bad_request', e.message ?? 'bad request'), internal: false };
+    const message = e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' ? mediaTypeMessage(contentType) : (e.message ?? 'bad request');
+    return { body: errorBody(e.statusCode, CLIENT_CODES[e.statusCode] ?? 'bad_request', message), internal: false };
   }
   return { body: errorBody(500, 'internal', 'internal error (see the server log)'), internal: true };
+}
+
+/** Fastify's own 415 says only 'Unsupported Media Type': name what was sent and what is taken. */
+function mediaTypeMessage(contentType: string | undefined): string {
+  return `Content-Type ${JSON.stringify((contentType ?? 'none').slice(0, 100))} is not taken: send the body as application/json`;
 }

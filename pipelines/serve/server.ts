@@ -103,7 +103,7 @@ function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
     ctx.log.info(`${req.method} ${req.url} ${reply.statusCode} ${ms.toFixed(1)}ms`);
   });
   app.setErrorHandler((error, req, reply) => {
-    const { body, internal } = toHttpError(error);
+    const { body, internal } = toHttpError(error, req.headers['content-type']);
     if (internal) ctx.log.error(`${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
     else ctx.log.debug(`${req.method} ${req.url}: ${body.error.message}`);
     void reply.code(body.error.status).send(body);

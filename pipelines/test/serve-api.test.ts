@@ -467,7 +467,8 @@ test('POST /api/mounts/:mount/query: read-only SQL with the command line\'s limi
   const send = (headers: Record<string, string>, body: Uint8Array<ArrayBuffer> | string) => fetch(new URL('/api/mounts/default/query', server.url), { method: 'POST', headers, body }).then(async (r) => ({ status: r.status, body: (await r.json()) as Json }));
   const zipped = await send({ 'content-type': 'application/json', 'content-encoding': 'gzip' }, new Uint8Array(gzipSync(JSON.stringify({ sql: 'SELECT 41 + 1 AS n' }))));
   assert.equal([zipped.status, zipped.body.rows], [200, [[42]]], JSON.stringify(zipped.body));
-  assertError(await send({ 'content-type': 'text/plain' }, JSON.stringify({ sql: 'SELECT 1' })), 415, 'bad_request');
+  assertError(await send({ 'content-type': 'text/plain' }, JSON.stringify({ sql: 'SELECT 1' })), 415, 'bad_request', /^Content-Type "text\/plain" is not taken: send the body as application\/json$/);
+  assertError(await send({}, new Uint8Array(Buffer.from(JSON.stringify({ sql: 'SELECT 1' })))), 415, 'bad_request', /^Content-Type "none" is not taken/);
   assertError(await send({ 'content-type': 'application/json', 'content-encoding': 'zstd' }, JSON.stringify({ sql: 'SELECT 1' })), 415, 'bad_request', /Content-Encoding 'zstd'/);
 });
 
