@@ -213,7 +213,9 @@ export const benchCommand = defineCommand({
       const errors: Record<string, number> = {};
       for (const p of phases) for (const [kind, n] of Object.entries(p.errors)) errors[kind] = (errors[kind] ?? 0) + n;
       const summary = Object.entries(errors).map(([kind, n]) => `${kind} ${n}`).join(', ') || 'none sent';
-      throw new UnavailableError(`no request succeeded (${summary})`, { hint: 'see the errors above; --timeout bounds each request' });
+      // The first error of each kind is logged at info only: below it, nothing above says what went wrong.
+      const where = ctx.log.enabled('info') ? 'the first error of each kind is above' : 'run with --log-level info to see the first error of each kind';
+      throw new UnavailableError(`no request succeeded (${summary})`, { hint: `${where}; --timeout bounds each request` });
     }
   },
 });

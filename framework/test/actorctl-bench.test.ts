@@ -241,6 +241,8 @@ test('a stalled server is reported as timeouts, not waited on', async () => {
     assert.ok(Date.now() - started < 15_000, 'took too long');
     assert.is(run.code, 6, run.stderr);
     assert.match(run.stderr, 'no request succeeded (timeout 3)');
+    // At the default log level nothing above says what went wrong: the hint says how to see it.
+    assert.match(run.stderr, 'hint: run with --log-level info to see the first error of each kind; --timeout bounds each request');
     const p = onlyPhase(run);
     assert.equal(p.errors, { timeout: 3 });
   });
