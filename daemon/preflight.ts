@@ -62,9 +62,14 @@ export async function vmmProblems(vmm: string, cgroupRoot: string): Promise<stri
   return (report.problems ?? []).map((p) => `VMM: ${typeof p === 'string' ? p : JSON.stringify(p)}`);
 }
 
+/**
+ * Both checks look at the cgroup root; when ours found problems, the VMM's about the same root are
+ * left out: they say it again, some only as the bare path (`/srv/cg: No such file or directory`).
+ */
 export function productPreflight(vmm: string): Preflight {
   return async (cgroupRoot) => {
     const cgroup = cgroupProblems(cgroupRoot);
-    return [...cgroup, ...(await vmmProblems(vmm, cgroupRoot)).filter((p) => cgroup.length === 0 || !/cgroup/i.test(p))];
+    const aboutTheRoot = (problem: string) => /cgroup/i.test(problem) || problem.includes(cgroupRoot);
+    return [...cgroup, ...(await vmmProblems(vmm, cgroupRoot)).filter((p) => cgroup.length === 0 || !aboutTheRoot(p))];
   };
 }

@@ -67,6 +67,15 @@ test('preflight: a missing images directory is named beside the other problems',
   assert.match(r.stderr, `--cgroup-root ${work}: not a cgroup v2 hierarchy`);
 });
 
+test('preflight: a missing cgroup root is named once, by its flag, not again by the VMM as a bare path', async () => {
+  const missing = join(work, 'absent-root');
+  const r = await serve(['serve', '--images-dir', work, '--cgroup-root', missing, '--state', join(work, 'state')]);
+  assert.is(r.code, 6, r.stderr);
+  assert.match(r.stderr, `--cgroup-root ${missing}: no such directory`);
+  const lines = r.stderr.split('\n').filter((line) => line.includes(missing));
+  assert.equal(lines, [`  --cgroup-root ${missing}: no such directory`], r.stderr);
+});
+
 test('images_dir of the configuration file: serve uses it (relative to the file) and names its line; a flag overrides it', async () => {
   const config = join(work, 'sandboxd.toml');
   writeFileSync(config, 'images_dir = "configured-images"\n');
