@@ -23,10 +23,12 @@ export interface ServeOptions {
 export const STATE_PATH_MAX = 46;
 export const MAX_TIMEOUT_LIMIT = 365 * 24 * 3600;
 export const MIN_API_KEY_BYTES = 32;
+/** How to make a lifecycle secret, for the errors about a missing or short one. */
+export const API_KEY_HINT = 'e.g. export SVC_API_KEY=$(openssl rand -hex 32)';
 
 export function checkServeOptions(o: ServeOptions): void {
   if (Buffer.byteLength(o.apiKey) < MIN_API_KEY_BYTES) {
-    throw new InvalidInputError(`SVC_API_KEY: the lifecycle secret must be at least ${MIN_API_KEY_BYTES} bytes`, { hint: 'e.g. export SVC_API_KEY=$(openssl rand -hex 32)' });
+    throw new InvalidInputError(`SVC_API_KEY: the lifecycle secret must be at least ${MIN_API_KEY_BYTES} bytes`, { hint: API_KEY_HINT });
   }
   for (const { input, path } of [o.imagesDir, { input: '--cgroup-root', path: o.cgroupRoot }, { input: '--state', path: o.state }]) {
     if (!isAbsolute(path)) throw new InvalidInputError(`${input} ${path}: must be an absolute path`);

@@ -32,7 +32,7 @@ test('sandboxd protocol prints the profile', async () => {
 
 test('bad settings exit 2 naming the input; the secret is never printed', async () => {
   const cases: [string[], NodeJS.ProcessEnv, RegExp][] = [
-    [base, {}, /SVC_API_KEY/],
+    [base, {}, /SVC_API_KEY: the lifecycle secret must be set in the environment\nsandboxd: hint: e\.g\. export SVC_API_KEY=\$\(openssl rand -hex 32\)/],
     [base, { SVC_API_KEY: 'short-secret-value' }, /at least 32 bytes/],
     [[...base, '--listen', '0.0.0.0:8080'], { SVC_API_KEY: KEY }, /--public-endpoint is required/],
     [[...base, '--listen', '127.0.0.1:0'], { SVC_API_KEY: KEY }, /--public-endpoint is required/],
