@@ -5,12 +5,13 @@
  * first JSON value (formats/probe.ts); stdin's head is read once for detection and replayed in front
  * of the rest, so stdin too is read a single time.
  */
-import { createReadStream, lstatSync, openSync, readSync, closeSync, statSync, type Stats } from 'node:fs';
-import { basename } from 'node:path';
+import { createReadStream, existsSync, lstatSync, openSync, readSync, closeSync, statSync, type Stats } from 'node:fs';
+import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import { undecodableName, walkFiles } from '../../lib/walk.js';
+import { MANIFEST_KEY } from '../dataset/layout.js';
 import type { SourceFile } from '../formats/types.js';
 import { contentName } from '../formats/common/documents.js';
 import { compressionOf, decompressed, type Compression } from './compression.js';
@@ -232,6 +233,12 @@ export function listSources(from: string, stdin: Readable, extensions: readonly 
   if (stat.isFile()) return [localFile(from, basename(from), stat.size, from)];
   if (stat.isFIFO()) return [streamFile(createReadStream(from), from)];
   if (!stat.isDirectory()) throw new InvalidInputError(`-f ${from}: not a file, directory or pipe`);
+  // Its own files are no trajectories: the walk would fail on the first snapshot descriptor.
+  if (existsSync(join(from, MANIFEST_KEY))) {
+    throw new InvalidInputError(`-f ${from}: a trajstore dataset, not trajectory files`, {
+      hint: `to copy its runs: trajstore export -f ${from} -t - -o storyline | trajstore import -f - -i storyline -t NEW (a compact store: -o compact-jsonl, -i compact-jsonl)`,
+    });
+  }
   const files: ImportFile[] = [];
   walkFiles(
     from,

@@ -179,4 +179,18 @@ test('messages name a file as it was given: a single file by its path, a file of
   assert.match(wrongFormat.stderr, 'trajstore: error: src/a/input.jsonl: no agenta document');
 });
 
+
+test('a dataset given as the source is bad input saying how to copy one, not an unrecognised file of its insides', async () => {
+  const s = sandbox('import-sources');
+  mkdirSync(s.path('src'));
+  writeFileSync(s.path('src', 'a.storyline.json'), storyline('a'));
+  assert.is((await s.run(['import', '-f', s.path('src'), '-t', s.path('ds')])).code, 0);
+  for (const extra of [[], ['--on-error', 'skip'], ['-i', 'compact-jsonl']]) {
+    const r = await s.run(['import', '-f', s.path('ds'), '-t', s.path('copy'), ...extra]);
+    assert.is(r.code, 2, r.stderr);
+    assert.match(r.stderr, `trajstore: error: -f ${s.path('ds')}: a trajstore dataset, not trajectory files`);
+    assert.match(r.stderr, `trajstore: hint: to copy its runs: trajstore export -f ${s.path('ds')} -t - -o storyline | trajstore import -f - -i storyline -t NEW`);
+    assert.not.ok(existsSync(s.path('copy')), 'nothing is written');
+  }
+});
 test.run();
