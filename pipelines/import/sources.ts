@@ -236,7 +236,7 @@ export function listSources(from: string, stdin: Readable, extensions: readonly 
   // Its own files are no trajectories: the walk would fail on the first snapshot descriptor.
   if (existsSync(join(from, MANIFEST_KEY))) {
     throw new InvalidInputError(`-f ${from}: a trajstore dataset, not trajectory files`, {
-      hint: `to copy its runs: trajstore export -f ${from} -t - -o storyline | trajstore import -f - -i storyline -t NEW (a compact store: -o compact-jsonl, -i compact-jsonl)`,
+      hint: `to copy its runs: trajstore export -f ${from} -t - -o storyline | trajstore import -f - -i storyline -t NEW (a compact store: export -o compact-jsonl to a file, then import that with -i compact-jsonl)`,
     });
   }
   const files: ImportFile[] = [];
