@@ -5,6 +5,7 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { NotFoundError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory } from '../../lib/progress.js';
 import type { Readable } from 'node:stream';
@@ -43,7 +44,9 @@ export async function listSources(rc: ResolveContext, arg: string | undefined, i
   }
   const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
   const path = location.kind === 'local' ? localPathOf(location) : undefined;
-  if (path !== undefined && existsSync(path) && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {
+  // Not only a dataset could have been meant: list reads directories and files of trajectories too.
+  if (path !== undefined && !existsSync(path)) throw new NotFoundError(`${path}: no such dataset, directory or file`);
+  if (path !== undefined && !(statSync(path).isDirectory() && existsSync(join(path, MANIFEST_KEY)))) {
     // Loaded only here: reading source files takes every format's decoder.
     const { listRawSources } = await import('./raw.js');
     return { kind: 'files', ...(await listRawSources(path, io)) };

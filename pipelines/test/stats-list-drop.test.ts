@@ -230,10 +230,16 @@ test('list and stats of a compact record store; its reports are refused', async 
 
 test('stats and list of a missing dataset exit 3; a bad --format exits 2', async () => {
   const none = join(home, 'none');
-  for (const args of [['stats', none], ['ls', none], ['stats', 'models', none]]) {
+  for (const args of [['stats', none], ['stats', 'models', none]]) {
     const r = await trajstore(args);
     assert.is(r.code, 3, args.join(' '));
     assert.match(r.stderr, `${none}: no such dataset`, args.join(' '));
+  }
+  // list also reads directories and files of trajectories (a built-in pin such as @agenta is one).
+  for (const [arg, path] of [[none, none], ['@agenta', join(home, '.codex', 'sessions')]] as const) {
+    const r = await trajstore(['ls', arg]);
+    assert.is(r.code, 3, arg);
+    assert.match(r.stderr, `trajstore: error: ${path}: no such dataset, directory or file\n`, arg);
   }
   const bad = await trajstore(['ls', atif, '--format', 'yaml']);
   assert.is(bad.code, 2);
