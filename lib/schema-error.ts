@@ -6,11 +6,14 @@ const NAMES: Record<string, string> = { querystring: 'query parameter', body: 'b
 
 /**
  * A request that breaks its schema. Ajv's own words for an unknown parameter or field
- * ("querystring must NOT have additional properties") leave out which one it is; other failures
- * name their place already (`querystring/limit must be <= 500`).
+ * ("querystring must NOT have additional properties") leave out which one it is, and for a value
+ * outside an enum which values are taken; other failures name their place already
+ * (`querystring/limit must be <= 500`).
  */
 export function schemaError(errors: FastifySchemaValidationError[], part: string): Error {
   const described = errors.map(({ keyword, instancePath, params, message }) => {
+    // Ajv's "must be equal to one of the allowed values" leaves out the values, which are few and what a client needs.
+    if (keyword === 'enum' && Array.isArray(params.allowedValues)) return `${part}${instancePath} must be one of: ${params.allowedValues.map(String).join(', ')}`;
     if (keyword !== 'additionalProperties') return `${part}${instancePath} ${message ?? 'is not valid'}`;
     const path = instancePath === '' ? '' : `${instancePath.slice(1)}/`;
     return `unknown ${NAMES[part] ?? part} '${path}${String(params.additionalProperty)}'`;

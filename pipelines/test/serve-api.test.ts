@@ -261,7 +261,7 @@ test('GET /api/mounts/:mount/runs: filters match SQL over the same runs; cursor 
     assertError(await get(`/api/mounts/default/${path}=${value}`), 400, 'bad_request', /must be a decimal number/);
   }
   assert.is((await get('/api/mounts/default/runs?limit=2&min_cost=0.5')).status, 200);
-  assertError(await get('/api/mounts/default/runs?sort=name'), 400, 'bad_request', /sort/);
+  assertError(await get('/api/mounts/default/runs?sort=name'), 400, 'bad_request', /^invalid request: querystring\/sort must be one of: started_at, cost_usd, step_count, tool_call_count$/);
   assertError(await get('/api/mounts/default/runs?colour=red'), 400, 'bad_request', /^invalid request: unknown query parameter 'colour'$/);
   assertError(await get('/api/mounts/default/runs?min_cost=cheap'), 400, 'bad_request');
   assertError(await get('/api/mounts/default/runs?cursor=not-a-cursor'), 422, 'invalid_input', /cursor/);
