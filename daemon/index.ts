@@ -10,7 +10,6 @@ import type { PrepareImageOptions, PreparedImage } from './images/prepare.js';
 export { DEFAULT_FIRMWARE_DIR, STATIC_GUEST_BINARY } from './images/paths.js';
 export { SERVE_DEFAULTS, defaultStateDir, publicAuthority } from './listen.js';
 export type { ServeOptions } from './options.js';
-export { API_KEY_HINT } from './options.js';
 export type { PathInput } from './path-input.js';
 export type { RunningDaemon, RuntimeParts } from './daemon.js';
 export type { SupervisorLauncher, ImageManifest, BootFiles } from './runtime/launcher.js';

@@ -15,7 +15,7 @@ export interface ServeOptions {
   memoryBytes: number;
   publicEndpoint?: string;
   maxTimeoutSeconds: number;
-  /** The lifecycle secret (from SVC_API_KEY; never a flag). */
+  /** The lifecycle secret (from SVC_API_KEY; never a flag); empty when it is not set. */
   apiKey: string;
 }
 
@@ -24,9 +24,10 @@ export const STATE_PATH_MAX = 46;
 export const MAX_TIMEOUT_LIMIT = 365 * 24 * 3600;
 export const MIN_API_KEY_BYTES = 32;
 /** How to make a lifecycle secret, for the errors about a missing or short one. */
-export const API_KEY_HINT = 'e.g. export SVC_API_KEY=$(openssl rand -hex 32)';
+const API_KEY_HINT = 'e.g. export SVC_API_KEY=$(openssl rand -hex 32)';
 
 export function checkServeOptions(o: ServeOptions): void {
+  if (o.apiKey === '') throw new InvalidInputError('SVC_API_KEY: the lifecycle secret must be set in the environment', { hint: API_KEY_HINT });
   if (Buffer.byteLength(o.apiKey) < MIN_API_KEY_BYTES) {
     throw new InvalidInputError(`SVC_API_KEY: the lifecycle secret must be at least ${MIN_API_KEY_BYTES} bytes`, { hint: API_KEY_HINT });
   }

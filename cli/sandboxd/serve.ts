@@ -1,6 +1,5 @@
 /** `sandboxd serve`: the lifecycle daemon. The secret comes from SVC_API_KEY only, never a flag. */
-import { InvalidInputError } from '../../lib/errors.js';
-import { API_KEY_HINT, defaultStateDir, productRuntime, publicAuthority, SERVE_DEFAULTS, startDaemon, type ServeOptions } from '../../daemon/index.js';
+import { defaultStateDir, productRuntime, publicAuthority, SERVE_DEFAULTS, startDaemon, type ServeOptions } from '../../daemon/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
 import { imagesDirSetting } from './settings.js';
@@ -42,9 +41,7 @@ export const serveCommand = defineCommand({
   flags,
   async run(ctx, options) {
     const imagesDir = imagesDirSetting(options.imagesDir, ctx.settings);
-    const apiKey = ctx.env.SVC_API_KEY;
-    if (apiKey === undefined) throw new InvalidInputError('SVC_API_KEY: the lifecycle secret must be set in the environment', { hint: API_KEY_HINT });
-    const daemon = await startDaemon({ ...options, imagesDir, apiKey }, await productRuntime(), ctx.log);
+    const daemon = await startDaemon({ ...options, imagesDir, apiKey: ctx.env.SVC_API_KEY ?? '' }, await productRuntime(), ctx.log);
     ctx.stderr.write(`sandboxd listening on ${daemon.url}\n`);
     if (!ctx.signal.aborted) await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
     // A normal stop leaves sandboxes running; maintenance resumes on the next start.
