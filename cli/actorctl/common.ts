@@ -57,10 +57,15 @@ export function inspectFlags(args: ParsedArgs): InspectFlags {
   };
 }
 
-/** The inspect options: the flags over the configuration (seeds, cluster, TLS); seeds are required unless `seedsRequired` is false. */
-export function inspectOptions(ctx: CommandContext, flags: InspectFlags, seedsRequired = true): InspectOptions {
+/**
+ * The inspect options: the flags over the configuration (seeds, cluster, TLS); seeds are required
+ * unless `seedsRequired` is false. `orElse` is another way a command takes to name its nodes, for the hint.
+ */
+export function inspectOptions(ctx: CommandContext, flags: InspectFlags, seedsRequired = true, orElse?: string): InspectOptions {
   const seeds = seedsSetting(ctx.settings, flags.seeds).map(normalizeAddr);
-  if (seedsRequired && seeds.length === 0) throw new InvalidInputError('--seeds needs at least one address (host:port)', { hint: 'or set seeds in [cluster] of the configuration file' });
+  if (seedsRequired && seeds.length === 0) {
+    throw new InvalidInputError('--seeds needs at least one address (host:port)', { hint: `or set seeds in [cluster] of the configuration file${orElse ? `, or ${orElse}` : ''}` });
+  }
   return {
     seeds,
     timeoutMs: flags.timeoutMs,

@@ -69,7 +69,7 @@ function placementRow(actor: ActorPlacement, table: boolean): Row {
 const PLACEMENT_COLUMNS: Column[] = [{ key: 'name' }, { key: 'instances' }, { key: 'nodes' }, { key: 'actor_ids' }];
 
 async function printCluster(ctx: CommandContext, { inspect, query, view }: ActorsFlags): Promise<void> {
-  const { nodes, actors, failures } = await inspectActors({ ...inspectOptions(ctx, inspect), ...query });
+  const { nodes, actors, failures } = await inspectActors({ ...inspectOptions(ctx, inspect, true, 'give one node with --endpoint'), ...query });
   warnFailures(ctx, failures);
   const table = view.format === 'table';
   printRows(ctx, view, PLACEMENT_COLUMNS, actors.map((a) => placementRow(a, table)), 'no actors found');

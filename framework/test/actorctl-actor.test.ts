@@ -30,6 +30,17 @@ test('a class path that does not lead to an actor class exits 2 with what was tr
   assert.match(noDot.stderr, 'module.path.ClassName');
 });
 
+test('inspect actors with neither --seeds nor --endpoint exits 2 naming both ways to say which nodes', async () => {
+  const home = mkdtempSync(join(tmpdir(), 'actorctl-noseeds-'));
+  try {
+    const run = await runTool('actorctl', ['inspect', 'actors'], { env: { XDG_CONFIG_HOME: home, ACTORCTL_CONFIG: undefined } });
+    assert.is(run.code, 2, run.stderr);
+    assert.is(run.stderr, 'actorctl: error: --seeds needs at least one address (host:port)\nactorctl: hint: or set seeds in [cluster] of the configuration file, or give one node with --endpoint\n');
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+});
+
 test('an address that is not host:port exits 2 naming the flag, before any connection: a host with a path, spaces or unbracketed colons', async () => {
   const runs: Array<[string[], string]> = [
     [['inspect', 'cluster', '--seeds', 'a:b:c'], "--seeds: 'a:b:c' is not host:port"],
