@@ -5,7 +5,7 @@
  * leaves nothing, and readers never wait (they read the old copy of a replace at work).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { test } from 'uvu';
@@ -82,7 +82,7 @@ test('a sync holding the lock is named as sync to those waiting, not as an impor
   assert.is((await sync.exit).code, 0, sync.stderr());
 });
 
-test('two syncs of different sources that both found no dataset yet (nothing there, or an empty directory) both land: neither fails on nor replaces what the other made', async () => {
+test('two syncs of different sources that both found no dataset yet (nothing there, or an empty directory): the first to take the lock makes it, the other is refused (exit 4) without failing on or replacing it', async () => {
   for (const before of ['missing', 'empty directory'] as const) {
     const s = sandbox('dataset-lock');
     const sources = [0, 1].map((i) => {
@@ -96,9 +96,12 @@ test('two syncs of different sources that both found no dataset yet (nothing the
     const syncs = sources.map((src, i) => start(s, ['sync', '--from', src, '--to', s.path(`mirror${i}`), '--convert', s.path('conv'), '--once']));
     await until('both syncs wait for the lock', () => syncs.every((sync) => sync.stderr().includes('waiting for')));
     lock.release();
-    for (const sync of syncs) assert.is((await sync.exit).code, 0, `${before}: ${sync.stderr()}`);
+    const codes = await Promise.all(syncs.map(async (sync) => (await sync.exit).code));
+    assert.equal([...codes].sort(), [0, 4], `${before}: ${syncs.map((sync) => sync.stderr()).join('\n')}`);
+    const winner = codes.indexOf(0);
+    assert.match(syncs[1 - winner]!.stderr(), `synced from ${realpathSync(sources[winner]!)}`, before);
     const runs = await json(s, ['query', s.path('conv'), '--sql', 'SELECT document_id FROM runs ORDER BY document_id']);
-    assert.equal(runs.map((r: { document_id: string }) => r.document_id), ['sync-0-0', 'sync-0-1', 'sync-1-0', 'sync-1-1'], before);
+    assert.equal(runs.map((r: { document_id: string }) => r.document_id), [`sync-${winner}-0`, `sync-${winner}-1`], before);
     assert.equal(leftovers(s.path('conv')), [], before);
   }
 });
