@@ -30,7 +30,7 @@ import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
 import { scanTree, stampOf, stampUnder, unlessGone, unreadableError, type FileStamp } from './scan.js';
 import type { SourceFile } from '../formats/types.js';
-import { claimDataset, readState, writeState } from './state.js';
+import { claimDataset, writeState } from './state.js';
 
 export interface SyncTarget {
   /** The source directory (canonical). */
@@ -163,8 +163,7 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
 /** The batch's reads and writes, under the dataset's lock. */
 async function convertUnderLock(target: SyncTarget & { inputFormat: InputFormat | 'auto' }, pending: readonly string[], lock: WriterLock, signal: AbortSignal): Promise<BatchOutcome> {
   const manifest = await readManifest(new LocalObjectStore(target.convert));
-  if (manifest) claimDataset(target.convert, target.from, (message) => target.log.warn(message));
-  const state = manifest ? readState(target.convert, target.from) : undefined;
+  const state = manifest ? claimDataset(target.convert, target.from, (message) => target.log.warn(message)) : undefined;
   // Files out of reach now are held by the worker's own scan; here they would only be left out.
   const paths = state ? pending : [...new Set([...pending, ...scanTree(target.from, () => {}).keys()])];
   // Nothing changed and a dataset is there (a --once run): nothing to write.

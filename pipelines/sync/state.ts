@@ -56,20 +56,22 @@ function directoryId(path: string): string | undefined {
 }
 
 /**
- * Throws OtherSourceError when the dataset at `convert` is synced from another directory that is
- * still there. One that is gone (moved, deleted) has nothing left to sync: its dataset is taken
- * over, and `warn` says so.
+ * The stamps of what the dataset at `convert` holds of `from` (undefined when none, as readState),
+ * read once for the check that comes with them: throws OtherSourceError when the dataset is synced
+ * from another directory that is still there. One that is gone (moved, deleted) has nothing left to
+ * sync: its dataset is taken over, and `warn` says so.
  */
-export function claimDataset(convert: string, from: string, warn?: (message: string) => void): void {
-  const recorded = readStateFile(convert)?.source;
-  if (recorded === undefined || recorded === from) return;
-  const other = directoryId(recorded);
+export function claimDataset(convert: string, from: string, warn?: (message: string) => void): TreeStamps | undefined {
+  const state = readStateFile(convert);
+  if (state === undefined) return undefined;
+  if (state.source === from) return new Map(Object.entries(state.files));
+  const other = directoryId(state.source);
   if (other === undefined) {
-    warn?.(`sync: ${convert} was synced from ${recorded}, which is gone; it is synced from ${from} now (the runs brought from there stay)`);
-    return;
+    warn?.(`sync: ${convert} was synced from ${state.source}, which is gone; it is synced from ${from} now (the runs brought from there stay)`);
+    return undefined;
   }
-  if (other === directoryId(from)) return;
-  throw new OtherSourceError(`--convert ${convert}: synced from ${recorded}, not from --from ${from}; each dataset is synced from one source`, {
+  if (other === directoryId(from)) return undefined;
+  throw new OtherSourceError(`--convert ${convert}: synced from ${state.source}, not from --from ${from}; each dataset is synced from one source`, {
     hint: `sync ${from} into a dataset of its own (runs are known by their path in the source, so two sources would replace each other's), or drop ${convert} first`,
   });
 }
