@@ -24,6 +24,12 @@ export function isRandomSuffix(text: string): boolean {
   return /^[0-9a-f]{12}$/.test(text);
 }
 
+/** The name a temporary (`<name>.tmp-<random>`, as tempSiblingOf makes) stands in for; undefined for any other name. */
+export function tempTargetOf(name: string): string | undefined {
+  const at = name.lastIndexOf(TEMP_MARKER);
+  return at >= 0 && isRandomSuffix(name.slice(at + TEMP_MARKER.length)) ? name.slice(0, at) : undefined;
+}
+
 /** A temporary sibling name for `path`, unique to this call. */
 export function tempSiblingOf(path: string): string {
   return `${path}${TEMP_MARKER}${randomSuffix()}`;

@@ -21,7 +21,7 @@
 import { randomUUID } from 'node:crypto';
 import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { fsyncPath, hiddenTempSiblingOf, isRandomSuffix, replaceDirectory, TEMP_MARKER, writeFileDurably } from '../../lib/durable.js';
+import { fsyncPath, hiddenTempSiblingOf, replaceDirectory, tempTargetOf, writeFileDurably } from '../../lib/durable.js';
 import { InvalidInputError, ResourceLimitError } from '../../lib/errors.js';
 import { recordFileProblem, type RecordFile, type SandboxRecord } from './record.js';
 
@@ -80,8 +80,8 @@ function readHeader(path: string): { version?: unknown; owner?: unknown; sandbox
 
 /** What a durable write cut short (kill -9 before its rename) leaves: `<registry file>.tmp-<suffix>`. */
 function isCutShortWrite(name: string, target: RegExp): boolean {
-  const at = name.lastIndexOf(TEMP_MARKER);
-  return at > 0 && target.test(name.slice(0, at)) && isRandomSuffix(name.slice(at + TEMP_MARKER.length));
+  const stands = tempTargetOf(name);
+  return stands !== undefined && target.test(stands);
 }
 
 function logicalSize(record: SandboxRecord): number {

@@ -23,7 +23,7 @@
  */
 import { existsSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { isRandomSuffix, TEMP_MARKER } from '../../lib/durable.js';
+import { tempTargetOf } from '../../lib/durable.js';
 import { ToolError } from '../../lib/errors.js';
 import { walkFiles } from '../../lib/walk.js';
 import { defer, exhaustMap, filter, fromEvent, lastValueFrom, map, of, retry, scan, takeUntil, throwError, timer, type Observable } from 'rxjs';
@@ -98,8 +98,7 @@ const STALE_TEMPORARY_MS = 10 * 60_000;
 function sweepMirror(to: string): void {
   const now = Date.now();
   walkFiles(to, (_rel, entry, path) => {
-    const at = entry.name.lastIndexOf(TEMP_MARKER);
-    if (at < 0 || !isRandomSuffix(entry.name.slice(at + TEMP_MARKER.length))) return;
+    if (tempTargetOf(entry.name) === undefined) return;
     const stat = statSync(path, { throwIfNoEntry: false });
     if (stat && now - stat.mtimeMs > STALE_TEMPORARY_MS) rmSync(path, { force: true });
   });
