@@ -180,7 +180,7 @@ export class ParsedArgs {
     const lower = text.toLowerCase();
     if (['true', '1', 'yes', 'y', 'on', 't'].includes(lower)) return true;
     if (['false', '0', 'no', 'n', 'off', 'f'].includes(lower)) return false;
-    throw new InvalidInputError(`invalid ${this.display(long)} ${JSON.stringify(text)}: expected True or False`);
+    throw new InvalidInputError(`invalid ${this.display(long)} ${JSON.stringify(text)}: expected True or False (or yes/no, on/off, 1/0)`);
   }
 
   private option(long: string): { display: string; key: string } {

@@ -271,7 +271,9 @@ class Tool {
     cli.option('-c, --config <file>', `configuration file (or $${configEnvVar(this.spec.name)})`);
     cli.option('--log-level <level>', `stderr diagnostics: ${LOG_LEVELS.join('|')} (default: warn)`);
     for (const spec of commands) {
-      const command = cli.command(spec.name, spec.description);
+      // cac's help lists a command by its name only: its aliases would be found by nobody.
+      const aliases = spec.aliases?.length ? ` (also: ${spec.aliases.join(', ')})` : '';
+      const command = cli.command(spec.name, spec.description + aliases);
       for (const alias of spec.aliases ?? []) command.alias(alias);
       for (const option of [...(spec.options ?? []), ...(helpOptions.get(spec) ?? [])]) {
         command.option(option.flags, option.description, option.default === undefined ? undefined : { default: option.default });

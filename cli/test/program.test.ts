@@ -125,6 +125,19 @@ test('--help of a switch with a --no- form does not call the --no- form the defa
   assert.is((await demo(['toggle', '--no-color'])).stdout, 'false\n');
 });
 
+test('--help names a command\'s aliases, and an alias runs the command', async () => {
+  const top = await demo(['--help']);
+  assert.match(top.stdout, /truth\s+print the value of --on \(also: tf\)/);
+  assert.is((await demo(['tf', '--on', 'yes'])).stdout, 'true\n');
+});
+
+test('a True/False option takes the spellings its error lists, and refuses others naming it', async () => {
+  for (const [given, shown] of [['True', 'true'], ['no', 'false'], ['ON', 'true'], ['0', 'false']]) assert.is((await demo(['truth', '--on', given!])).stdout, `${shown}\n`);
+  const bad = await demo(['truth', '--on', 'maybe']);
+  assert.is(bad.code, 2);
+  assert.match(bad.stderr, 'invalid --on "maybe": expected True or False (or yes/no, on/off, 1/0)');
+});
+
 test('two-word commands run, and a bad group member gets a hint', async () => {
   const alpha = await demo(['--log-level', 'info', 'group', 'alpha', 'x']);
   assert.is(alpha.stdout, 'alpha x\n');

@@ -1,4 +1,4 @@
-/** `trajstore drop DATASET [--yes]`: permanently remove a local dataset. */
+/** `trajstore drop DATASET [--yes]`: permanently remove a dataset, local or on object storage. */
 import { InvalidInputError } from '../../lib/errors.js';
 import { checkDrop, drop } from '../../pipelines/index.js';
 import { defineCommand } from '../kit/program.js';
@@ -13,7 +13,7 @@ interface DropFlags {
 
 export const dropCommand = defineCommand({
   name: 'drop <dataset>',
-  description: 'permanently remove a local dataset directory (asks first on a terminal; else needs --yes)',
+  description: 'permanently remove a dataset: a local directory or an object-storage prefix (asks first on a terminal; else needs --yes)',
   options: [{ flags: '--yes', description: 'do not ask; required when not on a terminal' }, LOCK_TIMEOUT_OPTION],
   examples: ['trajstore drop ./old-ds --yes'],
   flags: (args): DropFlags => ({ dataset: args.requiredPositional(0, 'DATASET'), yes: args.has('--yes'), lockTimeoutMs: lockTimeoutOf(args) }),

@@ -1,11 +1,11 @@
 /**
- * `drop`: permanently removes a local dataset directory. Before anything is touched the target must
- * be a directory holding a trajstore manifest and nothing but dataset files, and must not be a
- * filesystem root or the home directory. Removal holds the dataset's writer lock (checking the
- * target again under it: it may have changed since it was confirmed) and first renames the
- * directory to a hidden sibling, the commit point, so an interrupted drop never leaves a
- * half-deleted dataset that still looks like one; the next writer of the path removes what an
- * interrupted deletion left (dataset/recover.ts).
+ * `drop`: permanently removes a dataset, a local directory or an object-store prefix (s3.ts). Before
+ * anything is touched a local target must be a directory holding a trajstore manifest and nothing
+ * but dataset files, and must not be a filesystem root or the home directory. Removal holds the
+ * dataset's writer lock (checking the target again under it: it may have changed since it was
+ * confirmed) and first renames the directory to a hidden sibling, the commit point, so an
+ * interrupted drop never leaves a half-deleted dataset that still looks like one; the next writer
+ * of the path removes what an interrupted deletion left (dataset/recover.ts).
  */
 import { accessSync, constants, lstatSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
