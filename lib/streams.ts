@@ -1,5 +1,5 @@
 /** Small helpers for byte streams. */
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 
 /** The whole of a stream, or undefined once it passes `maxBytes` (then the rest is not read). */
 export async function readBounded(stream: Readable, maxBytes: number): Promise<Buffer | undefined> {
@@ -27,4 +27,23 @@ export function drained(stream: NodeJS.EventEmitter): Promise<void> {
     stream.once('drain', done);
     stream.once('close', done);
   });
+}
+
+/** How much of a body `endInSlices` hands a stream at a time: what an HTTP/2 stream buffers before it asks for 'drain'. */
+const SLICE_BYTES = 64 * 1024;
+
+/**
+ * Writes `body` to `stream` and ends it, a slice at a time as the stream drains, where one write of
+ * the whole body would be queued below at once: an HTTP/2 session counts what it has queued against
+ * its memory cap (10 MB by default) and, past it, refuses everything arriving for it, the answer
+ * to this very request too. Stops when the stream is destroyed meanwhile (the peer answered early).
+ */
+export async function endInSlices(stream: Writable, body: Buffer | string): Promise<void> {
+  const bytes = typeof body === 'string' && body.length > SLICE_BYTES ? Buffer.from(body) : body;
+  if (typeof bytes === 'string' || bytes.length <= SLICE_BYTES) return void stream.end(bytes);
+  for (let offset = 0; offset < bytes.length; offset += SLICE_BYTES) {
+    if (stream.destroyed) return;
+    if (!stream.write(bytes.subarray(offset, offset + SLICE_BYTES))) await drained(stream);
+  }
+  if (!stream.destroyed) stream.end();
 }

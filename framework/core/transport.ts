@@ -5,6 +5,7 @@
  * `x-actor-cluster`. Also `readBody`, which both sides use to read a whole body within limits.
  */
 import http2 from 'node:http2';
+import { endInSlices } from '../../lib/streams.js';
 import { ActorError, reachFailure } from './errors.js';
 import { DEFAULT_CLUSTER } from './members.js';
 import type { ConnectionBudget } from './budget.js';
@@ -160,7 +161,7 @@ export class Transport {
     request.on('error', () => {});
     if (options.keepOpen) return request;
     this.holdOpen(request);
-    if (options.body !== undefined) request.end(options.body);
+    if (options.body !== undefined) void endInSlices(request, options.body);
     else request.end();
     return request;
   }

@@ -116,6 +116,26 @@ test('actorctl call: ARGS_JSON past 64 MiB, from a file or stdin, exits 5 withou
   assert.match(fromStdin.stderr, 'ARGS_JSON (stdin) is over 64 MiB');
 });
 
+test('actorctl call: a body past the node\'s max_call_bytes exits 5 naming the limit, however far past; the node keeps serving', async () => {
+  // A 40 MB body exited 6 (ENHANCE_YOUR_CALM): the client queued all of it in its HTTP/2 session at
+  // once, past the session's memory cap, so its own session refused the node's 413 when it arrived.
+  const seeds = ['--seeds', nodes[0]!.addr];
+  for (const megabytes of [12, 40]) writeFileSync(join(dir, `args-${megabytes}mb.json`), `["${'x'.repeat(megabytes * 1024 * 1024)}"]`);
+  for (const [megabytes, mode] of [[12, 'ask'], [40, 'ask'], [40, 'stream'], [40, 'tell']] as const) {
+    const file = join(dir, `args-${megabytes}mb.json`);
+    const r = await runTool('actorctl', ['call', 'echo', 'echo', `@${file}`, '--mode', mode, ...seeds]);
+    assert.is(r.code, 5, `${megabytes} MB, --mode ${mode}: ${r.stderr}`);
+    assert.match(r.stderr, 'too-large: body exceeds 4194304 bytes (limit max_call_bytes)');
+    assert.is(r.stdout, '');
+  }
+  // The node keeps serving, and a body within the limit, sent in slices as the stream drains, arrives whole.
+  const within = 'y'.repeat(3 * 1024 * 1024);
+  writeFileSync(join(dir, 'args-3mb.json'), `["${within}"]`);
+  const after = await runTool('actorctl', ['call', 'echo', 'echo', `@${join(dir, 'args-3mb.json')}`, ...seeds]);
+  assert.is(after.code, 0, after.stderr);
+  assert.ok(after.stdout === `"${within}"\n`, `the 3 MiB echo came back whole (${after.stdout.length} characters)`);
+});
+
 test('inspect --format table|json|jsonl|csv, every format with the same columns; progress goes to stderr, never stdout', async () => {
   const seeds = ['--seeds', nodes[0]!.addr];
   for (const command of ['cluster', 'actors', 'metrics']) {
