@@ -1,7 +1,8 @@
 /**
  * Credentials typed into URIs never reach a message: `s3://user:secret@bucket` is shown as
  * `s3://***@bucket`. Applied where a message quotes a URI, and once more where messages leave the
- * process (the error report, the logger), for any quoting a module forgot.
+ * process (the error report, the logger), for any quoting a module forgot. Also what tells a
+ * credential in a query by its parameter's name, for commands that refuse such URLs.
  */
 
 // The authority's user info runs from `scheme://` to the last `@` before the host; a password typed
@@ -13,9 +14,16 @@ export function redactUserInfo(text: string): string {
 }
 
 // Query parameters that carry credentials by name (Gemini's `key`, `api_key`, `access_token`, signed URLs' `sig`).
-const QUERY_CREDENTIAL = /([?&][^=&#]*(?:key|token|secret|password|auth|sig)[^=&#]*=)[^&#]*/gi;
+const CREDENTIAL_NAME = 'key|token|secret|password|auth|sig';
+const QUERY_CREDENTIAL = new RegExp(`([?&][^=&#]*(?:${CREDENTIAL_NAME})[^=&#]*=)[^&#]*`, 'gi');
+const CREDENTIAL_PARAMETER = new RegExp(CREDENTIAL_NAME, 'i');
 
 /** A request target with the values of its credential-looking query parameters shown as `***`. */
 export function redactQueryCredentials(target: string): string {
   return target.includes('?') ? target.replace(QUERY_CREDENTIAL, '$1***') : target;
+}
+
+/** The names (decoded, each once) of the query parameters of `url` that look like they carry a credential. */
+export function credentialQueryParameters(url: URL): string[] {
+  return [...new Set([...url.searchParams.keys()].filter((name) => CREDENTIAL_PARAMETER.test(name)))];
 }

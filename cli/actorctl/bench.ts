@@ -9,6 +9,7 @@ import { dirname, resolve } from 'node:path';
 import { assertReplaceable, writeFileDurably } from '../../lib/durable.js';
 import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
 import { installation } from '../../lib/install.js';
+import { credentialQueryParameters, redactQueryCredentials, redactUserInfo } from '../../lib/redact.js';
 import type { Column, Row } from '../../lib/output.js';
 import { ARRIVALS, BENCH_KINDS, MAX_RATE, MAX_USERS, TOKENIZERS, runBenchmark, type BenchConfig, type BenchReport, type LatencySummary, type Slo } from '../../framework/index.js';
 import { parseDuration, type ParsedArgs } from '../kit/flags.js';
@@ -46,10 +47,12 @@ function benchFlags(args: ParsedArgs): BenchFlags {
   try {
     url = new URL(text);
   } catch {
-    throw new InvalidInputError(`invalid --url ${JSON.stringify(text)}: not a URL`, { hint: 'e.g. --url http://localhost:8000' });
+    throw new InvalidInputError(`invalid --url ${JSON.stringify(redactQueryCredentials(redactUserInfo(text)))}: not a URL`, { hint: 'e.g. --url http://localhost:8000' });
   }
-  // Credentials in a URL would sit in argv and in the report; the key has its own way in.
-  if (url.username || url.password) throw new InvalidInputError('--url must not contain credentials', { hint: `pass the key in $${API_KEY_ENV}` });
+  // Credentials in a URL would sit in argv, in every request line and in the report; the key has its own way in.
+  const inQuery = credentialQueryParameters(url);
+  const where = url.username || url.password ? 'user:password@ before the host' : inQuery.length ? `query parameter${inQuery.length > 1 ? 's' : ''} ${inQuery.join(', ')}` : undefined;
+  if (where) throw new InvalidInputError(`--url must not contain credentials: ${where}`, { hint: `pass the key in $${API_KEY_ENV}` });
   // Only the scheme is quoted: `user:secret@host`, typed without one, is a URL of scheme `user:` whose path is the secret.
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`invalid --url: scheme ${JSON.stringify(url.protocol)}; use http:// or https://`);
   const kind = args.choice('--kind', BENCH_KINDS);
@@ -171,7 +174,7 @@ export const benchCommand = defineCommand({
   name: 'bench <model>',
   description: 'load-test a chat-completions endpoint',
   options: [
-    { flags: '--url <base URL>', description: 'server base URL; requests go to <url>/v1/chat/completions' },
+    { flags: '--url <base URL>', description: `server base URL, without credentials (the key goes in $${API_KEY_ENV}); requests go to <url>/v1/chat/completions` },
     { flags: '--api-key <key>', description: `bearer token (prefer $${API_KEY_ENV}, which keeps it out of the process list)` },
     { flags: '--kind <kind>', description: BENCH_KINDS.join(' | '), default: 'throughput' },
     { flags: '--concurrency <n>', description: 'closed-loop virtual users (csweep: the largest level)', default: 16 },

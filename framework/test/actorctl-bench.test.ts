@@ -394,6 +394,31 @@ test('bad input exits 2 naming the flag', async () => {
   assert.not.match(withSecret.stderr, 'sk-in-url');
 });
 
+test('a key in --url, in its query or its user info, exits 2 naming where it is (never the key) and where the key goes', async () => {
+  // `?api_key=...` was taken, sent in every request line and written into the report's endpoint.
+  const cases: Array<[string, string]> = [
+    ['http://127.0.0.1:9/?api_key=sk-query-1', 'query parameter api_key'],
+    ['http://127.0.0.1:9/v1?api-version=2024-06-01&access_token=sk-query-2', 'query parameter access_token'],
+    ['http://127.0.0.1:9/?key=sk-query-3&Signature=sk-query-4', 'query parameters key, Signature'],
+    // Percent-encoded names are the same parameter to a server.
+    ['http://127.0.0.1:9/?api%5Fkey=sk-query-5', 'query parameter api_key'],
+    ['http://user:sk-user-6@127.0.0.1:9', 'user:password@'],
+    ['http://sk-user-7@127.0.0.1:9', 'user:password@'],
+  ];
+  for (const [url, where] of cases) {
+    const run = await runTool('actorctl', ['bench', 'm', '--url', url]);
+    assert.is(run.code, 2, `${url}: ${run.stderr}`);
+    assert.match(run.stderr, `--url must not contain credentials: ${where}`);
+    assert.match(run.stderr, 'pass the key in $OPENAI_API_KEY');
+    assert.not.match(run.stderr, /sk-(query|user)-/, `${url}: the key is not shown`);
+  }
+  // Nor is a key shown when the URL around it does not parse (port out of range).
+  const unparsed = await runTool('actorctl', ['bench', 'm', '--url', 'http://127.0.0.1:99999/?api_key=sk-unparsed']);
+  assert.is(unparsed.code, 2);
+  assert.match(unparsed.stderr, 'invalid --url');
+  assert.not.match(unparsed.stderr, 'sk-unparsed');
+});
+
 test('a phase ends at its duration however many users are still to join, and users that could never send do not wait', async () => {
   await withServer({ ttftMs: 0, itlMs: 0 }, async (server) => {
     // 16,000 users join over 4 s (4 per ms); the phase lasts 100 ms. The bound leaves a busy machine room.
