@@ -36,6 +36,8 @@ function slo(value: string | undefined): Slo {
 
 interface BenchFlags {
   config: BenchConfig;
+  /** The key came from `--api-key`: other users see it in the process list. */
+  keyInArgv: boolean;
   view: RowView;
   output: string | undefined;
 }
@@ -64,6 +66,7 @@ function benchFlags(args: ParsedArgs): BenchFlags {
   const numRequests = args.number('--num-requests', undefined, { integer: true, min: 1 });
   // Without any bound a phase would run forever; --num-requests alone bounds by count.
   const durationMs = args.duration('--duration', numRequests === undefined ? 60_000 : undefined);
+  const keyInArgv = args.text('--api-key') !== undefined;
   const apiKey = args.text('--api-key') ?? (process.env[API_KEY_ENV] || undefined);
   const config: BenchConfig = {
     model,
@@ -87,7 +90,7 @@ function benchFlags(args: ParsedArgs): BenchFlags {
     slo: slo(args.text('--slo')),
     seed: args.number('--seed', 1, { integer: true }),
   };
-  return { config, view: rowView(args), output: args.text('--output') };
+  return { config, keyInArgv, view: rowView(args), output: args.text('--output') };
 }
 
 /** Checked before the run, so that a typo in --output does not cost a whole benchmark. */
@@ -205,7 +208,8 @@ export const benchCommand = defineCommand({
     'actorctl bench my-model --url http://localhost:8000 --kind rate --rate 1,2,4,8 --duration 30s --output report.json',
   ],
   flags: benchFlags,
-  async run(ctx, { config, view, output }) {
+  async run(ctx, { config, keyInArgv, view, output }) {
+    if (keyInArgv) ctx.log.warn(`--api-key on the command line is visible to other users (ps, shell history); prefer $${API_KEY_ENV}`);
     if (output !== undefined) await checkWritable(output);
     const report = await runBenchmark(config, { stderr: ctx.stderr, log: ctx.log, signal: ctx.signal, toolVersion: installation().version });
     if (output !== undefined) writeReport(output, report);

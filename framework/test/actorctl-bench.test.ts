@@ -324,6 +324,8 @@ test('the API key is sent as a bearer token, from the flag or $OPENAI_API_KEY, a
     const flag = await bench(server, ['--num-requests', '2', '--output-tokens', '2', '--api-key', `${secret}-flag`, '--log-level', 'debug']);
     assert.is(flag.code, 0, flag.stderr);
     assert.ok(server.authorizations.has(`Bearer ${secret}-flag`));
+    assert.match(flag.stderr, 'warn: --api-key on the command line is visible to other users (ps, shell history); prefer $OPENAI_API_KEY');
+    assert.not.match(run.stderr, '--api-key on the command line');
     for (const r of [run, flag]) {
       assert.not.match(r.stdout + r.stderr + JSON.stringify(r.report), secret);
       assert.is(r.report?.config.api_key_set, true);
