@@ -6,6 +6,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { boundHeldAnswers, capConnections, closeStalledAnswers, closeWithGrace, REQUEST_TIMEOUT_MS, type CappedListener } from '../../lib/http-limits.js';
+import { answerHalfClosedClients } from '../../lib/client-gone.js';
 import { boundedBody, jsonBody, type BodyLimits } from '../../lib/bounded-body.js';
 import { InvalidInputError, addressInUse } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
@@ -84,6 +85,7 @@ function newApp(ctx: ServeContext, counters: ServeCounters): FastifyInstance {
   // Unknown fields are refused, not dropped: a misspelt limit must not silently fall back to the default.
   const app = Fastify({ ...protocolErrorOptions(errorBody, () => ANSWER_HEADERS), schemaErrorFormatter: schemaError, logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true, ajv: { customOptions: { removeAdditional: false } } });
   refuseBadHostHeader(app, errorBody, () => ANSWER_HEADERS);
+  answerHalfClosedClients(app);
   closeStalledAnswers(app);
   boundHeldAnswers(app, errorBody, () => ANSWER_HEADERS);
   // Requests are JSON (and only JSON: a text/plain body is not parsed as something else).

@@ -47,6 +47,7 @@ import type { Socket } from 'node:net';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
+import { answerHalfClosedClients } from '../../../lib/client-gone.js';
 import { protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { boundedBody, type BodyLimits } from '../../../lib/bounded-body.js';
 import { jsonDepthExceeds } from '../../../lib/json-depth.js';
@@ -248,10 +249,8 @@ export class CaptureProxy {
     const shape: ErrorShape = (_status, _code, message) => errorBody('openai-chat', 'invalid_request_error', message);
     const app = Fastify({ ...protocolErrorOptions(shape), logger: false, bodyLimit: REQUEST_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
     refuseBadHostHeader(app, shape);
-    // A client that half-closes once its request is sent (`shutdown(SHUT_WR)`) still waits for the
-    // answer; Node's server otherwise takes the half-close for a client that left. (An own property
-    // of http.Server, not among its options.)
-    (app.server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
+    // A client that half-closes once its request is sent still waits for the answer.
+    answerHalfClosedClients(app);
     // Another site's page must not spend the routes' credentials through the user's browser.
     refuseOtherHosts(app, (reply, message) => apiError(reply, protocolOf(reply.request.url), 403, 'permission_error', message));
     app.addHook('onRequest', async (req, reply) => {

@@ -12,7 +12,8 @@
  * has ended (Mounts.use waits for the work).
  */
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { clientGone } from '../../../lib/client-gone.js';
 import { InvalidInputError } from '../../../lib/errors.js';
 import { FIND_DEFAULTS, QUERY_DEFAULTS, DEFAULT_MOUNT } from '../../search/limits.js';
 import { highlightTerms, prepareFind } from '../../search/find.js';
@@ -68,15 +69,6 @@ function jsonCell(value: unknown): unknown {
   if (typeof value === 'bigint') return Number.isSafeInteger(Number(value)) ? Number(value) : value.toString();
   if (Buffer.isBuffer(value)) return value.toString('base64');
   return value;
-}
-
-/** Aborts when the client closes its connection before its answer is sent: a statement still waiting for its turn is dropped. */
-function clientGone(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort();
-  });
-  return controller.signal;
 }
 
 export function searchRoutes(app: FastifyInstance, { mounts, sql }: ServeContext): void {
