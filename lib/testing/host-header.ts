@@ -26,11 +26,11 @@ export function requestWithHost(url: string, host: string, method = 'GET', body?
  * connection to 127.0.0.1:`port`, as no HTTP client would shape them (a target in absolute form,
  * two Host headers, a percent-encoded path); the status and the text of the answer (its head and
  * body as they came), read until the server closes the connection (ask it to, with `Connection: close`).
+ * With `halfClose`, the connection is half-closed once the request is sent (as `nc -N` does).
  */
-export function rawRequest(port: number, head: string, body = ''): Promise<{ status: number; text: string }> {
+export function rawRequest(port: number, head: string, body = '', options: { halfClose?: boolean } = {}): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    // Written, not ended: a half-closed connection is a client that left, to a server.
-    const socket = connect(port, '127.0.0.1', () => socket.write(head + body));
+    const socket = connect(port, '127.0.0.1', () => (options.halfClose ? socket.end(head + body) : socket.write(head + body)));
     let text = '';
     socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
     socket.on('error', reject);

@@ -196,6 +196,13 @@ test('a request for another host name is refused 403 (DNS rebinding), and nothin
   assert.match(hostless.text, '{"error":"bad_request","message":"the request has no Host header, which HTTP/1.1 requires"}');
 });
 
+test('a client that half-closes after its request (nc -N) gets its answer', async () => {
+  const body = JSON.stringify({ agent_id: 'half', session_id: 'closed', records: [record(1)] });
+  const answer = await rawRequest(Number(new URL(server.gatewayUrl!).port), `POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, body, { halfClose: true });
+  assert.is(answer.status, 200, answer.text);
+  assert.match(answer.text, '"accepted_records":1');
+});
+
 test('a post from another site\'s page (an Origin not of this machine, or Sec-Fetch-Site cross-site) is refused 403, and nothing it sent is stored; this machine\'s pages and programs go through', async () => {
   const url = (path: string): string => new URL(path, server.gatewayUrl).href;
   const batch = (session: string) => ({ agent_id: 'csrf', session_id: session, records: [record(1)] });

@@ -20,6 +20,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { REQUEST_TIMEOUT_MS } from '../../../lib/http-limits.js';
+import { answerHalfClosedClients } from '../../../lib/client-gone.js';
 import { protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../../lib/protocol-errors.js';
 import { NotFoundError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
@@ -63,6 +64,8 @@ export function gatewayApp(gateway: Gateway, log: Logger): FastifyInstance {
   const shape: ErrorShape = (_status, error, message) => ({ error, message });
   const app = Fastify({ ...protocolErrorOptions(shape, () => ANSWER_HEADERS), logger: false, bodyLimit: BODY_LIMITS.drainBytes, requestTimeout: REQUEST_TIMEOUT_MS, return503OnClosing: true });
   refuseBadHostHeader(app, shape, () => ANSWER_HEADERS);
+  // A client that half-closes once its request is sent still waits for its acknowledgement.
+  answerHalfClosedClients(app);
   app.addHook('onRequest', async (_req, reply) => void reply.headers(ANSWER_HEADERS));
   refuseOtherHosts(app, (reply, message) => sendError(reply, 403, 'forbidden', message));
   // Its posts write to the dataset: another site's page may not make them, whatever its body's type.
