@@ -42,9 +42,11 @@
  * held is deleted; at start-up a settled trace's entries are skipped and such segments deleted, so
  * the replay holds only what is not projected. A settled trace's events are read back from the
  * dataset (the `ArchiveReader`), before those it took since (a late event projects the whole trace
- * again). Without an ArchiveReader the log lets go of nothing.
+ * again). Without an ArchiveReader the log lets go of nothing. A trace settled again supersedes its
+ * line in `settled.log`; once superseded lines pile up, the file is rewritten crash-safely with only
+ * the latest of each trace (`rewriteSettled`): it grows with the traces, not with the settles.
  */
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, ftruncateSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readSync, ftruncateSync, rmSync, statSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
@@ -53,7 +55,7 @@ import { Subject } from 'rxjs';
 import { chunks } from '../../../lib/chunks.js';
 import { UnavailableError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/log.js';
-import { fsyncPath } from '../../../lib/durable.js';
+import { DurableFile, fsyncPath } from '../../../lib/durable.js';
 import { eventKey, MAX_RECORDS, type EventRecord } from './events.js';
 import { GatewayFailure } from './failure.js';
 import { SeqRanges } from './seq-ranges.js';
@@ -85,10 +87,14 @@ export interface TraceRef {
 /** The text that names a trace: both parts are path-safe segments, so `/` cannot be inside either. */
 export const traceIdOf = (ref: TraceRef): string => `${ref.agentId}/${ref.sessionId}`;
 
-interface Location {
-  segment: number;
+/** Where a line is in a file. */
+interface LineAt {
   offset: number;
   length: number;
+}
+
+interface Location extends LineAt {
+  segment: number;
 }
 
 /** What the log knows of one trace (a session of an agent). */
@@ -107,6 +113,8 @@ export interface Trace extends TraceRef {
   lastReceivedAt: string | undefined;
   /** Where its entries are that the log still holds (those of events not let go of). */
   entries: Location[];
+  /** Where its latest summary is in SETTLED_FILE, once it was let go of: the line a rewrite of the file keeps. */
+  settledAt?: LineAt | undefined;
   /** The `seq`s stored per `source`: the event keys, compactly. */
   readonly seqs: Map<string, SeqRanges>;
   /** Keys in a write under way, and that write. */
@@ -191,6 +199,15 @@ interface Waiting {
 const segmentName = (n: number): string => `segment-${String(n).padStart(8, '0')}.log`;
 /** The summaries of the traces the log let go of. */
 const SETTLED_FILE = 'settled.log';
+/** Where SETTLED_FILE is rewritten: a fixed name (the dataset's writers sweep lib/durable's temporaries), so a crashed rewrite's is replaced by the next. */
+const SETTLED_REWRITE = `${SETTLED_FILE}.partial`;
+/**
+ * SETTLED_FILE is rewritten with only the latest line of each trace once this many of its lines are
+ * superseded (a trace settled again after a late event) and at least as many as the latest ones:
+ * each rewrite then copies no more lines than settles appended since the last, so the file stays
+ * within twice its live lines (or this many more) at a constant cost per settle.
+ */
+export const SETTLED_REWRITE_MIN_SUPERSEDED = 1024;
 
 /** An entry line: the JSON, a tab, its CRC-32 in hex, a newline. */
 function entryLine(json: string): Buffer {
@@ -225,14 +242,21 @@ interface SettledJson {
 /** The entry at a location of an open segment; throws when it is cut short or damaged. */
 function readEntry(fd: number, at: Location): EntryJson {
   const line = Buffer.alloc(at.length);
-  for (let read = 0; read < at.length; ) {
-    const n = readSync(fd, line, read, at.length - read, at.offset + read);
-    if (n === 0) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is cut short`);
-    read += n;
-  }
+  if (readAt(fd, line, at.offset) < at.length) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is cut short`);
   const entry = parseLine<EntryJson>(line.subarray(0, at.length - 1));
   if (!entry) throw new Error(`${segmentName(at.segment)}: entry at ${at.offset} is damaged`);
   return entry;
+}
+
+/** Reads into `bytes` from `position` until it is full or the file ends; the bytes read. */
+function readAt(fd: number, bytes: Buffer, position: number): number {
+  let read = 0;
+  while (read < bytes.length) {
+    const n = readSync(fd, bytes, read, bytes.length - read, position + read);
+    if (n === 0) break;
+    read += n;
+  }
+  return read;
 }
 
 /** The JSON of a line (without its newline), or undefined when it is torn or damaged. */
@@ -268,6 +292,12 @@ export class EventLog {
   /** SETTLED_FILE, open for appends once something is let go of, and its length. */
   private settledHandle: FileHandle | undefined;
   private settledSize = 0;
+  /** Lines of SETTLED_FILE, and those of them that are the latest of their trace (a trace's `settledAt`). */
+  private settledLines = 0;
+  private latestSettledLines = 0;
+  /** After a rewrite failed, the next is tried once the file has this many lines. */
+  private rewriteSettledAt = 0;
+  private rewritingSettled: Promise<void> | undefined;
   /** Why nothing more is let go of (SETTLED_FILE could not be written, nor cut back). */
   private settleBroken: Error | undefined;
   private broken: Error | undefined;
@@ -298,41 +328,78 @@ export class EventLog {
     segments.forEach((n, i) => events.replay(n, i === segments.length - 1));
     await events.openSegment(segments.at(-1) ?? 1);
     await events.reclaim();
+    // A rewrite a crash cut short: SETTLED_FILE is whole beside it.
+    rmSync(join(dir, SETTLED_REWRITE), { force: true });
+    await events.rewriteSettledWhenDue();
     return events;
   }
 
   /**
-   * Calls `take` with each entry of a file (its JSON, offset and length). A damaged entry is left
-   * out (and logged). In a file that is only appended to, a torn end is a write a crash cut short,
-   * never acknowledged: it is cut off (`cut` 'tail'); in the last segment, a damaged entry and all
-   * after it are (`cut` 'rest'). Returns whether a damaged entry was left out.
+   * Calls `take` with each entry of a file (its JSON, offset and length), reading it in slices of
+   * READ_SLICE_BYTES (a file is never held whole: settled.log grows with every trace ever settled).
+   * A damaged entry is left out (and logged). In a file that is only appended to, a torn end is a
+   * write a crash cut short, never acknowledged: it is cut off (`cut` 'tail'); in the last segment,
+   * a damaged entry and all after it are (`cut` 'rest'). Returns whether a damaged entry was left out.
    */
   private readEntries<T>(path: string, cut: 'rest' | 'tail' | 'none', take: (json: T, offset: number, length: number) => void): boolean {
-    const bytes = readFileSync(path);
     let damaged = false;
-    let offset = 0;
-    while (offset < bytes.length) {
-      const end = bytes.indexOf(0x0a, offset);
-      const json = end < 0 ? undefined : parseLine<T>(bytes.subarray(offset, end));
-      if (json === undefined) {
-        if (cut === 'rest' || (cut === 'tail' && (end < 0 || end === bytes.length - 1))) {
-          this.log.warn(`${path}: cut off ${bytes.length - offset} bytes of an entry that was never acknowledged (a write cut short by a crash)`);
-          const fd = openSync(path, 'r+');
-          try {
-            ftruncateSync(fd, offset);
-            fsyncSync(fd);
-          } finally {
-            closeSync(fd);
+    let cutAt: number | undefined;
+    let size = 0;
+    const fd = openSync(path, 'r');
+    try {
+      size = fstatSync(fd).size;
+      // One buffer, reused: its lines are taken, the start of a line it ends with moved to its front, and it is filled again.
+      let buffer = Buffer.alloc(READ_SLICE_BYTES);
+      let filled = 0;
+      /** Where in the file buffer[0] is. */
+      let bufferAt = 0;
+      let readTo = 0;
+      for (;;) {
+        // A line longer than the buffer: it grows to hold it.
+        if (filled === buffer.length) buffer = Buffer.concat([buffer, Buffer.alloc(buffer.length)]);
+        const n = readTo < size ? readSync(fd, buffer, filled, Math.min(buffer.length - filled, size - readTo), readTo) : 0;
+        readTo += n;
+        filled += n;
+        const bytes = buffer.subarray(0, filled);
+        let start = 0;
+        for (let end = bytes.indexOf(0x0a); end >= 0 && cutAt === undefined; end = bytes.indexOf(0x0a, start)) {
+          const offset = bufferAt + start;
+          const json = parseLine<T>(bytes.subarray(start, end));
+          if (json !== undefined) take(json, offset, end + 1 - start);
+          else if (cut === 'rest' || (cut === 'tail' && bufferAt + end === size - 1)) cutAt = offset;
+          else {
+            this.log.error(`${path}: a damaged entry at byte ${offset} is left out`);
+            damaged = true;
           }
-          return damaged;
+          start = end + 1;
         }
-        this.log.error(`${path}: a damaged entry at byte ${offset} is left out`);
-        damaged = true;
-        offset = end < 0 ? bytes.length : end + 1;
-        continue;
+        if (cutAt !== undefined) break;
+        if (n === 0) {
+          // What follows the last newline: a line a crash cut short.
+          if (start === filled) break;
+          if (cut !== 'none') cutAt = bufferAt + start;
+          else {
+            this.log.error(`${path}: a damaged entry at byte ${bufferAt + start} is left out`);
+            damaged = true;
+          }
+          break;
+        }
+        buffer.copyWithin(0, start, filled);
+        filled -= start;
+        bufferAt += start;
       }
-      take(json, offset, end + 1 - offset);
-      offset = end + 1;
+    } finally {
+      closeSync(fd);
+    }
+    if (cutAt !== undefined) {
+      this.log.warn(`${path}: cut off ${size - cutAt} bytes of an entry that was never acknowledged (a write cut short by a crash)`);
+      const rw = openSync(path, 'r+');
+      try {
+        ftruncateSync(rw, cutAt);
+        fsyncSync(rw);
+      } finally {
+        closeSync(rw);
+      }
     }
     return damaged;
   }
@@ -341,8 +408,11 @@ export class EventLog {
   private readSettled(): void {
     const path = join(this.dir, SETTLED_FILE);
     if (!existsSync(path)) return;
-    this.readEntries<SettledJson>(path, 'tail', (settled) => {
+    this.readEntries<SettledJson>(path, 'tail', (settled, offset, length) => {
       const trace = this.traceFor({ agentId: settled.a, sessionId: settled.s }, settled.root, () => settled.p);
+      this.settledLines += 1;
+      if (trace.settledAt === undefined) this.latestSettledLines += 1;
+      trace.settledAt = { offset, length };
       trace.events = settled.n;
       trace.archived = settled.n;
       trace.bytes = settled.b;
@@ -432,11 +502,21 @@ export class EventLog {
   async settle(projected: ReadonlyArray<readonly [Trace, number]>): Promise<void> {
     const leaving = () => projected.filter(([trace, n]) => n === trace.events && trace.entries.length > 0).map(([trace]) => trace);
     if (!this.archive || this.closed || this.settleBroken || leaving().length === 0) return;
-    const lines = leaving().map((trace) => {
+    const settling = leaving();
+    const lines = settling.map((trace) => {
       const settled: SettledJson = { a: trace.agentId, s: trace.sessionId, ...(trace.rootSessionId !== undefined ? { root: trace.rootSessionId } : {}), p: trace.partition, n: trace.events, b: trace.bytes, f: trace.firstReceivedAt ?? null, l: trace.lastReceivedAt ?? null, seqs: Object.fromEntries([...trace.seqs].map(([source, seqs]) => [source, seqs.toJSON()])) };
       return entryLine(JSON.stringify(settled));
     });
-    if (!(await this.appendSettled(Buffer.concat(lines)))) return;
+    const at = await this.appendSettled(Buffer.concat(lines));
+    if (at === undefined) return;
+    // Each trace's line is its latest (a trace that got events during the write too: it is what a replay would take).
+    let offset = at;
+    settling.forEach((trace, i) => {
+      if (trace.settledAt === undefined) this.latestSettledLines += 1;
+      trace.settledAt = { offset, length: lines[i]!.length };
+      offset += lines[i]!.length;
+    });
+    this.settledLines += lines.length;
     // A trace that got events during the write keeps them all; its summary (of fewer) stands for the ones it had.
     for (const trace of leaving()) {
       for (const segment of new Set(trace.entries.map((at) => at.segment))) this.heldIn.get(segment)?.delete(trace.id);
@@ -445,10 +525,11 @@ export class EventLog {
       trace.archived = trace.events;
     }
     if (!this.closed) this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
+    await this.rewriteSettledWhenDue();
   }
 
-  /** Appends summaries to SETTLED_FILE and fsyncs them; false (logged) when that failed, and then nothing of them is in it. */
-  private async appendSettled(bytes: Buffer): Promise<boolean> {
+  /** Appends summaries to SETTLED_FILE and fsyncs them; where they begin, or undefined (logged) when that failed, and then nothing of them is in it. */
+  private async appendSettled(bytes: Buffer): Promise<number | undefined> {
     const path = join(this.dir, SETTLED_FILE);
     try {
       if (!this.settledHandle) {
@@ -462,8 +543,9 @@ export class EventLog {
         written += bytesWritten;
       }
       await this.settledHandle.datasync();
+      const at = this.settledSize;
       this.settledSize += bytes.length;
-      return true;
+      return at;
     } catch (error) {
       this.log.warn(`${path}: cannot keep the summaries of projected traces, so the log keeps their events: ${(error as Error).message}`);
       try {
@@ -472,9 +554,80 @@ export class EventLog {
       } catch (cut) {
         this.settleBroken = cut as Error;
       }
-      return false;
+      return undefined;
     }
   }
+
+  /** Rewrites SETTLED_FILE when enough of its lines are superseded (SETTLED_REWRITE_MIN_SUPERSEDED); close() waits for it. */
+  private async rewriteSettledWhenDue(): Promise<void> {
+    const superseded = this.settledLines - this.latestSettledLines;
+    if (this.closed || superseded < SETTLED_REWRITE_MIN_SUPERSEDED || superseded < this.latestSettledLines || this.settledLines < this.rewriteSettledAt) return;
+    this.rewritingSettled = this.rewriteSettled().finally(() => (this.rewritingSettled = undefined));
+    await this.rewritingSettled;
+  }
+
+  /**
+   * Rewrites SETTLED_FILE with only the latest line of each trace, copied as it is, in the order of
+   * the file, a slice at a time with a turn of the event loop between. The new file is written under
+   * SETTLED_REWRITE, fsynced, renamed over the old one, and the directory fsynced (lib/durable): a
+   * crash at any point leaves the old file or the new one, either holding every trace's latest
+   * summary. A failure leaves the old file in use (logged), and the rewrite is tried again once it
+   * has twice the lines.
+   */
+  private async rewriteSettled(): Promise<void> {
+    const path = join(this.dir, SETTLED_FILE);
+    const kept = [...this.traces.values()].filter((t): t is Trace & { settledAt: LineAt } => t.settledAt !== undefined).sort((a, b) => a.settledAt.offset - b.settledAt.offset);
+    const moved: LineAt[] = [];
+    let written = 0;
+    let fd: number | undefined;
+    let oldFile: number | undefined;
+    let file: DurableFile | undefined;
+    let failure: Error | undefined;
+    try {
+      fd = openSync(path, 'r');
+      oldFile = fstatSync(fd).ino;
+      rmSync(join(this.dir, SETTLED_REWRITE), { force: true });
+      file = new DurableFile(path, { temp: join(this.dir, SETTLED_REWRITE) });
+      const slice = Buffer.alloc(READ_SLICE_BYTES);
+      for (let i = 0; i < kept.length; ) {
+        const from = kept[i]!.settledAt.offset;
+        // A slice holds at least the first line whole.
+        const bytes = kept[i]!.settledAt.length > slice.length ? Buffer.alloc(kept[i]!.settledAt.length) : slice;
+        const n = readAt(fd, bytes, from);
+        const lines: Buffer[] = [];
+        for (; i < kept.length && kept[i]!.settledAt.offset + kept[i]!.settledAt.length <= from + n; i++) {
+          const at = kept[i]!.settledAt;
+          lines.push(bytes.subarray(at.offset - from, at.offset - from + at.length));
+          moved.push({ offset: written, length: at.length });
+          written += at.length;
+        }
+        if (lines.length === 0) throw new Error(`${SETTLED_FILE}: the line at ${from} is cut short`);
+        file.write(Buffer.concat(lines));
+        await setImmediate();
+      }
+      file.commit();
+    } catch (error) {
+      file?.abort();
+      failure = error as Error;
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
+    // A failure after the rename (the directory's fsync) still leaves the new file in place: appends must go to it.
+    const now = oldFile === undefined ? undefined : statSync(path, { throwIfNoEntry: false })?.ino;
+    if (now === undefined || now === oldFile) {
+      this.rewriteSettledAt = this.settledLines * 2;
+      this.log.warn(`${path}: cannot rewrite it without its ${this.settledLines - this.latestSettledLines} superseded lines (it is kept as it is, and tried again once it has ${this.rewriteSettledAt} lines): ${failure?.message}`);
+      return;
+    }
+    if (failure) this.log.warn(`${path}: rewritten, but ${failure.message}`);
+    // Appends go to the new file: it is opened again at the next.
+    const old = this.settledHandle;
+    this.settledHandle = undefined;
+    await old?.close();
+    kept.forEach((trace, i) => (trace.settledAt = moved[i]!));
+    this.settledLines = kept.length;
+  }
+
 
   /**
    * Starts a new segment when the current one is full, or holds nothing of a trace still held (so
@@ -727,6 +880,7 @@ export class EventLog {
   async close(): Promise<void> {
     this.closed = true;
     while (this.flushing) await this.flushing;
+    await this.rewritingSettled;
     await this.handle?.close();
     this.handle = undefined;
     await this.settledHandle?.close();
