@@ -86,7 +86,8 @@ export class S3TestServer {
  * moment: the endpoint going away in the middle of an upload (`goDownAfterUploadBytes`: every
  * connection cut, the port refusing, the server's data kept for after `comeBack`), and two writers'
  * manifest puts meeting (`holdManifestPuts`: each held until all have arrived, so both writers read
- * the same manifest before either commits), and an upload that hangs (`holdPartPuts`).
+ * the same manifest before either commits), an upload that hangs (`holdPartPuts`), and a drop held at
+ * its commit point while another writer commits (`holdManifestDelete`).
  */
 export class S3Gate {
   private server: Server | undefined;
@@ -96,6 +97,7 @@ export class S3Gate {
   private held: Array<() => void> = [];
   private holdCount = 0;
   private holdingParts = false;
+  private heldDelete: ((send: () => void) => void) | undefined;
   /** Every request that reached the gate, as `METHOD /path` (no query): what a test expects a command to ask. */
   readonly requests: string[] = [];
 
@@ -130,6 +132,21 @@ export class S3Gate {
     this.holdCount = count;
   }
 
+  /**
+   * Holds the next DELETE of `trajstore.json` (a drop's commit point): `arrived` settles when it
+   * reaches the gate, `release` sends it on.
+   */
+  holdManifestDelete(): { arrived: Promise<void>; release: () => void } {
+    let release = (): void => {};
+    const arrived = new Promise<void>((resolve) => {
+      this.heldDelete = (send) => {
+        release = send;
+        resolve();
+      };
+    });
+    return { arrived, release: () => release() };
+  }
+
   async comeBack(): Promise<void> {
     this.downAfter = Infinity;
     const server = createHttpServer((req, res) => this.forward(req, res));
@@ -162,6 +179,11 @@ export class S3Gate {
       });
       req.pipe(upstream);
     };
+    if (req.method === 'DELETE' && req.url?.split('?')[0]?.endsWith('/trajstore.json') && this.heldDelete) {
+      const hold = this.heldDelete;
+      this.heldDelete = undefined;
+      return hold(send);
+    }
     if (req.method === 'PUT' && this.holdingParts && req.url?.includes('/parts/')) return;
     if (req.method === 'PUT' && req.url?.split('?')[0]?.endsWith('/trajstore.json') && this.holdCount > 0) {
       this.held.push(send);

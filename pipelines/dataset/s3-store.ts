@@ -784,6 +784,18 @@ export class S3ObjectStore implements ObjectStore {
     await this.send(key, () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request));
   }
 
+  /**
+   * Deletes `key` only while it still holds the version `ifMatch` names (S3's conditional delete):
+   * a ConflictError (exit 4) when another writer replaced it; false when it is gone already (S3
+   * answers a conditional delete of no object 404, as it does the SDK's retry of one whose answer
+   * was lost). A server that ignores If-Match on DELETE (as some S3-compatible ones do) deletes
+   * whatever the key holds: the check cannot be made there.
+   */
+  async deleteIf(key: string, ifMatch: string): Promise<boolean> {
+    const out = await this.sendIfPresent(key, () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), IfMatch: ifMatch }), this.request));
+    return out !== undefined;
+  }
+
   /** Deletes keys 1,000 (S3's limit) per request. */
   async deleteMany(keys: readonly string[]): Promise<void> {
     for (let i = 0; i < keys.length; i += 1000) {

@@ -1,9 +1,10 @@
 /**
  * `drop s3://bucket/prefix`: removes an object-store dataset. A whole bucket is refused, and so is a
  * prefix that holds anything but a dataset's keys (`trajstore.json`, `snapshots/`, `parts/`). The
- * manifest goes first, the commit point: from then on the prefix is no dataset to any reader (one
- * already reading keeps its cached copy of the snapshot), and a drop interrupted after it leaves only
- * unreferenced objects, which a second drop removes once no import can be writing them (checkLeftovers).
+ * manifest goes first, the commit point, and only while it is the version drop read (`deleteManifest`):
+ * from then on the prefix is no dataset to any reader (one already reading keeps its cached copy of
+ * the snapshot), and a drop interrupted after it leaves only unreferenced objects, which a
+ * second drop removes once no import can be writing them (checkLeftovers).
  */
 import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
 import { COMPACTION_DEFAULTS } from '../dataset/defaults.js';
@@ -35,7 +36,7 @@ async function withStore<T>(place: S3Place, env: NodeJS.ProcessEnv, signal: Abor
  * The dataset's manifest and keys, after checking that the prefix holds a dataset and nothing else;
  * no manifest when it holds only what a drop cut short left (leftovers).
  */
-async function checkPrefix(store: S3ObjectStore): Promise<{ manifest: Manifest | undefined; keys: string[] }> {
+async function checkPrefix(store: S3ObjectStore): Promise<{ current: { manifest: Manifest; etag: string } | undefined; keys: string[] }> {
   const current = await currentManifest(store);
   const keys = await store.list('');
   if (!current && keys.length === 0) throw new NotFoundError(`${store.uri}: no such dataset`);
@@ -49,7 +50,7 @@ async function checkPrefix(store: S3ObjectStore): Promise<{ manifest: Manifest |
     throw new InvalidInputError(`${store.uri}: ${what} (${strangers.slice(0, 5).map(shownKey).join(', ')}${strangers.length > 5 ? ', ...' : ''}); refusing to drop it`);
   }
   if (!current) await checkLeftovers(store, keys);
-  return { manifest: current?.manifest, keys };
+  return { current, keys };
 }
 
 /**
@@ -86,13 +87,33 @@ function createdAt(uri: string, key: string, bytes: Buffer | undefined): number 
 }
 
 export function checkS3Drop(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<Manifest | undefined> {
-  return withStore(place, env, signal, async (store) => (await checkPrefix(store)).manifest);
+  return withStore(place, env, signal, async (store) => (await checkPrefix(store)).current?.manifest);
 }
 
 export function dropS3Dataset(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<void> {
   return withStore(place, env, signal, async (store) => {
-    const { keys } = await checkPrefix(store);
-    if (keys.includes(MANIFEST_KEY)) await store.delete(MANIFEST_KEY);
+    const { current, keys } = await checkPrefix(store);
+    if (current) await deleteManifest(store, current.etag);
+    else if (keys.includes(MANIFEST_KEY)) await store.delete(MANIFEST_KEY);
     await store.deleteMany(keys.filter((key) => key !== MANIFEST_KEY));
+  });
+}
+
+/**
+ * Deletes the manifest drop read, the commit point, only while it is that version: an append that
+ * committed since (its new manifest names parts the listing missed) would otherwise lose its runs
+ * without a word, the append having said it committed. A manifest already gone was taken by
+ * another drop, whose keys are these: this drop goes on deleting them. A server that ignores
+ * If-Match on DELETE deletes whatever manifest is there (`deleteIf`); one that answers no ETag
+ * leaves no version to check.
+ */
+async function deleteManifest(store: S3ObjectStore, etag: string): Promise<void> {
+  if (etag === '') {
+    await store.delete(MANIFEST_KEY);
+    return;
+  }
+  await store.deleteIf(MANIFEST_KEY, etag).catch((error: unknown) => {
+    if (!(error instanceof ConflictError)) throw error;
+    throw new ConflictError(`${store.uri}: another writer committed to the dataset after drop read it; nothing was dropped`, { hint: 'run drop again to drop the dataset as it is now' });
   });
 }

@@ -374,6 +374,25 @@ test('a dataset dropped while an append uploads: the append exits 3 saying so, c
   assert.is((await trajstore(['drop', 's3://lake/drop-race', '--yes'])).code, 3);
 });
 
+test("an append that commits while a drop is between reading the manifest and deleting it: the drop exits 4 and deletes nothing, the append's runs all stay; a drop run again removes the dataset", async () => {
+  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/drop-append'])).code, 0);
+  const before = (await queryJson(['s3://lake/drop-append'], TOTALS))[0]?.runs as number;
+  const held = gate.holdManifestDelete();
+  const dropping = trajstore(['drop', 's3://lake/drop-append', '--yes'], envOf(gate.endpoint, join(home, 'cache-drop-append-dropper')));
+  await held.arrived;
+  const append = await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/drop-append', '--mode', 'append']);
+  assert.is(append.code, 0, append.stderr);
+  held.release();
+  const dropped = await dropping;
+  assert.is(dropped.code, 4, dropped.stderr);
+  assert.match(dropped.stderr, /s3:\/\/lake\/drop-append: another writer committed to the dataset after drop read it; nothing was dropped/);
+  const after = (await queryJson(['s3://lake/drop-append'], TOTALS, envOf(server.endpoint, join(home, 'cache-drop-append-reader'))))[0]?.runs as number;
+  assert.ok(after > before, `the append's runs are there (${before} before it, ${after} after)`);
+  const again = await trajstore(['drop', 's3://lake/drop-append', '--yes']);
+  assert.is(again.code, 0, again.stderr);
+  assert.is((await trajstore(['list', 's3://lake/drop-append'])).code, 3);
+});
+
 test('a local cache that cannot be written: the error names the s3:// object or dataset the user gave and says it is the local cache, never a path of the cache (exit 2); after a commit it is a warning', async () => {
   assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/cacheless'])).code, 0);
   // Permissions bind other users only: as root the commands run as nobody, who owns all but the locked directories.
