@@ -19,7 +19,8 @@
  *   command's signal (Ctrl-C, SIGTERM) goes with every request, so a stop never waits for the server.
  * - A server is not trusted to behave: a listing that does not advance, passes MAX_LISTED_KEYS, is
  *   no ListObjectsV2 result or names keys outside its prefix stops, as does an answer read into
- *   memory past MAX_ANSWER_BYTES; its error codes are quoted only when they are words holding no
+ *   memory past MAX_ANSWER_BYTES; a bulk delete is done only for the keys its answer lists as
+ *   deleted (`deleteBatch`); its error codes are quoted only when they are words holding no
  *   credential (`shownCode`); every GET's body is checked against its length and, for a whole object, its ETag when
  *   that is an MD5 (a download also against the size and SHA-256 the caller expects: a part's ETag
  *   is no digest of its bytes when it went up in parts), and fetched again when
@@ -46,6 +47,7 @@ import {
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
+  type DeleteObjectsCommandOutput,
   GetObjectCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
@@ -668,11 +670,15 @@ export class S3ObjectStore implements ObjectStore {
           hint: 'the server, or something on the way to it (a proxy), cuts or changes what passes; try again later',
         });
       }
-      // Backoff as the SDK's: about 0.1, 0.2, 0.4, 0.8 s with jitter; a stop does not wait for it.
-      await sleep(100 * 2 ** (attempt - 1) * (0.5 + Math.random()), undefined, { signal }).catch((error: unknown) => {
-        throw this.failure(error, key);
-      });
+      await this.backoff(attempt, key, signal);
     }
+  }
+
+  /** The wait after failed attempt `attempt`, as the SDK's: about 0.1, 0.2, 0.4, 0.8 s with jitter; a stop does not wait for it. */
+  private async backoff(attempt: number, key: string, signal = this.signal): Promise<void> {
+    await sleep(100 * 2 ** (attempt - 1) * (0.5 + Math.random()), undefined, { signal }).catch((error: unknown) => {
+      throw this.failure(error, key);
+    });
   }
 
   /** What broke a body on its way (cut off, or nothing arrived for the request timeout); any other failure is thrown as it is. */
@@ -796,15 +802,41 @@ export class S3ObjectStore implements ObjectStore {
     return out !== undefined;
   }
 
-  /** Deletes keys 1,000 (S3's limit) per request. */
+  /** Deletes keys 1,000 (S3's limit) per request (`deleteBatch`). */
   async deleteMany(keys: readonly string[]): Promise<void> {
-    for (let i = 0; i < keys.length; i += 1000) {
-      const batch = keys.slice(i, i + 1000);
-      const out = await this.send(batch[0] ?? '', () =>
-        this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((key) => ({ Key: this.keyOf(key) })), Quiet: true } }), this.request),
+    for (let i = 0; i < keys.length; i += 1000) await this.deleteBatch(keys.slice(i, i + 1000));
+  }
+
+  /**
+   * Deletes up to 1,000 keys. S3 answers DeleteObjects 200 whatever became of each key, listing
+   * (Quiet off) the keys it deleted and an <Error> for each it did not: a key not listed as deleted
+   * (an error, left out, or an answer that cannot be read) is not taken for deleted, and is asked
+   * for again (a delete is the same done twice), MAX_ATTEMPTS requests in all. What is still left
+   * fails, naming a key and the server's error code: exit 2 when access is denied, else exit 6.
+   */
+  private async deleteBatch(batch: readonly string[]): Promise<void> {
+    let left = batch;
+    for (let attempt = 1; ; attempt++) {
+      const objects = left.map((key) => ({ Key: this.keyOf(key) }));
+      const out: Pick<DeleteObjectsCommandOutput, 'Deleted' | 'Errors'> = await this.send(left[0] ?? '', () =>
+        this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: objects, Quiet: false } }), this.request).catch((error: unknown) => {
+          // A 2xx the SDK could not read: nothing in it says what was deleted.
+          const status = (error as SdkError)?.$metadata?.httpStatusCode;
+          if (status !== undefined && status < 300 && !(error instanceof AnswerTooLarge) && !this.signal?.aborted) return {};
+          throw error;
+        }),
       );
-      const failed = out.Errors ?? [];
-      if (failed.length > 0) throw new UnavailableError(`${this.uri}: ${failed.length} object(s) could not be deleted (${shownKey(failed[0]?.Key ?? '')}: ${shownCode(failed[0]?.Code ?? '', this.credentials) || 'no error code'})`);
+      const deleted = new Set(out.Deleted?.map((entry) => entry.Key));
+      const codes = new Map(out.Errors?.map((entry) => [entry.Key, entry.Code ?? '']));
+      const failed = left.filter((key) => !deleted.has(this.keyOf(key)));
+      if (failed.length === 0) return;
+      const first = failed[0]!;
+      const code = codes.has(this.keyOf(first)) ? shownCode(codes.get(this.keyOf(first))!, this.credentials) || 'an error without a code' : 'not listed as deleted';
+      const what = `${this.where(first)}: the object store did not delete it (${code}); ${failed.length} of the ${left.length} object(s) asked for were not deleted`;
+      if (code === 'AccessDenied') throw new InvalidInputError(what, { hint: 'check that the credentials may delete objects of the bucket (and that no object lock holds them)' });
+      if (attempt === MAX_ATTEMPTS) throw new UnavailableError(`${what} after ${MAX_ATTEMPTS} attempts`, { hint: 'try again later' });
+      left = failed;
+      await this.backoff(attempt, first);
     }
   }
 

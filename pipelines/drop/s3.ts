@@ -3,10 +3,10 @@
  * prefix that holds anything but a dataset's keys (`trajstore.json`, `snapshots/`, `parts/`). The
  * manifest goes first, the commit point, and only while it is the version drop read (`deleteManifest`):
  * from then on the prefix is no dataset to any reader (one already reading keeps its cached copy of
- * the snapshot), and a drop interrupted after it leaves only unreferenced objects, which a
+ * the snapshot), and a drop interrupted or failing after it leaves only unreferenced objects, which a
  * second drop removes once no import can be writing them (checkLeftovers).
  */
-import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import { ConflictError, InvalidInputError, NotFoundError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { COMPACTION_DEFAULTS } from '../dataset/defaults.js';
 import { isPartKey, MANIFEST_KEY, parseSnapshot, partWrittenAt, snapshotIdOfKey, type Manifest } from '../dataset/layout.js';
 import { currentManifest } from '../dataset/s3-cache.js';
@@ -95,7 +95,13 @@ export function dropS3Dataset(place: S3Place, env: NodeJS.ProcessEnv, signal?: A
     const { current, keys } = await checkPrefix(store);
     if (current) await deleteManifest(store, current.etag);
     else if (keys.includes(MANIFEST_KEY)) await store.delete(MANIFEST_KEY);
-    await store.deleteMany(keys.filter((key) => key !== MANIFEST_KEY));
+    await store.deleteMany(keys.filter((key) => key !== MANIFEST_KEY)).catch((error: unknown) => {
+      if (!(error instanceof ToolError)) throw error;
+      // Past the commit point: what is left is no dataset, and a drop run again is how it goes.
+      throw new ToolError(error.exitCode, error.summary, {
+        hint: `the dataset is dropped (no ${MANIFEST_KEY}) but objects of it are left: run drop again to remove them (it says when, while they are recent enough to be an import's)`,
+      });
+    });
   });
 }
 

@@ -45,19 +45,20 @@ let proxy: HostileProxy;
  * - same-token: a listing marked truncated, with the same continuation token every time;
  * - endless: listing pages of 250,000 (short) keys, each with a new token;
  * - rewrite: forwards, answering with the body `rewrite` makes of the server's (a listing that is no XML, or names other keys);
+ * - answer: never reaches the server; answers 200 with the body `rewrite` makes of the request's (a bulk delete that deleted nothing);
  * - endless-body: a 200 whose body never ends (a MiB at a time, as fast as it is taken);
  * - echo-auth: a 400 whose error code and message hold the request's Authorization and session token headers;
  * - redirect: a 307 to another host (a closed port: a client that followed it would find nothing there);
  * - stall-body: forwards, then sends the answer's headers and half its body, and nothing more (the connection open).
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'endless-body' | 'echo-auth' | 'redirect' | 'stall-body';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'stall-body';
 interface Rule {
   act: Act;
   match: RegExp;
   times?: number;
   /** reset-after: run after the server answered, before the connection is cut (another writer committing meanwhile). */
   meanwhile?: () => Promise<void>;
-  /** rewrite: the answer's new body, made from the server's. */
+  /** rewrite: the answer's new body, made from the server's; answer: the answer's body, made from the request's. */
   rewrite?: (body: string) => string;
 }
 
@@ -160,6 +161,8 @@ class HostileProxy {
             const { 'content-length': _length, ...headers } = up.headers;
             answer(up.statusCode ?? 502, headers, rule?.rewrite?.(data.toString()) ?? '');
           });
+        case 'answer':
+          return answer(200, { 'content-type': 'application/xml' }, rule?.rewrite?.(body.toString()) ?? '');
         case 'endless-body': {
           const chunk = Buffer.alloc(1024 * 1024, 0x20);
           res.writeHead(200, { 'content-type': 'application/xml' });
@@ -492,6 +495,54 @@ test('a multipart upload: a part damaged in transit is sent again, alone; parts 
   proxy.set();
   assert.equal(await uploadsLeft('mp'), [], 'a stop aborts the upload');
   assert.is(await snapshotOf('mp'), committed);
+});
+
+/** A DeleteObjects answer (a DeleteResult) listing an <Error> of `code` for each key of the request `xml`. */
+const deleteErrors = (code: string) => (xml: string): string =>
+  `<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${[...xml.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => `<Error><Key>${m[1]}</Key><Code>${code}</Code><Message>failed</Message></Error>`).join('')}</DeleteResult>`;
+
+test('a bulk delete answered 200 that did not delete every key (an <Error> listed, keys left out, an answer that cannot be read) is no success: what is left is asked for again; left after 5 attempts, drop exits 6 naming a key and the error code (AccessDenied: 2 at once), and a drop run again says when it finishes', async () => {
+  const BULK = /^POST \/lake\/\?delete/;
+  const keysOf = (prefix: string): Promise<string[]> => direct(prefix, (store) => store.list(''));
+
+  // One answer listing every key as failed: sent again, and the drop completes.
+  await create('bulk-once', ATIF);
+  proxy.set({ act: 'answer', match: BULK, times: 1, rewrite: deleteErrors('InternalError') });
+  const once = await trajstore(['drop', 's3://lake/bulk-once', '--yes']);
+  assert.is(once.code, 0, once.stderr);
+  assert.is(proxy.count(/^(answer|pass) POST \/lake\/\?delete/), 2, 'the bulk delete was sent again');
+  assert.equal(await keysOf('bulk-once'), [], 'every object is gone');
+
+  for (const [what, rule, said, code, attempts] of [
+    ['an Error for every key', { act: 'answer', match: BULK, rewrite: deleteErrors('InternalError') }, 'InternalError', 6, 5],
+    ['keys left out', { act: 'answer', match: BULK, rewrite: () => '<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></DeleteResult>' }, 'not listed as deleted', 6, 5],
+    ['an empty answer', { act: 'answer', match: BULK, rewrite: () => '' }, 'not listed as deleted', 6, 5],
+    ['access denied', { act: 'answer', match: BULK, rewrite: deleteErrors('AccessDenied') }, 'AccessDenied', 2, 1],
+  ] as const) {
+    const prefix = `bulk-${what.replace(/ /g, '-')}`;
+    await create(prefix, ATIF);
+    const before = await keysOf(prefix);
+    proxy.set(rule);
+    const drop = await trajstore(['drop', `s3://lake/${prefix}`, '--yes']);
+    assert.is(drop.code, code, `${what}: ${drop.stderr}`);
+    assert.match(drop.stderr, new RegExp(`s3://lake/${prefix}/(parts|snapshots)/\\S+: the object store did not delete it \\(${said}\\); \\d+ of the \\d+ object\\(s\\) asked for were not deleted`), what);
+    assert.is(proxy.count(/^answer POST/), attempts, `${what}: attempts`);
+    assert.match(drop.stderr, /hint: the dataset is dropped \(no trajstore\.json\) but objects of it are left: run drop again/, what);
+    proxy.set();
+    assert.equal(await keysOf(prefix), before.filter((key) => key !== 'trajstore.json'), `${what}: the manifest went, the rest is left`);
+    // What is left is an interrupted drop's leftovers: a drop removes them once no import can be writing them.
+    const again = await trajstore(['drop', `s3://lake/${prefix}`, '--yes']);
+    assert.is(again.code, 4, `${what}: ${again.stderr}`);
+    assert.match(again.stderr, /hint: what an interrupted drop left is removed by a drop after /, what);
+  }
+
+  // An answer whose XML is cut off: exit 6, sent again first.
+  await create('bulk-cut', ATIF);
+  proxy.set({ act: 'rewrite', match: BULK, rewrite: (xml) => xml.slice(0, xml.length >> 1) });
+  const cut = await trajstore(['drop', 's3://lake/bulk-cut', '--yes']);
+  assert.is(cut.code, 6, cut.stderr);
+  assert.match(cut.stderr, /s3:\/\/lake\/bulk-cut\/\S+: the object store did not delete it \(not listed as deleted\)/);
+  assert.is(proxy.count(/^rewrite POST/), 5);
 });
 
 test('a download damaged in transit is fetched again and never cached; one damaged every time exits 6 naming the object; the expected size is checked', async () => {
