@@ -20,7 +20,8 @@
  * - A server is not trusted to behave: a listing that does not advance, passes MAX_LISTED_KEYS, is
  *   no ListObjectsV2 result or names keys outside its prefix stops, as does an answer read into
  *   memory past MAX_ANSWER_BYTES; a bulk delete is done only for the keys its answer lists as
- *   deleted (`deleteBatch`); its error codes are quoted only when they are words holding no
+ *   deleted (`deleteBatch`); a multipart upload begun by an answer that cannot be read is found and
+ *   aborted (`beginUpload`); its error codes are quoted only when they are words holding no
  *   credential (`shownCode`); every GET's body is checked against its length and, for a whole object, its ETag when
  *   that is an MD5 (a download also against the size and SHA-256 the caller expects: a part's ETag
  *   is no digest of its bytes when it went up in parts), and fetched again when
@@ -45,11 +46,14 @@ import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
+  type CreateMultipartUploadCommandOutput,
   DeleteObjectCommand,
   DeleteObjectsCommand,
   type DeleteObjectsCommandOutput,
   GetObjectCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  type ListMultipartUploadsCommandOutput,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
@@ -540,17 +544,14 @@ export class S3ObjectStore implements ObjectStore {
    * way, the upload is aborted (`abandon`), so that no parts of it stay stored, and billed, on the server.
    */
   private async uploadInParts(key: string, file: FileHandle, size: number): Promise<Arrived<void>> {
-    const created = await this.send(key, () => this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request));
-    if (!created.UploadId) throw new UnavailableError(`${this.where(key)}: the object store began a multipart upload without naming it (no UploadId)`);
-    const upload: MultipartUpload = { Bucket: this.bucket, Key: this.keyOf(key), UploadId: created.UploadId };
+    const upload = await this.beginUpload(key);
     let parts: SentPart[];
     let out: Tagged;
     try {
       parts = await this.uploadParts(key, upload, file, size);
       out = await this.complete(key, upload, parts);
     } catch (error) {
-      await this.abandon(upload);
-      throw error;
+      throw await this.abandoned(key, error, () => this.abandon(upload));
     }
     const etag = multipartDigestOf(out);
     if (etag !== undefined && etag !== multipartEtagOf(parts.map((part) => part.md5))) {
@@ -558,6 +559,58 @@ export class S3ObjectStore implements ObjectStore {
       return { damage: 'the ETag the server answered is not that of the parts sent' };
     }
     return { value: undefined };
+  }
+
+  /**
+   * Begins a multipart upload of `key`. A server may have begun one that this writer cannot name: when
+   * its answer cannot be read or names none, when the request failed on its way back (the
+   * connection cut, a 5xx) or the SDK sent it again (an earlier attempt's answer lost). Those are
+   * found by listing the key's uploads and aborted (`abandonUnnamed`): the key is a part's, whose
+   * name no other writer uses, so every upload of it is this writer's.
+   */
+  private async beginUpload(key: string): Promise<MultipartUpload> {
+    let created: CreateMultipartUploadCommandOutput;
+    try {
+      created = await this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: this.keyOf(key) }), this.request);
+    } catch (error) {
+      const status = (error as SdkError)?.$metadata?.httpStatusCode;
+      const mayHaveBegun = status === undefined || status < 300 || status >= 500;
+      throw mayHaveBegun ? await this.abandoned(key, this.failure(error, key), () => this.abandonUnnamed(key)) : this.failure(error, key);
+    }
+    if (!created.UploadId) {
+      throw await this.abandoned(key, new UnavailableError(`${this.where(key)}: the object store began a multipart upload without naming it (no UploadId)`), () => this.abandonUnnamed(key));
+    }
+    // An upload left by an earlier attempt only keeps parts stored: this one goes on whatever becomes of it.
+    if ((created.$metadata.attempts ?? 1) > 1) await this.abandonUnnamed(key, created.UploadId);
+    return { Bucket: this.bucket, Key: this.keyOf(key), UploadId: created.UploadId };
+  }
+
+  /**
+   * Aborts every multipart upload of `key` the server lists, but `keep`. False when they could not
+   * be listed (the answer failed, or is no ListMultipartUploads result) or one could not be aborted.
+   */
+  private async abandonUnnamed(key: string, keep?: string): Promise<boolean> {
+    let listed: ListMultipartUploadsCommandOutput;
+    try {
+      listed = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.bucket, Prefix: this.keyOf(key) }), this.abandonOptions());
+    } catch {
+      return false;
+    }
+    // Every ListMultipartUploads result names its bucket; an answer without it (an empty body) lists nothing.
+    if (listed.Bucket === undefined) return false;
+    const unnamed = (listed.Uploads ?? []).filter((upload) => upload.Key === this.keyOf(key) && upload.UploadId !== undefined && upload.UploadId !== keep);
+    const ended = await Promise.all(unnamed.map((upload) => this.abandon({ Bucket: this.bucket, Key: this.keyOf(key), UploadId: upload.UploadId! })));
+    return ended.every(Boolean);
+  }
+
+  /**
+   * `error`, once `abandon` has ended the multipart uploads of `key` it leaves; when it could not,
+   * with a hint naming the object whose upload the server may keep (and bill) for the user to end.
+   */
+  private async abandoned(key: string, error: unknown, abandon: () => Promise<boolean>): Promise<unknown> {
+    if ((await abandon()) || !(error instanceof ToolError)) return error;
+    const left = `a multipart upload of ${this.where(key)} may be left open on the server, keeping its parts: abort it (ListMultipartUploads, AbortMultipartUpload), or let a lifecycle rule of the bucket (AbortIncompleteMultipartUpload) end it`;
+    return new ToolError(error.exitCode, error.summary, { ...(error.detail === undefined ? {} : { detail: error.detail }), hint: error.hint ? `${error.hint}; ${left}` : left });
   }
 
   /**
@@ -624,14 +677,21 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /**
-   * Ends a multipart upload that will not be completed, so that the server drops its parts. What
-   * failed is the caller's error, reported whatever happens here: a server that cannot be reached now
-   * keeps the upload until a lifecycle rule of the bucket ends it. After a stop (Ctrl-C) it is tried
-   * for ABORT_AFTER_STOP_MS at most.
+   * Ends a multipart upload that will not be completed, so that the server drops its parts; false
+   * when it could not (a server that cannot be reached now keeps the upload until a lifecycle rule of
+   * the bucket ends it). What failed is the caller's error, reported whatever happens here.
    */
-  private async abandon(upload: MultipartUpload): Promise<void> {
-    const options = this.signal?.aborted ? { abortSignal: AbortSignal.timeout(ABORT_AFTER_STOP_MS) } : this.request;
-    await this.client.send(new AbortMultipartUploadCommand(upload), options).catch(() => {});
+  private async abandon(upload: MultipartUpload): Promise<boolean> {
+    return this.client.send(new AbortMultipartUploadCommand(upload), this.abandonOptions()).then(
+      () => true,
+      // No such upload: ended already.
+      (error: unknown) => (error as SdkError)?.name === 'NoSuchUpload' || (error as SdkError)?.$metadata?.httpStatusCode === 404,
+    );
+  }
+
+  /** The requests' options of an abandon: after a stop (Ctrl-C), ABORT_AFTER_STOP_MS at most, as a stop does not wait for the server. */
+  private abandonOptions(): { abortSignal?: AbortSignal } {
+    return this.signal?.aborted ? { abortSignal: AbortSignal.timeout(ABORT_AFTER_STOP_MS) } : this.request;
   }
 
   /**

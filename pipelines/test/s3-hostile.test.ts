@@ -11,7 +11,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
-import { ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
+import { AbortMultipartUploadCommand, ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool, type RunOptions } from '../../lib/testing/run-tool.js';
@@ -495,6 +495,61 @@ test('a multipart upload: a part damaged in transit is sent again, alone; parts 
   proxy.set();
   assert.equal(await uploadsLeft('mp'), [], 'a stop aborts the upload');
   assert.is(await snapshotOf('mp'), committed);
+});
+
+/** Aborts every multipart upload under a prefix (what a test left on purpose). */
+async function abortUploads(prefix: string): Promise<void> {
+  const client = new S3Client({ endpoint: server.endpoint, forcePathStyle: true, region: 'us-west-2', credentials: { accessKeyId: TEST_ACCESS_KEY, secretAccessKey: TEST_SECRET_KEY } });
+  try {
+    const out = await client.send(new ListMultipartUploadsCommand({ Bucket: 'lake', Prefix: `${prefix}/` }));
+    for (const upload of out.Uploads ?? []) await client.send(new AbortMultipartUploadCommand({ Bucket: 'lake', Key: upload.Key, UploadId: upload.UploadId }));
+  } finally {
+    client.destroy();
+  }
+}
+
+test('a multipart upload begun by an answer that cannot be read, names no upload, or was lost and sent again: none is left open on the server (found by listing the part\'s uploads); one that cannot be ended is named in the error', async () => {
+  await create('begun', ATIF);
+  const committed = await snapshotOf('begun');
+  const BEGIN = /^POST \/lake\/begun\/parts\/contents\/\S+\?uploads/;
+  for (const [what, rule, said] of [
+    ['XML cut off', { act: 'rewrite', match: BEGIN, rewrite: (xml: string) => xml.slice(0, xml.length >> 1) }, "the object store's answer could not be read \\(HTTP 200\\)"],
+    ['no UploadId', { act: 'rewrite', match: BEGIN, rewrite: (xml: string) => xml.replace(/<UploadId>[^<]*<\/UploadId>/, '') }, 'the object store began a multipart upload without naming it \\(no UploadId\\)'],
+  ] as const) {
+    proxy.set(rule);
+    const r = await trajstore(['import', '-f', bigInput(), '-t', 's3://lake/begun', '--mode', 'append'], { cache: scratchDir('s3-hostile-begun') });
+    assert.is(r.code, 6, `${what}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`s3://lake/begun/parts/contents/\\S+\\.parquet: ${said}`), what);
+    assert.not.match(r.stderr, /may be left open/, what);
+    proxy.set();
+    assert.equal(await uploadsLeft('begun'), [], `${what}: the upload it began was aborted`);
+    assert.is(await snapshotOf('begun'), committed, `${what}: nothing committed`);
+  }
+
+  // The answer lost: the SDK begins another upload, which goes on; the first is aborted.
+  proxy.set({ act: 'reset-after', match: BEGIN, times: 1 });
+  const lost = await trajstore(['import', '-f', bigInput(), '-t', 's3://lake/begun', '--mode', 'append'], { cache: scratchDir('s3-hostile-begun') });
+  assert.is(lost.code, 0, lost.stderr);
+  assert.is(proxy.count(/^(reset-after|pass) POST \/lake\/begun\/\S+\?uploads/), 2, 'begun twice');
+  proxy.set();
+  assert.equal(await uploadsLeft('begun'), [], 'the upload of the lost answer was aborted');
+  const appended = await snapshotOf('begun');
+
+  // Neither the uploads of the key can be listed nor a known upload aborted: the error names the object.
+  for (const [what, match] of [
+    ['begun and not listed', /[?&]uploads(=|&|$)/],
+    ['parts refused and not aborted', /^(PUT|DELETE) \/lake\/begun\/\S+uploadId=/],
+  ] as const) {
+    // Empty answers: an upload begun without a name, a listing of uploads that lists nothing.
+    proxy.set(what === 'begun and not listed' ? { act: 'rewrite', match, rewrite: () => '' } : { act: 'slowdown', match });
+    const r = await trajstore(['import', '-f', bigInput(), '-t', 's3://lake/begun', '--mode', 'append'], { cache: scratchDir('s3-hostile-begun') });
+    assert.is(r.code, 6, `${what}: ${r.stderr}`);
+    assert.match(r.stderr, /hint: a multipart upload of s3:\/\/lake\/begun\/parts\/contents\/\S+\.parquet may be left open on the server/, `${what}: ${r.stderr}`);
+    proxy.set();
+    assert.is((await uploadsLeft('begun')).length, 1, `${what}: the upload named is the one left`);
+    await abortUploads('begun');
+    assert.is(await snapshotOf('begun'), appended, `${what}: nothing committed`);
+  }
 });
 
 /** A DeleteObjects answer (a DeleteResult) listing an <Error> of `code` for each key of the request `xml`. */
