@@ -4,9 +4,10 @@
  * `openai` client (and raw HTTP for what a client library would not send). The workers' load
  * reports, asked from a node that joins the cluster, show what happened on the workers.
  */
+import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import OpenAI from 'openai';
-import { rawRequest, requestWithHost } from '../../lib/testing/host-header.js';
+import { finalAnswer, rawRequest, requestWithHost } from '../../lib/testing/host-header.js';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { freePort } from '../../bench/lib/free-port.js';
@@ -503,6 +504,35 @@ test('a client that disconnects cancels the generation on its worker, streaming 
     return sum(reports, 'active') === 0 && sum(reports, 'cancelled') === sum(before, 'cancelled') + 2 && reports;
   });
   assert.ok(sum(afterWhole, 'completed') === sum(before, 'completed'), 'neither request ran to its end');
+});
+
+test('a client that half-closes once its request is sent gets its reply, streamed or not; one that then leaves cancels it', async () => {
+  const port = Number(new URL(base).port);
+  const request = (body: object): [string, string] => {
+    const text = JSON.stringify(body);
+    return [`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n`, text];
+  };
+  // Long enough (hundreds of tokens) that the reply is not ready when the half-close arrives.
+  const whole = await rawRequest(port, ...request(chat({ temperature: 0, max_tokens: 300 })), { halfClose: true });
+  assert.is(whole.status, 200, whole.text.slice(0, 300));
+  const reply = JSON.parse(finalAnswer(whole.text).body) as { choices: Array<{ finish_reason: string }>; usage: { completion_tokens: number } };
+  assert.is(reply.usage.completion_tokens, 300);
+  const streamed = await rawRequest(port, ...request(chat({ temperature: 0, max_tokens: 300, stream: true })), { halfClose: true });
+  assert.is(streamed.status, 200, streamed.text.slice(0, 300));
+  assert.match(streamed.text, '"finish_reason":"length"');
+  assert.match(streamed.text, 'data: [DONE]');
+
+  const before = await loads();
+  const socket = connect(port, '127.0.0.1');
+  const [head, body] = request(chat(LONG));
+  socket.end(head + body);
+  socket.on('error', () => {});
+  await waitFor('the request to be generating', async () => sum(await loads(), 'active') === 1, 5_000, 5);
+  socket.destroy();
+  await waitFor('the generation to stop once its client left', async () => {
+    const reports = await loads();
+    return sum(reports, 'active') === 0 && sum(reports, 'cancelled') === sum(before, 'cancelled') + 1;
+  });
 });
 
 test('a worker killed mid-stream ends the stream with an error; later requests go to the other worker; none alive: 503', async () => {

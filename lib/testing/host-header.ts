@@ -26,7 +26,8 @@ export function requestWithHost(url: string, host: string, method = 'GET', body?
  * connection to 127.0.0.1:`port`, as no HTTP client would shape them (a target in absolute form,
  * two Host headers, a percent-encoded path); the status and the text of the answer (its head and
  * body as they came), read until the server closes the connection (ask it to, with `Connection: close`).
- * With `halfClose`, the connection is half-closed once the request is sent (as `nc -N` does).
+ * With `halfClose`, the connection is half-closed once the request is sent (as `nc -N` does). The
+ * status is the final answer's, past interim 1xx ones.
  */
 export function rawRequest(port: number, head: string, body = '', options: { halfClose?: boolean } = {}): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
@@ -34,6 +35,18 @@ export function rawRequest(port: number, head: string, body = '', options: { hal
     let text = '';
     socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
     socket.on('error', reject);
-    socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1] ?? 0), text }));
+    socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(finalAnswer(text).head)?.[1] ?? 0), text }));
   });
+}
+
+/** The final answer of a raw exchange, past any interim 1xx ones (whose status lines are `interim`): its head and body. */
+export function finalAnswer(text: string): { interim: string[]; head: string; body: string } {
+  const interim: string[] = [];
+  let rest = text;
+  for (let m = /^HTTP\/1\.1 1\d\d [^\r]*\r\n\r\n/.exec(rest); m; m = /^HTTP\/1\.1 1\d\d [^\r]*\r\n\r\n/.exec(rest)) {
+    interim.push(m[0].split('\r\n')[0]!);
+    rest = rest.slice(m[0].length);
+  }
+  const end = rest.indexOf('\r\n\r\n');
+  return end < 0 ? { interim, head: rest, body: '' } : { interim, head: rest.slice(0, end), body: rest.slice(end + 4) };
 }

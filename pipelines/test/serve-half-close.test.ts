@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startServeProcess, type ServeProcess } from '../../bench/lib/serve-process.js';
+import { finalAnswer } from '../../lib/testing/host-header.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { sandbox } from './helpers/sandbox.js';
 
@@ -51,14 +52,8 @@ function halfClosed(method: string, path: string, body = '', version = '1.1'): R
 }
 
 /** The final answer of a raw exchange (after any 1xx interim ones): its status line and parsed body. */
-function finalAnswer(text: string): { interim: string[]; status: string; body: any } {
-  const interim: string[] = [];
-  let rest = text;
-  for (let m = /^HTTP\/1\.1 1\d\d [^\r]*\r\n\r\n/.exec(rest); m; m = /^HTTP\/1\.1 1\d\d [^\r]*\r\n\r\n/.exec(rest)) {
-    interim.push(m[0].split('\r\n')[0]!);
-    rest = rest.slice(m[0].length);
-  }
-  const [head, body] = [rest.slice(0, rest.indexOf('\r\n\r\n')), rest.slice(rest.indexOf('\r\n\r\n') + 4)];
+function finalJson(text: string): { interim: string[]; status: string; body: any } {
+  const { interim, head, body } = finalAnswer(text);
   return { interim, status: head.split('\r\n')[0] ?? '', body: body === '' ? undefined : JSON.parse(body) };
 }
 
@@ -73,19 +68,19 @@ async function query(body: Record<string, unknown>): Promise<{ status: number; b
 test('find and query answer a client that half-closed after its request, as they answer any other', async () => {
   const find = await fetch(new URL('/api/mounts/default/find?match=the', server.url));
   const expected = await find.json();
-  const found = finalAnswer(await halfClosed('GET', '/api/mounts/default/find?match=the').text);
+  const found = finalJson(await halfClosed('GET', '/api/mounts/default/find?match=the').text);
   assert.is(found.status, 'HTTP/1.1 200 OK');
   assert.equal(found.body, expected);
 
   const sql = JSON.stringify({ sql: 'SELECT 7 AS n' });
-  const queried = finalAnswer(await halfClosed('POST', '/api/mounts/default/query', sql).text);
+  const queried = finalJson(await halfClosed('POST', '/api/mounts/default/query', sql).text);
   assert.is(queried.status, 'HTTP/1.1 200 OK');
   assert.equal([queried.body.columns, queried.body.rows], [['n'], [[7]]]);
 });
 
 test('a statement that takes a while is answered to a half-closed client, after interim 102s that keep telling it is there', async () => {
   const started = Date.now();
-  const answer = finalAnswer(await halfClosed('POST', '/api/mounts/default/query', JSON.stringify({ sql: ENDLESS, timeout_ms: 1500 })).text);
+  const answer = finalJson(await halfClosed('POST', '/api/mounts/default/query', JSON.stringify({ sql: ENDLESS, timeout_ms: 1500 })).text);
   assert.is(answer.status, 'HTTP/1.1 200 OK');
   assert.is(answer.body.truncated, 'timeout');
   assert.ok(Date.now() - started >= 1400, `answered after ${Date.now() - started} ms`);
@@ -93,7 +88,7 @@ test('a statement that takes a while is answered to a half-closed client, after 
 });
 
 test('an HTTP/1.0 client that half-closed gets its answer, and no interim answer (1.0 has none)', async () => {
-  const answer = finalAnswer(await halfClosed('POST', '/api/mounts/default/query', JSON.stringify({ sql: ENDLESS, timeout_ms: 800 }), '1.0').text);
+  const answer = finalJson(await halfClosed('POST', '/api/mounts/default/query', JSON.stringify({ sql: ENDLESS, timeout_ms: 800 }), '1.0').text);
   assert.is(answer.status, 'HTTP/1.1 200 OK');
   assert.is(answer.body.truncated, 'timeout');
   assert.equal(answer.interim, []);

@@ -7,7 +7,7 @@
  * still gets a proper status: 400 (OpenAI's error body, naming the field), 404 for another
  * model, 503 when no worker is alive or every one is overloaded. A client that disconnects, or
  * takes nothing of its stream for a minute (SEND_TIMEOUT_MS: it is then disconnected), cancels
- * the generation on its worker. When a worker dies mid-stream, the stream ends with an `error`
+ * the generation on its worker; one that only half-closes after its request gets its reply. When a worker dies mid-stream, the stream ends with an `error`
  * event (no `[DONE]`); a non-streamed request is retried on another worker, since nothing was sent.
  */
 import type { ServerResponse } from 'node:http';
@@ -18,6 +18,7 @@ import { MAX_CALL_DEPTH } from '../../core/codec.js';
 import { isActorError } from '../../core/errors.js';
 import { NoWorkerError, callFailure, type OpenedRequest, type WorkerPool } from './pool.js';
 import { boundedBody, depthBoundedJsonBody, type BodyLimits } from '../../../lib/bounded-body.js';
+import { answerHalfClosedClients, clientGone } from '../../../lib/client-gone.js';
 import { REQUEST_TIMEOUT_MS, closeStalledAnswers } from '../../../lib/http-limits.js';
 import { refuseOtherHosts } from '../../../lib/loopback-host.js';
 import { protocolErrorOptions, refuseBadHostHeader, type ErrorShape } from '../../../lib/protocol-errors.js';
@@ -132,6 +133,8 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
   });
   refuseBadHostHeader(app, shape);
+  // A client that half-closes once its request is sent (`nc -N`, a socket's end()) still waits for its reply.
+  answerHalfClosedClients(app);
   // A client that stops reading its stream would otherwise hold its reply, and the worker's sequence generating it, for good.
   closeStalledAnswers(app);
   // Without a key, a loopback API is still open to a web page that re-points its own name at 127.0.0.1.
@@ -205,16 +208,12 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     const includeUsage = body.stream === true && body.stream_options?.include_usage === true;
     const echoed = 'prompt' in body && body.echo === true ? promptOf(body) : '';
     const shape = new ResponseShape(chat, options.modelName, includeUsage, echoed);
-    // The client leaving (the connection closes before the response is finished) cancels the generation.
-    const controller = new AbortController();
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) {
-        options.counters.cancelled++;
-        controller.abort();
-      }
-    });
-    if (body.stream) return stream(reply, shape, await open(request, controller.signal));
-    return collect(shape, request, controller.signal);
+    // The client leaving before its reply is finished (not a half-close: clientGone tells them apart) cancels the generation.
+    const gone = clientGone(reply);
+    if (gone.aborted) options.counters.cancelled++;
+    else gone.addEventListener('abort', () => options.counters.cancelled++, { once: true });
+    if (body.stream) return stream(reply, shape, await open(request, gone));
+    return collect(shape, request, gone);
   }
 
   /** A worker's first chunk, or the error that answers the request. */
