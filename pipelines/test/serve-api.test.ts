@@ -430,7 +430,9 @@ test('GET /api/mounts/:mount/find: the command line\'s document exactly, plus th
   assert.is(few.body.matches.length, 1);
   assert.is(few.body.truncated, true);
 
-  assertError(await get('/api/mounts/default/find?match=((('), 422, 'invalid_input', /expression/);
+  // Named as the API's parameter, not the command line's flag.
+  assertError(await get('/api/mounts/default/find?match=((('), 422, 'invalid_input', /^invalid match expression at column 4: /);
+  assertError(await get('/api/mounts/default/find?match=a&match=('), 422, 'invalid_input', /^invalid match #2 expression at column 2: /);
   assertError(await get('/api/mounts/default/find'), 422, 'invalid_input', /needs match/);
   assertError(await get(`/api/mounts/default/find?match=x&session_id=${PARENT}`), 422, 'invalid_input', /only one/);
   assertError(await get('/api/mounts/default/find?run_id=r&step_id=1'), 422, 'invalid_input', /session_id/);

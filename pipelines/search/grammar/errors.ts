@@ -30,13 +30,20 @@ export class ExpressionError extends InvalidInputError {
     /** Which `--match` (from 1) when several were given; names the flag in the message. */
     readonly matchNumber?: number,
     hint?: string,
+    /** What the user calls the expression: the flag on the command line, a parameter in an API. */
+    readonly option = '--match',
   ) {
-    const which = matchNumber === undefined ? '--match' : `--match #${matchNumber}`;
+    const which = matchNumber === undefined ? option : `${option} #${matchNumber}`;
     super(`invalid ${which} expression at column ${columnAt(expression, offset)}: ${reason}`, { detail: caretLines(expression, offset), ...(hint ? { hint } : {}) });
   }
 
   /** The same error, naming which of several `--match` options it came from. */
   numbered(matchNumber: number): ExpressionError {
-    return new ExpressionError(this.expression, this.offset, this.reason, matchNumber, this.hint);
+    return new ExpressionError(this.expression, this.offset, this.reason, matchNumber, this.hint, this.option);
+  }
+
+  /** The same error, naming the expression as `option` (an API's `match` parameter is no `--match` flag). */
+  naming(option: string): ExpressionError {
+    return new ExpressionError(this.expression, this.offset, this.reason, this.matchNumber, this.hint, option);
   }
 }

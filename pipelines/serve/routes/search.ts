@@ -17,6 +17,7 @@ import { clientGone } from '../../../lib/client-gone.js';
 import { InvalidInputError } from '../../../lib/errors.js';
 import { FIND_DEFAULTS, QUERY_DEFAULTS, DEFAULT_MOUNT } from '../../search/limits.js';
 import { highlightTerms, prepareFind } from '../../search/find.js';
+import { ExpressionError } from '../../search/grammar/errors.js';
 import type { Identity } from '../../search/planner.js';
 import { SqlTimeoutError } from '../../search/sql/runner.js';
 import type { ServeContext } from '../context.js';
@@ -71,12 +72,22 @@ function jsonCell(value: unknown): unknown {
   return value;
 }
 
+/** What `parse` returns; an expression it refuses is named `match`, the parameter it came in. */
+function namingMatch<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    throw error instanceof ExpressionError ? error.naming('match') : error;
+  }
+}
+
 export function searchRoutes(app: FastifyInstance, { mounts, sql }: ServeContext): void {
   app.get<{ Params: Static<typeof MountParams>; Querystring: FindQuery }>('/api/mounts/:mount/find', { schema: { params: MountParams, querystring: FindQuery } }, (req, reply) => {
     const q = req.query;
     const identity = identityOf(q);
     const matches = q.match ?? [];
-    const highlight = highlightTerms(matches);
+    // The expressions are parsed here first, so a bad one is named as this API's parameter.
+    const highlight = namingMatch(() => highlightTerms(matches));
     return mounts.use(req.params.mount, async (ds) => {
       const find = prepareFind(ds, {
         matches,
