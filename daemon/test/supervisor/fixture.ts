@@ -4,7 +4,7 @@
  * nothing else touched), an images directory with one test image, and a fresh API key.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '../../../lib/log.js';
@@ -61,7 +61,8 @@ export function makeFixture(cgroupMount: string, log = new Logger('error')): Fix
   const imagesDir = join(root, 'images');
   mkdirSync(imagesDir);
   writeTestImage(imagesDir);
-  const cgroupRoot = join(cgroupMount, `sandboxd-test-${randomBytes(6).toString('hex')}`);
+  sweepStaleCgroups(cgroupMount);
+  const cgroupRoot = join(cgroupMount, `${CGROUP_PREFIX}${randomBytes(6).toString('hex')}`);
   mkdirSync(cgroupRoot);
   const apiKey = randomBytes(32).toString('hex');
   const options: ServeOptions = {
@@ -92,6 +93,27 @@ export function makeFixture(cgroupMount: string, log = new Logger('error')): Fix
       rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+const CGROUP_PREFIX = 'sandboxd-test-';
+/** A test's scratch cgroup is this old at most while its test runs. */
+const STALE_CGROUP_MS = 60 * 60 * 1000;
+
+/**
+ * Removes the scratch cgroups of test runs that were killed before their cleanup (an interrupted
+ * suite): only empty ones, an hour old, so a run going on beside this one keeps its own.
+ */
+function sweepStaleCgroups(cgroupMount: string): void {
+  for (const name of readdirSync(cgroupMount)) {
+    if (!name.startsWith(CGROUP_PREFIX)) continue;
+    const dir = join(cgroupMount, name);
+    try {
+      if (Date.now() - statSync(dir).mtimeMs < STALE_CGROUP_MS || readFileSync(join(dir, 'cgroup.events'), 'utf8').includes('populated 1')) continue;
+      removeTree(dir);
+    } catch {
+      // Gone meanwhile, or still in use below: not ours to force.
+    }
+  }
 }
 
 function removeTree(dir: string): void {
