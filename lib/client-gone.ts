@@ -13,6 +13,7 @@
  * for); the write after a reset fails, the connection closes, and the work is cancelled. An HTTP/1.0
  * client takes no interim answer: its work runs to its end (its own time limit) and the answer is sent.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 
 /** How often a half-closed client is written an interim answer: one that left is told in about this long. */
@@ -28,10 +29,14 @@ export function answerHalfClosedClients(app: FastifyInstance): void {
  * had half-closed it and no longer takes what is written to it. For work worth stopping when no one waits.
  */
 export function clientGone(reply: FastifyReply): AbortSignal {
+  return clientGoneFrom(reply.request.raw, reply.raw);
+}
+
+/** `clientGone` for a request answered outside fastify (sandboxd's data-plane proxy). */
+export function clientGoneFrom(request: IncomingMessage, answer: ServerResponse): AbortSignal {
   const controller = new AbortController();
-  const answer = reply.raw;
   const socket = answer.socket;
-  const interim = reply.request.raw.httpVersionMajor === 1 && reply.request.raw.httpVersionMinor >= 1;
+  const interim = request.httpVersionMajor === 1 && request.httpVersionMinor >= 1;
   let probe: NodeJS.Timeout | undefined;
   const write = (): void => {
     // Once the answer has begun, a 1xx would land inside it.

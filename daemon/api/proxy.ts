@@ -3,11 +3,14 @@
  * backpressure, over the sandbox's hybrid vsock socket. The lifecycle key or this sandbox's token
  * only; control credentials are stripped before the guest sees the request; the guest services'
  * own tokens pass through. Upload plus upstream headers are capped at 120 s; after the headers
- * there is no total timeout (SSE and large downloads run as long as they run).
+ * there is no total timeout (SSE and large downloads run as long as they run). A client that
+ * leaves takes the upstream exchange with it (a command it ran is killed); one that only
+ * half-closed after its request gets its answer (lib/client-gone.ts tells the two apart).
  */
 import { randomUUID } from 'node:crypto';
 import { request, type IncomingMessage, type ServerResponse, type IncomingHttpHeaders } from 'node:http';
 import { pipeline } from 'node:stream';
+import { clientGoneFrom } from '../../lib/client-gone.js';
 import { LifecycleError } from '../service/errors.js';
 import { SANDBOX_TOKEN_HEADER, type SandboxService } from '../service/sandboxes.js';
 import { GuestExchange } from './guest-exchange.js';
@@ -64,6 +67,8 @@ export function proxyHandler(service: SandboxService, keyMatches: (key: string) 
     if (!/^\d{1,5}$/.test(portText!) || Number(portText) < 1 || Number(portText) > 65535) return sendError(res, 400, 'INVALID_REQUEST', `port ${JSON.stringify(portText)} is not a port number (1-65535)`);
     // A path that normalization would change could reach somewhere else than it says.
     if (/(^|\/)\.\.?(\/|$)|%2e|%2f|\/\//i.test(rest!)) return sendError(res, 400, 'INVALID_REQUEST', 'proxy path: dot segments, encoded separators and empty segments are refused');
+    // From here on the answer may take a while: a client that half-closed is written interim answers until it starts.
+    const gone = clientGoneFrom(req, res);
     let socket;
     try {
       socket = await service.openDataPlane(id!, Number(portText));
@@ -118,11 +123,13 @@ export function proxyHandler(service: SandboxService, keyMatches: (key: string) 
       clearTimeout(timer);
       sendError(res, 502, 'BAD_GATEWAY', `port ${portText}: ${error.message}`);
     });
-    // A client that goes away takes the upstream exchange with it.
-    res.on('close', () => {
+    // A client that goes away (also while the connection was being opened) takes the upstream exchange with it.
+    const leave = (): void => {
       clearTimeout(timer);
-      if (!res.writableFinished) upstream.destroy();
-    });
+      upstream.destroy();
+    };
+    if (gone.aborted) leave();
+    else gone.addEventListener('abort', leave, { once: true });
     pipeline(req, upstream, (error) => {
       if (error) upstream.destroy();
     });

@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { boundedBody, strictJsonBody, type BodyLimits } from '../../lib/bounded-body.js';
+import { answerHalfClosedClients } from '../../lib/client-gone.js';
 import { ResourceLimitError } from '../../lib/errors.js';
 import { isOutOfDescriptors } from '../../lib/http-limits.js';
 import type { Logger } from '../../lib/log.js';
@@ -152,6 +153,10 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
   });
 
   refuseBadHostHeader(app, shape, requestId);
+  // A client that half-closes once its request is sent (`nc -N`, a socket's end()) still waits for
+  // its answer: a creator must learn its sandbox's id. Nothing here is cancelled when a client leaves
+  // (an accepted operation runs to its end); the data plane tells one that left (proxy.ts).
+  answerHalfClosedClients(app);
   // JSON only: any other body is 415, not parsed as something else. Read decoded, refused after
   // being read (so a client still sending gets the answer), and within BODY_TIMEOUT_MS: the server
   // itself sets no request timeout, as proxied uploads may take long. An empty body is no body, as
