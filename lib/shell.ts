@@ -1,4 +1,19 @@
-/** Arguments written the way a POSIX shell reads them back: as they are when safe, else in single quotes. */
+/**
+ * Arguments written the way a POSIX shell reads them back: as they are when safe, else in single
+ * quotes; one with control characters (a newline, ESC) in ANSI-C quotes (`$'a\nb'`, bash, zsh, ksh
+ * and POSIX.1-2024 sh), so that the line shown holds none of them raw: they would break it, or act
+ * on the terminal that shows it.
+ */
 export function shellQuote(arg: string): string {
-  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`;
+  if (/^[\w@%+=:,./-]+$/.test(arg)) return arg;
+  if (!CONTROLS.test(arg)) return `'${arg.replaceAll("'", `'\\''`)}'`;
+  return `$'${arg.replace(/[\\']/g, '\\$&').replace(CONTROLS_ALL, ansiCEscape)}'`;
+}
+
+const CONTROLS = /[\u0000-\u001f\u007f]/;
+const CONTROLS_ALL = /[\u0000-\u001f\u007f]/g;
+const NAMED: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+function ansiCEscape(ch: string): string {
+  return NAMED[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
 }
