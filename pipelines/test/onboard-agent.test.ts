@@ -145,6 +145,28 @@ test('agent: dataset text reaches the prompt marked as data, fenced so that it c
 });
 
 
+test('agent --ask-file: a question too long, not UTF-8 or with NUL bytes exits 2 naming the file; the file is not read past the limit', async () => {
+  const cases: Array<[string, Buffer | string, RegExp]> = [
+    ['huge.txt', Buffer.alloc(1024 * 1024 + 1, 'a'), /huge\.txt: the question is longer than 1048576 bytes/],
+    ['latin1.txt', Buffer.from('caf\xe9?', 'latin1'), /latin1\.txt: the question is not UTF-8 text/],
+    ['nul.txt', Buffer.from('why\0not?'), /nul\.txt: the question holds a NUL byte/],
+  ];
+  for (const [name, content, message] of cases) {
+    writeFileSync(s.path(name), content);
+    const r = await agent(['agenta', ds, '--ask-file', s.path(name), '--no-overview']);
+    assert.is(r.code, 2, `${name}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.is(readFileSync(record, 'utf8'), '', `${name}: no agent ran`);
+  }
+  const r = await agent(['agenta', ds, '--ask-file', '/dev/zero', '--no-overview']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /\/dev\/zero: the question is longer than/);
+  const piped = await agent(['agenta', ds, '--ask-file', '-', '--no-overview'], Buffer.from('caf\xe9?', 'latin1') as unknown as string);
+  assert.is(piped.code, 2, piped.stderr);
+  assert.match(piped.stderr, /--ask-file -: the question is not UTF-8 text/);
+});
+
+
 test('onboard query needs no dataset: temporary example data, removed at the end', async () => {
   const r = await s.run(['onboard', 'query', '--no-pause']);
   assert.is(r.code, 0, r.stderr);
