@@ -180,8 +180,8 @@ export async function planAgent(rc: ResolveContext, request: AgentRequest): Prom
 }
 
 /** Runs the agent to its end (exit 6 when it is not installed); returns its exit status. */
-export async function runAgent(plan: AgentPlan, env: NodeJS.ProcessEnv): Promise<number> {
-  return (await import('./agent/launch.js')).runAgent(plan, env);
+export async function runAgent(plan: AgentPlan): Promise<number> {
+  return (await import('./agent/launch.js')).runAgent(plan);
 }
 
 // ---- serving ----

@@ -7,14 +7,17 @@
  * - without one, the agent starts its interactive session on the terminal; the prompt is in a
  *   private file (0600, in a 0700 directory, removed when the agent exits) and the agent's first
  *   message only names that file.
+ * Either way the agent is read-only (Codex in its read-only sandbox; Claude Code with trajstore's
+ * reading commands allowed and file edits denied), and the user's object-store and pin keys stay
+ * out of its environment unless the dataset is read with them.
  */
 import { spawn } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
-import { resolveDataset, type ResolveContext } from '../pins/resolve.js';
-import { openDatasetArg } from '../dataset/open.js';
+import { resolveDataset, type DatasetLocation, type ResolveContext } from '../pins/resolve.js';
+import { openDataset } from '../dataset/open.js';
 import { reportOf } from '../stats/index.js';
 import { REPORTS, type ReportName } from '../stats/reports.js';
 import type { ReportRow } from '../stats/index.js';
@@ -22,10 +25,56 @@ import { agentPrompt } from './prompt.js';
 import type { AgentName } from './names.js';
 
 
-const CLIS: Record<AgentName, { binary: string; product: string; install: string }> = {
-  agenta: { binary: 'codex', product: 'Codex CLI', install: 'npm install -g @openai/codex (https://github.com/openai/codex)' },
-  agentb: { binary: 'claude', product: 'Claude Code', install: 'npm install -g @anthropic-ai/claude-code (https://docs.anthropic.com/en/docs/claude-code)' },
+/** trajstore's commands that only read: the ones the prompt teaches. */
+const READING_COMMANDS = ['stats', 'find', 'query', 'show'];
+
+interface AgentCli {
+  binary: string;
+  product: string;
+  install: string;
+  /** Arguments that keep the agent from changing the user's files, whatever its own settings say. */
+  readOnly(trajstore: string): string[];
+}
+
+const CLIS: Record<AgentName, AgentCli> = {
+  agenta: {
+    binary: 'codex',
+    product: 'Codex CLI',
+    install: 'npm install -g @openai/codex (https://github.com/openai/codex)',
+    // Its config.toml may ask for workspace-write or more; the flag wins.
+    readOnly: () => ['--sandbox', 'read-only'],
+  },
+  agentb: {
+    binary: 'claude',
+    product: 'Claude Code',
+    install: 'npm install -g @anthropic-ai/claude-code (https://docs.anthropic.com/en/docs/claude-code)',
+    // `default` overrides a settings' mode (acceptEdits, bypassPermissions); with `-p` nothing can be
+    // asked, so the reading commands are allowed up front, and deny rules (which beat allow rules)
+    // take away file edits and `query --output`, which writes a file.
+    readOnly: (t) => [
+      '--permission-mode', 'default',
+      '--allowedTools', ...READING_COMMANDS.map((c) => `Bash(${t} ${c} *)`),
+      '--disallowedTools', 'Edit', 'Write', 'NotebookEdit', `Bash(${t} * --output*)`,
+    ],
+  },
 };
+
+/** Keys in the user's environment that only trajstore's own writing commands (`dataset pin`, `serve catalog`) read. */
+const PIN_KEYS = ['TRAJSTORE_ACCESS_KEY', 'TRAJSTORE_SECRET_KEY'];
+/** Object-store keys: the agent's trajstore needs them only for a dataset read with them. */
+const OBJECT_STORE_KEYS = ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN'];
+
+/**
+ * The agent's environment: the user's, less the keys it does not need. The object-store keys stay
+ * for an s3 dataset without keys of its own (a bare s3:// uri, a pin without --ak/--sk), and for
+ * Claude Code on Amazon Bedrock, which signs its own requests with them.
+ */
+function agentEnv(agent: AgentName, env: NodeJS.ProcessEnv, location: DatasetLocation): NodeJS.ProcessEnv {
+  const storeNeedsKeys = location.kind === 's3' && location.credentials === undefined;
+  const agentNeedsKeys = agent === 'agentb' && Boolean(env.CLAUDE_CODE_USE_BEDROCK);
+  const dropped = storeNeedsKeys || agentNeedsKeys ? PIN_KEYS : [...PIN_KEYS, ...OBJECT_STORE_KEYS];
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !dropped.includes(name)));
+}
 
 /** Stands for the prompt file in a plan's arguments until it is written. */
 const PROMPT_FILE = '<prompt file>';
@@ -51,6 +100,8 @@ export interface AgentPlan {
   /** `stdin`: piped to the agent; `file`: written to PROMPT_FILE for an interactive session. */
   promptVia: 'stdin' | 'file';
   prompt: string;
+  /** The agent's environment (agentEnv). */
+  env: NodeJS.ProcessEnv;
 }
 
 function onPath(binary: string, env: NodeJS.ProcessEnv): string | undefined {
@@ -67,38 +118,43 @@ function onPath(binary: string, env: NodeJS.ProcessEnv): string | undefined {
   return undefined;
 }
 
-/** How the agent names the dataset: a pin as given, anything else as the absolute place it resolves to. */
-async function datasetForAgent(rc: ResolveContext, arg: string | undefined): Promise<string> {
+/** How the agent names the dataset: a pin as given (its keys stay in the configuration), anything else as the absolute place it resolves to. */
+function datasetForAgent(arg: string | undefined, location: DatasetLocation): string {
   if (arg?.startsWith('@')) return arg;
-  const location = await resolveDataset(arg, { ...rc, purpose: 'read' });
   return location.kind === 'local' ? location.path : location.uri;
+}
+
+/** The command line, before the prompt's place: Codex's non-interactive `exec` needs no git repository when it cannot write. */
+function agentArgs(agent: AgentName, readOnly: string[], interactive: boolean): string[] {
+  if (interactive) return [...readOnly, '--', `Read the file ${PROMPT_FILE} and follow the instructions in it.`];
+  return agent === 'agenta' ? ['exec', ...readOnly, '--skip-git-repo-check', '-'] : ['-p', ...readOnly];
 }
 
 export async function planAgent(rc: ResolveContext, request: AgentRequest): Promise<AgentPlan> {
   const cli = CLIS[request.agent];
   if (request.question !== undefined && request.question.trim() === '') throw new InvalidInputError('the question is empty');
-  const dataset = await datasetForAgent(rc, request.dataset);
+  const location = await resolveDataset(request.dataset, { ...rc, purpose: 'read' });
+  // Opening the dataset checks that it exists and is a trajstore dataset (exit 3, starting no
+  // agent), with the overview or without; one opening serves all the reports (one snapshot).
+  const opened = await openDataset(location, rc.env, rc.signal ? { signal: rc.signal } : {});
   let overview: Partial<Record<ReportName, ReportRow[]>> | undefined;
-  if (request.overview) {
-    overview = {};
-    // Reading the reports also checks that the dataset exists and is a Storyline dataset. One
-    // opening serves them all (and they all see one snapshot).
-    const opened = await openDatasetArg(rc, request.dataset);
-    try {
-      for (const name of REPORTS) overview[name] = reportOf(opened, name).rows;
-    } finally {
-      opened.close();
-    }
+  try {
+    if (request.overview) overview = Object.fromEntries(REPORTS.map((name) => [name, reportOf(opened, name).rows]));
+  } finally {
+    opened.close();
   }
+  const dataset = datasetForAgent(request.dataset, location);
   const prompt = agentPrompt({ trajstore: request.trajstore, dataset, ...(overview ? { overview } : {}), ...(request.question !== undefined ? { question: request.question } : {}) });
   const interactive = request.question === undefined;
-  const opening = `Read the file ${PROMPT_FILE} and follow the instructions in it.`;
-  const args = interactive ? [opening] : request.agent === 'agenta' ? ['exec', '-'] : ['-p'];
-  return { agent: request.agent, product: cli.product, binary: cli.binary, path: onPath(cli.binary, rc.env), install: cli.install, args, promptVia: interactive ? 'file' : 'stdin', prompt };
+  const args = agentArgs(request.agent, cli.readOnly(request.trajstore), interactive);
+  return {
+    agent: request.agent, product: cli.product, binary: cli.binary, path: onPath(cli.binary, rc.env), install: cli.install,
+    args, promptVia: interactive ? 'file' : 'stdin', prompt, env: agentEnv(request.agent, rc.env, location),
+  };
 }
 
 /** Runs a plan to the agent's end; returns its exit status (128 + n when a signal ended it). */
-export async function runAgent(plan: AgentPlan, env: NodeJS.ProcessEnv): Promise<number> {
+export async function runAgent(plan: AgentPlan): Promise<number> {
   if (plan.path === undefined) {
     throw new UnavailableError(`${plan.product} (\`${plan.binary}\`) is not installed, or not on PATH`, { hint: `install it: ${plan.install}` });
   }
@@ -111,7 +167,7 @@ export async function runAgent(plan: AgentPlan, env: NodeJS.ProcessEnv): Promise
     args = args.map((arg) => arg.replaceAll(PROMPT_FILE, file));
   }
   try {
-    const child = spawn(plan.path, args, { stdio: [plan.promptVia === 'stdin' ? 'pipe' : 'inherit', 'inherit', 'inherit'], env });
+    const child = spawn(plan.path, args, { stdio: [plan.promptVia === 'stdin' ? 'pipe' : 'inherit', 'inherit', 'inherit'], env: plan.env });
     if (plan.promptVia === 'stdin') {
       child.stdin?.on('error', () => undefined); // an agent that exits without reading it all
       child.stdin?.end(plan.prompt);
