@@ -23,7 +23,7 @@ import type { FindDocument, FindRequest } from './search/find.js';
 import type { QueryOutcome, QueryRequest } from './search/query.js';
 import type { ShowRequest, Transcript } from './show/transcript.js';
 import type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
-import type { AgentPlan, AgentRequest } from './agent/launch.js';
+import type { AgentEnd, AgentPlan, AgentRequest } from './agent/launch.js';
 import type { OnboardRequest, Onboarding } from './onboard/index.js';
 import type { DatasetHealth, Report } from './stats/index.js';
 import type { ReportName } from './stats/reports.js';
@@ -55,7 +55,7 @@ export type { PinDetails, PinListing, PinRequest } from './pins/manage.js';
 export type { QueryMount, QueryOutcome, QueryRequest } from './search/query.js';
 export type { IssuedUser, LibraryListing, LibraryRequest } from './catalog/manage.js';
 export { AGENTS, type AgentName } from './agent/names.js';
-export type { AgentPlan, AgentRequest } from './agent/launch.js';
+export type { AgentEnd, AgentPlan, AgentRequest } from './agent/launch.js';
 export { ONBOARD_SECTIONS, type OnboardSection } from './onboard/sections.js';
 export type { OnboardRequest, Onboarding } from './onboard/index.js';
 export type { Lesson, LessonStep } from './onboard/lessons.js';
@@ -179,9 +179,9 @@ export async function planAgent(rc: ResolveContext, request: AgentRequest): Prom
   return (await import('./agent/launch.js')).planAgent(rc, request);
 }
 
-/** Runs the agent to its end (exit 6 when it is not installed); returns its exit status. */
-export async function runAgent(plan: AgentPlan): Promise<number> {
-  return (await import('./agent/launch.js')).runAgent(plan);
+/** Runs the agent to its end (exit 6 when it is not installed), passing `stop` on to it; returns its exit status or the signal that killed it. */
+export async function runAgent(plan: AgentPlan, stop?: AbortSignal): Promise<AgentEnd> {
+  return (await import('./agent/launch.js')).runAgent(plan, stop);
 }
 
 // ---- serving ----

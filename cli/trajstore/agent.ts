@@ -102,7 +102,8 @@ export const agentCommand = defineCommand({
     if (plan.promptVia === 'file' && !(ctx.stdin as { isTTY?: boolean }).isTTY) {
       throw new InvalidInputError(`without --ask, ${plan.product} starts an interactive session, which needs a terminal`, { hint: 'give a question with --ask or --ask-file' });
     }
-    const status = await runAgent(plan);
-    if (status !== 0) throw new ToolError(ExitCode.Internal, `${plan.binary} exited with status ${status}`);
+    const end = await runAgent(plan, ctx.signal);
+    if ('signal' in end) throw new ToolError(ExitCode.Internal, `${plan.binary} was killed by ${end.signal}`);
+    if (end.status !== 0) throw new ToolError(ExitCode.Internal, `${plan.binary} exited with status ${end.status}`);
   },
 });

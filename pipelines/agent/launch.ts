@@ -11,11 +11,11 @@
  * reading commands allowed and file edits denied), and the user's object-store and pin keys stay
  * out of its environment unless the dataset is read with them.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { InvalidInputError, UnavailableError } from '../../lib/errors.js';
+import { InterruptedError, InvalidInputError, UnavailableError } from '../../lib/errors.js';
 import { resolveDataset, type DatasetLocation, type ResolveContext } from '../pins/resolve.js';
 import { openDataset } from '../dataset/open.js';
 import { reportOf } from '../stats/index.js';
@@ -153,11 +153,19 @@ export async function planAgent(rc: ResolveContext, request: AgentRequest): Prom
   };
 }
 
-/** Runs a plan to the agent's end; returns its exit status (128 + n when a signal ended it). */
-export async function runAgent(plan: AgentPlan): Promise<number> {
+/** How an agent's end reads: its exit status, or the signal that killed it. */
+export type AgentEnd = { status: number } | { signal: NodeJS.Signals };
+
+/**
+ * Runs a plan to the agent's end. A SIGINT or SIGTERM that stops trajstore (`stop`) is passed on
+ * to the agent, and trajstore exits once the agent has (130 or 143); should trajstore exit first
+ * (a second signal), the agent is killed with it: it never outlives trajstore, nor does its prompt file.
+ */
+export async function runAgent(plan: AgentPlan, stop?: AbortSignal): Promise<AgentEnd> {
   if (plan.path === undefined) {
     throw new UnavailableError(`${plan.product} (\`${plan.binary}\`) is not installed, or not on PATH`, { hint: `install it: ${plan.install}` });
   }
+  stop?.throwIfAborted();
   let dir: string | undefined;
   let args = plan.args;
   if (plan.promptVia === 'file') {
@@ -166,17 +174,32 @@ export async function runAgent(plan: AgentPlan): Promise<number> {
     writeFileSync(file, plan.prompt, { mode: 0o600 });
     args = args.map((arg) => arg.replaceAll(PROMPT_FILE, file));
   }
-  try {
-    const child = spawn(plan.path, args, { stdio: [plan.promptVia === 'stdin' ? 'pipe' : 'inherit', 'inherit', 'inherit'], env: plan.env });
-    if (plan.promptVia === 'stdin') {
-      child.stdin?.on('error', () => undefined); // an agent that exits without reading it all
-      child.stdin?.end(plan.prompt);
-    }
-    return await new Promise<number>((resolve, reject) => {
-      child.once('error', (error) => reject(new UnavailableError(`${plan.binary}: could not start it (${(error as NodeJS.ErrnoException).code ?? error.message})`, { hint: `reinstall it: ${plan.install}` })));
-      child.once('close', (code, signal) => resolve(code ?? 128 + (signal === 'SIGINT' ? 2 : signal === 'SIGTERM' ? 15 : 1)));
-    });
-  } finally {
+  let child: ChildProcess | undefined;
+  const passOn = (): void => {
+    child?.kill(stop?.reason instanceof InterruptedError ? stop.reason.signal : 'SIGTERM');
+  };
+  const atExit = (): void => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     if (dir) rmSync(dir, { recursive: true, force: true });
+  };
+  stop?.addEventListener('abort', passOn, { once: true });
+  process.once('exit', atExit);
+  try {
+    const running = spawn(plan.path, args, { stdio: [plan.promptVia === 'stdin' ? 'pipe' : 'inherit', 'inherit', 'inherit'], env: plan.env });
+    child = running;
+    if (plan.promptVia === 'stdin') {
+      running.stdin?.on('error', () => undefined); // an agent that exits without reading it all
+      running.stdin?.end(plan.prompt);
+    }
+    const end = await new Promise<AgentEnd>((resolve, reject) => {
+      running.once('error', (error) => reject(new UnavailableError(`${plan.binary}: could not start it (${(error as NodeJS.ErrnoException).code ?? error.message})`, { hint: `reinstall it: ${plan.install}` })));
+      running.once('close', (code, signal) => resolve(signal ? { signal } : { status: code ?? 1 }));
+    });
+    stop?.throwIfAborted();
+    return end;
+  } finally {
+    stop?.removeEventListener('abort', passOn);
+    process.off('exit', atExit);
+    atExit();
   }
 }
