@@ -162,7 +162,8 @@ export type AgentEnd = { status: number } | { signal: NodeJS.Signals };
  * (a second signal), the agent is killed with it: it never outlives trajstore, nor does its prompt file.
  */
 export async function runAgent(plan: AgentPlan, stop?: AbortSignal): Promise<AgentEnd> {
-  if (plan.path === undefined) {
+  const path = plan.path;
+  if (path === undefined) {
     throw new UnavailableError(`${plan.product} (\`${plan.binary}\`) is not installed, or not on PATH`, { hint: `install it: ${plan.install}` });
   }
   stop?.throwIfAborted();
@@ -185,14 +186,14 @@ export async function runAgent(plan: AgentPlan, stop?: AbortSignal): Promise<Age
   stop?.addEventListener('abort', passOn, { once: true });
   process.once('exit', atExit);
   try {
-    const running = spawn(plan.path, args, { stdio: [plan.promptVia === 'stdin' ? 'pipe' : 'inherit', 'inherit', 'inherit'], env: plan.env });
+    const running = spawn(path, args, { stdio: [plan.promptVia === 'stdin' ? 'pipe' : 'inherit', 'inherit', 'inherit'], env: plan.env });
     child = running;
     if (plan.promptVia === 'stdin') {
       running.stdin?.on('error', () => undefined); // an agent that exits without reading it all
       running.stdin?.end(plan.prompt);
     }
     const end = await new Promise<AgentEnd>((resolve, reject) => {
-      running.once('error', (error) => reject(new UnavailableError(`${plan.binary}: could not start it (${(error as NodeJS.ErrnoException).code ?? error.message})`, { hint: `reinstall it: ${plan.install}` })));
+      running.once('error', (error) => reject(new UnavailableError(`${plan.binary} (${path}): could not start it (${(error as NodeJS.ErrnoException).code ?? error.message})`, { hint: `reinstall it: ${plan.install}` })));
       running.once('close', (code, signal) => resolve(signal ? { signal } : { status: code ?? 1 }));
     });
     stop?.throwIfAborted();

@@ -132,7 +132,10 @@ test('agent: bad input and failures exit with their codes', async () => {
     [['agenta', ds], 2, /starts an interactive session, which needs a terminal/],
     [['agentb', ds, '--ask', 'x'], 6, /Claude Code \(`claude`\) is not installed, or not on PATH[\s\S]*hint: install it: npm install -g @anthropic-ai\/claude-code/, { PATH: s.path('empty') }],
     [['agenta', ds, '--ask', 'x'], 1, /codex exited with status 3/, { ...withAgents, FAKE_AGENT_EXIT: '3' }],
+    [['agenta', ds, '--ask', 'x'], 6, /codex \(.*broken-bin\/codex\): could not start it \(ENOENT\)[\s\S]*hint: reinstall it/, { PATH: s.path('broken-bin') }],
   ];
+  mkdirSync(s.path('broken-bin'), { recursive: true });
+  writeFileSync(s.path('broken-bin', 'codex'), '#!/no/such/interpreter\n', { mode: 0o755 });
   for (const [args, code, message, env, input] of cases) {
     const r = await agent(args, input, env ?? withAgents);
     assert.is(r.code, code, `${args.join(' ')}: ${r.stderr}`);
