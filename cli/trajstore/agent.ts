@@ -5,6 +5,7 @@ import { ExitCode, InvalidInputError, NotFoundError, ToolError } from '../../lib
 import { readBounded } from '../../lib/streams.js';
 import { AGENTS, planAgent, runAgent, type AgentName } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
+import { writeText } from '../kit/render.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
 import { resolveContext } from './common.js';
 
@@ -96,7 +97,8 @@ export const agentCommand = defineCommand({
     if (f.dryRun) {
       const via = plan.promptVia === 'stdin' ? 'the prompt below on its stdin' : 'the prompt below in a private file, named by its first message';
       ctx.stdout.write(`# ${plan.product}${plan.path ? '' : ' (not installed: ' + plan.install + ')'}, with ${via}\n`);
-      ctx.stdout.write(`${[plan.path ?? plan.binary, ...plan.args].map(shellQuote).join(' ')}\n\n${plan.prompt}`);
+      // On a terminal, the prompt's control characters (the question's, a dataset's) are shown, not acted on.
+      writeText(ctx, `${[plan.path ?? plan.binary, ...plan.args].map(shellQuote).join(' ')}\n\n${plan.prompt}`);
       return;
     }
     if (plan.promptVia === 'file' && !(ctx.stdin as { isTTY?: boolean }).isTTY) {
