@@ -15,6 +15,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { configEnvVar } from '../../lib/config.js';
 import { InterruptedError, InvalidInputError, UnavailableError } from '../../lib/errors.js';
 import { resolveDataset, type DatasetLocation, type ResolveContext } from '../pins/resolve.js';
 import { openDataset } from '../dataset/open.js';
@@ -67,13 +68,15 @@ const OBJECT_STORE_KEYS = ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SE
 /**
  * The agent's environment: the user's, less the keys it does not need. The object-store keys stay
  * for an s3 dataset without keys of its own (a bare s3:// uri, a pin without --ak/--sk), and for
- * Claude Code on Amazon Bedrock, which signs its own requests with them.
+ * Claude Code on Amazon Bedrock, which signs its own requests with them. The configuration this
+ * trajstore read (`-c FILE` included) is named, so that the pin the agent is given resolves there too.
  */
-function agentEnv(agent: AgentName, env: NodeJS.ProcessEnv, location: DatasetLocation): NodeJS.ProcessEnv {
+function agentEnv(agent: AgentName, rc: ResolveContext, location: DatasetLocation): NodeJS.ProcessEnv {
   const storeNeedsKeys = location.kind === 's3' && location.credentials === undefined;
-  const agentNeedsKeys = agent === 'agentb' && Boolean(env.CLAUDE_CODE_USE_BEDROCK);
+  const agentNeedsKeys = agent === 'agentb' && Boolean(rc.env.CLAUDE_CODE_USE_BEDROCK);
   const dropped = storeNeedsKeys || agentNeedsKeys ? PIN_KEYS : [...PIN_KEYS, ...OBJECT_STORE_KEYS];
-  return Object.fromEntries(Object.entries(env).filter(([name]) => !dropped.includes(name)));
+  const kept = Object.fromEntries(Object.entries(rc.env).filter(([name]) => !dropped.includes(name)));
+  return { ...kept, [configEnvVar('trajstore')]: rc.config.path };
 }
 
 /** Stands for the prompt file in a plan's arguments until it is written. */
@@ -149,7 +152,7 @@ export async function planAgent(rc: ResolveContext, request: AgentRequest): Prom
   const args = agentArgs(request.agent, cli.readOnly(request.trajstore), interactive);
   return {
     agent: request.agent, product: cli.product, binary: cli.binary, path: onPath(cli.binary, rc.env), install: cli.install,
-    args, promptVia: interactive ? 'file' : 'stdin', prompt, env: agentEnv(request.agent, rc.env, location),
+    args, promptVia: interactive ? 'file' : 'stdin', prompt, env: agentEnv(request.agent, rc, location),
   };
 }
 
