@@ -1,14 +1,14 @@
 /**
  * `trajstore onboard` and `trajstore agent` through the real CLI. The agents are fake `codex` and
- * `claude` programs on PATH (real processes) that record their arguments, what came on stdin, and
- * the prompt file they were pointed at, so the tests see exactly what a real agent would get.
+ * `claude` programs on PATH (helpers/fake-agents.ts) that record what they were given.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool, toolScript } from '../../lib/testing/run-tool.js';
+import { installFakeAgents, readRecord, type Recorded } from './helpers/fake-agents.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
 import { sandbox } from './helpers/sandbox.js';
 import { hasScript, trajstoreOnTerminal } from './helpers/terminal.js';
@@ -18,37 +18,10 @@ const ds = s.path('ds');
 const bin = s.path('bin');
 const record = s.path('agent-record.json');
 
-interface Recorded {
-  name: string;
-  argv: string[];
-  env: Record<string, string>;
-  pid: number;
-  stdin: string;
-  promptFile?: { path: string; text: string; mode: number };
-}
-
 test.before(async () => {
   const r = await s.run(['import', '-f', join(SHARED_FIXTURES, 'synthetic', 'storyline'), '-t', ds]);
   assert.is(r.code, 0, r.stderr);
-  mkdirSync(bin, { recursive: true });
-  // A fake agent: records argv, environment, pid, stdin (when it is not a terminal) and the prompt
-  // file its last argument names; with FAKE_AGENT_SLEEP it then runs until a signal ends it.
-  const fake = `#!${process.execPath}
-const fs = require('node:fs');
-const path = require('node:path');
-const argv = process.argv.slice(2);
-const stdin = process.stdin.isTTY ? '' : fs.readFileSync(0, 'utf8');
-const named = /Read the file (\\S+) and follow/.exec(argv[argv.length - 1] || '');
-const promptFile = named ? { path: named[1], text: fs.readFileSync(named[1], 'utf8'), mode: fs.statSync(named[1]).mode & 0o777 } : undefined;
-fs.writeFileSync(${JSON.stringify(record)}, JSON.stringify({ name: path.basename(process.argv[1]), argv, env: process.env, pid: process.pid, stdin, promptFile }));
-if (process.env.FAKE_AGENT_SIGNAL) process.kill(process.pid, process.env.FAKE_AGENT_SIGNAL);
-if (process.env.FAKE_AGENT_SLEEP) setInterval(() => undefined, 1000);
-else process.exit(Number(process.env.FAKE_AGENT_EXIT || 0));
-`;
-  for (const name of ['codex', 'claude']) {
-    writeFileSync(join(bin, name), fake);
-    chmodSync(join(bin, name), 0o755);
-  }
+  installFakeAgents(bin, record);
 });
 
 const withAgents = { PATH: bin };
@@ -57,7 +30,7 @@ function agent(args: string[], input?: string, env: NodeJS.ProcessEnv = withAgen
   writeFileSync(record, '');
   return runTool('trajstore', ['agent', ...args], { env: { ...s.env, ...env }, cwd: s.home, ...(input !== undefined ? { input } : {}) });
 }
-const recorded = (): Recorded => JSON.parse(readFileSync(record, 'utf8')) as Recorded;
+const recorded = (): Recorded => readRecord(record);
 
 /**
  * Claude Code's permissions for a dataset's questions: trajstore's reading commands run without a
