@@ -75,6 +75,7 @@ async function classParameters(words: readonly string[]): Promise<OptionSpec[]> 
 
 export const actorCommand = defineCommand({
   name: 'actor <classPath>',
+  takesRest: true,
   description: 'start an actor of a class in an actor system node; runs until SIGINT/SIGTERM, then leaves the cluster',
   options: [
     { flags: '--addr <host:port>', description: `bind address of the node; port 0 picks a free port (default: [node] addr, else ${DEFAULT_ADDR}); other than loopback needs TLS or --insecure` },

@@ -45,6 +45,12 @@ export interface CommandSpec<Flags = unknown> {
   /** For commands that pass options through (e.g. `-- --key value`); off by default. */
   allowUnknownOptions?: boolean;
   /**
+   * The words after `--` are the command's to pass on as they are (`args.rest`: an actor's
+   * parameters, an image's command). Otherwise they are operands, as `--` means to POSIX tools:
+   * `stats -- -odd-name` names a dataset `-odd-name`.
+   */
+  takesRest?: boolean;
+  /**
    * Options that --help lists beyond `options`, which depend on the command's arguments (`actor
    * CLASS --help` lists the class's constructor parameters). Called only when this command's help
    * is asked for, with the arguments after the command words (up to `--`).
@@ -135,6 +141,11 @@ class Tool {
       if (options.help || options.version) return ExitCode.Ok;
       log = new Logger(parseLogLevel(options.logLevel), this.io.stderr);
       if (!cli.matchedCommand) return this.noCommand(cli.args[0]);
+      if (matched && !matched.takesRest) {
+        // Operands after `--` continue those before it (cac would hold them apart, as words to pass on).
+        cli.args = [...cli.args, ...((options['--'] as string[] | undefined) ?? [])];
+        options['--'] = [];
+      }
 
       const controller = new AbortController();
       const io = this.io;

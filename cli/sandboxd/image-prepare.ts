@@ -39,6 +39,7 @@ function flags(args: ParsedArgs): PrepareFlags {
 
 export const imagePrepareCommand = defineCommand({
   name: 'image prepare <rootfs>',
+  takesRest: true,
   description: 'make a root filesystem directory a prepared image: install the guest bootstrap, write <images-dir>/<key>.json',
   options: [
     { flags: '--images-dir <dir>', description: 'directory of prepared image manifests (the daemon\'s --images-dir); created if missing (default: images_dir of the configuration)' },

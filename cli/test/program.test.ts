@@ -138,6 +138,18 @@ test('a True/False option takes the spellings its error lists, and refuses other
   assert.match(bad.stderr, 'invalid --on "maybe": expected True or False (or yes/no, on/off, 1/0)');
 });
 
+test('words after -- are operands (a dataset named -x), continuing those before it; one too many is refused', async () => {
+  const shown = async (argv: string[]): Promise<unknown> => JSON.parse((await demo(argv)).stdout);
+  assert.equal(await shown(['operands', '--', '-x']), ['-x', null, []]);
+  assert.equal(await shown(['operands', 'a', '--', '-y', '--z', 'w']), ['a', '-y', ['--z', 'w']]);
+  assert.equal(await shown(['operands', 'a', 'b', 'c', '--', '-d']), ['a', 'b', ['c', '-d']]);
+  const extra = await demo(['truth', '--', 'stray']);
+  assert.is(extra.code, 2);
+  assert.match(extra.stderr, 'Unused args: `stray`');
+  // A command that passes the words after -- on takes them as they are.
+  assert.equal(await shown(['passes', 'w', '--', '--key', 'value']), ['w', ['--key', 'value']]);
+});
+
 test('two-word commands run, and a bad group member gets a hint', async () => {
   const alpha = await demo(['--log-level', 'info', 'group', 'alpha', 'x']);
   assert.is(alpha.stdout, 'alpha x\n');
