@@ -129,7 +129,7 @@ async function findTimes(dataset: string, marker: string): Promise<number> {
 async function queryAfterSync(): Promise<{ imported: number; synced: number; parts: number; partsImported: number }> {
   const src = join(root, 'grow');
   const sessions = 8;
-  const target: SyncTarget = { from: src, to: join(root, 'grow-mirror'), convert: join(root, 'grow-ds'), inputFormat: 'auto', columns: parseColumnFlags([]), prices: {}, graceMs: 0, log: quiet };
+  const target: SyncTarget = { from: src, to: join(root, 'grow-mirror'), convert: join(root, 'grow-ds'), inputFormat: 'auto', columns: parseColumnFlags([]), prices: {}, graceMs: 0, lockTimeoutMs: 0, log: quiet };
   mkdirSync(join(src, 'project'), { recursive: true });
   const signal = new AbortController().signal;
   for (let b = 0; b < batches; b++) {

@@ -1,10 +1,10 @@
 /** `trajstore sync`: the resident worker that mirrors live agent logs and keeps a converted dataset of them. */
-import { COMPACTION_DEFAULTS, INPUT_FORMATS, SYNC_DEFAULTS, planSync, runSync, type BatchReport, type SyncRequest } from '../../pipelines/index.js';
+import { COMPACTION_DEFAULTS, INPUT_FORMATS, SYNC_DEFAULTS, WRITE_DEFAULTS, planSync, runSync, type BatchReport, type SyncRequest } from '../../pipelines/index.js';
 import { formatDuration } from '../../lib/progress.js';
 import { escapeControls } from '../../lib/width.js';
 import { parseDuration, type ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
-import { resolveContext } from './common.js';
+import { LOCK_TIMEOUT_OPTION, lockTimeoutOf, resolveContext } from './common.js';
 
 const SYNC_INPUTS = ['auto', ...INPUT_FORMATS, 'compact-jsonl'] as const;
 /** The environment variable that overrides how long superseded snapshots stay readable. */
@@ -24,6 +24,7 @@ function flags(args: ParsedArgs): SyncFlags {
       columns: args.list('--column'),
       intervalMs: args.duration('--interval', SYNC_DEFAULTS.intervalMs),
       once: args.has('--once'),
+      lockTimeoutMs: lockTimeoutOf(args),
     },
   };
 }
@@ -55,6 +56,10 @@ export const syncCommand = defineCommand({
     { flags: '--column <name=path>', description: 'compact-jsonl: a JSON column NAME from JSON_PATH; repeatable' },
     { flags: '--interval <duration>', description: `between scans of the source (default ${SYNC_DEFAULTS.intervalMs / 1000}s); a failed batch retries after 1s, 2s, 4s... at most ${SYNC_DEFAULTS.retryMaxMs / 1000}s` },
     { flags: '--once', description: 'run one batch and exit' },
+    {
+      flags: LOCK_TIMEOUT_OPTION.flags,
+      description: `wait this long for another command writing the --convert dataset, or another sync writing the --to mirror, to finish, then exit 4 (0: do not wait; default ${WRITE_DEFAULTS.lockTimeoutMs / 60_000}m)`,
+    },
   ],
   examples: ['trajstore sync --from ~/.claude/projects --to ./claude-mirror --convert ./claude-dataset', 'trajstore sync --from ./logs --to ./mirror --convert ./records --input-format compact-jsonl --once'],
   flags,

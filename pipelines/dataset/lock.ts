@@ -53,6 +53,8 @@ export interface LockOptions {
   signal?: AbortSignal;
   /** Told once, when the lock is held by someone else and waiting begins. */
   onWait?: (message: string) => void;
+  /** What the lock guards, as its messages name it (default `dataset`; sync's mirror: `mirror`). */
+  guards?: string;
 }
 
 /** How a writer command waits for the lock, as its callers say it. */
@@ -243,14 +245,15 @@ export async function acquireWriterLock(path: string, options: LockOptions): Pro
       if (outcome === 'again') continue;
       const who = outcome.holder ? describeHolder(outcome.holder) : `something that is not a trajstore lock (${lockPath})`;
       const left = deadline - Date.now();
+      const guards = options.guards ?? 'dataset';
       if (left <= 0) {
-        throw new ConflictError(`${path}: another writer holds the dataset's lock: ${who}`, {
+        throw new ConflictError(`${path}: another writer holds the ${guards}'s lock: ${who}`, {
           hint: outcome.holder
             ? `try again when it has finished, or wait longer with --lock-timeout (it waited ${Math.round(options.timeoutMs / 1000)} s)`
-            : `remove ${lockPath} if no trajstore command is writing this dataset`,
+            : `remove ${lockPath} if no trajstore command is writing this ${guards}`,
         });
       }
-      if (!told) options.onWait?.(`${path}: waiting for ${who} to finish writing the dataset`);
+      if (!told) options.onWait?.(`${path}: waiting for ${who} to finish writing the ${guards}`);
       told = true;
       await sleep(Math.min(poll, left), undefined, options.signal ? { signal: options.signal } : {}).catch((error: unknown) => {
         throw options.signal?.aborted ? options.signal.reason : error;

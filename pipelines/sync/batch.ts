@@ -45,6 +45,8 @@ export interface SyncTarget {
   prices: Record<string, Price>;
   /** How long superseded snapshots and unlisted parts stay (compaction.ts). */
   graceMs: number;
+  /** How long to wait for another writer of the dataset, or of the mirror (mirror.ts). */
+  lockTimeoutMs: number;
   compaction?: CompactionLimits;
   log: Logger;
 }
@@ -143,7 +145,7 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
   const inputFormat = target.inputFormat;
   if (inputFormat === 'compact-jsonl') return compactBatch(target, signal);
   mkdirSync(dirname(target.convert), { recursive: true });
-  const outcome = await withWriterLock(target.convert, lockOptions('sync', { signal, log: target.log }), (lock) => convertUnderLock({ ...target, inputFormat }, paths, lock, signal)).catch(
+  const outcome = await withWriterLock(target.convert, lockOptions('sync', { lockTimeoutMs: target.lockTimeoutMs, signal, log: target.log }), (lock) => convertUnderLock({ ...target, inputFormat }, paths, lock, signal)).catch(
     (error: unknown) => {
       // Taking the lock, or writing the state, on a full disk: the dataset is what failed (writer.ts).
       throw diskFull(error, target.convert);

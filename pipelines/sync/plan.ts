@@ -23,6 +23,8 @@ export interface SyncRequest {
   columns: string[];
   intervalMs: number;
   once: boolean;
+  /** How long a batch waits for another writer of the dataset, and the sync for another sync of the mirror. */
+  lockTimeoutMs: number;
 }
 
 export interface SyncPlan {
@@ -33,6 +35,7 @@ export interface SyncPlan {
   columns: CompactSpec;
   intervalMs: number;
   once: boolean;
+  lockTimeoutMs: number;
 }
 
 const within = (path: string, dir: string): boolean => path === dir || path.startsWith(dir.endsWith(sep) ? dir : `${dir}${sep}`);
@@ -79,5 +82,5 @@ export async function planSync(request: SyncRequest): Promise<SyncPlan> {
     // Checked again by each batch, under the dataset's lock: two new syncs may race for it.
     if (manifest) claimDataset(convert, from);
   }
-  return { from, to, convert, inputFormat: request.inputFormat, columns: parseColumnFlags(request.columns), intervalMs: request.intervalMs, once: request.once };
+  return { from, to, convert, inputFormat: request.inputFormat, columns: parseColumnFlags(request.columns), intervalMs: request.intervalMs, once: request.once, lockTimeoutMs: request.lockTimeoutMs };
 }

@@ -21,13 +21,12 @@
  * pending, held back for the same backoff of its own and warned of once for each change. Both
  * outputs then still hold what they had of it. --once exits with its error after committing the rest.
  */
-import { existsSync, rmSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { tempTargetOf } from '../../lib/durable.js';
 import { ToolError } from '../../lib/errors.js';
-import { walkFiles } from '../../lib/walk.js';
 import { defer, exhaustMap, filter, fromEvent, lastValueFrom, map, of, retry, scan, takeUntil, throwError, timer, type Observable } from 'rxjs';
 import { runBatch, type BatchOutcome, type HeldFile, type SyncTarget } from './batch.js';
+import { claimMirror } from './mirror.js';
 import { changesBetween, keepUnread, scanTree, type TreeStamps } from './scan.js';
 import { OtherSourceError, readState } from './state.js';
 import { MANIFEST_KEY } from '../dataset/layout.js';
@@ -91,19 +90,6 @@ export class PendingSet {
 
 export const retryDelayMs = (attempt: number, first: number, max: number): number => Math.min(max, first * 2 ** Math.max(0, attempt - 1));
 
-/** A mirror's temporary older than this was left by a sync that was killed (a live one renames its own within a batch). */
-const STALE_TEMPORARY_MS = 10 * 60_000;
-
-/** Removes what killed syncs left in the mirror: `<file>.tmp-<random>` files no batch will rename. */
-function sweepMirror(to: string): void {
-  const now = Date.now();
-  walkFiles(to, (_rel, entry, path) => {
-    if (tempTargetOf(entry.name) === undefined) return;
-    const stat = statSync(path, { throwIfNoEntry: false });
-    if (stat && now - stat.mtimeMs > STALE_TEMPORARY_MS) rmSync(path, { force: true });
-  });
-}
-
 /** A pending file that batches could not read: retried after a backoff of its own, apart from the files that go on. */
 interface HeldBack {
   failures: number;
@@ -120,12 +106,23 @@ function notSynced(errors: readonly ToolError[]): ToolError {
 }
 
 /**
- * Runs the worker until it is stopped (or, with --once, after one batch); a --once batch that fails
- * throws, and so does one that left a file or directory out as unreadable (after committing the rest).
+ * Runs the worker until it is stopped (or, with --once, after one batch), holding the mirror from
+ * start to end (mirror.ts); a --once batch that fails throws, and so does one that left a file or
+ * directory out as unreadable (after committing the rest).
  */
 export async function runSyncWorker(run: SyncRun): Promise<void> {
   run.signal.throwIfAborted();
-  sweepMirror(run.to);
+  // A compact-jsonl sync does not write the mirror (spec: sync rules), so it leaves it to others.
+  const mirror = run.inputFormat === 'compact-jsonl' ? undefined : await claimMirror(run);
+  try {
+    await runBatches(run);
+  } finally {
+    mirror?.release();
+  }
+}
+
+/** The worker's pipeline (see the module comment), with the mirror held. */
+async function runBatches(run: SyncRun): Promise<void> {
   let seen: TreeStamps = readState(run.convert, run.from) ?? new Map();
   let hadDataset = existsSync(join(run.convert, MANIFEST_KEY));
   let number = 0;

@@ -168,6 +168,44 @@ test('a dataset synced from one source is refused (exit 4) to a sync from anothe
   assert.equal(await markers(convert), [8, 8], 'the moved source\'s runs stay beside the new one\'s');
 });
 
+test('two syncs sharing one --to: the mirror is one sync\'s at a time; the second waits (--lock-timeout), then exits 4 naming the holder, and writes nothing; once the first stops it goes on', async () => {
+  const [srcA, srcB] = [s.path('shared-a'), s.path('shared-b')];
+  const to = s.path('shared-mirror');
+  // The same relative path in both: sharing the mirror, each would write over the other's copy, and a deletion in one remove the other's.
+  writeSession(srcA, 0, 2);
+  writeSession(srcA, 1, 2);
+  writeSession(srcB, 0, 3);
+  const first = residentSync(['--from', srcA, '--to', to, '--convert', s.path('shared-ds-a'), '--interval', '100ms']);
+  await until('the first sync\'s batch', () => batchesIn(first.err()) >= 1);
+  await inStep(srcA, to, s.path('shared-ds-a'), 4);
+  // Another source, and the first source into another dataset: both are refused the mirror.
+  for (const [src, convert] of [[srcB, s.path('shared-ds-b')], [srcA, s.path('shared-ds-a2')]] as const) {
+    const other = await runTool('trajstore', ['sync', '--from', src, '--to', to, '--convert', convert, '--once', '--lock-timeout', '1s'], { env: s.env, cwd: s.home });
+    assert.is(other.code, 4, other.stderr);
+    assert.match(other.stderr, `${realpathSync(to)}: another writer holds the mirror's lock: pid ${first.child.pid} (sync --from ${realpathSync(srcA)}`);
+    assert.match(other.stderr, 'waiting for');
+    assert.not.ok(existsSync(join(convert, 'trajstore.json')), 'nothing converted');
+  }
+  await inStep(srcA, to, s.path('shared-ds-a'), 4);
+  // Waiting, the second takes the mirror once the first has stopped.
+  const waiting = runTool('trajstore', ['sync', '--from', srcA, '--to', to, '--convert', s.path('shared-ds-a2'), '--once', '--lock-timeout', '20s'], { env: s.env, cwd: s.home });
+  await sleep(500);
+  first.child.kill('SIGTERM');
+  assert.is((await first.exited).code, 143, first.err());
+  const late = await waiting;
+  assert.is(late.code, 0, late.stderr);
+  await inStep(srcA, to, s.path('shared-ds-a2'), 4);
+  // A holder killed outright blocks nobody.
+  const killed = residentSync(['--from', srcA, '--to', to, '--convert', s.path('shared-ds-a'), '--interval', '100ms']);
+  // It has nothing to convert: holding the mirror is all it does.
+  await until('the killed sync to take the mirror', () => existsSync(s.path('.shared-mirror.lock')));
+  killed.child.kill('SIGKILL');
+  await killed.exited;
+  const after = await runTool('trajstore', ['sync', '--from', srcA, '--to', to, '--convert', s.path('shared-ds-a'), '--once', '--lock-timeout', '0'], { env: s.env, cwd: s.home });
+  assert.is(after.code, 0, after.stderr);
+  await inStep(srcA, to, s.path('shared-ds-a'), 4);
+});
+
 test('a sync that read a log, then committed after another sync had converted a newer version of it: the newer version is what ends up converted', async () => {
   const src = s.path('order-src');
   const [to, convert] = [s.path('order-mirror'), s.path('order-ds')];

@@ -406,7 +406,8 @@ test('an unreadable directory is warned of once and left as it is (its files are
   assert.is(count(worker.stderr(), /warn: sync: closed: permission denied/), 1, worker.stderr());
   assert.equal(await markersIn(convert), ['marker-1-0', 'marker-1-1', 'marker-3-0'], 'the closed directory\'s runs stay');
   assert.ok(existsSync(join(to, 'closed', 'c.jsonl')), 'and its mirror copies');
-  const held = await once(src, to, convert, {}, unprivileged());
+  // Beside the resident worker, which holds its mirror for its life: a mirror of its own, the same dataset.
+  const held = await once(src, s.path('ud-mirror-once'), convert, {}, unprivileged());
   assert.is(held.code, 2, held.stderr);
   assert.match(held.stderr, /trajstore: error: sync: closed: permission denied/);
 
