@@ -107,15 +107,17 @@ export interface LocalRoot {
   own: boolean;
   /** For an object-store dataset: its manifest in the store (`root` holds the copy of one snapshot, which never changes). */
   source?: ManifestSource;
+  /** For an object-store dataset: keeps its copy marked in use in the cache until the dataset is closed (s3-cache.ts `holdCopy`). */
+  hold?: { release(): void };
 }
 
 export async function localRootOf(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, signal?: AbortSignal): Promise<LocalRoot> {
   if (typeof ref !== 'string' && ref.kind === 's3') {
     // Loaded only here: the AWS SDK costs every local command start-up time.
-    const { localSnapshotOf, RemoteManifest } = await import('./s3-cache.js');
+    const { holdCopy, localSnapshotOf, RemoteManifest } = await import('./s3-cache.js');
     const place = placeOf(ref);
     const { dir, store } = await localSnapshotOf(place, env, signal);
-    return { root: dir, shown: ref.uri, store, own: true, source: new RemoteManifest(place, env) };
+    return { root: dir, shown: ref.uri, store, own: true, source: new RemoteManifest(place, env), hold: holdCopy(dir) };
   }
   const shown = localPathOf(ref);
   const root = readableRoot(shown);
@@ -126,8 +128,18 @@ export async function openDataset(ref: DatasetRef, env: NodeJS.ProcessEnv = proc
   return openLocalRoot(await localRootOf(ref, env, options.signal), env, options);
 }
 
-/** `openDataset` of a dataset's local root (`localRootOf`). */
+/** `openDataset` of a dataset's local root (`localRootOf`); a root that cannot be opened is let go (its copy's hold released). */
 export async function openLocalRoot(local: LocalRoot, env: NodeJS.ProcessEnv = process.env, options: OpenOptions = {}): Promise<OpenDataset> {
+  try {
+    return await openHeldRoot(local, env, options);
+  } catch (error) {
+    local.hold?.release();
+    local.source?.close();
+    throw error;
+  }
+}
+
+async function openHeldRoot(local: LocalRoot, env: NodeJS.ProcessEnv, options: OpenOptions): Promise<OpenDataset> {
   const { root, shown, store } = local;
   if (!existsSync(root) || !statSync(root).isDirectory()) throw new NotFoundError(`${shown}: no such dataset`);
   let manifest = await requireManifest(store);
@@ -175,6 +187,7 @@ export async function openLocalRoot(local: LocalRoot, env: NodeJS.ProcessEnv = p
     close: () => {
       index.close();
       local.source?.close();
+      local.hold?.release();
     },
   };
 }

@@ -29,8 +29,8 @@
  *
  * Bounded: past TRAJSTORE_S3_CACHE_MAX_BYTES (default DEFAULT_CACHE_MAX_BYTES) the snapshots used
  * least recently are removed, then the parts no remaining snapshot links. A snapshot used in the last
- * minute (another command may be opening it) and the one being opened stay, so the cache may exceed
- * the bound by what those hold.
+ * minute (another command may be opening it, and a reader holding one open marks it used every few
+ * seconds: `holdCopy`) and the one being opened stay, so the cache may exceed the bound by what those hold.
  */
 import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
@@ -49,6 +49,8 @@ import { LocalObjectStore } from './store.js';
 export const DEFAULT_CACHE_MAX_BYTES = 10 * 1024 ** 3;
 /** A snapshot copy used this recently is never evicted: another command may be about to open it. */
 const IN_USE_MS = 60_000;
+/** How often a reader holding a copy open marks it used again (`holdCopy`): well inside IN_USE_MS. */
+const IN_USE_REFRESH_MS = IN_USE_MS / 6;
 /** Scratch older than this belongs to a command that was killed. */
 const STALE_SCRATCH_MS = 60 * 60_000;
 /** The file of a writer's build naming its process (lib/process.ts). */
@@ -196,6 +198,18 @@ export class CachedCopyStore extends LocalObjectStore {
       hint: 'run the command again: it fetches the part from the object store',
     });
   }
+}
+
+/**
+ * Keeps the snapshot copy at `dir` marked in use (its time, which `evict` reads) until `release`:
+ * a reader that holds a copy longer than IN_USE_MS (serve, for as long as the snapshot is current;
+ * an export of a large dataset) would otherwise have it evicted under it by another command. The
+ * timer does not keep the process alive.
+ */
+export function holdCopy(dir: string): { release(): void } {
+  const timer = setInterval(() => touch(dir), IN_USE_REFRESH_MS);
+  timer.unref();
+  return { release: () => clearInterval(timer) };
 }
 
 function touch(dir: string): void {
