@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { NotFoundError, UnavailableError } from '../../lib/errors.js';
 import type { ProgressFactory } from '../../lib/progress.js';
 import { localPathOf, placeOf, resolveDataset, type DatasetRef, type ResolveContext } from '../pins/resolve.js';
-import { INDEX_FILE, readManifest, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
+import { INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
 import { snapshotIdOf } from './index-meta.js';
 import { tryWriterLock } from './lock.js';
 import { canonicalPath, readableRoot } from './recover.js';
@@ -35,6 +35,12 @@ export interface OpenDataset {
    * writer has committed since, or dropped the dataset (undefined).
    */
   currentSnapshotId(): Promise<string | undefined>;
+  /**
+   * Whether the files this reads by path (the index, which SQL attaches anew; the dataset's manifest)
+   * are still there: an object-store dataset's copy may be evicted from the cache, or the cache
+   * deleted (which is safe at any time), under a reader that stays open (serve), which opens it again.
+   */
+  onDisk(): boolean;
   close(): void;
 }
 
@@ -184,6 +190,7 @@ async function openHeldRoot(local: LocalRoot, env: NodeJS.ProcessEnv, options: O
     db: index,
     indexState,
     currentSnapshotId: async () => (local.source ? local.source.currentSnapshotId() : (await readManifest(store))?.snapshot_id),
+    onDisk: () => existsSync(index.name) && existsSync(join(root, MANIFEST_KEY)),
     close: () => {
       index.close();
       local.source?.close();

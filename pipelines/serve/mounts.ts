@@ -5,6 +5,9 @@
  * opens that snapshot for this and later requests, and closes the old one once the requests still
  * reading it are done. So one request sees one snapshot, and new snapshots need no restart.
  *
+ * The same happens when the files the open snapshot is read from are gone (an object-store dataset's
+ * copy removed from the local cache): the next request opens it again rather than fail.
+ *
  * Opening never writes to the dataset (`neverWrite`): a missing or stale index is rebuilt in the cache.
  */
 import { InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
@@ -45,7 +48,8 @@ class Mount {
         if (error instanceof UnavailableError) throw error;
         return undefined;
       });
-      if (id === current.dataset.snapshotId) {
+      // A copy gone from the cache (evicted, or the cache deleted) is fetched again, as on a new snapshot.
+      if (id === current.dataset.snapshotId && current.dataset.onDisk()) {
         current.users++;
         return current;
       }

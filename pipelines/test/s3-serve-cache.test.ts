@@ -4,7 +4,7 @@
  * time) for as long as serve holds it, so another command's eviction, past the cache's bound, leaves
  * it alone however long serve has been running.
  */
-import { existsSync, readdirSync, statSync, utimesSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
@@ -91,6 +91,32 @@ test('a copy serve reads stays in use while serve runs: another command\'s evict
     assert.equal(await answers(), appended);
   } finally {
     await served.stop();
+  }
+});
+
+test('the cache deleted under serve (which the cache allows at any time): the next request fetches the copy again and answers', async () => {
+  const writer = envOf('cache-writer');
+  assert.is((await trajstore(['import', '-f', join(PROJECT_TESTDATA, 'samples', 'atif'), '-t', 's3://lake/deleted'], writer)).code, 0);
+  const reader = envOf('cache-deleted');
+  // With the copy's index built inside it by a query, and without (serve builds its own in the cache).
+  for (const queryFirst of [true, false]) {
+    if (queryFirst) assert.is((await trajstore(['query', 's3://lake/deleted', '--sql', 'SELECT 1'], reader)).code, 0);
+    const served = await startServeProcess(['serve', 's3://lake/deleted', '--listen', '127.0.0.1:0'], { env: reader, cwd: home });
+    try {
+      const answers = async (): Promise<number[]> => {
+        const health = await fetch(`${served.url}api/mounts/default`);
+        await health.arrayBuffer();
+        const query = await fetch(`${served.url}api/mounts/default/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: 'SELECT count(*) FROM dataset.runs' }) });
+        await query.arrayBuffer();
+        return [health.status, query.status];
+      };
+      assert.equal(await answers(), [200, 200]);
+      rmSync(join(home, 'cache-deleted'), { recursive: true, force: true });
+      assert.equal(await answers(), [200, 200], served.stderr());
+      assert.ok(readdirSync(join(home, 'cache-deleted', 'trajstore', 's3', 'snapshots')).length > 0, 'the copy is in the cache again');
+    } finally {
+      await served.stop();
+    }
   }
 });
 
