@@ -12,7 +12,7 @@
  *   lock, temporary, snapshot off the manifest's chain, unlisted part or stale index.
  */
 import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import * as assert from 'uvu/assert';
 import { DIST_ROOT, runTool, type ToolResult } from '../../../lib/testing/run-tool.js';
 import { scratchDir } from '../../../lib/testing/scratch.js';
@@ -95,7 +95,9 @@ const SMALL = Array.from({ length: 8 }, (_, i) => `s-${i}`);
 export const SYNC_SCENARIO: Scenario = {
   name: 'sync',
   fromDataset: true,
-  args: (ds, sources) => ['sync', '--from', join(sources, '..', 'sync-src'), '--to', join(sources, '..', 'sync-mirror'), '--convert', ds, '--once'],
+  // A mirror of each run's own, beside its directory: a killed run leaves the mirror's lock, which the next run on it
+  // would take over with a call more, and each run must make the calls of the clean run that numbered them.
+  args: (ds, sources) => ['sync', '--from', join(sources, '..', 'sync-src'), '--to', `${dirname(ds)}-mirror`, '--convert', ds, '--once'],
   leavesDataset: true,
   commits: (call, ds) => call.fn === 'rename' && call.paths[1] === join(ds, 'trajstore.json'),
   async prepare(b) {
