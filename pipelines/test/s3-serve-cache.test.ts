@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runTool } from '../../lib/testing/run-tool.js';
-import { S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../bench/lib/s3-server.js';
+import { S3TestServer } from '../../bench/lib/s3-server.js';
 import { startServeProcess } from '../../bench/lib/serve-process.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { PROJECT_TESTDATA } from './helpers/fixtures.js';
@@ -24,10 +24,7 @@ function envOf(cache: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv 
     XDG_CONFIG_HOME: join(home, 'config'),
     XDG_DATA_HOME: join(home, 'data'),
     XDG_CACHE_HOME: join(home, cache),
-    AWS_ENDPOINT_URL_S3: server.endpoint,
-    AWS_ACCESS_KEY_ID: TEST_ACCESS_KEY,
-    AWS_SECRET_ACCESS_KEY: TEST_SECRET_KEY,
-    AWS_REGION: 'us-west-2',
+    ...server.env,
     ...extra,
   };
 }
