@@ -143,7 +143,9 @@ test('settled.log is read a slice at a time at start-up: a file of 200 MB does n
   const opened = openInChild(dir);
   assert.is(opened.status, 0, opened.stderr);
   const grownMb = (opened.peakKb - baseline.peakKb) / 1024;
-  assert.ok(grownMb < 64, `reading it took ${grownMb.toFixed(0)} MB more than opening an empty log`);
+  // Read whole, the file alone took its 200 MB (211 MB measured). Read in slices, what is left is the
+  // garbage of 200,000 parsed lines, which a busy machine collects later: 8 to 65 MB measured.
+  assert.ok(grownMb < 128, `reading it took ${grownMb.toFixed(0)} MB more than opening an empty log`);
   assert.is(linesOf(dir), 10);
   await assertKnows(dir, sessions, 20_000);
 });
