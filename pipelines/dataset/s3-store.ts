@@ -200,8 +200,8 @@ export function classify(error: unknown, what: string, { timeoutMs = DEFAULT_REQ
   if (status === 429 || name === 'SlowDown' || (status !== undefined && status >= 500)) {
     return new UnavailableError(`${what}: the object store failed (HTTP ${status}${code ? ` ${code}` : ''}) after ${attempts}`);
   }
-  // A 2xx whose body the SDK could not parse (XML cut off): the store failing, as a 5xx is.
-  if (status !== undefined && status >= 200 && status < 300) return new UnavailableError(`${what}: the object store's answer could not be read (HTTP ${status})`);
+  // The store failing, as a 5xx is.
+  if (unreadableAnswer(error)) return new UnavailableError(`${what}: the object store's answer could not be read (HTTP ${status})`);
   // S3 answers a request for a bucket of another region with a redirect; the SDK follows none, and
   // sends nothing (signed requests included) where it points.
   if (status !== undefined && status >= 300 && status < 400) {
@@ -213,6 +213,12 @@ export function classify(error: unknown, what: string, { timeoutMs = DEFAULT_REQ
   // A local file's error (writing a download): the caller's to report, not the store's.
   if (status === undefined && e.syscall !== undefined) return error as Error;
   return new InvalidInputError(`${what}: the object store refused the request (${status === undefined ? code || 'no HTTP status' : `HTTP ${status}${code ? ` ${code}` : ''}`})`);
+}
+
+/** An SDK error on a 2xx answer: the request was done, but its body (XML cut off, or none) could not be read. */
+function unreadableAnswer(error: unknown): boolean {
+  const status = (error as SdkError)?.$metadata?.httpStatusCode;
+  return status !== undefined && status >= 200 && status < 300 && !(error instanceof AnswerTooLarge);
 }
 
 /**
@@ -815,9 +821,8 @@ export class S3ObjectStore implements ObjectStore {
     do {
       const page = await this.send(prefix, () =>
         this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.keyOf(prefix), ...(token ? { ContinuationToken: token } : {}) }), this.request).catch((error: unknown) => {
-          // A 2xx the SDK could not read (XML cut off, or none): not a refusal of the request.
-          const status = (error as SdkError)?.$metadata?.httpStatusCode;
-          throw status !== undefined && status < 300 && !(error instanceof AnswerTooLarge) && !this.signal?.aborted ? notListing() : error;
+          // Not a refusal of the request: an answer that is no listing.
+          throw unreadableAnswer(error) && !this.signal?.aborted ? notListing() : error;
         }),
       );
       // Every ListObjectsV2 result says whether it is truncated; an answer without it (an empty body,
@@ -880,9 +885,8 @@ export class S3ObjectStore implements ObjectStore {
       const objects = left.map((key) => ({ Key: this.keyOf(key) }));
       const out: Pick<DeleteObjectsCommandOutput, 'Deleted' | 'Errors'> = await this.send(left[0] ?? '', () =>
         this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: objects, Quiet: false } }), this.request).catch((error: unknown) => {
-          // A 2xx the SDK could not read: nothing in it says what was deleted.
-          const status = (error as SdkError)?.$metadata?.httpStatusCode;
-          if (status !== undefined && status < 300 && !(error instanceof AnswerTooLarge) && !this.signal?.aborted) return {};
+          // Nothing in it says what was deleted.
+          if (unreadableAnswer(error) && !this.signal?.aborted) return {};
           throw error;
         }),
       );
