@@ -1,3 +1,5 @@
+import { escapedControl } from './width.js';
+
 /**
  * Arguments written the way a POSIX shell reads them back: as they are when safe, else in single
  * quotes; one with control characters (a newline, ESC) in ANSI-C quotes (`$'a\nb'`, bash, zsh, ksh
@@ -7,13 +9,9 @@
 export function shellQuote(arg: string): string {
   if (/^[\w@%+=:,./-]+$/.test(arg)) return arg;
   if (!CONTROLS.test(arg)) return `'${arg.replaceAll("'", `'\\''`)}'`;
-  return `$'${arg.replace(/[\\']/g, '\\$&').replace(CONTROLS_ALL, ansiCEscape)}'`;
+  return `$'${arg.replace(/[\\']/g, '\\$&').replace(CONTROLS_ALL, escapedControl)}'`;
 }
 
+/** C0 controls and DEL (`$'\xNN'` is a byte: C1 characters, two bytes in UTF-8, stay in single quotes). */
 const CONTROLS = /[\u0000-\u001f\u007f]/;
 const CONTROLS_ALL = /[\u0000-\u001f\u007f]/g;
-const NAMED: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
-
-function ansiCEscape(ch: string): string {
-  return NAMED[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
-}

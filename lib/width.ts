@@ -44,10 +44,10 @@ export function clipToWidth(text: string, width: number): string {
 const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
 const NAMED_CONTROLS: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
-/** How a control character is shown by default: `\n`, `\r`, `\t` or `\xNN`. */
-const escaped = (ch: string): string => NAMED_CONTROLS[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
+/** How a control character is shown by default: `\n`, `\r`, `\t` or `\xNN` (as C, and a shell's `$'...'`, write them). */
+export const escapedControl = (ch: string): string => NAMED_CONTROLS[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
 
 /** `text` with each control character except those in `keep` shown as `shown` makes it (escaped by default). */
-export function escapeControls(text: string, keep = '', shown: (ch: string) => string = escaped): string {
+export function escapeControls(text: string, keep = '', shown: (ch: string) => string = escapedControl): string {
   return text.replace(CONTROLS, (ch) => (keep.includes(ch) ? ch : shown(ch)));
 }
