@@ -558,7 +558,12 @@ export class EventLog {
     }
   }
 
-  /** Rewrites SETTLED_FILE when enough of its lines are superseded (SETTLED_REWRITE_MIN_SUPERSEDED); close() waits for it. */
+  /**
+   * Rewrites SETTLED_FILE when enough of its lines are superseded (SETTLED_REWRITE_MIN_SUPERSEDED);
+   * close() waits for it. Nothing settles meanwhile: settle() awaits this, and the projection
+   * settles one batch at a time (PROJECTION_CONCURRENCY), so no line is appended to the old file
+   * after the rewrite has taken its list of latest lines.
+   */
   private async rewriteSettledWhenDue(): Promise<void> {
     const superseded = this.settledLines - this.latestSettledLines;
     if (this.closed || superseded < SETTLED_REWRITE_MIN_SUPERSEDED || superseded < this.latestSettledLines || this.settledLines < this.rewriteSettledAt) return;
