@@ -92,10 +92,22 @@ function commandWords(spec: CommandSpec): string {
     .join(' ');
 }
 
-/** Index of the first argument that is not a global option or its value. */
-/** An argument starting with `-` that cannot be a flag: `-`, a negative number, or text with white space in it. */
-const isDashedValue = (arg: string): boolean => arg === '-' || /^-(\d|\.\d)/.test(arg) || (arg.startsWith('-') && /\s/.test(arg));
+/**
+ * Whether an argument that follows an option taking a value, and starts with `-`, is that value:
+ * `-`, a negative number, text with white space in it (SQL opening with a comment), or a word that
+ * is none of the tool's flags (`--ask -x`), as git and gh take it. A flag the tool knows (`--sql
+ * --json`: the value was forgotten) stays a flag, and so does any `--word` (a misspelt flag), so
+ * that both are reported rather than taken as text. `known` holds every flag of the tool.
+ */
+function isDashedValue(arg: string, known: ReadonlySet<string>): boolean {
+  if (arg === '-' || /^-(\d|\.\d)/.test(arg) || (arg.startsWith('-') && /\s/.test(arg))) return true;
+  if (arg.startsWith('--')) return false;
+  // mri reads `-abc` as the short flags -a, -b and -c: a flag when each of them is one.
+  const letters = [...arg.slice(1).split('=')[0]!];
+  return !known.has(arg.split('=')[0]!) && !letters.every((letter) => known.has(`-${letter}`));
+}
 
+/** Index of the first argument that is not a global option or its value. */
 function firstPositional(argv: readonly string[]): number {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
@@ -242,21 +254,26 @@ class Tool {
   /**
    * cac (mri) takes an argument that starts with `-` for a flag of its own, never an option's value:
    * a lone `-` (stdin/stdout: `import -f -`), a negative number (`--max-results -1` would be the
-   * unknown flag `-1`), or SQL that opens with a comment (`--sql '-- why\nSELECT 1'`). For options
-   * that take a value, `--opt VALUE` becomes `--opt=VALUE` when VALUE is one of those; anything
-   * else that starts with `-` is still a flag (`--opt --yes`).
+   * unknown flag `-1`), SQL that opens with a comment (`--sql '-- why\nSELECT 1'`), or a question
+   * that starts with a dash (`agent --ask -x`). For options that take a value, `--opt VALUE`
+   * becomes `--opt=VALUE` when VALUE is one of those (`isDashedValue`); a flag of the tool is still
+   * a flag (`--opt --yes`).
    */
   private attachDashValues(argv: string[]): string[] {
     const takesValue = new Set(GLOBAL_OPTIONS_WITH_VALUES);
+    const known = new Set([...GLOBAL_OPTIONS_WITH_VALUES, ...HELP_FLAGS, '-V', '--version']);
     for (const option of this.spec.commands.flatMap((c) => c.options ?? [])) {
-      if (/[<[]/.test(option.flags)) for (const flag of flagsOf(option)) takesValue.add(flag);
+      for (const flag of flagsOf(option)) {
+        known.add(flag);
+        if (/[<[]/.test(option.flags)) takesValue.add(flag);
+      }
     }
     const out: string[] = [];
     for (let i = 0; i < argv.length; i++) {
       const arg = argv[i] ?? '';
       if (arg === '--') return [...out, ...argv.slice(i)];
       const next = argv[i + 1];
-      if (takesValue.has(arg) && next !== undefined && isDashedValue(next)) {
+      if (takesValue.has(arg) && next !== undefined && isDashedValue(next, known)) {
         out.push(`${arg}=${next}`);
         i++;
       } else out.push(arg);

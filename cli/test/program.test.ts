@@ -200,14 +200,20 @@ test('option values keep what the user typed when a number would change it', asy
   assert.equal(await values('-i', '0123'), { id: ['0123'] });
 });
 
-test('values that start with "-" but cannot be flags are values: "-", negative numbers, text with spaces', async () => {
+test('values that start with "-" but cannot be flags are values: "-", negative numbers, text with spaces, words no flag spells', async () => {
   const values = async (...args: string[]) => JSON.parse((await demo(['values', ...args])).stdout) as Record<string, unknown>;
   assert.equal(await values('--limit', '-1', '-i', '-'), { id: ['-'], limit: '-1' });
   assert.equal(await values('--limit', '-0.5'), { id: [], limit: '-0.5' });
   assert.equal(await values('--id', '-- a comment\nSELECT 1'), { id: ['-- a comment\nSELECT 1'] });
-  const flag = await demo(['values', '--limit', '-x']);
-  assert.is(flag.code, 2, 'a dash word is still a flag');
-  assert.match(flag.stderr, /unknown option `-x`/);
+  assert.equal(await values('--limit', '-x', '--id', '-why?'), { id: ['-why?'], limit: '-x' });
+  assert.equal(await values('--id=-h'), { id: ['-h'] });
+  // A flag of the tool, its short flags run together, or any --word is a flag: the value was forgotten or the flag misspelt.
+  for (const [next, shown] of [['-i', /`-i, --id <id>` value is missing/], ['-ii', /`--limit <n>` value is missing/], ['--format', /unknown option `--format`/], ['--idd', /unknown option `--idd`/]] as const) {
+    const r = await demo(['values', '--limit', next]);
+    assert.is(r.code, 2, `--limit ${next}: ${r.stdout}${r.stderr}`);
+    assert.match(r.stderr, shown);
+  }
+  assert.match((await demo(['values', '--limit', '-h'])).stdout, /Usage:/);
 });
 
 test('an option given an empty value is invalid input naming it, never a value such as 0', async () => {
