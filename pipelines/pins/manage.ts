@@ -102,18 +102,31 @@ export async function removePin({ config: location, env }: ResolveContext, rawNa
   });
 }
 
-/** Changes a pin's uri, keeping its other keys (which must still fit the new uri's kind). */
+const SERVICE_OF: Record<Pin['kind'], string> = { local: 'a local path', s3: 'an s3:// store', catalog: 'a catalog:// directory service' };
+const SAME_KIND_HINT = 'to change what kind of place a pin names, unpin it and pin it again';
+
+/**
+ * Changes a pin's uri, keeping its other keys (which must still fit the new uri's kind). Keys are
+ * issued by one kind of service and never go to another: a catalog:// pin sends its pair as HTTP
+ * Basic to the loopback port it names, so an S3 secret kept across the change would reach
+ * whatever listens there, and a directory-service key pair would be offered to an object store.
+ */
 export async function setPinUri({ config: location, env }: ResolveContext, rawName: string, uri: string): Promise<Pin> {
   const name = userPinName(rawName);
   return withConfigLock(location, async () => {
     const config = await loadConfig(location, { env });
     const entry = { ...existing(config, name), uri: storedUri(uri, env) };
+    const from = (config.pins.get(name) as Pin).kind;
+    const to = uriKind(uri, env);
+    if (entry.secret_key !== undefined && from !== to) {
+      throw new InvalidInputError(`pin @${name} holds credentials for ${SERVICE_OF[from]}; they would be sent to ${SERVICE_OF[to]}`, { hint: SAME_KIND_HINT });
+    }
     let pin: Pin;
     try {
       pin = checkEntry(config, name, entry, env);
     } catch (error) {
       if (error instanceof InvalidInputError) {
-        throw new InvalidInputError(error.message, { hint: 'to change what kind of place a pin names, unpin it and pin it again' });
+        throw new InvalidInputError(error.message, { hint: SAME_KIND_HINT });
       }
       throw error;
     }

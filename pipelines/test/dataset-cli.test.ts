@@ -111,6 +111,28 @@ test('s3 pins: region default, http endpoint, credentials stored (0600) and neve
   s.noSecretPrinted();
 });
 
+test('set never moves stored credentials to another kind of service (s3:// keys to a catalog:// locator or back)', async () => {
+  const s = sandbox();
+  const keys = { env: { TRAJSTORE_ACCESS_KEY: ACCESS, TRAJSTORE_SECRET_KEY: SECRET } };
+  assert.is((await s.run(['dataset', 'pin', 'lake', 's3://team-bucket/traces'], keys)).code, 0);
+  assert.is((await s.run(['dataset', 'pin', 'team', 'catalog://127.0.0.1:7070'], keys)).code, 0);
+  assert.is((await s.run(['dataset', 'pin', 'plain', '/data/plain'])).code, 0);
+  const before = readFileSync(s.configPath, 'utf8');
+  // A catalog pin sends its keys as HTTP Basic to whatever listens on that port: an S3 secret must never go there.
+  let r = await s.run(['dataset', 'set', 'lake', 'catalog://127.0.0.1:7071']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, 'pin @lake holds credentials for an s3:// store; they would be sent to a catalog:// directory service');
+  assert.match(r.stderr, 'unpin it and pin it again');
+  r = await s.run(['dataset', 'set', 'team', 's3://team-bucket/other']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, 'pin @team holds credentials for a catalog:// directory service; they would be sent to an s3:// store');
+  assert.is(readFileSync(s.configPath, 'utf8'), before, 'nothing was written');
+  // Without credentials a pin may name another kind of place; with them, another place of the same kind.
+  assert.is((await s.run(['dataset', 'set', 'plain', 's3://team-bucket/plain'])).code, 0);
+  assert.is((await s.run(['dataset', 'set', 'team', 'catalog://127.0.0.1:7072'])).code, 0);
+  s.noSecretPrinted();
+});
+
 test('credentials from the environment or stdin keep them out of argv', async () => {
   const s = sandbox();
   let r = await s.run(['dataset', 'pin', 'lake', 's3://team-bucket'], { env: { TRAJSTORE_ACCESS_KEY: ACCESS, TRAJSTORE_SECRET_KEY: SECRET } });
