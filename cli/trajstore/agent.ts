@@ -1,12 +1,11 @@
 /** `trajstore agent`: a local coding agent (Codex CLI, Claude Code) set up to answer questions about a dataset. */
 import { shellQuote } from '../../lib/shell.js';
-import { createReadStream } from 'node:fs';
-import { ExitCode, InvalidInputError, NotFoundError, ToolError } from '../../lib/errors.js';
-import { readBounded } from '../../lib/streams.js';
+import { ExitCode, InvalidInputError, ToolError } from '../../lib/errors.js';
 import { AGENTS, planAgent, runAgent, type AgentName } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { writeText } from '../kit/render.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
+import { readTextInput } from '../kit/text-input.js';
 import { resolveContext } from './common.js';
 
 /** A question longer than this is not a question. */
@@ -39,33 +38,11 @@ function flags(args: ParsedArgs): AgentFlags {
   };
 }
 
-/** The bytes of --ask-file: stdin or a file, read no further than the limit (a FIFO or /dev/zero never ends). */
-async function readQuestionBytes(ctx: CommandContext, file: string): Promise<Buffer | undefined> {
-  if (file === '-') return readBounded(ctx.stdin, MAX_QUESTION_BYTES);
-  try {
-    return await readBounded(createReadStream(file, { highWaterMark: 64 * 1024 }), MAX_QUESTION_BYTES);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new NotFoundError(`--ask-file ${file}: no such file`);
-    throw new InvalidInputError(`--ask-file ${file}: cannot read it (${code ?? (error as Error).message})`);
-  }
-}
-
 async function readQuestion(ctx: CommandContext, source: QuestionSource): Promise<string | undefined> {
   if (source === undefined) return undefined;
   if ('text' in source) return source.text;
-  const what = `--ask-file ${source.file}`;
-  const bytes = await readQuestionBytes(ctx, source.file);
-  if (bytes === undefined) throw new InvalidInputError(`${what}: the question is longer than ${MAX_QUESTION_BYTES} bytes`);
-  // A question is text: bytes that are not UTF-8 would reach the agent as U+FFFD, and a NUL as a binary file's.
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw new InvalidInputError(`${what}: the question is not UTF-8 text`);
-  }
-  if (text.includes('\0')) throw new InvalidInputError(`${what}: the question holds a NUL byte`);
-  if (text.trim() === '') throw new InvalidInputError(`${what}: the question is empty`);
+  const text = await readTextInput({ flag: '--ask-file', file: source.file, stdin: ctx.stdin, maxBytes: MAX_QUESTION_BYTES, what: 'question' });
+  if (text.trim() === '') throw new InvalidInputError(`--ask-file ${source.file}: the question is empty`);
   return text;
 }
 

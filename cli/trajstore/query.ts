@@ -1,13 +1,13 @@
 /** `trajstore query`: one read-only SQL statement over one or more datasets. */
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { assertReplaceable, DurableFile, hiddenTempSiblingOf } from '../../lib/durable.js';
-import { ConflictError, InvalidInputError, NotFoundError, ResourceLimitError, UnavailableError } from '../../lib/errors.js';
+import { ConflictError, InvalidInputError, ResourceLimitError, UnavailableError } from '../../lib/errors.js';
 import type { Column, Row, RowWriter, TextSink } from '../../lib/output.js';
-import { readBounded } from '../../lib/streams.js';
 import { DEFAULT_MOUNT, QUERY_DEFAULTS, query, type QueryMount } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
+import { readTextInput } from '../kit/text-input.js';
 import { FORMAT_OPTIONS, rowView, rowWriter, type RowView } from '../kit/render.js';
 import { createRowWriter } from '../../lib/output.js';
 import { progressOn, resolveContext } from './common.js';
@@ -58,20 +58,9 @@ function flags(args: ParsedArgs): QueryFlags {
   };
 }
 
-async function readSql(ctx: CommandContext, source: SqlSource): Promise<string> {
-  if ('sql' in source) return source.sql;
-  if (source.file === '-') {
-    const bytes = await readBounded(ctx.stdin, MAX_SQL_BYTES);
-    if (bytes === undefined) throw new InvalidInputError(`--file -: the statement is longer than ${MAX_SQL_BYTES} bytes`);
-    return bytes.toString('utf8');
-  }
-  try {
-    return readFileSync(source.file, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new NotFoundError(`--file ${source.file}: no such file`);
-    throw new InvalidInputError(`--file ${source.file}: cannot read it (${code ?? (error as Error).message})`);
-  }
+function readSql(ctx: CommandContext, source: SqlSource): Promise<string> {
+  if ('sql' in source) return Promise.resolve(source.sql);
+  return readTextInput({ flag: '--file', file: source.file, stdin: ctx.stdin, maxBytes: MAX_SQL_BYTES, what: 'statement' });
 }
 
 /** `--output FILE`: written under a hidden temporary name and renamed into place, so a failed query leaves nothing. */

@@ -15,7 +15,7 @@ import { SAMPLE_RUNS, writeSampleDataset } from './helpers/search-dataset.js';
 
 const home = mkdtempSync(join(tmpdir(), 'query-test-'));
 const env = { HOME: home, XDG_CONFIG_HOME: join(home, 'config'), XDG_DATA_HOME: join(home, 'data'), XDG_CACHE_HOME: join(home, 'cache') };
-const trajstore = (args: string[], input?: string) => runTool('trajstore', args, { env, cwd: home, ...(input !== undefined ? { input } : {}) });
+const trajstore = (args: string[], input?: string | Buffer) => runTool('trajstore', args, { env, cwd: home, ...(input !== undefined ? { input } : {}) });
 
 const ATIF_DIR = join(SHARED_FIXTURES, 'persisting', 'atif');
 const atif = join(home, 'atif');
@@ -303,6 +303,29 @@ test('bad options and mounts exit 2 (3 for a missing dataset or file) and name t
     assert.is(r.code, code, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message);
   }
+});
+
+test('--file: a statement too long, not UTF-8 or with a NUL byte exits 2 naming the file; an endless file is not read past the limit', async () => {
+  const cases: Array<[string, Buffer, RegExp]> = [
+    ['huge.sql', Buffer.alloc(16 * 1024 * 1024 + 1, ' '), /huge\.sql: the statement is longer than 16777216 bytes/],
+    // Read as UTF-8 the é would become U+FFFD and the statement would silently match nothing.
+    ['latin1.sql', Buffer.from("SELECT count(*) FROM dataset.runs WHERE agent_name = 'caf\xe9'", 'latin1'), /latin1\.sql: the statement is not UTF-8 text/],
+    // SQLite stops reading at a NUL: what follows it would be silently dropped.
+    ['nul.sql', Buffer.from('SELECT 1\0; SELECT 2'), /nul\.sql: the statement holds a NUL byte/],
+  ];
+  for (const [name, content, message] of cases) {
+    writeFileSync(join(home, name), content);
+    const r = await trajstore(['query', sample, '--file', join(home, name)]);
+    assert.is(r.code, 2, `${name}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.is(r.stdout, '', name);
+  }
+  const endless = await trajstore(['query', sample, '--file', '/dev/zero']);
+  assert.is(endless.code, 2, endless.stderr);
+  assert.match(endless.stderr, /--file \/dev\/zero: the statement is longer than 16777216 bytes/);
+  const piped = await trajstore(['query', sample, '--file', '-'], Buffer.from("SELECT 'caf\xe9'", 'latin1'));
+  assert.is(piped.code, 2, piped.stderr);
+  assert.match(piped.stderr, /--file -: the statement is not UTF-8 text/);
 });
 
 test.after(() => {
