@@ -7,7 +7,8 @@
 
 // The authority's user info runs from `scheme://` to the last `@` before the host; a password typed
 // raw may itself hold `@` or `:`, so the match is greedy up to the path, query, fragment or a quote.
-const USER_INFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#"'`<>@]*(?:@[^\s/?#"'`<>@]*)*@/gi;
+// The dataset schemes count a slash or two short too (`s3:/user:secret@bucket`): messages quote such a typo.
+const USER_INFO = /\b([a-z][a-z0-9+.-]*:\/\/|(?:s3|catalog):\/?)[^\s/?#"'`<>@]*(?:@[^\s/?#"'`<>@]*)*@/gi;
 
 export function redactUserInfo(text: string): string {
   return text.includes('@') ? text.replace(USER_INFO, '$1***@') : text;

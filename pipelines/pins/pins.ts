@@ -133,6 +133,11 @@ export function parseUri(uri: string, base: string, env: NodeJS.ProcessEnv): Par
   if (uri.startsWith('@')) {
     throw new PinError({ key: 'uri', message: `uri ${JSON.stringify(uri)} points at another pin; a pin must name a path or an s3:// or catalog:// uri` });
   }
+  // `s3:/bucket` is a slash short of a uri, not a directory named `s3:`: pinned as a path it would fail only when used.
+  const mistyped = /^(s3|catalog):(?!\/\/)/i.exec(uri)?.[1];
+  if (mistyped) {
+    throw new PinError({ key: 'uri', message: `the uri starts with "${mistyped}:" but not "${mistyped}://"; a local path that starts so is written ./${mistyped}:...` });
+  }
   const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\//.exec(uri)?.[1]?.toLowerCase();
   if ((scheme === 's3' || scheme === 'catalog') && uri.slice(scheme.length + 3).split('/')[0]!.includes('@')) {
     // Never echo it: `user:secret@` would put a credential into the message.

@@ -166,6 +166,10 @@ test('a credential typed into a URI is never echoed: the user info is shown as *
     ['query', withCredentials('s3', 'bucket-a/x'), '--sql', 'SELECT 1'],
     ['find', withCredentials('s3', 'bucket-a/x'), '--match', 'x'],
     ['drop', withCredentials('s3', 'bucket-a/x'), '--yes'],
+    // A uri a slash short is refused as mistyped, and its user info is still not echoed.
+    ['dataset', 'pin', 'lake', `s3:/${ACCESS}:${SECRET}@bucket-a/x`],
+    ['stats', `s3:${ACCESS}:${SECRET}@bucket-a`],
+    ['dataset', 'pin', 'team', `catalog:/${ACCESS}:${SECRET}@127.0.0.1:7070`],
     // A raw "@" in the password still counts as user info up to the last "@" before the host.
     ['stats', `s3://${ACCESS}:${SECRET}@x@bucket-a/x`],
   ];
@@ -193,6 +197,10 @@ test('flag misuse exits 2 (or 3/4) with a clear message and writes nothing', asy
     [['dataset', 'pin', 'x', 's3://bucket-a', '--endpoint', 'ftp://h'], 2, 'http:// or https://'],
     [['dataset', 'pin', 'x', 's3://bucket-a', '--endpoint', `http://u:${SECRET}@h`], 2, 'must not carry a user name or password'],
     [['dataset', 'pin', 'x', 'gs://bucket/x'], 2, 'unsupported uri scheme'],
+    // A slash short of a uri is a typo, not a local directory named `s3:` under the working directory.
+    [['dataset', 'pin', 'x', 's3:/bucket-a/x'], 2, 'the uri starts with "s3:" but not "s3://"'],
+    [['dataset', 'pin', 'x', 'S3:bucket-a'], 2, 'the uri starts with "S3:" but not "S3://"'],
+    [['dataset', 'pin', 'team', 'catalog:127.0.0.1:7070', '--ak', ACCESS, '--sk', SECRET], 2, 'the uri starts with "catalog:" but not "catalog://"'],
     [['dataset', 'pin', 'team', 'catalog://127.0.0.1:7070'], 2, 'needs --ak and --sk'],
     [['dataset', 'pin', 'team', 'catalog://127.0.0.1:7070', '--ak', ACCESS, '--sk', SECRET, '--endpoint', 'http://127.0.0.1:1'], 2, 'endpoint applies to s3:// pins only'],
     [['dataset', 'pin', 'team', 'catalog://127.0.0.1:7070', '--ak', ACCESS, '--sk', SECRET, '--region', 'r'], 2, 'region applies to s3:// pins only'],
