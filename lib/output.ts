@@ -91,6 +91,15 @@ export function toJsonValue(value: Cell): unknown {
   return value;
 }
 
+/**
+ * JSON text that holds no raw DEL or C1 control (U+007F-U+009F): JSON.stringify escapes C0 only,
+ * and a terminal acts on a raw U+009B (the 8-bit CSI) as on ESC [. The `\u009b` escapes written
+ * instead parse back to the same text, so programs read exactly the data.
+ */
+export function jsonText(value: unknown, indent?: number): string {
+  return JSON.stringify(value, null, indent).replace(/[\u007f-\u009f]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 function projectRow(row: Row, columns: readonly Column[]): Record<string, unknown> {
   const projected: Record<string, unknown> = {};
   for (const column of columns) projected[column.key] = toJsonValue(row[column.key]);
@@ -110,7 +119,7 @@ class JsonLinesWriter implements RowWriter {
     private readonly sink: TextSink,
   ) {}
   write(row: Row): void {
-    this.sink.write(`${JSON.stringify(projectRow(row, this.columns))}\n`);
+    this.sink.write(`${jsonText(projectRow(row, this.columns))}\n`);
   }
   end(): void {}
 }
@@ -122,7 +131,7 @@ class JsonArrayWriter implements RowWriter {
     private readonly sink: TextSink,
   ) {}
   write(row: Row): void {
-    this.sink.write(`${this.count++ === 0 ? '[\n' : ',\n'}  ${JSON.stringify(projectRow(row, this.columns))}`);
+    this.sink.write(`${this.count++ === 0 ? '[\n' : ',\n'}  ${jsonText(projectRow(row, this.columns))}`);
   }
   end(): void {
     this.sink.write(this.count === 0 ? '[]\n' : '\n]\n');

@@ -2,7 +2,7 @@
  * `trajstore dataset pin|unpin|list|show|set|rename`: named pins in the user configuration.
  * Credentials are gathered by credentials.ts (never from argv alone) and never printed.
  */
-import type { Column, Row } from '../../lib/output.js';
+import { jsonText, type Column, type Row } from '../../lib/output.js';
 import { BUILTIN_DESCRIPTIONS, DEFAULT_PIN, addPin, listPins, removePin, renamePin, setPinUri, showPin, uriKind, type Pin } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext, type CommandSpec } from '../kit/program.js';
@@ -142,7 +142,7 @@ const show = defineCommand({
       // One pin reads better as field/value lines than as a one-row table.
       printRows(ctx, view, [{ key: 'field' }, { key: 'value', align: 'left' }], columns.map((c) => ({ field: c.key, value: row[c.key] ?? null })));
     } else if (view.format === 'json') {
-      ctx.stdout.write(`${JSON.stringify(Object.fromEntries(columns.map((c) => [c.key, row[c.key] ?? null])), null, 2)}\n`);
+      ctx.stdout.write(`${jsonText(Object.fromEntries(columns.map((c) => [c.key, row[c.key] ?? null])), 2)}\n`);
     } else {
       printRows(ctx, view, columns, [row]);
     }

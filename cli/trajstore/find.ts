@@ -1,6 +1,6 @@
 /** `trajstore find`: locate runs and steps by expression or identity. */
 import { InvalidInputError } from '../../lib/errors.js';
-import { OUTPUT_FORMATS, type Column } from '../../lib/output.js';
+import { OUTPUT_FORMATS, jsonText, type Column } from '../../lib/output.js';
 import { FIND_DEFAULTS, FIND_SORTS, find, type FindDocument, type FindSort, type Identity } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
@@ -137,7 +137,7 @@ export const findCommand = defineCommand({
       ctx.log.warn(`--sort ${f.sort}: nothing to rank by (no text term that every match contains, or no full-text index); the matches are in ${doc.search.sort} order`);
     }
     const format = f.format === 'auto' ? (ctx.stdout.isTTY ? 'table' : 'json') : f.format;
-    if (format === 'json') ctx.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
+    if (format === 'json') ctx.stdout.write(`${jsonText(doc, 2)}\n`);
     else printMatches(ctx, { format, wide: f.wide }, doc);
   },
 });

@@ -1,5 +1,6 @@
 /** `trajstore import`: trajectories (a file, a directory, stdin or a pin) into a dataset. */
 import { InvalidInputError } from '../../lib/errors.js';
+import { jsonText } from '../../lib/output.js';
 import { INPUT_FORMATS, planImport, runImport, type DuplicatePolicy, type ErrorPolicy, type ImportRequest, type ImportSummary, type WriteMode } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand, type CommandContext } from '../kit/program.js';
@@ -44,7 +45,7 @@ function printSummary(ctx: CommandContext, view: RowView, summary: ImportSummary
   // Each skipped file was named on stderr as it was left out; the count closes the list there.
   if (summary.skipped_files.length > 0) ctx.log.warn(`skipped ${summary.skipped_files.length} of ${summary.files + summary.skipped_files.length} file(s) that could not be imported (listed above)`);
   if (view.format === 'json') {
-    ctx.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+    ctx.stdout.write(`${jsonText(summary, 2)}\n`);
     return;
   }
   const rows = summary.by_format.map((row) => ({ ...row }));

@@ -1,5 +1,6 @@
 /** `trajstore show`: one run as a readable transcript, paged on a terminal like `gh pr view`. */
 import { InvalidInputError } from '../../lib/errors.js';
+import { jsonText } from '../../lib/output.js';
 import { showRun, type TranscriptKey } from '../../pipelines/index.js';
 import type { ParsedArgs } from '../kit/flags.js';
 import { defineCommand } from '../kit/program.js';
@@ -59,7 +60,7 @@ export const showCommand = defineCommand({
   async run(ctx, f) {
     const transcript = await showRun(resolveContext(ctx), { dataset: f.dataset, key: f.key, progress: progressOn(ctx) });
     if (f.format === 'json') {
-      ctx.stdout.write(`${JSON.stringify(transcript, null, 2)}\n`);
+      ctx.stdout.write(`${jsonText(transcript, 2)}\n`);
       return;
     }
     const style = { width: ctx.stdout.columns ?? PIPE_WIDTH, maxLines: f.maxLines, full: f.full, colors: f.format === 'text' && colorsOn(ctx) };

@@ -1,6 +1,6 @@
 /** `trajstore stats [overview|agents|models|tools]`: dataset health and built-in reports. */
 import { InvalidInputError } from '../../lib/errors.js';
-import { columnsOf, type Row } from '../../lib/output.js';
+import { columnsOf, jsonText, type Row } from '../../lib/output.js';
 import { REPORTS, datasetHealth, statsReport, type DatasetHealth, type ReportName } from '../../pipelines/index.js';
 import { defineCommand, type CommandContext, type CommandSpec } from '../kit/program.js';
 import { FORMAT_OPTIONS, printRows, rowView, type RowView } from '../kit/render.js';
@@ -18,7 +18,7 @@ const REPORT_DESCRIPTIONS: Record<ReportName, string> = {
 function printHealth(ctx: CommandContext, view: RowView, health: DatasetHealth): void {
   const { relations, ...facts } = health;
   if (view.format === 'json') {
-    ctx.stdout.write(`${JSON.stringify(health, null, 2)}\n`);
+    ctx.stdout.write(`${jsonText(health, 2)}\n`);
     return;
   }
   if (view.format !== 'table') {

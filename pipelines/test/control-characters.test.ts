@@ -62,6 +62,24 @@ test('tables show C0 and C1 controls escaped; JSON keeps the ids as they are', a
   assert.equal(JSON.parse(json.stdout), [{ document_id: `t0${ATTACK}` }, { document_id: `t1${ATTACK}` }]);
 });
 
+test('JSON output writes DEL and C1 controls as \\u escapes (a terminal acts on a raw U+009B), and parses back to the same text', async () => {
+  const runs = [
+    ['query', s.path('ds'), '--sql', 'SELECT document_id FROM runs ORDER BY document_id', '--format', 'json'],
+    ['query', s.path('ds'), '--sql', 'SELECT document_id FROM runs ORDER BY document_id', '--format', 'jsonl'],
+    ['find', s.path('ds'), '--document-id', `t0${ATTACK}`, '--format', 'json'],
+    ['show', s.path('ds'), '--document-id', `t0${ATTACK}`, '--format', 'json'],
+    ['stats', 'models', s.path('ds'), '--format', 'json'],
+  ];
+  for (const args of runs) {
+    const r = await s.run(args);
+    assert.is(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+    assert.not.match(r.stdout, /[\u007f-\u009f]/, args.join(' '));
+    assert.match(r.stdout, '\\u009b31m', args.join(' '));
+    const values = args.includes('jsonl') ? r.stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown) : JSON.parse(r.stdout);
+    assert.match(JSON.stringify(values), JSON.stringify(ATTACK).slice(1, -1), `${args.join(' ')}: the text is kept`);
+  }
+});
+
 test("import's detection lines and errors show a file name's controls escaped", async () => {
   mkdirSync(s.path('named'));
   writeFileSync(s.path('named', `a${ATTACK}.storyline.json`), JSON.stringify(storyline(2)));
