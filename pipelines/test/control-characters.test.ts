@@ -3,6 +3,7 @@
  * raw through trajstore: diagnostics on stderr and table cells show them escaped (`\x1b`, `\x9b`),
  * while JSON keeps the data as it is.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -78,6 +79,19 @@ test('JSON output writes DEL and C1 controls as \\u escapes (a terminal acts on 
     const values = args.includes('jsonl') ? r.stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown) : JSON.parse(r.stdout);
     assert.match(JSON.stringify(values), JSON.stringify(ATTACK).slice(1, -1), `${args.join(' ')}: the text is kept`);
   }
+});
+
+test("onboard's command lines quote every control (C1 too) so that bash reads back the exact id", async () => {
+  const r = await s.run(['onboard', 'show', s.path('ds'), '--no-pause']);
+  assert.is(r.code, 0, r.stderr);
+  const line = r.stdout.split('\n').find((l) => l.startsWith('$ trajstore show '));
+  assert.ok(line, r.stdout);
+  assert.not.match(line, RAW_CONTROL);
+  const quoted = /--document-id (\$'.*') --no-pager$/.exec(line)?.[1];
+  assert.ok(quoted, line);
+  const echoed = spawnSync('bash', ['-c', `printf %s ${quoted}`], { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C.UTF-8' } });
+  assert.is(echoed.status, 0, echoed.stderr);
+  assert.ok([`t0${ATTACK}`, `t1${ATTACK}`].includes(echoed.stdout), JSON.stringify(echoed.stdout));
 });
 
 test("import's detection lines and errors show a file name's controls escaped", async () => {
