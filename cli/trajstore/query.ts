@@ -144,6 +144,7 @@ export const queryCommand = defineCommand({
         maxOutputBytes: f.maxOutputBytes,
         maxMemoryBytes: f.maxMemoryBytes,
         timeoutMs: f.timeoutMs,
+        ...(f.output !== undefined ? { writesTo: f.output } : {}),
         progress: progressOn(ctx),
         onColumns(names) {
           columns = columnsFor(names);

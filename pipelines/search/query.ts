@@ -8,7 +8,9 @@
  * the outcome says why the result was cut. A statement that makes the process grow by more than
  * `maxMemoryBytes` fails (a ResourceLimitError), the rows handed over before it too.
  */
+import { dirname } from 'node:path';
 import { InvalidInputError } from '../../lib/errors.js';
+import { isInsideOrSame } from '../../lib/real-path.js';
 import type { ProgressFactory } from '../../lib/progress.js';
 import { openDatasetArg, type OpenDataset } from '../dataset/open.js';
 import type { ResolveContext } from '../pins/resolve.js';
@@ -28,6 +30,8 @@ export interface QueryRequest {
   maxOutputBytes: number;
   maxMemoryBytes: number;
   timeoutMs: number;
+  /** The file the rows go to (`--output`), which must lie outside every mounted dataset. */
+  writesTo?: string;
   progress?: ProgressFactory;
   /** Called once with the column names, before any rows. */
   onColumns(names: string[]): void;
@@ -54,6 +58,19 @@ function checkMountNames(mounts: readonly QueryMount[]): void {
   }
 }
 
+/**
+ * Written into, a dataset would lose its own files (`--output ds/trajstore.json --overwrite` left it
+ * without a manifest) or gain foreign ones, which drop then refuses to remove. The directory that
+ * holds a mount's index is the dataset's own (a local dataset's root, an object-store one's cached copy).
+ */
+function checkOutsideMounts(output: string, mounts: readonly QueryMount[], opened: readonly OpenDataset[]): void {
+  opened.forEach((dataset, i) => {
+    if (isInsideOrSame(output, dirname(dataset.db.name))) {
+      throw new InvalidInputError(`--output ${output}: inside the dataset mounted as ${(mounts[i] as QueryMount).name} (${dataset.uri}); query writes outside it`);
+    }
+  });
+}
+
 export async function runQuery(rc: ResolveContext, request: QueryRequest): Promise<QueryOutcome> {
   if (request.sql.trim() === '') throw new InvalidInputError('the SQL statement is empty');
   checkMountNames(request.mounts);
@@ -61,6 +78,7 @@ export async function runQuery(rc: ResolveContext, request: QueryRequest): Promi
   let delivered = 0;
   try {
     for (const mount of request.mounts) opened.push(await openDatasetArg(rc, mount.dataset, request.progress ? { progress: request.progress } : {}));
+    if (request.writesTo !== undefined) checkOutsideMounts(request.writesTo, request.mounts, opened);
     const outcome = runReadOnlySql({
       mounts: request.mounts.map((m, i) => ({ name: m.name, path: (opened[i] as OpenDataset).db.name })),
       sql: request.sql,

@@ -305,6 +305,25 @@ test('bad options and mounts exit 2 (3 for a missing dataset or file) and name t
   }
 });
 
+test('--output inside a mounted dataset is refused before the dataset loses a file (even with --overwrite)', async () => {
+  const manifest = readFileSync(join(atif, 'trajstore.json'), 'utf8');
+  const files = readdirSync(atif).sort();
+  const cases: string[][] = [
+    ['query', atif, '--sql', 'SELECT 1', '--output', join(atif, 'trajstore.json'), '--overwrite'],
+    ['query', atif, '--sql', 'SELECT 1', '--output', join(atif, 'result.csv'), '--format', 'csv'],
+    ['query', '--mount', `a=${sample}`, '--mount', `b=${atif}`, '--sql', 'SELECT 1', '--output', join(atif, 'index.sqlite'), '--overwrite'],
+  ];
+  for (const args of cases) {
+    const r = await trajstore(args);
+    assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /--output .*: inside the dataset mounted as (dataset|b) \(.*\); query writes outside it/);
+  }
+  assert.is(readFileSync(join(atif, 'trajstore.json'), 'utf8'), manifest, 'the manifest is intact');
+  assert.equal(readdirSync(atif).sort(), files, 'nothing was added or removed');
+  const after = await trajstore(['query', atif, '--sql', 'SELECT count(*) AS n FROM dataset.steps', '--format', 'jsonl']);
+  assert.is(after.code, 0, after.stderr);
+});
+
 test('--file: a statement too long, not UTF-8 or with a NUL byte exits 2 naming the file; an endless file is not read past the limit', async () => {
   const cases: Array<[string, Buffer, RegExp]> = [
     ['huge.sql', Buffer.alloc(16 * 1024 * 1024 + 1, ' '), /huge\.sql: the statement is longer than 16777216 bytes/],
