@@ -37,15 +37,28 @@ export function clipToWidth(text: string, width: number): string {
 }
 
 /**
- * C0 controls, DEL and C1 controls (U+0080-U+009F): a terminal acts on them instead of showing them
- * (ESC and the 8-bit CSI U+009B start sequences that move the cursor, clear the screen or write the
- * clipboard), so text from data is shown with them escaped.
+ * What a terminal must not be given raw from data:
+ * - C0 controls, DEL and C1 controls (U+0080-U+009F): a terminal acts on them instead of showing
+ *   them (ESC and the 8-bit CSI U+009B start sequences that move the cursor, clear the screen or
+ *   write the clipboard);
+ * - the bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069):
+ *   invisible, they reorder what is shown around them, so that a name in one cell reads as another
+ *   or moves the figures beside it ("Trojan Source").
+ * Text from data is shown with them escaped.
  */
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
+const CONTROL_CLASS = '[\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069]';
+const CONTROLS = new RegExp(CONTROL_CLASS, 'g');
+const ANY_CONTROL = new RegExp(CONTROL_CLASS);
 const NAMED_CONTROLS: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
-/** How a control character is shown by default: `\n`, `\r`, `\t` or `\xNN` (as C, and a shell's `$'...'`, write them). */
-export const escapedControl = (ch: string): string => NAMED_CONTROLS[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
+/** Whether `text` holds a character `escapeControls` escapes. */
+export const hasControls = (text: string): boolean => ANY_CONTROL.test(text);
+
+/** How a control character is shown by default: `\n`, `\r`, `\t`, `\xNN` or `\uNNNN` (as C, and a shell's `$'...'`, write them). */
+export const escapedControl = (ch: string): string => {
+  const code = ch.charCodeAt(0);
+  return NAMED_CONTROLS[ch] ?? (code > 0xff ? `\\u${code.toString(16).padStart(4, '0')}` : `\\x${code.toString(16).padStart(2, '0')}`);
+};
 
 /** `text` with each control character except those in `keep` shown as `shown` makes it (escaped by default). */
 export function escapeControls(text: string, keep = '', shown: (ch: string) => string = escapedControl): string {

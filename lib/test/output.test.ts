@@ -95,6 +95,14 @@ test('tables escape the controls a terminal acts on, C1 (8-bit CSI) included; js
   assert.is(renderRows([{ t: text }], [{ key: 't' }], 'csv'), `t\n${text}\n`);
 });
 
+test('tables escape the bidirectional formatting characters that would reorder a row as shown', () => {
+  const name = 'evil\u202egnp.exe\u2066x\u2069\u200f\u061c';
+  const table = renderRows([{ name, n: 1 }], [{ key: 'name' }, { key: 'n' }], 'table');
+  assert.ok(table.includes('evil\\u202egnp.exe\\u2066x\\u2069\\u200f\\u061c'), table);
+  assert.not.match(table, /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
+  assert.equal(JSON.parse(renderRows([{ name }], [{ key: 'name' }], 'json')), [{ name }]);
+});
+
 test('an unknown format is invalid input naming the flag', () => {
   assert.throws(() => parseOutputFormat('yaml'), (e: unknown) => e instanceof InvalidInputError && /--format "yaml"/.test(e.message));
   assert.is(parseOutputFormat('csv'), 'csv');
