@@ -56,6 +56,20 @@ function directoryId(path: string): string | undefined {
 }
 
 /**
+ * How the source an output records stands to `from`: the same path; the same directory under
+ * another name; `gone` (moved or deleted: it has nothing left to sync, so its output may be taken
+ * over); or another directory that is still there, whose output is not `from`'s to write.
+ */
+export type SourceStanding = 'same' | 'same-directory' | 'gone' | 'other';
+
+export function standingOf(recorded: string, from: string): SourceStanding {
+  if (recorded === from) return 'same';
+  const other = directoryId(recorded);
+  if (other === undefined) return 'gone';
+  return other === directoryId(from) ? 'same-directory' : 'other';
+}
+
+/**
  * The stamps of what the dataset at `convert` holds of `from` (undefined when none, as readState),
  * read once for the check that comes with them: throws OtherSourceError when the dataset is synced
  * from another directory that is still there. One that is gone (moved, deleted) has nothing left to
@@ -64,13 +78,13 @@ function directoryId(path: string): string | undefined {
 export function claimDataset(convert: string, from: string, warn?: (message: string) => void): TreeStamps | undefined {
   const state = readStateFile(convert);
   if (state === undefined) return undefined;
-  if (state.source === from) return new Map(Object.entries(state.files));
-  const other = directoryId(state.source);
-  if (other === undefined) {
+  const standing = standingOf(state.source, from);
+  if (standing === 'same') return new Map(Object.entries(state.files));
+  if (standing === 'gone') {
     warn?.(`sync: ${convert} was synced from ${state.source}, which is gone; it is synced from ${from} now (the runs brought from there stay)`);
     return undefined;
   }
-  if (other === directoryId(from)) return undefined;
+  if (standing === 'same-directory') return undefined;
   throw new OtherSourceError(`--convert ${convert}: synced from ${state.source}, not from --from ${from}; each dataset is synced from one source`, {
     hint: `sync ${from} into a dataset of its own (runs are known by their path in the source, so two sources would replace each other's), or drop ${convert} first`,
   });
