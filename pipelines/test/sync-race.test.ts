@@ -168,7 +168,7 @@ test('a dataset synced from one source is refused (exit 4) to a sync from anothe
   assert.equal(await markers(convert), [8, 8], 'the moved source\'s runs stay beside the new one\'s');
 });
 
-test('two syncs sharing one --to: the mirror is one sync\'s at a time; the second waits (--lock-timeout), then exits 4 naming the holder, and writes nothing; once the first stops it goes on', async () => {
+test('two syncs sharing one --to: the mirror is one sync\'s at a time; the second waits (--lock-timeout), then exits 4 naming the holder, and writes nothing; once the first stops the same sync goes on, another is refused', async () => {
   const [srcA, srcB] = [s.path('shared-a'), s.path('shared-b')];
   const to = s.path('shared-mirror');
   // The same relative path in both: sharing the mirror, each would write over the other's copy, and a deletion in one remove the other's.
@@ -187,14 +187,21 @@ test('two syncs sharing one --to: the mirror is one sync\'s at a time; the secon
     assert.not.ok(existsSync(join(convert, 'trajstore.json')), 'nothing converted');
   }
   await inStep(srcA, to, s.path('shared-ds-a'), 4);
-  // Waiting, the second takes the mirror once the first has stopped.
-  const waiting = runTool('trajstore', ['sync', '--from', srcA, '--to', to, '--convert', s.path('shared-ds-a2'), '--once', '--lock-timeout', '20s'], { env: s.env, cwd: s.home });
+  // Waiting, the same sync takes the mirror once the first has stopped.
+  appendFileSync(sessionFile(srcA, 0), claudeLine(0, 2));
+  const waiting = runTool('trajstore', ['sync', '--from', srcA, '--to', to, '--convert', s.path('shared-ds-a'), '--once', '--lock-timeout', '20s'], { env: s.env, cwd: s.home });
   await sleep(500);
   first.child.kill('SIGTERM');
   assert.is((await first.exited).code, 143, first.err());
   const late = await waiting;
   assert.is(late.code, 0, late.stderr);
-  await inStep(srcA, to, s.path('shared-ds-a2'), 4);
+  await inStep(srcA, to, s.path('shared-ds-a'), 5);
+  // The others, no longer waiting, are refused the mirror as another sync's (sync-mirror-owner.test.ts).
+  for (const [src, convert] of [[srcB, s.path('shared-ds-b')], [srcA, s.path('shared-ds-a2')]] as const) {
+    const other = await runTool('trajstore', ['sync', '--from', src, '--to', to, '--convert', convert, '--once', '--lock-timeout', '0'], { env: s.env, cwd: s.home });
+    assert.is(other.code, 4, other.stderr);
+    assert.match(other.stderr, `--to ${realpathSync(to)}: the mirror of sync --from ${realpathSync(srcA)} --convert ${realpathSync(s.path('shared-ds-a'))}`);
+  }
   // A holder killed outright blocks nobody.
   const killed = residentSync(['--from', srcA, '--to', to, '--convert', s.path('shared-ds-a'), '--interval', '100ms']);
   // It has nothing to convert: holding the mirror is all it does.
@@ -203,7 +210,7 @@ test('two syncs sharing one --to: the mirror is one sync\'s at a time; the secon
   await killed.exited;
   const after = await runTool('trajstore', ['sync', '--from', srcA, '--to', to, '--convert', s.path('shared-ds-a'), '--once', '--lock-timeout', '0'], { env: s.env, cwd: s.home });
   assert.is(after.code, 0, after.stderr);
-  await inStep(srcA, to, s.path('shared-ds-a'), 4);
+  await inStep(srcA, to, s.path('shared-ds-a'), 5);
 });
 
 test('a sync that read a log, then committed after another sync had converted a newer version of it: the newer version is what ends up converted', async () => {
