@@ -15,6 +15,7 @@ import { Readable } from 'node:stream';
 import { writeFileDurably } from '../../lib/durable.js';
 import { pathError, ResourceLimitError, type ToolError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
+import { walkFiles } from '../../lib/walk.js';
 import type { CompactSpec } from '../dataset/compact/paths.js';
 import { maintainDataset, type CompactionLimits } from '../dataset/compaction.js';
 import { readManifest } from '../dataset/layout.js';
@@ -28,7 +29,7 @@ import { runImport } from '../import/import.js';
 import { largestDocumentBytes } from '../import/memory.js';
 import { bytesFile, type ImportFile } from '../import/sources.js';
 import type { Price } from '../pricing/prices.js';
-import { scanTree, stampOf, stampUnder, unlessGone, unreadableError, type FileStamp } from './scan.js';
+import { isWatched, outOfReach, scanTree, stampOf, stampUnder, unlessGone, unreadableError, type FileStamp } from './scan.js';
 import type { SourceFile } from '../formats/types.js';
 import { claimDataset, writeState } from './state.js';
 
@@ -162,12 +163,28 @@ export async function runBatch(target: SyncTarget, paths: readonly string[], sig
   return outcome;
 }
 
+/**
+ * What a batch takes when the dataset holds no state of this source (new, dropped, replaced, or taken
+ * over from a source that moved): every file of the tree, and every watched file of the mirror (this
+ * sync's: owner.ts) that the tree lacks, so that the copy of a file deleted meanwhile, which no state
+ * remembers, is read as gone and leaves both outputs. Files out of reach (an unreadable directory,
+ * the source root itself) are not taken as gone: the worker's own scan holds them back.
+ */
+function wholeTree(target: SyncTarget, pending: readonly string[]): string[] {
+  const unread: string[] = [];
+  const tree = scanTree(target.from, (rel) => unread.push(rel));
+  const stale: string[] = [];
+  walkFiles(target.to, (rel, entry) => {
+    if (entry.isFile() && isWatched(entry.name) && !tree.has(rel) && !outOfReach(rel, unread)) stale.push(rel);
+  });
+  return [...new Set([...pending, ...tree.keys(), ...stale])];
+}
+
 /** The batch's reads and writes, under the dataset's lock. */
 async function convertUnderLock(target: SyncTarget & { inputFormat: InputFormat | 'auto' }, pending: readonly string[], lock: WriterLock, signal: AbortSignal): Promise<BatchOutcome> {
   const manifest = await readManifest(new LocalObjectStore(target.convert));
   const state = manifest ? claimDataset(target.convert, target.from, (message) => target.log.warn(message)) : undefined;
-  // Files out of reach now are held by the worker's own scan; here they would only be left out.
-  const paths = state ? pending : [...new Set([...pending, ...scanTree(target.from, () => {}).keys()])];
+  const paths = state ? pending : wholeTree(target, pending);
   // Nothing changed and a dataset is there (a --once run): nothing to write.
   if (paths.length === 0 && manifest) return { files: 0, records: 0, held: [] };
   const held: HeldFile[] = [];

@@ -10,6 +10,9 @@ import { undecodableName, walkFiles } from '../../lib/walk.js';
 
 export const SYNC_EXTENSIONS = ['.json', '.jsonl', '.ndjson'];
 
+/** Whether a file of this name is one sync watches (and so one it mirrors). */
+export const isWatched = (name: string): boolean => SYNC_EXTENSIONS.some((ext) => name.toLowerCase().endsWith(ext));
+
 /**
  * Errors that say a watched file is gone: removed (ENOENT), or a directory on its path replaced by a
  * file (ENOTDIR) or by a symbolic link that loops (ELOOP). Any other error is the batch's to retry.
@@ -102,7 +105,7 @@ export function scanTree(root: string, unreadable?: (rel: string, error: ToolErr
     walkFiles(
       root,
       (rel, entry, path) => {
-        if (!entry.isFile() || !SYNC_EXTENSIONS.some((ext) => entry.name.toLowerCase().endsWith(ext))) return;
+        if (!entry.isFile() || !isWatched(entry.name)) return;
         try {
           const stamp = stampOf(path);
           if (stamp) stamps.set(rel, stamp);
@@ -128,10 +131,13 @@ export function scanTree(root: string, unreadable?: (rel: string, error: ToolErr
   return stamps;
 }
 
-/** `now` with what `before` had at or under the paths `unread` (`''`: the whole tree): files out of reach this scan, not gone. */
+/** Whether `rel` is at or under one of the paths a scan could not read (`''`: the whole tree): out of reach, not gone. */
+export const outOfReach = (rel: string, unread: readonly string[]): boolean => unread.some((path) => path === '' || rel === path || rel.startsWith(`${path}/`));
+
+/** `now` with what `before` had at or under the paths `unread`: files out of reach this scan, not gone. */
 export function keepUnread(now: TreeStamps, before: TreeStamps, unread: readonly string[]): TreeStamps {
   if (unread.length === 0) return now;
-  for (const [rel, stamp] of before) if (unread.some((path) => path === '' || rel === path || rel.startsWith(`${path}/`))) now.set(rel, stamp);
+  for (const [rel, stamp] of before) if (outOfReach(rel, unread)) now.set(rel, stamp);
   return now;
 }
 

@@ -124,15 +124,35 @@ test('a source renamed (moved) is the same sync: the mirror is taken over with a
   assert.is((await sync(src, to, convert)).code, 0);
   const moved = s.path('moved-src-2');
   renameSync(src, moved);
+  // Deleted after the move: the dataset taken over knows nothing of it, yet its copy leaves the mirror.
+  rmSync(sessionFile(moved, 1));
   const r = await sync(moved, to, convert);
   assert.is(r.code, 0, r.stderr);
   assert.match(r.stderr, `${realpathSync(to)} mirrored ${realpathSync(s.home)}/moved-src, which is gone; it mirrors ${realpathSync(moved)} now`);
-  await inStep(moved, to, convert, 4);
+  // Its runs leave the dataset too (those of a path the new source has are replaced by its).
+  await inStep(moved, to, convert, 2);
   // Its new owner is the renamed source: a new directory at the old path is another source.
   writeSession(src, 5, 1);
   const old = await sync(src, to, convert);
   assert.is(old.code, 4, old.stderr);
-  await inStep(moved, to, convert, 4);
+  assert.equal(contents(to), contents(moved));
+});
+
+test('a dataset dropped while its sync was stopped, and a source file deleted meanwhile: the rebuild leaves the mirror equal to the source', async () => {
+  const src = s.path('rebuilt-src');
+  const [to, convert] = [s.path('rebuilt-mirror'), s.path('rebuilt-ds')];
+  writeSession(src, 0, 2);
+  writeSession(src, 1, 2);
+  assert.is((await sync(src, to, convert)).code, 0);
+  // A file in the mirror that sync would not have written (no watched extension) is not the sync's to remove.
+  writeFileSync(join(to, 'README.txt'), 'kept\n');
+  rmSync(sessionFile(src, 1));
+  assert.is((await s.run(['drop', convert, '--yes'])).code, 0);
+  const r = await sync(src, to, convert);
+  assert.is(r.code, 0, r.stderr);
+  assert.ok(existsSync(join(to, 'README.txt')));
+  rmSync(join(to, 'README.txt'));
+  await inStep(src, to, convert, 2);
 });
 
 test('a --to that holds files no sync mirrored: refused (exit 2) naming it, nothing written into it nor deleted from it; an empty one is taken', async () => {
