@@ -128,6 +128,8 @@ test('a disk that fills in the compaction after a sync batch: the batch, committ
   }
   cpSync(session, join(src, 's8.jsonl'));
   let warned = 0;
+  // The copy's own mirror: a mirror is one sync's, of one source into one dataset (sync/owner.ts).
+  const mirror = s.path('compaction-mirror-of-copy');
   const mounted = await withTmpfs(async (dir) => {
     const dataset = join(dir, 'ds');
     for (let free = 0; ; free += 2 * STEP_BYTES) {
@@ -135,7 +137,7 @@ test('a disk that fills in the compaction after a sync batch: the batch, committ
       cpSync(prepared, dataset, { recursive: true });
       const before = state(dataset);
       const filler = fill(dir, free);
-      const r = await s.run(['sync', '--from', src, '--to', s.path('compaction-mirror'), '--convert', dataset, '--once']);
+      const r = await s.run(['sync', '--from', src, '--to', mirror, '--convert', dataset, '--once']);
       rmSync(filler);
       const what = `sync with ${free} bytes free`;
       if (r.code !== 0) {
@@ -148,7 +150,7 @@ test('a disk that fills in the compaction after a sync batch: the batch, committ
       assert.match(r.stderr, `${dataset}: `, what);
       warned += 1;
       // The next batch compacts, now that there is room.
-      const next = await s.run(['sync', '--from', src, '--to', s.path('compaction-mirror'), '--convert', dataset, '--once']);
+      const next = await s.run(['sync', '--from', src, '--to', mirror, '--convert', dataset, '--once']);
       assert.is(next.code, 0, next.stderr);
     }
   });
