@@ -59,6 +59,7 @@ import {
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
+import { limitFromEnv } from '../../lib/env-limit.js';
 import { ConflictError, InvalidInputError, NotFoundError, ResourceLimitError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import type { S3Place } from '../pins/pins.js';
@@ -109,15 +110,6 @@ export function s3Environment(place: S3Place, env: NodeJS.ProcessEnv): NodeJS.Pr
 
 /** The SDK's logger, silenced: it would print on stderr, and everything it reports reaches the caller as an error. */
 const SILENT = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
-
-/** `TRAJSTORE_S3_TIMEOUT_MS`, else DEFAULT_REQUEST_TIMEOUT_MS. */
-function requestTimeoutOf(env: NodeJS.ProcessEnv): number {
-  const text = env[REQUEST_TIMEOUT_ENV];
-  if (text === undefined || text === '') return DEFAULT_REQUEST_TIMEOUT_MS;
-  const ms = Number(text);
-  if (!Number.isSafeInteger(ms) || ms < 1) throw new InvalidInputError(`invalid ${REQUEST_TIMEOUT_ENV} ${JSON.stringify(text)}: expected a whole number of milliseconds, at least 1`);
-  return ms;
-}
 
 /**
  * The place's region, checked: the SDK puts it into the endpoint's host name and the signature, and
@@ -391,7 +383,7 @@ export class S3ObjectStore implements ObjectStore {
     this.uri = place.uri;
     this.bucket = place.bucket;
     this.prefix = place.prefix === '' ? '' : `${place.prefix}/`;
-    this.requestTimeoutMs = requestTimeoutOf(env);
+    this.requestTimeoutMs = limitFromEnv(env, REQUEST_TIMEOUT_ENV, DEFAULT_REQUEST_TIMEOUT_MS, 'milliseconds');
     ({ client: this.client, credentials: this.credentials } = clientOf(place, env, this.requestTimeoutMs));
     this.request = signal ? { abortSignal: signal } : {};
   }

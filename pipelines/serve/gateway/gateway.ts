@@ -11,6 +11,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidInputError } from '../../../lib/errors.js';
+import { limitFromEnv } from '../../../lib/env-limit.js';
 import type { Logger } from '../../../lib/log.js';
 import { maintainDataset } from '../../dataset/compaction.js';
 import { COMPACTION_DEFAULTS } from '../../dataset/defaults.js';
@@ -76,15 +77,6 @@ export interface TraceAppend {
 /** Checks the gateway's arguments that need no I/O: the split template (exit 2 before anything listens). */
 export function checkGatewayArguments(options: Pick<GatewayOptions, 'split'>): void {
   if (options.split !== undefined) parseSplitTemplate(options.split);
-}
-
-/** A limit of the event log from the environment (a whole number, at least 1), or its default. */
-function limitFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, unit: string): number {
-  const text = env[name];
-  if (text === undefined || text === '') return fallback;
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidInputError(`invalid ${name} ${JSON.stringify(text)}: expected a whole number of ${unit}, at least 1`);
-  return n;
 }
 
 /** `TRAJSTORE_GATEWAY_MAX_PENDING_BYTES` (bytes of events waiting for their write; past it, 429) and `TRAJSTORE_GATEWAY_MAX_TRACE_EVENTS` (events of one trace; past it, 413). */
