@@ -36,6 +36,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { limitFromEnv } from '../../lib/env-limit.js';
 import { InvalidInputError, NotFoundError, pathError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
@@ -60,10 +61,8 @@ export function s3CacheRoot(env: NodeJS.ProcessEnv): string {
   return join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'trajstore', 's3');
 }
 
-function cacheMaxBytes(env: NodeJS.ProcessEnv): number {
-  const value = Number(env.TRAJSTORE_S3_CACHE_MAX_BYTES);
-  return Number.isFinite(value) && value > 0 ? value : DEFAULT_CACHE_MAX_BYTES;
-}
+/** TRAJSTORE_S3_CACHE_MAX_BYTES, else DEFAULT_CACHE_MAX_BYTES; another value than a whole number of bytes is refused (exit 2). */
+const cacheMaxBytes = (env: NodeJS.ProcessEnv): number => limitFromEnv(env, 'TRAJSTORE_S3_CACHE_MAX_BYTES', DEFAULT_CACHE_MAX_BYTES, 'bytes');
 
 /**
  * A failure of the local cache (a directory that cannot be written, a full disk) while it serves
@@ -131,6 +130,8 @@ export async function localCopyOf(store: S3ObjectStore, place: S3Place, env: Nod
 
 /** `localCopyOf` inside the cache at `root`. */
 async function copyInCache(store: S3ObjectStore, place: S3Place, env: NodeJS.ProcessEnv, root: string, current: { manifest: Manifest; etag: string }): Promise<LocalSnapshot> {
+  // Read first: a bound the user mistyped stops the command before it downloads anything.
+  const maxBytes = cacheMaxBytes(env);
   const id = current.manifest.snapshot_id;
   const dir = snapshotCopyOf(root, place, id);
   // A copy is published whole (publishCopy) and a descriptor never changes (its name is its hash):
@@ -143,7 +144,7 @@ async function copyInCache(store: S3ObjectStore, place: S3Place, env: NodeJS.Pro
   removeAbandonedBuilds(root);
   if (!cached) await buildSnapshotCopy(store, place, root, dir, current.manifest, snapshotBytes, snapshot);
   else await repairCopy(store, partsPoolOf(root, place), root, dir, snapshot);
-  evict(root, cacheMaxBytes(env), dir);
+  evict(root, maxBytes, dir);
   return { dir, store: new CachedCopyStore(dir, place.uri, partsPoolOf(root, place)), ...current, snapshot };
 }
 

@@ -124,6 +124,14 @@ test('concurrent readers with one empty cache all succeed and share one copy; pa
   walkFiles(join(root, 'parts'), (_rel, _entry, path) => parts.push(path));
   assert.ok(parts.length > 0, 'the remaining copy\'s parts are in the pool');
   for (const part of parts) assert.is(statSync(part).nlink, 2, part);
+
+  // A bound that is not a whole number of bytes is refused (exit 2, naming it), not taken for the default.
+  for (const bad of ['10G', '1.5', '0', '-1']) {
+    const refused = await trajstore(['list', 's3://store/bound'], { TRAJSTORE_S3_CACHE_MAX_BYTES: bad });
+    assert.is(refused.code, 2, `${bad}: ${refused.stderr}`);
+    assert.match(refused.stderr, `invalid TRAJSTORE_S3_CACHE_MAX_BYTES ${JSON.stringify(bad)}: expected a whole number of bytes, at least 1`);
+  }
+  assert.is((await trajstore(['list', 's3://store/bound'], { TRAJSTORE_S3_CACHE_MAX_BYTES: '' })).code, 0, 'empty: the default');
 });
 
 test.run();
