@@ -14,6 +14,7 @@ import { NotFoundError, UnavailableError } from '../../lib/errors.js';
 import type { ProgressFactory } from '../../lib/progress.js';
 import { localPathOf, placeOf, resolveDataset, type DatasetRef, type ResolveContext } from '../pins/resolve.js';
 import { INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
+import { holdInUse } from './cache-bound.js';
 import { snapshotIdOf } from './index-meta.js';
 import { tryWriterLock } from './lock.js';
 import { canonicalPath, readableRoot } from './recover.js';
@@ -113,17 +114,17 @@ export interface LocalRoot {
   own: boolean;
   /** For an object-store dataset: its manifest in the store (`root` holds the copy of one snapshot, which never changes). */
   source?: ManifestSource;
-  /** For an object-store dataset: keeps its copy marked in use in the cache until the dataset is closed (s3-cache.ts `holdCopy`). */
+  /** For an object-store dataset: keeps its copy marked in use in the cache until the dataset is closed (cache-bound.ts `holdInUse`). */
   hold?: { release(): void };
 }
 
 export async function localRootOf(ref: DatasetRef, env: NodeJS.ProcessEnv = process.env, signal?: AbortSignal): Promise<LocalRoot> {
   if (typeof ref !== 'string' && ref.kind === 's3') {
     // Loaded only here: the AWS SDK costs every local command start-up time.
-    const { holdCopy, localSnapshotOf, RemoteManifest } = await import('./s3-cache.js');
+    const { localSnapshotOf, RemoteManifest } = await import('./s3-cache.js');
     const place = placeOf(ref);
     const { dir, store } = await localSnapshotOf(place, env, signal);
-    return { root: dir, shown: ref.uri, store, own: true, source: new RemoteManifest(place, env), hold: holdCopy(dir) };
+    return { root: dir, shown: ref.uri, store, own: true, source: new RemoteManifest(place, env), hold: holdInUse(dir) };
   }
   const shown = localPathOf(ref);
   const root = readableRoot(shown);

@@ -30,7 +30,8 @@
  * Bounded: past TRAJSTORE_S3_CACHE_MAX_BYTES (default DEFAULT_CACHE_MAX_BYTES) the snapshots used
  * least recently are removed, then the parts no remaining snapshot links. A snapshot used in the last
  * minute (another command may be opening it, and a reader holding one open marks it used every few
- * seconds: `holdCopy`) and the one being opened stay, so the cache may exceed the bound by what those hold.
+ * seconds: cache-bound.ts `holdInUse`) and the one being opened stay, so the cache may exceed the
+ * bound by what those hold.
  */
 import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
@@ -42,18 +43,13 @@ import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
 import { currentProcess, processState, type ProcessIdentity } from '../../lib/process.js';
 import type { S3Place } from '../pins/pins.js';
+import { cacheEntries, evictLeastRecentlyUsed, markUsed, STALE_SCRATCH_MS } from './cache-bound.js';
 import { MANIFEST_KEY, parseManifest, parseSnapshot, snapshotKey, type Manifest, type PartRef, type Snapshot } from './layout.js';
 import { S3ObjectStore } from './s3-store.js';
 import { LocalObjectStore } from './store.js';
 
 /** 10 GiB: a few snapshots of a large dataset with their indexes. */
 export const DEFAULT_CACHE_MAX_BYTES = 10 * 1024 ** 3;
-/** A snapshot copy used this recently is never evicted: another command may be about to open it. */
-const IN_USE_MS = 60_000;
-/** How often a reader holding a copy open marks it used again (`holdCopy`): well inside IN_USE_MS. */
-const IN_USE_REFRESH_MS = IN_USE_MS / 6;
-/** Scratch older than this belongs to a command that was killed. */
-const STALE_SCRATCH_MS = 60 * 60_000;
 /** The file of a writer's build naming its process (lib/process.ts). */
 const BUILD_OWNER = 'owner.json';
 
@@ -137,7 +133,7 @@ async function copyInCache(store: S3ObjectStore, place: S3Place, env: NodeJS.Pro
   // A copy is published whole (publishCopy) and a descriptor never changes (its name is its hash):
   // a cached copy's descriptor is the store's, without asking the store for it again.
   const cached = await new LocalObjectStore(dir).get(snapshotKey(id));
-  if (cached) touch(dir);
+  if (cached) markUsed(dir);
   const snapshotBytes = cached ?? (await store.get(snapshotKey(id)));
   if (!snapshotBytes) throw new NotFoundError(`${place.uri}: snapshot ${id} named by the manifest is missing`);
   const snapshot = parseSnapshot(place.uri, id, snapshotBytes);
@@ -198,27 +194,6 @@ export class CachedCopyStore extends LocalObjectStore {
     return new UnavailableError(`${this.source}/${key}: its copy in the local cache was damaged (${damage}) and has been dropped`, {
       hint: 'run the command again: it fetches the part from the object store',
     });
-  }
-}
-
-/**
- * Keeps the snapshot copy at `dir` marked in use (its time, which `evict` reads) until `release`:
- * a reader that holds a copy longer than IN_USE_MS (serve, for as long as the snapshot is current;
- * an export of a large dataset) would otherwise have it evicted under it by another command. The
- * timer does not keep the process alive.
- */
-export function holdCopy(dir: string): { release(): void } {
-  const timer = setInterval(() => touch(dir), IN_USE_REFRESH_MS);
-  timer.unref();
-  return { release: () => clearInterval(timer) };
-}
-
-function touch(dir: string): void {
-  const now = new Date();
-  try {
-    utimesSync(dir, now, now);
-  } catch {
-    // Evicted meanwhile: the caller's open says so.
   }
 }
 
@@ -478,33 +453,7 @@ export function evict(root: string, maxBytes: number, keep: string): void {
   const snapshotsDir = join(root, 'snapshots');
   const partsDir = join(root, 'parts');
   if (!existsSync(snapshotsDir)) return;
-  const now = Date.now();
-  const copies: Array<{ dir: string; used: number; bytes: number }> = [];
-  for (const name of readdirSync(snapshotsDir)) {
-    const dir = join(snapshotsDir, name);
-    const stat = statSync(dir, { throwIfNoEntry: false });
-    if (!stat) continue;
-    // Hidden: a copy being built or evicted, or an index rebuild's writer lock (lock.ts).
-    if (name.startsWith('.')) {
-      if (name.includes(TEMP_MARKER) && now - stat.mtimeMs > STALE_SCRATCH_MS) rmSync(dir, { recursive: true, force: true });
-      continue;
-    }
-    copies.push({ dir, used: stat.mtimeMs, bytes: bytesUnder(dir, true) });
-  }
-  let total = copies.reduce((n, c) => n + c.bytes, 0) + bytesUnder(partsDir, false);
-  if (total <= maxBytes) return;
-  for (const copy of copies.sort((a, b) => a.used - b.used)) {
-    if (total <= maxBytes) break;
-    if (copy.dir === keep || now - copy.used < IN_USE_MS) continue;
-    // Renamed first: a command that finds the copy finds it whole or not at all.
-    const doomed = join(snapshotsDir, `.evicted${TEMP_MARKER}${randomSuffix()}`);
-    try {
-      renameSync(copy.dir, doomed);
-    } catch {
-      continue;
-    }
-    rmSync(doomed, { recursive: true, force: true });
-    total -= copy.bytes;
-    total -= dropUnlinkedParts(partsDir);
-  }
+  const copies = cacheEntries(snapshotsDir, (dir) => bytesUnder(dir, true));
+  const total = copies.reduce((n, c) => n + c.bytes, 0) + bytesUnder(partsDir, false);
+  evictLeastRecentlyUsed(snapshotsDir, copies, total, maxBytes, keep, () => dropUnlinkedParts(partsDir));
 }
