@@ -77,7 +77,12 @@ export function cacheEntries(dir: string, bytesOf: (path: string, stat: Stats) =
  * Removes `entries` of the cache directory `dir`, least recently used first, until `total` (the
  * cache's bytes) is at most `maxBytes`; `keep` (the entry being opened) and those used in the last
  * minute stay. `alsoFreed`, called after each removal, returns the bytes that went with it.
- * An entry is renamed away first, so that a command finds it whole or not at all.
+ *
+ * An entry is renamed away first, so that a command finds it whole or not at all. Its time is then
+ * read again: a command that marked it used since `entries` were read (it does so before it opens
+ * one) gets it back under its name, so a reader about to open an entry does not lose it to an
+ * eviction that had decided on its older time. Only a reader that opens it in the instant between the
+ * two renames misses it; it then rebuilds (index-cache.ts) or fetches (s3-cache.ts) its own.
  */
 export function evictLeastRecentlyUsed(dir: string, entries: readonly CacheEntry[], total: number, maxBytes: number, keep: string, alsoFreed: () => number = () => 0): void {
   const now = Date.now();
@@ -90,9 +95,24 @@ export function evictLeastRecentlyUsed(dir: string, entries: readonly CacheEntry
     } catch {
       continue;
     }
+    const used = statSync(doomed, { throwIfNoEntry: false })?.mtimeMs ?? 0;
+    if (Date.now() - used < IN_USE_MS && putBack(doomed, entry.path)) continue;
     rmSync(doomed, { recursive: true, force: true });
     total -= entry.bytes;
     total -= alsoFreed();
   }
 }
 
+/**
+ * Renames an entry that was marked used while being evicted back under its name. A directory is not
+ * put back over one that a command made meanwhile (the rename fails); a file may replace a newer one
+ * of the same name, which holds the same (an index of the same snapshot), so either serves.
+ */
+function putBack(doomed: string, path: string): boolean {
+  try {
+    renameSync(doomed, path);
+    return true;
+  } catch {
+    return false;
+  }
+}
