@@ -3,18 +3,23 @@
  * exactly that snapshot. A missing or stale index (its `index_meta.snapshot_id` differs from the
  * manifest's, or it is of an older index format) is rebuilt from the Parquet parts first: in the
  * dataset when this reader can take the dataset's writer lock at once (lock.ts), else (a writer is
- * at work, or the directory is not writable) in `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite`.
+ * at work, the directory is not writable, or `neverWrite`: serve) in
+ * `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite`. That cache is bounded (index-cache.ts): past
+ * TRAJSTORE_INDEX_CACHE_MAX_BYTES, a rebuild there removes the indexes used least recently, never one
+ * used in the last minute. A reader marks a cached index used before opening it and keeps it marked
+ * while it holds it (`holdIndex`), so a serve's index is never evicted under it: were it gone,
+ * `onDisk` would make serve open the dataset again and rebuild it.
  * A dataset that an interrupted replace left aside is read as recover.ts `readableRoot` says.
  */
 import { openDatabase, type SqliteDatabase } from './sqlite.js';
-import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { NotFoundError, UnavailableError } from '../../lib/errors.js';
 import type { ProgressFactory } from '../../lib/progress.js';
 import { localPathOf, placeOf, resolveDataset, type DatasetRef, type ResolveContext } from '../pins/resolve.js';
 import { INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, requireManifest, type DatasetKind, type Manifest, type Snapshot } from './layout.js';
 import { holdInUse } from './cache-bound.js';
+import { cachedIndexOf, evictIndexes, holdIndex } from './index-cache.js';
 import { snapshotIdOf } from './index-meta.js';
 import { tryWriterLock } from './lock.js';
 import { canonicalPath, readableRoot } from './recover.js';
@@ -49,13 +54,6 @@ export interface OpenDataset {
 export interface ManifestSource {
   currentSnapshotId(): Promise<string | undefined>;
   close(): void;
-}
-
-function cacheIndexPath(env: NodeJS.ProcessEnv, snapshotId: string): string {
-  const base = env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache');
-  const dir = join(base, 'trajstore', 'index');
-  mkdirSync(dir, { recursive: true });
-  return join(dir, `${snapshotId}.sqlite`);
 }
 
 /** The index at `path`, opened read-only, when it describes `snapshotId`; undefined when missing, unreadable or stale. */
@@ -154,18 +152,24 @@ async function openHeldRoot(local: LocalRoot, env: NodeJS.ProcessEnv, options: O
   let indexPath = join(root, INDEX_FILE);
   let indexState: OpenDataset['indexState'] = 'present';
   let db = openCurrentIndex(indexPath, snapshot.id);
+  /** Keeps an index in the cache marked used while this reader has it (index-cache.ts). */
+  let indexHold: { release(): void } | undefined;
   if (!db) {
     // Rebuilt in the dataset only by a reader holding its writer lock, had at once; while a writer is
     // at work (or where this reader may not write) it goes to the cache, as readers never wait.
     const lock = !options.neverWrite && local.own && writable(root) ? tryWriterLock(root, 'rebuilding the index') : undefined;
     try {
+      let cacheBound: number | undefined;
       if (lock) {
         // A writer may have committed since the manifest was read: this is the index of what is current now.
         manifest = await requireManifest(store);
         snapshot = await readSnapshot(store, manifest.snapshot_id);
         db = openCurrentIndex(indexPath, snapshot.id);
       } else {
-        indexPath = cacheIndexPath(env, snapshot.id);
+        const cached = cachedIndexOf(env, snapshot.id);
+        indexPath = cached.path;
+        cacheBound = cached.maxBytes;
+        indexHold = holdIndex(indexPath);
         db = openCurrentIndex(indexPath, snapshot.id);
       }
       if (!db) {
@@ -173,9 +177,13 @@ async function openHeldRoot(local: LocalRoot, env: NodeJS.ProcessEnv, options: O
         const { rebuildIndex } = await import('./sqlite-index.js');
         await rebuildIndex(store, snapshot, indexPath, options.progress);
         indexState = 'rebuilt';
+        if (cacheBound !== undefined) evictIndexes(indexPath, cacheBound);
         db = openCurrentIndex(indexPath, snapshot.id);
         if (!db) throw new UnavailableError(`${indexPath}: the index was rebuilt but cannot be opened`);
       }
+    } catch (error) {
+      indexHold?.release();
+      throw error;
     } finally {
       lock?.release();
     }
@@ -194,6 +202,7 @@ async function openHeldRoot(local: LocalRoot, env: NodeJS.ProcessEnv, options: O
     onDisk: () => existsSync(index.name) && existsSync(join(root, MANIFEST_KEY)),
     close: () => {
       index.close();
+      indexHold?.release();
       local.source?.close();
       local.hold?.release();
     },
