@@ -1,10 +1,13 @@
 /**
- * The index cache: `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite` (default ~/.cache/trajstore/index),
- * where a reader that may not write a dataset's index in the dataset (open.ts: a writer holds its
- * lock, the directory is read-only, `serve`) rebuilds it. A dataset served while it is appended to
- * gets one there per snapshot, each as large as the dataset's index, so it is bounded:
+ * The index cache: `$XDG_CACHE_HOME/trajstore/index/<dataset>-<snapshot id>.sqlite` (default
+ * ~/.cache/trajstore/index), where a reader that may not write a dataset's index in the dataset
+ * (open.ts: a writer holds its lock, the directory is read-only, `serve`) rebuilds it.
  *
- * - past TRAJSTORE_INDEX_CACHE_MAX_BYTES (default DEFAULT_INDEX_CACHE_MAX_BYTES), each rebuild there
+ * - `<dataset>` is a hash of the dataset's real path: a snapshot id is what the dataset's own
+ *   descriptor says, so a dataset made by someone else could claim another's and, keyed by the id
+ *   alone, have that one read its index (or read that one's).
+ * - bounded, as a dataset served while it is appended to gets one index there per snapshot, each as
+ *   large as the dataset's index: past TRAJSTORE_INDEX_CACHE_MAX_BYTES (default DEFAULT_INDEX_CACHE_MAX_BYTES), each rebuild there
  *   removes the indexes used least recently (cache-bound.ts), never the one just built nor one used in
  *   the last minute; a reader marks an index used before it opens it, and every ten seconds while it
  *   holds it open (`holdIndex`), so a `serve` never has the index it reads removed, which would make it
@@ -12,9 +15,10 @@
  * - its own bound, not the S3 cache's: the two hold different things (an S3 copy costs a download to
  *   get back, an index only local work), and one bound over both would have an index rebuild remove
  *   S3 copies, or each cache reach the bound, twice the number the user set.
- * - what a killed rebuild left (`<snapshot id>.sqlite.tmp-<random>`) is removed once an hour old: a
+ * - what a killed rebuild left (`<dataset>-<snapshot id>.sqlite.tmp-<random>`) is removed once an hour old: a
  *   rebuild at work writes its temporary all along.
  */
+import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -24,12 +28,16 @@ import { cacheEntries, evictLeastRecentlyUsed, holdInUse, markUsed } from './cac
 /** 4 GiB: the indexes of a few snapshots of a large dataset. */
 export const DEFAULT_INDEX_CACHE_MAX_BYTES = 4 * 1024 ** 3;
 
-/** Where the index of `snapshotId` is rebuilt when not in the dataset, with the cache's bound (read first: a mistyped one fails before any work). */
-export function cachedIndexOf(env: NodeJS.ProcessEnv, snapshotId: string): { path: string; maxBytes: number } {
+/**
+ * Where the index of snapshot `snapshotId` of the dataset at `root` (its real path) is rebuilt when
+ * not in the dataset, with the cache's bound (read first: a mistyped one fails before any work).
+ */
+export function cachedIndexOf(env: NodeJS.ProcessEnv, root: string, snapshotId: string): { path: string; maxBytes: number } {
   const maxBytes = limitFromEnv(env, 'TRAJSTORE_INDEX_CACHE_MAX_BYTES', DEFAULT_INDEX_CACHE_MAX_BYTES, 'bytes');
   const dir = join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'trajstore', 'index');
   mkdirSync(dir, { recursive: true });
-  return { path: join(dir, `${snapshotId}.sqlite`), maxBytes };
+  const dataset = createHash('sha256').update(root).digest('hex').slice(0, 16);
+  return { path: join(dir, `${dataset}-${snapshotId}.sqlite`), maxBytes };
 }
 
 /**

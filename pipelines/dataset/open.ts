@@ -4,7 +4,7 @@
  * manifest's, or it is of an older index format) is rebuilt from the Parquet parts first: in the
  * dataset when this reader can take the dataset's writer lock at once (lock.ts), else (a writer is
  * at work, the directory is not writable, or `neverWrite`: serve) in
- * `$XDG_CACHE_HOME/trajstore/index/<snapshot id>.sqlite`. That cache is bounded (index-cache.ts): past
+ * `$XDG_CACHE_HOME/trajstore/index/<dataset>-<snapshot id>.sqlite`. That cache is bounded (index-cache.ts): past
  * TRAJSTORE_INDEX_CACHE_MAX_BYTES, a rebuild there removes the indexes used least recently, never one
  * used in the last minute. A reader marks a cached index used before opening it and keeps it marked
  * while it holds it (`holdIndex`), so a serve's index is never evicted under it: were it gone,
@@ -166,7 +166,7 @@ async function openHeldRoot(local: LocalRoot, env: NodeJS.ProcessEnv, options: O
         snapshot = await readSnapshot(store, manifest.snapshot_id);
         db = openCurrentIndex(indexPath, snapshot.id);
       } else {
-        const cached = cachedIndexOf(env, snapshot.id);
+        const cached = cachedIndexOf(env, canonicalPath(root), snapshot.id);
         indexPath = cached.path;
         cacheBound = cached.maxBytes;
         indexHold = holdIndex(indexPath);

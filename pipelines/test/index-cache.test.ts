@@ -8,7 +8,7 @@
  * of the new snapshot needs the cache.
  */
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -29,6 +29,8 @@ const trajstore = (args: string[], extra: NodeJS.ProcessEnv = {}) => runTool('tr
 /** The indexes in the cache, by name. */
 const cachedIndexes = (): string[] => (existsSync(cacheDir) ? readdirSync(cacheDir).filter((name) => name.endsWith('.sqlite')).sort() : []);
 const currentSnapshot = (ds: string): string => (JSON.parse(readFileSync(join(ds, 'trajstore.json'), 'utf8')) as { snapshot_id: string }).snapshot_id;
+/** The name of the cached index of `ds`'s current snapshot: `<dataset hash>-<snapshot id>.sqlite`. */
+const cachedName = (ds: string): RegExp => new RegExp(`^[0-9a-f]{16}-${currentSnapshot(ds)}\\.sqlite$`);
 
 /** As if `file` had last been used `ms` ago. */
 function backdate(file: string, ms: number): void {
@@ -78,7 +80,8 @@ test('find over snapshots an owner appends, its writer at work: past the bound, 
     // Until then every index was used within the minute (another command may be about to open it): all stay.
     if (!last) assert.is(cachedIndexes().length, snapshot, cachedIndexes().join(' '));
   }
-  assert.equal(cachedIndexes(), [`${currentSnapshot(ds)}.sqlite`]);
+  assert.is(cachedIndexes().length, 1, cachedIndexes().join(' '));
+  assert.match(cachedIndexes()[0]!, cachedName(ds));
   assert.equal(readdirSync(cacheDir).filter((name) => name.includes('.tmp-')), ['building.sqlite.tmp-ba9876543210']);
 });
 
@@ -101,7 +104,8 @@ test('serve of a dataset appended to: one index per snapshot, the old ones evict
       return body.rows?.[0]?.[0];
     };
     let current = await health();
-    assert.is(current.index_path, join(cacheDir, `${currentSnapshot(ds)}.sqlite`));
+    assert.is(dirname(current.index_path), cacheDir);
+    assert.match(basename(current.index_path), cachedName(ds));
     for (let append = 0; append < 3; append++) {
       await appended(ds);
       const before = current.index_path;
@@ -136,6 +140,34 @@ test('serve of a dataset appended to: one index per snapshot, the old ones evict
   }
 });
 
+test('the cache keeps each dataset\'s indexes apart: another dataset that claims the same snapshot id never reads this one\'s index', async () => {
+  const mine = path('mine');
+  await imported(mine);
+  const theirs = path('theirs');
+  const r = await trajstore(['import', '-f', join(SAMPLES, 'chat-messages'), '-t', theirs]);
+  assert.is(r.code, 0, r.stderr);
+  rmSync(join(theirs, 'index.sqlite'));
+  // A snapshot id is what its descriptor says: a dataset made by someone else may name any.
+  const claimed = currentSnapshot(mine);
+  const own = currentSnapshot(theirs);
+  const descriptor = JSON.parse(readFileSync(join(theirs, 'snapshots', `${own}.json`), 'utf8')) as { id: string };
+  writeFileSync(join(theirs, 'snapshots', `${claimed}.json`), JSON.stringify({ ...descriptor, id: claimed }));
+  rmSync(join(theirs, 'snapshots', `${own}.json`));
+  const manifest = JSON.parse(readFileSync(join(theirs, 'trajstore.json'), 'utf8')) as object;
+  writeFileSync(join(theirs, 'trajstore.json'), JSON.stringify({ ...manifest, snapshot_id: claimed }));
+
+  const sources = async (ds: string): Promise<string[]> => {
+    const listed = await whileLocked(ds, ['list', ds, '--format', 'json']);
+    assert.is(listed.code, 0, listed.stderr);
+    return (JSON.parse(listed.stdout) as Array<{ source_path: string }>).map((row) => row.source_path).sort();
+  };
+  const mineSources = await sources(mine);
+  assert.ok(mineSources.every((source) => source.includes('atif')), mineSources.join(' '));
+  const theirSources = await sources(theirs);
+  assert.ok(theirSources.length > 0 && theirSources.every((source) => !source.includes('atif')), theirSources.join(' '));
+  assert.equal(await sources(mine), mineSources);
+});
+
 test('TRAJSTORE_INDEX_CACHE_MAX_BYTES that is not a whole number of bytes: exit 2 naming it, before any index is built; empty is the default', async () => {
   rmSync(cacheDir, { recursive: true, force: true });
   const ds = path('misbound');
@@ -148,7 +180,8 @@ test('TRAJSTORE_INDEX_CACHE_MAX_BYTES that is not a whole number of bytes: exit 
   }
   const defaulted = await whileLocked(ds, ['stats', ds], { TRAJSTORE_INDEX_CACHE_MAX_BYTES: '' });
   assert.is(defaulted.code, 0, defaulted.stderr);
-  assert.equal(cachedIndexes(), [`${currentSnapshot(ds)}.sqlite`]);
+  assert.is(cachedIndexes().length, 1, cachedIndexes().join(' '));
+  assert.match(cachedIndexes()[0]!, cachedName(ds));
 });
 
 test.run();
