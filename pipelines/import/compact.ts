@@ -18,6 +18,7 @@ import { allOrNothing, isFileError, nothingImported, skippedFile, type RowSink, 
 import type { ProgressSink } from '../../lib/progress.js';
 import type { Row } from '../dataset/parquet.js';
 import { DatasetWriter, type WriteMode } from '../dataset/writer.js';
+import type { WriterLock } from '../dataset/lock.js';
 import { evaluatePath, parseJsonPath, type CompactSpec } from '../dataset/compact/paths.js';
 import type { SourceFile } from '../formats/types.js';
 
@@ -39,6 +40,8 @@ export interface CompactImportOptions {
   lockTimeoutMs?: number;
   /** Given files instead of walking `from` (sync: their complete lines); none at all is an empty store. */
   files?: SourceFile[];
+  /** The store's writer lock, already held by the caller (sync, which records its source under it). */
+  heldLock?: WriterLock;
 }
 
 function scalarText(value: unknown): string | undefined {
@@ -94,6 +97,7 @@ export async function runCompactImport(options: CompactImportOptions): Promise<I
     compact: spec,
     signal: options.signal,
     ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}),
+    ...(options.heldLock ? { heldLock: options.heldLock } : {}),
     log: options.log,
     storageHeapMb: storageHeapMb(options.largestDocumentBytes),
   });

@@ -183,7 +183,7 @@ function wholeTree(target: SyncTarget, pending: readonly string[]): string[] {
 /** The batch's reads and writes, under the dataset's lock. */
 async function convertUnderLock(target: SyncTarget & { inputFormat: InputFormat | 'auto' }, pending: readonly string[], lock: WriterLock, signal: AbortSignal): Promise<BatchOutcome> {
   const manifest = await readManifest(new LocalObjectStore(target.convert));
-  const state = manifest ? claimDataset(target.convert, target.from, (message) => target.log.warn(message)) : undefined;
+  const state = manifest ? claimDataset(target.convert, target.from, 'storyline', (message) => target.log.warn(message)) : undefined;
   const paths = state ? pending : wholeTree(target, pending);
   // Nothing changed and a dataset is there (a --once run): nothing to write.
   if (paths.length === 0 && manifest) return { files: 0, records: 0, held: [] };
@@ -270,21 +270,31 @@ function completeLinesFile(path: string, relPath: string): SourceFile {
  * store is replaced whole, so a file left out would lose its records: anything the batch cannot
  * read in full (a file or directory without permission, a complete line or `.json` that does not
  * parse, as `import --input-format compact-jsonl` refuses it) fails the batch, and the previous
- * store stays until a retry succeeds.
+ * store stays until a retry succeeds. It is checked to be this source's, replaced and recorded as
+ * this source's (state.ts) under the store's writer lock, as a Storyline batch is.
  */
 async function compactBatch(target: SyncTarget, signal: AbortSignal): Promise<BatchOutcome> {
-  const files = [...scanTree(target.from).keys()].sort().map((rel) => completeLinesFile(join(target.from, rel), rel));
-  const summary = await runCompactImport({
-    files,
-    from: target.from,
-    to: target.convert,
-    // Of nothing, a replace is a create; decided by the writer under the lock, so two syncs never race on it.
-    mode: 'replace',
-    columns: target.columns,
-    onError: 'fail',
-    largestDocumentBytes: largestDocumentBytes(target.from),
-    log: target.log,
-    signal,
+  mkdirSync(dirname(target.convert), { recursive: true });
+  return withWriterLock(target.convert, lockOptions('sync', { lockTimeoutMs: target.lockTimeoutMs, signal, log: target.log }), async (lock) => {
+    if (await readManifest(new LocalObjectStore(target.convert))) claimDataset(target.convert, target.from, 'compact', (message) => target.log.warn(message));
+    const files = [...scanTree(target.from).keys()].sort().map((rel) => completeLinesFile(join(target.from, rel), rel));
+    const summary = await runCompactImport({
+      files,
+      from: target.from,
+      to: target.convert,
+      // Of nothing, a replace is a create.
+      mode: 'replace',
+      heldLock: lock,
+      columns: target.columns,
+      onError: 'fail',
+      largestDocumentBytes: largestDocumentBytes(target.from),
+      log: target.log,
+      signal,
+    });
+    // The batch reads the whole tree again: the state only names the source.
+    writeState(target.convert, target.from, new Map());
+    return { files: summary.files, records: summary.total.runs, held: [] };
+  }).catch((error: unknown) => {
+    throw diskFull(error, target.convert);
   });
-  return { files: summary.files, records: summary.total.runs, held: [] };
 }

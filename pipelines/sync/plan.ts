@@ -80,7 +80,7 @@ export async function planSync(request: SyncRequest): Promise<SyncPlan> {
     if (manifest && manifest.kind !== kind) throw new InvalidInputError(`--convert ${convert}: is a ${manifest.kind} dataset; this sync writes a ${kind} one`);
     if (!manifest && readdirSync(convert).length > 0) throw new InvalidInputError(`--convert ${convert}: exists and is not a trajstore dataset`);
     // Checked again by each batch, under the dataset's lock: two new syncs may race for it.
-    if (manifest) claimDataset(convert, from);
+    if (manifest) claimDataset(convert, from, kind);
   }
   return { from, to, convert, inputFormat: request.inputFormat, columns: parseColumnFlags(request.columns), intervalMs: request.intervalMs, once: request.once, lockTimeoutMs: request.lockTimeoutMs };
 }

@@ -8,13 +8,16 @@
  *
  * The state also names the source, and a dataset is synced from one: runs are known by their path
  * relative to the source, so a second source would replace the first's runs of the same paths, and
- * each sync, finding the other's state, would convert its whole tree again at every batch.
+ * each sync, finding the other's state, would convert its whole tree again at every batch. A compact
+ * store is synced from one too (each batch replaces it whole with its source's records, so a second
+ * source would replace the first's): its state names the source and holds no stamps, as each of its
+ * batches reads the whole tree again.
  */
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileDurably } from '../../lib/durable.js';
 import { ConflictError } from '../../lib/errors.js';
-import { SYNC_STATE_FILE } from '../dataset/layout.js';
+import { SYNC_STATE_FILE, type DatasetKind } from '../dataset/layout.js';
 import type { FileStamp, TreeStamps } from './scan.js';
 
 const STATE_VERSION = 1;
@@ -69,23 +72,30 @@ export function standingOf(recorded: string, from: string): SourceStanding {
   return other === directoryId(from) ? 'same-directory' : 'other';
 }
 
+/** Per kind of dataset: why two sources would replace each other's data, and what a dataset taken over from a source that is gone keeps of it. */
+const ONE_SOURCE: Record<DatasetKind, { why: string; keptOnTakeover: string }> = {
+  // A batch replaces only the runs of the files it converts.
+  storyline: { why: 'runs are known by their path in the source', keptOnTakeover: 'the runs brought from there stay' },
+  compact: { why: 'each batch replaces the store whole', keptOnTakeover: 'the store is replaced with the records of the new source' },
+};
+
 /**
- * The stamps of what the dataset at `convert` holds of `from` (undefined when none, as readState),
- * read once for the check that comes with them: throws OtherSourceError when the dataset is synced
- * from another directory that is still there. One that is gone (moved, deleted) has nothing left to
- * sync: its dataset is taken over, and `warn` says so.
+ * The stamps of what the dataset (of `kind`) at `convert` holds of `from` (undefined when none, as
+ * readState), read once for the check that comes with them: throws OtherSourceError when the dataset
+ * is synced from another directory that is still there. One that is gone (moved, deleted) has
+ * nothing left to sync: its dataset is taken over, and `warn` says so.
  */
-export function claimDataset(convert: string, from: string, warn?: (message: string) => void): TreeStamps | undefined {
+export function claimDataset(convert: string, from: string, kind: DatasetKind, warn?: (message: string) => void): TreeStamps | undefined {
   const state = readStateFile(convert);
   if (state === undefined) return undefined;
   const standing = standingOf(state.source, from);
   if (standing === 'same') return new Map(Object.entries(state.files));
   if (standing === 'gone') {
-    warn?.(`sync: ${convert} was synced from ${state.source}, which is gone; it is synced from ${from} now (the runs brought from there stay)`);
+    warn?.(`sync: ${convert} was synced from ${state.source}, which is gone; it is synced from ${from} now (${ONE_SOURCE[kind].keptOnTakeover})`);
     return undefined;
   }
   if (standing === 'same-directory') return undefined;
   throw new OtherSourceError(`--convert ${convert}: synced from ${state.source}, not from --from ${from}; each dataset is synced from one source`, {
-    hint: `sync ${from} into a dataset of its own (runs are known by their path in the source, so two sources would replace each other's), or drop ${convert} first`,
+    hint: `sync ${from} into a dataset of its own (${ONE_SOURCE[kind].why}, so two sources would replace each other's), or drop ${convert} first`,
   });
 }

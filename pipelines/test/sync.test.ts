@@ -6,7 +6,7 @@
  * period; compact-jsonl; and the clean stop on SIGTERM.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'uvu';
@@ -572,6 +572,36 @@ test('compact-jsonl: a .json caught half-written (or an invalid complete line) f
   const deleted = await compactOnce(src, convert);
   assert.is(deleted.code, 0, deleted.stderr);
   assert.equal(await compactIds(convert), ['x']);
+});
+
+test('compact-jsonl: a store synced from one source is refused (exit 4, naming both) to a sync from another, once or resident; a source moved away is taken over with a warning', async () => {
+  const [srcA, srcB] = [s.path('co-a'), s.path('co-b')];
+  const convert = s.path('co-ds');
+  mkdirSync(srcA, { recursive: true });
+  mkdirSync(srcB, { recursive: true });
+  writeFileSync(join(srcA, 'x.jsonl'), '{"id":"a1"}\n{"id":"a2"}\n');
+  writeFileSync(join(srcB, 'x.jsonl'), '{"id":"b1"}\n');
+  assert.is((await compactOnce(srcA, convert)).code, 0);
+  const refused = await compactOnce(srcB, convert);
+  assert.is(refused.code, 4, refused.stderr);
+  assert.match(refused.stderr, `--convert ${realpathSync(convert)}: synced from ${realpathSync(srcA)}, not from --from ${realpathSync(srcB)}`);
+  const worker = resident(['--from', srcB, '--to', `${convert}-mirror`, '--convert', convert, '--input-format', 'compact-jsonl', '--interval', '100ms']);
+  assert.is((await worker.exited).code, 4, worker.stderr());
+  assert.match(worker.stderr(), `synced from ${realpathSync(srcA)}`);
+  assert.equal(await compactIds(convert), ['a1', 'a2'], 'the first source\'s store, untouched');
+  // The first source goes on as before.
+  appendFileSync(join(srcA, 'x.jsonl'), '{"id":"a3"}\n');
+  assert.is((await compactOnce(srcA, convert)).code, 0);
+  assert.equal(await compactIds(convert), ['a1', 'a2', 'a3']);
+  // Moved away, it has nothing left to sync: another source takes the store over (replacing it whole, as every compact batch does).
+  renameSync(srcA, s.path('co-a-moved'));
+  const taken = await compactOnce(srcB, convert);
+  assert.is(taken.code, 0, taken.stderr);
+  assert.match(taken.stderr, `${realpathSync(convert)} was synced from ${realpathSync(s.home)}/co-a, which is gone; it is synced from ${realpathSync(srcB)} now`);
+  assert.equal(await compactIds(convert), ['b1']);
+  // The new owner is the new source: the moved one is another now.
+  const back = await compactOnce(s.path('co-a-moved'), convert);
+  assert.is(back.code, 4, back.stderr);
 });
 
 /**
