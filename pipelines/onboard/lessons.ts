@@ -3,6 +3,7 @@
  * command that the walkthrough runs on the dataset (the user's, or the example data). The
  * commands are argument lists; the command line runs them as the user would and shows their output.
  */
+import { shellQuote } from '../../lib/shell.js';
 import { openDatasetArg } from '../dataset/open.js';
 import type { ResolveContext } from '../pins/resolve.js';
 import type { OnboardSection } from './sections.js';
@@ -36,6 +37,16 @@ async function factsOf(rc: ResolveContext, dataset: string, example: boolean): P
   } finally {
     opened.close();
   }
+}
+
+const SHOW_TEXT = '`show` prints one run as a transcript: who said what, the reasoning, each tool call with its arguments and result, tokens, cost and timings. On a terminal it pages; --format markdown pastes into an issue.';
+
+/** The show lesson on a dataset with no runs yet: why there is nothing to show (the count proves it) and how to bring runs in. */
+function noRunToShow(ds: string): LessonStep {
+  return {
+    text: `${SHOW_TEXT} This dataset has no runs yet, so there is none to show: import your agents' logs into it first (\`trajstore import -f LOGS -t ${shellQuote(ds)} --mode append\`, or keep live logs in it with \`trajstore sync\`), then run \`trajstore onboard show ${shellQuote(ds)}\` again.`,
+    args: ['query', ds, '--sql', 'SELECT count(*) AS runs FROM dataset.runs'],
+  };
 }
 
 function lesson(section: OnboardSection, ds: string, facts: DatasetFacts, exportDir: string): Lesson {
@@ -73,9 +84,7 @@ function lesson(section: OnboardSection, ds: string, facts: DatasetFacts, export
       return {
         section,
         title: 'Reading one run: show',
-        steps: facts.documentId === undefined
-          ? []
-          : [{ text: '`show` prints one run as a transcript: who said what, the reasoning, each tool call with its arguments and result, tokens, cost and timings. On a terminal it pages; --format markdown pastes into an issue.', args: ['show', ds, '--document-id', facts.documentId, '--no-pager'] }],
+        steps: [facts.documentId === undefined ? noRunToShow(ds) : { text: SHOW_TEXT, args: ['show', ds, '--document-id', facts.documentId, '--no-pager'] }],
       };
     case 'export':
       return {

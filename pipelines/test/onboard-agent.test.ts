@@ -259,6 +259,20 @@ test('onboard (all sections) runs every lesson; on a given dataset it says so', 
   assert.ok(r.stdout.includes(`uses the dataset ${ds}; it only reads it`));
 });
 
+test('onboard show on a dataset with no runs yet says so, shows it, and says how to bring runs in', async () => {
+  const empty = s.path('empty-ds');
+  mkdirSync(s.path('empty-src'), { recursive: true });
+  const made = await s.run(['sync', '--from', s.path('empty-src'), '--to', s.path('empty-mirror'), '--convert', empty, '--once']);
+  assert.is(made.code, 0, made.stderr);
+  const r = await s.run(['onboard', 'show', empty, '--no-pause']);
+  assert.is(r.code, 0, r.stderr);
+  const section = r.stdout.split('== Reading one run: show ==')[1]?.split('Done.')[0] ?? '';
+  assert.match(section, /no runs yet/, r.stdout);
+  assert.match(section, `trajstore import -f LOGS -t ${empty} --mode append`);
+  assert.match(section, `$ trajstore query ${empty}`);
+  assert.match(section, /^RUNS\n +0$/m, 'the step shows the dataset holds no run');
+});
+
 const PROMPT = '-- Enter: next step, q: stop --';
 
 test('onboard pauses after each step for a line on stdin; q stops; lines piped in get no prompt', async () => {
