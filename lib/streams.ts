@@ -37,13 +37,19 @@ const SLICE_BYTES = 64 * 1024;
  * the whole body would be queued below at once: an HTTP/2 session counts what it has queued against
  * its memory cap (10 MB by default) and, past it, refuses everything arriving for it, the answer
  * to this very request too. Stops when the stream is destroyed meanwhile (the peer answered early).
+ * A body given in pieces is written piece after piece, so that a large one is not copied to be joined.
  */
-export async function endInSlices(stream: Writable, body: Buffer | string): Promise<void> {
-  const bytes = typeof body === 'string' && body.length > SLICE_BYTES ? Buffer.from(body) : body;
-  if (typeof bytes === 'string' || bytes.length <= SLICE_BYTES) return void stream.end(bytes);
-  for (let offset = 0; offset < bytes.length; offset += SLICE_BYTES) {
-    if (stream.destroyed) return;
-    if (!stream.write(bytes.subarray(offset, offset + SLICE_BYTES))) await drained(stream);
+export async function endInSlices(stream: Writable, body: Buffer | string | readonly Buffer[]): Promise<void> {
+  if (typeof body === 'string' && body.length <= SLICE_BYTES) return void stream.end(body);
+  const pieces = typeof body === 'string' ? [Buffer.from(body)] : Buffer.isBuffer(body) ? [body] : body;
+  const size = pieces.reduce((sum, piece) => sum + piece.length, 0);
+  // A small body goes in one write, as one DATA frame.
+  if (size <= SLICE_BYTES) return void stream.end(pieces.length === 1 ? pieces[0] : Buffer.concat(pieces, size));
+  for (const piece of pieces) {
+    for (let offset = 0; offset < piece.length; offset += SLICE_BYTES) {
+      if (stream.destroyed) return;
+      if (!stream.write(piece.subarray(offset, offset + SLICE_BYTES))) await drained(stream);
+    }
   }
   if (!stream.destroyed) stream.end();
 }

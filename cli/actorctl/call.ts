@@ -42,8 +42,8 @@ function flags(args: ParsedArgs): CallFlags {
  */
 const MAX_ARGS_BYTES = 64 * 1024 * 1024;
 
-/** ARGS_JSON's text, read from `@FILE` or `@-` (stdin) up to MAX_ARGS_BYTES. */
-async function readArgsFile(file: string, stdin: Readable): Promise<string> {
+/** ARGS_JSON's bytes, read from `@FILE` or `@-` (stdin) up to MAX_ARGS_BYTES. */
+async function readArgsFile(file: string, stdin: Readable): Promise<Buffer> {
   const shown = file === '-' ? 'stdin' : file;
   let bytes: Buffer | undefined;
   try {
@@ -53,22 +53,31 @@ async function readArgsFile(file: string, stdin: Readable): Promise<string> {
     throw code === 'ENOENT' ? new NotFoundError(`ARGS_JSON file ${file} does not exist`) : new InvalidInputError(`ARGS_JSON file ${file}: ${code ?? 'unreadable'}`);
   }
   if (bytes === undefined) throw new ResourceLimitError(`ARGS_JSON (${shown}) is over ${MAX_ARGS_BYTES / 1024 / 1024} MiB`, { hint: 'pass large data by reference (a path or URL the actor reads)' });
-  return bytes.toString('utf8');
+  return bytes;
 }
 
-/** ARGS_JSON: a JSON array of the method's arguments, given as it is, or (as curl's `-d @file`) read from `@FILE` or `@-` (stdin). */
-async function parseArgs(text: string | undefined, stdin: Readable): Promise<unknown[]> {
-  if (text === undefined) return [];
-  const file = text.startsWith('@') ? text.slice(1) : undefined;
-  const source = file === undefined ? text : await readArgsFile(file, stdin);
+/** Throws unless `json` (ARGS_JSON, from `file` when it was read from one) is the text of a JSON array. */
+function checkArray(json: string, file: string | undefined): void {
   let value: unknown;
   try {
-    value = JSON.parse(source);
+    value = JSON.parse(json);
   } catch (error) {
     throw new InvalidInputError(`ARGS_JSON${file === undefined ? '' : ` (${file === '-' ? 'stdin' : file})`} is not JSON: ${(error as Error).message}`);
   }
   if (!Array.isArray(value)) throw new InvalidInputError('ARGS_JSON must be a JSON array of the arguments, e.g. \'["hello", 2]\'');
-  return value;
+}
+
+/**
+ * ARGS_JSON: a JSON array of the method's arguments, given as it is, or (as curl's `-d @file`) read
+ * from `@FILE` or `@-` (stdin). Its bytes go out as they are once checked (the values the check
+ * parses are dropped): encoded again, then copied into a body, a large document was held twice more.
+ */
+async function argsJson(text: string | undefined, stdin: Readable): Promise<Buffer> {
+  if (text === undefined) return Buffer.from('[]');
+  const file = text.startsWith('@') ? text.slice(1) : undefined;
+  const bytes = file === undefined ? Buffer.from(text) : await readArgsFile(file, stdin);
+  checkArray(file === undefined ? text : bytes.toString('utf8'), file);
+  return bytes;
 }
 
 /** How each error of a call ends the command. */
@@ -112,10 +121,10 @@ export const callCommand = defineCommand({
   ],
   flags,
   async run(ctx, f) {
-    const args = await parseArgs(f.args, ctx.stdin);
+    const args = await argsJson(f.args, ctx.stdin);
     const options = inspectOptions(ctx, f.inspect);
     try {
-      const reply = await callActor({ ...options, name: f.name, method: f.method, args, mode: f.mode, signal: ctx.signal }, (item) => ctx.stdout.write(`${JSON.stringify(item)}\n`));
+      const reply = await callActor({ ...options, name: f.name, method: f.method, argsJson: args, mode: f.mode, signal: ctx.signal }, (item) => ctx.stdout.write(`${JSON.stringify(item)}\n`));
       if (f.mode === 'ask') ctx.stdout.write(`${JSON.stringify(reply ?? null)}\n`);
     } catch (error) {
       if (!isActorError(error)) throw error;

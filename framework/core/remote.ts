@@ -19,6 +19,15 @@ export function callJson(method: string, args: unknown[]): string {
 }
 
 /**
+ * The body of a call whose arguments are JSON text already (of an array: the caller checks it),
+ * in pieces around that text, which is sent as it is: a large document given as text is neither
+ * parsed, encoded nor copied again to go out.
+ */
+export function callBodyOf(method: string, argsJson: Buffer): Buffer[] {
+  return [Buffer.from(`{"method":${JSON.stringify(method)},"args":`), argsJson, Buffer.from('}')];
+}
+
+/**
  * Turns a call reply into its value or the ActorError it carries. The reply comes from a peer: a
  * body that is not `{result}` or `{error: {code, message}}` with string fields is a failure naming
  * what came, never a TypeError later in whoever reads the error.
@@ -55,8 +64,8 @@ function jsonKind(value: unknown): string {
  * timeout bounds the wait for the reply to start, not the length of the stream; `signal`, or
  * leaving the loop, resets the stream.
  */
-export async function* remoteStream(transport: Transport, addr: string, path: string, json: string, timeoutMs: number, signal: AbortSignal | undefined): AsyncGenerator<unknown> {
-  const request = transport.open(addr, path, { headers: { 'x-message-mode': 'stream' }, body: json });
+export async function* remoteStream(transport: Transport, addr: string, path: string, body: Buffer | string | readonly Buffer[], timeoutMs: number, signal: AbortSignal | undefined): AsyncGenerator<unknown> {
+  const request = transport.open(addr, path, { headers: { 'x-message-mode': 'stream' }, body });
   const cancel = (): void => {
     if (!request.closed) request.close(NGHTTP2_CANCEL);
   };

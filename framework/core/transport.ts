@@ -37,7 +37,8 @@ export interface Reply {
 export interface RequestOptions {
   method?: string;
   headers?: Record<string, string>;
-  body?: Buffer | string;
+  /** Pieces are sent one after the other (endInSlices). */
+  body?: Buffer | string | readonly Buffer[];
   timeoutMs?: number;
   /** Leave the request side open (a long-lived stream such as the call channel); `body` is ignored. */
   keepOpen?: boolean;

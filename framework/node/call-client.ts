@@ -5,7 +5,7 @@
  * no such actor any more or cannot be reached.
  */
 import { ActorError } from '../core/errors.js';
-import { callJson, decodeReply, remoteStream } from '../core/remote.js';
+import { callBodyOf, decodeReply, remoteStream } from '../core/remote.js';
 import { withClient } from './client.js';
 import type { InspectOptions } from './inspect-types.js';
 
@@ -14,7 +14,8 @@ export type ClientCallMode = 'ask' | 'tell' | 'stream';
 export interface ClientCall extends Omit<InspectOptions, 'bestEffort'> {
   name: string;
   method: string;
-  args: unknown[];
+  /** The arguments: the JSON text of an array (checked by the caller), sent as it is. */
+  argsJson: Buffer;
   mode: ClientCallMode;
   /** Cancels the call (a streamed reply stops). */
   signal: AbortSignal;
@@ -30,19 +31,19 @@ export function callActor(call: ClientCall, onItem: (item: unknown) => void): Pr
     const first = Math.floor(Math.random() * hosts.length);
     const order = [...hosts.slice(first), ...hosts.slice(0, first)];
     const path = `/named/${encodeURIComponent(call.name)}`;
-    const json = callJson(call.method, call.args);
+    const body = callBodyOf(call.method, call.argsJson);
     let last: ActorError | undefined;
     for (const host of order) {
       let started = false;
       try {
         if (call.mode === 'stream') {
-          for await (const item of remoteStream(client.transport, host.addr, path, json, call.timeoutMs, call.signal)) {
+          for await (const item of remoteStream(client.transport, host.addr, path, body, call.timeoutMs, call.signal)) {
             started = true;
             onItem(item);
           }
           return undefined;
         }
-        const reply = await client.transport.request(host.addr, path, { headers: { 'x-message-mode': call.mode }, body: json, timeoutMs: call.timeoutMs });
+        const reply = await client.transport.request(host.addr, path, { headers: { 'x-message-mode': call.mode }, body, timeoutMs: call.timeoutMs });
         return decodeReply(reply.status, reply.body, host.addr);
       } catch (error) {
         // The next instance is tried when this one has no such actor any more or cannot be reached,
