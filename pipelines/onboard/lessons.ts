@@ -3,6 +3,7 @@
  * command that the walkthrough runs on the dataset (the user's, or the example data). The
  * commands are argument lists; the command line runs them as the user would and shows their output.
  */
+import { InvalidInputError } from '../../lib/errors.js';
 import { shellQuote } from '../../lib/shell.js';
 import { openDatasetArg } from '../dataset/open.js';
 import type { ResolveContext } from '../pins/resolve.js';
@@ -32,6 +33,11 @@ interface DatasetFacts {
 async function factsOf(rc: ResolveContext, dataset: string, example: boolean): Promise<DatasetFacts> {
   const opened = await openDatasetArg(rc, dataset);
   try {
+    if (opened.kind !== 'storyline') {
+      throw new InvalidInputError(`${dataset}: onboard walks through the runs of a Storyline dataset; this one is a compact record store`, {
+        hint: `\`trajstore onboard\` without a dataset uses example data; \`trajstore query ${shellQuote(dataset)} --sql 'SELECT * FROM dataset.records LIMIT 5'\` reads this store's records`,
+      });
+    }
     const row = opened.db.prepare('SELECT document_id FROM runs ORDER BY tool_call_count > 0 DESC, rowid LIMIT 1').get() as { document_id: string } | undefined;
     return { documentId: row?.document_id, term: example ? 'disk full' : 'error' };
   } finally {

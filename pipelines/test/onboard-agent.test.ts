@@ -302,10 +302,15 @@ test('onboard on a terminal prompts at each pause', async () => {
 });
 
 test('onboard: bad input', async () => {
+  // The walkthrough reads runs: a compact record store has records, and is refused for what it is.
+  const compact = s.path('compact-store');
+  const imported = await s.run(['import', '-f', join(PROJECT_TESTDATA, 'samples', 'chat-messages'), '-t', compact, '-i', 'compact-jsonl']);
+  assert.is(imported.code, 0, imported.stderr);
   const cases: Array<[string[], number, RegExp]> = [
     [['onboard', 'fnd'], 2, /unknown section "fnd"[\s\S]*did you mean `onboard find`/],
     [['onboard', 'querry', ds], 2, /unknown section "querry"/],
     [['onboard', 'find', s.path('nowhere'), '--no-pause'], 3, /nowhere/],
+    [['onboard', 'stats', compact, '--no-pause'], 2, /compact record store[\s\S]*hint: .*dataset\.records/],
   ];
   for (const [args, code, message] of cases) {
     const r = await s.run(args);
