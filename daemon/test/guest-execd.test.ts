@@ -109,6 +109,45 @@ test('cwd and envs apply; the service environment is not leaked into a clean var
   assert.is(ex.logs.stdout.map((m) => m.text).join(''), `${work}\ngrüß dich ✓\n`);
 });
 
+/** POSTs a body to /command as is and reads its events (bare JSON lines) to the end, or its error. */
+async function rawCommand(body: unknown): Promise<{ status: number; events: Array<{ type: string; text?: string; error?: { evalue: string } }>; error?: { code: string; message: string } }> {
+  const res = await fetch(`http://${svc.addr}/command`, { method: 'POST', headers: { ...svc.headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await res.text();
+  if (!res.ok) return { status: res.status, events: [], error: JSON.parse(text) as { code: string; message: string } };
+  return { status: res.status, events: text.split('\n').filter((line) => line.trim()).map((line) => JSON.parse(line) as { type: string }) };
+}
+
+test('argv runs a program with literal arguments, no shell (the Python SDK sends a list as argv)', async () => {
+  const out = (r: Awaited<ReturnType<typeof rawCommand>>): string => r.events.filter((e) => e.type === 'stdout').map((e) => e.text).join('');
+  const literal = await rawCommand({ argv: ['printf', '%s|', 'a b', '$HOME', '*', "it's"], cwd: work });
+  assert.is(literal.status, 200, JSON.stringify(literal.error));
+  assert.is(out(literal), "a b|$HOME|*|it's|");
+  assert.is(literal.events.at(-1)?.type, 'execution_complete');
+  // A bare name is looked up in the command's PATH, which envs may set.
+  const found = await rawCommand({ argv: ['env'], envs: { PATH: '/usr/bin:/bin', MARK: 'x y' } });
+  assert.match(out(found), /^MARK=x y$/m);
+  const failed = await rawCommand({ argv: ['sh', '-c', 'exit 3'] });
+  assert.is(failed.events.at(-1)?.error?.evalue, '3');
+  const background = await rawCommand({ argv: ['echo', 'in the log'], background: true });
+  const id = background.events.find((e) => e.type === 'init')!.text!;
+  assert.is((await statusOnceStopped(id)).exitCode, 0);
+  assert.is((await sdk.commands.getBackgroundCommandLogs(id)).content, 'in the log\n');
+  const refused: Array<[unknown, RegExp]> = [
+    [{ argv: ['echo'], command: 'echo' }, /exactly one of 'command' and 'argv'/],
+    [{ cwd: '/' }, /exactly one of 'command' and 'argv'/],
+    [{ argv: [] }, /'argv' is empty/],
+    [{ argv: ['', 'x'] }, /'argv\[0\]' is empty/],
+    [{ argv: ['echo', 'a\u0000b'] }, /'argv\[1\]' contains a NUL byte/],
+    [{ argv: ['no-such-program-here'] }, /'argv\[0\]'.*no-such-program-here/],
+  ];
+  for (const [body, message] of refused) {
+    const r = await rawCommand(body);
+    assert.is(r.status, 400, JSON.stringify(body));
+    assert.is(r.error?.code, 'INVALID_REQUEST_BODY');
+    assert.match(r.error!.message, message);
+  }
+});
+
 test('a foreground command that leaves a background process behind still completes', async () => {
   // The background sleep inherits stdout; the command must end when the shell does.
   const ex = await sdk.commands.run('sleep 30 & echo "bg=$!"', { timeoutSeconds: 20 });

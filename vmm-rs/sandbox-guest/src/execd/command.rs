@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::output::{event, exit_event, pump, sleep_until, sse_response, Stream, Utf8Carry};
-use super::process::{die_with_service, exit_code, kill_group, shell};
+use super::process::{die_with_service, exit_code, kill_group, shell, single_quote};
 use super::{random_id, Execd};
 use crate::http::{self, ApiError, ApiResult};
 
@@ -31,7 +31,12 @@ const MAX_LOG_SLICE: u64 = 4 << 20;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
-    pub command: String,
+    /// Shell text; `argv` is the other way to name what to run, and exactly one is given.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// A program and its literal arguments, run without a shell (newer SDKs send a list as this).
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
     #[serde(default)]
     pub cwd: Option<String>,
     #[serde(default)]
@@ -156,15 +161,68 @@ pub fn check_command(command: &str, timeout: Option<u64>) -> Result<(), ApiError
         return Err(invalid("field 'command' is empty".into()));
     }
     check_no_nul("command", command)?;
+    check_timeout(timeout)
+}
+
+fn check_timeout(timeout: Option<u64>) -> Result<(), ApiError> {
     if timeout == Some(0) {
         return Err(invalid("field 'timeout' must be at least 1 (milliseconds)".into()));
     }
     Ok(())
 }
 
+fn check_argv(argv: &[String]) -> Result<(), ApiError> {
+    match argv.first() {
+        None => return Err(invalid("field 'argv' is empty: it needs at least the program to run".into())),
+        Some(program) if program.is_empty() => return Err(invalid("field 'argv[0]' is empty: it names the program to run".into())),
+        _ => {}
+    }
+    argv.iter().enumerate().try_for_each(|(i, arg)| check_no_nul(&format!("argv[{i}]"), arg))
+}
+
+/// What a request runs: shell text, or a program with literal arguments.
+enum Program<'a> {
+    Shell(&'a str),
+    Argv(&'a [String]),
+}
+
+impl RunRequest {
+    fn program(&self) -> Program<'_> {
+        match (&self.command, &self.argv) {
+            (Some(command), _) => Program::Shell(command),
+            (None, Some(argv)) => Program::Argv(argv),
+            (None, None) => unreachable!("validate refuses a request without command or argv"),
+        }
+    }
+
+    /// What a status query shows as the command: the text, or the arguments as a shell would read them.
+    fn content(&self) -> String {
+        match self.program() {
+            Program::Shell(command) => command.to_string(),
+            Program::Argv(argv) => argv.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+/// One argument as a shell word: as it is when nothing in it is special, else single-quoted.
+fn shell_word(arg: &str) -> String {
+    if !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+        arg.to_string()
+    } else {
+        single_quote(arg)
+    }
+}
+
 /// Checks a request; returns the user and group ids to run as.
 fn validate(req: &RunRequest) -> Result<(Option<u32>, Option<u32>), ApiError> {
-    check_command(&req.command, req.timeout)?;
+    match (&req.command, &req.argv) {
+        (Some(command), None) => check_command(command, req.timeout)?,
+        (None, Some(argv)) => {
+            check_argv(argv)?;
+            check_timeout(req.timeout)?;
+        }
+        _ => return Err(invalid("give exactly one of 'command' and 'argv': shell text, or a program and its arguments".into())),
+    }
     if req.gid.is_some() && req.uid.is_none() {
         return Err(invalid("field 'gid' needs 'uid'".into()));
     }
@@ -186,10 +244,14 @@ fn validate(req: &RunRequest) -> Result<(Option<u32>, Option<u32>), ApiError> {
 /// asked for (checked above but for what only the kernel knows), else the service's.
 fn spawn_error(e: io::Error, req: &RunRequest) -> ApiError {
     match e.raw_os_error() {
-        Some(libc::E2BIG) => invalid("field 'command' or 'envs': the command and its environment are longer than the system allows a new process (E2BIG)".into()),
+        Some(libc::E2BIG) => invalid("field 'command' (or 'argv') or 'envs': the command and its environment are longer than the system allows a new process (E2BIG)".into()),
         // The directory is entered after switching user: that user may not enter it.
         Some(libc::EACCES) if req.cwd.is_some() && req.uid.is_some() => {
             invalid(format!("field 'cwd': user {} may not enter '{}'", req.uid.unwrap_or_default(), req.cwd.as_deref().unwrap_or_default()))
+        }
+        // Without a shell, a program that is not there (or cannot be run) fails the start itself.
+        Some(libc::ENOENT | libc::EACCES | libc::ENOEXEC | libc::ENOTDIR) if req.argv.is_some() => {
+            invalid(format!("field 'argv[0]': cannot run '{}': {e}", req.argv.as_deref().and_then(|a| a.first()).map(String::as_str).unwrap_or_default()))
         }
         // An id the kernel cannot map (a user namespace without it).
         Some(libc::EINVAL) if req.uid.is_some() => invalid(format!("field 'uid' or 'gid': the system cannot switch to these ids ({e})")),
@@ -207,8 +269,20 @@ fn primary_gid(uid: u32) -> Option<u32> {
 }
 
 fn build(req: &RunRequest, uid: Option<u32>, gid: Option<u32>) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(shell());
-    cmd.arg("-c").arg(&req.command).stdin(Stdio::null()).process_group(0).kill_on_drop(false);
+    let mut cmd = match req.program() {
+        Program::Shell(command) => {
+            let mut cmd = tokio::process::Command::new(shell());
+            cmd.arg("-c").arg(command);
+            cmd
+        }
+        // A bare name is looked up in the command's PATH (envs may set it); a relative path from its cwd.
+        Program::Argv(argv) => {
+            let mut cmd = tokio::process::Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::null()).process_group(0).kill_on_drop(false);
     if !req.background {
         die_with_service(&mut cmd);
     }
@@ -241,10 +315,16 @@ pub async fn run(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         None
     };
-    let mut child = cmd.spawn().map_err(|e| spawn_error(e, &body))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        // A command that never started has no log to keep.
+        if let Some(path) = &log {
+            let _ = std::fs::remove_file(path);
+        }
+        spawn_error(e, &body)
+    })?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let record = Arc::new(Record {
-        command: body.command.clone(),
+        command: body.content(),
         started_at: http::now_ms(),
         pgid,
         log,

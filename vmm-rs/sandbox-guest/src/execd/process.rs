@@ -78,3 +78,8 @@ pub fn shell() -> &'static str {
         "/bin/sh"
     }
 }
+
+/// `s` as one single-quoted shell word, whatever it holds.
+pub fn single_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}

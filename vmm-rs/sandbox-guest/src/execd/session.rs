@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use super::command::{check_command, check_cwd, check_no_nul};
 use super::output::{event, exit_event, pump, sleep_until, sse_response, Stream, Utf8Carry};
-use super::process::{self, kill_group};
+use super::process::{self, kill_group, single_quote};
 use super::{random_id, Execd};
 use crate::http::{self, ApiError, ApiResult};
 
@@ -141,10 +141,6 @@ pub async fn create(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
 pub async fn delete(state: &Execd, id: &str) -> ApiResult {
     state.sessions.remove(id).ok_or_else(|| not_found(id))?.end().await;
     Ok(http::ok_empty())
-}
-
-fn single_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// Finds the end marker in one stream. Bytes that might be the start of a marker are held
