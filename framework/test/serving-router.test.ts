@@ -401,6 +401,8 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     ['/v1/chat/completions', chat({ messages: [...MESSAGES, history, { role: 'assistant', content: null, refusal: 'I would rather not.' }, { role: 'user', content: 'Go on.' }], max_tokens: 2 })],
     ['/v1/chat/completions', chat({ tools: [], tool_choice: 'none', parallel_tool_calls: false, logit_bias: {}, logprobs: false, top_logprobs: null, store: false, metadata: { run: 'a' }, service_tier: 'auto', modalities: ['text'], response_format: { type: 'text' }, reasoning_effort: null, max_tokens: 2 })],
     ['/v1/chat/completions', chat({ top_k: 5, min_p: 0.05, repetition_penalty: 1.1, max_tokens: 2 })],
+    // openai-python's replacements for the deprecated `user`, which is taken: labels, with no effect here either.
+    ['/v1/chat/completions', chat({ safety_identifier: 'user-1', prompt_cache_key: 'town', user: null, max_tokens: 2 })],
   ];
   for (const [path, body] of accepted) {
     const { status, json } = await post(path, body);
@@ -411,6 +413,18 @@ test('bad requests get 400 with an OpenAI error body naming the parameter; the r
     const logprobs = await post('/v1/chat/completions', chat({ logprobs: on }));
     assert.equal([logprobs.status, logprobs.json.error?.param, logprobs.json.error?.code], [400, 'logprobs', 'invalid_value']);
     assert.is(logprobs.json.error?.message, "Invalid value for 'logprobs': log probabilities are not returned by this server, so only false (or null) is accepted.");
+  }
+  // openai-python sends stream_options.include_obfuscation as the caller sets it: false asks for no
+  // padding, which no chunk here has; true asks for padding that this server does not add.
+  for (const path of ['/v1/chat/completions', '/v1/completions']) {
+    const body = { ...(path.includes('chat') ? chat({}) : { model: 'tiny', prompt: 'The' }), max_tokens: 2, stream: true, stream_options: { include_usage: true, include_obfuscation: false } };
+    const streamed = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const text = await streamed.text();
+    assert.is(streamed.status, 200, text);
+    assert.ok(text.endsWith('data: [DONE]\n\n') && text.includes('"completion_tokens":2'), text);
+    const padded = await post(path, { ...body, stream_options: { include_obfuscation: true } });
+    assert.equal([padded.status, padded.json.error?.param], [400, 'stream_options.include_obfuscation'], JSON.stringify(padded.json));
+    assert.match(padded.json.error!.message, /Unsupported parameter 'stream_options\.include_obfuscation': stream chunks are not padded by this server/);
   }
   // As OpenAI answers: stream_options belongs to a streamed request.
   const unstreamed = await post('/v1/chat/completions', chat({ stream_options: { include_usage: true } }));

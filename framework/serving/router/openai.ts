@@ -46,7 +46,8 @@ const MaxTokens = Type.Integer({ minimum: 1, maximum: MAX_TOKENS_LIMIT });
 const COMMON = {
   model: Type.String({ minLength: 1 }),
   stream: Nullable(Type.Boolean()),
-  stream_options: Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }, strict)),
+  // include_obfuscation: false is what clients send to save the padding; true is refused by name (requestProblem).
+  stream_options: Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()), include_obfuscation: Type.Optional(Type.Boolean()) }, strict)),
   max_tokens: Nullable(MaxTokens),
   temperature: Nullable(Type.Number({ minimum: 0, maximum: 2 })),
   top_p: Nullable(Type.Number({ minimum: 0, maximum: 1 })),
@@ -90,6 +91,9 @@ export const ChatRequest = Type.Object(
     // Labels for OpenAI's stored completions: nothing is stored here, so they have no use, and no harm.
     metadata: Nullable(Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 512 }), { maxProperties: 16 })),
     store: Nullable(Type.Literal(false)),
+    // OpenAI's replacements for the deprecated `user` (taken above): labels, with no effect here either.
+    safety_identifier: Nullable(Type.String()),
+    prompt_cache_key: Nullable(Type.String()),
     service_tier: Nullable(Type.Union([Type.Literal('auto'), Type.Literal('default')])),
     modalities: Nullable(Type.Array(Type.Literal('text'), { minItems: 1, maxItems: 1 })),
     reasoning_effort: Type.Optional(Type.Null()),
@@ -143,6 +147,10 @@ const unsupported = (param: string, what: string): RequestProblem => ({ param, m
 export function requestProblem(body: unknown, chat: boolean): RequestProblem | undefined {
   if (!isJsonObject(body)) return undefined;
   if (!isEmpty(body['logit_bias'])) return unsupported('logit_bias', 'token biases are not applied by this server');
+  const streamOptions = body['stream_options'];
+  if (isJsonObject(streamOptions) && streamOptions['include_obfuscation'] === true) {
+    return unsupported('stream_options.include_obfuscation', 'stream chunks are not padded by this server (false, or leaving it out, is accepted)');
+  }
   return chat ? chatProblem(body) : completionProblem(body);
 }
 
