@@ -148,6 +148,38 @@ test('argv runs a program with literal arguments, no shell (the Python SDK sends
   }
 });
 
+/** The command the Python SDK's `commands.set_env(key, value)` runs (opensandbox 1.1.1): it appends one entry to $EXECD_ENVS. */
+function setEnvCommand(key: string, value: string): string {
+  const entry = value.includes("'") ? `${key}="${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\t/g, '\\t')}"` : `${key}='${value}'`;
+  const quoted = `'${entry.replace(/'/g, "'\\''")}'`;
+  return [
+    `if [ -z "\${EXECD_ENVS:-}" ]; then printf '%s\\n' 'EXECD_ENVS is not set; cannot persist environment variable ${key}' >&2; exit 1; fi`,
+    'mkdir -p "$(dirname "$EXECD_ENVS")"',
+    `printf '%s\\n' ${quoted} >> "$EXECD_ENVS"`,
+  ].join('\n');
+}
+
+test('set_env: variables appended to $EXECD_ENVS reach later commands and sessions, under the request envs', async () => {
+  const stdout = (ex: { logs: { stdout: Array<{ text: string }> } }): string => ex.logs.stdout.map((m) => m.text).join('');
+  for (const [key, value] of [['SET_PLAIN', 'a $HOME b'], ['SET_QUOTED', 'it\'s "x"\tz\\n'], ['SET_LINES', 'one\ntwo']]) {
+    const set = await sdk.commands.run(setEnvCommand(key!, value!));
+    assert.is(set.exitCode, 0, set.logs.stderr.map((m) => m.text).join(''));
+  }
+  const expected = 'a $HOME b|it\'s "x"\tz\\n|one\ntwo';
+  assert.is(stdout(await sdk.commands.run('printf "%s|%s|%s" "$SET_PLAIN" "$SET_QUOTED" "$SET_LINES"')), expected);
+  assert.is(stdout(await sdk.commands.run('printf %s "$SET_PLAIN"', { envs: { SET_PLAIN: 'the request wins' } })), 'the request wins');
+  const session = await sdk.commands.createSession();
+  assert.is(stdout(await sdk.commands.runInSession(session, 'printf "%s|%s|%s" "$SET_PLAIN" "$SET_QUOTED" "$SET_LINES"')), expected);
+  await sdk.commands.deleteSession(session);
+  // A file that cannot be read as entries stops commands with a message naming it, and the files API repairs it.
+  const file = stdout(await sdk.commands.run('printf %s "$EXECD_ENVS"'));
+  assert.ok(file.startsWith('/'), file);
+  await sdk.files.writeFiles([{ path: file, data: 'SET_PLAIN=1\nnot an entry\n' }]);
+  await expectApiError(() => sdk.commands.run('true'), 'RUNTIME_ERROR', 500);
+  await sdk.files.deleteFiles([file]);
+  assert.is(stdout(await sdk.commands.run('printf %s "${SET_PLAIN-unset}"')), 'unset');
+});
+
 test('a foreground command that leaves a background process behind still completes', async () => {
   // The background sleep inherits stdout; the command must end when the shell does.
   const ex = await sdk.commands.run('sleep 30 & echo "bg=$!"', { timeoutSeconds: 20 });

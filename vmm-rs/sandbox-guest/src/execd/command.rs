@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 
 use super::output::{event, exit_event, pump, sleep_until, sse_response, Stream, Utf8Carry};
 use super::process::{die_with_service, exit_code, kill_group, shell, single_quote};
+use super::env_file::EnvFile;
 use super::{random_id, Execd};
 use crate::http::{self, ApiError, ApiResult};
 
@@ -268,7 +269,7 @@ fn primary_gid(uid: u32) -> Option<u32> {
     }
 }
 
-fn build(req: &RunRequest, uid: Option<u32>, gid: Option<u32>) -> tokio::process::Command {
+fn build(req: &RunRequest, uid: Option<u32>, gid: Option<u32>, env_file: &EnvFile) -> Result<tokio::process::Command, ApiError> {
     let mut cmd = match req.program() {
         Program::Shell(command) => {
             let mut cmd = tokio::process::Command::new(shell());
@@ -289,6 +290,7 @@ fn build(req: &RunRequest, uid: Option<u32>, gid: Option<u32>) -> tokio::process
     if let Some(cwd) = &req.cwd {
         cmd.current_dir(cwd);
     }
+    env_file.apply(&mut cmd)?;
     if let Some(envs) = &req.envs {
         cmd.envs(envs);
     }
@@ -297,14 +299,14 @@ fn build(req: &RunRequest, uid: Option<u32>, gid: Option<u32>) -> tokio::process
         let gid = gid.or_else(|| primary_gid(uid)).unwrap_or(uid);
         cmd.uid(uid).gid(gid);
     }
-    cmd
+    Ok(cmd)
 }
 
 pub async fn run(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
     let body: RunRequest = http::read_json(req).await?;
     let (uid, gid) = validate(&body)?;
     let id = random_id();
-    let mut cmd = build(&body, uid, gid);
+    let mut cmd = build(&body, uid, gid, &state.env_file)?;
     let log = if body.background {
         let (path, file) = state.commands.create_log(&id).map_err(|e| ApiError::runtime(format!("cannot create command log: {e}")))?;
         let dup = file.try_clone().map_err(|e| ApiError::runtime(e.to_string()))?;

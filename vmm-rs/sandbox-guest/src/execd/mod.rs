@@ -2,6 +2,7 @@
 //! metrics, compatible with the OpenSandbox execution service API the public SDKs speak.
 
 mod command;
+mod env_file;
 mod files;
 mod metrics;
 mod output;
@@ -27,6 +28,8 @@ pub struct Execd {
     pub config: ServiceConfig,
     pub commands: command::Registry,
     pub sessions: session::Sessions,
+    /// What every command and new session starts with: `$EXECD_ENVS`, where `set_env` writes.
+    pub env_file: env_file::EnvFile,
     pub metrics: metrics::Sampler,
 }
 
@@ -41,6 +44,7 @@ pub async fn run(config: ServiceConfig) -> Result<(), String> {
     let state = Arc::new(Execd {
         commands: command::Registry::new(config.state_dir.join("commands")),
         sessions: session::Sessions::default(),
+        env_file: env_file::EnvFile::new(&config.state_dir),
         metrics: metrics::Sampler::start(),
         config,
     });

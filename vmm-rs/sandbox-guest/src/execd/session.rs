@@ -121,6 +121,7 @@ pub async fn create(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
         check_cwd(cwd)?;
         cmd.current_dir(cwd);
     }
+    state.env_file.apply(&mut cmd)?;
     let mut child = cmd.spawn().map_err(|e| ApiError::runtime(format!("cannot start {shell}: {e}")))?;
     let mut stdin = child.stdin.take().expect("piped");
     stdin
