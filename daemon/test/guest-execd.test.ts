@@ -3,7 +3,7 @@
  * `@alibaba-group/opensandbox` SDK's command and file adapters.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import { scratchDir } from '../../lib/testing/scratch.js';
@@ -178,6 +178,19 @@ test('set_env: variables appended to $EXECD_ENVS reach later commands and sessio
   await expectApiError(() => sdk.commands.run('true'), 'RUNTIME_ERROR', 500);
   await sdk.files.deleteFiles([file]);
   assert.is(stdout(await sdk.commands.run('printf %s "${SET_PLAIN-unset}"')), 'unset');
+});
+
+test('cwd expands $NAME and ${NAME} from the command environment and a leading ~ to the service user home', async () => {
+  const pwd = async (cwd: string, envs?: Record<string, string>): Promise<string> => (await sdk.commands.run('pwd', { workingDirectory: cwd, ...(envs ? { envs } : {}) })).logs.stdout.map((m) => m.text).join('');
+  mkdirSync(join(work, 'sub dir'), { recursive: true });
+  assert.is(await pwd('$CWD_BASE/${CWD_LEAF}', { CWD_BASE: work, CWD_LEAF: 'sub dir' }), `${join(work, 'sub dir')}\n`);
+  assert.is(await pwd('~'), `${realpathSync(process.env.HOME ?? '/')}\n`);
+  // Variables of the env file count as the command's own.
+  assert.is((await sdk.commands.run(setEnvCommand('CWD_FROM_FILE', work))).exitCode, 0);
+  assert.is(await pwd('${CWD_FROM_FILE}'), `${work}\n`);
+  await expectApiError(() => sdk.commands.run('pwd', { workingDirectory: '$CWD_UNSET_VARIABLE/x' }), 'INVALID_REQUEST_BODY', 400);
+  const unset = await rawCommand({ command: 'pwd', cwd: '$CWD_UNSET_VARIABLE/x' });
+  assert.match(unset.error!.message, /field 'cwd': \$CWD_UNSET_VARIABLE is not set/);
 });
 
 test('a foreground command that leaves a background process behind still completes', async () => {

@@ -227,9 +227,6 @@ fn validate(req: &RunRequest) -> Result<(Option<u32>, Option<u32>), ApiError> {
     if req.gid.is_some() && req.uid.is_none() {
         return Err(invalid("field 'gid' needs 'uid'".into()));
     }
-    if let Some(cwd) = &req.cwd {
-        check_cwd(cwd)?;
-    }
     if let Some(envs) = &req.envs {
         if let Some(bad) = envs.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0')) {
             return Err(invalid(format!("field 'envs': invalid variable name '{bad}'")));
@@ -287,12 +284,20 @@ fn build(req: &RunRequest, uid: Option<u32>, gid: Option<u32>, env_file: &EnvFil
     if !req.background {
         die_with_service(&mut cmd);
     }
-    if let Some(cwd) = &req.cwd {
-        cmd.current_dir(cwd);
-    }
-    env_file.apply(&mut cmd)?;
+    let file_envs = env_file.apply(&mut cmd)?;
     if let Some(envs) = &req.envs {
         cmd.envs(envs);
+    }
+    if let Some(cwd) = &req.cwd {
+        check_no_nul("cwd", cwd)?;
+        // From the environment the command gets: its request's envs, over the env file's, over the service's own.
+        let lookup = |name: &str| {
+            let from_file = || file_envs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            req.envs.as_ref().and_then(|e| e.get(name).cloned()).or_else(from_file).or_else(|| std::env::var(name).ok())
+        };
+        let cwd = super::cwd::expand(cwd, lookup).map_err(|what| invalid(format!("field 'cwd': {what}")))?;
+        check_cwd(&cwd)?;
+        cmd.current_dir(cwd);
     }
     if let Some(uid) = uid {
         // Without an explicit gid the user's primary group applies, as login would.

@@ -25,11 +25,12 @@ impl EnvFile {
         EnvFile { path }
     }
 
-    /// Gives `cmd` the file's path and its entries; the request's own variables are set after, over them.
-    pub fn apply(&self, cmd: &mut tokio::process::Command) -> Result<(), ApiError> {
+    /// Gives `cmd` the file's path and its entries (returned too); the request's own variables are set after, over them.
+    pub fn apply(&self, cmd: &mut tokio::process::Command) -> Result<Vec<(String, String)>, ApiError> {
+        let entries = self.entries()?;
         cmd.env(VARIABLE, &self.path);
-        cmd.envs(self.entries()?);
-        Ok(())
+        cmd.envs(entries.iter().map(|(k, v)| (k, v)));
+        Ok(entries)
     }
 
     fn entries(&self) -> Result<Vec<(String, String)>, ApiError> {

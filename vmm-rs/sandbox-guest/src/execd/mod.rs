@@ -2,6 +2,7 @@
 //! metrics, compatible with the OpenSandbox execution service API the public SDKs speak.
 
 mod command;
+mod cwd;
 mod env_file;
 mod files;
 mod metrics;
