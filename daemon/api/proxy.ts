@@ -12,6 +12,7 @@ import { request, type IncomingMessage, type ServerResponse, type IncomingHttpHe
 import { pipeline } from 'node:stream';
 import { clientGoneFrom } from '../../lib/client-gone.js';
 import { LifecycleError } from '../service/errors.js';
+import { keyMissing } from './credentials.js';
 import { SANDBOX_TOKEN_HEADER, type SandboxService } from '../service/sandboxes.js';
 import { GuestExchange } from './guest-exchange.js';
 
@@ -63,7 +64,7 @@ export function proxyHandler(service: SandboxService, keyMatches: (key: string) 
     const key = single(req, 'svc-api-key');
     const token = single(req, SANDBOX_TOKEN_HEADER.toLowerCase());
     const allowed = (key !== undefined && keyMatches(key)) || (token !== undefined && service.tokenMatches(id!, token));
-    if (!allowed) return sendError(res, 401, 'UNAUTHORIZED', 'a valid SVC-API-KEY or this sandbox\'s X-SVC-SANDBOX-TOKEN is required');
+    if (!allowed) return sendError(res, 401, 'UNAUTHORIZED', keyMissing('a valid SVC-API-KEY or this sandbox\'s X-SVC-SANDBOX-TOKEN is required', req.headers));
     if (!/^\d{1,5}$/.test(portText!) || Number(portText) < 1 || Number(portText) > 65535) return sendError(res, 400, 'INVALID_REQUEST', `port ${JSON.stringify(portText)} is not a port number (1-65535)`);
     // A path that normalization would change could reach somewhere else than it says.
     if (/(^|\/)\.\.?(\/|$)|%2e|%2f|\/\//i.test(rest!)) return sendError(res, 400, 'INVALID_REQUEST', 'proxy path: dot segments, encoded separators and empty segments are refused');

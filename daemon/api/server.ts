@@ -17,6 +17,7 @@ import { cpuMillis, memoryBytes } from '../service/quantity.js';
 import type { ListQuery, MetadataPair, SandboxService } from '../service/sandboxes.js';
 import { schemaError } from '../../lib/schema-error.js';
 import { secretEquals } from '../../lib/secret.js';
+import { keyMissing } from './credentials.js';
 import { PROXY_PATH, proxyHandler, STREAM_HIGH_WATER_MARK } from './proxy.js';
 import { createdView, sandboxView } from './render.js';
 import { CreateSandboxBody, RenewBody, UNSUPPORTED_FIELDS } from './schemas.js';
@@ -168,7 +169,7 @@ export function buildApi({ service, apiKey, log }: ApiOptions): FastifyInstance 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     reply.header('x-request-id', request.id);
     const keys = request.raw.headersDistinct['svc-api-key'];
-    if (!keys || !keys[0]) return reply.code(401).send({ code: 'UNAUTHORIZED', message: 'the SVC-API-KEY header is required' });
+    if (!keys || !keys[0]) return reply.code(401).send({ code: 'UNAUTHORIZED', message: keyMissing('the SVC-API-KEY header is required', request.headers) });
     if (keys.length !== 1) return reply.code(401).send({ code: 'UNAUTHORIZED', message: `the SVC-API-KEY header must be sent once, not ${keys.length} times` });
     if (!keyMatches(keys[0])) return reply.code(401).send({ code: 'UNAUTHORIZED', message: 'the SVC-API-KEY header is not valid' });
   });

@@ -81,6 +81,14 @@ if ('skip' in mount) {
       assert.is(res.json!.code, 'UNAUTHORIZED');
       assert.match(res.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
     }
+    // The OpenSandbox SDKs send the key given as api_key (or $OPEN_SANDBOX_API_KEY) as OPEN-SANDBOX-API-KEY: told how to send it here.
+    const sdkKey = { key: null, headers: { 'OPEN-SANDBOX-API-KEY': fixture.apiKey } };
+    const lifecycle = await call('GET', '/v1/sandboxes', sdkKey);
+    assert.is(lifecycle.status, 401);
+    assert.match(String(lifecycle.json!.message), /the SVC-API-KEY header is required; this request has OPEN-SANDBOX-API-KEY, which is not read here: send the key as SVC-API-KEY \(the SDKs' ConnectionConfig headers\)/);
+    const proxied = await call('GET', `/v1/sandboxes/${sandboxes[0]!.id}/proxy/44772/ping`, sdkKey);
+    assert.is(proxied.status, 401);
+    assert.match(String(proxied.json!.message), /this request has OPEN-SANDBOX-API-KEY, which is not read here: send the key as SVC-API-KEY/);
     // A repeated key goes raw: fetch would merge the two into one value.
     const twice = await rawHttp(`GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nSVC-API-KEY: ${fixture.apiKey}\r\nSVC-API-KEY: ${fixture.apiKey}\r\nConnection: close\r\n\r\n`);
     assert.match(twice, /^HTTP\/1\.1 401 /);
