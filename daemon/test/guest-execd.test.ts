@@ -227,6 +227,39 @@ test('a foreground command stops when its client goes away', async () => {
   assert.is(status.exitCode, 137);
 });
 
+test('a quiet foreground command stops as soon as its client goes away, not at the next ping', async () => {
+  const quiet = await startGuestService('execd', { args: ['--ping-interval-ms', '600000'] });
+  try {
+    const abort = new AbortController();
+    const res = await fetch(`http://${quiet.addr}/command`, { method: 'POST', headers: quiet.headers, body: JSON.stringify({ command: 'echo started; sleep 60' }), signal: abort.signal });
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes('started')) text += new TextDecoder().decode((await reader.read()).value);
+    const id = (JSON.parse(text.split('\n')[0]!) as { text: string }).text;
+    abort.abort();
+    const left = Date.now();
+    let status = { running: true, exit_code: undefined as number | undefined };
+    while (status.running && Date.now() - left < 5_000) {
+      await new Promise((r) => setTimeout(r, 50));
+      status = (await (await fetch(`http://${quiet.addr}/command/status/${id}`, { headers: quiet.headers })).json()) as typeof status;
+    }
+    assert.equal([status.running, status.exit_code], [false, 137], `after ${Date.now() - left} ms`);
+    // The same in a session: its next run is not held behind the command its client left.
+    const post = (path: string, body: unknown, signal?: AbortSignal) => fetch(`http://${quiet.addr}${path}`, { method: 'POST', headers: quiet.headers, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+    const session = ((await (await post('/session', {})).json()) as { session_id: string }).session_id;
+    const leave = new AbortController();
+    const run = (await post(`/session/${session}/run`, { command: 'echo started; sleep 60' }, leave.signal)).body!.getReader();
+    for (let seen = ''; !seen.includes('started'); ) seen += new TextDecoder().decode((await run.read()).value);
+    leave.abort();
+    const next = Date.now();
+    const after = await (await post(`/session/${session}/run`, { command: 'echo next' })).text();
+    assert.match(after, /"text":"next\\n"/);
+    assert.ok(Date.now() - next < 5_000, `the next run waited ${Date.now() - next} ms`);
+  } finally {
+    await quiet.stop();
+  }
+});
+
 test('metrics/watch streams one snapshot event after another', async () => {
   const res = await fetch(`http://${svc.addr}/metrics/watch`, { headers: svc.headers });
   assert.is(res.headers.get('content-type'), 'text/event-stream');

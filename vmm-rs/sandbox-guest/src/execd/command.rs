@@ -386,6 +386,8 @@ pub async fn run(state: Arc<Execd>, req: Request<Incoming>) -> ApiResult {
                 _ = ticker.tick() => {
                     client_gone = tx.send(event(json!({"type": "ping"}))).await.is_err();
                 }
+                // The connection closed (its response body dropped): known now, not at the next ping.
+                () = tx.closed() => client_gone = true,
                 _ = sleep_until(deadline), if !timed_out => {
                     timed_out = true;
                     kill_group(pgid);

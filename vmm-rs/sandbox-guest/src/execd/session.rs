@@ -305,6 +305,8 @@ async fn forward(
                 None => break Ending::Lost,
             },
             _ = ticker.tick(), if listening => tx.send(event(json!({"type": "ping"}))).await.is_ok(),
+            // The connection closed (its response body dropped): known now, not at the next ping.
+            () = tx.closed(), if listening => false,
             _ = sleep_until(deadline) => break Ending::TimedOut,
             _ = sleep_until(abandon_at) => break Ending::Abandoned,
         };
