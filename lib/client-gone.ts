@@ -12,6 +12,11 @@
  * every HALF_CLOSED_PROBE_MS (an HTTP/1.1 client reads and passes over 1xx answers it did not ask
  * for); the write after a reset fails, the connection closes, and the work is cancelled. An HTTP/1.0
  * client takes no interim answer: its work runs to its end (its own time limit) and the answer is sent.
+ *
+ * A FIN that comes once the answer has begun is a client closing its connection (Python's clients
+ * do on a cancel: a plain close(), no reset), not one that half-closed after its request and waits:
+ * that FIN comes with the request. It cancels at once: only a write would tell otherwise, and a quiet
+ * stream (a command that prints nothing for minutes) may write nothing for long.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
@@ -44,6 +49,7 @@ export function clientGoneFrom(request: IncomingMessage, answer: ServerResponse)
     else answer.writeProcessing();
   };
   const probing = (): void => {
+    if (answer.headersSent && !answer.writableEnded) return controller.abort();
     write();
     probe ??= setInterval(write, HALF_CLOSED_PROBE_MS);
   };

@@ -139,6 +139,17 @@ if ('skip' in mount) {
     assert.is(createHash('sha256').update(body).digest('hex'), createHash('sha256').update(bytes).digest('hex'));
   });
 
+  test('a client that closes its connection while a quiet command runs (as Python clients do on cancel: a FIN, no reset) stops it at once', async () => {
+    const { socket, commandId } = await commandStarted('echo started; sleep 60', false);
+    // end(), then destroy(): the FIN an ordinary close() sends; nothing is written to the client meanwhile.
+    socket.end();
+    socket.destroy();
+    const started = Date.now();
+    const status = await stoppedCommand(commandId);
+    assert.equal([status.running, status.exit_code], [false, 137]);
+    assert.ok(Date.now() - started < 5_000, `stopped after ${Date.now() - started} ms`);
+  });
+
   test('a client that half-closed and then leaves stops its command, as one that leaves outright does', async () => {
     for (const halfClose of [true, false]) {
       const { socket, commandId } = await commandStarted('echo started; while :; do echo tick; sleep 0.2; done', halfClose);
