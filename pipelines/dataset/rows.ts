@@ -388,6 +388,13 @@ export function storylineFromRows(documentJson: string, steps: readonly StoredTu
   });
   if (callIndex !== calls.length) throw new Error(`the document has ${callIndex} tool calls and ${calls.length} tool_calls rows`);
   // Results are linked after every turn is back: as on import, a call's observation may sit on any turn.
-  for (const call of linked) call.result = observed.get(call.tcid)?.content;
+  // Before `extra`, which comes back last: where a call stored with its own result has it, so a
+  // document exported, imported again and exported again keeps its bytes.
+  for (const call of linked) {
+    const { extra } = call;
+    delete call.extra;
+    call.result = observed.get(call.tcid)?.content;
+    if (extra !== undefined) call.extra = extra;
+  }
   return doc;
 }

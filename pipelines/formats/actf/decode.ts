@@ -297,7 +297,13 @@ function decodeTool(
   if (kind !== undefined) call.kind = kind;
   else if (Object.hasOwn(tool, 'type')) extra.type = tool.type;
   if (!isString(tool.name) && Object.hasOwn(tool, 'name')) extra.name = tool.name;
-  if (Object.hasOwn(tool, 'aggregated_output')) call.result = tool.aggregated_output;
+  if (Object.hasOwn(tool, 'aggregated_output')) {
+    call.result = tool.aggregated_output;
+  } else if (Object.hasOwn(tool, 'result') && kind !== 'command_execution' && kind !== 'function') {
+    // The output of a tool of another kind, where the encoder writes a call's result.
+    call.result = tool.result;
+    delete extra.result;
+  }
   const response = defined({
     status: isStringOrNull(tool.status) ? tool.status : undefined,
     exit_code: tool.exit_code === null || Number.isSafeInteger(tool.exit_code) ? (tool.exit_code as number | null) : undefined,

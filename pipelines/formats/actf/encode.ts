@@ -40,8 +40,12 @@ function encodeDocument(group: Storyline[]): EncodedDocument {
   });
   const root: JsonObject = { task_id: taskId };
   if (fromActf) {
-    assignOwn(root, task.extra ?? {});
+    // k back where ACTF documents have it, after the category: the decoder keeps it apart from the
+    // other document keys, and written after them a re-import would export other bytes.
+    const extra = task.extra ?? {};
+    if (Object.hasOwn(extra, 'category')) root.category = extra.category;
     if (task.llm?.k !== undefined) root.k = task.llm.k;
+    assignOwn(root, extra);
   } else {
     // ACTF's required document keys, from what the Storylines say.
     const correct = group.some((doc) => doc.task?.result?.correct === true);

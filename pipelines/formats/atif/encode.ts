@@ -9,7 +9,7 @@
  * names only a session (as Claude Code's and ATIF v1.6's do) is written with that session as its
  * `trajectory_id`, which a child written on its own also takes, so the ref resolves either way.
  */
-import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyline/schema.js';
+import { FinalMetrics, type ObservationResult, type Storyline, type ToolCall, type Turn } from '../../storyline/schema.js';
 import type { EncodedDocument } from '../types.js';
 import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 import { defined, restoreUnknown, synthesizedSet, unknownFieldsOf } from '../common/unknown.js';
@@ -108,6 +108,14 @@ function* resultsOf(trajectory: JsonObject): Generator<JsonObject> {
   }
 }
 
+/**
+ * final_metrics with its keys in ATIF's order, the one the decoder builds them in: session logs
+ * count total_steps first, and written as they hold it a re-import would export other bytes.
+ */
+function inAtifOrder(metrics: FinalMetrics | undefined): JsonObject | undefined {
+  return metrics && defined(Object.fromEntries(Object.keys(FinalMetrics.properties).map((key) => [key, metrics[key as keyof FinalMetrics]])));
+}
+
 /** One trajectory object (without embedded children). `embedded` drops the parent link, which the embedding says. */
 export function encodeTrajectory(doc: Storyline, embedded: boolean): JsonObject {
   const fromAtif = doc.origin?.format === FORMAT;
@@ -123,7 +131,7 @@ export function encodeTrajectory(doc: Storyline, embedded: boolean): JsonObject 
   Object.assign(agent, defined({ model_name: doc.agent.model, tool_definitions: doc.agent.tools, extra: doc.agent.extra }));
   out.agent = agent;
   out.steps = encodeSteps(doc.turns, fromAtif);
-  Object.assign(out, defined({ notes: doc.notes, final_metrics: doc.final_metrics, continued_trajectory_ref: doc.continued_trajectory_ref }));
+  Object.assign(out, defined({ notes: doc.notes, final_metrics: inAtifOrder(doc.final_metrics), continued_trajectory_ref: doc.continued_trajectory_ref }));
   const only = defined({
     run: doc.run,
     attempt_id: doc.attempt_id,

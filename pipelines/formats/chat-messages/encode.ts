@@ -3,8 +3,8 @@
  * (`messages`, `conversations`, `sharegpt`, `session_steps`, `session_steps_array`,
  * `session_steps_lines`), with a conversation row's metadata back from `meta.row`; other Storylines
  * become per-conversation `messages` rows whose metadata says the session, agent, model, run and
- * outcome. Adjacent Storylines decoded from the same per-call file are written back as one document
- * (the envelope or the array).
+ * outcome. Adjacent Storylines decoded from the same per-call document (a file, or a line of a
+ * JSONL file) are written back as one document (the envelope or the array).
  */
 import { assignOwn } from '../../../lib/own-property.js';
 import type { ObservationResult, Storyline, Turn } from '../../storyline/schema.js';
@@ -37,7 +37,8 @@ export async function* encodeChatMessages(docs: AsyncIterable<Storyline>): Async
       continue;
     }
     const head = group[0];
-    if (head && (shapeOf(head) !== shape || head.origin?.source_path !== doc.origin?.source_path)) yield* flush();
+    // One array or envelope per source document: a JSONL file of several holds them on separate lines.
+    if (head && (shapeOf(head) !== shape || head.origin?.source_path !== doc.origin?.source_path || head.origin?.line !== doc.origin?.line)) yield* flush();
     group.push(doc);
   }
   yield* flush();

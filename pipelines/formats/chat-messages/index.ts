@@ -47,7 +47,8 @@ async function* decode(file: SourceFile, ctx: DecodeContext): AsyncGenerator<Dec
       return decodeSessionRows(locate(rows as unknown[], '/session_steps', line, fail), file.relPath, 'session_steps', rootExtra, report);
     }
     if (Array.isArray(value) && value.length > 0 && isSessionRow(value[0])) {
-      return decodeSessionRows(locate(value, '', line, fail), file.relPath, source.perLine ? 'session_steps_lines' : 'session_steps_array', undefined, report);
+      // An array on a JSONL line too: export writes it back as one array, as it writes a `.json` one to a JSONL stream.
+      return decodeSessionRows(locate(value, '', line, fail), file.relPath, 'session_steps_array', undefined, report);
     }
     const rows: Array<[unknown, string]> = Array.isArray(value) ? value.map((row, i) => [row, `/${i}`]) : [[value, '']];
     if (rows.length === 0) fail(line, '', 'an empty JSON array holds no chat rows');
