@@ -16,6 +16,7 @@ import { assertReplaceable } from '../../lib/durable.js';
 import { isInsideOrSame } from '../../lib/real-path.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
+import { jsonText } from '../../lib/json-text.js';
 import { contentName } from '../formats/common/documents.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
@@ -371,11 +372,11 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
         await checkpoint.check();
         documents += 1;
         if (target.isDirectory) {
-          const text = `${JSON.stringify(encoded.value, null, 2)}\n`;
+          const text = `${jsonText(encoded.value, 2)}\n`;
           await target.file(uniqueName(encoded.name, used), text);
           progress?.add(1, Buffer.byteLength(text));
         } else {
-          const line = `${JSON.stringify(encoded.value)}\n`;
+          const line = `${jsonText(encoded.value)}\n`;
           await target.append(line);
           progress?.add(1, Buffer.byteLength(line));
         }

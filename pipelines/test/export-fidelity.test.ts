@@ -4,7 +4,7 @@
  * together (Claude Code with a subagent, Codex, Storyline, chat-messages per-call rows as a JSON
  * array), then each output format goes export -> import -> export.
  */
-import { cpSync, mkdirSync, readFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -45,6 +45,31 @@ test('a second export (export -> import -> export) equals the first byte for byt
     }
   }
   assert.equal(differing, []);
+});
+
+/** A Storyline whose numbers are floats with an integral value beyond 2^53, as a measure is written (with an exponent). */
+const LARGE_FLOATS = `{"schema_version":"storyline/v1","session":"floats","agent":{"id":"a"},"turns":[
+{"id":"t1","src":"user","msg":"go"},
+{"id":"t2","src":"agent","msg":"ok","metrics":{"extra":{"bytes":1e16,"neg":-9007199254740993e0,"pow":2e53}},
+ "tool_calls":[{"tcid":"c1","fn":"f","args":{"limit":1.5e17}}]}]}`;
+
+test('floats with an integral value beyond 2^53 are exported as numbers the import reads back (not integer literals it refuses)', async () => {
+  const s = sandbox('export-fidelity');
+  writeFileSync(s.path('floats.storyline.json'), LARGE_FLOATS);
+  const imported = await s.run(['import', '-f', s.path('floats.storyline.json'), '-t', s.path('ds')]);
+  assert.is(imported.code, 0, imported.stderr);
+  for (const format of OUTPUT_FORMATS) {
+    const out = s.path(`floats.${format}.jsonl`);
+    const exported = await s.run(['export', '-f', s.path('ds'), '-t', out, '-o', format]);
+    assert.is(exported.code, 0, exported.stderr);
+    const text = readFileSync(out, 'utf8');
+    assert.not.match(text, /[^.\d]\d{16}/, `${format}: an integer literal beyond 2^53`);
+    // Every format carries the call's arguments; ACTF and chat-messages have no place for the metrics' extra.
+    const carried = format === 'atif' || format === 'storyline' ? [1e16, -9007199254740993e0, 2e53, 1.5e17] : [1.5e17];
+    for (const n of carried) assert.ok(text.includes(n.toExponential()), `${format}: ${n} written as ${n.toExponential()}`);
+    const again = await s.run(['import', '-f', out, '-i', format, '-t', s.path(`again.${format}`)]);
+    assert.is(again.code, 0, `${format}: ${again.stderr}`);
+  }
 });
 
 test.run();
