@@ -72,4 +72,16 @@ test('floats with an integral value beyond 2^53 are exported as numbers the impo
   }
 });
 
+test('ATIF export keeps a tool call\'s Storyline-only fields of a document whose origin says ATIF (under extra.storyline)', async () => {
+  const s = sandbox('export-fidelity');
+  // Its origin is ATIF, and its call tc-1 has kind, duration_ms and response, which ATIF has no place for.
+  const imported = await s.run(['import', '-f', join(SYNTHETIC, 'storyline', 'incident-triage-0007.storyline.json'), '-t', s.path('ds')]);
+  assert.is(imported.code, 0, imported.stderr);
+  const exported = await s.run(['export', '-f', s.path('ds'), '-t', '-', '-o', 'atif']);
+  assert.is(exported.code, 0, exported.stderr);
+  const trajectory = JSON.parse(exported.stdout.split('\n')[0] as string) as { steps: Array<{ tool_calls?: Array<{ tool_call_id: string; extra?: unknown }> }> };
+  const call = trajectory.steps.flatMap((step) => step.tool_calls ?? []).find((c) => c.tool_call_id === 'tc-1');
+  assert.equal(call?.extra, { storyline: { kind: 'function', duration_ms: 930, response: { status: 'completed', exit_code: 0 } } });
+});
+
 test.run();

@@ -211,7 +211,8 @@ function encodeCall(call: ToolCall, fromAtif: boolean): JsonObject {
     args = parsed?.parsed && isJsonObject(parsed.value) ? parsed.value : { raw_arguments: args };
   }
   const out: JsonObject = { tool_call_id: call.tcid, function_name: call.fn, arguments: args };
-  const only = fromAtif ? {} : defined({ kind: call.kind, duration_ms: call.duration_ms, response: call.response });
+  // ATIF's decoder sets none of these: a document that has them got them elsewhere, whatever its origin says.
+  const only = defined({ kind: call.kind, duration_ms: call.duration_ms, response: call.response });
   const extra = withStorylineOnly(call.extra, only);
   if (extra !== undefined) out.extra = extra;
   if (call.result !== undefined) out.result = call.result;
