@@ -8,11 +8,11 @@
  * writes the stored source bytes instead of re-encoding (to a directory each source file at its
  * relative path, to a stream the raws in order); a compact record store exports its records' bytes.
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
-import { basename, dirname, resolve, sep } from 'node:path';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
-import { assertReplaceable } from '../../lib/durable.js';
+import { assertReplaceable, fsyncPath, hiddenTempSiblingOf, randomSuffix, renameDurably, TEMP_MARKER } from '../../lib/durable.js';
 import { isInsideOrSame } from '../../lib/real-path.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
@@ -132,16 +132,28 @@ function fileTarget(path: string, overwrite: boolean): Target {
   return target;
 }
 
+/**
+ * One file per document under `dir`, written into a hidden staging directory and moved in by
+ * `commit`: an export stopped part-way (a signal, a full disk, a conflict) leaves no directory, and
+ * no files in one, that look like a whole export. A new directory is the staging directory renamed;
+ * an existing one gets the staged files renamed into it.
+ */
 function directoryTarget(dir: string, overwrite: boolean): Target {
-  mkdirSync(dir, { recursive: true });
-  const store = new LocalObjectStore(dir);
+  const existed = existsSync(dir);
+  // Inside an existing directory: it may be a mount point, and a rename from beside it would cross filesystems.
+  const staging = existed ? join(dir, `.trajstore-export${TEMP_MARKER}${randomSuffix()}`) : hiddenTempSiblingOf(dir);
+  mkdirSync(staging, { recursive: true });
+  const store = new LocalObjectStore(staging);
   const pending = new Set<ObjectWriter>();
+  const staged: string[] = [];
   const claim = (relPath: string): string => {
     const full = resolve(dir, relPath);
     if (!full.startsWith(resolve(dir) + sep)) throw new InvalidInputError(`refusing to write ${JSON.stringify(relPath)} outside ${dir}`);
     if (existsSync(full) && !overwrite) throw new ConflictError(`${full}: already exists`, { hint: 'export into a new directory, or add --overwrite' });
     assertReplaceable(full, full);
-    return relPath.split(sep).join('/');
+    const key = relPath.split(sep).join('/');
+    staged.push(key);
+    return key;
   };
   const target: Target = {
     isDirectory: true,
@@ -173,9 +185,24 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
         },
       };
     },
-    commit: async () => {},
+    commit: async () => {
+      if (!existed) {
+        renameDurably(staging, dir);
+        return;
+      }
+      const directories = new Set<string>();
+      for (const key of staged) {
+        const to = join(dir, ...key.split('/'));
+        mkdirSync(dirname(to), { recursive: true });
+        renameSync(join(staging, ...key.split('/')), to);
+        directories.add(dirname(to));
+      }
+      for (const directory of directories) fsyncPath(directory);
+      rmSync(staging, { recursive: true, force: true });
+    },
     abort: () => {
       for (const writer of pending) writer.abort();
+      rmSync(staging, { recursive: true, force: true });
     },
   };
   return target;

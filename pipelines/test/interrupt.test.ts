@@ -4,7 +4,7 @@
  * its own, an export leaves no file.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -72,6 +72,29 @@ test('SIGINT during an export: exit 130 and no output file', async () => {
   assert.is(r.code, 130, r.stderr);
   assert.not.ok(existsSync(output));
   assert.equal(readdirSync(s.home).filter((n) => n.includes('out.jsonl')), []);
+});
+
+/** Files under the entries of the home whose name holds `name` (the target and any staging beside it), recursively. */
+const writtenFor = (name: string): number => readdirSync(s.home).filter((n) => n.includes(name)).reduce((sum, n) => sum + (existsSync(join(s.home, n)) ? filesUnder(join(s.home, n)).length : 0), 0);
+
+test('SIGTERM during an export to a new directory: exit 143, no directory and nothing beside it', async () => {
+  const dataset = s.path('exported-dir');
+  assert.is((await s.run(['import', '-f', bigSource('export-dir', 20_000), '-t', dataset])).code, 0);
+  // One file per document: stopped once some are written, a directory of them would look like a whole export.
+  const r = await interrupt(['export', '-f', dataset, '-o', 'storyline', '-t', s.path('newdir/')], 'SIGTERM', () => writtenFor('newdir') >= 100);
+  assert.is(r.code, 143, r.stderr);
+  assert.not.ok(existsSync(s.path('newdir')));
+  assert.equal(readdirSync(s.home).filter((n) => n.includes('newdir')), []);
+});
+
+test('SIGINT during an export into an existing directory: exit 130, only what was there', async () => {
+  const dataset = s.path('exported-dir');
+  mkdirSync(s.path('olddir'));
+  writeFileSync(s.path('olddir', 'keep.txt'), 'mine');
+  const r = await interrupt(['export', '-f', dataset, '-o', 'storyline', '-t', s.path('olddir')], 'SIGINT', () => writtenFor('olddir') >= 100);
+  assert.is(r.code, 130, r.stderr);
+  assert.equal(readdirSync(s.path('olddir'), { recursive: true }), ['keep.txt']);
+  assert.equal(readdirSync(s.home).filter((n) => n.includes('olddir')), ['olddir']);
 });
 
 test.run();
