@@ -42,8 +42,10 @@ export class Output {
     if (!this.watched) {
       this.watched = true;
       stream.on('error', (error: NodeJS.ErrnoException) => {
-        if (error.code !== 'EPIPE') throw error;
-        this.onClosed();
+        if (error.code === 'EPIPE') this.onClosed();
+        // Another listener is the writer's own (an export to stdout), which fails the command with it
+        // (ENOSPC on a full device: exit 5); thrown from here it would be an uncaught exception.
+        else if (stream.listenerCount('error') === 1) throw error;
       });
     }
     return stream;

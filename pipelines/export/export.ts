@@ -11,7 +11,7 @@
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
-import { ConflictError, InvalidInputError, NotFoundError, UnavailableError } from '../../lib/errors.js';
+import { ConflictError, InvalidInputError, NotFoundError, pathError, UnavailableError } from '../../lib/errors.js';
 import { assertReplaceable, fsyncPath, hiddenTempSiblingOf, randomSuffix, renameDurably, TEMP_MARKER } from '../../lib/durable.js';
 import { isInsideOrSame } from '../../lib/real-path.js';
 import { redactUserInfo } from '../../lib/redact.js';
@@ -91,20 +91,50 @@ function write(stream: Writable, chunk: Buffer | string): Promise<void> {
   });
 }
 
+/** Runs a write to the target `subject` (`-t out.jsonl`), its fs error named by it: a write's error (ENOSPC) names no path. */
+async function naming<T>(subject: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    throw pathError(error, subject);
+  }
+}
+
+const STDOUT = '-t - (stdout)';
+
 function streamTarget(stdout: Writable): Target {
+  // Listened to for the whole export: a failed write (ENOSPC on a full device) is reported after
+  // write() has returned, and fails the export at the next write or at the end.
+  let failed: Error | undefined;
+  const onError = (error: Error): void => {
+    failed ??= error;
+  };
+  stdout.on('error', onError);
+  const check = (): void => {
+    if (failed) throw pathError(failed, STDOUT);
+  };
   const target: Target = {
     isDirectory: false,
     written: 0,
     append: async (bytes) => {
+      check();
       target.written += Buffer.byteLength(bytes);
-      await write(stdout, bytes);
+      await naming(STDOUT, () => write(stdout, bytes));
+      check();
     },
     file: () => Promise.reject(new Error('not a directory target')),
     openFile: () => {
       throw new Error('not a directory target');
     },
-    commit: async () => {},
-    abort: () => {},
+    commit: async () => {
+      // The last write's error arrives on a later turn of the event loop.
+      await new Promise((resolve) => setImmediate(resolve));
+      stdout.off('error', onError);
+      check();
+    },
+    abort: () => {
+      stdout.off('error', onError);
+    },
   };
   return target;
 }
@@ -120,13 +150,13 @@ function fileTarget(path: string, overwrite: boolean): Target {
     append: async (bytes) => {
       const buffer = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
       target.written += buffer.length;
-      writer.write(buffer);
+      await naming(`-t ${path}`, async () => writer.write(buffer));
     },
     file: () => Promise.reject(new Error('not a directory target')),
     openFile: () => {
       throw new Error('not a directory target');
     },
-    commit: () => writer.commit(),
+    commit: () => naming(`-t ${path}`, () => writer.commit()),
     abort: () => writer.abort(),
   };
   return target;
@@ -162,7 +192,7 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
     file: async (relPath, bytes) => {
       const key = claim(relPath);
       target.written += Buffer.byteLength(bytes);
-      await store.put(key, bytes);
+      await naming(`-t ${dir}`, () => store.put(key, bytes));
     },
     openFile: (relPath) => {
       const writer = store.writer(claim(relPath));
@@ -170,14 +200,18 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
       return {
         write: (bytes) => {
           target.written += bytes.length;
-          writer.write(bytes);
+          try {
+            writer.write(bytes);
+          } catch (error) {
+            throw pathError(error, `-t ${dir}`);
+          }
         },
         get size() {
           return writer.size;
         },
         commit: async () => {
           pending.delete(writer);
-          await writer.commit();
+          await naming(`-t ${dir}`, () => writer.commit());
         },
         abort: () => {
           pending.delete(writer);
@@ -185,7 +219,7 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
         },
       };
     },
-    commit: async () => {
+    commit: () => naming(`-t ${dir}`, async () => {
       if (!existed) {
         renameDurably(staging, dir);
         return;
@@ -199,7 +233,7 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
       }
       for (const directory of directories) fsyncPath(directory);
       rmSync(staging, { recursive: true, force: true });
-    },
+    }),
     abort: () => {
       for (const writer of pending) writer.abort();
       rmSync(staging, { recursive: true, force: true });

@@ -8,7 +8,7 @@
  * Mounting needs root (CAP_SYS_ADMIN); elsewhere the test says so and checks nothing.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -156,6 +156,24 @@ test('a disk that fills in the compaction after a sync batch: the batch, committ
   });
   if (!mounted) process.stdout.write('disk-full: skipped, this user may not mount a tmpfs\n');
   else assert.ok(warned > 0, 'no room was found where the batch fits and its compaction does not');
+});
+
+test('a disk that fills during an export to a file or a directory: exit 5 naming -t, and nothing left there', async () => {
+  const dataset = s.path('export-source');
+  const imported = await s.run(['import', '-f', CLAUDE, '-t', dataset]);
+  assert.is(imported.code, 0, imported.stderr);
+  const mounted = await withTmpfs(async (dir) => {
+    // Room for a part of the export (about 30 KB as Storyline), not all of it.
+    const filler = fill(dir, 8 * 1024);
+    for (const [target, shown] of [[join(dir, 'out.jsonl'), join(dir, 'out.jsonl')], [`${join(dir, 'outdir')}/`, join(dir, 'outdir')]] as const) {
+      const r = await s.run(['export', '-f', dataset, '-t', target, '-o', 'storyline']);
+      assert.is(r.code, 5, r.stderr);
+      assert.match(r.stderr, `-t ${shown}: no space left on device`);
+      assert.equal(readdirSync(dir), ['filler'], target);
+    }
+    rmSync(filler);
+  });
+  if (!mounted) process.stdout.write('disk-full: skipped, this user may not mount a tmpfs\n');
 });
 
 test.run();
