@@ -245,8 +245,13 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
 function openTarget(options: ExportOptions): Target {
   if (options.to === '-') return streamTarget(options.stdout);
   const path = resolve(options.to);
-  const isDir = options.to.endsWith('/') || options.to.endsWith(sep) || (existsSync(path) && statSync(path).isDirectory());
-  return isDir ? directoryTarget(path, options.overwrite) : fileTarget(path, options.overwrite);
+  try {
+    const isDir = options.to.endsWith('/') || options.to.endsWith(sep) || (existsSync(path) && statSync(path).isDirectory());
+    return isDir ? directoryTarget(path, options.overwrite) : fileTarget(path, options.overwrite);
+  } catch (error) {
+    // What cannot be made there (a read-only directory) is named as the target, not as its temporary.
+    throw pathError(error, `-t ${path}`);
+  }
 }
 
 /** Rows of a relation of the snapshot, one row group at a time. */

@@ -3,13 +3,13 @@
  * device that is full, and stdout closed by its reader.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, closeSync, mkdirSync, openSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { toolScript } from '../../lib/testing/run-tool.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
-import { sandbox } from './helpers/sandbox.js';
+import { sandbox, unprivilegedSandbox } from './helpers/sandbox.js';
 
 const s = sandbox('export-targets');
 const CLAUDE = join(SHARED_FIXTURES, 'synthetic', 'claude-code');
@@ -33,6 +33,21 @@ test('export -t - onto a full device (stdout > /dev/full): exit 5 saying so, no 
     assert.not.match(r.stderr, /\n\s+at /);
   } finally {
     closeSync(full);
+  }
+});
+
+test('export into a read-only directory: exit 2 naming -t, nothing left there', async () => {
+  const u = unprivilegedSandbox('export-targets-ro');
+  const imported = await u.run(['import', '-f', CLAUDE, '-t', u.path('ds')]);
+  assert.is(imported.code, 0, imported.stderr);
+  mkdirSync(u.path('ro'));
+  // Read-only to its owner too (the sandbox makes the home the unprivileged user's before each run).
+  chmodSync(u.path('ro'), 0o555);
+  for (const target of ['ro/x.jsonl', 'ro/sub/', 'ro']) {
+    const r = await u.run(['export', '-f', u.path('ds'), '-t', u.path(target), '-o', 'atif']);
+    assert.is(r.code, 2, r.stderr);
+    assert.match(r.stderr, `-t ${resolve(u.path(target))}: permission denied`);
+    assert.equal(readdirSync(u.path('ro')), []);
   }
 });
 
