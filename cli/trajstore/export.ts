@@ -46,9 +46,9 @@ export const exportCommand = defineCommand({
   description: 'export a dataset to a trajectory format (a file, a directory, or - for stdout)',
   options: [
     { flags: '-f, --from <dataset>', description: 'dataset to export (default: the default dataset)' },
-    { flags: '-t, --to <target>', description: '- (stdout, JSONL), a file (JSONL), or a directory (existing, or ending in /: one file per document)' },
+    { flags: '-t, --to <target>', description: '- (stdout, JSONL), a file (JSONL), a directory (existing, or ending in /: one file per document), s3://bucket/key (JSONL) or s3://bucket/prefix/ (one object per document)' },
     { flags: '-o, --output-format <format>', description: EXPORT_FORMATS.join('|') },
-    { flags: '--overwrite', description: 'replace existing target files' },
+    { flags: '--overwrite', description: 'replace existing target files or objects' },
     { flags: '--document-id <id>', description: 'only this run (repeatable: any of them)' },
     { flags: '--run-id <id>', description: 'only runs with this run id (repeatable)' },
     { flags: '--session-id <id>', description: 'only runs of this session (repeatable)' },

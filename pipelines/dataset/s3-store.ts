@@ -517,14 +517,17 @@ export class S3ObjectStore implements ObjectStore {
    * (`uploadInParts`), made again whole, MAX_ATTEMPTS times in all, while the server assembles other
    * bytes than were sent. The single PUT's body is the file read whole (at most MULTIPART_PART_BYTES)
    * and a multipart upload's parts are read into buffers: what fails is sent again with the same
-   * bytes, which the SDK cannot do with a stream. The signal stops it where it is.
+   * bytes, which the SDK cannot do with a stream. The signal stops it where it is. With `condition`
+   * (`If-None-Match: *`) an object already under `key` is left alone: a ConflictError (exit 4).
    */
-  async upload(key: string, path: string): Promise<void> {
+  async upload(key: string, path: string, condition?: { ifNoneMatch: '*' }): Promise<void> {
     const size = statSync(path).size;
     if (size <= MULTIPART_PART_BYTES) {
-      await this.putWhole(key, await readFile(path));
+      await this.putWhole(key, await readFile(path), condition ? { IfNoneMatch: condition.ifNoneMatch } : {});
       return;
     }
+    // A multipart upload is not conditional on every server: the key is looked at right before it.
+    if (condition && (await this.size(key)) !== undefined) throw new ConflictError(`${this.where(key)}: already exists`);
     const file = await open(path, 'r');
     try {
       await this.whole(key, () => this.uploadInParts(key, file, size), { transfers: 'uploads' });

@@ -21,7 +21,8 @@ import { contentName } from '../formats/common/documents.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
 import { readSnapshot, requireManifest, type Snapshot } from '../dataset/layout.js';
-import { resolveDataset, type ResolveContext } from '../pins/resolve.js';
+import { placeOf, resolveDataset, type DatasetLocation, type ResolveContext } from '../pins/resolve.js';
+import type { S3Place } from '../pins/pins.js';
 import { relationRowGroups, type Row } from '../dataset/parquet.js';
 import { LocalObjectStore, type ObjectStore, type ObjectWriter } from '../dataset/store.js';
 import { OUTPUT_FORMATS, loadFormat } from '../formats/registry.js';
@@ -33,6 +34,7 @@ import { REFERS, storedRowGroups } from '../dataset/resolve.js';
 import { parseStoredJson, resolveText } from '../dataset/contents.js';
 import { readingOrderLookup } from '../dataset/content-lookup.js';
 import { filters, selectDocuments, type ExportFilter } from './select.js';
+import type { Target } from './target.js';
 
 
 export interface ExportOptions {
@@ -63,19 +65,6 @@ export interface ExportSummary {
   filtered: boolean;
 }
 
-/** Where exported bytes go. */
-interface Target {
-  /** Appends to the JSONL stream (stdout or a file). */
-  append(bytes: Buffer | string): Promise<void>;
-  /** Writes one whole file of a directory target at a relative path. */
-  file(relPath: string, bytes: Buffer | string): Promise<void>;
-  /** A file of a directory target written piece by piece (raw source files). */
-  openFile(relPath: string): ObjectWriter;
-  readonly isDirectory: boolean;
-  commit(): Promise<void>;
-  abort(): void;
-  written: number;
-}
 
 function write(stream: Writable, chunk: Buffer | string): Promise<void> {
   if (stream.write(chunk)) return Promise.resolve();
@@ -374,20 +363,31 @@ function uniqueName(name: string, used: Set<string>): string {
   }
 }
 
+/** The object store place of an `s3://` target; refused inside the dataset being exported, as a local one is. */
+async function objectPlaceOf(rc: ResolveContext, to: string, source: DatasetLocation): Promise<S3Place> {
+  const target = await resolveDataset(to, { ...rc, purpose: 'write' });
+  if (target.kind !== 's3') throw new InvalidInputError(`-t ${redactUserInfo(to)}: not an object-store location`);
+  const place = placeOf(target);
+  if (source.kind === 's3' && source.bucket === place.bucket && (source.prefix === '' || place.prefix === source.prefix || place.prefix.startsWith(`${source.prefix}/`))) {
+    throw new InvalidInputError(`-t ${place.uri}: inside the dataset being exported (${source.uri}); export writes outside it`);
+  }
+  return place;
+}
+
 export async function runExport(rc: ResolveContext, options: ExportOptions): Promise<ExportSummary> {
-  // Not a local path named `s3:`: an object-store target is refused before anything is read or written.
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(options.to)) {
-    throw new InvalidInputError(`-t ${redactUserInfo(options.to)}: export writes a local file or directory, or stdout (-t -); exporting to an object store is not supported`, {
-      hint: 'export to a local path, then copy it with your object-store tool',
-    });
+  // Not a local path named `s3:`: another scheme is refused before anything is read or written.
+  const toObjectStore = /^s3:\/\//i.test(options.to);
+  if (!toObjectStore && /^[a-z][a-z0-9+.-]*:\/\//i.test(options.to)) {
+    throw new InvalidInputError(`-t ${redactUserInfo(options.to)}: export writes a local file or directory, an object (s3://bucket/key) or objects under a prefix (s3://bucket/prefix/), or stdout (-t -)`);
   }
   const location = await resolveDataset(options.from, { ...rc, purpose: 'read' });
+  const objectTarget = toObjectStore ? await objectPlaceOf(rc, options.to, location) : undefined;
   const local = await localRootOf(location, rc.env, rc.signal);
   const { root, shown, store } = local;
   if (!existsSync(root)) throw new NotFoundError(`-f ${shown}: no such dataset`);
   // Written into, the dataset would lose its own files (an export over trajstore.json) or gain
   // foreign ones, which drop then refuses to remove.
-  if (options.to !== '-' && isInsideOrSame(options.to, root)) {
+  if (options.to !== '-' && !toObjectStore && isInsideOrSame(options.to, root)) {
     throw new InvalidInputError(`-t ${options.to}: inside the dataset being exported (${shown}); export writes outside it`);
   }
   const manifest = await requireManifest(store);
@@ -413,7 +413,9 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
   let target: Target;
   try {
     keep = dataset ? selectDocuments(dataset, options.filter as ExportFilter) : undefined;
-    target = openTarget(options);
+    target = objectTarget
+      ? await (await import('./s3-target.js')).openObjectTarget({ place: objectTarget, env: rc.env, signal: options.signal, directory: options.to.endsWith('/'), overwrite: options.overwrite })
+      : openTarget(options);
   } catch (error) {
     dataset?.close();
     throw error;

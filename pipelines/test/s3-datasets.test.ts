@@ -93,9 +93,48 @@ test('import create and append, then list, stats, find, query and export read th
     assert.is(exported.code, 0, exported.stderr);
   }
   assert.ok(readFileSync(join(home, 'exported-remote')).equals(readFileSync(join(home, 'exported-local'))), 'the same export');
-  const toStore = await trajstore(['export', '-f', 's3://lake/both', '-t', 's3://lake/exported', '-o', 'atif']);
+  const toStore = await trajstore(['export', '-f', 's3://lake/both', '-t', 's3://lake/both/exported.jsonl', '-o', 'atif']);
   assert.is(toStore.code, 2, toStore.stderr);
+  assert.match(toStore.stderr, 'inside the dataset being exported');
   assert.not.ok(existsSync(join(home, 's3:')), 'no local directory named after the uri');
+});
+
+test('export to the object store: one object or one per document, create-only unless --overwrite, an existing object untouched', async () => {
+  const local = join(home, 'export-source');
+  assert.is((await trajstore(['import', '-f', CLAUDE, '-t', local])).code, 0);
+  const store = new S3ObjectStore({ uri: 's3://lake/exports', bucket: 'lake', prefix: 'exports', endpoint: server.endpoint, region: 'us-west-2' }, envOf(server.endpoint));
+  try {
+    const first = await trajstore(['export', '-f', local, '-t', 's3://lake/exports/run.jsonl', '-o', 'atif']);
+    assert.is(first.code, 0, first.stderr);
+    const expected = await trajstore(['export', '-f', local, '-t', '-', '-o', 'atif']);
+    assert.is((await store.get('run.jsonl'))?.toString('utf8'), expected.stdout);
+    // Create-only: an existing object is refused (exit 4) and left as it is; --overwrite replaces it.
+    await store.put('taken.jsonl', 'mine\n');
+    const taken = await trajstore(['export', '-f', local, '-t', 's3://lake/exports/taken.jsonl', '-o', 'storyline']);
+    assert.is(taken.code, 4, taken.stderr);
+    assert.match(taken.stderr, '-t s3://lake/exports/taken.jsonl: already exists');
+    assert.is((await store.get('taken.jsonl'))?.toString('utf8'), 'mine\n');
+    const replaced = await trajstore(['export', '-f', local, '-t', 's3://lake/exports/taken.jsonl', '-o', 'storyline', '--overwrite']);
+    assert.is(replaced.code, 0, replaced.stderr);
+    assert.match((await store.get('taken.jsonl'))?.toString('utf8') ?? '', /^\{"schema_version":"storyline\/v1"/);
+    // A prefix ending in /: one object per document, as a local directory gets one file per document.
+    const dir = await trajstore(['export', '-f', local, '-t', 's3://lake/exports/docs/', '-o', 'storyline']);
+    assert.is(dir.code, 0, dir.stderr);
+    const localDir = await trajstore(['export', '-f', local, '-t', join(home, 'export-docs/'), '-o', 'storyline']);
+    assert.is(localDir.code, 0, localDir.stderr);
+    const names = readdirSync(join(home, 'export-docs')).sort();
+    assert.equal(await store.list('docs/'), names.map((n) => `docs/${n}`));
+    for (const name of names) assert.ok((await store.get(`docs/${name}`))?.equals(readFileSync(join(home, 'export-docs', name))), name);
+    // Again: refused before anything is uploaded, every object as it was.
+    await store.put(`docs/${names[0]}`, 'changed');
+    const again = await trajstore(['export', '-f', local, '-t', 's3://lake/exports/docs/', '-o', 'storyline']);
+    assert.is(again.code, 4, again.stderr);
+    assert.is((await store.get(`docs/${names[0]}`))?.toString('utf8'), 'changed');
+    const bucketOnly = await trajstore(['export', '-f', local, '-t', 's3://lake', '-o', 'atif']);
+    assert.is(bucketOnly.code, 2, bucketOnly.stderr);
+  } finally {
+    store.close();
+  }
 });
 
 test('reads fetch only the parts the cache lacks: after an append, a reader downloads the new parts alone', async () => {

@@ -1,0 +1,125 @@
+/**
+ * Export to an object store: `-t s3://bucket/key` is one JSONL object, `-t s3://bucket/prefix/` one
+ * object per document under the prefix. Everything is written to a local staging directory first
+ * and uploaded by `commit`, so an export stopped part-way uploads nothing (and one that fails while
+ * uploading deletes what it had put). Create-only unless --overwrite: an object already under a
+ * name is refused (exit 4) before anything is read, and each upload is conditional
+ * (`If-None-Match: *`), so that one written meanwhile is not replaced either.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, sep } from 'node:path';
+import { ConflictError, InvalidInputError } from '../../lib/errors.js';
+import { S3ObjectStore } from '../dataset/s3-store.js';
+import { LocalObjectStore, type ObjectWriter } from '../dataset/store.js';
+import type { S3Place } from '../pins/pins.js';
+import type { Target } from './target.js';
+
+export interface ObjectTargetOptions {
+  place: S3Place;
+  env: NodeJS.ProcessEnv;
+  signal: AbortSignal;
+  /** `-t` ends with `/`: one object per document under the prefix. */
+  directory: boolean;
+  overwrite: boolean;
+}
+
+const HINT = { hint: 'choose a new target, or add --overwrite' };
+
+export async function openObjectTarget({ place, env, signal, directory, overwrite }: ObjectTargetOptions): Promise<Target> {
+  let store: S3ObjectStore;
+  let single: string | undefined;
+  if (directory) {
+    store = new S3ObjectStore(place, env, signal);
+  } else {
+    if (place.prefix === '') throw new InvalidInputError(`-t ${place.uri}: names a bucket, not an object`, { hint: `name an object (${place.uri}/out.jsonl), or a prefix ending in / for one object per document` });
+    const cut = place.prefix.lastIndexOf('/');
+    const parent = cut === -1 ? '' : place.prefix.slice(0, cut);
+    single = place.prefix.slice(cut + 1);
+    store = new S3ObjectStore({ ...place, prefix: parent, uri: parent === '' ? `s3://${place.bucket}` : `s3://${place.bucket}/${parent}` }, env, signal);
+  }
+  const shown = (key: string): string => `${store.uri}/${key}`;
+  // What is there already, asked once, before anything is read or written.
+  const existing = overwrite ? new Set<string>() : new Set(single !== undefined ? ((await store.size(single)) === undefined ? [] : [single]) : await store.list(''));
+  const claim = (key: string): string => {
+    if (existing.has(key)) throw new ConflictError(`-t ${shown(key)}: already exists`, HINT);
+    staged.push(key);
+    return key;
+  };
+  const staged: string[] = [];
+  const staging = mkdtempSync(join(tmpdir(), 'trajstore-export-'));
+  const local = new LocalObjectStore(staging);
+  const pending = new Set<ObjectWriter>();
+  let stream: ObjectWriter | undefined;
+  try {
+    if (single !== undefined) stream = local.writer(claim(single));
+  } catch (error) {
+    rmSync(staging, { recursive: true, force: true });
+    throw error;
+  }
+  const discard = (): void => {
+    for (const writer of pending) writer.abort();
+    stream?.abort();
+    rmSync(staging, { recursive: true, force: true });
+  };
+  const upload = async (): Promise<void> => {
+    const uploaded: string[] = [];
+    try {
+      for (const key of staged) {
+        await store.upload(key, join(staging, ...key.split('/')), overwrite ? undefined : { ifNoneMatch: '*' });
+        uploaded.push(key);
+      }
+    } catch (error) {
+      // Nothing half done stays: the objects this export put go again (what was there is untouched).
+      await Promise.allSettled(uploaded.map((key) => store.delete(key)));
+      if (error instanceof ConflictError) throw new ConflictError(`-t ${shown(staged[uploaded.length] as string)}: already exists (written while the export ran)`, HINT);
+      throw error;
+    }
+  };
+  const target: Target = {
+    isDirectory: directory,
+    written: 0,
+    append: async (bytes) => {
+      if (!stream) throw new Error('not a stream target');
+      const buffer = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
+      target.written += buffer.length;
+      stream.write(buffer);
+    },
+    file: async (relPath, bytes) => {
+      const key = claim(relPath.split(sep).join('/'));
+      target.written += Buffer.byteLength(bytes);
+      await local.put(key, bytes);
+    },
+    openFile: (relPath) => {
+      const writer = local.writer(claim(relPath.split(sep).join('/')));
+      pending.add(writer);
+      return {
+        write: (bytes) => {
+          target.written += bytes.length;
+          writer.write(bytes);
+        },
+        get size() {
+          return writer.size;
+        },
+        commit: async () => {
+          pending.delete(writer);
+          await writer.commit();
+        },
+        abort: () => {
+          pending.delete(writer);
+          writer.abort();
+        },
+      };
+    },
+    commit: async () => {
+      try {
+        await stream?.commit();
+        await upload();
+      } finally {
+        rmSync(staging, { recursive: true, force: true });
+      }
+    },
+    abort: discard,
+  };
+  return target;
+}
