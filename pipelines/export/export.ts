@@ -438,15 +438,16 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
       exported = dataset.snapshot;
       for await (const encoded of format!.encode!(storylines(dataset, options.signal, keep))) {
         await checkpoint.check();
-        documents += 1;
+        // A stream's documents are its lines.
+        documents += target.isDirectory ? 1 : (encoded.lines?.length ?? 1);
         if (target.isDirectory) {
           const text = `${jsonText(encoded.value, 2)}\n`;
           await target.file(uniqueName(encoded.name, used), text);
           progress?.add(1, Buffer.byteLength(text));
         } else {
-          const line = `${jsonText(encoded.value)}\n`;
-          await target.append(line);
-          progress?.add(1, Buffer.byteLength(line));
+          const text = (encoded.lines ?? [encoded.value]).map((value) => `${jsonText(value)}\n`).join('');
+          await target.append(text);
+          progress?.add(1, Buffer.byteLength(text));
         }
       }
     }

@@ -82,6 +82,12 @@ export interface EncodedDocument {
   name: string;
   /** The target document as a JSON value. */
   value: unknown;
+  /**
+   * Written to a JSONL stream as these values, one per line, instead of `value`: a group of rows read
+   * one per line (chat-messages per-call rows) goes back that way, while a directory gets `value`
+   * (all of them, one file) so that an import of the directory finds them together.
+   */
+  lines?: readonly unknown[];
 }
 
 export interface FormatModule {

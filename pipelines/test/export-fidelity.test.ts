@@ -4,7 +4,7 @@
  * together (Claude Code with a subagent, Codex, Storyline, chat-messages per-call rows as a JSON
  * array), then each output format goes export -> import -> export.
  */
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -52,6 +52,37 @@ const LARGE_FLOATS = `{"schema_version":"storyline/v1","session":"floats","agent
 {"id":"t1","src":"user","msg":"go"},
 {"id":"t2","src":"agent","msg":"ok","metrics":{"extra":{"bytes":1e16,"neg":-9007199254740993e0,"pow":2e53}},
  "tool_calls":[{"tcid":"c1","fn":"f","args":{"limit":1.5e17}}]}]}`;
+
+/** Runs, steps and tool calls of a dataset. */
+async function counts(s: ReturnType<typeof sandbox>, dataset: string): Promise<string> {
+  const r = await s.run(['query', dataset, '--sql', 'SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM tool_calls) AS calls', '--format', 'csv']);
+  assert.is(r.code, 0, r.stderr);
+  return r.stdout.trim().split('\n')[1] as string;
+}
+
+test('a directory export imported again keeps its runs, and exports again to the same files, in every output format', async () => {
+  const s = sandbox('export-fidelity');
+  mixedSources(s.path('src'));
+  // Per-call rows one per line: two sessions over five rows.
+  const { session_steps: rows } = JSON.parse(readFileSync(join(SYNTHETIC, 'chat-messages', 'session-steps.json'), 'utf8')) as { session_steps: unknown[] };
+  writeFileSync(s.path('src', 'calls.jsonl'), rows.map((row) => `${JSON.stringify(row)}\n`).join(''));
+  const imported = await s.run(['import', '-f', s.path('src'), '-t', s.path('ds')]);
+  assert.is(imported.code, 0, imported.stderr);
+  for (const format of OUTPUT_FORMATS) {
+    const e1 = await s.run(['export', '-f', s.path('ds'), '-t', s.path(`first-${format}/`), '-o', format]);
+    assert.is(e1.code, 0, e1.stderr);
+    const again = await s.run(['import', '-f', s.path(`first-${format}`), '-i', format, '-t', s.path(`dir-again.${format}`)]);
+    assert.is(again.code, 0, again.stderr);
+    // ACTF makes a step of each agent turn; the runs stay.
+    const [runs] = (await counts(s, s.path('ds'))).split(',');
+    assert.is((await counts(s, s.path(`dir-again.${format}`))).split(',')[0], runs, `${format}: runs after a directory round trip`);
+    const e2 = await s.run(['export', '-f', s.path(`dir-again.${format}`), '-t', s.path(`second-${format}/`), '-o', format]);
+    assert.is(e2.code, 0, e2.stderr);
+    const names = readdirSync(s.path(`first-${format}`)).sort();
+    assert.equal(readdirSync(s.path(`second-${format}`)).sort(), names, format);
+    for (const name of names) assert.is(readFileSync(s.path(`second-${format}`, name), 'utf8'), readFileSync(s.path(`first-${format}`, name), 'utf8'), `${format}: ${name}`);
+  }
+});
 
 test('floats with an integral value beyond 2^53 are exported as numbers the import reads back (not integer literals it refuses)', async () => {
   const s = sandbox('export-fidelity');

@@ -147,15 +147,16 @@ test('per-call rows: grouped by session, ordered by step_id, copied context, met
   assert.is(alpha.turns[2]!.reason, 'Use kubectl get pods with a field selector.');
 });
 
-test('per-call rows one per JSONL line decode together and export one row per document', async () => {
+test('per-call rows one per JSONL line decode together and export as one document of rows, one per line in a stream', async () => {
   const rows = (documentsOf('synthetic/chat-messages/session-steps.json')[0] as { session_steps: Row[] }).session_steps;
   const text = `${rows.map((r) => JSON.stringify(r)).join('\n')}\n\n`;
   const { storylines, docs } = await decodeAll(chatMessages, bytesSource(text, 'rows.jsonl'), true);
   assert.equal(storylines.map((s) => [s.session, s.origin?.schema_version]), [['sess-beta', 'session_steps_lines'], ['sess-alpha', 'session_steps_lines']]);
   assert.is(docs[0]!.raw?.toString('utf8'), text);
   const encoded = await encodeAll(chatMessages, storylines);
-  assert.is(encoded.length, 5);
-  assert.equal(canonical([encoded.map((e) => e.value)]), canonical([rows]));
+  assert.is(encoded.length, 1);
+  assert.equal(canonical([encoded[0]!.lines]), canonical([rows]));
+  assert.equal(encoded[0]!.value, encoded[0]!.lines);
 
   const mixed = `${JSON.stringify(rows[0])}\n{"messages":[{"role":"user","content":"hi"}]}\n`;
   const error = await thrown(() => decodeAll(chatMessages, bytesSource(mixed, 'mixed.jsonl')));

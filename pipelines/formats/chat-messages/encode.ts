@@ -38,8 +38,10 @@ export async function* encodeChatMessages(docs: AsyncIterable<Storyline>): Async
       continue;
     }
     const head = group[0];
-    // One array or envelope per source document: a JSONL file of several holds them on separate lines.
-    if (head && (shapeOf(head) !== shape || head.origin?.source_path !== doc.origin?.source_path || head.origin?.line !== doc.origin?.line)) yield* flush();
+    // One array or envelope per source document: a JSONL file of several holds them on separate lines
+    // (rows one per line are one document, the file: its sessions interleave).
+    const sameDocument = shape === 'session_steps_lines' || head?.origin?.line === doc.origin?.line;
+    if (head && (shapeOf(head) !== shape || head.origin?.source_path !== doc.origin?.source_path || !sameDocument)) yield* flush();
     group.push(doc);
   }
   yield* flush();
@@ -70,7 +72,8 @@ function* encodeSessionGroup(group: Storyline[]): Generator<EncodedDocument> {
   const rows = group.flatMap(sessionRows);
   const name = safeFileName((group[0] as Storyline).origin?.source_path?.split('/').pop()?.replace(/\.(json|jsonl|ndjson)$/i, '') ?? (group[0] as Storyline).session, '.json');
   if (shape === 'session_steps_lines') {
-    for (const row of rows) yield { name: safeFileName(`${row.session_id}-${row.step_id}`, '.json'), value: row };
+    // In a directory, one file per row would make each row a session of its own on import.
+    yield { name, value: rows, lines: rows };
   } else if (shape === 'session_steps_array') {
     yield { name, value: rows };
   } else {

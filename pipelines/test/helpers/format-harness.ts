@@ -45,7 +45,9 @@ export async function encodeAll(format: FormatModule, storylines: Storyline[]): 
   async function* source() {
     yield* storylines;
   }
-  for await (const doc of format.encode!(source())) out.push({ name: doc.name, value: JSON.parse(JSON.stringify(doc.value)) });
+  for await (const doc of format.encode!(source())) {
+    out.push({ name: doc.name, value: JSON.parse(JSON.stringify(doc.value)), ...(doc.lines ? { lines: JSON.parse(JSON.stringify(doc.lines)) as unknown[] } : {}) });
+  }
   return out;
 }
 
