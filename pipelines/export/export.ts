@@ -34,7 +34,7 @@ import { REFERS, storedRowGroups } from '../dataset/resolve.js';
 import { parseStoredJson, resolveText } from '../dataset/contents.js';
 import { readingOrderLookup } from '../dataset/content-lookup.js';
 import { filters, selectDocuments, type ExportFilter } from './select.js';
-import type { Target } from './target.js';
+import { trackedFile, type Target } from './target.js';
 
 
 export interface ExportOptions {
@@ -64,7 +64,6 @@ export interface ExportSummary {
   /** Whether filters chose the runs (then `documents` is how many they selected). */
   filtered: boolean;
 }
-
 
 function write(stream: Writable, chunk: Buffer | string): Promise<void> {
   if (stream.write(chunk)) return Promise.resolve();
@@ -183,31 +182,7 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
       target.written += Buffer.byteLength(bytes);
       await naming(`-t ${dir}`, () => store.put(key, bytes));
     },
-    openFile: (relPath) => {
-      const writer = store.writer(claim(relPath));
-      pending.add(writer);
-      return {
-        write: (bytes) => {
-          target.written += bytes.length;
-          try {
-            writer.write(bytes);
-          } catch (error) {
-            throw pathError(error, `-t ${dir}`);
-          }
-        },
-        get size() {
-          return writer.size;
-        },
-        commit: async () => {
-          pending.delete(writer);
-          await naming(`-t ${dir}`, () => writer.commit());
-        },
-        abort: () => {
-          pending.delete(writer);
-          writer.abort();
-        },
-      };
-    },
+    openFile: (relPath) => trackedFile(store.writer(claim(relPath)), target, pending, (error) => pathError(error, `-t ${dir}`)),
     commit: () => naming(`-t ${dir}`, async () => {
       if (!existed) {
         renameDurably(staging, dir);

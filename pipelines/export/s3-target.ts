@@ -13,7 +13,7 @@ import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
 import { LocalObjectStore, type ObjectWriter } from '../dataset/store.js';
 import type { S3Place } from '../pins/pins.js';
-import type { Target } from './target.js';
+import { trackedFile, type Target } from './target.js';
 
 export interface ObjectTargetOptions {
   place: S3Place;
@@ -90,27 +90,7 @@ export async function openObjectTarget({ place, env, signal, directory, overwrit
       target.written += Buffer.byteLength(bytes);
       await local.put(key, bytes);
     },
-    openFile: (relPath) => {
-      const writer = local.writer(claim(relPath.split(sep).join('/')));
-      pending.add(writer);
-      return {
-        write: (bytes) => {
-          target.written += bytes.length;
-          writer.write(bytes);
-        },
-        get size() {
-          return writer.size;
-        },
-        commit: async () => {
-          pending.delete(writer);
-          await writer.commit();
-        },
-        abort: () => {
-          pending.delete(writer);
-          writer.abort();
-        },
-      };
-    },
+    openFile: (relPath) => trackedFile(local.writer(claim(relPath.split(sep).join('/'))), target, pending),
     commit: async () => {
       try {
         await stream?.commit();

@@ -13,3 +13,36 @@ export interface Target {
   abort(): void;
   written: number;
 }
+
+/**
+ * A file of a directory target: what it writes counts in `target.written`, it stays in `pending`
+ * (for the target's abort) until committed or aborted, and its errors go through `named`.
+ */
+export function trackedFile(writer: ObjectWriter, target: Target, pending: Set<ObjectWriter>, named: (error: unknown) => unknown = (error) => error): ObjectWriter {
+  pending.add(writer);
+  return {
+    write: (bytes) => {
+      target.written += bytes.length;
+      try {
+        writer.write(bytes);
+      } catch (error) {
+        throw named(error);
+      }
+    },
+    get size() {
+      return writer.size;
+    },
+    commit: async () => {
+      pending.delete(writer);
+      try {
+        await writer.commit();
+      } catch (error) {
+        throw named(error);
+      }
+    },
+    abort: () => {
+      pending.delete(writer);
+      writer.abort();
+    },
+  };
+}

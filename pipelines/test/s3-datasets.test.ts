@@ -17,10 +17,11 @@ import { walkFiles } from '../../lib/walk.js';
 import type { Snapshot } from '../dataset/layout.js';
 import { partKeysOf } from '../dataset/s3-cache.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
-import { PROJECT_TESTDATA } from './helpers/fixtures.js';
+import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
 
 const ATIF = join(PROJECT_TESTDATA, 'samples', 'atif');
 const CLAUDE = join(PROJECT_TESTDATA, 'samples', 'agentb-code');
+const COMPACT = join(SHARED_FIXTURES, 'synthetic', 'compact-jsonl', 'valid');
 const home = scratchDir('s3-datasets');
 let server: S3TestServer;
 let gate: S3Gate;
@@ -130,6 +131,15 @@ test('export to the object store: one object or one per document, create-only un
     const again = await trajstore(['export', '-f', local, '-t', 's3://lake/exports/docs/', '-o', 'storyline']);
     assert.is(again.code, 4, again.stderr);
     assert.is((await store.get(`docs/${names[0]}`))?.toString('utf8'), 'changed');
+    // A compact record store's files, byte for byte, at their relative paths.
+    const records = join(home, 'export-records');
+    assert.is((await trajstore(['import', '-f', COMPACT, '-t', records, '-o', 'compact-jsonl'])).code, 0);
+    const compact = await trajstore(['export', '-f', records, '-t', 's3://lake/exports/records/', '-o', 'compact-jsonl']);
+    assert.is(compact.code, 0, compact.stderr);
+    const files: string[] = [];
+    walkFiles(COMPACT, (relPath) => files.push(relPath));
+    assert.equal(await store.list('records/'), files.sort().map((f) => `records/${f}`));
+    for (const file of files) assert.ok((await store.get(`records/${file}`))?.equals(readFileSync(join(COMPACT, file))), file);
     const bucketOnly = await trajstore(['export', '-f', local, '-t', 's3://lake', '-o', 'atif']);
     assert.is(bucketOnly.code, 2, bucketOnly.stderr);
   } finally {
