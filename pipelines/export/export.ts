@@ -16,7 +16,7 @@ import { assertReplaceable, fsyncPath, hiddenTempSiblingOf, randomSuffix, rename
 import { isInsideOrSame } from '../../lib/real-path.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
-import { jsonText } from '../../lib/json-text.js';
+import { reimportableJson } from '../../lib/json-text.js';
 import { contentName } from '../formats/common/documents.js';
 import type { Logger } from '../../lib/log.js';
 import type { ProgressFactory, ProgressSink } from '../../lib/progress.js';
@@ -416,11 +416,11 @@ export async function runExport(rc: ResolveContext, options: ExportOptions): Pro
         // A stream's documents are its lines.
         documents += target.isDirectory ? 1 : (encoded.lines?.length ?? 1);
         if (target.isDirectory) {
-          const text = `${jsonText(encoded.value, 2)}\n`;
+          const text = `${reimportableJson(encoded.value, 2)}\n`;
           await target.file(uniqueName(encoded.name, used), text);
           progress?.add(1, Buffer.byteLength(text));
         } else {
-          const text = (encoded.lines ?? [encoded.value]).map((value) => `${jsonText(value)}\n`).join('');
+          const text = (encoded.lines ?? [encoded.value]).map((value) => `${reimportableJson(value)}\n`).join('');
           await target.append(text);
           progress?.add(1, Buffer.byteLength(text));
         }

@@ -10,7 +10,7 @@ import type { ObservationResult, Storyline, ToolCall, Turn } from '../../storyli
 import type { EncodedDocument } from '../types.js';
 import { resultsByCallingTurn } from '../common/observations.js';
 import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
-import { jsonText } from '../../../lib/json-text.js';
+import { reimportableJson } from '../../../lib/json-text.js';
 import { defined, restoreUnknown, synthesizedSet, unknownFieldsOf } from '../common/unknown.js';
 import { contentText, safeFileName } from '../common/values.js';
 import { ACTF_VERSION, FORMAT } from './decode.js';
@@ -152,7 +152,7 @@ function encodeTool(call: ToolCall, idSynthesized: boolean): JsonObject {
     if (call.result !== undefined) out.aggregated_output = call.result;
     Object.assign(out, defined({ exit_code: call.response?.exit_code, status: call.response?.status }));
   } else if (call.kind === 'function') {
-    out.function = { ...(isJsonObject(fnExtra) ? fnExtra : {}), name: call.fn, arguments: typeof call.args === 'string' ? call.args : jsonText(call.args) };
+    out.function = { ...(isJsonObject(fnExtra) ? fnExtra : {}), name: call.fn, arguments: typeof call.args === 'string' ? call.args : reimportableJson(call.args) };
   } else {
     out.name = call.fn;
     out.input = call.args;

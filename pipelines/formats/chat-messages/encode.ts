@@ -16,7 +16,7 @@ import { safeFileName } from '../common/values.js';
 import type { ChatShape } from './decode.js';
 import { assistantMessage, FORMAT, TOOL_RESULTS_KIND, turnMessages } from './messages.js';
 import { conversationOf } from './sharegpt.js';
-import { jsonText } from '../../../lib/json-text.js';
+import { reimportableJson } from '../../../lib/json-text.js';
 
 const shapeOf = (doc: Storyline): ChatShape => {
   const version = doc.origin?.format === FORMAT ? doc.origin.schema_version : undefined;
@@ -62,7 +62,7 @@ function conversationRow(doc: Storyline, shape: ChatShape): JsonObject {
   }
   if (fromChat) {
     restoreUnknown(row, unknownFieldsOf(doc, FORMAT));
-    if (doc.meta?.messages_as_json_string === true) row.messages = jsonText(row.messages);
+    if (doc.meta?.messages_as_json_string === true) row.messages = reimportableJson(row.messages);
   }
   return row;
 }

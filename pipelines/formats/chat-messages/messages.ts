@@ -17,7 +17,7 @@ import { SourceError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 import { childPointer, defined, markSynthesized, renumberedId, type UnknownFields } from '../common/unknown.js';
 import { isContent, parseArguments } from '../common/values.js';
-import { jsonText } from '../../../lib/json-text.js';
+import { reimportableJson } from '../../../lib/json-text.js';
 
 export const FORMAT = 'chat-messages';
 
@@ -199,7 +199,7 @@ function encodeCall(call: ToolCall): JsonObject {
   return {
     id: call.tcid,
     type: call.kind ?? 'function',
-    function: { name: call.fn, arguments: typeof call.args === 'string' ? call.args : jsonText(call.args ?? {}), ...fnExtra },
+    function: { name: call.fn, arguments: typeof call.args === 'string' ? call.args : reimportableJson(call.args ?? {}), ...fnExtra },
     ...extra,
   };
 }

@@ -11,7 +11,7 @@ import { isJsonObject, type JsonObject } from '../../../lib/json-object.js';
 import { childPointer, markSynthesized } from '../common/unknown.js';
 import { contentText, isJsonText, parseArguments } from '../common/values.js';
 import { TOOL_RESULTS_KIND, type MessageContext } from './messages.js';
-import { jsonText } from '../../../lib/json-text.js';
+import { reimportableJson } from '../../../lib/json-text.js';
 
 const FROM_SRC: Record<string, Turn['src']> = { system: 'system', human: 'user', user: 'user', gpt: 'agent', assistant: 'agent' };
 const SRC_FROM: Record<Turn['src'], string> = { system: 'system', user: 'human', agent: 'gpt' };
@@ -91,7 +91,7 @@ function appendResponses(ctx: MessageContext, value: string, pointer: string, ex
 export function pyJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(pyJson).join(', ')}]`;
   if (isJsonObject(value)) return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pyJson(v)}`).join(', ')}}`;
-  return jsonText(value) ?? 'null';
+  return reimportableJson(value) ?? 'null';
 }
 
 export function gptValue(turn: Turn): string {
