@@ -5,7 +5,7 @@
  * One request goes to one worker (pool.ts) as a stream of chunks. Nothing is sent to the client
  * before the worker's first chunk, so a request no worker can serve, or one the worker refuses,
  * still gets a proper status: 400 (OpenAI's error body, naming the field), 404 for another
- * model, 503 when no worker is alive or every one is overloaded. A client that disconnects, or
+ * model, 503 when no worker is alive or every one is overloaded (with when to try again). A client that disconnects, or
  * takes nothing of its stream for a minute (SEND_TIMEOUT_MS: it is then disconnected), cancels
  * the generation on its worker; one that only half-closes after its request gets its reply. When a worker dies mid-stream, the stream ends with an `error`
  * event (no `[DONE]`); a non-streamed request is retried on another worker, since nothing was sent.
@@ -40,15 +40,29 @@ const BODY_LIMITS: BodyLimits = { maxBytes: 1024 * 1024, drainBytes: 8 * 1024 * 
 /** Attempts of a non-streamed request whose worker fails before the end. */
 const COLLECT_ATTEMPTS = 2;
 
-/** A failed request as a status and OpenAI's error body. */
+/** A failed request as a status and OpenAI's error body, and for a passing failure, the seconds after which to try again. */
 class ApiError extends Error {
   constructor(
     readonly status: number,
     readonly body: ErrorBody,
+    readonly retryAfterS?: number,
   ) {
     super(body.error.message);
   }
 }
+
+/**
+ * When a client turned away for want of a worker should try again, in seconds, by cause. OpenAI's
+ * clients retry a 503 twice by default, after the `retry-after-ms` or `retry-after` it carries (up
+ * to 60 s); without either, after 0.5 s and 1 s, too soon for a worker that is still loading its model.
+ * - no_worker: none is alive. A worker registers once its model is loaded, which takes seconds:
+ *   twice 5 s gives a default client 10 s for one to join.
+ * - overloaded: every worker's queue is full (or the Router's); a place frees as soon as any reply ends.
+ */
+const RETRY_AFTER_S: Record<'no_worker' | 'overloaded', number> = { no_worker: 5, overloaded: 1 };
+
+/** The headers telling a client when to try again: `retry-after` as HTTP has it, `retry-after-ms` read first by OpenAI's clients. */
+const retryAfterHeaders = (seconds: number): Record<string, string> => ({ 'retry-after': String(seconds), 'retry-after-ms': String(seconds * 1000) });
 
 const WORKER_ERRORS: Record<GenerateErrorCode, [number, string]> = {
   invalid_request: [400, 'invalid_request_error'],
@@ -59,11 +73,12 @@ const WORKER_ERRORS: Record<GenerateErrorCode, [number, string]> = {
 
 function workerError(chunk: Extract<GenerateChunk, { type: 'error' }>): ApiError {
   const [status, type] = WORKER_ERRORS[chunk.code] ?? [500, 'server_error'];
-  return new ApiError(status, errorBody(chunk.message, type, chunk.code === 'invalid_request' ? null : chunk.code, chunk.param || null));
+  return new ApiError(status, errorBody(chunk.message, type, chunk.code === 'invalid_request' ? null : chunk.code, chunk.param || null), chunk.code === 'overloaded' ? RETRY_AFTER_S.overloaded : undefined);
 }
 
 function unavailable(error: NoWorkerError): ApiError {
-  return new ApiError(error.reason === 'worker_timeout' ? 504 : 503, errorBody(error.message, 'server_error', error.reason));
+  if (error.reason === 'worker_timeout') return new ApiError(504, errorBody(error.message, 'server_error', error.reason));
+  return new ApiError(503, errorBody(error.message, 'server_error', error.reason), RETRY_AFTER_S[error.reason]);
 }
 
 /** `/messages/0/content` -> `messages[0].content`. */
@@ -148,8 +163,9 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   // Deeper than an actor call may nest, a body could never reach a worker (codec.ts).
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, depthBoundedJsonBody(MAX_CALL_DEPTH)));
   app.setErrorHandler((error, req, reply) => {
-    const { status, body } = toApiError(error, req.headers['content-type']);
+    const { status, body, retryAfterS } = toApiError(error, req.headers['content-type']);
     if (status >= 500) options.counters.failed++;
+    if (retryAfterS !== undefined) void reply.headers(retryAfterHeaders(retryAfterS));
     void reply.code(status).send(body);
   });
   const modelNotFound = (asked: string): ApiError =>
