@@ -121,6 +121,33 @@ test('chat completions, non-streaming and streaming: the same reply for a seed, 
   assert.not.match(text, '"usage"', 'no usage unless include_usage');
 });
 
+test('every answer carries its own x-request-id, which the openai client exposes: replies, streams, errors', async () => {
+  const REQUEST_ID = /^req_[0-9a-f]{32}$/;
+  const whole = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, max_tokens: 2 }).withResponse();
+  assert.match(whole.request_id ?? '', REQUEST_ID);
+  const direct = await openai.chat.completions.create({ model: 'tiny', messages: MESSAGES, max_tokens: 2 });
+  assert.match(direct._request_id ?? '', REQUEST_ID);
+  const streamed = await openai.completions.create({ model: 'tiny', prompt: 'The', max_tokens: 2, stream: true }).withResponse();
+  assert.match(streamed.request_id ?? '', REQUEST_ID);
+  for await (const chunk of streamed.data) assert.ok(chunk.object === 'text_completion');
+  const refused = await openai.chat.completions.create({ model: 'tiny', messages: [], max_tokens: 2 }).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.instance(refused, OpenAI.BadRequestError);
+  assert.match((refused as InstanceType<typeof OpenAI.BadRequestError>).requestID ?? '', REQUEST_ID);
+  // Answers before any route (an unknown URL, a missing model) and the health probe carry one too.
+  const others = await Promise.all([fetch(`${base}/v1/engines`), fetch(`${base}/v1/models/gpt-4`), fetch(`${base}/health`)]);
+  // So do a request with two Host headers and one that is not HTTP.
+  const port = Number(new URL(base).port);
+  const raw = await Promise.all([rawRequest(port, 'GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'), rawRequest(port, 'BOGUS\r\n\r\n')]);
+  assert.equal(raw.map((r) => r.status), [400, 400]);
+  const rawIds = raw.map((r) => /^x-request-id: (.*)$/im.exec(finalAnswer(r.text).head)?.[1]);
+  const ids = [whole.request_id, direct._request_id, streamed.request_id, (refused as InstanceType<typeof OpenAI.BadRequestError>).requestID, ...others.map((r) => r.headers.get('x-request-id')), ...rawIds];
+  for (const id of ids) assert.match(id ?? '', REQUEST_ID);
+  assert.is(new Set(ids).size, ids.length, 'one id per request');
+});
+
 test('a message of text parts is read as their texts one per line, as vLLM joins them: the same prompt as that string', async () => {
   const promptTokens = async (content: OpenAI.Chat.ChatCompletionUserMessageParam['content']): Promise<number> =>
     (await openai.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content }], max_tokens: 1 })).usage!.prompt_tokens;

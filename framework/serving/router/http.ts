@@ -10,6 +10,7 @@
  * the generation on its worker; one that only half-closes after its request gets its reply. When a worker dies mid-stream, the stream ends with an `error`
  * event (no `[DONE]`); a non-streamed request is retried on another worker, since nothing was sent.
  */
+import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { GenerateChunk, GenerateErrorCode } from '../contract.js';
@@ -108,6 +109,9 @@ function telling(errors: ValidationError[]): ValidationError | undefined {
   return [...errors].sort((a, b) => b.instancePath.split('/').length - a.instancePath.split('/').length || vague(a) - vague(b))[0];
 }
 
+/** A request's id, shaped as OpenAI's (`req_` and 32 hex digits): every answer carries it in `x-request-id`, which OpenAI's clients show. */
+const newRequestId = (): string => `req_${randomUUID().replaceAll('-', '')}`;
+
 /** Fastify's errors (validation, bad JSON, a body that is not JSON, too large) in OpenAI's shape; anything else is a 500 that says nothing more. */
 function toApiError(error: unknown, contentType: string | undefined): ApiError {
   if (error instanceof ApiError) return error;
@@ -140,12 +144,18 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   // Types as given are checked, never coerced ("5" is not a number), and unknown fields refused, not dropped.
   const shape: ErrorShape = (status, code, message) => errorBody(message, status >= 500 ? 'server_error' : 'invalid_request_error', code);
   const app = Fastify({
-    ...protocolErrorOptions(shape),
+    ...protocolErrorOptions(shape, () => ({ 'x-request-id': newRequestId() })),
+    genReqId: newRequestId,
     logger: false,
     bodyLimit: BODY_LIMITS.drainBytes,
     requestTimeout: REQUEST_TIMEOUT_MS,
     forceCloseConnections: true,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
+  });
+  // First, so that the other hooks' answers have it too. A stream's head, written on the raw response, adds it itself.
+  app.addHook('onRequest', (req, reply, done) => {
+    void reply.header('x-request-id', req.id);
+    done();
   });
   refuseBadHostHeader(app, shape);
   // A client that half-closes once its request is sent (`nc -N`, a socket's end()) still waits for its reply.
@@ -275,7 +285,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   /** Server-sent events: the role, text deltas, the finish reason, usage if asked for, `[DONE]`. */
   async function stream(reply: FastifyReply, shape: ResponseShape, opened: OpenedRequest): Promise<void> {
     reply.hijack();
-    const events = new EventStream(reply.raw);
+    const events = new EventStream(reply.raw, reply.request.id);
     try {
       if (shape.chat) events.send(shape.chunk('role'));
       if (shape.echoed) events.send(shape.chunk({ text: shape.echoed }));
@@ -324,8 +334,11 @@ class EventStream {
   /** Events sent in this turn, not yet written. */
   private pending = '';
 
-  constructor(private readonly raw: ServerResponse) {
-    raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+  constructor(
+    private readonly raw: ServerResponse,
+    requestId: string,
+  ) {
+    raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no', 'x-request-id': requestId });
   }
 
   /** Whether the client is still there. */
