@@ -112,12 +112,30 @@ function telling(errors: ValidationError[]): ValidationError | undefined {
 /** A request's id, shaped as OpenAI's (`req_` and 32 hex digits): every answer carries it in `x-request-id`, which OpenAI's clients show. */
 const newRequestId = (): string => `req_${randomUUID().replaceAll('-', '')}`;
 
+/** The value of the body at an error's `instancePath` (the schema's own field names and indexes: nothing in it is escaped). */
+const valueAt = (body: unknown, path: string): unknown => path.split('/').slice(1).reduce<unknown>((value, key) => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined), body);
+
+/** A value as OpenAI's messages quote it: a string in single quotes (its first 100 characters), anything else as JSON. */
+const quoted = (value: unknown): string => (typeof value === 'string' ? `'${value.slice(0, 100)}'` : String(JSON.stringify(value)));
+
+/** `'a'`, `'a' and 'b'`, `'a', 'b', and 'c'`. */
+function listed(values: unknown[]): string {
+  const words = values.map(quoted);
+  return words.length < 3 ? words.join(' and ') : `${words.slice(0, -1).join(', ')}, and ${words[words.length - 1]}`;
+}
+
 /** Fastify's errors (validation, bad JSON, a body that is not JSON, too large) in OpenAI's shape; anything else is a 500 that says nothing more. */
-function toApiError(error: unknown, contentType: string | undefined): ApiError {
+function toApiError(error: unknown, body: unknown, contentType: string | undefined): ApiError {
   if (error instanceof ApiError) return error;
   const e = error as { validation?: ValidationError[]; statusCode?: number; code?: string; message?: string };
   const first = e.validation && telling(e.validation);
   if (first) {
+    if (first.keyword === 'const') {
+      // A value that must be one of a few (a union of literals: one error per literal at its place) is told them all, as OpenAI does.
+      const allowed = e.validation!.filter((v) => v.keyword === 'const' && v.instancePath === first.instancePath).map((v) => v.params?.allowedValue);
+      const param = paramOf(first.instancePath);
+      return new ApiError(400, errorBody(`Invalid value: ${quoted(valueAt(body, first.instancePath))}. Supported values are: ${listed(allowed)}.`, 'invalid_request_error', 'invalid_value', param || null));
+    }
     if (first.keyword === 'additionalProperties') {
       const field = String(first.params?.additionalProperty ?? '');
       const param = paramOf(`${first.instancePath}/${field}`);
@@ -150,7 +168,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
     bodyLimit: BODY_LIMITS.drainBytes,
     requestTimeout: REQUEST_TIMEOUT_MS,
     forceCloseConnections: true,
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, discriminator: true } },
   });
   // First, so that the other hooks' answers have it too. A stream's head, written on the raw response, adds it itself.
   app.addHook('onRequest', (req, reply, done) => {
@@ -173,7 +191,7 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   // Deeper than an actor call may nest, a body could never reach a worker (codec.ts).
   app.addContentTypeParser('application/json', boundedBody(BODY_LIMITS, depthBoundedJsonBody(MAX_CALL_DEPTH)));
   app.setErrorHandler((error, req, reply) => {
-    const { status, body, retryAfterS } = toApiError(error, req.headers['content-type']);
+    const { status, body, retryAfterS } = toApiError(error, req.body, req.headers['content-type']);
     if (status >= 500) options.counters.failed++;
     if (retryAfterS !== undefined) void reply.headers(retryAfterHeaders(retryAfterS));
     void reply.code(status).send(body);

@@ -64,6 +64,24 @@ const COMMON = {
   repetition_penalty: Nullable(Type.Number({ minimum: 1e-6, maximum: 10, description: 'smaller is 0 once the sampler takes it as a 32-bit float' })),
 };
 
+/**
+ * The reply formats, told apart by `type` (ajv's `discriminator`, which the Router's ajv turns on):
+ * a format is checked as the one its `type` names, so `{"type": "json_schema"}` is missing its
+ * `json_schema`, rather than a `type` that is neither `text` nor `json_object`.
+ */
+const ResponseFormats = Type.Union([
+  Type.Object({ type: Type.Literal('text') }, strict),
+  Type.Object({ type: Type.Literal('json_object') }, strict),
+  Type.Object(
+    {
+      type: Type.Literal('json_schema'),
+      json_schema: Type.Object({ name: Type.String({ maxLength: 64 }), description: Type.Optional(Type.String()), schema: Type.Optional(Type.Unknown()), strict: Nullable(Type.Boolean()) }, strict),
+    },
+    strict,
+  ),
+]);
+const ResponseFormat = Type.Unsafe<Static<typeof ResponseFormats>>({ type: 'object', required: ['type'], discriminator: { propertyName: 'type' }, oneOf: ResponseFormats.anyOf });
+
 export const ChatRequest = Type.Object(
   {
     ...COMMON,
@@ -72,19 +90,7 @@ export const ChatRequest = Type.Object(
     // Some clients send `false` for "no log probabilities", which is what every reply here has.
     logprobs: Nullable(Type.Literal(false, { description: 'log probabilities are not returned' })),
     top_logprobs: Nullable(Type.Literal(0)),
-    response_format: Nullable(
-      Type.Union([
-        Type.Object({ type: Type.Literal('text') }, strict),
-        Type.Object({ type: Type.Literal('json_object') }, strict),
-        Type.Object(
-          {
-            type: Type.Literal('json_schema'),
-            json_schema: Type.Object({ name: Type.String({ maxLength: 64 }), description: Type.Optional(Type.String()), schema: Type.Optional(Type.Unknown()), strict: Nullable(Type.Boolean()) }, strict),
-          },
-          strict,
-        ),
-      ]),
-    ),
+    response_format: Nullable(ResponseFormat),
     tools: Nullable(Type.Array(Type.Unknown(), { maxItems: 0 })),
     tool_choice: Nullable(Type.Union([Type.Literal('none'), Type.Literal('auto')])),
     parallel_tool_calls: Nullable(Type.Boolean()),
@@ -163,7 +169,8 @@ function chatProblem(body: Record<string, unknown>): RequestProblem | undefined 
   }
   if (typeof body['top_logprobs'] === 'number' && body['top_logprobs'] > 0) return unsupported('top_logprobs', 'log probabilities are not returned by this server');
   const format = body['response_format'];
-  if (isJsonObject(format) && !['text', 'json_object', 'json_schema'].includes(format['type'] as string)) {
+  // A format without a type is the schema's to name (a missing parameter).
+  if (isJsonObject(format) && format['type'] !== undefined && !['text', 'json_object', 'json_schema'].includes(format['type'] as string)) {
     return unsupported('response_format', `the types served here are text, json_object and json_schema, not ${JSON.stringify(String(format['type']).slice(0, 40))}`);
   }
   // Here, not only on the worker: what is passed on is the checked schema (reply-schema.ts).
