@@ -9,13 +9,12 @@
 import { readdirSync, renameSync, rmSync, statSync, utimesSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { randomSuffix, TEMP_MARKER, tempTargetOf } from '../../lib/durable.js';
+import { STALE_SCRATCH_MS } from '../../lib/owned-scratch.js';
 
 /** An entry used this recently is never evicted: another command may be about to open it. */
 const IN_USE_MS = 60_000;
 /** How often a reader holding an entry open marks it used again (`holdInUse`): well inside IN_USE_MS. */
 const IN_USE_REFRESH_MS = IN_USE_MS / 6;
-/** Scratch older than this belongs to a command that was killed (one at work writes it, or marks it, far more often). */
-export const STALE_SCRATCH_MS = 60 * 60_000;
 
 /** Marks the entry at `path` used now; one that is gone (evicted meanwhile) is for its reader's next open to find. */
 export function markUsed(path: string): void {

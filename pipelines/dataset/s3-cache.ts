@@ -34,24 +34,22 @@
  * bound by what those hold.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { limitFromEnv } from '../../lib/env-limit.js';
 import { InvalidInputError, NotFoundError, pathError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import { walkFiles } from '../../lib/walk.js';
-import { currentProcess, processState, type ProcessIdentity } from '../../lib/process.js';
+import { makeOwnedScratch, removeIfAbandoned } from '../../lib/owned-scratch.js';
 import type { S3Place } from '../pins/pins.js';
-import { cacheEntries, evictLeastRecentlyUsed, markUsed, STALE_SCRATCH_MS } from './cache-bound.js';
+import { cacheEntries, evictLeastRecentlyUsed, markUsed } from './cache-bound.js';
 import { MANIFEST_KEY, parseManifest, parseSnapshot, snapshotKey, type Manifest, type PartRef, type Snapshot } from './layout.js';
 import { S3ObjectStore } from './s3-store.js';
 import { LocalObjectStore } from './store.js';
 
 /** 10 GiB: a few snapshots of a large dataset with their indexes. */
 export const DEFAULT_CACHE_MAX_BYTES = 10 * 1024 ** 3;
-/** The file of a writer's build naming its process (lib/process.ts). */
-const BUILD_OWNER = 'owner.json';
 
 export function s3CacheRoot(env: NodeJS.ProcessEnv): string {
   return join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'trajstore', 's3');
@@ -406,16 +404,13 @@ function dropUnlinkedParts(path: string): number {
  */
 export function startBuild(root: string, dir: string): void {
   removeAbandonedBuilds(root);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, BUILD_OWNER), JSON.stringify(currentProcess()));
+  makeOwnedScratch(dir);
 }
 
 /**
- * Removes the builds whose writer is gone (killed: its process no longer runs), which nothing else
- * ever would: each holds a copy of a snapshot, and its links keep the pool's parts from eviction.
- * A build of a writer on another machine (a cache shared over the network) cannot be asked and
- * stays; one without a readable owner (killed between its making and its owner's writing) goes once
- * past STALE_SCRATCH_MS. Called by every command that opens a snapshot's copy or starts a build.
+ * Removes the builds whose writer is gone (lib/owned-scratch.ts), which nothing else ever would:
+ * each holds a copy of a snapshot, and its links keep the pool's parts from eviction. Called by
+ * every command that opens a snapshot's copy or starts a build.
  */
 export function removeAbandonedBuilds(root: string): void {
   const builds = join(root, 'builds');
@@ -425,27 +420,7 @@ export function removeAbandonedBuilds(root: string): void {
   } catch {
     return;
   }
-  const now = Date.now();
-  for (const name of names) {
-    const dir = join(builds, name);
-    const owner = buildOwnerOf(dir);
-    const abandoned = owner ? processState(owner) === 'gone' : now - (statSync(dir, { throwIfNoEntry: false })?.mtimeMs ?? now) > STALE_SCRATCH_MS;
-    if (!abandoned) continue;
-    try {
-      rmSync(dir, { recursive: true, force: true });
-    } catch {
-      // Not ours to remove (another user's cache entry): left as it is.
-    }
-  }
-}
-
-function buildOwnerOf(dir: string): ProcessIdentity | undefined {
-  try {
-    const owner = JSON.parse(readFileSync(join(dir, BUILD_OWNER), 'utf8')) as Partial<ProcessIdentity>;
-    return typeof owner.pid === 'number' && typeof owner.hostname === 'string' ? (owner as ProcessIdentity) : undefined;
-  } catch {
-    return undefined;
-  }
+  for (const name of names) removeIfAbandoned(join(builds, name));
 }
 
 /** Keeps the cache under `maxBytes` (see the module comment); `keep` is the copy being opened. */
