@@ -8,11 +8,11 @@
  * writes the stored source bytes instead of re-encoding (to a directory each source file at its
  * relative path, to a stream the raws in order); a compact record store exports its records' bytes.
  */
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { basename, dirname, join, resolve, sep } from 'node:path';
+import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { dirname, join, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, pathError, UnavailableError } from '../../lib/errors.js';
-import { assertReplaceable, fsyncPath, hiddenTempSiblingOf, randomSuffix, renameDurably, TEMP_MARKER } from '../../lib/durable.js';
+import { assertReplaceable, DurableFile, fsyncPath, renameDurably } from '../../lib/durable.js';
 import { isInsideOrSame } from '../../lib/real-path.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
@@ -35,6 +35,7 @@ import { parseStoredJson, resolveText } from '../dataset/contents.js';
 import { readingOrderLookup } from '../dataset/content-lookup.js';
 import { filters, selectDocuments, type ExportFilter } from './select.js';
 import { trackedFile, type Target } from './target.js';
+import { removeKilledExports, stageBeside, stageInside } from './staging.js';
 
 
 export interface ExportOptions {
@@ -131,39 +132,62 @@ function fileTarget(path: string, overwrite: boolean): Target {
   if (existsSync(path) && !overwrite) throw new ConflictError(`-t ${path}: already exists`, { hint: 'choose a new target, or add --overwrite' });
   assertReplaceable(path, `-t ${path}`);
   mkdirSync(dirname(path), { recursive: true });
-  const writer = new LocalObjectStore(dirname(path)).writer(basename(path));
+  removeKilledExports(path);
+  const staging = stageBeside(path);
+  let file: DurableFile;
+  try {
+    file = new DurableFile(path, { temp: staging.content });
+  } catch (error) {
+    staging.remove();
+    throw error;
+  }
   const target: Target = {
     isDirectory: false,
     written: 0,
     append: async (bytes) => {
       const buffer = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
       target.written += buffer.length;
-      await naming(`-t ${path}`, async () => writer.write(buffer));
+      await naming(`-t ${path}`, async () => file.write(buffer));
     },
     file: () => Promise.reject(new Error('not a directory target')),
     openFile: () => {
       throw new Error('not a directory target');
     },
-    commit: () => naming(`-t ${path}`, () => writer.commit()),
-    abort: () => writer.abort(),
+    commit: () =>
+      naming(`-t ${path}`, async () => {
+        try {
+          file.commit();
+        } finally {
+          staging.remove();
+        }
+      }),
+    abort: () => {
+      file.abort();
+      staging.remove();
+    },
   };
   return target;
 }
 
 /**
- * One file per document under `dir`, written into a hidden staging directory and moved in by
- * `commit`: an export stopped part-way (a signal, a full disk, a conflict) leaves no directory, and
- * no files in one, that look like a whole export. A new directory is the staging directory renamed;
- * an existing one gets the staged files renamed into it.
+ * One file per document under `dir`, written into a hidden staging directory (staging.ts) and
+ * moved in by `commit`: an export stopped part-way (a signal, a full disk, a conflict) leaves no
+ * directory, and no files in one, that look like a whole export. A new directory is the staging's
+ * content renamed; an existing one gets the staged files renamed into it.
  */
 function directoryTarget(dir: string, overwrite: boolean): Target {
   const existed = existsSync(dir);
-  // Inside an existing directory: it may be a mount point, and a rename from beside it would cross filesystems.
-  const staging = existed ? join(dir, `.trajstore-export${TEMP_MARKER}${randomSuffix()}`) : hiddenTempSiblingOf(dir);
-  mkdirSync(staging, { recursive: true });
-  const store = new LocalObjectStore(staging);
+  removeKilledExports(dir);
+  const staging = existed ? stageInside(dir) : stageBeside(dir);
   const pending = new Set<ObjectWriter>();
   const staged: string[] = [];
+  try {
+    mkdirSync(staging.content);
+  } catch (error) {
+    staging.remove();
+    throw error;
+  }
+  const store = new LocalObjectStore(staging.content);
   const claim = (relPath: string): string => {
     const full = resolve(dir, relPath);
     if (!full.startsWith(resolve(dir) + sep)) throw new InvalidInputError(`refusing to write ${JSON.stringify(relPath)} outside ${dir}`);
@@ -183,24 +207,26 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
       await naming(`-t ${dir}`, () => store.put(key, bytes));
     },
     openFile: (relPath) => trackedFile(store.writer(claim(relPath)), target, pending, (error) => pathError(error, `-t ${dir}`)),
-    commit: () => naming(`-t ${dir}`, async () => {
-      if (!existed) {
-        renameDurably(staging, dir);
-        return;
-      }
-      const directories = new Set<string>();
-      for (const key of staged) {
-        const to = join(dir, ...key.split('/'));
-        mkdirSync(dirname(to), { recursive: true });
-        renameSync(join(staging, ...key.split('/')), to);
-        directories.add(dirname(to));
-      }
-      for (const directory of directories) fsyncPath(directory);
-      rmSync(staging, { recursive: true, force: true });
-    }),
+    commit: () =>
+      naming(`-t ${dir}`, async () => {
+        if (!existed) {
+          renameDurably(staging.content, dir);
+          staging.remove();
+          return;
+        }
+        const directories = new Set<string>();
+        for (const key of staged) {
+          const to = join(dir, ...key.split('/'));
+          mkdirSync(dirname(to), { recursive: true });
+          renameSync(join(staging.content, ...key.split('/')), to);
+          directories.add(dirname(to));
+        }
+        for (const directory of directories) fsyncPath(directory);
+        staging.remove();
+      }),
     abort: () => {
       for (const writer of pending) writer.abort();
-      rmSync(staging, { recursive: true, force: true });
+      staging.remove();
     },
   };
   return target;

@@ -1,18 +1,19 @@
 /**
  * Export to an object store: `-t s3://bucket/key` is one JSONL object, `-t s3://bucket/prefix/` one
  * object per document under the prefix. Everything is written to a local staging directory first
- * and uploaded by `commit`, so an export stopped part-way uploads nothing (and one that fails while
- * uploading deletes what it had put). Create-only unless --overwrite: an object already under a
+ * (in $TMPDIR, staging.ts: the next such export removes one that a killed export left) and uploaded
+ * by `commit`, so an export stopped part-way uploads nothing (and one that fails while uploading
+ * deletes what it had put). Create-only unless --overwrite: an object already under a
  * name is refused (exit 4) before anything is read, and each upload is conditional
  * (`If-None-Match: *`), so that one written meanwhile is not replaced either.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { ConflictError, InvalidInputError } from '../../lib/errors.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
 import { LocalObjectStore, type ObjectWriter } from '../dataset/store.js';
 import type { S3Place } from '../pins/pins.js';
+import { stageForUpload } from './staging.js';
 import { trackedFile, type Target } from './target.js';
 
 export interface ObjectTargetOptions {
@@ -47,26 +48,27 @@ export async function openObjectTarget({ place, env, signal, directory, overwrit
     return key;
   };
   const staged: string[] = [];
-  const staging = mkdtempSync(join(tmpdir(), 'trajstore-export-'));
-  const local = new LocalObjectStore(staging);
+  const staging = stageForUpload();
+  const local = new LocalObjectStore(staging.content);
   const pending = new Set<ObjectWriter>();
   let stream: ObjectWriter | undefined;
   try {
+    mkdirSync(staging.content);
     if (single !== undefined) stream = local.writer(claim(single));
   } catch (error) {
-    rmSync(staging, { recursive: true, force: true });
+    staging.remove();
     throw error;
   }
   const discard = (): void => {
     for (const writer of pending) writer.abort();
     stream?.abort();
-    rmSync(staging, { recursive: true, force: true });
+    staging.remove();
   };
   const upload = async (): Promise<void> => {
     const uploaded: string[] = [];
     try {
       for (const key of staged) {
-        await store.upload(key, join(staging, ...key.split('/')), overwrite ? undefined : { ifNoneMatch: '*' });
+        await store.upload(key, join(staging.content, ...key.split('/')), overwrite ? undefined : { ifNoneMatch: '*' });
         uploaded.push(key);
       }
     } catch (error) {
@@ -96,7 +98,7 @@ export async function openObjectTarget({ place, env, signal, directory, overwrit
         await stream?.commit();
         await upload();
       } finally {
-        rmSync(staging, { recursive: true, force: true });
+        staging.remove();
       }
     },
     abort: discard,

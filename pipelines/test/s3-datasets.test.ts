@@ -4,7 +4,7 @@
  * never a mocked client: every command, the conditional manifest commit with two writers, the
  * endpoint going away mid-import, the exit codes, and credentials never shown.
  */
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -144,6 +144,50 @@ test('export to the object store: one object or one per document, create-only un
     assert.is(bucketOnly.code, 2, bucketOnly.stderr);
   } finally {
     store.close();
+  }
+});
+
+test("an export to the object store killed (SIGKILL) while it stages: the next one removes its staging from TMPDIR, never a live export's", async () => {
+  const tmp = join(home, 'export-tmp');
+  mkdirSync(tmp);
+  const env = { ...envOf(server.endpoint), TMPDIR: tmp };
+  // Big enough that staging it takes seconds.
+  const storylines = join(SHARED_FIXTURES, 'synthetic', 'storyline');
+  const base = JSON.parse(readFileSync(join(storylines, readdirSync(storylines).sort()[0] as string), 'utf8'));
+  writeFileSync(join(home, 'export-big.jsonl'), Array.from({ length: 20_000 }, (_, i) => `${JSON.stringify({ ...base, trajectory: `big-${i}` })}\n`).join(''));
+  const big = join(home, 'export-big');
+  assert.is((await trajstore(['import', '-f', join(home, 'export-big.jsonl'), '-t', big], env)).code, 0);
+  const stagedFiles = (): number => {
+    let n = 0;
+    walkFiles(tmp, () => (n += 1));
+    return n;
+  };
+  const startExport = async (target: string, ready: () => boolean) => {
+    const child = spawn(process.execPath, [toolScript('trajstore'), 'export', '-f', big, '-t', target, '-o', 'storyline'], { env: { ...process.env, ...env }, cwd: home, stdio: 'ignore' });
+    const started = Date.now();
+    while (!ready()) {
+      assert.ok(Date.now() - started < 60_000 && child.exitCode === null, `the export to ${target} never staged anything`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    return child;
+  };
+  const kill = async (child: ReturnType<typeof spawn>): Promise<void> => {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  };
+  await kill(await startExport('s3://lake/killed-export/', () => stagedFiles() >= 100));
+  const left = readdirSync(tmp);
+  assert.is(left.length, 1, 'the killed export left its staging');
+  const live = await startExport('s3://lake/live-export/', () => readdirSync(tmp).some((n) => !left.includes(n)));
+  live.kill('SIGSTOP');
+  try {
+    const staged = readdirSync(tmp).filter((n) => !left.includes(n));
+    const next = await trajstore(['export', '-f', join(home, 'export-source'), '-t', 's3://lake/next-export/', '-o', 'storyline'], env);
+    assert.is(next.code, 0, next.stderr);
+    assert.equal(readdirSync(tmp), staged, "the killed export's staging went, the live one's stayed");
+  } finally {
+    await kill(live);
   }
 });
 

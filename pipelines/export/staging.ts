@@ -1,0 +1,78 @@
+/**
+ * Where an export stages its output until it is through, and the removal of what killed exports
+ * (kill -9, a power cut) left there, which nothing else would ever remove. A staging is a scratch
+ * directory owned by its process (lib/owned-scratch.ts) holding `content`, the file or the directory
+ * of files being written, and is named as a temporary of the place it is for, where the next export
+ * to that place looks (`removeKilledExports`, `stageForUpload`):
+ *
+ *   .<name>.tmp-<random>/                  beside a file target or a new directory target
+ *   <dir>/.trajstore-export.tmp-<random>/  inside an existing directory target
+ *   $TMPDIR/trajstore-export.tmp-<random>/ for an object-store target, uploaded from there
+ *
+ * A staging goes only once its owner no longer runs, so an export at work (or stopped, or on another
+ * machine sharing the directory) keeps its own.
+ */
+import { readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { hiddenTempSiblingOf, randomSuffix, TEMP_MARKER, tempTargetOf } from '../../lib/durable.js';
+import { makeOwnedScratch, removeIfAbandoned } from '../../lib/owned-scratch.js';
+
+export interface Staging {
+  /** Where the export writes: the file, or the directory of files (made by the caller). */
+  readonly content: string;
+  /** Removes the staging and whatever is left in it. */
+  remove(): void;
+}
+
+const INSIDE = '.trajstore-export';
+const UPLOAD = 'trajstore-export';
+
+function stageAt(dir: string): Staging {
+  try {
+    makeOwnedScratch(dir);
+  } catch (error) {
+    // Made but not named (a full disk): it would stay an hour, unowned.
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return { content: join(dir, 'content'), remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Removes the abandoned temporaries of `name` in `parent` (`<name>.tmp-<random>`). */
+function removeAbandonedTemporaries(parent: string, name: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return;
+  }
+  for (const entry of names) if (tempTargetOf(entry) === name) removeIfAbandoned(join(parent, entry));
+}
+
+/**
+ * Removes what killed exports to `target` left: the stagings beside it, inside it when it is a
+ * directory, and the visible `<name>.tmp-<random>` file that exports to a file wrote before they
+ * staged in an owned directory (no owner: it goes once an hour old).
+ */
+export function removeKilledExports(target: string): void {
+  removeAbandonedTemporaries(dirname(target), `.${basename(target)}`);
+  removeAbandonedTemporaries(dirname(target), basename(target));
+  removeAbandonedTemporaries(target, INSIDE);
+}
+
+/** A staging beside `target` (a file, or a directory not there yet), renamed to it by the commit. */
+export function stageBeside(target: string): Staging {
+  return stageAt(hiddenTempSiblingOf(target));
+}
+
+/** A staging inside the existing directory `dir`: a rename from beside it could cross filesystems (a mount point). */
+export function stageInside(dir: string): Staging {
+  return stageAt(join(dir, `${INSIDE}${TEMP_MARKER}${randomSuffix()}`));
+}
+
+/** A staging in the temporary directory for an upload, after removing those of killed exports. */
+export function stageForUpload(): Staging {
+  removeAbandonedTemporaries(tmpdir(), UPLOAD);
+  return stageAt(join(tmpdir(), `${UPLOAD}${TEMP_MARKER}${randomSuffix()}`));
+}
