@@ -8,11 +8,11 @@
  * writes the stored source bytes instead of re-encoding (to a directory each source file at its
  * relative path, to a stream the raws in order); a compact record store exports its records' bytes.
  */
-import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
-import { dirname, join, resolve, sep } from 'node:path';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { dirname, resolve, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { ConflictError, InvalidInputError, NotFoundError, pathError, UnavailableError } from '../../lib/errors.js';
-import { assertReplaceable, DurableFile, fsyncPath, renameDurably } from '../../lib/durable.js';
+import { assertReplaceable, DurableFile, renameDurably } from '../../lib/durable.js';
 import { isInsideOrSame } from '../../lib/real-path.js';
 import { redactUserInfo } from '../../lib/redact.js';
 import { Checkpoint } from '../../lib/checkpoint.js';
@@ -35,6 +35,7 @@ import { parseStoredJson, resolveText } from '../dataset/contents.js';
 import { readingOrderLookup } from '../dataset/content-lookup.js';
 import { filters, selectDocuments, type ExportFilter } from './select.js';
 import { trackedFile, type Target } from './target.js';
+import { checkDestination, moveInto } from './merge.js';
 import { removeKilledExports, stageBeside, stageInside } from './staging.js';
 
 
@@ -173,7 +174,7 @@ function fileTarget(path: string, overwrite: boolean): Target {
  * One file per document under `dir`, written into a hidden staging directory (staging.ts) and
  * moved in by `commit`: an export stopped part-way (a signal, a full disk, a conflict) leaves no
  * directory, and no files in one, that look like a whole export. A new directory is the staging's
- * content renamed; an existing one gets the staged files renamed into it.
+ * content renamed; an existing one gets the staged files moved into it all or nothing (merge.ts).
  */
 function directoryTarget(dir: string, overwrite: boolean): Target {
   const existed = existsSync(dir);
@@ -191,9 +192,9 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
   const claim = (relPath: string): string => {
     const full = resolve(dir, relPath);
     if (!full.startsWith(resolve(dir) + sep)) throw new InvalidInputError(`refusing to write ${JSON.stringify(relPath)} outside ${dir}`);
-    if (existsSync(full) && !overwrite) throw new ConflictError(`${full}: already exists`, { hint: 'export into a new directory, or add --overwrite' });
-    assertReplaceable(full, full);
     const key = relPath.split(sep).join('/');
+    // Checked again before anything moves in: a conflict found now stops the export before it reads on.
+    if (existed) checkDestination(dir, key, overwrite);
     staged.push(key);
     return key;
   };
@@ -209,19 +210,8 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
     openFile: (relPath) => trackedFile(store.writer(claim(relPath)), target, pending, (error) => pathError(error, `-t ${dir}`)),
     commit: () =>
       naming(`-t ${dir}`, async () => {
-        if (!existed) {
-          renameDurably(staging.content, dir);
-          staging.remove();
-          return;
-        }
-        const directories = new Set<string>();
-        for (const key of staged) {
-          const to = join(dir, ...key.split('/'));
-          mkdirSync(dirname(to), { recursive: true });
-          renameSync(join(staging.content, ...key.split('/')), to);
-          directories.add(dirname(to));
-        }
-        for (const directory of directories) fsyncPath(directory);
+        if (existed) moveInto(staging.content, dir, staged, overwrite);
+        else renameDurably(staging.content, dir);
         staging.remove();
       }),
     abort: () => {
