@@ -16,6 +16,11 @@ export function configEnvVar(tool: string): string {
   return `${tool.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_CONFIG`;
 }
 
+/** `$XDG_CACHE_HOME`, else `~/.cache`: where the tools keep what they can make again. */
+export function cacheHome(env: NodeJS.ProcessEnv): string {
+  return env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache');
+}
+
 export function locateConfig(tool: string, flag: unknown, env: NodeJS.ProcessEnv = process.env): ConfigLocation {
   if (typeof flag === 'string' && flag !== '') return { path: resolve(flag), source: 'flag' };
   const fromEnv = env[configEnvVar(tool)];

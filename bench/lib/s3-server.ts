@@ -86,8 +86,9 @@ export class S3TestServer {
  * moment: the endpoint going away in the middle of an upload (`goDownAfterUploadBytes`: every
  * connection cut, the port refusing, the server's data kept for after `comeBack`), and two writers'
  * manifest puts meeting (`holdManifestPuts`: each held until all have arrived, so both writers read
- * the same manifest before either commits), an upload that hangs (`holdPartPuts`), and a drop held at
- * its commit point while another writer commits (`holdManifestDelete`).
+ * the same manifest before either commits), an upload that hangs (`holdPartPuts`), a drop held at
+ * its commit point while another writer commits (`holdManifestDelete`), and an object the server
+ * refuses to take (`refusePutsTo`).
  */
 export class S3Gate {
   private server: Server | undefined;
@@ -98,6 +99,7 @@ export class S3Gate {
   private holdCount = 0;
   private holdingParts = false;
   private heldDelete: ((send: () => void) => void) | undefined;
+  private refusedPuts: string | undefined;
   /** Every request that reached the gate, as `METHOD /path` (no query): what a test expects a command to ask. */
   readonly requests: string[] = [];
 
@@ -120,6 +122,11 @@ export class S3Gate {
   goDownAfterUploadBytes(bytes: number): void {
     this.uploaded = 0;
     this.downAfter = bytes;
+  }
+
+  /** Refuses (403 AccessDenied, which no client retries) each PUT whose path ends with `suffix`, until called with undefined. */
+  refusePutsTo(suffix: string | undefined): void {
+    this.refusedPuts = suffix;
   }
 
   /** Holds PUTs of Parquet parts (single or multipart) while on: an upload that never ends. */
@@ -185,6 +192,11 @@ export class S3Gate {
       return hold(send);
     }
     if (req.method === 'PUT' && this.holdingParts && req.url?.includes('/parts/')) return;
+    if (req.method === 'PUT' && this.refusedPuts !== undefined && req.url?.split('?')[0]?.endsWith(this.refusedPuts)) {
+      req.resume();
+      res.writeHead(403, { 'content-type': 'application/xml' });
+      return void res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>');
+    }
     if (req.method === 'PUT' && req.url?.split('?')[0]?.endsWith('/trajstore.json') && this.holdCount > 0) {
       this.held.push(send);
       if (this.held.length >= this.holdCount) {

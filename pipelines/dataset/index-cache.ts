@@ -20,7 +20,7 @@
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { cacheHome } from '../../lib/config.js';
 import { dirname, join } from 'node:path';
 import { limitFromEnv } from '../../lib/env-limit.js';
 import { cacheEntries, evictLeastRecentlyUsed, holdInUse, markUsed } from './cache-bound.js';
@@ -34,7 +34,7 @@ export const DEFAULT_INDEX_CACHE_MAX_BYTES = 4 * 1024 ** 3;
  */
 export function cachedIndexOf(env: NodeJS.ProcessEnv, root: string, snapshotId: string): { path: string; maxBytes: number } {
   const maxBytes = limitFromEnv(env, 'TRAJSTORE_INDEX_CACHE_MAX_BYTES', DEFAULT_INDEX_CACHE_MAX_BYTES, 'bytes');
-  const dir = join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'trajstore', 'index');
+  const dir = join(cacheHome(env), 'trajstore', 'index');
   mkdirSync(dir, { recursive: true });
   const dataset = createHash('sha256').update(root).digest('hex').slice(0, 16);
   return { path: join(dir, `${dataset}-${snapshotId}.sqlite`), maxBytes };

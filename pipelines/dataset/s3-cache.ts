@@ -35,7 +35,7 @@
  */
 import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, existsSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { cacheHome } from '../../lib/config.js';
 import { dirname, join } from 'node:path';
 import { limitFromEnv } from '../../lib/env-limit.js';
 import { InvalidInputError, NotFoundError, pathError, ToolError, UnavailableError } from '../../lib/errors.js';
@@ -52,7 +52,7 @@ import { LocalObjectStore } from './store.js';
 export const DEFAULT_CACHE_MAX_BYTES = 10 * 1024 ** 3;
 
 export function s3CacheRoot(env: NodeJS.ProcessEnv): string {
-  return join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'trajstore', 's3');
+  return join(cacheHome(env), 'trajstore', 's3');
 }
 
 /** TRAJSTORE_S3_CACHE_MAX_BYTES, else DEFAULT_CACHE_MAX_BYTES; another value than a whole number of bytes is refused (exit 2). */

@@ -1,9 +1,9 @@
 /**
  * Export to an object store: `-t s3://bucket/key` is one JSONL object, `-t s3://bucket/prefix/` one
  * object per document under the prefix. Everything is written to a local staging directory first
- * (in $TMPDIR, staging.ts: the next such export removes one that a killed export left) and uploaded
+ * (in the cache, staging.ts: the next such export removes one that a killed export left) and uploaded
  * by `commit`, so an export stopped part-way uploads nothing (and one that fails while uploading
- * deletes what it had put). Create-only unless --overwrite: an object already under a
+ * deletes the objects it had added: one it wrote over keeps what it wrote). Create-only unless --overwrite: an object already under a
  * name is refused (exit 4) before anything is read, and each upload is conditional
  * (`If-None-Match: *`), so that one written meanwhile is not replaced either.
  */
@@ -40,15 +40,16 @@ export async function openObjectTarget({ place, env, signal, directory, overwrit
     store = new S3ObjectStore({ ...place, prefix: parent, uri: parent === '' ? `s3://${place.bucket}` : `s3://${place.bucket}/${parent}` }, env, signal);
   }
   const shown = (key: string): string => `${store.uri}/${key}`;
-  // What is there already, asked once, before anything is read or written.
-  const existing = overwrite ? new Set<string>() : new Set(single !== undefined ? ((await store.size(single)) === undefined ? [] : [single]) : await store.list(''));
+  // What is there already, asked once, before anything is read or written: refused without
+  // --overwrite; with it, never deleted by an upload that fails (below).
+  const existing = new Set(single !== undefined ? ((await store.size(single)) === undefined ? [] : [single]) : await store.list(''));
   const claim = (key: string): string => {
-    if (existing.has(key)) throw new ConflictError(`-t ${shown(key)}: already exists`, HINT);
+    if (!overwrite && existing.has(key)) throw new ConflictError(`-t ${shown(key)}: already exists`, HINT);
     staged.push(key);
     return key;
   };
   const staged: string[] = [];
-  const staging = stageForUpload();
+  const staging = stageForUpload(env);
   const local = new LocalObjectStore(staging.content);
   const pending = new Set<ObjectWriter>();
   let stream: ObjectWriter | undefined;
@@ -72,8 +73,9 @@ export async function openObjectTarget({ place, env, signal, directory, overwrit
         uploaded.push(key);
       }
     } catch (error) {
-      // Nothing half done stays: the objects this export put go again (what was there is untouched).
-      await Promise.allSettled(uploaded.map((key) => store.delete(key)));
+      // Nothing half done stays: the objects this export added go again. One it wrote over (--overwrite)
+      // keeps what it wrote: what it held is gone already, and deleting it would lose both.
+      await Promise.allSettled(uploaded.filter((key) => !existing.has(key)).map((key) => store.delete(key)));
       if (error instanceof ConflictError) throw new ConflictError(`-t ${shown(staged[uploaded.length] as string)}: already exists (written while the export ran)`, HINT);
       throw error;
     }

@@ -7,14 +7,17 @@
  *
  *   .<name>.tmp-<random>/                  beside a file target or a new directory target
  *   <dir>/.trajstore-export.tmp-<random>/  inside an existing directory target
- *   $TMPDIR/trajstore-export.tmp-<random>/ for an object-store target, uploaded from there
+ *   $XDG_CACHE_HOME/trajstore/exports/trajstore-export.tmp-<random>/
+ *                                          for an object-store target, uploaded from there: on disk
+ *                                          (a $TMPDIR is often a tmpfs, a share of memory, where a
+ *                                          large export would not fit)
  *
  * A staging goes only once its owner no longer runs, so an export at work (or stopped, or on another
  * machine sharing the directory) keeps its own.
  */
-import { readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { cacheHome } from '../../lib/config.js';
 import { hiddenTempSiblingOf, randomSuffix, TEMP_MARKER, tempTargetOf } from '../../lib/durable.js';
 import { makeOwnedScratch, removeIfAbandoned } from '../../lib/owned-scratch.js';
 
@@ -71,8 +74,10 @@ export function stageInside(dir: string): Staging {
   return stageAt(join(dir, `${INSIDE}${TEMP_MARKER}${randomSuffix()}`));
 }
 
-/** A staging in the temporary directory for an upload, after removing those of killed exports. */
-export function stageForUpload(): Staging {
-  removeAbandonedTemporaries(tmpdir(), UPLOAD);
-  return stageAt(join(tmpdir(), `${UPLOAD}${TEMP_MARKER}${randomSuffix()}`));
+/** A staging in the cache for an upload, after removing those of killed exports. */
+export function stageForUpload(env: NodeJS.ProcessEnv): Staging {
+  const dir = join(cacheHome(env), 'trajstore', 'exports');
+  mkdirSync(dir, { recursive: true });
+  removeAbandonedTemporaries(dir, UPLOAD);
+  return stageAt(join(dir, `${UPLOAD}${TEMP_MARKER}${randomSuffix()}`));
 }

@@ -147,10 +147,32 @@ test('export to the object store: one object or one per document, create-only un
   }
 });
 
-test("an export to the object store killed (SIGKILL) while it stages: the next one removes its staging from TMPDIR, never a live export's", async () => {
-  const tmp = join(home, 'export-tmp');
-  mkdirSync(tmp);
-  const env = { ...envOf(server.endpoint), TMPDIR: tmp };
+test('an export with --overwrite that fails part-way through its upload deletes the objects it added, never one it wrote over (what that held is gone already)', async () => {
+  // Records files a (its object there already), b (new) and c, whose object the server refuses.
+  const source = join(home, 'refused-source');
+  mkdirSync(source, { recursive: true });
+  for (const name of ['a', 'b', 'c']) writeFileSync(join(source, `${name}.jsonl`), `{"${name}":1}\n`);
+  const records = join(home, 'refused-records');
+  const imported = await trajstore(['import', '-f', source, '-t', records, '-i', 'compact-jsonl']);
+  assert.is(imported.code, 0, imported.stderr);
+  const store = new S3ObjectStore({ uri: 's3://lake/refused', bucket: 'lake', prefix: 'refused', endpoint: server.endpoint, region: 'us-west-2' }, envOf(server.endpoint));
+  try {
+    await store.put('a.jsonl', 'mine\n');
+    gate.refusePutsTo('/refused/c.jsonl');
+    const failed = await trajstore(['export', '-f', records, '-t', 's3://lake/refused/', '-o', 'compact-jsonl', '--overwrite'], envOf(gate.endpoint));
+    assert.ok(failed.code !== 0, failed.stderr);
+    assert.ok(gate.requests.includes('PUT /lake/refused/c.jsonl'), gate.requests.join(' '));
+    assert.is((await store.get('a.jsonl'))?.toString('utf8'), '{"a":1}\n', 'the object written over keeps what the export wrote');
+    assert.equal(await store.list(''), ['a.jsonl'], 'the objects the export added are gone');
+  } finally {
+    gate.refusePutsTo(undefined);
+    store.close();
+  }
+});
+
+test("an export to the object store killed (SIGKILL) while it stages: the next one removes its staging from the cache, never a live export's", async () => {
+  const env = envOf(server.endpoint, join(home, 'export-cache'));
+  const tmp = join(home, 'export-cache', 'trajstore', 'exports');
   // Big enough that staging it takes seconds.
   const storylines = join(SHARED_FIXTURES, 'synthetic', 'storyline');
   const base = JSON.parse(readFileSync(join(storylines, readdirSync(storylines).sort()[0] as string), 'utf8'));
