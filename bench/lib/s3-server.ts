@@ -87,8 +87,9 @@ export class S3TestServer {
  * connection cut, the port refusing, the server's data kept for after `comeBack`), and two writers'
  * manifest puts meeting (`holdManifestPuts`: each held until all have arrived, so both writers read
  * the same manifest before either commits), an upload that hangs (`holdPartPuts`), a drop held at
- * its commit point while another writer commits (`holdManifestDelete`), and an object the server
- * refuses to take (`refusePutsTo`).
+ * its commit point while another writer commits (`holdManifestWrite`), and an object the server
+ * refuses to take (`refusePutsTo`). `honourDeleteConditions(false)` makes the server behind it one
+ * that ignores `If-Match` on DELETE, as MinIO does.
  */
 export class S3Gate {
   private server: Server | undefined;
@@ -98,7 +99,8 @@ export class S3Gate {
   private held: Array<() => void> = [];
   private holdCount = 0;
   private holdingParts = false;
-  private heldDelete: ((send: () => void) => void) | undefined;
+  private heldWrite: ((send: () => void) => void) | undefined;
+  private deleteConditions = true;
   private refusedPuts: string | undefined;
   /** Every request that reached the gate, as `METHOD /path` (no query): what a test expects a command to ask. */
   readonly requests: string[] = [];
@@ -140,18 +142,23 @@ export class S3Gate {
   }
 
   /**
-   * Holds the next DELETE of `trajstore.json` (a drop's commit point): `arrived` settles when it
-   * reaches the gate, `release` sends it on.
+   * Holds the next PUT or DELETE of `trajstore.json` (a drop's commit point): `arrived` settles when
+   * it reaches the gate, `release` sends it on.
    */
-  holdManifestDelete(): { arrived: Promise<void>; release: () => void } {
+  holdManifestWrite(): { arrived: Promise<void>; release: () => void } {
     let release = (): void => {};
     const arrived = new Promise<void>((resolve) => {
-      this.heldDelete = (send) => {
+      this.heldWrite = (send) => {
         release = send;
         resolve();
       };
     });
     return { arrived, release: () => release() };
+  }
+
+  /** While off, DELETEs go on without their `If-Match`: a server that ignores the condition (MinIO) deletes whatever the key holds. */
+  honourDeleteConditions(on: boolean): void {
+    this.deleteConditions = on;
   }
 
   async comeBack(): Promise<void> {
@@ -175,7 +182,9 @@ export class S3Gate {
   private forward(req: IncomingMessage, res: ServerResponse): void {
     this.requests.push(`${req.method} ${req.url?.split('?')[0]}`);
     const send = (): void => {
-      const upstream = httpRequest({ host: '127.0.0.1', port: this.target, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      const headers = { ...req.headers };
+      if (req.method === 'DELETE' && !this.deleteConditions) delete headers['if-match'];
+      const upstream = httpRequest({ host: '127.0.0.1', port: this.target, method: req.method, path: req.url, headers }, (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
       });
@@ -186,9 +195,9 @@ export class S3Gate {
       });
       req.pipe(upstream);
     };
-    if (req.method === 'DELETE' && req.url?.split('?')[0]?.endsWith('/trajstore.json') && this.heldDelete) {
-      const hold = this.heldDelete;
-      this.heldDelete = undefined;
+    if ((req.method === 'DELETE' || req.method === 'PUT') && req.url?.split('?')[0]?.endsWith('/trajstore.json') && this.heldWrite) {
+      const hold = this.heldWrite;
+      this.heldWrite = undefined;
       return hold(send);
     }
     if (req.method === 'PUT' && this.holdingParts && req.url?.includes('/parts/')) return;

@@ -11,6 +11,7 @@
  * A snapshot id is the first 20 hex digits of the SHA-256 of the descriptor's canonical JSON
  * (without the id): it never changes once written and names exactly one set of parts.
  */
+import { randomSuffix } from '../../lib/durable.js';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.js';
 import type { Relation } from './relations.js';
 import type { ObjectStore } from './store.js';
@@ -130,6 +131,32 @@ async function snapshotIdOf(descriptor: Omit<Snapshot, 'id'>): Promise<string> {
   return createHash('sha256').update(canonical(descriptor)).digest('hex').slice(0, 20);
 }
 
+const DROP_MARKER_KIND = 'dropping';
+
+/**
+ * What `drop s3://...` puts in place of the manifest as its commit point (drop/s3.ts): a put on
+ * `If-Match` is honoured where a delete on `If-Match` may not be (MinIO ignores that one), so an
+ * append committing meanwhile makes one of the two fail instead of losing its runs. No writer
+ * replaces it (an append needs a manifest, a create no object at all); `parseManifest` reads it as
+ * a dataset being dropped, and an older trajstore as no manifest it knows.
+ */
+export function dropMarker(): string {
+  // The random part makes the marker's ETag this drop's alone, for the conditional delete that ends it.
+  return `${JSON.stringify({ kind: DROP_MARKER_KIND, dropped_at: new Date().toISOString(), drop: randomSuffix() }, null, 2)}\n`;
+}
+
+/** Whether `bytes` (what the manifest's key holds) are a drop's marker. */
+export function isDropMarker(bytes: Buffer): boolean {
+  try {
+    return (JSON.parse(bytes.toString('utf8')) as { kind?: unknown } | null)?.kind === DROP_MARKER_KIND;
+  } catch {
+    return false;
+  }
+}
+
+/** A prefix whose manifest is a drop's marker: a drop committed there and has not finished. */
+export class DatasetBeingDropped extends NotFoundError {}
+
 export async function readManifest(store: ObjectStore): Promise<Manifest | undefined> {
   const bytes = await store.get(MANIFEST_KEY);
   return bytes === undefined ? undefined : parseManifest(store, bytes);
@@ -142,6 +169,9 @@ export function parseManifest(store: ObjectStore, bytes: Buffer): Manifest {
     manifest = JSON.parse(bytes.toString('utf8')) as Manifest;
   } catch (error) {
     throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest (${(error as Error).message})`);
+  }
+  if (isDropMarker(bytes)) {
+    throw new DatasetBeingDropped(`${store.uri}: is being dropped (a drop committed there and has not finished)`, { hint: `run trajstore drop ${store.uri} --yes to finish it` });
   }
   if (manifest === null || typeof manifest !== 'object' || (manifest.kind !== 'storyline' && manifest.kind !== 'compact') || typeof manifest.snapshot_id !== 'string') {
     throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest`);

@@ -14,7 +14,8 @@
  *    connection cut): so on a 412 the manifest is read back, and one that names this writer's
  *    snapshot (its id is a hash of its content, parts included), or a snapshot descending from it
  *    (another writer committed on top meanwhile), shows this writer's commit. An append that finds
- *    no manifest to match (404: the dataset was dropped meanwhile) removes what it uploaded.
+ *    no manifest to match (404), or a drop's marker (layout.ts `dropMarker`), the dataset having
+ *    been dropped meanwhile, removes what it uploaded.
  *
  * Until the manifest put, readers (and a crash, or the server going away part-way) see the previous
  * snapshot. After it, the local build becomes the cache's copy of the new snapshot, index and all.
@@ -28,7 +29,7 @@ import { join } from 'node:path';
 import { ConflictError, InvalidInputError, NotFoundError, ToolError } from '../../lib/errors.js';
 import { randomSuffix } from '../../lib/durable.js';
 import type { S3Place } from '../pins/pins.js';
-import { INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, snapshotKey, type Manifest, type Snapshot } from './layout.js';
+import { DatasetBeingDropped, INDEX_FILE, MANIFEST_KEY, readManifest, readSnapshot, snapshotKey, type Manifest, type Snapshot } from './layout.js';
 import type { Row } from './parquet.js';
 import type { Relation } from './relations.js';
 import { addToPool, cacheFailure, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf, startBuild } from './s3-cache.js';
@@ -67,7 +68,10 @@ export class S3DatasetWriter implements DatasetSink {
     const build = join(scratch, 'dataset');
     try {
       startBuild(root, scratch);
-      const current = await currentManifest(store);
+      const current = await currentManifest(store).catch((error: unknown) => {
+        // A create there would fail at its commit, the marker being an object.
+        throw error instanceof DatasetBeingDropped && mode !== 'append' ? new ConflictError(error.summary, error.hint === undefined ? {} : { hint: error.hint }) : error;
+      });
       let previous: { manifest: Manifest; etag: string; snapshot: Snapshot } | undefined;
       if (mode === 'append') {
         if (!current) throw new NotFoundError(`${remote.uri}: no dataset to append to`, { hint: 'use --mode create for a new dataset' });
@@ -158,8 +162,12 @@ export class S3DatasetWriter implements DatasetSink {
       }
       if (error instanceof NotFoundError && this.previous) throw await this.dropped(snapshot.id, added);
       if (!(error instanceof ConflictError)) throw error;
-      // Refused, perhaps by this writer's own put: a retry of one whose answer was lost (module comment).
-      if (!(await this.tookCommit(snapshot.id))) {
+      // Refused, perhaps by this writer's own put: a retry of one whose answer was lost (module comment);
+      // or by a drop's marker, the drop having committed first.
+      const took = await this.tookCommit(snapshot.id).catch(async (failure: unknown) => {
+        throw failure instanceof DatasetBeingDropped ? await this.dropped(snapshot.id, added) : failure;
+      });
+      if (!took) {
         throw new ConflictError(
           this.previous
             ? `${remote.uri}: another writer committed to the dataset after this import started from snapshot ${this.previous.snapshot.id}; nothing was committed`

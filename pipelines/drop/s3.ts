@@ -1,14 +1,16 @@
 /**
  * `drop s3://bucket/prefix`: removes an object-store dataset. A whole bucket is refused, and so is a
  * prefix that holds anything but a dataset's keys (`trajstore.json`, `snapshots/`, `parts/`). The
- * manifest goes first, the commit point, and only while it is the version drop read (`deleteManifest`):
- * from then on the prefix is no dataset to any reader (one already reading keeps its cached copy of
- * the snapshot), and a drop interrupted or failing after it leaves only unreferenced objects, which a
- * second drop removes once no import can be writing them (checkLeftovers).
+ * commit point comes first: the manifest is replaced by a drop marker, only while it is the version
+ * drop read (`commitDrop`); from then on the prefix is no dataset to any reader (one already reading
+ * keeps its cached copy of the snapshot) and no writer commits there. Then every other key goes, the
+ * marker last. A drop interrupted or failing after its commit leaves the marker, and a second drop
+ * finishes it; objects without a manifest (an older drop's leftovers) it removes once no import can
+ * be writing them (checkLeftovers).
  */
 import { ConflictError, InvalidInputError, NotFoundError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { COMPACTION_DEFAULTS } from '../dataset/defaults.js';
-import { isPartKey, MANIFEST_KEY, parseSnapshot, partWrittenAt, snapshotIdOfKey, type Manifest } from '../dataset/layout.js';
+import { DatasetBeingDropped, dropMarker, isDropMarker, isPartKey, MANIFEST_KEY, parseSnapshot, partWrittenAt, snapshotIdOfKey, type Manifest } from '../dataset/layout.js';
 import { currentManifest } from '../dataset/s3-cache.js';
 import { S3ObjectStore, shownKey } from '../dataset/s3-store.js';
 import type { S3Place } from '../pins/pins.js';
@@ -34,10 +36,16 @@ async function withStore<T>(place: S3Place, env: NodeJS.ProcessEnv, signal: Abor
 
 /**
  * The dataset's manifest and keys, after checking that the prefix holds a dataset and nothing else;
- * no manifest when it holds only what a drop cut short left (leftovers).
+ * no manifest when it holds only what a drop cut short left (leftovers), `dropping` when that drop
+ * had committed (its marker is the manifest).
  */
-async function checkPrefix(store: S3ObjectStore): Promise<{ current: { manifest: Manifest; etag: string } | undefined; keys: string[] }> {
-  const current = await currentManifest(store);
+async function checkPrefix(store: S3ObjectStore): Promise<{ current: { manifest: Manifest; etag: string } | undefined; dropping: boolean; keys: string[] }> {
+  let dropping = false;
+  const current = await currentManifest(store).catch((error: unknown) => {
+    if (!(error instanceof DatasetBeingDropped)) throw error;
+    dropping = true;
+    return undefined;
+  });
   const keys = await store.list('');
   if (!current && keys.length === 0) throw new NotFoundError(`${store.uri}: no such dataset`);
   // The listing is what the drop deletes: one that misses the manifest just read misses more.
@@ -49,8 +57,9 @@ async function checkPrefix(store: S3ObjectStore): Promise<{ current: { manifest:
     const what = current ? 'holds objects that are not part of a dataset' : `is not a trajstore dataset (no ${MANIFEST_KEY})`;
     throw new InvalidInputError(`${store.uri}: ${what} (${strangers.slice(0, 5).map(shownKey).join(', ')}${strangers.length > 5 ? ', ...' : ''}); refusing to drop it`);
   }
-  if (!current) await checkLeftovers(store, keys);
-  return { current, keys };
+  // Behind a marker no writer commits: what is there is the committed drop's to finish.
+  if (!current && !dropping) await checkLeftovers(store, keys);
+  return { current, dropping, keys };
 }
 
 /**
@@ -92,34 +101,42 @@ export function checkS3Drop(place: S3Place, env: NodeJS.ProcessEnv, signal?: Abo
 
 export function dropS3Dataset(place: S3Place, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<void> {
   return withStore(place, env, signal, async (store) => {
-    const { current, keys } = await checkPrefix(store);
-    if (current) await deleteManifest(store, current.etag);
-    else if (keys.includes(MANIFEST_KEY)) await store.delete(MANIFEST_KEY);
+    const { current, dropping, keys } = await checkPrefix(store);
+    const marker = current ? await commitDrop(store, current.etag) : undefined;
+    // Leftovers of an older drop, whose commit point was deleting the manifest.
+    if (!current && !dropping && keys.includes(MANIFEST_KEY)) await store.delete(MANIFEST_KEY);
     await store.deleteMany(keys.filter((key) => key !== MANIFEST_KEY)).catch((error: unknown) => {
       if (!(error instanceof ToolError)) throw error;
       // Past the commit point: what is left is no dataset, and a drop run again is how it goes.
-      throw new ToolError(error.exitCode, error.summary, {
-        hint: `the dataset is dropped (no ${MANIFEST_KEY}) but objects of it are left: run drop again to remove them (it says when, while they are recent enough to be an import's)`,
-      });
+      throw new ToolError(error.exitCode, error.summary, { hint: 'the dataset is dropped but objects of it are left: run drop again to remove them' });
     });
+    // Last, the marker (this drop's own, or the one a drop cut short left). Nothing replaces a marker
+    // (module comment), so a server that ignores the condition deletes the same.
+    if (marker?.etag) await store.deleteIf(MANIFEST_KEY, marker.etag);
+    else if (marker || dropping) await store.delete(MANIFEST_KEY);
   });
 }
 
 /**
- * Deletes the manifest drop read, the commit point, only while it is that version: an append that
+ * Replaces the manifest drop read by a drop marker, the commit point, only while it is that version
+ * (`If-Match`, which servers honour on PUT where some ignore it on DELETE: MinIO): an append that
  * committed since (its new manifest names parts the listing missed) would otherwise lose its runs
- * without a word, the append having said it committed. A manifest already gone was taken by
- * another drop, whose keys are these: this drop goes on deleting them. A server that ignores
- * If-Match on DELETE deletes whatever manifest is there (`deleteIf`); one that answers no ETag
- * leaves no version to check.
+ * without a word, the append having said it committed. A 412 that answers the SDK's retry of this
+ * put (its first answer lost) finds this drop's marker there. A manifest gone (404), or another
+ * drop's marker, says another drop committed on the same keys: this drop goes on deleting them and
+ * leaves the marker to that drop. One that answers no ETag leaves no version to check.
+ * Returns this drop's marker, with its ETag, or undefined when the marker there is not its own.
  */
-async function deleteManifest(store: S3ObjectStore, etag: string): Promise<void> {
-  if (etag === '') {
-    await store.delete(MANIFEST_KEY);
-    return;
-  }
-  await store.deleteIf(MANIFEST_KEY, etag).catch((error: unknown) => {
+async function commitDrop(store: S3ObjectStore, etag: string): Promise<{ etag: string } | undefined> {
+  const marker = dropMarker();
+  try {
+    return { etag: etag === '' ? (await store.put(MANIFEST_KEY, marker), '') : await store.putIf(MANIFEST_KEY, marker, { ifMatch: etag }) };
+  } catch (error) {
+    if (error instanceof NotFoundError) return undefined;
     if (!(error instanceof ConflictError)) throw error;
+    const now = await store.getVersioned(MANIFEST_KEY);
+    if (now?.bytes.toString('utf8') === marker) return { etag: now.etag };
+    if (now && isDropMarker(now.bytes)) return undefined;
     throw new ConflictError(`${store.uri}: another writer committed to the dataset after drop read it; nothing was dropped`, { hint: 'run drop again to drop the dataset as it is now' });
-  });
+  }
 }

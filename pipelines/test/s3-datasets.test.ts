@@ -14,7 +14,7 @@ import { S3Gate, S3TestServer, TEST_ACCESS_KEY, TEST_SECRET_KEY } from '../../be
 import { startServeProcess } from '../../bench/lib/serve-process.js';
 import { scratchDir } from '../../lib/testing/scratch.js';
 import { walkFiles } from '../../lib/walk.js';
-import type { Snapshot } from '../dataset/layout.js';
+import { dropMarker, MANIFEST_KEY, type Snapshot } from '../dataset/layout.js';
 import { partKeysOf } from '../dataset/s3-cache.js';
 import { S3ObjectStore } from '../dataset/s3-store.js';
 import { PROJECT_TESTDATA, SHARED_FIXTURES } from './helpers/fixtures.js';
@@ -464,49 +464,72 @@ test('a drop cut short after its commit point: its leftovers stay while an impor
   }
 });
 
-test('a dataset dropped while an append uploads: the append exits 3 saying so, commits nothing and leaves nothing behind, so a second drop finds no dataset', async () => {
-  const env = envOf(gate.endpoint, join(home, 'cache-drop-race'));
-  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/drop-race'], env)).code, 0);
-  // The append's manifest put is held until a second one arrives: the drop runs meanwhile.
-  const manifestPuts = (): number => gate.requests.filter((line) => line === 'PUT /lake/drop-race/trajstore.json').length;
-  const created = manifestPuts();
-  gate.holdManifestPuts(2);
-  const appending = trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/drop-race', '--mode', 'append'], env);
-  while (manifestPuts() === created) await new Promise((resolve) => setTimeout(resolve, 20));
-  const dropped = await trajstore(['drop', 's3://lake/drop-race', '--yes'], envOf(server.endpoint, join(home, 'cache-drop-race-dropper')));
-  assert.is(dropped.code, 0, dropped.stderr);
-  // Another dataset's commit through the gate lets the held put go.
-  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/drop-race-release'], env)).code, 0);
-  const append = await appending;
-  assert.is(append.code, 3, append.stderr);
-  assert.match(append.stderr, /s3:\/\/lake\/drop-race: the dataset was dropped while this import ran; nothing was committed/);
-  const store = new S3ObjectStore({ uri: 's3://lake/drop-race', bucket: 'lake', prefix: 'drop-race', endpoint: server.endpoint, region: 'us-west-2' }, envOf(server.endpoint));
-  try {
-    assert.equal(await store.list(''), [], 'nothing of the append is left under the prefix');
-  } finally {
-    store.close();
-  }
-  assert.is((await trajstore(['drop', 's3://lake/drop-race', '--yes'])).code, 3);
-});
+for (const cutShort of [false, true]) {
+  test(`a dataset dropped while an append uploads${cutShort ? ' (the drop cut short after its commit: its marker left)' : ''}: the append exits 3 saying so, commits nothing and leaves nothing behind${cutShort ? '; a second drop finishes the first' : ', so a second drop finds no dataset'}`, async () => {
+    const prefix = `drop-race${cutShort ? '-cut' : ''}`;
+    const env = envOf(gate.endpoint, join(home, `cache-${prefix}`));
+    assert.is((await trajstore(['import', '-f', ATIF, '-t', `s3://lake/${prefix}`], env)).code, 0);
+    // The append's manifest put is held until a second one arrives: the drop runs meanwhile.
+    const manifestPuts = (): number => gate.requests.filter((line) => line === `PUT /lake/${prefix}/trajstore.json`).length;
+    const created = manifestPuts();
+    gate.holdManifestPuts(2);
+    const appending = trajstore(['import', '-f', CLAUDE, '-t', `s3://lake/${prefix}`, '--mode', 'append'], env);
+    while (manifestPuts() === created) await new Promise((resolve) => setTimeout(resolve, 20));
+    const dropped = await trajstore(['drop', `s3://lake/${prefix}`, '--yes'], envOf(server.endpoint, join(home, `cache-${prefix}-dropper`)));
+    assert.is(dropped.code, 0, dropped.stderr);
+    const store = new S3ObjectStore({ uri: `s3://lake/${prefix}`, bucket: 'lake', prefix, endpoint: server.endpoint, region: 'us-west-2' }, envOf(server.endpoint));
+    try {
+      // A drop killed before it removed its marker (the last thing it deletes).
+      if (cutShort) await store.put(MANIFEST_KEY, dropMarker());
+      // Another dataset's commit through the gate lets the held put go.
+      assert.is((await trajstore(['import', '-f', ATIF, '-t', `s3://lake/${prefix}-release`], env)).code, 0);
+      const append = await appending;
+      assert.is(append.code, 3, append.stderr);
+      assert.match(append.stderr, `s3://lake/${prefix}: the dataset was dropped while this import ran; nothing was committed`);
+      assert.equal(await store.list(''), cutShort ? [MANIFEST_KEY] : [], 'nothing of the append is left under the prefix');
+      if (cutShort) {
+        const read = await trajstore(['list', `s3://lake/${prefix}`]);
+        assert.is(read.code, 3, read.stderr);
+        assert.match(read.stderr, `s3://lake/${prefix}: is being dropped (a drop committed there and has not finished)`);
+        const create = await trajstore(['import', '-f', ATIF, '-t', `s3://lake/${prefix}`]);
+        assert.is(create.code, 4, create.stderr);
+        assert.match(create.stderr, `hint: run trajstore drop s3://lake/${prefix} --yes to finish it`);
+        assert.is((await trajstore(['drop', `s3://lake/${prefix}`, '--yes'])).code, 0);
+        assert.equal(await store.list(''), []);
+      }
+    } finally {
+      store.close();
+    }
+    assert.is((await trajstore(['drop', `s3://lake/${prefix}`, '--yes'])).code, 3);
+  });
+}
 
-test("an append that commits while a drop is between reading the manifest and deleting it: the drop exits 4 and deletes nothing, the append's runs all stay; a drop run again removes the dataset", async () => {
-  assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/drop-append'])).code, 0);
-  const before = (await queryJson(['s3://lake/drop-append'], TOTALS))[0]?.runs as number;
-  const held = gate.holdManifestDelete();
-  const dropping = trajstore(['drop', 's3://lake/drop-append', '--yes'], envOf(gate.endpoint, join(home, 'cache-drop-append-dropper')));
-  await held.arrived;
-  const append = await trajstore(['import', '-f', CLAUDE, '-t', 's3://lake/drop-append', '--mode', 'append']);
-  assert.is(append.code, 0, append.stderr);
-  held.release();
-  const dropped = await dropping;
-  assert.is(dropped.code, 4, dropped.stderr);
-  assert.match(dropped.stderr, /s3:\/\/lake\/drop-append: another writer committed to the dataset after drop read it; nothing was dropped/);
-  const after = (await queryJson(['s3://lake/drop-append'], TOTALS, envOf(server.endpoint, join(home, 'cache-drop-append-reader'))))[0]?.runs as number;
-  assert.ok(after > before, `the append's runs are there (${before} before it, ${after} after)`);
-  const again = await trajstore(['drop', 's3://lake/drop-append', '--yes']);
-  assert.is(again.code, 0, again.stderr);
-  assert.is((await trajstore(['list', 's3://lake/drop-append'])).code, 3);
-});
+for (const [server_, honours] of [['a server that honours If-Match on DELETE', true], ['a server that ignores If-Match on DELETE (MinIO)', false]] as const) {
+  test(`an append that commits while a drop is between reading the manifest and committing, on ${server_}: the drop exits 4 and deletes nothing, the append's runs all stay; a drop run again removes the dataset`, async () => {
+    const prefix = `s3://lake/drop-append-${honours ? 'honoured' : 'ignored'}`;
+    assert.is((await trajstore(['import', '-f', ATIF, '-t', prefix])).code, 0);
+    const before = (await queryJson([prefix], TOTALS))[0]?.runs as number;
+    gate.honourDeleteConditions(honours);
+    try {
+      const held = gate.holdManifestWrite();
+      const dropping = trajstore(['drop', prefix, '--yes'], envOf(gate.endpoint, join(home, `cache-drop-append-dropper-${honours}`)));
+      await held.arrived;
+      const append = await trajstore(['import', '-f', CLAUDE, '-t', prefix, '--mode', 'append']);
+      assert.is(append.code, 0, append.stderr);
+      held.release();
+      const dropped = await dropping;
+      assert.is(dropped.code, 4, dropped.stderr);
+      assert.match(dropped.stderr, `${prefix}: another writer committed to the dataset after drop read it; nothing was dropped`);
+      const after = (await queryJson([prefix], TOTALS, envOf(server.endpoint, join(home, `cache-drop-append-reader-${honours}`))))[0]?.runs as number;
+      assert.ok(after > before, `the append's runs are there (${before} before it, ${after} after)`);
+      const again = await trajstore(['drop', prefix, '--yes'], envOf(gate.endpoint));
+      assert.is(again.code, 0, again.stderr);
+      assert.is((await trajstore(['list', prefix])).code, 3);
+    } finally {
+      gate.honourDeleteConditions(true);
+    }
+  });
+}
 
 test('a local cache that cannot be written: the error names the s3:// object or dataset the user gave and says it is the local cache, never a path of the cache (exit 2); after a commit it is a warning', async () => {
   assert.is((await trajstore(['import', '-f', ATIF, '-t', 's3://lake/cacheless'])).code, 0);

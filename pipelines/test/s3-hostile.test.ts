@@ -288,7 +288,7 @@ test('a server that never answers: a read ends with exit 6 naming the object onc
   assert.match(bad.stderr, /TRAJSTORE_S3_TIMEOUT_MS/);
 });
 
-test('a signal stops a hanging request at once: an append whose manifest put hangs (143), a drop whose delete hangs (130); the dataset stays as it was', async () => {
+test('a signal stops a hanging request at once: an append whose manifest put hangs (143), a drop whose commit hangs (130); the dataset stays as it was', async () => {
   await create('stopped');
   const before = await snapshotOf('stopped');
   const cache = join(home, 'cache-stopped');
@@ -316,8 +316,9 @@ test('a signal stops a hanging request at once: an append whose manifest put han
     assert.ok(Date.now() - started < 10_000, `${args[0]} stopped in ${Date.now() - started} ms`);
   }
 
-  proxy.set({ act: 'hang', match: /^DELETE \/lake\/stopped\/trajstore\.json/ });
-  const drop = await trajstore(['drop', 's3://lake/stopped', '--yes'], { stop: { signal: 'SIGINT', when: () => proxy.count(/^hang DELETE/) > 0 }, deadlineMs: 30_000 });
+  // A drop's commit: the put of its marker over the manifest.
+  proxy.set({ act: 'hang', match: /^PUT \/lake\/stopped\/trajstore\.json/ });
+  const drop = await trajstore(['drop', 's3://lake/stopped', '--yes'], { stop: { signal: 'SIGINT', when: () => proxy.count(/^hang PUT/) > 0 }, deadlineMs: 30_000 });
   assert.is(drop.code, 130, drop.stderr);
   proxy.set();
   assert.is(await snapshotOf('stopped'), before);
@@ -556,7 +557,7 @@ test('a multipart upload begun by an answer that cannot be read, names no upload
 const deleteErrors = (code: string) => (xml: string): string =>
   `<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${[...xml.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => `<Error><Key>${m[1]}</Key><Code>${code}</Code><Message>failed</Message></Error>`).join('')}</DeleteResult>`;
 
-test('a bulk delete answered 200 that did not delete every key (an <Error> listed, keys left out, an answer that cannot be read) is no success: what is left is asked for again; left after 5 attempts, drop exits 6 naming a key and the error code (AccessDenied: 2 at once), and a drop run again says when it finishes', async () => {
+test('a bulk delete answered 200 that did not delete every key (an <Error> listed, keys left out, an answer that cannot be read) is no success: what is left is asked for again; left after 5 attempts, drop exits 6 naming a key and the error code (AccessDenied: 2 at once), and a drop run again finishes it', async () => {
   const BULK = /^POST \/lake\/\?delete/;
   const keysOf = (prefix: string): Promise<string[]> => direct(prefix, (store) => store.list(''));
 
@@ -582,13 +583,16 @@ test('a bulk delete answered 200 that did not delete every key (an <Error> liste
     assert.is(drop.code, code, `${what}: ${drop.stderr}`);
     assert.match(drop.stderr, new RegExp(`s3://lake/${prefix}/(parts|snapshots)/\\S+: the object store did not delete it \\(${said}\\); \\d+ of the \\d+ object\\(s\\) asked for were not deleted`), what);
     assert.is(proxy.count(/^answer POST/), attempts, `${what}: attempts`);
-    assert.match(drop.stderr, /hint: the dataset is dropped \(no trajstore\.json\) but objects of it are left: run drop again/, what);
+    assert.match(drop.stderr, /hint: the dataset is dropped but objects of it are left: run drop again/, what);
     proxy.set();
-    assert.equal(await keysOf(prefix), before.filter((key) => key !== 'trajstore.json'), `${what}: the manifest went, the rest is left`);
-    // What is left is an interrupted drop's leftovers: a drop removes them once no import can be writing them.
+    assert.equal(await keysOf(prefix), before, `${what}: the drop's marker holds the manifest's key, the rest is left`);
+    const read = await trajstore(['list', `s3://lake/${prefix}`]);
+    assert.is(read.code, 3, `${what}: ${read.stderr}`);
+    assert.match(read.stderr, `s3://lake/${prefix}: is being dropped (a drop committed there and has not finished)`);
+    // Behind the marker no writer commits: a drop run again finishes at once.
     const again = await trajstore(['drop', `s3://lake/${prefix}`, '--yes']);
-    assert.is(again.code, 4, `${what}: ${again.stderr}`);
-    assert.match(again.stderr, /hint: what an interrupted drop left is removed by a drop after /, what);
+    assert.is(again.code, 0, `${what}: ${again.stderr}`);
+    assert.equal(await keysOf(prefix), [], `${what}: every object is gone`);
   }
 
   // An answer whose XML is cut off: exit 6, sent again first.
