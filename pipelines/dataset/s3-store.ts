@@ -124,7 +124,7 @@ function regionOf(place: S3Place, env: NodeJS.ProcessEnv): string {
 }
 
 /** A client of a place made from the standard variables of `s3Environment` alone (see the module comment), and the credentials it signs with. */
-function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutMs: number): { client: S3Client; credentials: string[] } {
+function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutMs: number): { client: S3Client; credentials: string[]; region: string } {
   const region = regionOf(place, processEnv);
   const env = s3Environment(place, processEnv);
   const uri = place.uri;
@@ -151,7 +151,7 @@ function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutM
     requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: requestTimeoutMs, logger: SILENT },
   });
   limitAnswerBodies(client);
-  return { client, credentials: [accessKeyId, secretAccessKey, env.AWS_SESSION_TOKEN ?? ''] };
+  return { client, credentials: [accessKeyId, secretAccessKey, env.AWS_SESSION_TOKEN ?? ''], region };
 }
 
 interface SdkError {
@@ -160,6 +160,8 @@ interface SdkError {
   Code?: string;
   message?: string;
   syscall?: string;
+  /** The region a server names in its error (S3 and MinIO, answering a request signed for another). */
+  Region?: unknown;
   $metadata?: { httpStatusCode?: number; attempts?: number };
 }
 
@@ -168,9 +170,9 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGA
 /**
  * What an SDK error means to the user, as one of the tool's errors (exit codes, spec/trajstore.md
  * "Errors"). `timeoutMs` is the request timeout the client had, for the message of a timeout;
- * `credentials`, what no message may name (`shownCode`).
+ * `credentials`, what no message may name (`shownCode`); `region`, the one the client signs for.
  */
-export function classify(error: unknown, what: string, { timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, credentials = [] }: { timeoutMs?: number; credentials?: readonly string[] } = {}): Error {
+export function classify(error: unknown, what: string, { timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, credentials = [], region }: { timeoutMs?: number; credentials?: readonly string[]; region?: string } = {}): Error {
   if (error instanceof ToolError) return error;
   if (error instanceof AnswerTooLarge) return new ResourceLimitError(`${what}: the object store's answer passed ${MAX_ANSWER_BYTES / 1024 / 1024} MiB; stopped`);
   const e = (error ?? {}) as SdkError;
@@ -200,6 +202,13 @@ export function classify(error: unknown, what: string, { timeoutMs = DEFAULT_REQ
     return new InvalidInputError(`${what}: the object store redirects the request (HTTP ${status}${code ? ` ${code}` : ''})`, {
       hint: "the endpoint or the region is not the bucket's: set them (the pin's, or AWS_ENDPOINT_URL_S3 and AWS_REGION) to where the bucket is",
     });
+  }
+  // A request signed for another region than the server's: S3 and MinIO answer 400 (no redirect
+  // on a path-style endpoint), naming theirs.
+  if (name === 'AuthorizationHeaderMalformed') {
+    const theirs = typeof e.Region === 'string' && /^[a-z0-9-]{1,40}$/.test(e.Region) ? e.Region : undefined;
+    const expects = theirs ? `expects requests signed for the region ${theirs}${region ? `, not ${region}` : ''}` : 'refused the request\'s signature';
+    return new InvalidInputError(`${what}: the object store ${expects} (HTTP ${status} ${name})`, { hint: "set the region (the pin's region, or AWS_REGION) to the server's" });
   }
   if (status === 403 || status === 401) return new InvalidInputError(`${what}: access denied (HTTP ${status}${code ? ` ${code}` : ''})`, { hint: 'check the credentials of the pin (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the region' });
   // A local file's error (writing a download): the caller's to report, not the store's.
@@ -374,6 +383,8 @@ export class S3ObjectStore implements ObjectStore {
   private readonly client: S3Client;
   /** What no message may name, whatever a server answers (`classify`). */
   private readonly credentials: readonly string[];
+  /** The region requests are signed for. */
+  private readonly region: string;
   private readonly requestTimeoutMs: number;
   /** What goes with every request: the command's signal, so that a stop ends a request at once. */
   private readonly request: { abortSignal?: AbortSignal };
@@ -384,7 +395,7 @@ export class S3ObjectStore implements ObjectStore {
     this.bucket = place.bucket;
     this.prefix = place.prefix === '' ? '' : `${place.prefix}/`;
     this.requestTimeoutMs = limitFromEnv(env, REQUEST_TIMEOUT_ENV, DEFAULT_REQUEST_TIMEOUT_MS, 'milliseconds');
-    ({ client: this.client, credentials: this.credentials } = clientOf(place, env, this.requestTimeoutMs));
+    ({ client: this.client, credentials: this.credentials, region: this.region } = clientOf(place, env, this.requestTimeoutMs));
     this.request = signal ? { abortSignal: signal } : {};
   }
 
@@ -400,7 +411,7 @@ export class S3ObjectStore implements ObjectStore {
   private failure(error: unknown, key: string): unknown {
     // Stopped on purpose: the stop's reason (InterruptedError), not a failure of the store.
     if (this.signal?.aborted) return this.signal.reason;
-    return classify(error, this.where(key), { timeoutMs: this.requestTimeoutMs, credentials: this.credentials });
+    return classify(error, this.where(key), { timeoutMs: this.requestTimeoutMs, credentials: this.credentials, region: this.region });
   }
 
   private async send<T>(key: string, run: () => Promise<T>): Promise<T> {

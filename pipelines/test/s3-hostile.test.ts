@@ -49,9 +49,10 @@ let proxy: HostileProxy;
  * - endless-body: a 200 whose body never ends (a MiB at a time, as fast as it is taken);
  * - echo-auth: a 400 whose error code and message hold the request's Authorization and session token headers;
  * - redirect: a 307 to another host (a closed port: a client that followed it would find nothing there);
+ * - wrong-region: the 400 AuthorizationHeaderMalformed that S3 and MinIO answer a request signed for another region, naming theirs;
  * - stall-body: forwards, then sends the answer's headers and half its body, and nothing more (the connection open).
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'stall-body';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'wrong-region' | 'stall-body';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -179,6 +180,9 @@ class HostileProxy {
           });
         case 'redirect':
           return answer(307, { location: `http://127.0.0.1:9${req.url ?? '/'}`, 'content-length': '0' }, '');
+        case 'wrong-region':
+          // MinIO's answer, as it is (S3's differs in its message only).
+          return answer(400, { 'content-type': 'application/xml' }, `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>The authorization header is malformed; the region is wrong; expecting &#39;eu-central-1&#39;.</Message><BucketName>lake</BucketName><Region>eu-central-1</Region><RequestId>18ECC4E5609A2FBD</RequestId></Error>`);
         case 'echo-auth': {
           const echoed = `${req.headers.authorization ?? ''} ${req.headers['x-amz-security-token'] ?? ''}`;
           return answer(400, { 'content-type': 'application/xml' }, `<?xml version="1.0"?><Error><Code>${echoed}</Code><Message>bad request: ${echoed}</Message></Error>`);
@@ -797,6 +801,18 @@ test("a server that echoes the request's Authorization header and session token 
     }
   }
   assert.ok(proxy.count(/^echo-auth/) >= 8);
+});
+
+test('a server of another region than the one the request is signed for (400 AuthorizationHeaderMalformed): exit 2 naming the region it expects, with a hint to set the region', async () => {
+  await create('region', ATIF);
+  proxy.set({ act: 'wrong-region', match: /./ });
+  for (const args of [['list', 's3://lake/region'], ['import', '-f', ATIF, '-t', 's3://lake/region', '--mode', 'append'], ['drop', 's3://lake/region', '--yes']]) {
+    const r = await trajstore(args, { cache: scratchDir('s3-hostile-region') });
+    assert.is(r.code, 2, `${args[0]}: ${r.stderr}`);
+    assert.match(r.stderr, 's3://lake/region/trajstore.json: the object store expects requests signed for the region eu-central-1, not us-west-2 (HTTP 400 AuthorizationHeaderMalformed)', args[0]);
+    assert.match(r.stderr, "hint: set the region (the pin's region, or AWS_REGION) to the server's", args[0]);
+  }
+  proxy.set();
 });
 
 test('serve of an s3:// dataset whose store fails: a request waits for one round of attempts (5), not two, answers 503 naming the object, and the next one after the store mends is answered', async () => {
