@@ -494,6 +494,9 @@ for (const cutShort of [false, true]) {
         const create = await trajstore(['import', '-f', ATIF, '-t', `s3://lake/${prefix}`]);
         assert.is(create.code, 4, create.stderr);
         assert.match(create.stderr, `hint: run trajstore drop s3://lake/${prefix} --yes to finish it`);
+        const later = await trajstore(['import', '-f', ATIF, '-t', `s3://lake/${prefix}`, '--mode', 'append']);
+        assert.is(later.code, 3, later.stderr);
+        assert.match(later.stderr, `s3://lake/${prefix}: is being dropped`);
         assert.is((await trajstore(['drop', `s3://lake/${prefix}`, '--yes'])).code, 0);
         assert.equal(await store.list(''), []);
       }
