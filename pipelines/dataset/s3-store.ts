@@ -31,7 +31,7 @@
  *   ETag its parts make (`uploadInParts`).
  * - The SDK's logger is silenced: what it would print on stderr, the errors here say.
  * - Checksums only where S3 requires them: S3-compatible servers differ in the trailing checksums
- *   newer SDKs add to every upload.
+ *   newer SDKs add to every upload. A bulk delete carries a Content-MD5 too (`withContentMd5`).
  * - Nothing here puts a key into a message: errors name the dataset and the object, never the keys.
  */
 import { createHash } from 'node:crypto';
@@ -334,6 +334,26 @@ function limitAnswerBodies(client: S3Client): void {
     },
     { step: 'deserialize', priority: 'low', name: 'trajstoreAnswerLimit' },
   );
+}
+
+/**
+ * A bulk delete with the Content-MD5 of its body. S3's documentation requires one; newer SDKs send a
+ * CRC32 header instead (AWS takes either), which S3-compatible servers such as Ceph RGW, Dell ECS
+ * and s3proxy refuse (400 "Missing required header for this request: Content-MD5"). Added before
+ * the request is signed, to the body as the SDK serialized it.
+ */
+function withContentMd5(command: DeleteObjectsCommand): DeleteObjectsCommand {
+  command.middlewareStack.add(
+    (next) => async (args) => {
+      const request = args.request as { headers?: Record<string, string>; body?: unknown };
+      if (request.headers && (typeof request.body === 'string' || request.body instanceof Uint8Array)) {
+        request.headers['content-md5'] = createHash('md5').update(request.body).digest('base64');
+      }
+      return next(args);
+    },
+    { step: 'build', name: 'trajstoreBulkDeleteContentMd5' },
+  );
+  return command;
 }
 
 /**
@@ -890,7 +910,7 @@ export class S3ObjectStore implements ObjectStore {
     for (let attempt = 1; ; attempt++) {
       const objects = left.map((key) => ({ Key: this.keyOf(key) }));
       const out: Pick<DeleteObjectsCommandOutput, 'Deleted' | 'Errors'> = await this.send(left[0] ?? '', () =>
-        this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: objects, Quiet: false } }), this.request).catch((error: unknown) => {
+        this.client.send(withContentMd5(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: objects, Quiet: false } })), this.request).catch((error: unknown) => {
           // Nothing in it says what was deleted.
           if (unreadableAnswer(error) && !this.signal?.aborted) return {};
           throw error;

@@ -6,7 +6,7 @@
  * listing that stops, a commit whose answer was lost still counted as a commit, a part upload
  * retried, a damaged download fetched again, and exit codes that say what happened.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -49,10 +49,11 @@ let proxy: HostileProxy;
  * - endless-body: a 200 whose body never ends (a MiB at a time, as fast as it is taken);
  * - echo-auth: a 400 whose error code and message hold the request's Authorization and session token headers;
  * - redirect: a 307 to another host (a closed port: a client that followed it would find nothing there);
+ * - require-md5: refuses (400, as Ceph RGW, Dell ECS and s3proxy do) a request without a Content-MD5 that is its body's, forwards the others;
  * - wrong-region: the 400 AuthorizationHeaderMalformed that S3 and MinIO answer a request signed for another region, naming theirs;
  * - stall-body: forwards, then sends the answer's headers and half its body, and nothing more (the connection open).
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'wrong-region' | 'stall-body';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'require-md5' | 'wrong-region' | 'stall-body';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -180,6 +181,11 @@ class HostileProxy {
           });
         case 'redirect':
           return answer(307, { location: `http://127.0.0.1:9${req.url ?? '/'}`, 'content-length': '0' }, '');
+        case 'require-md5':
+          if (req.headers['content-md5'] !== createHash('md5').update(body).digest('base64')) {
+            return answer(400, { 'content-type': 'application/xml' }, '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRequest</Code><Message>Missing required header for this request: Content-MD5.</Message></Error>');
+          }
+          return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data));
         case 'wrong-region':
           // MinIO's answer, as it is (S3's differs in its message only).
           return answer(400, { 'content-type': 'application/xml' }, `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>The authorization header is malformed; the region is wrong; expecting &#39;eu-central-1&#39;.</Message><BucketName>lake</BucketName><Region>eu-central-1</Region><RequestId>18ECC4E5609A2FBD</RequestId></Error>`);
@@ -598,6 +604,16 @@ test('a bulk delete answered 200 that did not delete every key (an <Error> liste
     assert.is(again.code, 0, `${what}: ${again.stderr}`);
     assert.equal(await keysOf(prefix), [], `${what}: every object is gone`);
   }
+
+  // A server that wants a Content-MD5 on a bulk delete (S3's documentation says it is required; newer
+  // SDKs send a CRC32 instead, which Ceph RGW, Dell ECS and others refuse): it gets one.
+  await create('bulk-md5', ATIF);
+  proxy.set({ act: 'require-md5', match: BULK });
+  const md5 = await trajstore(['drop', 's3://lake/bulk-md5', '--yes']);
+  assert.is(md5.code, 0, md5.stderr);
+  assert.is(proxy.count(/^require-md5 POST/), 1);
+  proxy.set();
+  assert.equal(await keysOf('bulk-md5'), [], 'every object is gone');
 
   // An answer whose XML is cut off: exit 6, sent again first.
   await create('bulk-cut', ATIF);
