@@ -58,7 +58,7 @@ mod tests {
 
     fn env(name: &str) -> Option<String> {
         match name {
-            "WORK" => Some("/work".into()),
+            "WORK" => Some("/srv/project".into()),
             "SUB" => Some("a b".into()),
             _ => None,
         }
@@ -66,14 +66,15 @@ mod tests {
 
     #[test]
     fn variables_and_a_leading_tilde_expand() {
-        assert_eq!(expand("$WORK/${SUB}/x", env).unwrap(), "/work/a b/x");
+        assert_eq!(expand("$WORK/${SUB}/x", env).unwrap(), "/srv/project/a b/x");
         assert_eq!(expand("/plain/path", env).unwrap(), "/plain/path");
         assert_eq!(expand("/cost$/$", env).unwrap(), "/cost$/$");
         assert_eq!(expand("/a/~/b", env).unwrap(), "/a/~/b");
         assert_eq!(expand("~user", env).unwrap(), "~user");
-        let home = std::env::var("HOME").unwrap();
+        // Whatever the home of the user running the test is: `~` is that, followed by the rest as given.
+        let home = super::home().expect("the test's user has a home directory");
         assert_eq!(expand("~", env).unwrap(), home);
-        assert_eq!(expand("~/$WORK", env).unwrap(), format!("{home}//work"));
+        assert_eq!(expand("~/$WORK", env).unwrap(), format!("{home}//srv/project"));
     }
 
     #[test]
