@@ -34,6 +34,8 @@ export interface ApiOptions {
   /** Refuse requests whose Host is not a loopback name (a loopback listener without a key: DNS rebinding). */
   loopbackHostsOnly: boolean;
   counters: { requests: number; failed: number; cancelled: number };
+  /** Where the Router says what failed on its side (answers of 500 and up, streams cut by a failure), one line each, with the request's id. */
+  log: (line: string) => void;
 }
 
 /** Bodies up to 1 MiB; a larger one is read and dropped up to 8 MiB, so that its sender gets the 413. */
@@ -193,6 +195,8 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   app.setErrorHandler((error, req, reply) => {
     const { status, body, retryAfterS } = toApiError(error, req.body, req.headers['content-type']);
     if (status >= 500) options.counters.failed++;
+    // A 503 (no worker, or all overloaded) says all there is to say, and comes by the thousand under load; the others are what an operator looks for.
+    if (status >= 500 && status !== 503) options.log(`request ${req.id} answered ${status}: ${error instanceof ApiError ? error.message : failureOf(error)}`);
     if (retryAfterS !== undefined) void reply.headers(retryAfterHeaders(retryAfterS));
     void reply.code(status).send(body);
   });
@@ -304,6 +308,11 @@ export function apiServer(options: ApiOptions): FastifyInstance {
   async function stream(reply: FastifyReply, shape: ResponseShape, opened: OpenedRequest): Promise<void> {
     reply.hijack();
     const events = new EventStream(reply.raw, reply.request.id);
+    /** Ends the stream with an error event in place of `[DONE]`. */
+    const cut = (body: ErrorBody): void => {
+      options.log(`request ${reply.request.id}: stream ended by an error: ${body.error.message}`);
+      events.send({ error: body.error });
+    };
     try {
       if (shape.chat) events.send(shape.chunk('role'));
       if (shape.echoed) events.send(shape.chunk({ text: shape.echoed }));
@@ -317,16 +326,16 @@ export function apiServer(options: ApiOptions): FastifyInstance {
           events.send('[DONE]');
           return;
         } else {
-          events.send({ error: workerError(chunk).body.error });
+          cut(workerError(chunk).body);
           return;
         }
       }
-      if (events.open) events.send({ error: workerFailed(opened, new Error('the stream ended without an end chunk')).error });
+      if (events.open) cut(workerFailed(opened, new Error('the stream ended without an end chunk')));
     } catch (error) {
       if (events.open) {
         opened.failed(error);
         options.counters.failed++;
-        events.send({ error: workerFailed(opened, error).error });
+        cut(workerFailed(opened, error));
       }
     } finally {
       opened.release();
@@ -392,6 +401,9 @@ class EventStream {
     return events;
   }
 }
+
+/** An unexpected error as the log shows it: its stack (which starts with its message), else what it is. */
+const failureOf = (error: unknown): string => (error instanceof Error ? (error.stack ?? error.message) : String(error));
 
 function workerFailed(opened: OpenedRequest, error: unknown): ErrorBody {
   const what = isActorError(error) ? `it ${callFailure(error)}` : (error as Error).message;

@@ -50,7 +50,7 @@ class Router {
       process.stderr.write(`warn: the HTTP API listens on ${host}:${port} without an API key (--http_insecure): anyone who reaches it can use the model\n`);
     }
     this.pool = new WorkerPool(this.context!.system, this.params.worker_name);
-    this.app = apiServer({ modelName: this.params.model_name, pool: this.pool, apiKey, loopbackHostsOnly: isLoopbackHost(host) && apiKey === undefined, counters: this.counters });
+    this.app = apiServer({ modelName: this.params.model_name, pool: this.pool, apiKey, loopbackHostsOnly: isLoopbackHost(host) && apiKey === undefined, counters: this.counters, log: (line) => process.stderr.write(`error: ${line}\n`) });
     // One descriptor per client: its requests reach the workers over the node's shared cluster sessions.
     capConnections([{ name: 'Router HTTP API', server: this.app.server, descriptorsPerConnection: 1 }], (message) => process.stderr.write(`warn: ${message}\n`));
     try {
