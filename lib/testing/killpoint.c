@@ -1,6 +1,6 @@
 /*
  * Kill points for crash tests: an LD_PRELOAD shim that counts the calls a process makes to the
- * functions a crash-safe writer depends on (rename and fsync, and the unlink and rmdir of its
+ * functions a crash-safe writer depends on (rename, link and fsync, and the unlink and rmdir of its
  * clean-up) and sends the process SIGKILL right after the Nth one has returned, so a test can stop
  * a writer after each of its steps in turn instead of at random moments.
  *
@@ -8,8 +8,8 @@
  *   KILLPOINT_SIGNAL=STOP
  *                       SIGSTOP there instead, so a race test can hold a process between two of its
  *                       steps while another runs, then let it go on with SIGCONT
- *   KILLPOINT_CALL=C    count only the calls of kind C (rename, fsync, fdatasync, unlink, rmdir,
- *   KILLPOINT_PATH=P    remove) and/or naming the path P exactly, and only those that succeeded:
+ *   KILLPOINT_CALL=C    count only the calls of kind C (rename, link, fsync, fdatasync, unlink,
+ *   KILLPOINT_PATH=P    rmdir, remove) and/or naming the path P exactly, and only those that succeeded:
  *                       a process whose other calls vary in number (a daemon, a retry) can then be
  *                       stopped at one step of its own
  *   KILLPOINT_LOG=FILE  append one line per counted call: "<n> <call> <path> [<path>]" (a
@@ -108,6 +108,20 @@ int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned i
     int r = REAL(renameat2)(fromfd, from, tofd, to, flags);
     char a[PATH_MAX + 1], b[PATH_MAX + 1];
     counted(r, "rename", at_path(fromfd, from, a, sizeof a), at_path(tofd, to, b, sizeof b));
+    return r;
+}
+
+/* A create-only publish (lib/durable.ts: renameExclusive) links the new name, then unlinks the old. */
+int link(const char *from, const char *to) {
+    int r = REAL(link)(from, to);
+    counted(r, "link", from, to);
+    return r;
+}
+
+int linkat(int fromfd, const char *from, int tofd, const char *to, int flags) {
+    int r = REAL(linkat)(fromfd, from, tofd, to, flags);
+    char a[PATH_MAX + 1], b[PATH_MAX + 1];
+    counted(r, "link", at_path(fromfd, from, a, sizeof a), at_path(tofd, to, b, sizeof b));
     return r;
 }
 

@@ -1,5 +1,5 @@
 /** Runs a built tool (or any built script) as a subprocess, as a user would, and collects what it printed. */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -22,6 +22,8 @@ export interface RunOptions {
   killSignal?: NodeJS.Signals;
   /** A signal sent to the tool once `when` holds (looked at every 20 ms): a stop in the middle of its work. */
   stop?: { signal: NodeJS.Signals; when: () => boolean };
+  /** Called with the tool's process once it is spawned, for a test that signals it (SIGCONT to one held by the kill-point shim). */
+  onSpawn?: (child: ChildProcess) => void;
   /** Run as this user and group (the test runs as root): permissions bind other users only. */
   uid?: number;
   gid?: number;
@@ -45,6 +47,7 @@ export function runTool(tool: string, args: string[], options: RunOptions = {}):
       timeout: options.timeoutMs ?? 60_000,
       ...(options.killSignal ? { killSignal: options.killSignal } : {}),
     });
+    options.onSpawn?.(child);
     const stop = options.stop;
     const watch = stop
       ? setInterval(() => {

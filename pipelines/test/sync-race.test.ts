@@ -14,24 +14,10 @@ import { DIST_ROOT, runTool, toolScript } from '../../lib/testing/run-tool.js';
 import { claudeLine, sessionFile } from './helpers/claude-log-writer.js';
 import { SHARED_FIXTURES } from './helpers/fixtures.js';
 import { filesUnder, sandbox } from './helpers/sandbox.js';
+import { isStopped, stopAfter } from './helpers/stop-points.js';
 
 const s = sandbox('sync-race');
 const WRITER = join(DIST_ROOT, 'pipelines', 'test', 'helpers', 'claude-log-writer.js');
-const SHIM = join(DIST_ROOT, 'lib', 'testing', 'killpoint.so');
-
-/** The environment that makes a process stop itself (SIGSTOP) right after its first `call` naming `path` that succeeds (lib/testing/killpoint.c). */
-const stopAfter = (call: string, path: string): NodeJS.ProcessEnv => ({
-  LD_PRELOAD: SHIM,
-  NODE_DISABLE_COMPILE_CACHE: '1',
-  KILLPOINT_CALL: call,
-  KILLPOINT_PATH: path,
-  KILLPOINT_AT: '1',
-  KILLPOINT_SIGNAL: 'STOP',
-});
-
-/** Whether the process is stopped (SIGSTOP): its state in /proc is T. */
-const isStopped = (child: ChildProcess): boolean => / T /.test(readFileSync(`/proc/${child.pid}/stat`, 'utf8').replace(/^.*\)/, ')'));
-
 const ended = (child: ChildProcess): boolean => child.exitCode !== null || child.signalCode !== null;
 
 /** `lines` lines of Claude Code session `n`, as the source file holds them. */
@@ -221,12 +207,12 @@ test('a sync that read a log, then committed after another sync had converted a 
   const args = ['sync', '--from', src, '--to', to, '--convert', convert, '--once'];
   // A reads the log with a third line and is held right after mirroring it.
   appendFileSync(sessionFile(src, 0), claudeLine(0, 2));
-  const a = started([toolScript('trajstore'), ...args], stopAfter('rename', sessionFile(realpathSync(to), 0)));
+  const a = started([toolScript('trajstore'), ...args], stopAfter({ call: 'rename', path: sessionFile(realpathSync(to), 0) }));
   await until('the first sync to be held after reading', () => ended(a.child) || isStopped(a.child));
   assert.not.ok(ended(a.child), a.err());
   // B reads it with a fourth, and is held right after it gives up the dataset's lock (or while it waits for A).
   appendFileSync(sessionFile(src, 0), claudeLine(0, 3));
-  const b = started([toolScript('trajstore'), ...args], stopAfter('rmdir', join(realpathSync(s.home), '.order-ds.lock')));
+  const b = started([toolScript('trajstore'), ...args], stopAfter({ call: 'rmdir', path: join(realpathSync(s.home), '.order-ds.lock') }));
   await until('the second sync to commit, or to wait for the first', () => ended(b.child) || isStopped(b.child) || /waiting for/.test(b.err()));
   a.child.kill('SIGCONT');
   assert.is((await a.exited).code, 0, a.err());
