@@ -4,7 +4,7 @@
  * A crash at any point leaves the old state or the new one, never a mix; what a crashed writer
  * left behind carries TEMP_MARKER in its name so that a later writer can sweep it.
  */
-import { closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, renameSync, rmdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { InvalidInputError } from './errors.js';
 import { basename, dirname, join } from 'node:path';
 
@@ -50,9 +50,59 @@ export function fsyncPath(path: string): void {
   }
 }
 
-/** Renames `from` over `to` (a file or a directory) and fsyncs the directories involved. */
-export function renameDurably(from: string, to: string): void {
-  renameSync(from, to);
+/** What link(2) says on a filesystem without hard links (FAT, exFAT: EPERM; some network shares). */
+const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+
+/**
+ * Renames `from` (a file or a directory) to `to` only if nothing is there, atomically against any
+ * other process putting something there at the same moment: that fails EEXIST (ENOTEMPTY for a
+ * directory) and what is there stays. A check then a rename would replace what came in between,
+ * and rename(2) itself replaces a file or an empty directory. Node has no renameat2(RENAME_NOREPLACE):
+ *
+ * - a file is linked to `to` (link(2) never replaces), then unlinked from `from`;
+ * - a directory, which has no links, is renamed over an empty directory this call made at `to`
+ *   (mkdir(2) never replaces), so the name is its own. That directory is there, empty, for the
+ *   instant between the two calls, and left behind by a process killed in that instant.
+ *
+ * A filesystem without hard links gets the same claim for a file: an empty file made exclusively, renamed over.
+ */
+export function renameExclusive(from: string, to: string): void {
+  if (lstatSync(from).isDirectory()) {
+    claimThenRename(from, to, () => mkdirSync(to), () => rmdirSync(to));
+    return;
+  }
+  try {
+    linkSync(from, to);
+  } catch (error) {
+    if (!NO_HARD_LINKS.has((error as NodeJS.ErrnoException).code ?? '')) throw error;
+    claimThenRename(from, to, () => closeSync(openSync(to, 'wx')), () => unlinkSync(to));
+    return;
+  }
+  unlinkSync(from);
+}
+
+/** Makes `to` with `claim` (which fails if anything is there) and renames `from` over it; a rename that fails gives the claim up. */
+function claimThenRename(from: string, to: string, claim: () => void, release: () => void): void {
+  claim();
+  try {
+    renameSync(from, to);
+  } catch (error) {
+    try {
+      release();
+    } catch {
+      // Filled by another process meanwhile (rmdir: ENOTEMPTY): then it is that one's.
+    }
+    throw error;
+  }
+}
+
+/**
+ * Renames `from` over `to` (a file or a directory) and fsyncs the directories involved. `exclusive`:
+ * never over anything, even what appeared a moment ago (`renameExclusive`).
+ */
+export function renameDurably(from: string, to: string, options: { exclusive?: boolean } = {}): void {
+  if (options.exclusive) renameExclusive(from, to);
+  else renameSync(from, to);
   fsyncPath(dirname(to));
   if (dirname(from) !== dirname(to)) fsyncPath(dirname(from));
 }
@@ -64,6 +114,8 @@ export interface DurableFileOptions {
   temp?: string;
   /** Create the file's directory (and its parents) when missing; otherwise a missing directory is an error. */
   createDirectory?: boolean;
+  /** Commit only to a name still free then (`renameExclusive`): what appeared there meanwhile is never replaced (EEXIST). */
+  exclusive?: boolean;
 }
 
 /**
@@ -85,6 +137,7 @@ export function assertReplaceable(path: string, shown: string): void {
  */
 export class DurableFile {
   readonly temp: string;
+  private readonly exclusive: boolean;
   private fd: number | undefined;
   private written = 0;
 
@@ -94,6 +147,7 @@ export class DurableFile {
   ) {
     if (options.createDirectory) mkdirSync(dirname(path), { recursive: true });
     this.temp = options.temp ?? tempSiblingOf(path);
+    this.exclusive = options.exclusive ?? false;
     this.fd = openSync(this.temp, 'wx', options.mode ?? 0o644);
     if (options.mode !== undefined) fchmodSync(this.fd, options.mode);
   }
@@ -111,7 +165,7 @@ export class DurableFile {
     this.written += bytes.length;
   }
 
-  /** fsync, rename over the target, fsync the directory. */
+  /** fsync, rename over the target (or to it while it is free: `exclusive`), fsync the directory. */
   commit(): void {
     if (this.fd === undefined) throw new Error(`commit after close: ${this.path}`);
     try {
@@ -123,7 +177,7 @@ export class DurableFile {
     closeSync(this.fd);
     this.fd = undefined;
     try {
-      renameDurably(this.temp, this.path);
+      renameDurably(this.temp, this.path, { exclusive: this.exclusive });
     } catch (error) {
       rmSync(this.temp, { force: true });
       throw error;

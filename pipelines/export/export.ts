@@ -90,6 +90,15 @@ async function naming<T>(subject: string, write: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * The commit of a create-only export finding its target taken (`renameExclusive`): another export,
+ * or anyone, made it while this one ran, after the check at the start found the name free.
+ */
+function takenMeanwhile(error: unknown, shown: string, hint: string): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  return code === 'EEXIST' || code === 'ENOTEMPTY' ? new ConflictError(`${shown}: already exists: made while this export ran`, { hint }) : error;
+}
+
 const STDOUT = '-t - (stdout)';
 
 function streamTarget(stdout: Writable): Target {
@@ -137,7 +146,9 @@ function fileTarget(path: string, overwrite: boolean): Target {
   const staging = stageBeside(path);
   let file: DurableFile;
   try {
-    file = new DurableFile(path, { temp: staging.content });
+    // Without --overwrite the commit takes the name only while it is free: of exports started
+    // together, the first to commit keeps it and the others are refused.
+    file = new DurableFile(path, { temp: staging.content, exclusive: !overwrite });
   } catch (error) {
     staging.remove();
     throw error;
@@ -158,6 +169,8 @@ function fileTarget(path: string, overwrite: boolean): Target {
       naming(`-t ${path}`, async () => {
         try {
           file.commit();
+        } catch (error) {
+          throw takenMeanwhile(error, `-t ${path}`, 'choose a new target, or add --overwrite');
         } finally {
           staging.remove();
         }
@@ -168,6 +181,19 @@ function fileTarget(path: string, overwrite: boolean): Target {
     },
   };
   return target;
+}
+
+/**
+ * Renames the staged directory to `dir`, which was free when the export started, only while it still
+ * is: a directory another export (or anyone) made there meanwhile, even an empty one, is never
+ * replaced, with --overwrite too, which replaces files in a directory, never a whole one.
+ */
+function publishNewDirectory(staged: string, dir: string): void {
+  try {
+    renameDurably(staged, dir, { exclusive: true });
+  } catch (error) {
+    throw takenMeanwhile(error, `-t ${dir}`, 'export again: into the directory now there, or to a new one');
+  }
 }
 
 /**
@@ -211,7 +237,7 @@ function directoryTarget(dir: string, overwrite: boolean): Target {
     commit: () =>
       naming(`-t ${dir}`, async () => {
         if (existed) moveInto(staging.content, dir, staged, overwrite);
-        else renameDurably(staging.content, dir);
+        else publishNewDirectory(staging.content, dir);
         staging.remove();
       }),
     abort: () => {

@@ -8,7 +8,7 @@
 import { accessSync, constants, lstatSync, mkdirSync, renameSync, rmdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { ConflictError, InvalidInputError, pathError } from '../../lib/errors.js';
-import { fsyncPath } from '../../lib/durable.js';
+import { fsyncPath, renameExclusive } from '../../lib/durable.js';
 
 /**
  * Checks the place in `dir` of the export's file `key` (`a/b.json`): every directory on its way
@@ -59,13 +59,30 @@ function undo(step: () => void): void {
   }
 }
 
+/** A file moved in: where it came from and went, and which file it is (to take back that one only). */
+interface Moved {
+  from: string;
+  to: string;
+  ino: number;
+  dev: number;
+}
+
+/** Moves a file taken back to the staging: only while the place holds this export's own file (another's that replaced it with --overwrite stays). */
+function takeBack({ from, to, ino, dev }: Moved): void {
+  const there = lstatSync(to, { throwIfNoEntry: false });
+  if (there?.ino === ino && there.dev === dev) renameSync(to, from);
+}
+
 /**
  * Moves the files `keys` staged under `from` into the existing directory `dir`, all or nothing, and
  * fsyncs the directories they went to. Every place is checked first (`checkDestination`, then that
  * its directory can be written). The missing directories are made and the files with new names moved
- * next; if one of those fails (a directory that cannot grow on a full disk), they are moved back and
- * the directories removed. The files replacing others (--overwrite) go last: renaming over a name
- * takes no room.
+ * next, each only while its name is still free (`renameExclusive`): another export merging into `dir`
+ * at the same time may have taken it since the check. If one of those fails (that, or a directory
+ * that cannot grow on a full disk), the files moved are taken back and the directories made removed,
+ * and a name taken meanwhile is exit 4. The files replacing others (--overwrite) go last: renaming
+ * over a name takes no room. Two exports with --overwrite at once each replace files, and what is
+ * left of a name is the last one's.
  */
 export function moveInto(from: string, dir: string, keys: readonly string[], overwrite: boolean): void {
   const device = statSync(from).dev;
@@ -79,7 +96,7 @@ export function moveInto(from: string, dir: string, keys: readonly string[], ove
     return { replaces, from: join(from, ...key.split('/')), to: join(dir, ...key.split('/')) };
   });
   const made = new Set<string>();
-  const moved: Array<{ from: string; to: string }> = [];
+  const moved: Moved[] = [];
   try {
     for (const { to } of plan) {
       const missing: string[] = [];
@@ -91,13 +108,20 @@ export function moveInto(from: string, dir: string, keys: readonly string[], ove
     }
     for (const step of plan) {
       if (step.replaces) continue;
-      renameSync(step.from, step.to);
-      moved.push(step);
+      const { ino, dev } = lstatSync(step.from);
+      try {
+        renameExclusive(step.from, step.to);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'EEXIST') throw new ConflictError(`${step.to}: already exists: put there while this export moved its files in`, { hint: 'export into a new directory, or add --overwrite' });
+        throw error;
+      }
+      moved.push({ ...step, ino, dev });
     }
   } catch (error) {
-    // Back as it was: a move back into the staging frees the name it took; a directory made is empty again.
+    // Back as it was: a file taken back into the staging frees the name it took; a directory made is empty again.
     // What cannot be undone stays, and the error that stopped the export is the one reported.
-    for (const step of moved.reverse()) undo(() => renameSync(step.to, step.from));
+    for (const step of moved.reverse()) undo(() => takeBack(step));
     for (const directory of [...made].reverse()) undo(() => rmdirSync(directory));
     throw error;
   }
