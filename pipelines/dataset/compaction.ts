@@ -16,7 +16,7 @@
  * Both run under the dataset's writer lock, so they never race a sync batch or an import.
  */
 import { join } from 'node:path';
-import { INDEX_FILE, isPartKey, newPartStamp, parseSnapshot, partWrittenAt, publishSnapshot, readSnapshot, requireManifest, snapshotIdOfKey, snapshotKey, type PartRef, type Snapshot } from './layout.js';
+import { INDEX_FILE, isPartKey, isProbeKey, newPartStamp, parseSnapshot, partWrittenAt, publishSnapshot, readSnapshot, requireManifest, snapshotIdOfKey, snapshotKey, PROBES_PREFIX, type PartRef, type Snapshot } from './layout.js';
 import { CONTENT_REFS_METADATA, flatCells, openPart, PartWriter } from './parquet.js';
 import { RETIRE_KEY, type Relation } from './relations.js';
 import { IndexBuilder, relationColumns } from './sqlite-index.js';
@@ -192,6 +192,21 @@ export async function reclaimSuperseded(store: ObjectStore, currentId: string, g
     removedParts += 1;
   }
   return { snapshots: removedSnapshots, parts: removedParts };
+}
+
+/**
+ * Removes the probes of killed writers (layout.ts `probeKey`) written more than `graceMs` ago: a
+ * live writer deletes its own within seconds. Returns how many went.
+ */
+export async function reclaimProbes(store: ObjectStore, graceMs: number, now = Date.now()): Promise<number> {
+  let removed = 0;
+  for (const key of await store.list(PROBES_PREFIX)) {
+    const writtenAt = partWrittenAt(key);
+    if (!isProbeKey(key) || writtenAt === undefined || now - writtenAt <= graceMs) continue;
+    await store.delete(key);
+    removed += 1;
+  }
+  return removed;
 }
 
 export interface MaintainOptions {

@@ -113,6 +113,17 @@ export function partWrittenAt(key: string): number | undefined {
   return m ? parseInt(m[1] as string, 36) : undefined;
 }
 
+/**
+ * Where a writer on an object store checks that the server honours conditional writes
+ * (s3-store.ts `probeConditionalWrites`): `.trajstore-probes/<stamp>-conditional-writes` under the
+ * prefix it writes, a key no reader takes for part of a dataset. The probe deletes it within
+ * seconds; one a killed writer left is removed by the next commit once past the grace period (its
+ * age is in its name, as a part's: compaction.ts `reclaimProbes`) and by drop.
+ */
+export const PROBES_PREFIX = '.trajstore-probes/';
+export const probeKey = (stamp: string): string => `${PROBES_PREFIX}${stamp}-conditional-writes`;
+export const isProbeKey = (key: string): boolean => /^\.trajstore-probes\/[0-9a-z]{6,10}-[0-9a-f]{8}-conditional-writes$/.test(key);
+
 /** JSON with object keys sorted, so equal descriptors hash equally. */
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;

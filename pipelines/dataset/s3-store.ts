@@ -29,6 +29,9 @@
  *   upload carries its Content-MD5 and its answer's ETag is checked against it, so a body damaged on
  *   its way is sent again, never committed; a multipart upload's completion is checked against the
  *   ETag its parts make (`uploadInParts`).
+ * - Conditional puts (`putIf`, `upload` create-only) are the commit point of every writer: before
+ *   the first, the server is checked to honour them (`requireConditionalWrites`, s3-conditions.ts),
+ *   as one that ignores them lets two racing writers both succeed, one losing what it wrote.
  * - The SDK's logger is silenced: what it would print on stderr, the errors here say.
  * - Checksums only where S3 requires them: S3-compatible servers differ in the trailing checksums
  *   newer SDKs add to every upload. A bulk delete carries a Content-MD5 too (`withContentMd5`).
@@ -63,6 +66,8 @@ import { limitFromEnv } from '../../lib/env-limit.js';
 import { ConflictError, InvalidInputError, NotFoundError, ResourceLimitError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { randomSuffix, TEMP_MARKER } from '../../lib/durable.js';
 import type { S3Place } from '../pins/pins.js';
+import { newPartStamp, probeKey } from './layout.js';
+import { requireConditionalWrites } from './s3-conditions.js';
 import type { ObjectStore, ObjectWriter } from './store.js';
 
 /** Attempts per request (the first and the retries): backoff of the SDK's standard mode, about 0.1, 0.2, 0.4, 0.8 s with jitter. */
@@ -123,8 +128,11 @@ function regionOf(place: S3Place, env: NodeJS.ProcessEnv): string {
   });
 }
 
-/** A client of a place made from the standard variables of `s3Environment` alone (see the module comment), and the credentials it signs with. */
-function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutMs: number): { client: S3Client; credentials: string[]; region: string } {
+/**
+ * A client of a place made from the standard variables of `s3Environment` alone (see the module
+ * comment), the credentials it signs with, and the endpoint it reaches as a message shows it.
+ */
+function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutMs: number): { client: S3Client; credentials: string[]; region: string; endpoint: string } {
   const region = regionOf(place, processEnv);
   const env = s3Environment(place, processEnv);
   const uri = place.uri;
@@ -151,7 +159,18 @@ function clientOf(place: S3Place, processEnv: NodeJS.ProcessEnv, requestTimeoutM
     requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: requestTimeoutMs, logger: SILENT },
   });
   limitAnswerBodies(client);
-  return { client, credentials: [accessKeyId, secretAccessKey, env.AWS_SESSION_TOKEN ?? ''], region };
+  return { client, credentials: [accessKeyId, secretAccessKey, env.AWS_SESSION_TOKEN ?? ''], region, endpoint: shownEndpoint(endpoint, region) };
+}
+
+/** An endpoint as a message shows it: scheme, host and path, never a user or password written into the URL, nor a query. */
+function shownEndpoint(endpoint: string | undefined, region: string): string {
+  if (!endpoint) return `https://s3.${region}.amazonaws.com`;
+  try {
+    const url = new URL(endpoint);
+    return `${url.protocol}//${url.host}${url.pathname.replace(/\/$/, '')}`;
+  } catch {
+    return 'the endpoint set';
+  }
 }
 
 interface SdkError {
@@ -405,17 +424,23 @@ export class S3ObjectStore implements ObjectStore {
   private readonly credentials: readonly string[];
   /** The region requests are signed for. */
   private readonly region: string;
+  /** The endpoint reached, as a message shows it (`shownEndpoint`). */
+  private readonly endpoint: string;
   private readonly requestTimeoutMs: number;
   /** What goes with every request: the command's signal, so that a stop ends a request at once. */
   private readonly request: { abortSignal?: AbortSignal };
 
   /** `signal`: the command's (Ctrl-C, SIGTERM); it stops any request of this store and throws its reason. */
-  constructor(place: S3Place, env: NodeJS.ProcessEnv, private readonly signal?: AbortSignal) {
+  constructor(
+    place: S3Place,
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly signal?: AbortSignal,
+  ) {
     this.uri = place.uri;
     this.bucket = place.bucket;
     this.prefix = place.prefix === '' ? '' : `${place.prefix}/`;
     this.requestTimeoutMs = limitFromEnv(env, REQUEST_TIMEOUT_ENV, DEFAULT_REQUEST_TIMEOUT_MS, 'milliseconds');
-    ({ client: this.client, credentials: this.credentials, region: this.region } = clientOf(place, env, this.requestTimeoutMs));
+    ({ client: this.client, credentials: this.credentials, region: this.region, endpoint: this.endpoint } = clientOf(place, env, this.requestTimeoutMs));
     this.request = signal ? { abortSignal: signal } : {};
   }
 
@@ -502,11 +527,75 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /**
-   * A put that succeeds only while the condition holds (S3 conditional writes; a server that ignores
-   * them lets the put through). Throws a ConflictError (exit 4) when it does not. Returns the new ETag.
+   * A put that succeeds only while the condition holds (S3 conditional writes). Throws a
+   * ConflictError (exit 4) when it does not; a server that would let it through, ignoring the
+   * condition, is refused before (`requireConditionalWrites`). Returns the new ETag.
    */
   async putIf(key: string, bytes: Uint8Array | string, condition: PutCondition): Promise<string> {
+    await this.requireConditionalWrites();
     return this.putWhole(key, bytes, 'ifMatch' in condition ? { IfMatch: condition.ifMatch } : { IfNoneMatch: condition.ifNoneMatch });
+  }
+
+  /**
+   * Resolves once the server is known to honour conditional PUTs (s3-conditions.ts: once per process
+   * and endpoint+bucket, remembered in the cache for a while); a server that ignores them is refused
+   * (exit 2). Made by every conditional write before its request; a writer calls it first, so that
+   * it is refused before it uploads anything.
+   */
+  requireConditionalWrites(): Promise<void> {
+    return requireConditionalWrites({ uri: this.uri, endpoint: this.endpoint, bucket: this.bucket }, this.env, () => this.probeConditionalWrites());
+  }
+
+  /**
+   * Puts a probe object under the prefix (layout.ts `probeKey`), then puts it again with
+   * `If-None-Match: *` and with `If-Match` of an ETag it does not have: a server that honours them
+   * refuses both (412). What the server answered instead, or undefined; the probe is deleted
+   * whatever happens (one a killed process leaves is reclaimed, and dropped with the dataset).
+   */
+  private async probeConditionalWrites(): Promise<string | undefined> {
+    const key = probeKey(await newPartStamp());
+    const body = 'trajstore checks that this object store honours conditional writes; this object is deleted at once\n';
+    await this.putWhole(key, body);
+    try {
+      const notItsEtag = `"${createHash('md5').update(`not ${body}`).digest('hex')}"`;
+      const checks = [
+        { header: 'If-None-Match: *', condition: { IfNoneMatch: '*' }, case: 'over an existing object' },
+        { header: `If-Match: ${notItsEtag}`, condition: { IfMatch: notItsEtag }, case: 'of an ETag the object does not have' },
+      ];
+      for (const check of checks) {
+        const status = await this.conditionalPutStatus(key, body, check.condition);
+        if (status === 501) return `answered 501 NotImplemented to a PUT with ${check.header}`;
+        if (status !== 412) return `answered ${status} to a PUT with ${check.header} ${check.case}`;
+      }
+      return undefined;
+    } finally {
+      await this.delete(key).catch(() => {});
+    }
+  }
+
+  /**
+   * The HTTP status of one PUT of `body` under `key` with `condition`: 2xx when the server took it,
+   * 412 when the condition did not hold (so too a 404 to `If-Match`: the object gone meanwhile, the
+   * condition was looked at), 501 when the server implements no such header. Any other failure is
+   * thrown, as every request's is.
+   */
+  private async conditionalPutStatus(key: string, body: string, condition: { IfMatch?: string; IfNoneMatch?: string }): Promise<number> {
+    const bytes = Buffer.from(body);
+    try {
+      const out = await this.client.send(
+        new PutObjectCommand({ Bucket: this.bucket, Key: this.keyOf(key), Body: bytes, ContentMD5: createHash('md5').update(bytes).digest('base64'), ...condition }),
+        this.request,
+      );
+      return out.$metadata.httpStatusCode ?? 200;
+    } catch (error) {
+      const e = error as SdkError;
+      const status = e.$metadata?.httpStatusCode;
+      if (!this.signal?.aborted) {
+        if (status === 412 || e.name === 'PreconditionFailed' || (condition.IfMatch !== undefined && isMissingKey(error))) return 412;
+        if (status === 501 || e.name === 'NotImplemented') return 501;
+      }
+      throw this.failure(error, key);
+    }
   }
 
   /** PUTs `body` until the server holds exactly its bytes (`sendBody`), MAX_ATTEMPTS times in all; returns the ETag. */
@@ -552,6 +641,7 @@ export class S3ObjectStore implements ObjectStore {
    * (`If-None-Match: *`) an object already under `key` is left alone: a ConflictError (exit 4).
    */
   async upload(key: string, path: string, condition?: { ifNoneMatch: '*' }): Promise<void> {
+    if (condition) await this.requireConditionalWrites();
     const size = statSync(path).size;
     if (size <= MULTIPART_PART_BYTES) {
       await this.putWhole(key, await readFile(path), condition ? { IfNoneMatch: condition.ifNoneMatch } : {});

@@ -19,7 +19,8 @@
  *
  * Until the manifest put, readers (and a crash, or the server going away part-way) see the previous
  * snapshot. After it, the local build becomes the cache's copy of the new snapshot, index and all.
- * A server that ignores conditional writes lets the last writer win: use one that honours them.
+ * A server that ignores conditional writes would let the last writer win: it is refused before
+ * anything is uploaded (s3-conditions.ts), unless the user says there is one writer.
  *
  * `--mode replace` of an existing object-store dataset is refused (spec/trajstore.md, "import and
  * export rules"): there is no rename to swap a prefix atomically. Of no dataset it is a create.
@@ -35,7 +36,7 @@ import type { Relation } from './relations.js';
 import { addToPool, cacheFailure, currentManifest, localCopyOf, partKeysOf, publishCopy, s3CacheRoot, snapshotCopyOf, startBuild } from './s3-cache.js';
 import { S3ObjectStore } from './s3-store.js';
 import { DatasetWriter, type DatasetSink, type DatasetWriterOptions } from './writer.js';
-import { reclaimSuperseded } from './compaction.js';
+import { reclaimProbes, reclaimSuperseded } from './compaction.js';
 import { COMPACTION_DEFAULTS } from './defaults.js';
 
 /** How far down the parents a refused commit looks for its own snapshot: commits landing meanwhile, one per writer racing it. */
@@ -72,19 +73,23 @@ export class S3DatasetWriter implements DatasetSink {
         // A create there would fail at its commit, the marker being an object.
         throw error instanceof DatasetBeingDropped && mode !== 'append' ? new ConflictError(error.summary, error.hint === undefined ? {} : { hint: error.hint }) : error;
       });
-      let previous: { manifest: Manifest; etag: string; snapshot: Snapshot } | undefined;
       if (mode === 'append') {
         if (!current) throw new NotFoundError(`${remote.uri}: no dataset to append to`, { hint: 'use --mode create for a new dataset' });
         if (current.manifest.kind !== options.kind) throw new InvalidInputError(`${remote.uri}: is a ${current.manifest.kind} dataset; --mode append needs a ${options.kind} dataset`);
-        // The copy of the snapshot this append starts from; its manifest version is what the commit must still find.
-        const local = await localCopyOf(store, remote, options.env, current);
-        previous = local;
-        copySnapshot(local.dir, build, local.snapshot);
       } else if (current) {
         if (mode === 'create') throw new ConflictError(`${remote.uri}: already exists`, { hint: 'choose a new prefix, or use --mode append' });
         throw new InvalidInputError(`${remote.uri}: an existing object-store dataset cannot be replaced in place`, {
           hint: 'import into a new prefix, then drop the old one (trajstore drop URI)',
         });
+      }
+      // The commit is a conditional put: a server that would ignore it is refused before anything is fetched or uploaded.
+      await store.requireConditionalWrites();
+      let previous: { manifest: Manifest; etag: string; snapshot: Snapshot } | undefined;
+      if (mode === 'append' && current) {
+        // The copy of the snapshot this append starts from; its manifest version is what the commit must still find.
+        const local = await localCopyOf(store, remote, options.env, current);
+        previous = local;
+        copySnapshot(local.dir, build, local.snapshot);
       }
       const inner = await DatasetWriter.begin({ ...options, path: build, mode: mode === 'append' ? 'append' : 'create', shownAs: `${remote.uri}: its build in the local cache` });
       return new S3DatasetWriter(options, store, scratch, build, inner, previous);
@@ -176,12 +181,15 @@ export class S3DatasetWriter implements DatasetSink {
         );
       }
     }
-    // Committed. What earlier losers of a race and superseded snapshots left is reclaimed once past
-    // the grace period (which also covers a writer still uploading: its parts are younger). The
-    // commit stands whatever happens here; anything left over is reclaimed by the next writer.
-    await reclaimSuperseded(this.store, snapshot.id, COMPACTION_DEFAULTS.graceMs).catch((error: unknown) =>
-      this.options.log?.warn(`${remote.uri}: committed snapshot ${snapshot.id}, but reclaiming superseded objects failed (the next writer tries again): ${(error as Error).message}`),
-    );
+    // Committed. What earlier losers of a race and superseded snapshots left, and the probes of
+    // killed writers, are reclaimed once past the grace period (which also covers a writer still
+    // uploading: its parts are younger). The commit stands whatever happens here; anything left
+    // over is reclaimed by the next writer.
+    await reclaimSuperseded(this.store, snapshot.id, COMPACTION_DEFAULTS.graceMs)
+      .then(() => reclaimProbes(this.store, COMPACTION_DEFAULTS.graceMs))
+      .catch((error: unknown) =>
+        this.options.log?.warn(`${remote.uri}: committed snapshot ${snapshot.id}, but reclaiming superseded objects failed (the next writer tries again): ${(error as Error).message}`),
+      );
     // The local build is the cache's copy of the new snapshot. The commit stands whatever happens
     // here too: a cache that cannot keep it only means that a reader fetches it.
     const root = s3CacheRoot(this.options.env);

@@ -10,18 +10,19 @@
  */
 import { ConflictError, InvalidInputError, NotFoundError, ToolError, UnavailableError } from '../../lib/errors.js';
 import { COMPACTION_DEFAULTS } from '../dataset/defaults.js';
-import { DatasetBeingDropped, dropMarker, isDropMarker, isPartKey, MANIFEST_KEY, parseSnapshot, partWrittenAt, snapshotIdOfKey, type Manifest } from '../dataset/layout.js';
+import { DatasetBeingDropped, dropMarker, isDropMarker, isPartKey, isProbeKey, MANIFEST_KEY, parseSnapshot, partWrittenAt, snapshotIdOfKey, type Manifest } from '../dataset/layout.js';
 import { currentManifest } from '../dataset/s3-cache.js';
 import { S3ObjectStore, shownKey } from '../dataset/s3-store.js';
 import type { S3Place } from '../pins/pins.js';
 
 /**
- * Keys a dataset's writers make: the manifest, `snapshots/<id>.json`, `parts/<relation>/<name>.parquet`.
+ * Keys a dataset's writers make: the manifest, `snapshots/<id>.json`, `parts/<relation>/<name>.parquet`,
+ * and a probe of the server's conditional writes that a killed writer left (layout.ts `probeKey`).
  * Anything else under `snapshots/` or `parts/` (a `..` segment, a NUL, a name past any a writer
  * makes) is someone else's object, and a key a server resolving dot segments would take for one
  * outside the prefix.
  */
-const isDatasetKey = (key: string): boolean => key === MANIFEST_KEY || snapshotIdOfKey(key) !== undefined || isPartKey(key);
+const isDatasetKey = (key: string): boolean => key === MANIFEST_KEY || snapshotIdOfKey(key) !== undefined || isPartKey(key) || isProbeKey(key);
 
 /** `signal`: the command's; it stops any request at once (S3ObjectStore). */
 async function withStore<T>(place: S3Place, env: NodeJS.ProcessEnv, signal: AbortSignal | undefined, run: (store: S3ObjectStore) => Promise<T>): Promise<T> {

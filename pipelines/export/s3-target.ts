@@ -43,6 +43,8 @@ export async function openObjectTarget({ place, env, signal, directory, overwrit
   // What is there already, asked once, before anything is read or written: refused without
   // --overwrite; with it, never deleted by an upload that fails (below).
   const existing = new Set(single !== undefined ? ((await store.size(single)) === undefined ? [] : [single]) : await store.list(''));
+  // Create-only uploads are conditional: a server that would ignore the condition is refused before anything is read.
+  if (!overwrite) await store.requireConditionalWrites();
   const claim = (key: string): string => {
     if (!overwrite && existing.has(key)) throw new ConflictError(`-t ${shown(key)}: already exists`, HINT);
     staged.push(key);

@@ -51,9 +51,11 @@ let proxy: HostileProxy;
  * - redirect: a 307 to another host (a closed port: a client that followed it would find nothing there);
  * - require-md5: refuses (400, as Ceph RGW, Dell ECS and s3proxy do) a request without a Content-MD5 that is its body's, forwards the others;
  * - wrong-region: the 400 AuthorizationHeaderMalformed that S3 and MinIO answer a request signed for another region, naming theirs;
- * - stall-body: forwards, then sends the answer's headers and half its body, and nothing more (the connection open).
+ * - stall-body: forwards, then sends the answer's headers and half its body, and nothing more (the connection open);
+ * - ignore-if-match: forwards without the request's If-Match (a server that ignores it on PUT, honouring If-None-Match);
+ * - conditions-not-implemented: answers a request carrying If-Match or If-None-Match 501 NotImplemented, forwards the others.
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'require-md5' | 'wrong-region' | 'stall-body';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'require-md5' | 'wrong-region' | 'stall-body' | 'ignore-if-match' | 'conditions-not-implemented';
 interface Rule {
   act: Act;
   match: RegExp;
@@ -181,6 +183,14 @@ class HostileProxy {
           });
         case 'redirect':
           return answer(307, { location: `http://127.0.0.1:9${req.url ?? '/'}`, 'content-length': '0' }, '');
+        case 'ignore-if-match':
+          delete req.headers['if-match'];
+          return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data));
+        case 'conditions-not-implemented':
+          if (req.headers['if-match'] !== undefined || req.headers['if-none-match'] !== undefined) {
+            return answer(501, { 'content-type': 'application/xml' }, '<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>');
+          }
+          return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data));
         case 'require-md5':
           if (req.headers['content-md5'] !== createHash('md5').update(body).digest('base64')) {
             return answer(400, { 'content-type': 'application/xml' }, '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRequest</Code><Message>Missing required header for this request: Content-MD5.</Message></Error>');
@@ -829,6 +839,27 @@ test('a server of another region than the one the request is signed for (400 Aut
     assert.match(r.stderr, "hint: set the region (the pin's region, or AWS_REGION) to the server's", args[0]);
   }
   proxy.set();
+});
+
+test('a server that ignores If-Match on PUT, or answers 501 NotImplemented to a conditional PUT: an append and a drop exit 2 saying what it answered, the dataset as it was and no probe left', async () => {
+  await create('conditions', ATIF);
+  const before = await snapshotOf('conditions');
+  for (const [act, answered] of [
+    ['ignore-if-match', /it answered 200 to a PUT with If-Match: "[0-9a-f]{32}" of an ETag the object does not have/],
+    ['conditions-not-implemented', /it answered 501 NotImplemented to a PUT with If-None-Match: \*/],
+  ] as const) {
+    proxy.set({ act, match: /^PUT / });
+    for (const args of [['import', '-f', STORYLINE, '-t', 's3://lake/conditions', '--mode', 'append'], ['drop', 's3://lake/conditions', '--yes']]) {
+      const r = await trajstore(args, { cache: scratchDir('s3-hostile-conditions') });
+      assert.is(r.code, 2, `${act} ${args[0]}: ${r.stderr}`);
+      assert.match(r.stderr, `s3://lake/conditions: the object store at ${proxy.endpoint} (bucket lake) does not honour conditional writes`);
+      assert.match(r.stderr, answered, `${act} ${args[0]}`);
+      assert.is(proxy.count(/PUT .*\/parts\//), 0, 'refused before any part went up');
+    }
+  }
+  proxy.set();
+  assert.is(await snapshotOf('conditions'), before);
+  assert.equal((await direct('conditions', (store) => store.list(''))).filter((key) => !/^(trajstore\.json|snapshots\/|parts\/)/.test(key)), []);
 });
 
 test('serve of an s3:// dataset whose store fails: a request waits for one round of attempts (5), not two, answers 503 naming the object, and the next one after the store mends is answered', async () => {
