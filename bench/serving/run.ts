@@ -5,15 +5,16 @@
  *    (SSE) against the same requests called on the worker directly (an actor stream from a node
  *    that joins the cluster): p50 latency (direct ÷ Router) and tokens/s (Router ÷ direct), at
  *    concurrency 1 and 8, for replies of 64 and 256 tokens; and what the Router adds to a reply, in
- *    ms. Target: both ratios at least 0.95, for replies of 256 tokens, the length of a usual chat reply.
- *    The Router's cost is fixed per request (the client's request taken over HTTP and sent on as an
- *    actor call, the end written once more: about 1-1.5 ms on the 2-vCPU machines this runs on), and
- *    the tiny model writes a 64-token reply in some 25 ms, so there it weighs 5-8%; a real model on
- *    a CPU takes seconds for either length. At concurrency 1 the direct side also keeps the worker
- *    busier: the Router's added ms are idle time for the worker between requests, after which these
- *    virtual CPUs decode the next reply more slowly (measured with the worker on a CPU of its own:
- *    a 2 ms pause between direct calls of 64 tokens made the next reply some 1.5 ms slower, and the
- *    Router's replies were slower at the worker by as much).
+ *    ms. Target: both ratios at least 0.95, for replies of 256 tokens, the length of a usual chat
+ *    reply; 64 shows the part of the cost that is per request. What the Router adds, on the 2-vCPU
+ *    machines this runs on: its hop at a request's start and end (the request taken over HTTP and
+ *    sent on as an actor call, the end written once more: about 1-1.5 ms), whose share falls as
+ *    replies grow (the tiny model writes 64 tokens in some 25 ms here; a real model on a CPU takes
+ *    seconds); and a few percent of the decoding. At concurrency 1 the worker idles for that hop
+ *    between requests, and these virtual CPUs decode the next reply more slowly after a pause
+ *    (measured with the worker on a CPU of its own: a 2 ms pause between direct calls made the next
+ *    64-token reply some 1.5 ms slower, as much as the Router did); at 8 the Router's work shares
+ *    the two CPUs with the worker's.
  * 2. EngineWorker against LocalModelWorker, tokens/s at concurrency 1, 8 and 32, on a model of
  *    about 177 MB generated for the run (so that decoding reads weights from memory, as with real
  *    models); both workers called directly. Target: EngineWorker 2x at 32.

@@ -60,31 +60,35 @@ async function startRouter(workerName: string): Promise<{ node: NodeProcess; bas
 const complete = (base: string, stream: boolean) =>
   fetch(`${base}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'The', max_tokens: 4, stream }) });
 
+/** The first answer not a 503: those come until the Router's membership knows the worker. */
+const firstServed = (base: string, stream: boolean): Promise<Response> =>
+  waitFor('the Router to know the worker', async () => {
+    const response = await complete(base, stream);
+    return response.status === 503 ? undefined : response;
+  });
+
 /** The Router's stderr lines that start `error:`. */
 const errorLines = (node: NodeProcess): string[] => node.output().split('\n').filter((line) => line.startsWith('error:'));
 
+/** Its `error:` lines, once there is one. */
+const logged = (node: NodeProcess): Promise<string[]> => waitFor('the log line', () => (errorLines(node).length ? errorLines(node) : undefined));
+
 test("a worker's failure answered 500: one line naming the request and the worker's message", async () => {
   const { node, base } = await startRouter('failing');
-  const answer = await waitFor('the Router to know the worker', async () => {
-    const response = await complete(base, false);
-    return response.status === 503 ? undefined : response;
-  });
+  const answer = await firstServed(base, false);
   const id = answer.headers.get('x-request-id');
   assert.is(answer.status, 500, await answer.text());
-  const lines = await waitFor('the log line', () => (errorLines(node).length ? errorLines(node) : undefined));
+  const lines = await logged(node);
   assert.equal(lines, [`error: request ${id} answered 500: llama_decode failed: out of memory`], node.output());
 });
 
 test('a stream cut short by its worker: one line naming the request and why', async () => {
   const { node, base } = await startRouter('mid');
-  const answer = await waitFor('the Router to know the worker', async () => {
-    const response = await complete(base, true);
-    return response.status === 503 ? undefined : response;
-  });
+  const answer = await firstServed(base, true);
   const id = answer.headers.get('x-request-id');
   const text = await answer.text();
   assert.ok(text.includes('"error"') && !text.includes('[DONE]'), text);
-  const lines = await waitFor('the log line', () => (errorLines(node).length ? errorLines(node) : undefined));
+  const lines = await logged(node);
   assert.equal(lines, [`error: request ${id}: stream ended by an error: llama_decode failed: out of memory`], node.output());
 });
 

@@ -105,33 +105,33 @@ test.before(async () => {
   }
 });
 
-test('exports started together to one new file, without --overwrite: one exits 0, the others 4 at their commit, the file one export’s output whole', async () => {
-  const target = s.path('race.jsonl');
-  const racers = await Promise.all(RIVALS.map(async (dataset) => held(exportArgs(dataset, target), stopAfter({ nth: await callsBeforeCommit(dataset, false) }))));
+/**
+ * Exports of RIVALS to `target` (a file, or a directory), each held just before its commit; the one
+ * at index `winner` goes on first and exits 0, then the others at once, each exiting 4 at its commit.
+ */
+async function race(target: string, directory: boolean, winner: number): Promise<void> {
+  const racers = await Promise.all(RIVALS.map(async (dataset) => held(exportArgs(dataset, directory ? `${target}/` : target), stopAfter({ nth: await callsBeforeCommit(dataset, directory) }))));
   assert.not.ok(existsSync(target), 'nothing there before a commit');
-  // The second to start commits first, then the other two go on at once.
-  const first = await resume(racers[1]!);
+  const first = await resume(racers[winner]!);
   assert.is(first.code, 0, first.stderr);
-  const others = await Promise.all([racers[0]!, racers[2]!].map(resume));
+  const others = await Promise.all(racers.filter((_, i) => i !== winner).map(resume));
   for (const r of others) {
     assert.is(r.code, 4, `${r.code}: ${r.stderr}`);
     assert.match(r.stderr, `${target}: already exists`);
   }
+}
+
+test('exports started together to one new file, without --overwrite: one exits 0, the others 4 at their commit, the file one export’s output whole', async () => {
+  const target = s.path('race.jsonl');
+  // The second to start commits first.
+  await race(target, false, 1);
   assert.is(readFileSync(target, 'utf8'), readFileSync(s.path('ref-c1.jsonl'), 'utf8'), 'the output of the export that committed, whole');
   assert.equal(namesWith(s.home, 'race.jsonl'), ['race.jsonl'], 'no temporary left');
 });
 
 test('exports started together to one new directory, without --overwrite: one exits 0, the others 4 at their commit, the directory one export’s output whole', async () => {
   const target = s.path('race-dir');
-  const racers = await Promise.all(RIVALS.map(async (dataset) => held(exportArgs(dataset, `${target}/`), stopAfter({ nth: await callsBeforeCommit(dataset, true) }))));
-  assert.not.ok(existsSync(target), 'nothing there before a commit');
-  const first = await resume(racers[2]!);
-  assert.is(first.code, 0, first.stderr);
-  const others = await Promise.all([racers[0]!, racers[1]!].map(resume));
-  for (const r of others) {
-    assert.is(r.code, 4, `${r.code}: ${r.stderr}`);
-    assert.match(r.stderr, `${target}: already exists`);
-  }
+  await race(target, true, 2);
   assert.equal(contentsOf(target), contentsOf(s.path('ref-c2')), 'the output of the export that committed, whole, and no staging inside');
   assert.equal(namesWith(s.home, 'race-dir'), ['race-dir'], 'no staging beside it');
 });
