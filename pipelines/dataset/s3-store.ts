@@ -551,8 +551,17 @@ export class S3ObjectStore implements ObjectStore {
    * `If-None-Match: *` and with `If-Match` of an ETag it does not have: a server that honours them
    * refuses both (412). What the server answered instead, or undefined; the probe is deleted
    * whatever happens (one a killed process leaves is reclaimed, and dropped with the dataset).
+   *
+   * A put taken where it should have been refused is asked once more, of a new probe: a drop of the
+   * prefix running meanwhile may have deleted the first (its listing takes every key), and a put
+   * with `If-None-Match: *` then rightly succeeds. A server that ignores the conditions fails both.
    */
   private async probeConditionalWrites(): Promise<string | undefined> {
+    const found = await this.probeOnce();
+    return found === undefined || found.startsWith('answered 501') ? found : this.probeOnce();
+  }
+
+  private async probeOnce(): Promise<string | undefined> {
     const key = probeKey(await newPartStamp());
     const body = 'trajstore checks that this object store honours conditional writes; this object is deleted at once\n';
     await this.putWhole(key, body);

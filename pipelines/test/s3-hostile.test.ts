@@ -53,14 +53,15 @@ let proxy: HostileProxy;
  * - wrong-region: the 400 AuthorizationHeaderMalformed that S3 and MinIO answer a request signed for another region, naming theirs;
  * - stall-body: forwards, then sends the answer's headers and half its body, and nothing more (the connection open);
  * - ignore-if-match: forwards without the request's If-Match (a server that ignores it on PUT, honouring If-None-Match);
- * - conditions-not-implemented: answers a request carrying If-Match or If-None-Match 501 NotImplemented, forwards the others.
+ * - conditions-not-implemented: answers a request carrying If-Match or If-None-Match 501 NotImplemented, forwards the others;
+ * - meanwhile-if-none-match: a request carrying If-None-Match is forwarded once `meanwhile` has run (a drop deleting its key); the others untouched.
  */
-type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'require-md5' | 'wrong-region' | 'stall-body' | 'ignore-if-match' | 'conditions-not-implemented';
+type Act = 'hang' | 'reset-after' | 'slowdown' | 'corrupt' | 'corrupt-upload' | 'wrong-etag' | 'wrong-complete-etag' | 'cut-body' | 'same-token' | 'endless' | 'rewrite' | 'answer' | 'endless-body' | 'echo-auth' | 'redirect' | 'require-md5' | 'wrong-region' | 'stall-body' | 'ignore-if-match' | 'conditions-not-implemented' | 'meanwhile-if-none-match';
 interface Rule {
   act: Act;
   match: RegExp;
   times?: number;
-  /** reset-after: run after the server answered, before the connection is cut (another writer committing meanwhile). */
+  /** reset-after: run after the server answered, before the connection is cut (another writer committing meanwhile); meanwhile-if-none-match: before the request goes on. */
   meanwhile?: () => Promise<void>;
   /** rewrite: the answer's new body, made from the server's; answer: the answer's body, made from the request's. */
   rewrite?: (body: string) => string;
@@ -189,6 +190,11 @@ class HostileProxy {
         case 'conditions-not-implemented':
           if (req.headers['if-match'] !== undefined || req.headers['if-none-match'] !== undefined) {
             return answer(501, { 'content-type': 'application/xml' }, '<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>');
+          }
+          return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data));
+        case 'meanwhile-if-none-match':
+          if (req.headers['if-none-match'] !== undefined) {
+            return void (rule?.meanwhile?.() ?? Promise.resolve()).then(() => this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data)));
           }
           return this.forward(req, body, (up, data) => answer(up.statusCode ?? 502, up.headers, data));
         case 'require-md5':
@@ -860,6 +866,19 @@ test('a server that ignores If-Match on PUT, or answers 501 NotImplemented to a 
   proxy.set();
   assert.is(await snapshotOf('conditions'), before);
   assert.equal((await direct('conditions', (store) => store.list(''))).filter((key) => !/^(trajstore\.json|snapshots\/|parts\/)/.test(key)), []);
+});
+
+test("a drop deleting the probe while it runs: the server's 200 to its If-None-Match put (a create, the key gone) is asked again of a new probe, and the append goes on", async () => {
+  await create('probe-race', ATIF);
+  // As a drop does: every key listed under the prefix deleted, the probe's among them.
+  const dropProbes = (): Promise<void> => direct('probe-race', async (store) => void (await Promise.all((await store.list('.trajstore-probes/')).map((key) => store.delete(key)))));
+  // The first probe's two puts (its create, then If-None-Match), not the second probe's.
+  proxy.set({ act: 'meanwhile-if-none-match', match: /^PUT \/lake\/probe-race\/\.trajstore-probes\//, times: 2, meanwhile: dropProbes });
+  const r = await trajstore(['import', '-f', STORYLINE, '-t', 's3://lake/probe-race', '--mode', 'append'], { cache: scratchDir('s3-hostile-probe-race') });
+  assert.is(r.code, 0, r.stderr);
+  assert.is(proxy.count(/^\S+ PUT \/lake\/probe-race\/\.trajstore-probes\//), 5, 'the first probe ends at its If-None-Match put, the second makes all three');
+  proxy.set();
+  assert.equal(await direct('probe-race', (store) => store.list('.trajstore-probes/')), [], 'no probe left');
 });
 
 test('serve of an s3:// dataset whose store fails: a request waits for one round of attempts (5), not two, answers 503 naming the object, and the next one after the store mends is answered', async () => {
