@@ -13,10 +13,15 @@ export const STALE_SCRATCH_MS = 60 * 60_000;
 
 const OWNER = 'owner.json';
 
-/** Makes `dir` (and its missing parents) a scratch directory owned by this process. */
+/**
+ * Makes `dir` (and its missing parents) a scratch directory owned by this process. The identity is
+ * read first, so that the directory goes without an owner (and then waits STALE_SCRATCH_MS to be
+ * removed) for the two system calls between its making and its naming, not for the reads of /proc.
+ */
 export function makeOwnedScratch(dir: string): void {
+  const owner = JSON.stringify(currentProcess());
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, OWNER), JSON.stringify(currentProcess()));
+  writeFileSync(join(dir, OWNER), owner);
 }
 
 function ownerOf(dir: string): ProcessIdentity | undefined {

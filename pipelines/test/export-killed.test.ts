@@ -54,7 +54,8 @@ test.before(async () => {
 
 test('a file export killed (SIGKILL): the next export to that file removes its temporary, never a live one', async () => {
   const target = s.path('out.jsonl');
-  await kill(await startExport(target, () => named(s.home, 'out.jsonl').length > 0));
+  // Killed once its staging names its owner: one killed before has none, and waits an hour to be removed (lib/owned-scratch.ts).
+  await kill(await startExport(target, () => named(s.home, 'out.jsonl').some((n) => existsSync(join(s.home, n, 'owner.json')))));
   const left = named(s.home, 'out.jsonl');
   assert.ok(left.length > 0, 'the killed export left nothing to remove');
   assert.not.ok(existsSync(target));
