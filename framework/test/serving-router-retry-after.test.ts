@@ -46,23 +46,23 @@ async function startRouter(name: string, workerName: string): Promise<string> {
 
 const completion = (base: string) => fetch(`${base}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'The', max_tokens: 2 }) });
 
+/** A 503 with the error `code`, telling the client to come back in `seconds` (both headers). */
+async function assertTurnedAway(answer: Response, code: string, seconds: number): Promise<void> {
+  const body = (await answer.json()) as { error: { code: string } };
+  assert.equal([answer.status, body.error.code], [503, code], JSON.stringify(body));
+  assert.is(answer.headers.get('retry-after'), String(seconds));
+  assert.is(answer.headers.get('retry-after-ms'), String(seconds * 1000));
+}
+
 test('every worker overloaded: 503 overloaded, to come back in a second', async () => {
   await system.spawn(remote(OverloadedWorker), { name: 'busy' });
   const base = await startRouter('busy-router', 'busy');
-  const answer = await completion(base);
-  const body = (await answer.json()) as { error: { code: string } };
-  assert.equal([answer.status, body.error.code], [503, 'overloaded'], JSON.stringify(body));
-  assert.is(answer.headers.get('retry-after'), '1');
-  assert.is(answer.headers.get('retry-after-ms'), '1000');
+  await assertTurnedAway(await completion(base), 'overloaded', 1);
 });
 
 test('no worker alive: 503 no_worker, to come back in 5 s; a client that retries as told gets its reply from a worker that joins meanwhile', async () => {
   const base = await startRouter('router', 'worker');
-  const none = await completion(base);
-  const body = (await none.json()) as { error: { code: string } };
-  assert.equal([none.status, body.error.code], [503, 'no_worker'], JSON.stringify(body));
-  assert.is(none.headers.get('retry-after'), '5');
-  assert.is(none.headers.get('retry-after-ms'), '5000');
+  await assertTurnedAway(await completion(base), 'no_worker', 5);
 
   // The client's own attempts, as they reach the Router.
   const attempts: Array<{ at: number; status: number }> = [];
