@@ -15,6 +15,7 @@ import { remote } from '../../core/actor.js';
 import { listenFailure } from '../../../lib/errors.js';
 import { capConnections } from '../../../lib/http-limits.js';
 import { isLoopbackHost } from '../../../lib/loopback.js';
+import { Logger } from '../../../lib/log.js';
 import type { ActorContext, ActorMetadata } from '../../core/context.js';
 import { apiServer, type ApiOptions } from './http.js';
 import { WorkerPool } from './pool.js';
@@ -50,7 +51,9 @@ class Router {
       process.stderr.write(`warn: the HTTP API listens on ${host}:${port} without an API key (--http_insecure): anyone who reaches it can use the model\n`);
     }
     this.pool = new WorkerPool(this.context!.system, this.params.worker_name);
-    this.app = apiServer({ modelName: this.params.model_name, pool: this.pool, apiKey, loopbackHostsOnly: isLoopbackHost(host) && apiKey === undefined, counters: this.counters, log: (line) => process.stderr.write(`error: ${line}\n`) });
+    // Its lines quote workers' messages and stacks: the Logger keeps each on one line, with no control character.
+    const failures = new Logger('error');
+    this.app = apiServer({ modelName: this.params.model_name, pool: this.pool, apiKey, loopbackHostsOnly: isLoopbackHost(host) && apiKey === undefined, counters: this.counters, log: (line) => failures.error(line) });
     // One descriptor per client: its requests reach the workers over the node's shared cluster sessions.
     capConnections([{ name: 'Router HTTP API', server: this.app.server, descriptorsPerConnection: 1 }], (message) => process.stderr.write(`warn: ${message}\n`));
     try {
