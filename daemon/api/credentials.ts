@@ -6,7 +6,8 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 
-const SDK_KEY_HEADER = 'open-sandbox-api-key';
+/** The header the SDKs send their key in (lower case, as Node has header names). */
+export const SDK_KEY_HEADER = 'open-sandbox-api-key';
 
 /** `message`, and when the request carries the SDKs' own key header, how to send the key instead. */
 export function keyMissing(message: string, headers: IncomingHttpHeaders): string {

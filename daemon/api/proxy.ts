@@ -12,7 +12,7 @@ import { request, type IncomingMessage, type ServerResponse, type IncomingHttpHe
 import { pipeline } from 'node:stream';
 import { clientGoneFrom } from '../../lib/client-gone.js';
 import { LifecycleError } from '../service/errors.js';
-import { keyMissing } from './credentials.js';
+import { SDK_KEY_HEADER, keyMissing } from './credentials.js';
 import { SANDBOX_TOKEN_HEADER, type SandboxService } from '../service/sandboxes.js';
 import { GuestExchange } from './guest-exchange.js';
 
@@ -23,7 +23,7 @@ export const STREAM_HIGH_WATER_MARK = 1 << 20;
 /** A body of known length from here up is bulk data (a download): sent raw (guest-exchange.ts), with TCP's coalescing. */
 const BULK_BODY_BYTES = 1 << 20;
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-connection']);
-const CONTROL_CREDENTIALS = new Set(['svc-api-key', SANDBOX_TOKEN_HEADER.toLowerCase(), 'open-sandbox-api-key', 'authorization', 'cookie', 'host', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+const CONTROL_CREDENTIALS = new Set(['svc-api-key', SANDBOX_TOKEN_HEADER.toLowerCase(), SDK_KEY_HEADER, 'authorization', 'cookie', 'host', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
 
 export function sendError(res: ServerResponse, status: number, code: string, message: string): void {
   if (res.headersSent) return void res.destroy();
