@@ -284,16 +284,16 @@ fn build(req: &RunRequest, uid: Option<u32>, gid: Option<u32>, env_file: &EnvFil
     if !req.background {
         die_with_service(&mut cmd);
     }
-    let file_envs = env_file.apply(&mut cmd)?;
+    env_file.apply(&mut cmd)?;
     if let Some(envs) = &req.envs {
         cmd.envs(envs);
     }
     if let Some(cwd) = &req.cwd {
         check_no_nul("cwd", cwd)?;
-        // From the environment the command gets: its request's envs, over the env file's, over the service's own.
+        // From the environment the command gets: what was set on it (its request's envs over the env file's), else the service's own.
         let lookup = |name: &str| {
-            let from_file = || file_envs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-            req.envs.as_ref().and_then(|e| e.get(name).cloned()).or_else(from_file).or_else(|| std::env::var(name).ok())
+            let set = cmd.as_std().get_envs().find(|(k, _)| *k == std::ffi::OsStr::new(name)).and_then(|(_, v)| v);
+            set.map(|v| v.to_string_lossy().into_owned()).or_else(|| std::env::var(name).ok())
         };
         let cwd = super::cwd::expand(cwd, lookup).map_err(|what| invalid(format!("field 'cwd': {what}")))?;
         check_cwd(&cwd)?;

@@ -29,7 +29,7 @@ pub fn expand(cwd: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Stri
             rest = after;
             continue;
         }
-        if !name.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()) || !name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()) {
+        if !super::env_file::is_variable_name(name) {
             return Err(format!("'{name}' is not a variable name"));
         }
         out.push_str(&lookup(name).ok_or_else(|| format!("${name} is not set in the command's environment"))?);

@@ -5,6 +5,7 @@
 //!
 //! Values are taken literally: `$NAME` in a value stays as written, nothing is expanded.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::http::ApiError;
@@ -25,24 +26,34 @@ impl EnvFile {
         EnvFile { path }
     }
 
-    /// Gives `cmd` the file's path and its entries (returned too); the request's own variables are set after, over them.
-    pub fn apply(&self, cmd: &mut tokio::process::Command) -> Result<Vec<(String, String)>, ApiError> {
+    /// Gives `cmd` the file's path and its entries; the request's own variables are set after, over them.
+    pub fn apply(&self, cmd: &mut tokio::process::Command) -> Result<(), ApiError> {
         let entries = self.entries()?;
         cmd.env(VARIABLE, &self.path);
-        cmd.envs(entries.iter().map(|(k, v)| (k, v)));
-        Ok(entries)
+        cmd.envs(entries);
+        Ok(())
     }
 
     fn entries(&self) -> Result<Vec<(String, String)>, ApiError> {
         let broken = |what: String| ApiError::runtime(format!("env file {} ({VARIABLE}): {what}; correct or remove it through the files API", self.path.display()));
-        let text = match std::fs::metadata(&self.path) {
+        let file = match std::fs::File::open(&self.path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(broken(e.to_string())),
-            Ok(meta) if meta.len() > MAX_BYTES => return Err(broken(format!("{} bytes, more than the {MAX_BYTES} read", meta.len()))),
-            Ok(_) => std::fs::read(&self.path).map_err(|e| broken(e.to_string()))?,
+            Ok(file) => file,
         };
+        // One byte past the bound tells a file too large, without reading the rest of it.
+        let mut text = Vec::new();
+        file.take(MAX_BYTES + 1).read_to_end(&mut text).map_err(|e| broken(e.to_string()))?;
+        if text.len() as u64 > MAX_BYTES {
+            return Err(broken(format!("more than the {MAX_BYTES} bytes read")));
+        }
         parse(&String::from_utf8_lossy(&text)).map_err(broken)
     }
+}
+
+/// A shell variable's name: a letter or `_`, then letters, digits and `_`.
+pub fn is_variable_name(name: &str) -> bool {
+    name.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()) && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 /// The entries of an env file in order (a later one of a name wins when they are applied).
@@ -66,7 +77,7 @@ fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
         let entry = rest.strip_prefix("export ").unwrap_or(rest);
         let eq = entry.find('=').filter(|&i| !entry[..i].contains('\n')).ok_or_else(|| format!("line {at}: not NAME=VALUE"))?;
         let name = entry[..eq].trim_end();
-        if name.is_empty() || !name.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())) {
+        if !is_variable_name(name) {
             return Err(format!("line {at}: '{name}' is not a variable name"));
         }
         let (value, after) = value(&entry[eq + 1..]).map_err(|what| format!("line {at}: {what}"))?;
