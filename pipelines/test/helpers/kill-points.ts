@@ -14,13 +14,13 @@
 import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as assert from 'uvu/assert';
-import { DIST_ROOT, runTool, type ToolResult } from '../../../lib/testing/run-tool.js';
+import { runTool, type ToolResult } from '../../../lib/testing/run-tool.js';
 import { scratchDir } from '../../../lib/testing/scratch.js';
 import { homeEnv } from '../../../bench/lib/home-env.js';
 import { openDataset } from '../../dataset/open.js';
 import { STORYLINES, leftovers, writeStorylines } from './dataset-state.js';
+import { SHIM } from './stop-points.js';
 
-const SHIM = join(DIST_ROOT, 'lib', 'testing', 'killpoint.so');
 
 /** One counted call of a clean run: its number, the function, and the paths it named. */
 export interface Call {

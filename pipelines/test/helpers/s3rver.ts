@@ -4,8 +4,9 @@
  * of an ETag the object does not have, as some older Garage and SeaweedFS builds do. What trajstore
  * must refuse to commit through (moto, bench/lib/s3-server.ts, is the server that honours them).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { startChild } from '../../../bench/lib/child.js';
 
 /** The keys s3rver takes (fixed: it signs with no other). */
 const ACCESS_KEY = 'S3RVER';
@@ -29,19 +30,8 @@ export class S3rverServer {
   /** Starts a server storing in `dir`, with `bucket` made, on a port of its own choosing. */
   static async start(dir: string, bucket: string): Promise<S3rverServer> {
     const bin = createRequire(import.meta.url).resolve('s3rver/bin/s3rver.js');
-    const child = spawn(process.execPath, [bin, '-d', dir, '-a', '127.0.0.1', '-p', '0', '--silent', '--configure-bucket', bucket], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-    const port = await new Promise<number>((resolve, reject) => {
-      let out = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        const listening = /listening on 127\.0\.0\.1:(\d+)/.exec(out);
-        if (listening) resolve(Number(listening[1]));
-      });
-      child.once('exit', (code) => reject(new Error(`s3rver exited (${code}): ${stderr}`)));
-    });
-    return new S3rverServer(child, port);
+    const { proc, match } = await startChild([bin, '-d', dir, '-a', '127.0.0.1', '-p', '0', '--silent', '--configure-bucket', bucket], /listening on 127\.0\.0\.1:(\d+)/);
+    return new S3rverServer(proc, Number(match[1]));
   }
 
   async stop(): Promise<void> {
