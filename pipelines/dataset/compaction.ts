@@ -184,25 +184,29 @@ export async function reclaimSuperseded(store: ObjectStore, currentId: string, g
     await store.delete(snapshotKey(snapshot.id));
     removedSnapshots += 1;
   }
-  let removedParts = 0;
-  for (const key of await store.list('parts/')) {
-    const writtenAt = partWrittenAt(key);
-    if (!isPartKey(key) || referenced.has(key) || writtenAt === undefined || now - writtenAt <= graceMs) continue;
-    await store.delete(key);
-    removedParts += 1;
-  }
-  return { snapshots: removedSnapshots, parts: removedParts };
+  const parts = await deleteWhere(store, 'parts/', (key) => isPartKey(key) && !referenced.has(key) && writtenBefore(key, now - graceMs));
+  return { snapshots: removedSnapshots, parts };
 }
 
 /**
  * Removes the probes of killed writers (layout.ts `probeKey`) written more than `graceMs` ago: a
  * live writer deletes its own within seconds. Returns how many went.
  */
-export async function reclaimProbes(store: ObjectStore, graceMs: number, now = Date.now()): Promise<number> {
+export function reclaimProbes(store: ObjectStore, graceMs: number, now = Date.now()): Promise<number> {
+  return deleteWhere(store, PROBES_PREFIX, (key) => isProbeKey(key) && writtenBefore(key, now - graceMs));
+}
+
+/** Whether the key (a part's or a probe's, its time in its name) was written before `time`. */
+function writtenBefore(key: string, time: number): boolean {
+  const writtenAt = partWrittenAt(key);
+  return writtenAt !== undefined && writtenAt < time;
+}
+
+/** Deletes the keys listed under `prefix` that `chosen` picks, one at a time; how many went. */
+async function deleteWhere(store: ObjectStore, prefix: string, chosen: (key: string) => boolean): Promise<number> {
   let removed = 0;
-  for (const key of await store.list(PROBES_PREFIX)) {
-    const writtenAt = partWrittenAt(key);
-    if (!isProbeKey(key) || writtenAt === undefined || now - writtenAt <= graceMs) continue;
+  for (const key of await store.list(prefix)) {
+    if (!chosen(key)) continue;
     await store.delete(key);
     removed += 1;
   }

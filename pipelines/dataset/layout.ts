@@ -156,10 +156,13 @@ export function dropMarker(): string {
   return `${JSON.stringify({ kind: DROP_MARKER_KIND, dropped_at: new Date().toISOString(), drop: randomSuffix() }, null, 2)}\n`;
 }
 
+/** Whether `value` (what the manifest's key holds, parsed) is a drop's marker. */
+const isDropMarkerValue = (value: unknown): boolean => (value as { kind?: unknown } | null)?.kind === DROP_MARKER_KIND;
+
 /** Whether `bytes` (what the manifest's key holds) are a drop's marker. */
 export function isDropMarker(bytes: Buffer): boolean {
   try {
-    return (JSON.parse(bytes.toString('utf8')) as { kind?: unknown } | null)?.kind === DROP_MARKER_KIND;
+    return isDropMarkerValue(JSON.parse(bytes.toString('utf8')));
   } catch {
     return false;
   }
@@ -181,7 +184,7 @@ export function parseManifest(store: ObjectStore, bytes: Buffer): Manifest {
   } catch (error) {
     throw new InvalidInputError(`${store.uri}/${MANIFEST_KEY}: not a trajstore manifest (${(error as Error).message})`);
   }
-  if (isDropMarker(bytes)) {
+  if (isDropMarkerValue(manifest)) {
     throw new DatasetBeingDropped(`${store.uri}: is being dropped (a drop committed there and has not finished)`, { hint: `run trajstore drop ${store.uri} --yes to finish it` });
   }
   if (manifest === null || typeof manifest !== 'object' || (manifest.kind !== 'storyline' && manifest.kind !== 'compact') || typeof manifest.snapshot_id !== 'string') {

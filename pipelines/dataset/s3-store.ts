@@ -552,16 +552,17 @@ export class S3ObjectStore implements ObjectStore {
    * refuses both (412). What the server answered instead, or undefined; the probe is deleted
    * whatever happens (one a killed process leaves is reclaimed, and dropped with the dataset).
    *
-   * A put taken where it should have been refused is asked once more, of a new probe: a drop of the
-   * prefix running meanwhile may have deleted the first (its listing takes every key), and a put
-   * with `If-None-Match: *` then rightly succeeds. A server that ignores the conditions fails both.
+   * A put with `If-None-Match: *` that was taken is asked once more, of a new probe: a drop of the
+   * prefix running meanwhile may have deleted the first (its listing takes every key), and that put
+   * then rightly succeeds. A server that ignores the condition takes both.
    */
   private async probeConditionalWrites(): Promise<string | undefined> {
     const found = await this.probeOnce();
-    return found === undefined || found.startsWith('answered 501') ? found : this.probeOnce();
+    return found?.createTaken ? (await this.probeOnce())?.answer : found?.answer;
   }
 
-  private async probeOnce(): Promise<string | undefined> {
+  /** What the server answered where it should have refused, and whether that was a create over the probe (`If-None-Match: *` taken). */
+  private async probeOnce(): Promise<{ answer: string; createTaken: boolean } | undefined> {
     const key = probeKey(await newPartStamp());
     const body = 'trajstore checks that this object store honours conditional writes; this object is deleted at once\n';
     await this.putWhole(key, body);
@@ -573,8 +574,8 @@ export class S3ObjectStore implements ObjectStore {
       ];
       for (const check of checks) {
         const status = await this.conditionalPutStatus(key, body, check.condition);
-        if (status === 501) return `answered 501 NotImplemented to a PUT with ${check.header}`;
-        if (status !== 412) return `answered ${status} to a PUT with ${check.header} ${check.case}`;
+        if (status === 501) return { answer: `answered 501 NotImplemented to a PUT with ${check.header}`, createTaken: false };
+        if (status !== 412) return { answer: `answered ${status} to a PUT with ${check.header} ${check.case}`, createTaken: 'IfNoneMatch' in check.condition && status < 300 };
       }
       return undefined;
     } finally {
