@@ -14,14 +14,20 @@ export const STALE_SCRATCH_MS = 60 * 60_000;
 const OWNER = 'owner.json';
 
 /**
- * Makes `dir` (and its missing parents) a scratch directory owned by this process. The identity is
- * read first, so that the directory goes without an owner (and then waits STALE_SCRATCH_MS to be
- * removed) for the two system calls between its making and its naming, not for the reads of /proc.
+ * Makes `dir` (a new name, and its missing parents) a scratch directory owned by this process. The
+ * identity is read first, so that the directory goes without an owner (and then waits
+ * STALE_SCRATCH_MS to be removed) for the two system calls between its making and its naming, not
+ * for the reads of /proc; one made but not named (a full disk) is removed at once.
  */
 export function makeOwnedScratch(dir: string): void {
   const owner = JSON.stringify(currentProcess());
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, OWNER), owner);
+  try {
+    writeFileSync(join(dir, OWNER), owner);
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
 }
 
 function ownerOf(dir: string): ProcessIdentity | undefined {
@@ -39,7 +45,7 @@ function ownerOf(dir: string): ProcessIdentity | undefined {
  * readable owner (killed between making it and naming its owner, or left by a writer that names none)
  * is abandoned once untouched for STALE_SCRATCH_MS.
  */
-export function isAbandoned(path: string, now = Date.now()): boolean {
+function isAbandoned(path: string, now = Date.now()): boolean {
   const owner = ownerOf(path);
   if (owner) return processState(owner) === 'gone';
   const stat = statSync(path, { throwIfNoEntry: false });

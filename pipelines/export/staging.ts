@@ -15,7 +15,7 @@
  * A staging goes only once its owner no longer runs, so an export at work (or stopped, or on another
  * machine sharing the directory) keeps its own.
  */
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { cacheHome } from '../../lib/config.js';
 import { hiddenTempSiblingOf, randomSuffix, TEMP_MARKER, tempTargetOf } from '../../lib/durable.js';
@@ -32,25 +32,22 @@ const INSIDE = '.trajstore-export';
 const UPLOAD = 'trajstore-export';
 
 function stageAt(dir: string): Staging {
-  try {
-    makeOwnedScratch(dir);
-  } catch (error) {
-    // Made but not named (a full disk): it would stay an hour, unowned.
-    rmSync(dir, { recursive: true, force: true });
-    throw error;
-  }
+  makeOwnedScratch(dir);
   return { content: join(dir, 'content'), remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** Removes the abandoned temporaries of `name` in `parent` (`<name>.tmp-<random>`). */
-function removeAbandonedTemporaries(parent: string, name: string): void {
-  let names: string[];
+/** Removes the abandoned temporaries of each of `names` in `parent` (`<name>.tmp-<random>`), reading `parent` once. */
+function removeAbandonedTemporaries(parent: string, ...names: string[]): void {
+  let entries: string[];
   try {
-    names = readdirSync(parent);
+    entries = readdirSync(parent);
   } catch {
     return;
   }
-  for (const entry of names) if (tempTargetOf(entry) === name) removeIfAbandoned(join(parent, entry));
+  for (const entry of entries) {
+    const of = tempTargetOf(entry);
+    if (of !== undefined && names.includes(of)) removeIfAbandoned(join(parent, entry));
+  }
 }
 
 /**
@@ -59,8 +56,7 @@ function removeAbandonedTemporaries(parent: string, name: string): void {
  * staged in an owned directory (no owner: it goes once an hour old).
  */
 export function removeKilledExports(target: string): void {
-  removeAbandonedTemporaries(dirname(target), `.${basename(target)}`);
-  removeAbandonedTemporaries(dirname(target), basename(target));
+  removeAbandonedTemporaries(dirname(target), `.${basename(target)}`, basename(target));
   removeAbandonedTemporaries(target, INSIDE);
 }
 
@@ -77,7 +73,6 @@ export function stageInside(dir: string): Staging {
 /** A staging in the cache for an upload, after removing those of killed exports. */
 export function stageForUpload(env: NodeJS.ProcessEnv): Staging {
   const dir = join(cacheHome(env), 'trajstore', 'exports');
-  mkdirSync(dir, { recursive: true });
   removeAbandonedTemporaries(dir, UPLOAD);
   return stageAt(join(dir, `${UPLOAD}${TEMP_MARKER}${randomSuffix()}`));
 }
