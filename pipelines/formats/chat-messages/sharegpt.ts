@@ -91,7 +91,7 @@ function appendResponses(ctx: MessageContext, value: string, pointer: string, ex
 export function pyJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(pyJson).join(', ')}]`;
   if (isJsonObject(value)) return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pyJson(v)}`).join(', ')}}`;
-  return reimportableJson(value) ?? 'null';
+  return value === undefined ? 'null' : reimportableJson(value);
 }
 
 export function gptValue(turn: Turn): string {
