@@ -46,8 +46,8 @@ export interface ObjectStore {
 /** A local object being written: a DurableFile, published under its key by `commit`. */
 class LocalFileWriter implements ObjectWriter {
   private readonly file: DurableFile;
-  constructor(path: string) {
-    this.file = new DurableFile(path, { createDirectory: true });
+  constructor(path: string, options: LocalStoreOptions) {
+    this.file = new DurableFile(path, { createDirectory: true, ...options });
   }
   get size(): number {
     return this.file.size;
@@ -63,8 +63,16 @@ class LocalFileWriter implements ObjectWriter {
   }
 }
 
+export interface LocalStoreOptions {
+  /** false: objects are not flushed to disk (a scratch copy, uploaded then removed); see DurableFileOptions. */
+  fsync?: boolean;
+}
+
 export class LocalObjectStore implements ObjectStore {
-  constructor(readonly root: string) {}
+  constructor(
+    readonly root: string,
+    private readonly options: LocalStoreOptions = {},
+  ) {}
 
   get uri(): string {
     return this.root;
@@ -115,11 +123,11 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async put(key: string, bytes: Uint8Array | string): Promise<void> {
-    writeFileDurably(this.pathOf(key), bytes, { createDirectory: true });
+    writeFileDurably(this.pathOf(key), bytes, { createDirectory: true, ...this.options });
   }
 
   writer(key: string): ObjectWriter {
-    return new LocalFileWriter(this.pathOf(key));
+    return new LocalFileWriter(this.pathOf(key), this.options);
   }
 
   async list(prefix: string): Promise<string[]> {

@@ -52,7 +52,8 @@ export async function openObjectTarget({ place, env, signal, directory, overwrit
   };
   const staged: string[] = [];
   const staging = stageForUpload(env);
-  const local = new LocalObjectStore(staging.content);
+  // Uploaded, then removed: a crash leaves nothing read again, so nothing is flushed to disk.
+  const local = new LocalObjectStore(staging.content, { fsync: false });
   const pending = new Set<ObjectWriter>();
   let stream: ObjectWriter | undefined;
   try {
@@ -77,7 +78,8 @@ export async function openObjectTarget({ place, env, signal, directory, overwrit
     } catch (error) {
       // Nothing half done stays: the objects this export added go again. One it wrote over (--overwrite)
       // keeps what it wrote: what it held is gone already, and deleting it would lose both.
-      await Promise.allSettled(uploaded.filter((key) => !existing.has(key)).map((key) => store.delete(key)));
+      // A bulk delete, a thousand keys a request; a failure leaves the rest, as the export's own error says more.
+      await store.deleteMany(uploaded.filter((key) => !existing.has(key))).catch(() => undefined);
       if (error instanceof ConflictError) throw new ConflictError(`-t ${shown(staged[uploaded.length] as string)}: already exists (written while the export ran)`, HINT);
       throw error;
     }
